@@ -1,0 +1,142 @@
+"""The data a lifetime model is made of: steps, storage groups, sources and buffer records."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import reduce
+import operator
+
+import sympy as sp
+
+from .dtypes import itemsize
+
+
+class Group(Enum):
+    """Storage groups, in the order tables show them (the KDA report's rows)."""
+
+    INPUTS = "inputs, dO and output"
+    SAVED = "forward-saved activations"
+    RECOMPUTE = "recompute intermediates"
+    STATE = "state series"
+    STAGE = "stage buffers"
+    MATRIX_GRAD = "chunk-matrix gradients"
+    DV = "current dv"
+    OUTPUT_GRAD = "output gradients"
+    BETA_REDUCTION = "beta gradients and reduction temporaries"
+    SCRATCH = "gate-parameter scratch and metadata"
+    WORKSPACE = "other workspace"
+    FORWARD = "forward intermediates"
+    WARMUP = "warmup leftovers (validator protocol)"
+
+    @property
+    def label(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a buffer is allocated in the pinned library version."""
+
+    file: str
+    function: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.file}:{self.function}"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True)
+class Step:
+    """One point of the timeline: a kernel launch or a host-side allocation site."""
+
+    name: str
+    phase: str  # "forward" | "backward" | "harness"
+    source: Source | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One allocation: its shape as a formula, its dtype, its source and its lifetime.
+
+    The buffer is live from step ``allocated_at`` through step ``freed_after`` inclusive;
+    ``freed_after=None`` means it is still held when the measured step ends (inputs, outputs,
+    gradients). ``carved_from`` names a single allocation that several regions share (a
+    workspace): the allocator rounds the allocation once, not each region.
+    """
+
+    name: str
+    group: Group
+    shape: tuple[sp.Expr, ...]
+    dtype: str
+    source: Source
+    allocated_at: str
+    freed_after: str | None = None
+    carved_from: str | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))
+        itemsize(self.dtype)  # fail early on an unknown dtype
+
+    @property
+    def elements(self) -> sp.Expr:
+        return reduce(operator.mul, self.shape, sp.Integer(1))
+
+    @property
+    def nbytes(self) -> sp.Expr:
+        """Requested bytes, before allocator rounding."""
+        return self.elements * itemsize(self.dtype)
+
+    def shape_text(self) -> str:
+        return "[" + ", ".join(str(d) for d in self.shape) + "]"
+
+
+@dataclass(frozen=True)
+class LifetimeModel:
+    """A model is data: the ordered steps and the buffer records. The engine does the rest."""
+
+    key: str
+    implementation: str
+    version: str
+    summary: str
+    steps: tuple[Step, ...]
+    buffers: tuple[Buffer, ...]
+    options: tuple[tuple[str, object], ...] = ()
+    not_modelled: tuple[str, ...] = ()
+    device: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.steps]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.key}: duplicate step names")
+        index = {n: i for i, n in enumerate(names)}
+        seen: set[str] = set()
+        for b in self.buffers:
+            if b.name in seen:
+                raise ValueError(f"{self.key}: duplicate buffer {b.name}")
+            seen.add(b.name)
+            if b.allocated_at not in index:
+                raise ValueError(f"{self.key}: {b.name} allocated at unknown step {b.allocated_at}")
+            if b.freed_after is not None:
+                if b.freed_after not in index:
+                    raise ValueError(f"{self.key}: {b.name} freed after unknown step {b.freed_after}")
+                if index[b.freed_after] < index[b.allocated_at]:
+                    raise ValueError(f"{self.key}: {b.name} is freed before it is allocated")
+
+    def step_index(self, name: str) -> int:
+        for i, s in enumerate(self.steps):
+            if s.name == name:
+                return i
+        raise KeyError(name)
+
+    def live_range(self, buffer: Buffer) -> range:
+        start = self.step_index(buffer.allocated_at)
+        stop = len(self.steps) if buffer.freed_after is None else self.step_index(buffer.freed_after) + 1
+        return range(start, stop)
+
+    @property
+    def option_dict(self) -> dict[str, object]:
+        return dict(self.options)

@@ -1,0 +1,135 @@
+"""The ``livebytes`` command. Each command parses, calls the library, renders; domain errors are one line, exit 1."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import List, Optional
+
+import typer
+
+from . import render
+from .devices import get_device
+from .engine import predict as run_predict
+from .errors import LivebytesError
+from .registry import check_shape, get_model, specs
+from .report import prediction_dict
+from .shapes import Shape, parse_size
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Peak memory of fused attention kernels, predicted from buffer lifetimes and checked on GPUs.")
+
+Impl = typer.Option(..., "--impl", help="model key, e.g. fla-kda@0.6.0 (see `livebytes models`)")
+Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (packed)")
+Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K, 128K")
+Heads = typer.Option(..., "--heads", help="query/key heads")
+Dim = typer.Option("128", "--dim", help="head dimension")
+Gpu = typer.Option(None, "--gpu", help="device preset (H200, H100, B200, B300); default: the model's")
+Contract = typer.Option(None, "--contract", help="FLA: report (in-kernel transforms) or plain (cuDNN Hopper contract)")
+NoRecompute = typer.Option(False, "--no-recompute", help="FLA: disable_recompute=True (save every intermediate)")
+Json = typer.Option(False, "--json", help="machine-readable output")
+
+
+def _shape(mbs: str, seq: str, heads: str, dim: str) -> Shape:
+    return Shape(parse_size(mbs, "MBS"), parse_size(seq, "sequence"), parse_size(heads, "heads"), parse_size(dim, "dim"))
+
+
+def _options(contract: Optional[str], no_recompute: bool) -> dict:
+    opts = {}
+    if contract is not None:
+        opts["contract"] = contract
+    if no_recompute:
+        opts["recompute"] = False
+    return opts
+
+
+def _measured(model, shape):
+    from livebytes.validate.records import find
+    opts = {k: v for k, v in model.options if k != "forward_only"}
+    return find(model.key, shape, opts)
+
+
+def _fits(pred, gpu_name: str) -> dict:
+    dev = get_device(gpu_name)
+    headroom = dev.usable_bytes - pred.peak_bytes
+    return {"gpu": dev.name, "usable_bytes": dev.usable_bytes, "fits": headroom >= 0, "headroom_bytes": headroom}
+
+
+def _fits_text(f: dict) -> str:
+    gib = abs(f["headroom_bytes"]) / 2**30
+    verdict = f"fits {f['gpu']} with {gib:.3f} GiB to spare" if f["fits"] else f"does NOT fit {f['gpu']}: {gib:.3f} GiB over"
+    return f"{verdict} (usable {f['usable_bytes'] / 2**30:.3f} GiB)"
+
+
+def _fail(err: Exception) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def predict(impl: str = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
+            gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
+            as_json: bool = Json) -> None:
+    """Peak allocated memory of one implementation at one shape, by storage group."""
+    try:
+        shape = _shape(mbs, seq, heads, dim)
+        check_shape(impl, shape, gpu)
+        model = get_model(impl, gpu, **_options(contract, no_recompute))
+        pred = run_predict(model, shape)
+        measured = _measured(model, shape)
+        fits = _fits(pred, gpu or model.device)
+    except LivebytesError as err:
+        _fail(err)
+    if as_json:
+        typer.echo(json.dumps(prediction_dict(pred, measured, fits), indent=1))
+    else:
+        render.console.print(render.prediction_table(pred, measured, _fits_text(fits)))
+
+
+@app.command()
+def compare(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
+            gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
+            as_json: bool = Json) -> None:
+    """Several implementations side by side at one shape, with the reduction against the first."""
+    try:
+        shape = _shape(mbs, seq, heads, dim)
+        preds, measured = [], []
+        for key in impl:
+            check_shape(key, shape, gpu)
+            opts = _options(contract, no_recompute)
+            from .registry import spec
+            opts = {k: v for k, v in opts.items() if k in spec(key).options}
+            model = get_model(key, gpu, **opts)
+            preds.append(run_predict(model, shape))
+            measured.append(_measured(model, shape))
+    except LivebytesError as err:
+        _fail(err)
+    if as_json:
+        base = preds[0].peak_bytes
+        out = [prediction_dict(p, m) | {"reduction_vs_first": 1 - p.peak_bytes / base} for p, m in zip(preds, measured)]
+        typer.echo(json.dumps(out, indent=1))
+    else:
+        render.console.print(render.compare_table(preds, measured))
+
+
+@app.command()
+def models(as_json: bool = Json) -> None:
+    """The registry: every model, its version and what it covers."""
+    items = specs()
+    if as_json:
+        typer.echo(json.dumps([{"key": s.key, "implementation": s.implementation, "version": s.version,
+                                "phase": s.phase, "options": {k: list(v) for k, v in s.options.items()},
+                                "default_gpu": s.default_device, "covers": s.covers} for s in items], indent=1))
+    else:
+        render.console.print(render.models_table(items))
+
+
+def main() -> None:
+    try:
+        app()
+    except LivebytesError as err:  # pragma: no cover - commands catch their own
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""GPU presets: what a model needs from the device (SM count, architecture) and what planning needs
+(capacity and what PyTorch can actually allocate). Every figure says where it comes from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LivebytesError
+from .shapes import parse_size
+
+GiB = 2**30
+GB = 10**9
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    arch: str                 # "sm90" (Hopper) or "sm100" (Blackwell)
+    sm_count: int
+    capacity_bytes: int       # total device memory as the driver reports it, or the datasheet figure
+    capacity_source: str
+    reserved_bytes: int = 0   # what the PyTorch allocator cannot hand out (CUDA context and the like)
+    reserved_source: str = "not measured: usable budget = capacity"
+
+    @property
+    def usable_bytes(self) -> int:
+        return self.capacity_bytes - self.reserved_bytes
+
+    @property
+    def blackwell(self) -> bool:
+        return self.arch.startswith("sm10")
+
+
+# The H200 figures are our own measurement (validate/records/h200_device.json, written by the runner).
+H200 = Device(
+    "H200", "sm90", 132, 150_754_820_096,
+    "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
+    reserved_bytes=0, reserved_source="see validate/records/h200_device.json (filled by the GPU runner)",
+)
+
+DEVICES: dict[str, Device] = {d.name.upper(): d for d in (
+    H200,
+    Device("H100", "sm90", 132, 80 * GB, "NVIDIA H100 SXM5 datasheet: 80 GB HBM3 (not measured here)"),
+    Device("B200", "sm100", 148, 180 * GB, "NVIDIA HGX B200 datasheet: 180 GB HBM3e per GPU, 148 SMs (not measured here)"),
+    Device("B300", "sm100", 160, 288 * GB,
+           "NVIDIA Blackwell Ultra announcement: 288 GB HBM3e, 160 SMs (as reported; not measured here)"),
+)}
+
+
+def get_device(name: str) -> Device:
+    try:
+        return DEVICES[name.strip().upper()]
+    except KeyError:
+        raise LivebytesError(f"unknown GPU {name!r}; presets: {', '.join(d.name for d in DEVICES.values())}") from None
+
+
+def parse_budget(text: str) -> int:
+    """``80GiB``, ``141GB``, ``512MiB`` or a plain byte count."""
+    t = text.strip()
+    units = {"GIB": GiB, "MIB": 2**20, "GB": GB, "MB": 10**6, "B": 1}
+    for suffix, scale in units.items():
+        if t.upper().endswith(suffix):
+            number = t[: -len(suffix)].strip()
+            try:
+                value = float(number)
+            except ValueError:
+                break
+            if value <= 0:
+                raise LivebytesError(f"budget must be positive, got {text!r}")
+            return int(value * scale)
+    return parse_size(t, "budget")

@@ -1,0 +1,93 @@
+"""One registry of lifetime models, keyed ``implementation@version``.
+
+The estimator knows nothing about any implementation: ``livebytes.lifetimes`` registers its models
+here when it is imported. A model is built for a device and a set of options, and cached.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+from .buffers import LifetimeModel
+from .devices import Device, get_device
+from .errors import RefusedShapeError, UnknownModelError
+from .shapes import Shape
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    key: str
+    implementation: str
+    version: str
+    covers: str
+    builder: Callable[..., LifetimeModel]
+    refuse: Callable[[Shape, Device], str | None]
+    options: dict = field(default_factory=dict)   # option name -> allowed values (first is the default)
+    default_device: str = "H200"
+    phase: str = "fwd+bwd"
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    if spec.key in _REGISTRY:
+        raise ValueError(f"model {spec.key} registered twice")
+    _REGISTRY[spec.key] = spec
+    return spec
+
+
+def _load() -> None:
+    import livebytes.lifetimes  # noqa: F401  (registers the models)
+
+
+def specs() -> list[ModelSpec]:
+    _load()
+    return list(_REGISTRY.values())
+
+
+def spec(key: str) -> ModelSpec:
+    _load()
+    try:
+        return _REGISTRY[key]
+    except KeyError:
+        known = ", ".join(_REGISTRY)
+        raise UnknownModelError(f"unknown implementation {key!r}; known: {known}") from None
+
+
+def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ...]:
+    resolved = {}
+    for name, allowed in s.options.items():
+        value = options.get(name)
+        if value is None:
+            value = allowed[0]
+        if value not in allowed:
+            raise RefusedShapeError(f"{s.key}: option {name}={value!r} not supported (choose from {', '.join(map(str, allowed))})")
+        resolved[name] = value
+    unknown = {k for k, v in options.items() if v is not None} - set(s.options)
+    if unknown:
+        raise RefusedShapeError(f"{s.key}: does not take option(s) {', '.join(sorted(unknown))}")
+    return tuple(sorted(resolved.items()))
+
+
+@lru_cache(maxsize=128)
+def _build(key: str, device_name: str, options: tuple[tuple[str, object], ...]) -> LifetimeModel:
+    s = spec(key)
+    return s.builder(device=get_device(device_name), **dict(options))
+
+
+def get_model(key: str, device: Device | str | None = None, **options) -> LifetimeModel:
+    """The model for ``key`` on ``device`` (its default device when None) with ``options``."""
+    s = spec(key)
+    name = device.name if isinstance(device, Device) else (device or s.default_device)
+    return _build(key, get_device(name).name, resolve_options(s, options))
+
+
+def check_shape(key: str, shape: Shape, device: Device | str | None = None) -> None:
+    """Raise RefusedShapeError with the implementation's own reason when it refuses the shape."""
+    s = spec(key)
+    dev = device if isinstance(device, Device) else get_device(device or s.default_device)
+    reason = s.refuse(shape, dev)
+    if reason:
+        raise RefusedShapeError(f"{key}: {reason}")

@@ -1,0 +1,74 @@
+"""Every rich table and plot is built here; the CLI only chooses which."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .engine import Prediction
+from .report import gib
+
+console = Console()
+
+
+def _g(nbytes: int | None, digits: int = 3) -> str:
+    return "-" if nbytes is None else f"{gib(nbytes):,.{digits}f}"
+
+
+def measured_text(records) -> str:
+    if not records:
+        return "predicted (never measured)"
+    parts = []
+    for r in records:
+        value = "OOM" if r.oom else f"{_g(r.peak_bytes)} GiB"
+        parts.append(f"{r.origin} {value} on {r.device}")
+    return "; ".join(parts)
+
+
+def prediction_table(p: Prediction, measured=None, fits: str | None = None, show_buffers: bool = True) -> Table:
+    title = f"{p.model.key}  {p.shape.label()}"
+    t = Table(title=title, title_justify="left", show_footer=True)
+    t.add_column("storage group", footer="peak (allocated)")
+    t.add_column("GiB", justify="right", footer=_g(p.peak_bytes))
+    t.add_column("buffers", footer=f"at step {p.peak_step.name}")
+    live = p.at_peak
+    for group, nbytes in p.groups.items():
+        names = [f"{b.name} {b.shape_text()} {b.dtype}" for b, n in live if b.group is group and n]
+        t.add_row(group.label, _g(nbytes), ", ".join(names) if show_buffers else str(len(names)))
+    t.caption = measured_text(measured) + (f" | {fits}" if fits else "")
+    return t
+
+
+def compare_table(preds: list[Prediction], measured: list[list]) -> Table:
+    base = preds[0]
+    t = Table(title=f"{base.shape.label()}", title_justify="left")
+    t.add_column("storage group")
+    for p in preds:
+        t.add_column(p.model.key, justify="right")
+    groups = []
+    for p in preds:
+        for g in p.groups:
+            if g not in groups:
+                groups.append(g)
+    order = {g: i for i, g in enumerate(type(groups[0]))} if groups else {}
+    for g in sorted(groups, key=order.get):
+        t.add_row(g.label, *[_g(p.groups.get(g, 0)) for p in preds])
+    t.add_section()
+    t.add_row(Text("peak (predicted)", style="bold"), *[Text(_g(p.peak_bytes), style="bold") for p in preds])
+    t.add_row("peak step", *[p.peak_step.name for p in preds])
+    t.add_row("measured", *[(measured_text(m) if m else "never measured") for m in measured])
+    if len(preds) > 1:
+        cells = ["-"] + [f"{(1 - p.peak_bytes / base.peak_bytes) * 100:.1f}% lower" if p.peak_bytes <= base.peak_bytes
+                         else f"{(p.peak_bytes / base.peak_bytes - 1) * 100:.1f}% higher" for p in preds[1:]]
+        t.add_row(f"vs {base.model.key}", *cells)
+    return t
+
+
+def models_table(specs) -> Table:
+    t = Table(title="lifetime models", title_justify="left")
+    for c in ("key", "implementation", "version", "phase", "options", "default GPU", "covers"):
+        t.add_column(c)
+    for s in specs:
+        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in s.options.items()) or "-"
+        t.add_row(s.key, s.implementation, s.version, s.phase, opts, s.default_device, s.covers)
+    return t

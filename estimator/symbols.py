@@ -1,0 +1,31 @@
+"""The shape symbols every lifetime model is written in.
+
+S    tokens per sequence
+MBS  sequences per micro-batch, packed back to back with boundaries (cu_seqlens)
+H    query/key heads
+HV   value heads (grouped value attention when HV > H; equal to H otherwise)
+DK   key head dimension
+DV   value head dimension
+
+Tokens in the packed batch are T = MBS * S. Chunk counts use ceiling division per sequence,
+because packed kernels never let a chunk straddle a sequence boundary.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+S, MBS, H, HV, DK, DV = sp.symbols("S MBS H HV DK DV", positive=True, integer=True)
+
+SHAPE_SYMBOLS: tuple[sp.Symbol, ...] = (S, MBS, H, HV, DK, DV)
+
+T = MBS * S  # packed tokens
+
+
+def cdiv(numerator: sp.Expr, denominator: int | sp.Expr) -> sp.Expr:
+    """Ceiling division, kept symbolic: ``triton.cdiv`` / ``-(-a // b)`` in the sources."""
+    return sp.ceiling(sp.Integer(1) * numerator / denominator)
+
+
+def chunks_per_batch(chunk: int) -> sp.Expr:
+    """Chunks of ``chunk`` tokens over the packed batch, each sequence chunked on its own."""
+    return MBS * cdiv(S, chunk)
