@@ -75,6 +75,7 @@ class Buffer:
     freed_after: str | None = None
     carved_from: str | None = None
     note: str = ""
+    cached: bool = False   # allocated by the first call and kept by the library across calls (tensor_cache, plan caches)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))
@@ -120,6 +121,8 @@ class LifetimeModel:
             seen.add(b.name)
             if b.allocated_at not in index:
                 raise ValueError(f"{self.key}: {b.name} allocated at unknown step {b.allocated_at}")
+            if b.cached and b.freed_after is not None:
+                raise ValueError(f"{self.key}: cached buffer {b.name} cannot be freed inside the step")
             if b.freed_after is not None:
                 if b.freed_after not in index:
                     raise ValueError(f"{self.key}: {b.name} freed after unknown step {b.freed_after}")
@@ -133,6 +136,8 @@ class LifetimeModel:
         raise KeyError(name)
 
     def live_range(self, buffer: Buffer) -> range:
+        if buffer.cached:  # kept by the library since an earlier call: live through the whole step
+            return range(0, len(self.steps))
         start = self.step_index(buffer.allocated_at)
         stop = len(self.steps) if buffer.freed_after is None else self.step_index(buffer.freed_after) + 1
         return range(start, stop)

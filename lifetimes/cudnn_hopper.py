@@ -75,8 +75,10 @@ def _harness(add, with_do: bool) -> None:
         add("dO", Group.INPUTS, (T, H, DV), "bf16", src, "harness.inputs")               # [T, H, V] bf16
 
 
-def _state_scratch(add, prefix: str, seqs, group: Group, at: str, plans: tuple[str, ...]) -> None:
-    """The fp32 [N, H, 128, 128] buffers each cached plan keeps for absent states."""
+def _state_scratch(add, prefix: str, seqs, group: Group, at: str, plans: tuple[str, ...], cached: bool) -> None:
+    """The fp32 [N, H, 128, 128] buffers each cached plan keeps for absent states (allocated by its first call)."""
+    def add(*args, _add=add):
+        _add(*args, cached=cached)
     for plan in plans:
         if plan == "fwd_cuda":
             f = "hopper/cuda_engine.py"
@@ -97,15 +99,15 @@ def _state_scratch(add, prefix: str, seqs, group: Group, at: str, plans: tuple[s
 
 
 def build_cuda(version: str = "1.32.0", device=None) -> LifetimeModel:
-    steps = [Step("harness.inputs", "harness", note="inputs, dO and the plan caches of earlier calls exist before the step")]
+    steps = [Step("harness.warmup", "harness", note="what the warmup shape's calls left cached"),
+             Step("harness.inputs", "harness", note="inputs and dO exist before the step")]
     buffers: list[Buffer] = []
 
-    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note=""):
-        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note))
+    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note="", cached=False):
+        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note, cached))
 
+    _state_scratch(add, "warmup_", 1, Group.WARMUP, "harness.warmup", ("fwd_cuda", "bwd_cuda"), cached=False)
     _harness(add, with_do=True)
-    _state_scratch(add, "", MBS, Group.SCRATCH, "harness.inputs", ("fwd_cuda", "bwd_cuda"))
-    _state_scratch(add, "warmup_", 1, Group.WARMUP, "harness.inputs", ("fwd_cuda", "bwd_cuda"))
 
     ops = "ops/kda.py"
     steps.append(Step("fwd.kernel", "forward", _src(ops, "run_kda_fwd")))
@@ -113,6 +115,7 @@ def build_cuda(version: str = "1.32.0", device=None) -> LifetimeModel:
         note="returned; the caller holds it")                                              # [T, H, V] bf16
     add("fwd_workspace", Group.SCRATCH, (1,), "uint8", _src("ops/common.py", "graph_workspace", "torch.empty(max(0, 1))"),
         "fwd.kernel", "fwd.kernel", note="the forward plan declares no workspace")
+    _state_scratch(add, "", MBS, Group.SCRATCH, "fwd.kernel", ("fwd_cuda",), cached=True)
 
     steps.append(Step("bwd.alloc_grads", "backward", _src(ops, "kda_bwd")))
     add("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src(ops, "kda_bwd", "torch.empty(total, H, K, dtype=q.dtype)"), "bwd.alloc_grads")
@@ -139,6 +142,7 @@ def build_cuda(version: str = "1.32.0", device=None) -> LifetimeModel:
         region(name, Group.RECOMPUTE, T * H * 128 * 2, f"{name} bf16 [T, H, 128]")         # [T, H, 128] bf16
     for name, what in (("hst", "chunk states"), ("dhst", "state gradients"), ("pmat", "chunk transition products")):
         region(name, Group.STATE, ncs * H * 128 * 128 * 2, f"{name} bf16 [ncs, H, 128, 128]: {what}")
+    _state_scratch(add, "", MBS, Group.SCRATCH, "bwd.kernel", ("bwd_cuda",), cached=True)
 
     return LifetimeModel(
         key=f"cudnn-kda-hopper-cuda@{version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA, Hopper)",
@@ -153,38 +157,39 @@ def build_cute_forward(version: str = "1.32.0", device=None) -> LifetimeModel:
     num_sm = device.sm_count if device else 132
     pick_nseg = implemented_function(sp.Function("pick_nseg"),
                                      lambda t, n, h: pick_nseg_value(int(t), int(n), int(h), num_sm))
-    steps = [Step("harness.inputs", "harness", note="inputs and the module caches of earlier calls exist before the step")]
+    steps = [Step("harness.warmup", "harness", note="what the warmup shape's calls left cached"),
+             Step("harness.inputs", "harness", note="inputs exist before the step")]
     buffers: list[Buffer] = []
 
-    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note=""):
-        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note))
+    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note="", cached=False):
+        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note, cached))
 
-    _harness(add, with_do=False)
-    _state_scratch(add, "", MBS, Group.SCRATCH, "harness.inputs", ("fwd_cute",))
-    _state_scratch(add, "warmup_", 1, Group.WARMUP, "harness.inputs", ("fwd_cute",))
     kern = "hopper/kernel/kda_prefill_sm90.py"
 
-    def module_scratch(prefix, group, tokens, seqs):
+    def module_scratch(prefix, group, tokens, seqs, at, cached):
         nch = sp.floor(tokens / 16) + seqs + 1                       # run_cute: nch = T // 16 + N + 1
         c = nch * H
         nop = seqs * H * pick_nseg(tokens, seqs, H)                  # max(N * H * nseg, 1)
         src = lambda d: _src(kern, "_ws", d)  # noqa: E731
         for name in ("buf0", "buf1", "kg", "ut"):
-            add(f"{prefix}ws_{name}", group, (c * 16, 128), "bf16", src(f"{name} bf16 [nch*H*16, 128]"), "harness.inputs")
-        add(f"{prefix}ws_diag", group, (c * 16, 16), "bf16", src("bf16 [nch*H*16, 16]"), "harness.inputs")
-        add(f"{prefix}ws_norm", group, (c, 128), "fp32", src("fp32 [nch*H, 128]"), "harness.inputs")
-        add(f"{prefix}ws_mt", group, (nop, 128, 128), "bf16", src("mt bf16 [N*H*nseg, 128, 128]"), "harness.inputs")
-        add(f"{prefix}ws_op_a", group, (nop, 128, 128), "fp32", src("fp32 [N*H*nseg, 128, 128]"), "harness.inputs")
-        add(f"{prefix}ws_op_b", group, (nop, 128, 128), "fp32", src("fp32 [N*H*nseg, 128, 128]"), "harness.inputs")
+            add(f"{prefix}ws_{name}", group, (c * 16, 128), "bf16", src(f"{name} bf16 [nch*H*16, 128]"), at, cached=cached)
+        add(f"{prefix}ws_diag", group, (c * 16, 16), "bf16", src("bf16 [nch*H*16, 16]"), at, cached=cached)
+        add(f"{prefix}ws_norm", group, (c, 128), "fp32", src("fp32 [nch*H, 128]"), at, cached=cached)
+        add(f"{prefix}ws_mt", group, (nop, 128, 128), "bf16", src("mt bf16 [N*H*nseg, 128, 128]"), at, cached=cached)
+        add(f"{prefix}ws_op_a", group, (nop, 128, 128), "fp32", src("fp32 [N*H*nseg, 128, 128]"), at, cached=cached)
+        add(f"{prefix}ws_op_b", group, (nop, 128, 128), "fp32", src("fp32 [N*H*nseg, 128, 128]"), at, cached=cached)
 
-    module_scratch("", Group.SCRATCH, T, MBS)
-    module_scratch("warmup_", Group.WARMUP, WARMUP_TOKENS, 1)
+    module_scratch("warmup_", Group.WARMUP, WARMUP_TOKENS, 1, "harness.warmup", False)
+    _state_scratch(add, "warmup_", 1, Group.WARMUP, "harness.warmup", ("fwd_cute",), cached=False)
+    _harness(add, with_do=False)
     ops = "ops/kda.py"
     steps.append(Step("fwd.kernel", "forward", _src(ops, "run_kda_fwd")))
     add("o", Group.INPUTS, (T, H, DV), "bf16", _src(ops, "run_kda_fwd", "o = torch.empty(total, HO, V)"), "fwd.kernel",
         note="returned; the caller holds it")
     add("fwd_workspace", Group.SCRATCH, (1,), "uint8", _src("ops/common.py", "graph_workspace", "torch.empty(max(0, 1))"),
         "fwd.kernel", "fwd.kernel")
+    _state_scratch(add, "", MBS, Group.SCRATCH, "fwd.kernel", ("fwd_cute",), cached=True)
+    module_scratch("", Group.SCRATCH, T, MBS, "fwd.kernel", True)
     return LifetimeModel(
         key=f"cudnn-kda-hopper@{version}", implementation="cuDNN frontend kda_hopper (CuTeDSL, Hopper)", version=version,
         summary=f"forward only (inference_mode), plain contract; segment count from {num_sm} SMs",

@@ -5,7 +5,7 @@ serialised by the runner's GPU lock, so no measurement shares the device with an
 
     python -m livebytes.validate.batch PLAN.json --out DIR [--deadline SECONDS]
 
-PLAN.json: a list of {"impl", "shapes", "contract"?, "forward_only"?, "history"?}.
+PLAN.json: a list of {"impl", "shapes", "contract"?, "forward_only"?, "history"?, "no_recompute"?, "fresh"?}.
 """
 from __future__ import annotations
 
@@ -28,7 +28,20 @@ def command(group: dict, out: Path) -> list[str]:
         cmd.append("--history")
     if group.get("no_recompute"):
         cmd.append("--no-recompute")
+    if group.get("fresh"):
+        cmd += ["--mode", "fresh-process"]
     return cmd
+
+
+def expand(groups: list[dict]) -> list[dict]:
+    """A group marked ``fresh`` runs each of its shapes in a process of its own (the protocol's default)."""
+    out = []
+    for g in groups:
+        if g.get("fresh"):
+            out += [dict(g, shapes=s) for s in g["shapes"].split(";") if s.strip()]
+        else:
+            out.append(g)
+    return out
 
 
 def main(argv=None) -> int:
@@ -39,7 +52,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    groups = json.loads(Path(args.plan).read_text())
+    groups = expand(json.loads(Path(args.plan).read_text()))
     log = open(out / "log.txt", "a")
     start = time.time()
     procs = []

@@ -30,7 +30,8 @@ from pathlib import Path
 from livebytes.estimator.shapes import Shape, parse_shape_list
 
 PROTOCOL = {
-    "name": "kda-report-v1",
+    "name": "kda-report-v2",
+    "inputs": "seeded on the CPU (torch.Generator), copied to the GPU once per tensor",
     "warmup": "2 fwd+bwd steps at MBS 1 x 1024 tokens of the same (H, D), then 1 step at the target shape",
     "measured_steps": 3,
     "statistic": "median of torch.cuda.max_memory_allocated after reset_peak_memory_stats, per step",
@@ -86,34 +87,46 @@ def _preset(name: str) -> str:
 
 # ---------------------------------------------------------------- implementations
 
+def _to_gpu(tensors: dict, grad: bool) -> dict:
+    """Each input becomes exactly one GPU allocation: built on the CPU, copied once, so the caching
+    allocator's layout at the first step does not depend on temporaries of the input recipe."""
+    out = {}
+    for name, t in tensors.items():
+        g = t.to("cuda")
+        if name not in ("cu_seqlens", "dO"):
+            g.requires_grad_(grad)
+        out[name] = g
+    return out
+
+
 def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict:
     """Seeded inputs in FLA's varlen layout [1, T, H, D]."""
     torch = _torch()
     import torch.nn.functional as F
-    torch.manual_seed(seed)
-    dev = "cuda"
+    gen = torch.Generator().manual_seed(seed)
     T, H, D = shape.tokens, shape.heads, shape.dim
+    bf16 = torch.bfloat16
+
+    def randn(*size):
+        return torch.randn(*size, generator=gen)
+
     x = {}
     if contract == "report":
-        x["q"] = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)
-        x["k"] = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)
-        x["v"] = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)
-        x["g"] = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)           # raw gate
-        x["beta"] = torch.randn(1, T, H, dtype=torch.bfloat16, device=dev)          # raw beta
-        x["A_log"] = torch.zeros(H, dtype=torch.float32, device=dev)
-        x["dt_bias"] = torch.zeros(H * D, dtype=torch.float32, device=dev)
+        x["q"], x["k"], x["v"] = (randn(1, T, H, D).to(bf16) for _ in range(3))
+        x["g"] = randn(1, T, H, D).to(bf16)                     # raw gate
+        x["beta"] = randn(1, T, H).to(bf16)                     # raw beta
+        x["A_log"] = torch.zeros(H)
+        x["dt_bias"] = torch.zeros(H * D)
     else:
-        x["q"] = F.normalize(torch.randn(1, T, H, D, device=dev), dim=-1).to(torch.bfloat16)
-        x["k"] = F.normalize(torch.randn(1, T, H, D, device=dev), dim=-1).to(torch.bfloat16)
-        x["v"] = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)
-        x["g"] = F.logsigmoid(torch.randn(1, T, H, D, device=dev)).clamp_min(-5.0)   # log-space fp32
-        x["beta"] = torch.rand(1, T, H, device=dev)                                  # post-sigmoid fp32
-    for t in x.values():
-        t.requires_grad_(grad)
-    x["cu_seqlens"] = torch.arange(0, shape.mbs + 1, dtype=torch.int64, device=dev) * shape.seq
+        x["q"] = F.normalize(randn(1, T, H, D), dim=-1).to(bf16)
+        x["k"] = F.normalize(randn(1, T, H, D), dim=-1).to(bf16)
+        x["v"] = randn(1, T, H, D).to(bf16)
+        x["g"] = F.logsigmoid(randn(1, T, H, D)).clamp_min(-5.0)  # log-space fp32
+        x["beta"] = torch.rand(1, T, H, generator=gen)             # post-sigmoid fp32
+    x["cu_seqlens"] = torch.arange(0, shape.mbs + 1, dtype=torch.int64) * shape.seq
     if grad:
-        x["dO"] = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)
-    return x
+        x["dO"] = randn(1, T, H, D).to(bf16)
+    return _to_gpu(x, grad)
 
 
 def fla_forward(x: dict, contract: str, recompute: bool = True):
@@ -130,22 +143,24 @@ def cudnn_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict
     """Seeded inputs in cuDNN's THD layout [T, H, D], the plain contract of the Hopper engines."""
     torch = _torch()
     import torch.nn.functional as F
-    torch.manual_seed(seed)
-    dev = "cuda"
+    gen = torch.Generator().manual_seed(seed)
     T, H, D = shape.tokens, shape.heads, shape.dim
+    bf16 = torch.bfloat16
+
+    def randn(*size):
+        return torch.randn(*size, generator=gen)
+
     x = {
-        "q": F.normalize(torch.randn(T, H, D, device=dev), dim=-1).to(torch.bfloat16),
-        "k": F.normalize(torch.randn(T, H, D, device=dev), dim=-1).to(torch.bfloat16),
-        "v": torch.randn(T, H, D, dtype=torch.bfloat16, device=dev),
-        "g": F.logsigmoid(torch.randn(T, H, D, device=dev)).clamp_min(-5.0),
-        "beta": torch.rand(T, H, device=dev),
+        "q": F.normalize(randn(T, H, D), dim=-1).to(bf16),
+        "k": F.normalize(randn(T, H, D), dim=-1).to(bf16),
+        "v": randn(T, H, D).to(bf16),
+        "g": F.logsigmoid(randn(T, H, D)).clamp_min(-5.0),
+        "beta": torch.rand(T, H, generator=gen),
+        "cu_seqlens": torch.arange(0, shape.mbs + 1, dtype=torch.int32) * shape.seq,
     }
-    for t in x.values():
-        t.requires_grad_(grad)
-    x["cu_seqlens"] = torch.arange(0, shape.mbs + 1, dtype=torch.int32, device=dev) * shape.seq
     if grad:
-        x["dO"] = torch.randn(T, H, D, dtype=torch.bfloat16, device=dev)
-    return x
+        x["dO"] = randn(T, H, D).to(bf16)
+    return _to_gpu(x, grad)
 
 
 def cudnn_forward(x: dict, plan: str):
@@ -272,7 +287,7 @@ def measure_shape(h: Harness, shape: Shape, env: dict, mode: str, history_dir: P
                 h.release(x)
                 del o
             torch.cuda.synchronize()
-            peaks, reserved, baselines = [], [], []
+            peaks, reserved, baselines, requested = [], [], [], []
             for i in range(PROTOCOL["measured_steps"]):
                 torch.cuda.synchronize()
                 baselines.append(torch.cuda.memory_allocated())
@@ -283,6 +298,8 @@ def measure_shape(h: Harness, shape: Shape, env: dict, mode: str, history_dir: P
                 torch.cuda.synchronize()
                 peaks.append(torch.cuda.max_memory_allocated())
                 reserved.append(torch.cuda.max_memory_reserved())
+                # what the tensors asked for, before block rounding and unsplit cached blocks
+                requested.append(torch.cuda.memory_stats().get("requested_bytes.all.peak"))
                 if history_dir is not None and i == 0:
                     _dump_history(history_dir, h, shape)
                 if i < PROTOCOL["measured_steps"] - 1:
@@ -290,7 +307,7 @@ def measure_shape(h: Harness, shape: Shape, env: dict, mode: str, history_dir: P
                     del o
             record["finite"] = h.finite(o, x)
             record.update(peaks_bytes=peaks, peak_bytes=int(statistics.median(peaks)), reserved_bytes=reserved,
-                          baseline_bytes=baselines, oom=False)
+                          baseline_bytes=baselines, requested_peak_bytes=requested, oom=False)
             del o
         except torch.cuda.OutOfMemoryError as err:
             record.update(oom=True, oom_message=str(err).splitlines()[0][:400],
