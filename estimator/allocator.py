@@ -134,3 +134,15 @@ class CachingAllocator:
 
     def reset_peak(self) -> None:
         self.peak = self.allocated
+
+    def empty_cache(self) -> None:
+        """torch.cuda.empty_cache: give back every segment with nothing allocated in it."""
+        for small, pool in self._pools.items():
+            keep = []
+            for entry in pool:
+                block = entry[2]
+                if block.prev is None and block.next is None:
+                    self.reserved -= block.size
+                else:
+                    keep.append(entry)
+            self._pools[small] = keep

@@ -30,7 +30,8 @@ from pathlib import Path
 from livebytes.estimator.shapes import Shape, parse_shape_list
 
 PROTOCOL = {
-    "name": "kda-report-v2",
+    "name": "kda-report-v3",
+    "empty_cache_after_warmup": "torch.cuda.empty_cache() after the target-shape warmup step",
     "inputs": "seeded on the CPU (torch.Generator), copied to the GPU once per tensor",
     "warmup": "2 fwd+bwd steps at MBS 1 x 1024 tokens of the same (H, D), then 1 step at the target shape",
     "measured_steps": 3,
@@ -287,6 +288,7 @@ def measure_shape(h: Harness, shape: Shape, env: dict, mode: str, history_dir: P
                 h.release(x)
                 del o
             torch.cuda.synchronize()
+            torch.cuda.empty_cache()   # v3: no first-call temporaries (autotune buffers) shape the measured layout
             peaks, reserved, baselines, requested = [], [], [], []
             for i in range(PROTOCOL["measured_steps"]):
                 torch.cuda.synchronize()
