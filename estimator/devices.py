@@ -30,11 +30,14 @@ class Device:
         return self.arch.startswith("sm10")
 
 
-# The H200 figures are our own measurement (validate/records/h200_device.json, written by the runner).
+# The H200 figures are our own measurement (validate/records/h200_device.json, written by
+# `python -m livebytes.validate.runner --probe-device` on 2026-11-29, driver 580.159.04, torch 2.11.0+cu130).
 H200 = Device(
-    "H200", "sm90", 132, 150_754_820_096,
+    "H200", "sm90", 132, 150_109_880_320,
     "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
-    reserved_bytes=0, reserved_source="see validate/records/h200_device.json (filled by the GPU runner)",
+    reserved_bytes=150_109_880_320 - 149_518_867_680,
+    reserved_source="measured: total minus the largest torch.empty that succeeded after CUDA init "
+                    "(bisected to 64 MiB; validate/records/h200_device.json)",
 )
 
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in (

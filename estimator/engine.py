@@ -134,3 +134,24 @@ def predict(model: LifetimeModel, shape: Shape) -> Prediction:
     # first step reaching the maximum: where the peak is first hit
     peak = max(range(steps), key=lambda i: (totals[i], -i))
     return Prediction(model, shape, per_buffer, tuple(totals), peak)
+
+
+def unsplit_block_bound(p: Prediction) -> int:
+    """Most that ``max_memory_allocated`` can exceed ``p.peak_bytes`` by: a large-pool request may be
+    served by a cached block up to 1 MiB larger that the allocator does not split (should_split in
+    CUDACachingAllocator.cpp), once per large allocation live at the peak."""
+    from .allocator import K_SMALL_SIZE
+    live = {}
+    for b, n in p.at_peak:
+        key = b.carved_from or b.name
+        live[key] = live.get(key, 0) + n
+    return K_SMALL_SIZE * sum(1 for n in live.values() if n > K_SMALL_SIZE)
+
+
+def requested_peak(model: LifetimeModel, shape: Shape) -> int:
+    """Peak of the tensors' own byte sizes (no 512-byte blocks): what
+    ``torch.cuda.memory_stats()['requested_bytes.all.peak']`` reports."""
+    subs = shape.subs()
+    fn = sp.lambdify(SHAPE_SYMBOLS, [b.nbytes for b in model.buffers], modules="math")
+    sizes = [int(v) for v in fn(*(subs[s] for s in SHAPE_SYMBOLS))]
+    return max(sum(n for b, n in zip(model.buffers, sizes) if i in model.live_range(b)) for i in range(len(model.steps)))

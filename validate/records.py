@@ -63,6 +63,29 @@ class Record:
         return self.data.get("device", {}).get("preset", "")
 
     @property
+    def protocol(self) -> str:
+        return self.data.get("protocol", {}).get("name", "") if isinstance(self.data.get("protocol"), dict) else ""
+
+    @property
+    def mode(self) -> str:
+        return self.data.get("mode", "")
+
+    @property
+    def forward_only(self) -> bool:
+        return bool(self.data.get("forward_only", False))
+
+    @property
+    def history_dependent(self) -> str | None:
+        """Why this record's allocator state depends on what ran before it (then only bounds apply)."""
+        return self.data.get("history_dependent")
+
+    @property
+    def requested_peak_bytes(self) -> int | None:
+        """torch.cuda.memory_stats()['requested_bytes.all.peak']: the tensors' own sizes, before blocks."""
+        values = self.data.get("requested_peak_bytes")
+        return int(median(values)) if values else None
+
+    @property
     def resolution_bytes(self) -> int:
         """Half a unit of the last printed digit for published figures; 0 for our own byte counts."""
         return round(self.data.get("precision_gib", 0) * 2**30)
