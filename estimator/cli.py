@@ -123,6 +123,44 @@ def models(as_json: bool = Json) -> None:
         render.console.print(render.models_table(items))
 
 
+@app.command()
+def validate(impl: Optional[str] = typer.Option(None, "--impl", help="model key to run on this machine's GPU"),
+             shapes: Optional[str] = typer.Option(None, "--shapes", help='"MBS,SEQ,HEADS,DIM;..." e.g. "1,8K,96,128;2,8K,64,128"'),
+             tolerance: str = typer.Option("0.1%", "--tolerance"),
+             contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
+             forward_only: bool = typer.Option(False, "--forward-only", help="measure inference (no grad) peaks"),
+             same_process: bool = typer.Option(False, "--same-process", help="all shapes in one process (shared compilation)"),
+             out: str = typer.Option("livebytes-records", "--out", help="folder for the new records"),
+             from_records: Optional[str] = typer.Option(None, "--from-records",
+                                                        help="compare committed records instead of running (a file, or 'all')")) -> None:
+    """Run the real kernels under the protocol and check every prediction (or re-check committed records)."""
+    from pathlib import Path
+
+    from livebytes.validate import compare as cmp
+    from livebytes.validate.records import RECORDS_DIR, load_records
+    try:
+        tol = cmp.parse_tolerance(tolerance)
+        if from_records:
+            recs = [r for r in load_records() if r.origin == "measured"
+                    and (from_records == "all" or r.path.name == Path(from_records).name)]
+            if impl:
+                recs = [r for r in recs if r.impl == impl]
+            if not recs:
+                raise LivebytesError(f"no measured records match {from_records!r} in {RECORDS_DIR}")
+        else:
+            if not impl or not shapes:
+                raise LivebytesError("--impl and --shapes are required unless --from-records is given")
+            from livebytes.validate import session
+            recs = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
+                               same_process=same_process, out=Path(out))
+        comparisons = [cmp.compare(r, tol) for r in recs]
+    except LivebytesError as err:
+        _fail(err)
+    render.console.print(render.validation_table(comparisons, f"predicted (replay) vs measured, tolerance {tolerance}"))
+    if not all(c.passed for c in comparisons):
+        raise typer.Exit(2)
+
+
 def main() -> None:
     try:
         app()

@@ -72,3 +72,23 @@ def models_table(specs) -> Table:
         opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in s.options.items()) or "-"
         t.add_row(s.key, s.implementation, s.version, s.phase, opts, s.default_device, s.covers)
     return t
+
+
+def validation_table(comparisons, title: str = "validation") -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in ("impl", "shape", "mode", "predicted GiB", "measured GiB", "error B", "error %", "requested", "s/shape", "result"):
+        t.add_column(c, justify="right" if c not in ("impl", "shape", "mode", "result") else "left")
+    for c in comparisons:
+        r = c.record
+        measured = "OOM" if c.measured is None else _g(c.measured, 4)
+        err = "-" if c.error_bytes is None else f"{c.error_bytes:+,}"
+        pct = "-" if c.error_fraction is None else f"{c.error_fraction * 100:+.4f}"
+        req = "-" if c.requested_error is None else ("exact" if c.requested_error == 0 else f"{c.requested_error:+,} B")
+        secs = r.data.get("seconds_total")
+        result = Text("pass" if c.passed else "FAIL", style="green" if c.passed else "bold red")
+        if c.note:
+            result.append(f" ({c.note[:40]})", style="dim")
+        opts = r.options.get("contract", "")
+        t.add_row(f"{r.impl} {opts}".strip(), r.shape.label(), r.mode or r.origin, _g(c.predicted, 4), measured, err, pct, req,
+                  "-" if secs is None else f"{secs:.0f}", result)
+    return t

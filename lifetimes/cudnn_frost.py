@@ -74,7 +74,7 @@ def build(version: str = "1.32.0", num_sm: int = 148, device: str = "") -> Lifet
     def add(name, group, shape, dtype, src, at, freed=None, carved=None, note=""):
         buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note))
 
-    harness = Source("livebytes/validate/cudnn_runner.py", "make_inputs")
+    harness = Source("livebytes/validate/runner.py", "cudnn_inputs (report contract: raw gate and beta, safe gate)")
     steps.append(Step("harness.inputs", "harness", note="inputs, dO and the packed boundaries exist before the step"))
     add("q", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
     add("k", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16

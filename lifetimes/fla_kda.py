@@ -105,7 +105,7 @@ def build(version: str = "0.6.0", contract: str = "report", recompute: bool = Tr
     # ---- what the harness owns for the whole measured step
     step("harness.warmup", "harness", note="what the warmup shape's calls left cached")
     step("harness.inputs", "harness", note="inputs, dO and the packed boundaries exist before the step")
-    harness = Source("livebytes/validate/fla_runner.py", "make_inputs")
+    harness = Source("livebytes/validate/runner.py", "fla_inputs")
     add("q", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
     add("k", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
     add("v", Group.INPUTS, (T, HV, DV), "bf16", harness, "harness.inputs")                   # [T, HV, V] bf16

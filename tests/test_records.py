@@ -12,15 +12,15 @@ Three checks, from the strictest:
 """
 import pytest
 
-from livebytes.estimator import Group, Shape, get_model, predict
+from livebytes.estimator import get_model, predict
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.engine import requested_peak, unsplit_block_bound
+from livebytes.estimator.engine import requested_peak
 from livebytes.estimator.replay import replay
+from livebytes.validate.compare import SHARED_PROCESS_LEFTOVERS, allocator_bounds, compare
 from livebytes.validate.records import load_records
 
 RECORDS = load_records()
 MEASURED = [r for r in RECORDS if r.origin == "measured" and not r.oom]
-SHARED_PROCESS_LEFTOVERS = 16 * 1024   # FLA tensor_cache entries of shapes measured earlier in the process
 
 
 def rid(r):
@@ -53,25 +53,10 @@ def test_replay_matches_max_memory_allocated(r):
     assert abs(measured - replayed) <= 0.001 * measured
 
 
-def earlier_caches(model, r) -> int:
-    """Bytes that shapes measured before this one in the same process left cached: every library cache of
-    those shapes (Buffer.cached) and, for a head count not seen before, its warmup graph's leftovers."""
-    total, heads_seen = 0, {r.shape.heads}
-    for d in r.data.get("earlier_shapes_in_process", []):
-        p = predict(model, Shape.from_dict(d))
-        total += sum(n for b, n in zip(model.buffers, p.buffer_bytes) if b.cached)
-        if p.shape.heads not in heads_seen:
-            total += sum(n for b, n in zip(model.buffers, p.buffer_bytes) if b.group is Group.WARMUP)
-            heads_seen.add(p.shape.heads)
-    return total
-
-
 @pytest.mark.parametrize("r", MEASURED, ids=rid)
 def test_measured_within_the_allocators_bounds(r):
-    model = model_of(r)
-    p = predict(model, r.shape)
-    low = p.peak_bytes + earlier_caches(model, r)
-    assert low <= r.peak_bytes <= low + unsplit_block_bound(p) + SHARED_PROCESS_LEFTOVERS
+    low, high = allocator_bounds(model_of(r), r)
+    assert low <= r.peak_bytes <= high
 
 
 @pytest.mark.parametrize("r", [r for r in RECORDS if r.oom], ids=rid)
@@ -94,3 +79,9 @@ def test_device_preset_is_the_measured_h200():
     assert h200.capacity_bytes == probe["device"]["total_memory"]
     assert h200.usable_bytes == probe["largest_single_allocation_bytes"]
     assert h200.sm_count == probe["device"]["sm_count"]
+
+
+def test_validate_command_passes_every_committed_record():
+    """What `livebytes validate --from-records all` prints: the same policy as the tests above."""
+    failures = [c for c in map(compare, MEASURED + [r for r in RECORDS if r.oom]) if not c.passed]
+    assert not failures, [rid(c.record) for c in failures]
