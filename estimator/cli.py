@@ -11,7 +11,8 @@ from . import render
 from .devices import get_device
 from .engine import predict as run_predict
 from .errors import LivebytesError
-from .registry import check_shape, get_model, specs
+from .registry import check_shape, get_model, spec, specs
+from .replay import replay
 from .report import prediction_dict
 from .shapes import Shape, parse_size
 
@@ -75,14 +76,15 @@ def predict(impl: str = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads
         check_shape(impl, shape, gpu)
         model = get_model(impl, gpu, **_options(contract, no_recompute))
         pred = run_predict(model, shape)
+        replayed = replay(model, shape).peak_bytes
         measured = _measured(model, shape)
         fits = _fits(pred, gpu or model.device)
     except LivebytesError as err:
         _fail(err)
     if as_json:
-        typer.echo(json.dumps(prediction_dict(pred, measured, fits), indent=1))
+        typer.echo(json.dumps(prediction_dict(pred, measured, fits, replayed), indent=1))
     else:
-        render.console.print(render.prediction_table(pred, measured, _fits_text(fits)))
+        render.console.print(render.prediction_table(pred, measured, _fits_text(fits), replayed=replayed))
 
 
 @app.command()
@@ -92,23 +94,24 @@ def compare(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str =
     """Several implementations side by side at one shape, with the reduction against the first."""
     try:
         shape = _shape(mbs, seq, heads, dim)
-        preds, measured = [], []
+        preds, measured, replayed = [], [], []
         for key in impl:
             check_shape(key, shape, gpu)
             opts = _options(contract, no_recompute)
-            from .registry import spec
             opts = {k: v for k, v in opts.items() if k in spec(key).options}
             model = get_model(key, gpu, **opts)
             preds.append(run_predict(model, shape))
+            replayed.append(replay(model, shape).peak_bytes)
             measured.append(_measured(model, shape))
     except LivebytesError as err:
         _fail(err)
     if as_json:
         base = preds[0].peak_bytes
-        out = [prediction_dict(p, m) | {"reduction_vs_first": 1 - p.peak_bytes / base} for p, m in zip(preds, measured)]
+        out = [prediction_dict(p, m, replayed=r) | {"reduction_vs_first": 1 - p.peak_bytes / base}
+               for p, m, r in zip(preds, measured, replayed)]
         typer.echo(json.dumps(out, indent=1))
     else:
-        render.console.print(render.compare_table(preds, measured))
+        render.console.print(render.compare_table(preds, measured, replayed))
 
 
 @app.command()

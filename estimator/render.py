@@ -16,16 +16,17 @@ def _g(nbytes: int | None, digits: int = 3) -> str:
 
 
 def measured_text(records) -> str:
-    if not records:
+    from livebytes.validate.records import best
+    r = best(list(records or []))
+    if r is None:
         return "predicted (never measured)"
-    parts = []
-    for r in records:
-        value = "OOM" if r.oom else f"{_g(r.peak_bytes)} GiB"
-        parts.append(f"{r.origin} {value} on {r.device}")
-    return "; ".join(parts)
+    value = "OOM" if r.oom else f"{_g(r.peak_bytes)} GiB"
+    more = f" (+{len(records) - 1} more records)" if len(records) > 1 else ""
+    return f"{r.origin} {value} on {r.device}{more}"
 
 
-def prediction_table(p: Prediction, measured=None, fits: str | None = None, show_buffers: bool = True) -> Table:
+def prediction_table(p: Prediction, measured=None, fits: str | None = None, show_buffers: bool = True,
+                     replayed: int | None = None) -> Table:
     title = f"{p.model.key}  {p.shape.label()}"
     t = Table(title=title, title_justify="left", show_footer=True)
     t.add_column("storage group", footer="peak (allocated)")
@@ -35,11 +36,14 @@ def prediction_table(p: Prediction, measured=None, fits: str | None = None, show
     for group, nbytes in p.groups.items():
         names = [f"{b.name} {b.shape_text()} {b.dtype}" for b, n in live if b.group is group and n]
         t.add_row(group.label, _g(nbytes), ", ".join(names) if show_buffers else str(len(names)))
-    t.caption = measured_text(measured) + (f" | {fits}" if fits else "")
+    caption = measured_text(measured)
+    if replayed is not None:
+        caption += f" | allocator replay of the validator's protocol: {_g(replayed)} GiB"
+    t.caption = caption + (f" | {fits}" if fits else "")
     return t
 
 
-def compare_table(preds: list[Prediction], measured: list[list]) -> Table:
+def compare_table(preds: list[Prediction], measured: list[list], replayed: list[int] | None = None) -> Table:
     base = preds[0]
     t = Table(title=f"{base.shape.label()}", title_justify="left")
     t.add_column("storage group")
@@ -55,12 +59,21 @@ def compare_table(preds: list[Prediction], measured: list[list]) -> Table:
         t.add_row(g.label, *[_g(p.groups.get(g, 0)) for p in preds])
     t.add_section()
     t.add_row(Text("peak (predicted)", style="bold"), *[Text(_g(p.peak_bytes), style="bold") for p in preds])
+    if replayed:
+        t.add_row("peak, allocator replay", *[_g(n) for n in replayed])
     t.add_row("peak step", *[p.peak_step.name for p in preds])
     t.add_row("measured", *[(measured_text(m) if m else "never measured") for m in measured])
+    from livebytes.validate.records import best
+    quoted = [best(list(m or [])) for m in measured]
     if len(preds) > 1:
         cells = ["-"] + [f"{(1 - p.peak_bytes / base.peak_bytes) * 100:.1f}% lower" if p.peak_bytes <= base.peak_bytes
                          else f"{(p.peak_bytes / base.peak_bytes - 1) * 100:.1f}% higher" for p in preds[1:]]
-        t.add_row(f"vs {base.model.key}", *cells)
+        t.add_row(f"predicted vs {base.model.key}", *cells)
+        if quoted[0] is not None and not quoted[0].oom and all(q is not None and not q.oom for q in quoted[1:]):
+            m0 = quoted[0].peak_bytes
+            t.add_row(f"measured vs {base.model.key}", "-",
+                      *[f"{(1 - q.peak_bytes / m0) * 100:.1f}% lower" if q.peak_bytes <= m0
+                        else f"{(q.peak_bytes / m0 - 1) * 100:.1f}% higher" for q in quoted[1:]])
     return t
 
 

@@ -10,7 +10,8 @@ def gib(nbytes: int | float) -> float:
     return nbytes / GiB
 
 
-def prediction_dict(p: Prediction, measured: list | None = None, fits: dict | None = None) -> dict:
+def prediction_dict(p: Prediction, measured: list | None = None, fits: dict | None = None,
+                    replayed: int | None = None) -> dict:
     fwd_bytes, fwd_step = p.forward_peak()
     out = {
         "impl": p.model.key,
@@ -20,6 +21,7 @@ def prediction_dict(p: Prediction, measured: list | None = None, fits: dict | No
         "peak_bytes": p.peak_bytes,
         "peak_gib": round(gib(p.peak_bytes), 6),
         "peak_step": p.peak_step.name,
+        "replay_peak_bytes": replayed,
         "forward_peak_bytes": fwd_bytes,
         "groups": {g.label: n for g, n in p.groups.items()},
         "buffers_at_peak": [

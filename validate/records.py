@@ -116,3 +116,12 @@ def find(impl: str, shape: Shape, options: dict | None = None, records: list[Rec
         if all(r.options.get(k, v) == v for k, v in options.items()):
             out.append(r)
     return out
+
+
+def best(records: list[Record]) -> Record | None:
+    """The record to quote for a shape: an out-of-memory if that is all there is, else the newest protocol,
+    fresh process before shared, records whose allocator state is history-independent first."""
+    if not records:
+        return None
+    return sorted(records, key=lambda r: (not r.oom, not r.history_dependent, r.protocol, r.mode == "fresh-process",
+                                          r.origin == "measured"))[-1]
