@@ -164,6 +164,120 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", help="model key 
         raise typer.Exit(2)
 
 
+Solve = typer.Option("seq", "--solve", help="seq, mbs or heads: which dimension to maximise")
+
+
+def _budget(gpu: Optional[str], budget: Optional[str]) -> tuple[int, str]:
+    from .devices import parse_budget
+    if budget:
+        n = parse_budget(budget)
+        return n, f"a budget of {n / 2**30:.3f} GiB"
+    dev = get_device(gpu or "H200")
+    return dev.usable_bytes, f"{dev.name} (usable {dev.usable_bytes / 2**30:.3f} GiB; {dev.reserved_source})"
+
+
+@app.command()
+def plan(impl: List[str] = Impl, solve: str = Solve, gpu: Optional[str] = Gpu,
+         budget: Optional[str] = typer.Option(None, "--budget", help="e.g. 80GiB, 141GB, instead of a GPU preset"),
+         mbs: str = Mbs, seq: str = typer.Option("8K", "--seq"), heads: str = typer.Option("96", "--heads"), dim: str = Dim,
+         contract: Optional[str] = Contract, no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
+    """The largest sequence, micro-batch or head count that fits a GPU, the other dimensions held."""
+    from .planning import largest_fitting
+    try:
+        limit, label = _budget(gpu, budget)
+        base = _shape(mbs, seq, heads, dim)
+        results = []
+        for key in impl:
+            opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
+            model = get_model(key, gpu, **opts)
+            check_shape(key, base, gpu)
+            s = spec(key)
+            dev = get_device(gpu or s.default_device)
+            results.append(largest_fitting(model, base, solve, limit, refuse=lambda sh, s=s, dev=dev: s.refuse(sh, dev)))
+    except LivebytesError as err:
+        _fail(err)
+    if as_json:
+        typer.echo(json.dumps([{"impl": r.model.key, "solve": solve, "budget_bytes": r.budget_bytes, "value": r.value,
+                                "peak_at_value": r.peak_at_value, "next_value": r.next_value,
+                                "peak_at_next": r.peak_at_next} for r in results], indent=1))
+    else:
+        render.console.print(render.plan_table(results, solve, label))
+
+
+@app.command()
+def formula(impl: str = Impl, gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
+            no_recompute: bool = NoRecompute, latex: bool = typer.Option(False, "--latex"),
+            groups: bool = typer.Option(True, "--groups/--no-groups", help="also the per-group formulas")) -> None:
+    """The peak as a closed form in S, MBS, H, HV, DK, DV (a Max where the peak step changes with shape)."""
+    import sympy as sp
+
+    from .planning import closed_form, group_formulas
+    try:
+        model = get_model(impl, gpu, **_options(contract, no_recompute))
+    except LivebytesError as err:
+        _fail(err)
+    expr, steps = closed_form(model)
+    show = sp.latex if latex else (lambda e: sp.pretty(e, use_unicode=False, wrap_line=False))
+    typer.echo(f"peak bytes of {model.key} ({model.summary})")
+    typer.echo(f"steps that can hold the peak: {', '.join(model.steps[i].name for i in steps)}")
+    typer.echo(show(expr))
+    if groups:
+        for i in steps:
+            typer.echo(f"\nat {model.steps[i].name}, by storage group:")
+            for g, e in group_formulas(model, i).items():
+                typer.echo(f"  {g.label}: {show(sp.simplify(e)) if not latex else sp.latex(e)}")
+
+
+@app.command()
+def sweep(impl: List[str] = Impl, seq: str = typer.Option("8K..256K", "--seq", help="8K..256K (doubling) or a list"),
+          heads: str = typer.Option("16,32,64,96,128", "--heads"), mbs: str = typer.Option("1", "--mbs"),
+          dim: str = typer.Option("128", "--dim"), gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
+          no_recompute: bool = NoRecompute, csv: Optional[str] = typer.Option(None, "--csv", help="write the grid to FILE")) -> None:
+    """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model."""
+    from .planning import parse_range, sweep as run_sweep
+    try:
+        seqs, head_list, mbs_list, dims = parse_range(seq), parse_range(heads), parse_range(mbs), parse_range(dim)
+        rows = []
+        for key in impl:
+            opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
+            model = get_model(key, gpu, **opts)
+            for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims):
+                check_shape(key, shape, gpu)
+                rows.append((key, shape, peak))
+        limit = get_device(gpu).usable_bytes if gpu else None
+    except LivebytesError as err:
+        _fail(err)
+    if csv:
+        with open(csv, "w") as fh:
+            fh.write("impl,mbs,seq,heads,dim,peak_bytes\n")
+            for key, s, peak in rows:
+                fh.write(f"{key},{s.mbs},{s.seq},{s.heads},{s.dim},{peak}\n")
+        typer.echo(f"wrote {len(rows)} rows to {csv}")
+    else:
+        render.console.print(render.sweep_table(rows, limit))
+
+
+@app.command()
+def timeline(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
+             gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
+             out: Optional[str] = typer.Option(None, "--out", help="write a PNG here instead of the terminal view")) -> None:
+    """Live bytes per step, stacked by storage group, implementations side by side, the peak marked."""
+    try:
+        shape = _shape(mbs, seq, heads, dim)
+        preds = []
+        for key in impl:
+            check_shape(key, shape, gpu)
+            opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
+            preds.append(run_predict(get_model(key, gpu, **opts), shape))
+    except LivebytesError as err:
+        _fail(err)
+    if out:
+        render.timeline_png(preds, out)
+        typer.echo(f"wrote {out}")
+    else:
+        render.console.print(render.timeline_text(preds))
+
+
 def main() -> None:
     try:
         app()

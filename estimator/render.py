@@ -105,3 +105,74 @@ def validation_table(comparisons, title: str = "validation") -> Table:
         t.add_row(f"{r.impl} {opts}".strip(), r.shape.label(), r.mode or r.origin, _g(c.predicted, 4), measured, err, pct, req,
                   "-" if secs is None else f"{secs:.0f}", result)
     return t
+
+
+def plan_table(results, solve: str, budget_label: str, replayed: dict | None = None) -> Table:
+    t = Table(title=f"largest {solve} that fits {budget_label}", title_justify="left")
+    for c in ("impl", f"largest {solve}", "peak there (GiB)", f"{solve} + 1", "peak there (GiB)", "budget (GiB)"):
+        t.add_column(c, justify="left" if c == "impl" else "right")
+    for r in results:
+        value = "none fits" if r.value is None else f"{r.value:,}"
+        t.add_row(r.model.key, value, _g(r.peak_at_value), f"{r.next_value:,}", _g(r.peak_at_next), _g(r.budget_bytes))
+    return t
+
+
+def sweep_table(rows, budget: int | None = None) -> Table:
+    t = Table(title="sweep", title_justify="left")
+    for c in ("impl", "MBS", "seq", "heads", "dim", "peak GiB") + (("fits",) if budget else ()):
+        t.add_column(c, justify="left" if c == "impl" else "right")
+    for key, shape, peak in rows:
+        cells = [key, str(shape.mbs), f"{shape.seq:,}", str(shape.heads), str(shape.dim), _g(peak)]
+        if budget:
+            cells.append("yes" if peak <= budget else "no")
+        t.add_row(*cells)
+    return t
+
+
+def timeline_text(preds) -> Table:
+    """Compact terminal timeline: one bar per step, scaled to the largest peak, the peak marked."""
+    top = max(p.peak_bytes for p in preds)
+    t = Table(title="live bytes per step", title_justify="left", show_lines=False)
+    t.add_column("impl")
+    t.add_column("step")
+    t.add_column("GiB", justify="right")
+    t.add_column("", no_wrap=True)
+    for p in preds:
+        for i, step in enumerate(p.model.steps):
+            n = p.step_bytes[i]
+            bar = "█" * round(40 * n / top) if top else ""
+            mark = Text(" ◀ peak", style="bold red") if i == p.peak_index else Text("")
+            t.add_row(p.model.key, step.name, _g(n), Text(bar, style="cyan") + mark)
+        t.add_section()
+    return t
+
+
+def timeline_png(preds, path: str) -> None:
+    """Stacked live bytes per step by storage group, one panel per implementation, the peak marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .buffers import Group
+    groups = [g for g in Group if any(p.groups_at(i).get(g) for p in preds for i in range(len(p.model.steps)))]
+    colors = dict(zip(groups, plt.get_cmap("tab20").colors))
+    fig, axes = plt.subplots(1, len(preds), figsize=(7 * len(preds), 5.5), sharey=True, squeeze=False)
+    for ax, p in zip(axes[0], preds):
+        steps = list(range(len(p.model.steps)))
+        bottom = [0.0] * len(steps)
+        for g in groups:
+            vals = [p.groups_at(i).get(g, 0) / 2**30 for i in steps]
+            ax.bar(steps, vals, bottom=bottom, color=colors[g], label=g.label, width=0.85)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.annotate(f"peak {gib(p.peak_bytes):.3f} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
+                    xytext=(0, 12), textcoords="offset points", ha="center", fontsize=9,
+                    arrowprops=dict(arrowstyle="->"))
+        ax.set_xticks(steps)
+        ax.set_xticklabels([s.name for s in p.model.steps], rotation=90, fontsize=7)
+        ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10)
+        ax.set_ylabel("live GiB (2^30 B)")
+        ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

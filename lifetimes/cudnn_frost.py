@@ -18,6 +18,7 @@ symbolic (floor / Min / Piecewise in MBS, H, S), so one model answers every shap
 from __future__ import annotations
 
 import sympy as sp
+from sympy.utilities.lambdify import implemented_function
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
 from livebytes.estimator.symbols import DK, DV, H, MBS, S, T, cdiv
@@ -45,12 +46,28 @@ def tensormap_bytes(arrays: int, batch: sp.Expr) -> sp.Expr:
     return TENSOR_MAP_BYTES * arrays * batch + 128
 
 
+def piece_budget_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
+    """piece_chain.piece_budget with cadence 0 and expand_num 1: min(num_sm // tiles, 16, chunks // (N * 4))."""
+    seqs = max(1, int(seqs))
+    total_chunks = -(-int(tokens) // B_T)
+    return min(int(num_sm) // (seqs * max(1, int(heads))), CHAIN_MAX_PIECES,
+               total_chunks // (seqs * CHAIN_MIN_UNITS_PER_PIECE))
+
+
 def backward_pieces(num_sm: int) -> tuple[sp.Expr, sp.Expr]:
-    """(chain indicator 0/1, pieces per sequence) of the backward plan, from choose_pieces(reverse=True)."""
-    total_chunks = cdiv(T, B_T)
-    # evaluate=False: sympy 1.14 wrongly folds Min(floor(160/(H*MBS)), 16) to 16 under positive-integer assumptions
-    budget = sp.Min(sp.floor(sp.Integer(num_sm) / (MBS * HO)), CHAIN_MAX_PIECES,
-                    sp.floor(total_chunks / (MBS * CHAIN_MIN_UNITS_PER_PIECE)), evaluate=False)
+    """(chain indicator 0/1, pieces per sequence) of the backward plan, from choose_pieces(reverse=True).
+
+    The budget is an implemented function rather than sympy's Min: sympy 1.14 folds
+    Min(floor(160/(H*MBS)), 16) to 16 under positive-integer assumptions whenever an expression is rebuilt.
+    """
+    def _budget(t, n, h):
+        try:
+            return piece_budget_value(t, n, h, num_sm)
+        except TypeError:  # numpy arrays from a vectorised sweep
+            import numpy as np
+            return np.vectorize(lambda a, b, c: piece_budget_value(a, b, c, num_sm))(t, n, h)
+
+    budget = implemented_function(sp.Function("frost_piece_budget"), _budget)(T, MBS, HO)
     chain = sp.Piecewise((1, sp.And(budget >= CHAIN_MIN_PIECES_REVERSE, T >= CHAIN_MIN_TOKENS_REVERSE)), (0, True))
     return chain, budget
 
@@ -102,7 +119,7 @@ def build(version: str = "1.32.0", num_sm: int = 148, device: str = "") -> Lifet
     # ---- backward: kda_bwd allocates the gradients, then the plan's workspace, then executes
     chain, pieces = backward_pieces(num_sm)
     uncut = 1 - chain
-    num_pieces = MBS * sp.Piecewise((pieces, sp.Eq(chain, 1)), (1, True))
+    num_pieces = MBS * (chain * pieces + (1 - chain))      # B * pieces when chained, else B
     bwd = "ops/kda.py"
     steps.append(Step("bwd.alloc_grads", "backward", _src(bwd, "kda_bwd")))
     add("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src(bwd, "kda_bwd", "torch.empty(total, H, K, dtype=q.dtype)"), "bwd.alloc_grads")

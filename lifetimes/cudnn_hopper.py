@@ -155,8 +155,14 @@ def build_cuda(version: str = "1.32.0", device=None) -> LifetimeModel:
 
 def build_cute_forward(version: str = "1.32.0", device=None) -> LifetimeModel:
     num_sm = device.sm_count if device else 132
-    pick_nseg = implemented_function(sp.Function("pick_nseg"),
-                                     lambda t, n, h: pick_nseg_value(int(t), int(n), int(h), num_sm))
+    def _pick(t, n, h):
+        try:
+            return pick_nseg_value(int(t), int(n), int(h), num_sm)
+        except TypeError:  # numpy arrays from a vectorised sweep
+            import numpy as np
+            return np.vectorize(lambda a, b, c: pick_nseg_value(int(a), int(b), int(c), num_sm))(t, n, h)
+
+    pick_nseg = implemented_function(sp.Function("pick_nseg"), _pick)
     steps = [Step("harness.warmup", "harness", note="what the warmup shape's calls left cached"),
              Step("harness.inputs", "harness", note="inputs exist before the step")]
     buffers: list[Buffer] = []

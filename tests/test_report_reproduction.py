@@ -106,3 +106,11 @@ def test_frost_chains_at_8k_h64_on_a_b300():
     at = {b.name: n for b, n in p.at_peak}
     assert at["chain_states_vk"] == 4 * 2 * 64 * 128 * 128 * 4       # 4 fp32 [pieces=2, HO, V, K]
     assert at["state_series"] == (8192 // 16 + 2) * 64 * 128 * 128 * 2
+
+
+def test_uncut_plan_keeps_one_boundary_row_per_sequence():
+    """2 x 8K x H96: 160 // (2 * 96) = 0 pieces of budget, so the plan is uncut and the series has
+    8K*2/16 rows plus one boundary row per sequence (a sympy Min folding once dropped them)."""
+    p = peak(FROST, Shape(2, 8192, 96))
+    at = {b.name: n for b, n in p.at_peak}
+    assert at["state_series"] == (2 * 8192 // 16 + 2) * 96 * 128 * 128 * 2

@@ -1,0 +1,107 @@
+"""plan, formula, sweep and timeline: solved values against hand arithmetic and against predict."""
+import random
+
+import pytest
+from typer.testing import CliRunner
+
+from livebytes.estimator import Shape, get_model, predict, specs
+from livebytes.estimator.devices import get_device, parse_budget
+from livebytes.estimator.engine import evaluate
+from livebytes.estimator.planning import closed_form, largest_fitting, parse_range, sweep
+from livebytes.estimator.cli import app
+
+GiB = 2**30
+KEYS = [(s.key, s.default_device) for s in specs()]
+
+
+def test_largest_sequence_by_hand_for_the_hopper_cuda_engine():
+    """kda_hopper_cuda at MBS 1, H 96, D 128 holds, per token, q k v dO o dq dk dv 8 x 96 x 128 x 2 B, g and dg
+    2 x 96 x 128 x 4 B, beta and dbeta 2 x 96 x 4 B, the six [T, H, 128] bf16 workspace arrays 6 x 96 x 128 x 2,
+    and per 64-token chunk 3 bf16 [H, 128, 128] states, the UT factors [H, 64, 64] bf16 and gn2 [H, 128] fp32:
+    603,648 B per token, so 80 GiB / 603,648 = 142,310 tokens less the constant plan scratch (5 x 6 MiB)."""
+    model = get_model("cudnn-kda-hopper-cuda@1.32.0")
+    budget = 80 * GiB
+    r = largest_fitting(model, Shape(1, 8192, 96), "seq", budget)
+    assert predict(model, Shape(1, r.value, 96)).peak_bytes <= budget < predict(model, Shape(1, r.value + 1, 96)).peak_bytes
+    per_chunk = 3 * 96 * 128 * 128 * 2 + 96 * 64 * 64 * 2 + 96 * 128 * 4
+    per_token = 8 * 96 * 128 * 2 + 2 * 96 * 128 * 4 + 2 * 96 * 4 + 6 * 96 * 128 * 2 + per_chunk / 64
+    assert per_token == 603_648
+    assert r.value == pytest.approx(budget / per_token, rel=0.002)
+
+
+@pytest.mark.parametrize("key,device", KEYS)
+@pytest.mark.parametrize("solve", ["seq", "mbs", "heads"])
+def test_found_value_fits_and_the_next_does_not(key, device, solve):
+    model = get_model(key, device)
+    base = Shape(1, 8192, 32, 128)
+    r = largest_fitting(model, base, solve, 40 * GiB)
+    assert r.value is not None and r.peak_at_value <= 40 * GiB < r.peak_at_next
+    assert r.next_value == r.value + 1
+
+
+def test_nothing_fits_is_reported():
+    r = largest_fitting(get_model("fla-kda@0.6.0"), Shape(1, 8192, 96), "seq", 10**6)
+    assert r.value is None and r.peak_at_next > 10**6
+
+
+@pytest.mark.parametrize("key,device", KEYS)
+def test_closed_form_equals_predict_on_random_shapes(key, device):
+    model = get_model(key, device)
+    expr, steps = closed_form(model)
+    rng = random.Random(11)
+    for _ in range(6):
+        shape = Shape(rng.randint(1, 6), rng.randint(100, 200_000), rng.choice([8, 16, 32, 64, 96, 128]), 128)
+        assert evaluate(expr, shape) == predict(model, shape).peak_bytes
+    assert predict(model, Shape(1, 8192, 64)).peak_index in steps
+
+
+@pytest.mark.parametrize("key,device", KEYS)
+def test_sweep_agrees_with_predict(key, device):
+    model = get_model(key, device)
+    rows = sweep(model, [1, 3], [1000, 8192, 131072], [16, 96], [128])
+    assert len(rows) == 12
+    for shape, peak in rows:
+        assert peak == predict(model, shape).peak_bytes
+
+
+def test_parse_range_and_budget():
+    assert parse_range("8K..64K") == [8192, 16384, 32768, 65536]
+    assert parse_range("1,2,100") == [1, 2, 100]
+    assert parse_budget("80GiB") == 80 * GiB and parse_budget("141GB") == 141 * 10**9
+
+
+def test_what_if_recompute_off_holds_more_and_saves_more():
+    shape = Shape(1, 65536, 96)
+    on = predict(get_model("fla-kda@0.6.0"), shape)
+    off = predict(get_model("fla-kda@0.6.0", recompute=False), shape)
+    assert off.peak_bytes >= on.peak_bytes
+    # with recompute off, w/u/qg/kg/v_new, h and the gate cumsum are forward-saved rather than rebuilt
+    saved_on = on.groups_at(on.model.step_index("fwd.output"))
+    saved_off = off.groups_at(off.model.step_index("fwd.output"))
+    assert sum(saved_off.values()) > sum(saved_on.values())
+
+
+runner = CliRunner()
+
+
+def test_plan_command_json_and_timeline_png(tmp_path):
+    r = runner.invoke(app, ["plan", "--impl", "fla-kda@0.6.0", "--gpu", "H200", "--heads", "96", "--solve", "seq", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+    (row,) = json.loads(r.output)
+    assert row["peak_at_value"] <= get_device("H200").usable_bytes < row["peak_at_next"]
+    png = tmp_path / "t.png"
+    r = runner.invoke(app, ["timeline", "--impl", "fla-kda@07b80f27", "--impl", "cudnn-kda-frost@e0b4ce98",
+                            "--seq", "128K", "--heads", "128", "--out", str(png)])
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_formula_and_sweep_commands(tmp_path):
+    r = runner.invoke(app, ["formula", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--latex", "--no-groups"])
+    assert r.exit_code == 0 and "\\left\\lceil" in r.output
+    csv = tmp_path / "grid.csv"
+    r = runner.invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "32,64", "--csv", str(csv)])
+    assert r.exit_code == 0, r.output
+    lines = csv.read_text().splitlines()
+    assert lines[0] == "impl,mbs,seq,heads,dim,peak_bytes" and len(lines) == 1 + 3 * 2
