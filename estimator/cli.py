@@ -278,6 +278,54 @@ def timeline(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str 
         render.console.print(render.timeline_text(preds))
 
 
+@app.command()
+def payload(fn: str = typer.Option("tiled", "--fn", help="dense, tiled or checkpointed"),
+            t_values: str = typer.Option("128,256,512,1024", "--T", help="token counts, e.g. 128,256,512,1024"),
+            d: int = typer.Option(32, "--d"), dv: Optional[int] = typer.Option(None, "--dv"),
+            block_q: int = typer.Option(32, "--block-q"), block_k: int = typer.Option(32, "--block-k"),
+            measure_on_cpu: bool = typer.Option(True, "--measure/--no-measure", help="also run it on the CPU (needs torch)"),
+            as_json: bool = Json) -> None:
+    """What autograd retains for backward: the payload model against the real autograd graph (CPU, float32)."""
+    from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
+
+    from .payload import predict_payload
+    from .planning import parse_range
+    try:
+        if fn not in PAYLOAD_MODELS:
+            raise LivebytesError(f"--fn must be one of {', '.join(PAYLOAD_MODELS)}")
+        if min(d, dv or d, block_q, block_k) <= 0:
+            raise LivebytesError("--d, --dv and the block sizes must be positive")
+        ts = parse_range(t_values)
+        measure = None
+        if measure_on_cpu:
+            try:
+                from livebytes.validate.payload import measure
+            except ImportError as err:   # pragma: no cover - torch missing
+                raise LivebytesError(f"--measure needs torch ({err}); pass --no-measure") from None
+    except LivebytesError as err:
+        _fail(err)
+    rows, previous = [], None
+    for t in ts:
+        kw = dict(T=t, d=d, dv=dv, bq=block_q, bk=block_k)
+        p = predict_payload(PAYLOAD_MODELS[fn], **kw)
+        dense = predict_payload(PAYLOAD_MODELS["dense"], **kw).bytes
+        tiled = predict_payload(PAYLOAD_MODELS["tiled"], **kw).bytes
+        m = measure(fn, t, d, dv, block_q, block_k) if measure else None
+        rows.append({"T": t, "predicted": p.bytes, "measured": m.bytes if m else None, "events": p.events,
+                     "measured_events": m.save_events if m else None, "largest": p.largest,
+                     "measured_largest": m.largest if m else None,
+                     "growth": None if previous is None else p.bytes / previous, "vs_dense": p.bytes / dense,
+                     "vs_tiled": p.bytes / tiled, "inputs": t * (2 * d + (dv or d)) * 4})
+        previous = p.bytes
+    if as_json:
+        typer.echo(json.dumps({"fn": fn, "d": d, "dv": dv or d, "block_q": block_q, "block_k": block_k, "rows": rows}, indent=1))
+    else:
+        render.console.print(render.payload_table(rows, fn))
+    if any(r["measured"] is not None and (r["measured"], r["measured_events"], r["measured_largest"])
+           != (r["predicted"], r["events"], r["largest"]) for r in rows):
+        raise typer.Exit(2)
+
+
 def main() -> None:
     try:
         app()

@@ -176,3 +176,18 @@ def timeline_png(preds, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def payload_table(rows, fn: str) -> Table:
+    """rows: dicts with T, predicted, measured (or None), events, largest, growth, vs_dense, vs_tiled, inputs."""
+    t = Table(title=f"saved payload of {fn} attention (KiB = 1024 B)", title_justify="left")
+    cols = ["T", "predicted KiB", "measured KiB", "match", "save events", "largest elem", "growth", "vs dense", "vs tiled", "3Td KiB"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in rows:
+        measured = "-" if r["measured"] is None else f"{r['measured'] / 1024:,.1f}"
+        match = "-" if r["measured"] is None else ("exact" if r["measured"] == r["predicted"] else f"{r['measured'] - r['predicted']:+,} B")
+        growth = "" if r["growth"] is None else f"x{r['growth']:.2f}"
+        t.add_row(f"{r['T']:,}", f"{r['predicted'] / 1024:,.1f}", measured, match, f"{r['events']:,}", f"{r['largest']:,}",
+                  growth, f"{r['vs_dense']:.2f}x", f"{r['vs_tiled']:.2f}x", f"{r['inputs'] / 1024:,.0f}")
+    return t

@@ -1,0 +1,70 @@
+"""Saved payload: the models against the real autograd graph on the CPU (float32, one thread).
+
+The document's tables (seed 004, measured on torch 2.8) are reproduced on the installed torch; the
+integers are checked against our own measurement, the shape of the result against the document."""
+import pytest
+
+from livebytes.estimator.payload import predict_payload, totals
+from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
+
+torch = pytest.importorskip("torch")
+from livebytes.validate.payload import gradients_match, measure  # noqa: E402
+
+CASES = [
+    (128, 32, 32, 32, 32), (256, 32, 32, 32, 32), (1024, 32, 32, 32, 32),
+    (100, 16, 8, 32, 32),    # T not a multiple of the block
+    (97, 8, 12, 16, 24),     # odd T, rectangular tiles, dv != d
+    (33, 4, 6, 64, 16),      # a query block larger than T
+]
+
+
+@pytest.mark.parametrize("fn", ["dense", "tiled", "checkpointed"])
+@pytest.mark.parametrize("T,d,dv,bq,bk", CASES)
+def test_predicted_payload_equals_measured(fn, T, d, dv, bq, bk):
+    p = predict_payload(PAYLOAD_MODELS[fn], T, d, dv, bq, bk)
+    m = measure(fn, T, d, dv, bq, bk)
+    assert (p.bytes, p.events, p.largest) == (m.bytes, m.save_events, m.largest)
+
+
+def test_document_table_one_by_hand():
+    """T=128, d=dv=32, 32x32 tiles: 4 key blocks. Inputs reachable as views 4*128*96 = 49,152 B; per tile
+    (25 + 4*32) B per row x 4 blocks x 128 rows = 78,336; the p tiles 4*128^2 = 65,536; alpha and its view
+    in 3 of 4 tiles 8*3*128 = 3,072; the final division and log (8 + 4*32)*128 = 17,408: 213,504 B = 208.5 KiB,
+    which the document prints as 208. Save events: 4 query blocks x (12 + 3*14 + 3) = 228."""
+    p = predict_payload(PAYLOAD_MODELS["tiled"], 128, 32, 32, 32, 32)
+    assert p.bytes == 49_152 + 78_336 + 65_536 + 3_072 + 17_408 == 213_504
+    assert p.events == 228 and p.largest == 32 * 32
+
+
+def test_shape_of_the_result():
+    tiled = [predict_payload(PAYLOAD_MODELS["tiled"], t, 32).bytes for t in (128, 256, 512, 1024)]
+    dense = [predict_payload(PAYLOAD_MODELS["dense"], t, 32).bytes for t in (128, 256, 512, 1024)]
+    ckpt = [predict_payload(PAYLOAD_MODELS["checkpointed"], t, 32).bytes for t in (128, 256, 512, 1024)]
+    growth = [b / a for a, b in zip(tiled, tiled[1:])]
+    assert all(3.3 < g < 4 for g in growth) and growth == sorted(growth)        # quadratic, climbing to 4
+    assert all(1.8 < t / d < 2.3 for t, d in zip(tiled, dense))                # about twice dense
+    assert ckpt == [3 * t * 32 * 4 for t in (128, 256, 512, 1024)]             # the three inputs only
+    assert max(predict_payload(PAYLOAD_MODELS["tiled"], t, 32).largest for t in (128, 1024)) == 1024
+
+
+def test_checkpointed_gradients_equal_dense():
+    assert gradients_match() < 1e-5
+
+
+def test_every_record_names_its_formula():
+    for model in PAYLOAD_MODELS.values():
+        for r in model.records:
+            assert r.op and r.formula and r.dtype in ("fp32", "int64", "bool")
+        nbytes, events, largest = totals(model)
+        assert nbytes.free_symbols and events.free_symbols is not None
+
+
+def test_payload_command():
+    from typer.testing import CliRunner
+
+    from livebytes.estimator.cli import app
+    r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--T", "128,256", "--d", "32", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+    rows = json.loads(r.output)["rows"]
+    assert [row["predicted"] for row in rows] == [row["measured"] for row in rows] == [213_504, 722_944]
