@@ -219,7 +219,8 @@ def formula(impl: str = Impl, gpu: Optional[str] = Gpu, contract: Optional[str] 
     expr, steps = closed_form(model)
     show = sp.latex if latex else (lambda e: sp.pretty(e, use_unicode=False, wrap_line=False))
     typer.echo(f"peak bytes of {model.key} ({model.summary})")
-    typer.echo(f"steps that can hold the peak: {', '.join(model.steps[i].name for i in steps)}")
+    typer.echo(f"candidate peak steps (every other step is dominated term by term): "
+               f"{', '.join(model.steps[i].name for i in steps)}")
     typer.echo(show(expr))
     if groups:
         for i in steps:
