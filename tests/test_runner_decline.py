@@ -1,0 +1,35 @@
+"""The runner's refusals, without a GPU: FROST declines off Blackwell, the Hopper engines off sm90."""
+from types import SimpleNamespace
+
+import pytest
+
+from livebytes.validate import runner
+
+
+def fake_torch(capability, name="NVIDIA H200"):
+    cuda = SimpleNamespace(is_available=lambda: True, get_device_capability=lambda i=0: capability,
+                           get_device_name=lambda i=0: name)
+    return SimpleNamespace(cuda=cuda)
+
+
+@pytest.mark.parametrize("impl,capability,needle", [
+    ("cudnn-kda-frost@1.32.0", (9, 0), "kda_frost runs only on Blackwell"),
+    ("cudnn-kda-hopper-cuda@1.32.0", (10, 0), "runs only on Hopper (sm90)"),
+    ("cudnn-kda-hopper@1.32.0", (10, 3), "runs only on Hopper (sm90)"),
+    ("nobody@1", (9, 0), "no runner for nobody@1"),
+])
+def test_declines_with_the_reason(monkeypatch, impl, capability, needle):
+    monkeypatch.setattr(runner, "_torch", lambda: fake_torch(capability))
+    assert needle in runner.decline_reason(impl)
+
+
+@pytest.mark.parametrize("impl,capability", [("cudnn-kda-frost@1.32.0", (10, 0)), ("cudnn-kda-hopper-cuda@1.32.0", (9, 0)),
+                                             ("fla-kda@0.6.0", (9, 0))])
+def test_runs_where_the_engine_exists(monkeypatch, impl, capability):
+    monkeypatch.setattr(runner, "_torch", lambda: fake_torch(capability))
+    assert runner.decline_reason(impl) is None
+
+
+def test_no_cuda_is_one_clear_reason(monkeypatch):
+    monkeypatch.setattr(runner, "cuda_available", lambda: False)
+    assert runner.decline_reason("fla-kda@0.6.0").startswith("no CUDA device")
