@@ -100,34 +100,43 @@ def _to_gpu(tensors: dict, grad: bool) -> dict:
     return out
 
 
-def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict:
-    """Seeded inputs in FLA's varlen layout [1, T, H, D]."""
+def seeded_inputs(shape: Shape, contract: str, grad: bool, batch_dim: bool, cu_dtype: str, seed: int = 0) -> dict:
+    """Seeded inputs, allocated on the GPU in this order: q, k, v, g, beta, (A_log, dt_bias), cu_seqlens, dO.
+
+    ``report``: raw bf16 q/k/v/gate/beta and zero fp32 A_log, dt_bias (the KDA report's configuration);
+    ``plain``: L2-normalised bf16 q/k, bf16 v, fp32 log-space gate, fp32 post-sigmoid beta."""
     torch = _torch()
     import torch.nn.functional as F
     gen = torch.Generator().manual_seed(seed)
     T, H, D = shape.tokens, shape.heads, shape.dim
+    lead = (1,) if batch_dim else ()          # FLA's varlen layout [1, T, H, D]; cuDNN's THD [T, H, D]
     bf16 = torch.bfloat16
 
     def randn(*size):
-        return torch.randn(*size, generator=gen)
+        return torch.randn(*lead, *size, generator=gen)
 
     x = {}
     if contract == "report":
-        x["q"], x["k"], x["v"] = (randn(1, T, H, D).to(bf16) for _ in range(3))
-        x["g"] = randn(1, T, H, D).to(bf16)                     # raw gate
-        x["beta"] = randn(1, T, H).to(bf16)                     # raw beta
+        x["q"], x["k"], x["v"] = (randn(T, H, D).to(bf16) for _ in range(3))
+        x["g"] = randn(T, H, D).to(bf16)                         # raw gate
+        x["beta"] = randn(T, H).to(bf16)                         # raw beta
         x["A_log"] = torch.zeros(H)
         x["dt_bias"] = torch.zeros(H * D)
     else:
-        x["q"] = F.normalize(randn(1, T, H, D), dim=-1).to(bf16)
-        x["k"] = F.normalize(randn(1, T, H, D), dim=-1).to(bf16)
-        x["v"] = randn(1, T, H, D).to(bf16)
-        x["g"] = F.logsigmoid(randn(1, T, H, D)).clamp_min(-5.0)  # log-space fp32
-        x["beta"] = torch.rand(1, T, H, generator=gen)             # post-sigmoid fp32
-    x["cu_seqlens"] = torch.arange(0, shape.mbs + 1, dtype=torch.int64) * shape.seq
+        x["q"] = F.normalize(randn(T, H, D), dim=-1).to(bf16)
+        x["k"] = F.normalize(randn(T, H, D), dim=-1).to(bf16)
+        x["v"] = randn(T, H, D).to(bf16)
+        x["g"] = F.logsigmoid(randn(T, H, D)).clamp_min(-5.0)   # log-space fp32
+        x["beta"] = torch.rand(*lead, T, H, generator=gen)       # post-sigmoid fp32
+    x["cu_seqlens"] = torch.arange(0, shape.mbs + 1, dtype=getattr(torch, cu_dtype)) * shape.seq
     if grad:
-        x["dO"] = randn(1, T, H, D).to(bf16)
+        x["dO"] = randn(T, H, D).to(bf16)
     return _to_gpu(x, grad)
+
+
+def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict:
+    """FLA's varlen layout [1, T, H, D], int64 boundaries."""
+    return seeded_inputs(shape, contract, grad, batch_dim=True, cu_dtype="int64", seed=seed)
 
 
 def fla_forward(x: dict, contract: str, recompute: bool = True):
@@ -141,27 +150,8 @@ def fla_forward(x: dict, contract: str, recompute: bool = True):
 
 
 def cudnn_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict:
-    """Seeded inputs in cuDNN's THD layout [T, H, D], the plain contract of the Hopper engines."""
-    torch = _torch()
-    import torch.nn.functional as F
-    gen = torch.Generator().manual_seed(seed)
-    T, H, D = shape.tokens, shape.heads, shape.dim
-    bf16 = torch.bfloat16
-
-    def randn(*size):
-        return torch.randn(*size, generator=gen)
-
-    x = {
-        "q": F.normalize(randn(T, H, D), dim=-1).to(bf16),
-        "k": F.normalize(randn(T, H, D), dim=-1).to(bf16),
-        "v": randn(T, H, D).to(bf16),
-        "g": F.logsigmoid(randn(T, H, D)).clamp_min(-5.0),
-        "beta": torch.rand(T, H, generator=gen),
-        "cu_seqlens": torch.arange(0, shape.mbs + 1, dtype=torch.int32) * shape.seq,
-    }
-    if grad:
-        x["dO"] = randn(T, H, D).to(bf16)
-    return _to_gpu(x, grad)
+    """cuDNN's THD layout [T, H, D], int32 boundaries (the Hopper engines take the plain contract)."""
+    return seeded_inputs(shape, contract, grad, batch_dim=False, cu_dtype="int32", seed=seed)
 
 
 def cudnn_forward(x: dict, plan: str):
