@@ -21,7 +21,7 @@ import sympy as sp
 from sympy.utilities.lambdify import implemented_function
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
-from livebytes.estimator.symbols import DK, DV, H, MBS, S, T, cdiv
+from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 B_T = 16                    # kda_bprop_config.CFG.B_T: the dense state series cadence
 WORKSPACE_ALIGN = 128       # frost/workspace.py DEFAULT_ALIGN

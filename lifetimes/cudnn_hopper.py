@@ -23,7 +23,7 @@ import sympy as sp
 from sympy.utilities.lambdify import implemented_function
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
-from livebytes.estimator.symbols import DK, DV, H, MBS, S, T, cdiv
+from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 WARMUP_TOKENS = 1024          # livebytes.validate.runner: warmup at MBS 1 x 1024 tokens
 ARENA_ALIGN = 256             # cuda_bwd_host._ALIGN

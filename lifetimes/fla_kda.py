@@ -20,13 +20,10 @@ therefore takes the device for the record and is the same on H200 and B300.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
-import sympy as sp
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
-from livebytes.estimator.errors import RefusedShapeError
-from livebytes.estimator.symbols import DK, DV, H, HV, MBS, S, T, cdiv, chunks_per_batch
+from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
 BT = 64                      # chunk_size (chunk_kda default; the report uses it)
 BC = 16                      # sub-chunk of chunk_kda_fwd_intra
@@ -136,13 +133,11 @@ def build(version: str = "0.6.0", contract: str = "report", recompute: bool = Tr
         add(name, Group.WARMUP, shape, "int64", cache, "harness.warmup")                    # 512-byte blocks
 
     last_fwd = "fwd.output"
-    end = None  # held past the step
     saved_until = None if forward_only else "bwd.return"
     if forward_only:
         saved_until = last_fwd
 
     # ---- forward (ChunkKDAFunction.forward -> chunk_kda_fwd)
-    q_used, k_used = "q", "k"
     if report:
         step("fwd.l2norm_q", "forward", "modules/norm/l2norm.py", "l2norm_fwd")
         add("q_normed", Group.SAVED, (T, H, DK), "bf16", _src("modules/norm/l2norm.py", "l2norm_fwd", "y = torch.empty_like(x)"),
@@ -227,7 +222,6 @@ def _backward(add, step, v: FlaVersion, report: bool, recompute: bool, intra_dty
     bwd = "ops/kda/chunk_bwd.py"
     # everything chunk_kda_bwd holds in its locals dies when it returns, after the gate backward
     local_end = "bwd.gate_reduce" if report else "bwd.dg_cumsum"
-    g_name = "g_cumsum_fwd"
     if report and recompute:
         step("bwd.gate_cumsum", "backward", "ops/kda/gate.py", "kda_gate_chunk_cumsum")
         add("g_cumsum", Group.RECOMPUTE, (T, HV, DK), "fp32",

@@ -56,7 +56,9 @@ def test_every_record_names_its_formula():
         for r in model.records:
             assert r.op and r.formula and r.dtype in ("fp32", "int64", "bool")
         nbytes, events, largest = totals(model)
-        assert nbytes.free_symbols and events.free_symbols is not None
+        p = predict_payload(model, 100, 16, 8, 32, 24)
+        assert p.bytes > 0 and p.events >= len(model.records) and p.largest > 0
+        assert {str(s) for s in nbytes.free_symbols} <= {"T", "d", "dv", "bq", "bk"}
 
 
 def test_payload_command():
