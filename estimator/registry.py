@@ -26,6 +26,7 @@ class ModelSpec:
     options: dict = field(default_factory=dict)   # option name -> allowed values (first is the default)
     default_device: str = "H200"
     phase: str = "fwd+bwd"
+    refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -63,6 +64,9 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
         if value is None:
             value = allowed[0]
         if value not in allowed:
+            reason = s.refusals.get((name, value))
+            if reason:
+                raise RefusedShapeError(f"{s.key}: {reason}")
             raise RefusedShapeError(f"{s.key}: option {name}={value!r} not supported (choose from {', '.join(map(str, allowed))})")
         resolved[name] = value
     unknown = {k for k, v in options.items() if v is not None} - set(s.options)

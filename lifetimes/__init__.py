@@ -59,14 +59,25 @@ register(ModelSpec(
     builder=_frost_builder("1.32.0"), refuse=_frost_refuse, default_device="B300",
 ))
 
+HOPPER_CUDA_REFUSES_REPORT = {("contract", "report"): (
+    "the engine refuses the report contract: 'KdaHopperCudaEngine: the kernel takes log-space g directly; "
+    "safe_gate/a_log/dt_bias are unsupported' and 'the backward kernel takes pre-normalized q/k and post-sigmoid beta' "
+    "(cudnn/linear_attention/hopper/cuda_engine.py, check_support); use --contract plain")}
+HOPPER_CUTE_REFUSES_REPORT = {("contract", "report"): (
+    "the engine refuses the report contract: 'KdaHopperEngine: the kernel takes log-space g directly; "
+    "safe_gate/a_log/dt_bias are unsupported', 'use_beta_sigmoid_in_kernel is unsupported', "
+    "'use_qk_l2norm_in_kernel is unsupported' (cudnn/linear_attention/hopper/kda_engine.py, check_support); "
+    "use --contract plain")}
+
 register(ModelSpec(
     key="cudnn-kda-hopper-cuda@1.32.0", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)", version="1.32.0",
     covers="nvidia-cudnn-frontend 1.32.0 Hopper CUDA engine, forward + backward, plain contract, D=128",
-    builder=lambda device: cudnn_hopper.build_cuda("1.32.0", device), refuse=cudnn_hopper.refuse, default_device="H200",
+    builder=lambda device, contract="plain": cudnn_hopper.build_cuda("1.32.0", device), refuse=cudnn_hopper.refuse,
+    options={"contract": ("plain",)}, refusals=HOPPER_CUDA_REFUSES_REPORT, default_device="H200",
 ))
 register(ModelSpec(
     key="cudnn-kda-hopper@1.32.0", implementation="cuDNN frontend kda_hopper (CuTeDSL)", version="1.32.0",
     covers="nvidia-cudnn-frontend 1.32.0 Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
-    builder=lambda device: cudnn_hopper.build_cute_forward("1.32.0", device), refuse=cudnn_hopper.refuse,
-    default_device="H200", phase="fwd",
+    builder=lambda device, contract="plain": cudnn_hopper.build_cute_forward("1.32.0", device), refuse=cudnn_hopper.refuse,
+    options={"contract": ("plain",)}, refusals=HOPPER_CUTE_REFUSES_REPORT, default_device="H200", phase="fwd",
 ))

@@ -68,6 +68,13 @@ def test_unknown_implementation_and_refused_device():
     assert r.exit_code == 1 and "Blackwell-only" in r.output
 
 
+def test_an_engine_refusal_carries_the_engines_reason():
+    r = run("predict", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "4", "--contract", "report")
+    assert r.exit_code == 1 and "safe_gate/a_log/dt_bias are unsupported" in r.output
+    r = run("predict", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "4", "--dim", "64")
+    assert r.exit_code == 1 and "head dim 128 only" in r.output
+
+
 def test_validate_without_a_gpu_says_so_in_one_line():
     r = run("validate", "--impl", "fla-kda@0.6.0", "--shapes", "1,8K,96,128")
     assert r.exit_code == 1

@@ -61,7 +61,9 @@ def compare(record: Record, tolerance: float = 1e-3) -> Comparison:
         fits = p.peak_bytes <= capacity
         return Comparison(record, p.peak_bytes, None, not fits, None,
                           "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit")
-    predicted = replay(model, record.shape, empty_cache_after_warmup=record.protocol >= "kda-report-v3").peak_bytes
+    # what that process held: the replay of this shape plus the caches earlier shapes in it left behind
+    predicted = (replay(model, record.shape, empty_cache_after_warmup=record.protocol >= "kda-report-v3").peak_bytes
+                 + earlier_caches(model, record))
     requested_error = None
     if record.requested_peak_bytes is not None:
         requested_error = requested_peak(model, record.shape) - record.requested_peak_bytes
