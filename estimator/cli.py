@@ -43,6 +43,13 @@ def _options(contract: Optional[str], no_recompute: bool) -> dict:
     return opts
 
 
+def _model_of(key: str, gpu: Optional[str], contract: Optional[str], no_recompute: bool):
+    """The model with the what-if options that apply to it (commands over several implementations pass
+    --contract and --no-recompute to the models that take them)."""
+    opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
+    return get_model(key, gpu, **opts)
+
+
 def _measured(model, shape):
     from livebytes.validate.records import find
     opts = {k: v for k, v in model.options if k != "forward_only"}
@@ -97,9 +104,7 @@ def compare(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str =
         preds, measured, replayed = [], [], []
         for key in impl:
             check_shape(key, shape, gpu)
-            opts = _options(contract, no_recompute)
-            opts = {k: v for k, v in opts.items() if k in spec(key).options}
-            model = get_model(key, gpu, **opts)
+            model = _model_of(key, gpu, contract, no_recompute)
             preds.append(run_predict(model, shape))
             replayed.append(replay(model, shape).peak_bytes)
             measured.append(_measured(model, shape))
@@ -188,8 +193,7 @@ def plan(impl: List[str] = Impl, solve: str = Solve, gpu: Optional[str] = Gpu,
         base = _shape(mbs, seq, heads, dim)
         results = []
         for key in impl:
-            opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
-            model = get_model(key, gpu, **opts)
+            model = _model_of(key, gpu, contract, no_recompute)
             check_shape(key, base, gpu)
             s = spec(key)
             dev = get_device(gpu or s.default_device)
@@ -240,8 +244,7 @@ def sweep(impl: List[str] = Impl, seq: str = typer.Option("8K..256K", "--seq", h
         seqs, head_list, mbs_list, dims = parse_range(seq), parse_range(heads), parse_range(mbs), parse_range(dim)
         rows = []
         for key in impl:
-            opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
-            model = get_model(key, gpu, **opts)
+            model = _model_of(key, gpu, contract, no_recompute)
             for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims):
                 check_shape(key, shape, gpu)
                 rows.append((key, shape, peak))
@@ -268,8 +271,7 @@ def timeline(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str 
         preds = []
         for key in impl:
             check_shape(key, shape, gpu)
-            opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
-            preds.append(run_predict(get_model(key, gpu, **opts), shape))
+            preds.append(run_predict(_model_of(key, gpu, contract, no_recompute), shape))
     except LivebytesError as err:
         _fail(err)
     if out:
