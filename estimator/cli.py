@@ -11,7 +11,7 @@ from . import render
 from .devices import get_device
 from .engine import predict as run_predict
 from .errors import LivebytesError
-from .registry import check_shape, get_model, spec, specs
+from .registry import check_shape, get_model, shape_options, spec, specs
 from .replay import replay
 from .report import prediction_dict
 from .shapes import Shape, parse_size
@@ -24,14 +24,16 @@ Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (packed)")
 Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K, 128K")
 Heads = typer.Option(..., "--heads", help="query/key heads")
 Dim = typer.Option("128", "--dim", help="head dimension")
+VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention)")
 Gpu = typer.Option(None, "--gpu", help="device preset (H200, H100, B200, B300); default: the model's")
 Contract = typer.Option(None, "--contract", help="FLA: report (in-kernel transforms) or plain (cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA: disable_recompute=True (save every intermediate)")
 Json = typer.Option(False, "--json", help="machine-readable output")
 
 
-def _shape(mbs: str, seq: str, heads: str, dim: str) -> Shape:
-    return Shape(parse_size(mbs, "MBS"), parse_size(seq, "sequence"), parse_size(heads, "heads"), parse_size(dim, "dim"))
+def _shape(mbs: str, seq: str, heads: str, dim: str, v_heads: Optional[str] = None) -> Shape:
+    return Shape(parse_size(mbs, "MBS"), parse_size(seq, "sequence"), parse_size(heads, "heads"), parse_size(dim, "dim"),
+                 v_heads=parse_size(v_heads, "value heads") if v_heads else None)
 
 
 def _options(contract: Optional[str], no_recompute: bool) -> dict:
@@ -43,10 +45,12 @@ def _options(contract: Optional[str], no_recompute: bool) -> dict:
     return opts
 
 
-def _model_of(key: str, gpu: Optional[str], contract: Optional[str], no_recompute: bool):
+def _model_of(key: str, gpu: Optional[str], contract: Optional[str], no_recompute: bool, shape: Optional[Shape] = None):
     """The model with the what-if options that apply to it (commands over several implementations pass
-    --contract and --no-recompute to the models that take them)."""
+    --contract and --no-recompute to the models that take them) and the code path the shape selects."""
     opts = {k: v for k, v in _options(contract, no_recompute).items() if k in spec(key).options}
+    if shape is not None:
+        opts.update(shape_options(key, shape))
     return get_model(key, gpu, **opts)
 
 
@@ -75,13 +79,13 @@ def _fail(err: Exception) -> None:
 
 @app.command()
 def predict(impl: str = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
-            gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
-            as_json: bool = Json) -> None:
+            v_heads: Optional[str] = VHeads, gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
+            no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
     """Peak allocated memory of one implementation at one shape, by storage group."""
     try:
-        shape = _shape(mbs, seq, heads, dim)
+        shape = _shape(mbs, seq, heads, dim, v_heads)
         check_shape(impl, shape, gpu)
-        model = get_model(impl, gpu, **_options(contract, no_recompute))
+        model = get_model(impl, gpu, **_options(contract, no_recompute), **shape_options(impl, shape))
         pred = run_predict(model, shape)
         replayed = replay(model, shape).peak_bytes
         measured = _measured(model, shape)
@@ -96,15 +100,15 @@ def predict(impl: str = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads
 
 @app.command()
 def compare(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
-            gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
-            as_json: bool = Json) -> None:
+            v_heads: Optional[str] = VHeads, gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
+            no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
     """Several implementations side by side at one shape, with the reduction against the first."""
     try:
-        shape = _shape(mbs, seq, heads, dim)
+        shape = _shape(mbs, seq, heads, dim, v_heads)
         preds, measured, replayed = [], [], []
         for key in impl:
             check_shape(key, shape, gpu)
-            model = _model_of(key, gpu, contract, no_recompute)
+            model = _model_of(key, gpu, contract, no_recompute, shape)
             preds.append(run_predict(model, shape))
             replayed.append(replay(model, shape).peak_bytes)
             measured.append(_measured(model, shape))
@@ -263,15 +267,15 @@ def sweep(impl: List[str] = Impl, seq: str = typer.Option("8K..256K", "--seq", h
 
 @app.command()
 def timeline(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
-             gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
+             v_heads: Optional[str] = VHeads, gpu: Optional[str] = Gpu, contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
              out: Optional[str] = typer.Option(None, "--out", help="write a PNG here instead of the terminal view")) -> None:
     """Live bytes per step, stacked by storage group, implementations side by side, the peak marked."""
     try:
-        shape = _shape(mbs, seq, heads, dim)
+        shape = _shape(mbs, seq, heads, dim, v_heads)
         preds = []
         for key in impl:
             check_shape(key, shape, gpu)
-            preds.append(run_predict(_model_of(key, gpu, contract, no_recompute), shape))
+            preds.append(run_predict(_model_of(key, gpu, contract, no_recompute, shape), shape))
     except LivebytesError as err:
         _fail(err)
     if out:

@@ -88,6 +88,15 @@ def get_model(key: str, device: Device | str | None = None, **options) -> Lifeti
     return _build(key, get_device(name).name, resolve_options(s, options))
 
 
+def shape_options(key: str, shape: Shape) -> dict:
+    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path."""
+    if shape.hv != shape.heads:
+        if "gva" not in spec(key).options:
+            raise RefusedShapeError(f"{key}: value heads != heads (GVA) is not covered by this model")
+        return {"gva": True}
+    return {}
+
+
 def check_shape(key: str, shape: Shape, device: Device | str | None = None) -> None:
     """Raise RefusedShapeError with the implementation's own reason when it refuses the shape."""
     s = spec(key)

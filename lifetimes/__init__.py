@@ -18,9 +18,9 @@ def _frost_refuse(shape, device):
 
 
 def _fla_builder(version, forward_only=False):
-    def build(device, contract="report", recompute=True):
+    def build(device, contract="report", recompute=True, gva=False):
         return fla_kda.build(version=version, contract=contract, recompute=recompute,
-                             forward_only=forward_only, device=device.name)
+                             forward_only=forward_only, device=device.name, gva=gva)
     return build
 
 
@@ -30,7 +30,7 @@ def _frost_builder(version):
     return build
 
 
-FLA_OPTIONS = {"contract": ("report", "plain"), "recompute": (True, False)}
+FLA_OPTIONS = {"contract": ("report", "plain"), "recompute": (True, False), "gva": (False, True)}
 
 register(ModelSpec(
     key="fla-kda@07b80f27", implementation="FLA chunk_kda (Triton)", version="07b80f27",
@@ -46,7 +46,7 @@ register(ModelSpec(
     key="fla-kda-fwd@0.6.0", implementation="FLA chunk_kda (Triton)", version="0.6.0",
     covers="fla-core 0.6.0 forward only under torch.no_grad (inference peak)",
     builder=_fla_builder("0.6.0", forward_only=True), refuse=_fla_refuse,
-    options={"contract": ("report", "plain")}, default_device="H200", phase="fwd",
+    options={"contract": ("report", "plain"), "gva": (False, True)}, default_device="H200", phase="fwd",
 ))
 register(ModelSpec(
     key="cudnn-kda-frost@e0b4ce98", implementation="cuDNN frontend kda_frost (CuTeDSL)", version="e0b4ce98",

@@ -59,7 +59,9 @@ def refuse(shape, device) -> str | None:
     if shape.dim != 128:
         return f"kda_hopper engines support head dim 128 only (HEAD_DIM = 128), got {shape.dim}"
     if shape.hv != shape.heads:
-        return "this model covers equal q/k/v heads"
+        return ("the engines refuse grouped value heads: 'the backward kernel needs equal head counts' "
+                "(hopper/cuda_engine.py) and 'grouped heads are unsupported; q/k/v head counts must match' "
+                "(hopper/kda_engine.py), check_support")
     return None
 
 

@@ -75,13 +75,13 @@ def refuse(shape) -> str | None:
         return f"FLA chunk_kda supports key head dim <= 256 (chunk.py: 'Currently we only support key headdim <=256'), got {shape.dim}"
     if shape.dim < 32:
         return f"this model covers key head dim >= 32 (chunk_kda_bwd_intra's BK = 32), got {shape.dim}"
-    if shape.hv != shape.heads:
-        return "GVA (value heads > heads) is not modelled for FLA yet: its dq/dk head reduction adds buffers"
     return None
 
 
 def build(version: str = "0.6.0", contract: str = "report", recompute: bool = True,
-          forward_only: bool = False, device: str = "") -> LifetimeModel:
+          forward_only: bool = False, device: str = "", gva: bool = False) -> LifetimeModel:
+    """``gva``: value heads HV are a multiple G > 1 of the q/k heads H (grouped value attention); the
+    backward then sums dq and dk over each group of G value heads into new [T, H, K] tensors."""
     v = VERSIONS[version]
     if contract not in CONTRACTS:
         raise ValueError(f"contract must be one of {CONTRACTS}")
@@ -198,13 +198,12 @@ def build(version: str = "0.6.0", contract: str = "report", recompute: bool = Tr
         "fwd.output", note="returned; the caller holds it")                                  # [T, HV, V] bf16
 
     if not forward_only:
-        _backward(add, step, v, report, recompute, intra_dtype)
+        _backward(add, step, v, report, recompute, intra_dtype, gva)
 
-    options = (("contract", contract), ("recompute", recompute), ("forward_only", forward_only))
+    options = (("contract", contract), ("recompute", recompute), ("forward_only", forward_only), ("gva", gva))
     key = f"fla-kda{'-fwd' if forward_only else ''}@{v.version}"
     not_modelled = (
         "temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
-        "GVA head reduction of dq/dk (HV > H)",
         "initial state, final state and their gradients (the configuration has none)",
         "context parallelism and CUDA-graph static buffers (use_graph)",
     )
@@ -217,7 +216,7 @@ def build(version: str = "0.6.0", contract: str = "report", recompute: bool = Tr
     )
 
 
-def _backward(add, step, v: FlaVersion, report: bool, recompute: bool, intra_dtype: str) -> None:
+def _backward(add, step, v: FlaVersion, report: bool, recompute: bool, intra_dtype: str, gva: bool) -> None:
     """ChunkKDAFunction.backward -> chunk_kda_bwd, in launch order."""
     bwd = "ops/kda/chunk_bwd.py"
     # everything chunk_kda_bwd holds in its locals dies when it returns, after the gate backward
@@ -266,9 +265,11 @@ def _backward(add, step, v: FlaVersion, report: bool, recompute: bool, intra_dty
     step("bwd.intra", "backward", "ops/kda/chunk_intra.py", "chunk_kda_bwd_intra")
     ci = "chunk_kda_bwd_intra"
     like = "torch.empty_like(dq): fp32 like the stage buffer" if v.intra_grad_dtype is None else "bf16 (report)"
-    # dq2/dk2 live until ChunkKDAFunction.backward replaces them (l2norm_bwd or .to(q))
-    dq2_end = "bwd.l2norm_q" if report else ("bwd.return" if intra_dtype != "bf16" else None)
-    dk2_end = "bwd.l2norm_k" if report else ("bwd.return" if intra_dtype != "bf16" else None)
+    # dq2/dk2 live until ChunkKDAFunction.backward replaces them (l2norm_bwd or .to(q)), or, under GVA,
+    # until chunk_kda_bwd rebinds dq/dk to their sums over each group of value heads
+    q_end = "bwd.l2norm_q" if report else ("bwd.return" if intra_dtype != "bf16" else None)
+    k_end = "bwd.l2norm_k" if report else ("bwd.return" if intra_dtype != "bf16" else None)
+    dq2_end, dk2_end = ("bwd.gva_reduce_q", "bwd.gva_reduce_k") if gva else (q_end, k_end)
     add("dq2", Group.OUTPUT_GRAD, (T, HV, DK), intra_dtype, _src("ops/kda/chunk_intra.py", ci, "dq2 = " + like), "bwd.intra", dq2_end)
     add("dk2", Group.OUTPUT_GRAD, (T, HV, DK), intra_dtype, _src("ops/kda/chunk_intra.py", ci, "dk2 = " + like), "bwd.intra", dk2_end)
     add("db2", Group.BETA_REDUCTION, (NK_INTRA, T, HV), "fp32",
@@ -280,6 +281,12 @@ def _backward(add, step, v: FlaVersion, report: bool, recompute: bool, intra_dty
          note="db = db2.sum(0).add_(db) while every stage buffer is still referenced")
     db_end = "bwd.beta_sigmoid" if report else None
     add("db_sum", Group.BETA_REDUCTION, (T, HV), "fp32", _src("ops/kda/chunk_intra.py", ci, "db2.sum(0)"), "bwd.intra_db_sum", db_end)
+
+    if gva:  # chunk_kda_bwd: if HV > H: dq = dq.view(*dq.shape[:2], H, G, K).sum(dim=3), then the same for dk
+        for name, end in (("q", q_end), ("k", k_end)):
+            step(f"bwd.gva_reduce_{name}", "backward", bwd, "chunk_kda_bwd", note=f"d{name} summed over each group of value heads")
+            add(f"d{name}_heads", Group.OUTPUT_GRAD, (T, H, DK), intra_dtype,                   # [T, H, K]
+                _src(bwd, "chunk_kda_bwd", f"d{name}.view(B, T, H, G, K).sum(dim=3)"), f"bwd.gva_reduce_{name}", end)
 
     step("bwd.dg_cumsum", "backward", "ops/utils/cumsum.py", "chunk_local_cumsum_vector", note="reverse cumsum of dg")
     add("dg_cumsum", Group.OUTPUT_GRAD, (T, HV, DK), "fp32",

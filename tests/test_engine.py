@@ -107,3 +107,25 @@ def test_model_pages_are_generated_from_the_current_models(tmp_path):
         pytest.skip("docs/ is not shipped with an installed package")
     for page in write_all(tmp_path):
         assert (docs / page.name).read_text() == page.read_text(), page.name
+
+
+def test_grouped_value_heads_take_fla_gva_path():
+    """HV = 2H: chunk_kda_bwd sums dq and dk over each pair of value heads into new [T, H, K] fp32 tensors,
+    while the [T, HV, K] dq2 / dk2 are still referenced; everything value-side is HV-sized."""
+    from livebytes.estimator.registry import shape_options
+    shape = Shape(1, 8192, 16, 128, v_heads=32)
+    assert shape_options("fla-kda@0.6.0", shape) == {"gva": True}
+    gva = predict(get_model("fla-kda@0.6.0", gva=True), shape)
+    step = gva.model.step_index("bwd.gva_reduce_q")
+    live = {b.name: n for b, n in gva.live_at(step)}
+    assert live["dq_heads"] == 8192 * 16 * 128 * 4 and live["dq2"] == 8192 * 32 * 128 * 4
+    below = predict(get_model("fla-kda@0.6.0"), Shape(1, 8192, 16, 128)).peak_bytes
+    above = predict(get_model("fla-kda@0.6.0"), Shape(1, 8192, 32, 128)).peak_bytes
+    assert below < gva.peak_bytes < above       # q/k side at 16 heads, value side at 32
+
+
+def test_models_without_gva_refuse_grouped_value_heads():
+    from livebytes.estimator import LivebytesError
+    from livebytes.estimator.registry import check_shape
+    with pytest.raises(LivebytesError, match="equal head counts"):
+        check_shape("cudnn-kda-hopper-cuda@1.32.0", Shape(1, 8192, 16, 128, v_heads=32))
