@@ -17,7 +17,7 @@ from .errors import LivebytesError
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
 
-SOLVABLE = {"seq": "seq", "mbs": "mbs", "heads": "heads"}
+SOLVABLE = ("seq", "mbs", "heads")   # Shape fields the solver may vary
 SEARCH_LIMIT = 1 << 40   # no token, batch or head count beyond this is meaningful
 
 
@@ -33,7 +33,7 @@ class PlanResult:
 
 
 def _with(shape: Shape, solve: str, value: int) -> Shape:
-    return replace(shape, **{SOLVABLE[solve]: value})
+    return replace(shape, **{solve: value})
 
 
 def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,

@@ -85,15 +85,6 @@ class Record:
         values = self.data.get("requested_peak_bytes")
         return int(median(values)) if values else None
 
-    @property
-    def resolution_bytes(self) -> int:
-        """Half a unit of the last printed digit for published figures; 0 for our own byte counts."""
-        return round(self.data.get("precision_gib", 0) * 2**30)
-
-    def describe(self) -> str:
-        where = self.data.get("source", self.path.name)
-        return f"{self.origin} on {self.device} ({where})"
-
 
 def load_records(directory: Path = RECORDS_DIR) -> list[Record]:
     records = []
