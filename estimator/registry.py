@@ -1,7 +1,9 @@
 """One registry of lifetime models, keyed ``implementation@version``.
 
-The estimator knows nothing about any implementation: ``livebytes.lifetimes`` registers its models
-here when it is imported. A model is built for a device and a set of options, and cached.
+The estimator knows nothing about any implementation and imports no layer above it: model packages
+announce themselves under the ``livebytes.models`` entry-point group (``pyproject.toml``), and the
+first look-up imports each of them, which registers their models here. A model is built for a device
+and a set of options, and cached.
 """
 from __future__ import annotations
 
@@ -39,8 +41,18 @@ def register(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
+_LOADED = False
+
+
 def _load() -> None:
-    import livebytes.lifetimes  # noqa: F401  (registers the models)
+    """Import every package registered under the ``livebytes.models`` entry points (once)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from importlib.metadata import entry_points
+    for ep in entry_points(group="livebytes.models"):
+        ep.load()
 
 
 def specs() -> list[ModelSpec]:

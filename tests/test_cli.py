@@ -4,7 +4,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from livebytes.estimator.cli import app
+from livebytes.cli.app import app
 
 runner = CliRunner()
 

@@ -98,10 +98,10 @@ def test_forward_plus_backward_holds_more_than_forward_only():
 
 
 def test_model_pages_are_generated_from_the_current_models(tmp_path):
-    """docs/models/*.md are docgen's output; regenerate them (python -m livebytes.estimator.docgen docs/models)."""
+    """docs/models/*.md are docgen's output; regenerate them (python -m livebytes.cli.docgen docs/models)."""
     from pathlib import Path
 
-    from livebytes.estimator.docgen import write_all
+    from livebytes.cli.docgen import write_all
     docs = Path(__file__).resolve().parents[1] / "docs" / "models"
     if not docs.exists():
         pytest.skip("docs/ is not shipped with an installed package")

@@ -64,7 +64,7 @@ def test_every_record_names_its_formula():
 def test_payload_command():
     from typer.testing import CliRunner
 
-    from livebytes.estimator.cli import app
+    from livebytes.cli.app import app
     r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--T", "128,256", "--d", "32", "--json"])
     assert r.exit_code == 0, r.output
     import json

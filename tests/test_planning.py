@@ -8,7 +8,7 @@ from livebytes.estimator import Shape, get_model, predict, specs
 from livebytes.estimator.devices import get_device, parse_budget
 from livebytes.estimator.engine import evaluate
 from livebytes.estimator.planning import closed_form, largest_fitting, parse_range, sweep
-from livebytes.estimator.cli import app
+from livebytes.cli.app import app
 
 GiB = 2**30
 KEYS = [(s.key, s.default_device) for s in specs()]

@@ -1,7 +1,7 @@
 """Plain data views of predictions (for --json and for the renderers). No arithmetic beyond unit conversion."""
 from __future__ import annotations
 
-from .engine import Prediction
+from livebytes.estimator.engine import Prediction
 
 GiB = 2**30
 

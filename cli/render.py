@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .engine import Prediction
+from livebytes.estimator.engine import Prediction
 from .report import gib
 
 console = Console()
@@ -153,7 +153,7 @@ def timeline_png(preds, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .buffers import Group
+    from livebytes.estimator.buffers import Group
     groups = [g for g in Group if any(p.groups_at(i).get(g) for p in preds for i in range(len(p.model.steps)))]
     colors = dict(zip(groups, plt.get_cmap("tab20").colors))
     fig, axes = plt.subplots(1, len(preds), figsize=(7 * len(preds), 5.5), sharey=True, squeeze=False)

@@ -8,13 +8,13 @@ from typing import List, Optional
 import typer
 
 from . import render
-from .devices import get_device
-from .engine import predict as run_predict
-from .errors import LivebytesError
-from .registry import check_shape, get_model, shape_options, spec, specs
-from .replay import replay
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.engine import predict as run_predict
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.registry import check_shape, get_model, shape_options, spec, specs
+from livebytes.estimator.replay import replay
 from .report import prediction_dict
-from .shapes import Shape, parse_size
+from livebytes.estimator.shapes import Shape, parse_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Peak memory of fused attention kernels, predicted from buffer lifetimes and checked on GPUs.")
@@ -177,7 +177,7 @@ Solve = typer.Option("seq", "--solve", help="seq, mbs or heads: which dimension 
 
 
 def _budget(gpu: Optional[str], budget: Optional[str]) -> tuple[int, str]:
-    from .devices import parse_budget
+    from livebytes.estimator.devices import parse_budget
     if budget:
         n = parse_budget(budget)
         return n, f"a budget of {n / 2**30:.3f} GiB"
@@ -191,7 +191,7 @@ def plan(impl: List[str] = Impl, solve: str = Solve, gpu: Optional[str] = Gpu,
          mbs: str = Mbs, seq: str = typer.Option("8K", "--seq"), heads: str = typer.Option("96", "--heads"), dim: str = Dim,
          contract: Optional[str] = Contract, no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
     """The largest sequence, micro-batch or head count that fits a GPU, the other dimensions held."""
-    from .planning import largest_fitting
+    from livebytes.estimator.planning import largest_fitting
     try:
         limit, label = _budget(gpu, budget)
         base = _shape(mbs, seq, heads, dim)
@@ -219,7 +219,7 @@ def formula(impl: str = Impl, gpu: Optional[str] = Gpu, contract: Optional[str] 
     """The peak as a closed form in S, MBS, H, HV, DK, DV (a Max where the peak step changes with shape)."""
     import sympy as sp
 
-    from .planning import closed_form, group_formulas
+    from livebytes.estimator.planning import closed_form, group_formulas
     try:
         model = get_model(impl, gpu, **_options(contract, no_recompute))
     except LivebytesError as err:
@@ -243,7 +243,7 @@ def sweep(impl: List[str] = Impl, seq: str = typer.Option("8K..256K", "--seq", h
           dim: str = typer.Option("128", "--dim"), gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
           no_recompute: bool = NoRecompute, csv: Optional[str] = typer.Option(None, "--csv", help="write the grid to FILE")) -> None:
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model."""
-    from .planning import parse_range, sweep as run_sweep
+    from livebytes.estimator.planning import parse_range, sweep as run_sweep
     try:
         seqs, head_list, mbs_list, dims = parse_range(seq), parse_range(heads), parse_range(mbs), parse_range(dim)
         rows = []
@@ -295,8 +295,8 @@ def payload(fn: str = typer.Option("tiled", "--fn", help="dense, tiled or checkp
     """What autograd retains for backward: the payload model against the real autograd graph (CPU, float32)."""
     from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
 
-    from .payload import predict_payload
-    from .planning import parse_range
+    from livebytes.estimator.payload import predict_payload
+    from livebytes.estimator.planning import parse_range
     try:
         if fn not in PAYLOAD_MODELS:
             raise LivebytesError(f"--fn must be one of {', '.join(PAYLOAD_MODELS)}")

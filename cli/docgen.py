@@ -1,11 +1,11 @@
 """Markdown tables of every registered model's buffers (docs/models/*.md), generated from the records
-themselves so the documentation cannot drift from the models. `python -m livebytes.estimator.docgen DIR`."""
+themselves so the documentation cannot drift from the models. `python -m livebytes.cli.docgen DIR`."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from .registry import get_model, specs
+from livebytes.estimator.registry import get_model, specs
 
 
 def _lifetime(model, b) -> str:
