@@ -50,7 +50,9 @@ def _requested_bytes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
-           empty_cache_after_warmup: bool = True) -> Replay:
+           empty_cache_after_warmup: bool = True, history: tuple[int, ...] = ()) -> Replay:
+    """``history``: request sizes of allocations the process made before this shape's inputs and still
+    holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order."""
     sizes = _requested_bytes(model, shape)
     groups = allocations(model)
     first = {name: regions[0] for name, regions in groups.items()}
@@ -64,6 +66,8 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     work = [i for i, s in enumerate(model.steps) if s.phase != "harness"]
 
     alloc = CachingAllocator()
+    for nbytes in history:
+        alloc.malloc(nbytes)
     live = {}
     for i in harness:
         for name in by_step.get(i, []):
