@@ -1,0 +1,185 @@
+"""Where does a real process run out of memory? A GPU probe, independent of the models.
+
+One process per call: measures the process's own (non-PyTorch) device memory at each stage, then
+bisects the sequence length at which one implementation's forward+backward stops fitting, the way a
+user's training process meets it (fresh inputs, a first call at the shape, then steady calls). Every
+trial is appended to ``OUT/probe.jsonl`` as soon as it ends, so a killed command loses nothing.
+
+    python -m livebytes.validate.probes.boundary_probe --impl fla-plain --heads 96 --lo 160000 \
+        --hi 178000 --step 256 --state cold --out DIR
+
+Inputs are made on the GPU in place (one block per tensor, normalisation and log-sigmoid in
+chunks), then the allocator cache is emptied, so no input temporary shapes the layout.
+``--state`` only labels the Triton cache: the caller points TRITON_CACHE_DIR at a fresh folder for
+``cold`` (this process autotunes) or at one an earlier process filled for ``warm``.
+
+Needs torch (and fla-core or nvidia-cudnn-frontend); it imports nothing else of livebytes, so the
+same file runs wherever the kernels do.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+CHUNK_TOKENS = 8192    # normalisation in token chunks: temporaries of at most [8192, H, D] fp32
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def nonpytorch_bytes() -> int:
+    """Device memory this process holds outside PyTorch's allocator (context, modules, local memory)."""
+    torch = _torch()
+    free, total = torch.cuda.mem_get_info()
+    return total - free - torch.cuda.memory_reserved()
+
+
+def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: int = 0) -> dict:
+    """Plain contract in place on the GPU: q, k L2-normalised bf16, v bf16, g log-space fp32, beta fp32."""
+    torch = _torch()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    fla = impl.startswith("fla")
+    lead = (1,) if fla else ()
+    x = {}
+    for name in ("q", "k", "v"):
+        x[name] = torch.empty(*lead, tokens, heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    x["g"] = torch.empty(*lead, tokens, heads, dim, dtype=torch.float32, device="cuda").normal_(generator=gen)
+    x["beta"] = torch.empty(*lead, tokens, heads, dtype=torch.float32, device="cuda").uniform_(generator=gen)
+    cu = torch.arange(0, seqs + 1, dtype=torch.int64 if fla else torch.int32, device="cuda") * (tokens // seqs)
+    x["cu_seqlens"] = cu
+    x["dO"] = torch.empty(*lead, tokens, heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    with torch.no_grad():
+        for start in range(0, tokens, CHUNK_TOKENS):
+            sl = (slice(None), slice(start, start + CHUNK_TOKENS)) if fla else (slice(start, start + CHUNK_TOKENS),)
+            for name in ("q", "k"):
+                part = x[name][sl]
+                part.div_(part.float().norm(dim=-1, keepdim=True).clamp_min_(1e-6).to(part.dtype))
+            g = x["g"][sl]
+            g.copy_(torch.nn.functional.logsigmoid(g).clamp_min_(-5.0))
+    for name in ("q", "k", "v", "g", "beta"):
+        x[name].requires_grad_(True)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return x
+
+
+def step(impl: str, x: dict):
+    if impl == "fla-plain":
+        from fla.ops.kda import chunk_kda
+        o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"])
+    else:
+        from cudnn.linear_attention import kimi_delta_attention
+        o, _ = kimi_delta_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], plan_name=impl)
+    o.backward(x["dO"].view_as(o))
+    return o
+
+
+def release(x: dict) -> None:
+    for t in x.values():
+        t.grad = None
+
+
+def trial(impl: str, seq: int, heads: int, dim: int, seqs: int, oom_calls: list) -> dict:
+    """Fresh inputs, a first call at the shape, two steady calls; an out-of-memory is a result."""
+    torch = _torch()
+    out = {"seq": seq, "mbs": seqs, "heads": heads, "dim": dim, "tokens": seq * seqs}
+    x = None
+    phase = "inputs"
+    oom_calls.clear()
+    try:
+        t0 = time.time()
+        x = make_inputs(impl, seq * seqs, heads, dim, seqs)
+        out["inputs_allocated_bytes"] = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        for phase in ("first_call", "steady_1", "steady_2"):
+            o = step(impl, x)
+            torch.cuda.synchronize()
+            out[phase] = {"max_allocated": torch.cuda.max_memory_allocated(), "max_reserved": torch.cuda.max_memory_reserved(),
+                          "requested_peak": torch.cuda.memory_stats().get("requested_bytes.all.peak")}
+            del o
+            release(x)
+            torch.cuda.reset_peak_memory_stats()
+        out["fits"] = True
+        out["seconds"] = round(time.time() - t0, 1)
+    except torch.cuda.OutOfMemoryError as err:
+        stats = torch.cuda.memory_stats()
+        free, total = torch.cuda.mem_get_info()
+        out.update(fits=False, oom_phase=phase, oom_message=str(err).splitlines()[0][:600],
+                   oom_observer=list(oom_calls), after_unwind={"allocated": stats["allocated_bytes.all.current"],
+                                                                "reserved": stats["reserved_bytes.all.current"],
+                                                                "free": free, "total": total})
+    finally:
+        x = None
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    out["nonpytorch_after_bytes"] = nonpytorch_bytes()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, choices=("fla-plain", "kda_hopper_cuda"))
+    ap.add_argument("--heads", type=int, default=96)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--mbs", type=int, default=1)
+    ap.add_argument("--lo", type=int, required=True, help="a sequence length expected to fit")
+    ap.add_argument("--hi", type=int, required=True, help="a sequence length expected not to fit")
+    ap.add_argument("--step", type=int, default=256, help="stop when hi - lo <= step")
+    ap.add_argument("--solve", default="seq", choices=("seq", "mbs"))
+    ap.add_argument("--seq", type=int, default=8192, help="fixed sequence length when solving mbs")
+    ap.add_argument("--state", required=True, help="label: cold | warm | n/a")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    torch = _torch()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "probe.jsonl"
+    oom_calls: list = []
+    torch._C._cuda_attach_out_of_memory_observer(
+        lambda device, alloc, device_allocated, device_free: oom_calls.append(
+            {"tried_bytes": int(alloc), "device_allocated": int(device_allocated), "device_free": int(device_free)}))
+    torch.empty(1, device="cuda")
+    props = torch.cuda.get_device_properties(0)
+    base = {"probe": "boundary-v1", "impl": args.impl, "state": args.state,
+            "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
+            "device": props.name, "total_memory": props.total_memory, "torch": torch.__version__}
+    for mod in ("triton", "fla", "cudnn"):
+        try:
+            base[mod] = __import__(mod).__version__
+        except Exception:
+            base[mod] = None
+
+    def write(entry: dict) -> None:
+        with open(log, "a") as fh:
+            fh.write(json.dumps({**base, **entry}) + "\n")
+        print(json.dumps(entry)[:300], flush=True)
+
+    write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes()})
+    t0 = time.time()
+    warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls)
+    write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), **warm})
+
+    def shape(v):
+        return (v, args.mbs) if args.solve == "seq" else (args.seq, v)
+    lo, hi = args.lo, args.hi
+    while hi - lo > args.step:
+        mid = (lo + hi) // 2
+        seq, mbs = shape(mid)
+        t0 = time.time()
+        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls)
+        write({"stage": "bisect", "solve": args.solve, "value": mid, "wall_seconds": round(time.time() - t0, 1), **r})
+        if r["fits"]:
+            lo = mid
+        else:
+            hi = mid
+    write({"stage": "result", "solve": args.solve, "largest_fit": lo, "smallest_oom": hi})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
