@@ -26,7 +26,6 @@ class Group(Enum):
     SCRATCH = "gate-parameter scratch and metadata"
     WORKSPACE = "other workspace"
     FORWARD = "forward intermediates"
-    WARMUP = "warmup leftovers (validator protocol)"
 
     @property
     def label(self) -> str:
@@ -35,15 +34,17 @@ class Group(Enum):
 
 @dataclass(frozen=True)
 class Source:
-    """Where a buffer is allocated in the pinned library version."""
+    """Where a buffer is allocated in the pinned library version: file, function, line number and the
+    line itself as it reads there (``quote``)."""
 
     file: str
     function: str
-    detail: str = ""
+    line: int = 0
+    quote: str = ""
 
     def __str__(self) -> str:
-        text = f"{self.file}:{self.function}"
-        return f"{text} ({self.detail})" if self.detail else text
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where} {self.function}" + (f": {self.quote}" if self.quote else "")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,13 @@ class Buffer:
     ``freed_after=None`` means it is still held when the measured step ends (inputs, outputs,
     gradients). ``carved_from`` names a single allocation that several regions share (a
     workspace): the allocator rounds the allocation once, not each region.
+
+    What a library keeps across calls is declared, not simulated: ``cached=True`` marks a buffer the
+    first call allocates and the library keeps (tensor caches, plan scratch, module-level dicts),
+    ``cache_key`` the expressions that cache is keyed by (``None``: keyed by the identity of the
+    call's tensors, so a call with new inputs never hits), and ``retained=True`` an input that a
+    library cache holds a reference to after the call (FLA's ``tensor_cache`` keeps its arguments).
+    A validator that ran other shapes first derives their leftovers from these declarations.
     """
 
     name: str
@@ -76,9 +84,13 @@ class Buffer:
     carved_from: str | None = None
     note: str = ""
     cached: bool = False   # allocated by the first call and kept by the library across calls (tensor_cache, plan caches)
+    cache_key: tuple[sp.Expr, ...] | None = None   # what the cache is keyed by; None = the call's tensors' identity
+    retained: bool = False  # an input a library cache keeps referenced after the call
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))
+        if self.cache_key is not None:
+            object.__setattr__(self, "cache_key", tuple(sp.sympify(k) for k in self.cache_key))
         itemsize(self.dtype)  # fail early on an unknown dtype
 
     @property
@@ -121,8 +133,10 @@ class LifetimeModel:
             seen.add(b.name)
             if b.allocated_at not in index:
                 raise ValueError(f"{self.key}: {b.name} allocated at unknown step {b.allocated_at}")
-            if b.cached and b.freed_after is not None:
-                raise ValueError(f"{self.key}: cached buffer {b.name} cannot be freed inside the step")
+            if (b.cached or b.retained) and b.freed_after is not None:
+                raise ValueError(f"{self.key}: cached or retained buffer {b.name} cannot be freed inside the step")
+            if b.cache_key is not None and not b.cached:
+                raise ValueError(f"{self.key}: {b.name} has a cache key but is not cached")
             if b.freed_after is not None:
                 if b.freed_after not in index:
                     raise ValueError(f"{self.key}: {b.name} freed after unknown step {b.freed_after}")
@@ -141,7 +155,3 @@ class LifetimeModel:
         start = self.step_index(buffer.allocated_at)
         stop = len(self.steps) if buffer.freed_after is None else self.step_index(buffer.freed_after) + 1
         return range(start, stop)
-
-    @property
-    def option_dict(self) -> dict[str, object]:
-        return dict(self.options)

@@ -19,6 +19,9 @@ from .shapes import Shape
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A registered model: how to build it, what the implementation refuses (``refuse(shape, device)``
+    returns its reason or None), its options, and ``runner``, the validator's code path for it."""
+
     key: str
     implementation: str
     version: str
@@ -29,6 +32,7 @@ class ModelSpec:
     default_device: str = "H200"
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
+    runner: str | None = None                     # the validator's code path (None: cannot be run)
 
 
 _REGISTRY: dict[str, ModelSpec] = {}

@@ -1,63 +1,15 @@
-"""Lifetime models, one module per implementation; importing this package registers them."""
+"""Lifetime models, one module per implementation; importing this package registers them.
+
+Every version entry of a model file (``VERSIONS``) becomes a registered model: adding a version is
+one entry in that file. ``runner`` names the validator's code path for the implementation.
+"""
 from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
 from . import cudnn_frost, cudnn_hopper, fla_kda
 
-
-def _fla_refuse(shape, device):
-    return fla_kda.refuse(shape)
-
-
-def _frost_refuse(shape, device):
-    if not device.blackwell:
-        return (f"kda_frost is Blackwell-only (tcgen05/TMEM, sm100-103 and sm107); {device.name} is {device.arch}: "
-                "pass --gpu B200 or --gpu B300")
-    return cudnn_frost.refuse(shape)
-
-
-def _fla_builder(version, forward_only=False):
-    def build(device, contract="report", recompute=True, gva=False):
-        return fla_kda.build(version=version, contract=contract, recompute=recompute,
-                             forward_only=forward_only, device=device.name, gva=gva)
-    return build
-
-
-def _frost_builder(version):
-    def build(device):
-        return cudnn_frost.build(version=version, num_sm=device.sm_count, device=device.name)
-    return build
-
-
 FLA_OPTIONS = {"contract": ("report", "plain"), "recompute": (True, False), "gva": (False, True)}
-
-register(ModelSpec(
-    key="fla-kda@07b80f27", implementation="FLA chunk_kda (Triton)", version="07b80f27",
-    covers="the KDA memory report's FLA snapshot; fla-core 0.6.0 code path with the report's bf16 dq2/dk2 and bf16 sigmoid beta",
-    builder=_fla_builder("07b80f27"), refuse=_fla_refuse, options=FLA_OPTIONS, default_device="B300",
-))
-register(ModelSpec(
-    key="fla-kda@0.6.0", implementation="FLA chunk_kda (Triton)", version="0.6.0",
-    covers="fla-core 0.6.0 forward + backward, report or plain contract, recompute on or off",
-    builder=_fla_builder("0.6.0"), refuse=_fla_refuse, options=FLA_OPTIONS, default_device="H200",
-))
-register(ModelSpec(
-    key="fla-kda-fwd@0.6.0", implementation="FLA chunk_kda (Triton)", version="0.6.0",
-    covers="fla-core 0.6.0 forward only under torch.no_grad (inference peak)",
-    builder=_fla_builder("0.6.0", forward_only=True), refuse=_fla_refuse,
-    options={"contract": ("report", "plain"), "gva": (False, True)}, default_device="H200", phase="fwd",
-))
-register(ModelSpec(
-    key="cudnn-kda-frost@e0b4ce98", implementation="cuDNN frontend kda_frost (CuTeDSL)", version="e0b4ce98",
-    covers="the KDA memory report's FROST revision; modelled from the 1.32.0 sources, checked against the report",
-    builder=_frost_builder("e0b4ce98"), refuse=_frost_refuse, default_device="B300",
-))
-register(ModelSpec(
-    key="cudnn-kda-frost@1.32.0", implementation="cuDNN frontend kda_frost (CuTeDSL)", version="1.32.0",
-    covers="nvidia-cudnn-frontend 1.32.0 kda_frost, report configuration, uncut or chain backward plan by SM count",
-    builder=_frost_builder("1.32.0"), refuse=_frost_refuse, default_device="B300",
-))
 
 HOPPER_CUDA_REFUSES_REPORT = {("contract", "report"): (
     "the engine refuses the report contract: 'KdaHopperCudaEngine: the kernel takes log-space g directly; "
@@ -69,15 +21,59 @@ HOPPER_CUTE_REFUSES_REPORT = {("contract", "report"): (
     "'use_qk_l2norm_in_kernel is unsupported' (cudnn/linear_attention/hopper/kda_engine.py, check_support); "
     "use --contract plain")}
 
-register(ModelSpec(
-    key="cudnn-kda-hopper-cuda@1.32.0", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)", version="1.32.0",
-    covers="nvidia-cudnn-frontend 1.32.0 Hopper CUDA engine, forward + backward, plain contract, D=128",
-    builder=lambda device, contract="plain": cudnn_hopper.build_cuda("1.32.0", device), refuse=cudnn_hopper.refuse,
-    options={"contract": ("plain",)}, refusals=HOPPER_CUDA_REFUSES_REPORT, default_device="H200",
-))
-register(ModelSpec(
-    key="cudnn-kda-hopper@1.32.0", implementation="cuDNN frontend kda_hopper (CuTeDSL)", version="1.32.0",
-    covers="nvidia-cudnn-frontend 1.32.0 Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
-    builder=lambda device, contract="plain": cudnn_hopper.build_cute_forward("1.32.0", device), refuse=cudnn_hopper.refuse,
-    options={"contract": ("plain",)}, refusals=HOPPER_CUTE_REFUSES_REPORT, default_device="H200", phase="fwd",
-))
+
+def _fla_builder(version: fla_kda.FlaVersion, forward_only: bool):
+    def build(device, contract="report", recompute=True, gva=False):
+        return fla_kda.build(version=version, contract=contract, recompute=recompute,
+                             forward_only=forward_only, device=device.name, gva=gva)
+    return build
+
+
+def _register_fla(v: fla_kda.FlaVersion) -> None:
+    register(ModelSpec(
+        key=f"fla-kda@{v.version}", implementation="FLA chunk_kda (Triton)", version=v.version, covers=v.covers,
+        builder=_fla_builder(v, False), refuse=fla_kda.refuse, options=FLA_OPTIONS, default_device=v.default_device,
+        runner="fla",
+    ))
+    if v.forward_model:
+        register(ModelSpec(
+            key=f"fla-kda-fwd@{v.version}", implementation="FLA chunk_kda (Triton)", version=v.version,
+            covers=f"{v.origin} forward only under torch.no_grad (inference peak)",
+            builder=_fla_builder(v, True), refuse=fla_kda.refuse,
+            options={"contract": ("report", "plain"), "gva": (False, True)}, default_device=v.default_device,
+            phase="fwd", runner="fla",
+        ))
+
+
+def _register_frost(v) -> None:
+    covers = ("nvidia-cudnn-frontend 1.32.0 kda_frost, report configuration, uncut or chain backward plan by SM count"
+              if v is cudnn_frost.CUDNN_1_32_0 else f"{v.origin}; modelled from the 1.32.0 sources, checked against the report")
+    register(ModelSpec(
+        key=f"cudnn-kda-frost@{v.version}", implementation="cuDNN frontend kda_frost (CuTeDSL)", version=v.version,
+        covers=covers, builder=lambda device, v=v: cudnn_frost.build(version=v, num_sm=device.sm_count, device=device.name),
+        refuse=cudnn_frost.refuse, default_device="B300", runner="kda_frost",
+    ))
+
+
+def _register_hopper(v) -> None:
+    register(ModelSpec(
+        key=f"cudnn-kda-hopper-cuda@{v.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)",
+        version=v.version, covers=f"{v.origin} Hopper CUDA engine, forward + backward, plain contract, D=128",
+        builder=lambda device, contract="plain", v=v: cudnn_hopper.build_cuda(v, device), refuse=cudnn_hopper.refuse,
+        options={"contract": ("plain",)}, refusals=HOPPER_CUDA_REFUSES_REPORT, default_device="H200", runner="kda_hopper_cuda",
+    ))
+    register(ModelSpec(
+        key=f"cudnn-kda-hopper@{v.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL)",
+        version=v.version, covers=f"{v.origin} Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
+        builder=lambda device, contract="plain", v=v: cudnn_hopper.build_cute_forward(v, device), refuse=cudnn_hopper.refuse,
+        options={"contract": ("plain",)}, refusals=HOPPER_CUTE_REFUSES_REPORT, default_device="H200", phase="fwd",
+        runner="kda_hopper",
+    ))
+
+
+for _v in fla_kda.VERSIONS:
+    _register_fla(_v)
+for _v in cudnn_frost.VERSIONS:
+    _register_frost(_v)
+for _v in cudnn_hopper.VERSIONS:
+    _register_hopper(_v)

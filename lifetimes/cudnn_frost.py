@@ -1,7 +1,8 @@
 """cuDNN frontend ``kda_frost`` (CuTeDSL, Blackwell), forward + backward, as buffer records.
 
 Read from nvidia-cudnn-frontend 1.32.0 (``cudnn/linear_attention/ops/kda.py`` and
-``cudnn/linear_attention/frost/kda_engine.py``). The report pins e0b4ce98, which this project
+``cudnn/linear_attention/frost/kda_engine.py``: ``CompiledKda.__init__`` and ``CompiledKdaBwd.__init__``
+lay out the workspaces). The report pins e0b4ce98, which this project
 could not read (it is not in the public index we searched); that model is the 1.32.0 code path and
 is checked against the report's published table.
 
@@ -18,10 +19,12 @@ symbolic (floor / Min / Piecewise in MBS, H, S), so one model answers every shap
 from __future__ import annotations
 
 import sympy as sp
-from sympy.utilities.lambdify import implemented_function
 
-from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
+from livebytes.estimator.buffers import Group, LifetimeModel
+from livebytes.estimator.declare import Contract, Declaration, Input, ceil_to, vectorised
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
+
+from .cudnn_common import CUDNN_1_32_0, HO, KIMI_DELTA_ATTENTION, CudnnVersion, backward_gradients, forward_output, src
 
 B_T = 16                    # kda_bprop_config.CFG.B_T: the dense state series cadence
 WORKSPACE_ALIGN = 128       # frost/workspace.py DEFAULT_ALIGN
@@ -33,12 +36,29 @@ CHAIN_MAX_PIECES = 16
 CHAIN_MIN_UNITS_PER_PIECE = 4
 CHAIN_MIN_TOKENS_REVERSE = 192   # piece_chain.chain_min_tokens(reverse=True)
 
-HO = H  # equal heads in the modelled configuration: gates, output and state heads
+VERSIONS: tuple[CudnnVersion, ...] = (
+    CUDNN_1_32_0,
+    CUDNN_1_32_0.derive(version="e0b4ce98", origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
+                        notes=("e0b4ce98 itself was not readable here; its model is the 1.32.0 code path",)),
+)
+
+# The report's configuration: raw bf16 gate and beta, safe gate with fp32 a_log / dt_bias, THD layout.
+REPORT = Contract("report", KIMI_DELTA_ATTENTION, (
+    Input("q", (T, H, DK), "bf16"),                               # [T, H, K] bf16
+    Input("k", (T, H, DK), "bf16"),                               # [T, H, K] bf16
+    Input("v", (T, H, DV), "bf16"),                               # [T, H, V] bf16
+    Input("g", (T, HO, DK), "bf16", note="raw gate"),             # [T, HO, K] bf16
+    Input("beta", (T, HO), "bf16", note="raw beta"),              # [T, HO] bf16
+    Input("a_log", (HO,), "fp32"),                                # [HO] fp32
+    Input("dt_bias", (HO, DK), "fp32"),                           # [HO, K] fp32
+    Input("cu_seqlens", (MBS + 1,), "int32"),                     # [N+1] int32
+    Input("dO", (T, HO, DV), "bf16", backward_only=True),         # [T, HO, V] bf16
+))
 
 
 def align(nbytes: sp.Expr, to: int = WORKSPACE_ALIGN) -> sp.Expr:
     """WorkspaceLayout.add pads every region to its alignment (frost/workspace.py)."""
-    return sp.ceiling(sp.Integer(1) * nbytes / to) * to
+    return ceil_to(nbytes, to)
 
 
 def tensormap_bytes(arrays: int, batch: sp.Expr) -> sp.Expr:
@@ -60,23 +80,15 @@ def backward_pieces(num_sm: int) -> tuple[sp.Expr, sp.Expr]:
     The budget is an implemented function rather than sympy's Min: sympy 1.14 folds
     Min(floor(160/(H*MBS)), 16) to 16 under positive-integer assumptions whenever an expression is rebuilt.
     """
-    def _budget(t, n, h):
-        try:
-            return piece_budget_value(t, n, h, num_sm)
-        except TypeError:  # numpy arrays from a vectorised sweep
-            import numpy as np
-            return np.vectorize(lambda a, b, c: piece_budget_value(a, b, c, num_sm))(t, n, h)
-
-    budget = implemented_function(sp.Function("frost_piece_budget"), _budget)(T, MBS, HO)
+    budget = vectorised("frost_piece_budget", lambda t, n, h: piece_budget_value(t, n, h, num_sm))(T, MBS, HO)
     chain = sp.Piecewise((1, sp.And(budget >= CHAIN_MIN_PIECES_REVERSE, T >= CHAIN_MIN_TOKENS_REVERSE)), (0, True))
     return chain, budget
 
 
-def _src(file: str, function: str, detail: str = "") -> Source:
-    return Source(f"cudnn/linear_attention/{file}", function, detail)
-
-
-def refuse(shape) -> str | None:
+def refuse(shape, device) -> str | None:
+    if not device.blackwell:
+        return (f"kda_frost is Blackwell-only (tcgen05/TMEM, sm100-103 and sm107); {device.name} is {device.arch}: "
+                "choose a Blackwell device (B200, B300)")
     if shape.hv != shape.heads:
         return "this FROST model covers equal q/k/v heads (the report's configuration); GVA folds are not modelled"
     if shape.dim != 128:
@@ -84,92 +96,82 @@ def refuse(shape) -> str | None:
     return None
 
 
-def build(version: str = "1.32.0", num_sm: int = 148, device: str = "") -> LifetimeModel:
-    steps: list[Step] = []
-    buffers: list[Buffer] = []
+def _forward_workspace(d: Declaration) -> None:
+    """CompiledKda.__init__, uncut scheme: scheduler, work items, work count, tensormaps."""
+    fn = "CompiledKda.__init__"
 
-    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note=""):
-        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note))
+    def region(name, nbytes, line, quote):
+        d.region("fwd_workspace", name, Group.SCRATCH, nbytes, src("frost/kda_engine.py", fn, line, quote))
 
-    harness = Source("livebytes/validate/runner.py", "cudnn_inputs (report contract: raw gate and beta, safe gate)")
-    steps.append(Step("harness.inputs", "harness", note="inputs, dO and the packed boundaries exist before the step"))
-    add("q", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
-    add("k", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
-    add("v", Group.INPUTS, (T, H, DV), "bf16", harness, "harness.inputs")                    # [T, H, V] bf16
-    add("g", Group.INPUTS, (T, HO, DK), "bf16", harness, "harness.inputs", note="raw gate")  # [T, HO, K] bf16
-    add("beta", Group.INPUTS, (T, HO), "bf16", harness, "harness.inputs", note="raw beta")  # [T, HO] bf16
-    add("a_log", Group.INPUTS, (HO,), "fp32", harness, "harness.inputs")                     # [HO] fp32
-    add("dt_bias", Group.INPUTS, (HO, DK), "fp32", harness, "harness.inputs")                # [HO, K] fp32
-    add("cu_seqlens", Group.INPUTS, (MBS + 1,), "int32", harness, "harness.inputs")          # [N+1] int32
-    add("dO", Group.INPUTS, (T, HO, DV), "bf16", harness, "harness.inputs")                  # [T, HO, V] bf16
+    region("fwd_scheduler", align(8), 243, 'regions.append(("scheduler", layout.add(8), "int32", (2,)))')
+    region("fwd_work_items", align(MBS * HO * WORK_ITEM_BYTES), 246,
+           'regions.append(("work_items", layout.add(self.work_item_rows * WORK_ITEM_FIELDS * 4), ...))')   # int32 [B*HO, 10]
+    region("fwd_work_count", align(4), 247, 'regions.append(("work_count", layout.add(4), "int32", (1,)))')
+    region("fwd_tensormaps", align(tensormap_bytes(6, MBS)), 266,
+           'regions.append(("tensormaps", layout.add(self.tensormap_bytes, align=128), ...))')
 
-    # ---- forward: run_kda_fwd, uncut plan regions (frost/kda_engine.py forward plan __init__)
-    steps.append(Step("fwd.kernel", "forward", _src("ops/kda.py", "run_kda_fwd")))
-    add("o", Group.INPUTS, (T, HO, DV), "bf16", _src("ops/kda.py", "run_kda_fwd", "o = torch.empty(total, HO, V)"),
-        "fwd.kernel", note="returned; the caller holds it")                                  # [T, HO, V] bf16
-    fws = "fwd_workspace"
-    eng = "frost/kda_engine.py"
-    add("fwd_scheduler", Group.SCRATCH, (align(8),), "uint8", _src(eng, "forward plan", "scheduler int32[2]"), "fwd.kernel", "fwd.kernel", fws)
-    add("fwd_work_items", Group.SCRATCH, (align(MBS * HO * WORK_ITEM_BYTES),), "uint8",
-        _src(eng, "forward plan", "work_items int32[n_tiles, 10]"), "fwd.kernel", "fwd.kernel", fws)
-    add("fwd_work_count", Group.SCRATCH, (align(4),), "uint8", _src(eng, "forward plan", "work_count"), "fwd.kernel", "fwd.kernel", fws)
-    add("fwd_tensormaps", Group.SCRATCH, (align(tensormap_bytes(6, MBS)),), "uint8",
-        _src(eng, "forward plan", "tensormap_workspace_bytes(kda_prefill, B)"), "fwd.kernel", "fwd.kernel", fws)
 
-    # ---- backward: kda_bwd allocates the gradients, then the plan's workspace, then executes
+def _backward_workspace(d: Declaration, num_sm: int) -> None:
+    """CompiledKdaBwd.__init__: one workspace, its regions in layout order; chain-only regions are 0 bytes uncut."""
     chain, pieces = backward_pieces(num_sm)
     uncut = 1 - chain
-    num_pieces = MBS * (chain * pieces + (1 - chain))      # B * pieces when chained, else B
-    bwd = "ops/kda.py"
-    steps.append(Step("bwd.alloc_grads", "backward", _src(bwd, "kda_bwd")))
-    add("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src(bwd, "kda_bwd", "torch.empty(total, H, K, dtype=q.dtype)"), "bwd.alloc_grads")
-    add("dk", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src(bwd, "kda_bwd", "torch.empty(total, HK, K, dtype=q.dtype)"), "bwd.alloc_grads")
-    add("dv", Group.DV, (T, H, DV), "bf16", _src(bwd, "kda_bwd", "torch.empty(total, HV, V, dtype=q.dtype)"), "bwd.alloc_grads")
-    add("dg", Group.OUTPUT_GRAD, (T, HO, DK), "bf16", _src(bwd, "kda_bwd", "torch.empty(total, HO, K, dtype=g.dtype)"), "bwd.alloc_grads")
-    add("dbeta", Group.BETA_REDUCTION, (T, HO), "bf16", _src(bwd, "kda_bwd", "torch.empty(total, HO, dtype=beta.dtype)"), "bwd.alloc_grads")
-    add("d_a_log", Group.OUTPUT_GRAD, (HO,), "fp32", _src(bwd, "kda_bwd", "torch.empty_like(a_log)"), "bwd.alloc_grads")
-    add("d_dt_bias", Group.OUTPUT_GRAD, (HO, DK), "fp32", _src(bwd, "kda_bwd", "torch.empty_like(dt_bias)"), "bwd.alloc_grads")
+    num_pieces = MBS * (chain * pieces + (1 - chain))      # self.num_pieces = B * self.pieces if self.chain else B
+    fn = "CompiledKdaBwd.__init__"
 
-    steps.append(Step("bwd.kernel", "backward", _src("ops/common.py", "graph_workspace"),
-                      note="one torch.empty(workspace_size, uint8); regions carved by the plan"))
-    ws = "bwd_workspace"
-    plan = "backward plan __init__"
+    def region(name, group, nbytes, line, quote, note=""):
+        d.region("bwd_workspace", name, group, nbytes, src("frost/kda_engine.py", fn, line, quote), note)
 
-    def region(name, group, nbytes, detail, note=""):
-        add(name, group, (nbytes,), "uint8", _src(eng, plan, detail), "bwd.kernel", "bwd.kernel", ws, note)
-
-    region("scheduler", Group.SCRATCH, align(16 + 24 * chain), "scheduler int32 (16 B uncut, 40 B chain)")
-    region("fused_tensormaps", Group.SCRATCH, chain * align(tensormap_bytes(3, num_pieces)), "chain: kda_summary tensormaps")
-    region("summary_tensormaps", Group.SCRATCH, chain * align(tensormap_bytes(4, num_pieces)), "chain: kda_bprop_summary tensormaps")
-    region("work_items", Group.SCRATCH, align(num_pieces * HO * WORK_ITEM_BYTES), "work_items int32[num_pieces*HO, 10]")
-    region("work_count", Group.SCRATCH, align(4), "work_count int32[1]")
-    rows = sp.floor(T / B_T) + num_pieces     # max(total // b_t + num_pieces, 1)
-    region("state_series", Group.STATE, align(rows * HO * DK * DV * 2),
-           "state_checkpoints bf16 [total // 16 + num_pieces, HO, V, K] (needs_recompute)",
-           note="dense C16 series plus one boundary row per piece")                          # [T/16 + pieces, HO, V, K] bf16
-    region("recompute_tensormaps", Group.SCRATCH, (uncut + 2 * chain) * align(tensormap_bytes(4, num_pieces)),
-           "kda_recompute tensormaps (one set uncut, m + series sets chain)")
-    region("gate_part_a", Group.SCRATCH, align(GATE_BWD_BLOCKS * HO * DK * 4), "safe gate a_log partials fp32 [128*HO*K]")
-    region("gate_part_dt", Group.SCRATCH, align(GATE_BWD_BLOCKS * HO * DK * 4), "safe gate dt_bias partials fp32 [128*HO*K]")
+    region("scheduler", Group.SCRATCH, align(16 + 24 * chain), 547, "off_scheduler = layout.add(40 if self.chain else 16)")
+    region("fused_tensormaps", Group.SCRATCH, chain * align(tensormap_bytes(3, num_pieces)), 556,
+           'regions.append(("fused_tensormaps", layout.add(fused_tensormap_bytes, align=128), ...))')
+    region("summary_tensormaps", Group.SCRATCH, chain * align(tensormap_bytes(4, num_pieces)), 566,
+           '("summary_tensormaps", layout.add(summary_tensormap_bytes, align=128), ...)')
+    region("work_items", Group.SCRATCH, align(num_pieces * HO * WORK_ITEM_BYTES), 572,
+           'regions.append(("work_items", layout.add(self.work_item_rows * WORK_ITEM_FIELDS * 4), ...))')  # int32 [pieces*HO, 10]
+    region("work_count", Group.SCRATCH, align(4), 573, 'regions.append(("work_count", layout.add(4), "int32", (1,)))')
+    rows = sp.floor(T / B_T) + num_pieces     # state_checkpoints_rows = max(total // self.b_t + self.num_pieces, 1)
+    region("state_series", Group.STATE, align(rows * HO * DK * DV * 2), 577,          # bf16 [T/16 + pieces, HO, V, K]
+           '("state_checkpoints", layout.add(self.state_checkpoints_rows * HO * K * V * 2), self.io_name, ...)',
+           note="dense C16 series plus one boundary row per piece")
+    region("recompute_tensormaps", Group.SCRATCH, (uncut + 2 * chain) * align(tensormap_bytes(4, num_pieces)), 581,
+           "recompute_tensormaps (one set uncut; _m and _series sets, lines 583 and 586, chain)")
+    region("gate_part_a", Group.SCRATCH, align(GATE_BWD_BLOCKS * HO * DK * 4), 610,      # fp32 [128*HO*K]
+           'regions.append(("gate_part_a", layout.add(self.gate_bwd_blocks * HO * K * 4), "float32", ...))')
+    region("gate_part_dt", Group.SCRATCH, align(GATE_BWD_BLOCKS * HO * DK * 4), 612,     # fp32 [128*HO*K]
+           'regions.append(("gate_part_dt", layout.add(self.gate_bwd_blocks * HO * K * 4), "float32", ...))')
     rows_bytes = 16 * cdiv(4 * (MBS + 1), 16)
     cu_bytes = 16 * cdiv(4 * (num_pieces + 1), 16)
-    region("piece_table", Group.SCRATCH, chain * align(2 * rows_bytes + cu_bytes, 256), "chain: piece_table_layout (256-aligned)")
-    region("work_items_summary", Group.SCRATCH, chain * align(num_pieces * HO * WORK_ITEM_BYTES), "chain: summary work items")
-    region("chain_state_m", Group.STATE, chain * align(num_pieces * HO * DK * DK * 4), "chain: state_m fp32 [pieces, HO, K, K]")
-    region("chain_states_vk", Group.STATE, chain * 4 * align(num_pieces * HO * DV * DK * 4),
-           "chain: state_g, state_dx_end, state_h, state_x fp32 [pieces, HO, V, K]")
-    region("bwd_tensormaps", Group.SCRATCH, align(tensormap_bytes(10, num_pieces)), "kda_bprop tensormaps")
+    region("piece_table", Group.SCRATCH, chain * align(2 * rows_bytes + cu_bytes, 256), 615,
+           "off_piece_table = layout.add(table.nbytes, align=256)")
+    region("work_items_summary", Group.SCRATCH, chain * align(num_pieces * HO * WORK_ITEM_BYTES), 623,
+           '("work_items_summary", layout.add(table.item_rows * WORK_ITEM_FIELDS * 4), "int32", ...)')
+    region("chain_state_m", Group.STATE, chain * align(num_pieces * HO * DK * DK * 4), 624,   # fp32 [pieces, HO, K, K]
+           '("state_m", layout.add(self.num_pieces * HO * K * K * 4), "float32", ...)')
+    region("chain_states_vk", Group.STATE, chain * 4 * align(num_pieces * HO * DV * DK * 4), 625,  # fp32 4 x [pieces, HO, V, K]
+           "state_g, state_dx_end (lines 625-626), state_h, state_x (lines 629-630): layout.add(self.num_pieces * HO * V * K * 4)")
+    region("bwd_tensormaps", Group.SCRATCH, align(tensormap_bytes(10, num_pieces)), 632,
+           'regions.append(("bwd_tensormaps", layout.add(self.bwd_tensormap_bytes, align=128), ...))')
 
-    not_modelled = (
-        "forward workspace of the chain and d_v-split/prep forward plans (uncut regions only; the forward never holds the fwd+bwd peak)",
-        "a 128-byte gap the 256-byte piece-table alignment can leave in a chain workspace",
-        "GVA/GQA fold scratch (dq_ho, dk_ho, dv_ho) and head reductions",
-        "cuDNN handle and NVRTC/CuTeDSL module memory outside the PyTorch allocator",
-    )
-    return LifetimeModel(
-        key=f"cudnn-kda-frost@{version}", implementation="cuDNN frontend kda_frost (CuTeDSL, Blackwell)", version=version,
+
+def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int = 148, device: str = "") -> LifetimeModel:
+    d = Declaration()
+    d.inputs(REPORT, backward=True, note="inputs, dO and the packed boundaries exist before the step")
+    forward_output(d)
+    _forward_workspace(d)
+    backward_gradients(d, REPORT)
+    d.step("bwd.kernel", "backward", src("ops/common.py", "graph_workspace", 72,
+                                         "return torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device=device)"),
+           note="one workspace; regions carved by the plan")
+    _backward_workspace(d, num_sm)
+    return d.freeze(
+        key=f"cudnn-kda-frost@{version.version}", implementation="cuDNN frontend kda_frost (CuTeDSL, Blackwell)",
+        version=version.version, options=(("num_sm", num_sm),), device=device, notes=version.notes,
         summary=f"forward + backward; checkpoint_every_n_tokens=0 (recompute); plan uncut or chain from {num_sm} SMs; "
-                "read from nvidia-cudnn-frontend 1.32.0",
-        steps=tuple(steps), buffers=tuple(buffers), options=(("num_sm", num_sm),), not_modelled=not_modelled, device=device,
-        notes=("e0b4ce98 itself was not readable here; its model is the 1.32.0 code path" if version != "1.32.0" else "",),
+                f"read from {CUDNN_1_32_0.origin}",
+        not_modelled=(
+            "forward workspace of the chain and d_v-split/prep forward plans (uncut regions only; the forward never holds the fwd+bwd peak)",
+            "a 128-byte gap the 256-byte piece-table alignment can leave in a chain workspace",
+            "GVA/GQA fold scratch (dq_ho, dk_ho, dv_ho) and head reductions",
+            "cuDNN handle and NVRTC/CuTeDSL module memory outside the PyTorch allocator",
+        ),
     )

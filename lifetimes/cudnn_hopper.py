@@ -1,46 +1,37 @@
 """cuDNN frontend's Hopper KDA engines (nvidia-cudnn-frontend 1.32.0), as buffer records.
 
-- ``kda_hopper_cuda`` (``cudnn/linear_attention/hopper/cuda_engine.py``, NVRTC CUDA): forward and
-  backward. The forward writes ``o`` in place and needs no workspace; the backward carves one
-  workspace (``hopper/cuda_bwd_host.py _layout``: chunk tables, the UT factors, six [T, H, 128]
-  bf16 arrays and three [chunks, H, 128, 128] bf16 state arrays). Both plans cache fp32 state
-  scratch for the absent initial / final state and its gradient, per compiled graph.
+- ``kda_hopper_cuda`` (``hopper/cuda_engine.py``, NVRTC CUDA): forward and backward. The forward
+  writes ``o`` in place and needs no workspace; the backward carves one workspace
+  (``hopper/cuda_bwd_host.py _layout``: chunk tables, the UT factors, six [T, H, 128] bf16 arrays
+  and three [chunks, H, 128, 128] bf16 state arrays). Both plans cache fp32 state scratch for the
+  absent initial / final state and its gradient; plans are cached per graph, and the graph caches
+  (``ops/kda.py`` ``fprop_cache`` / ``bprop_cache``) are keyed by (total, N, H, HK, HV, K, V, dtypes).
 - ``kda_hopper`` (``hopper/kda_engine.py`` + ``hopper/kernel/kda_prefill_sm90.py``, CuTeDSL):
-  forward only. Its module-level ``_WS`` cache keeps twelve scratch buffers per
-  (chunks, H, N, segments) alive for the life of the process; the segment count comes from the
-  device's SM count (``_pick_nseg``), which makes this model device-dependent.
+  forward only. Its module-level ``_WS`` cache keeps scratch buffers per (chunks, H, N, segments)
+  for the life of the process; the segment count comes from the device's SM count (``_pick_nseg``),
+  which makes this model device-dependent.
 
 Contract (both): pre-normalised bf16 q/k, bf16 v/dO, fp32 log-space g, fp32 post-sigmoid beta,
 int32 cu_seqlens, D = 128, equal heads; no in-kernel l2norm / sigmoid / safe gate.
-
-Graph caches are keyed by shape, so the validator's warmup shape (MBS 1 x 1024 tokens, same H and
-D) leaves its own cached scratch alive while the target shape is measured; those buffers are in the
-``warmup leftovers`` group, apart from what the implementation needs at the target shape.
 """
 from __future__ import annotations
 
 import sympy as sp
-from sympy.utilities.lambdify import implemented_function
 
-from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
-from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
+from livebytes.estimator.buffers import Group, LifetimeModel
+from livebytes.estimator.declare import Declaration, ceil_to, vectorised
+from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv
 
-WARMUP_TOKENS = 1024          # livebytes.validate.runner: warmup at MBS 1 x 1024 tokens
+from .cudnn_common import CUDNN_1_32_0, HO, PLAIN, CudnnVersion, backward_gradients, forward_output, graph_workspace, src
+
 ARENA_ALIGN = 256             # cuda_bwd_host._ALIGN
 BT = 64                       # cuda_bwd_host.BT
-
-
-def _src(file: str, function: str, detail: str = "") -> Source:
-    return Source(f"cudnn/linear_attention/{file}", function, detail)
-
-
-def _arena(nbytes: sp.Expr) -> sp.Expr:
-    """cuda_bwd_host._Arena.take: every region rounded up to 256 bytes."""
-    return sp.ceiling(sp.Integer(1) * nbytes / ARENA_ALIGN) * ARENA_ALIGN
+VERSIONS: tuple[CudnnVersion, ...] = (CUDNN_1_32_0,)
+PLAN_CACHE_KEY = (T, MBS, H, HV, DK, DV)   # ops/kda.py make_fprop_cache_key / make_bprop_cache_key: (total, N, H, HK, HV, K, V, ...)
 
 
 def pick_nseg_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
-    """kda_prefill_sm90._pick_nseg, restated: the segment count of the CuTeDSL forward."""
+    """kda_prefill_sm90._pick_nseg (line 1106), restated: the segment count of the CuTeDSL forward."""
     length = tokens // max(seqs, 1)
     ncs = (length + 15) // 16
     pmax = min(num_sm // max(seqs * heads, 1), max(ncs // 2, 1))
@@ -65,142 +56,107 @@ def refuse(shape, device) -> str | None:
     return None
 
 
-def _harness(add, with_do: bool) -> None:
-    src = Source("livebytes/validate/runner.py", "cudnn_inputs")
-    add("q", Group.INPUTS, (T, H, DK), "bf16", src, "harness.inputs")                     # [T, H, K] bf16
-    add("k", Group.INPUTS, (T, H, DK), "bf16", src, "harness.inputs")                     # [T, H, K] bf16
-    add("v", Group.INPUTS, (T, H, DV), "bf16", src, "harness.inputs")                     # [T, H, V] bf16
-    add("g", Group.INPUTS, (T, H, DK), "fp32", src, "harness.inputs", note="log-space")  # [T, H, K] fp32
-    add("beta", Group.INPUTS, (T, H), "fp32", src, "harness.inputs")                      # [T, H] fp32
-    add("cu_seqlens", Group.INPUTS, (MBS + 1,), "int32", src, "harness.inputs")           # [N+1] int32
-    if with_do:
-        add("dO", Group.INPUTS, (T, H, DV), "bf16", src, "harness.inputs")               # [T, H, V] bf16
+def _state(d: Declaration, name: str, shape: tuple, source, note: str = "") -> None:
+    """An fp32 state-sized buffer a cached plan allocates on its first call and keeps."""
+    d.buffer(name, Group.SCRATCH, shape, "fp32", source, note=note, cached=True, cache_key=PLAN_CACHE_KEY)
 
 
-def _state_scratch(add, prefix: str, seqs, group: Group, at: str, plans: tuple[str, ...], cached: bool) -> None:
-    """The fp32 [N, H, 128, 128] buffers each cached plan keeps for absent states (allocated by its first call)."""
-    def add(*args, _add=add):
-        _add(*args, cached=cached)
-    for plan in plans:
-        if plan == "fwd_cuda":
-            f = "hopper/cuda_engine.py"
-            add(f"{prefix}fwd_final_state_scratch", group, (seqs, H, DV, DK), "fp32",
-                _src(f, "KdaHopperCudaFwdPlan.execute", "_scratch_state (final state dropped)"), at)
-            add(f"{prefix}fwd_zero_state", group, (seqs, H, DV, DK), "fp32",
-                _src(f, "KdaHopperCudaFwdPlan.execute", "_zero_state (zero seed)"), at)
-        elif plan == "bwd_cuda":
-            f = "hopper/cuda_engine.py"
-            for name, detail in (("bwd_zero_s0", "_zero('s0')"), ("bwd_zero_dfs", "_zero('dfs')"),
-                                 ("bwd_d_initial_scratch", "_scratch_dis")):
-                add(f"{prefix}{name}", group, (seqs, H, DK, DK), "fp32", _src(f, "KdaHopperCudaBwdPlan.execute", detail), at)
-        elif plan == "fwd_cute":
-            f = "hopper/kda_engine.py"
-            add(f"{prefix}fwd_final_state_scratch", group, (seqs, H, DV, DK), "fp32",
-                _src(f, "KdaHopperPlan.execute", "_scratch_state"), at)
-            add(f"{prefix}fwd_zero_state", group, (seqs, H, DV, DK), "fp32", _src(f, "KdaHopperPlan.execute", "_zero_state"), at)
+def _cuda_forward_state(d: Declaration) -> None:
+    """KdaHopperCudaPlan.execute: scratch for the dropped final state and the zero seed."""
+    f, fn = "hopper/cuda_engine.py", "KdaHopperCudaPlan.execute"
+    _state(d, "fwd_final_state_scratch", (MBS, HO, DV, DK), src(f, fn, 174, "self._scratch_state = torch.empty("),
+           "final state dropped")                                                                  # [N, HO, V, K] fp32
+    _state(d, "fwd_zero_state", (MBS, HO, DV, DK), src(f, fn, 194, "self._zero_state = torch.empty("),
+           "zero seed, re-zeroed every call")                                                      # [N, HO, V, K] fp32
 
 
-def build_cuda(version: str = "1.32.0", device=None) -> LifetimeModel:
-    steps = [Step("harness.warmup", "harness", note="what the warmup shape's calls left cached"),
-             Step("harness.inputs", "harness", note="inputs and dO exist before the step")]
-    buffers: list[Buffer] = []
+def _cuda_backward_workspace(d: Declaration) -> None:
+    """cuda_bwd_host._layout: one arena, every take() rounded up to 256 bytes."""
+    d.step("bwd.kernel", "backward", src("hopper/cuda_bwd_host.py", "launch", 321, "def launch("),
+           note="k_meta, k_prep, k_scan_t, k_bwd over one carved workspace")
+    ncs = cdiv(T, BT) + MBS - 1                      # _chunk_slots: (total + 63) // 64 + n_seqs - 1
 
-    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note="", cached=False):
-        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note, cached))
+    def region(name, group, line, nbytes, quote):
+        d.region("bwd_workspace", name, group, ceil_to(nbytes, ARENA_ALIGN), src("hopper/cuda_bwd_host.py", "_layout", line, quote))
 
-    _state_scratch(add, "warmup_", 1, Group.WARMUP, "harness.warmup", ("fwd_cuda", "bwd_cuda"), cached=False)
-    _harness(add, with_do=True)
+    d.region("bwd_workspace", "chunk_tables", Group.SCRATCH,
+             2 * ceil_to(ncs * 4, ARENA_ALIGN) + 2 * ceil_to((MBS + 1) * 4, ARENA_ALIGN),           # int32 [ncs] x2, [N+1] x2
+             src("hopper/cuda_bwd_host.py", "_layout", 277, "cs_t0, cs_len = a.take(ncs, _I32); seq_c0, seq_nc = a.take(n_seqs + 1, _I32)"))
+    region("gn2", Group.SCRATCH, 281, ncs * H * 128 * 4, "gn2 = a.take(ncs * n_heads * DH, _F32)")          # fp32 [ncs, H, 128]
+    region("amat", Group.MATRIX_GRAD, 282, ncs * H * 64 * 64 * 2, "amat = a.take(ncs * n_heads * 64 * 64, _BF16)")  # bf16 [ncs, H, 64, 64]
+    for line, name in enumerate(("wneg", "uu", "kg", "dvl", "vnew", "dv2"), start=283):
+        region(name, Group.RECOMPUTE, line, T * H * 128 * 2, f"{name} = a.take(total_tokens * n_heads * DH, _BF16)")  # bf16 [T, H, 128]
+    for line, name in enumerate(("hst", "dhst", "pmat"), start=289):
+        region(name, Group.STATE, line, ncs * H * 128 * 128 * 2, f"{name} = a.take(ncs * n_heads * DH * DH, _BF16)")  # bf16 [ncs, H, 128, 128]
 
-    ops = "ops/kda.py"
-    steps.append(Step("fwd.kernel", "forward", _src(ops, "run_kda_fwd")))
-    add("o", Group.INPUTS, (T, H, DV), "bf16", _src(ops, "run_kda_fwd", "o = torch.empty(total, HO, V)"), "fwd.kernel",
-        note="returned; the caller holds it")                                              # [T, H, V] bf16
-    add("fwd_workspace", Group.SCRATCH, (1,), "uint8", _src("ops/common.py", "graph_workspace", "torch.empty(max(0, 1))"),
-        "fwd.kernel", "fwd.kernel", note="the forward plan declares no workspace")
-    _state_scratch(add, "", MBS, Group.SCRATCH, "fwd.kernel", ("fwd_cuda",), cached=True)
 
-    steps.append(Step("bwd.alloc_grads", "backward", _src(ops, "kda_bwd")))
-    add("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src(ops, "kda_bwd", "torch.empty(total, H, K, dtype=q.dtype)"), "bwd.alloc_grads")
-    add("dk", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src(ops, "kda_bwd", "torch.empty(total, HK, K, dtype=q.dtype)"), "bwd.alloc_grads")
-    add("dv", Group.DV, (T, H, DV), "bf16", _src(ops, "kda_bwd", "torch.empty(total, HV, V, dtype=q.dtype)"), "bwd.alloc_grads")
-    add("dg", Group.OUTPUT_GRAD, (T, H, DK), "fp32", _src(ops, "kda_bwd", "torch.empty(total, HO, K, dtype=g.dtype): fp32 g"),
-        "bwd.alloc_grads")                                                                  # [T, H, K] fp32
-    add("dbeta", Group.BETA_REDUCTION, (T, H), "fp32", _src(ops, "kda_bwd", "torch.empty(total, HO, dtype=beta.dtype)"), "bwd.alloc_grads")
+def _cuda_backward_state(d: Declaration) -> None:
+    """KdaHopperCudaBwdPlan: zero seeds for the absent initial state and d_final_state, scratch for d_initial_state."""
+    f = "hopper/cuda_engine.py"
+    zero = src(f, "KdaHopperCudaBwdPlan._zero", 281, "buf = torch.empty(*shape, dtype=torch.float32, device=self._device)")
+    _state(d, "bwd_zero_s0", (MBS, HO, DK, DK), zero, "_zero('s0', state_shape) (execute, line 311)")       # [N, HO, K, K] fp32
+    _state(d, "bwd_zero_dfs", (MBS, HO, DK, DK), zero, "_zero('dfs', state_shape) (execute, line 312)")     # [N, HO, K, K] fp32
+    _state(d, "bwd_d_initial_scratch", (MBS, HO, DK, DK), src(f, "KdaHopperCudaBwdPlan.execute", 321,
+           "self._scratch_dis = torch.empty(*state_shape, dtype=torch.float32, device=self._device)"))
 
-    steps.append(Step("bwd.kernel", "backward", _src("hopper/cuda_bwd_host.py", "launch"),
-                      note="k_meta, k_prep, k_scan_t, k_bwd over one carved workspace"))
-    host = "hopper/cuda_bwd_host.py"
-    ncs = cdiv(T, BT) + MBS - 1                      # _chunk_slots: cdiv(total, 64) + n_seqs - 1
-    ws = "bwd_workspace"
 
-    def region(name, group, nbytes, detail, note=""):
-        add(name, group, (_arena(nbytes),), "uint8", _src(host, "_layout", detail), "bwd.kernel", "bwd.kernel", ws, note)
-
-    add("chunk_tables", Group.SCRATCH, (2 * _arena(ncs * 4) + 2 * _arena((MBS + 1) * 4),), "uint8",
-        _src(host, "_layout", "cs_t0, cs_len int32[ncs]; seq_c0, seq_nc int32[N+1]"), "bwd.kernel", "bwd.kernel", ws)
-    region("gn2", Group.SCRATCH, ncs * H * 128 * 4, "gn2 fp32 [ncs, H, 128]")
-    region("amat", Group.MATRIX_GRAD, ncs * H * 64 * 64 * 2, "amat bf16 [ncs, H, 64, 64]: chunk UT factors")
-    for name in ("wneg", "uu", "kg", "dvl", "vnew", "dv2"):
-        region(name, Group.RECOMPUTE, T * H * 128 * 2, f"{name} bf16 [T, H, 128]")         # [T, H, 128] bf16
-    for name, what in (("hst", "chunk states"), ("dhst", "state gradients"), ("pmat", "chunk transition products")):
-        region(name, Group.STATE, ncs * H * 128 * 128 * 2, f"{name} bf16 [ncs, H, 128, 128]: {what}")
-    _state_scratch(add, "", MBS, Group.SCRATCH, "bwd.kernel", ("bwd_cuda",), cached=True)
-
-    return LifetimeModel(
-        key=f"cudnn-kda-hopper-cuda@{version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA, Hopper)",
-        version=version, summary="forward + backward, plain contract, read from nvidia-cudnn-frontend 1.32.0",
-        steps=tuple(steps), buffers=tuple(buffers), device=device.name if device else "",
+def build_cuda(version: CudnnVersion = CUDNN_1_32_0, device=None) -> LifetimeModel:
+    d = Declaration()
+    d.inputs(PLAIN, backward=True, note="inputs and dO exist before the step")
+    forward_output(d)
+    graph_workspace(d, "fwd_workspace", "the forward plan declares no workspace")
+    _cuda_forward_state(d)
+    backward_gradients(d, PLAIN)
+    _cuda_backward_workspace(d)
+    _cuda_backward_state(d)
+    return d.freeze(
+        key=f"cudnn-kda-hopper-cuda@{version.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA, Hopper)",
+        version=version.version, summary=f"forward + backward, plain contract, read from {version.origin}",
+        device=device.name if device else "", notes=version.notes,
         not_modelled=("padded (non-contiguous) inputs, which marshal.resolve_inputs repacks into copies",
                       "initial / final state inputs and d_initial_state outputs (the contract has none)"),
     )
 
 
-def build_cute_forward(version: str = "1.32.0", device=None) -> LifetimeModel:
+def _module_scratch(d: Declaration, num_sm: int) -> None:
+    """kda_prefill_sm90._ws (lines 1129-1162): twelve scratch tensors per (nch, H, N, nseg), kept in ``_WS``."""
+    pick_nseg = vectorised("pick_nseg", lambda t, n, h: pick_nseg_value(t, n, h, num_sm))
+    nch = sp.floor(T / 16) + MBS + 1                              # run_cute: nch = T // 16 + N + 1
+    nseg = pick_nseg(T, MBS, H)
+    key = (nch, H, MBS, nseg)                                     # key = (nch, H, N, nseg, str(device))
+    c = nch * H
+    nop = MBS * H * nseg                                          # max(N * H * nseg, 1)
+    k = "hopper/kernel/kda_prefill_sm90.py"
+
+    def ws(name, shape, dtype, line, quote):
+        d.buffer(f"ws_{name}", Group.SCRATCH, shape, dtype, src(k, "_ws", line, quote), note="_WS keeps it", cached=True, cache_key=key)
+
+    ws("buf0", (c * 16, 128), "bf16", 1148, "torch.empty((c * 16, 128), dtype=torch.bfloat16, device=device)")   # [nch*H*16, 128] bf16
+    ws("buf1", (c * 16, 128), "bf16", 1149, "torch.empty((c * 16, 128), dtype=torch.bfloat16, device=device)")
+    ws("kg", (c * 16, 128), "bf16", 1143, "kg = torch.empty((c * 16, 128), dtype=torch.bfloat16, device=device)")
+    ws("ut", (c * 16, 128), "bf16", 1144, "ut = torch.empty((c * 16, 128), dtype=torch.bfloat16, device=device)")
+    ws("diag", (c * 16, 16), "bf16", 1152, "torch.empty((c * 16, 16), dtype=torch.bfloat16, device=device)")     # [nch*H*16, 16] bf16
+    ws("norm", (c, 128), "fp32", 1153, "torch.empty((c, 128), dtype=torch.float32, device=device)")             # [nch*H, 128] fp32
+    ws("mt", (nop, 128, 128), "bf16", 1146, "mt = torch.empty((nop, 128, 128), dtype=torch.bfloat16, device=device)")
+    ws("op_a", (nop, 128, 128), "fp32", 1156, "torch.empty((nop, 128, 128), dtype=torch.float32, device=device)")  # [N*H*nseg, 128, 128]
+    ws("op_b", (nop, 128, 128), "fp32", 1159, "torch.empty((nop, 128, 128), dtype=torch.float32, device=device)")
+
+
+def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> LifetimeModel:
     num_sm = device.sm_count if device else 132
-    def _pick(t, n, h):
-        try:
-            return pick_nseg_value(int(t), int(n), int(h), num_sm)
-        except TypeError:  # numpy arrays from a vectorised sweep
-            import numpy as np
-            return np.vectorize(lambda a, b, c: pick_nseg_value(int(a), int(b), int(c), num_sm))(t, n, h)
-
-    pick_nseg = implemented_function(sp.Function("pick_nseg"), _pick)
-    steps = [Step("harness.warmup", "harness", note="what the warmup shape's calls left cached"),
-             Step("harness.inputs", "harness", note="inputs exist before the step")]
-    buffers: list[Buffer] = []
-
-    def add(name, group, shape, dtype, src, at, freed=None, carved=None, note="", cached=False):
-        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, carved, note, cached))
-
-    kern = "hopper/kernel/kda_prefill_sm90.py"
-
-    def module_scratch(prefix, group, tokens, seqs, at, cached):
-        nch = sp.floor(tokens / 16) + seqs + 1                       # run_cute: nch = T // 16 + N + 1
-        c = nch * H
-        nop = seqs * H * pick_nseg(tokens, seqs, H)                  # max(N * H * nseg, 1)
-        src = lambda d: _src(kern, "_ws", d)  # noqa: E731
-        for name in ("buf0", "buf1", "kg", "ut"):
-            add(f"{prefix}ws_{name}", group, (c * 16, 128), "bf16", src(f"{name} bf16 [nch*H*16, 128]"), at, cached=cached)
-        add(f"{prefix}ws_diag", group, (c * 16, 16), "bf16", src("bf16 [nch*H*16, 16]"), at, cached=cached)
-        add(f"{prefix}ws_norm", group, (c, 128), "fp32", src("fp32 [nch*H, 128]"), at, cached=cached)
-        add(f"{prefix}ws_mt", group, (nop, 128, 128), "bf16", src("mt bf16 [N*H*nseg, 128, 128]"), at, cached=cached)
-        add(f"{prefix}ws_op_a", group, (nop, 128, 128), "fp32", src("fp32 [N*H*nseg, 128, 128]"), at, cached=cached)
-        add(f"{prefix}ws_op_b", group, (nop, 128, 128), "fp32", src("fp32 [N*H*nseg, 128, 128]"), at, cached=cached)
-
-    module_scratch("warmup_", Group.WARMUP, WARMUP_TOKENS, 1, "harness.warmup", False)
-    _state_scratch(add, "warmup_", 1, Group.WARMUP, "harness.warmup", ("fwd_cute",), cached=False)
-    _harness(add, with_do=False)
-    ops = "ops/kda.py"
-    steps.append(Step("fwd.kernel", "forward", _src(ops, "run_kda_fwd")))
-    add("o", Group.INPUTS, (T, H, DV), "bf16", _src(ops, "run_kda_fwd", "o = torch.empty(total, HO, V)"), "fwd.kernel",
-        note="returned; the caller holds it")
-    add("fwd_workspace", Group.SCRATCH, (1,), "uint8", _src("ops/common.py", "graph_workspace", "torch.empty(max(0, 1))"),
-        "fwd.kernel", "fwd.kernel")
-    _state_scratch(add, "", MBS, Group.SCRATCH, "fwd.kernel", ("fwd_cute",), cached=True)
-    module_scratch("", Group.SCRATCH, T, MBS, "fwd.kernel", True)
-    return LifetimeModel(
-        key=f"cudnn-kda-hopper@{version}", implementation="cuDNN frontend kda_hopper (CuTeDSL, Hopper)", version=version,
-        summary=f"forward only (inference_mode), plain contract; segment count from {num_sm} SMs",
-        steps=tuple(steps), buffers=tuple(buffers), options=(("num_sm", num_sm),), device=device.name if device else "",
-        not_modelled=("backward: the engine has none", "padded inputs (the engine raises on them)"),
+    d = Declaration()
+    d.inputs(PLAIN, backward=False)
+    forward_output(d)
+    graph_workspace(d, "fwd_workspace")
+    f, fn = "hopper/kda_engine.py", "KdaHopperPlan.execute"
+    _state(d, "fwd_final_state_scratch", (MBS, HO, DV, DK), src(f, fn, 122, "self._scratch_state = torch.empty("))   # [N, HO, V, K] fp32
+    _state(d, "fwd_zero_state", (MBS, HO, DV, DK), src(f, fn, 138, "self._zero_state = torch.zeros("))             # [N, HO, V, K] fp32
+    _module_scratch(d, num_sm)
+    return d.freeze(
+        key=f"cudnn-kda-hopper@{version.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL, Hopper)",
+        version=version.version, summary=f"forward only (inference_mode), plain contract; segment count from {num_sm} SMs",
+        options=(("num_sm", num_sm),), device=device.name if device else "", notes=version.notes,
+        not_modelled=("backward: the engine has none", "padded inputs (the engine raises on them)",
+                      "the order of _ws's allocations (kg, ut, mt are created before the tuple's others; "
+                      "the records listing order is kept)"),
     )

@@ -1,8 +1,9 @@
 """FLA's native Triton KDA (``fla.ops.kda.chunk_kda``), forward and backward, as buffer records.
 
-Read from fla-core 0.6.0 (PyPI wheel ``fla_core-0.6.0-py3-none-any.whl``); the report's snapshot
-07b80f27 is not public, so its model is the 0.6.0 code path with the two allocations the report's
-storage table shows differently (``SNAPSHOT_07B80F27`` below names them and the evidence).
+Read from fla-core 0.6.0 (PyPI wheel ``fla_core-0.6.0-py3-none-any.whl``); line numbers are that
+wheel's. The report's snapshot 07b80f27 is not public, so its model is the 0.6.0 code path with the
+two dtypes the report's storage table shows differently (its ``FlaVersion`` entry below names them
+and the evidence). A version is data: an entry in ``VERSIONS`` that overrides fields of another.
 
 Configurations (``contract``):
 - ``report``: the KDA memory report's seed configuration: in-kernel Q/K L2 norm, beta sigmoid,
@@ -11,65 +12,107 @@ Configurations (``contract``):
 - ``plain``: the contract of the cuDNN Hopper engines: pre-normalised bf16 q/k, fp32 log-space g,
   fp32 post-sigmoid beta, no in-kernel transforms, no safe gate, no A_log / dt_bias.
 
-The device: ``check_shared_mem`` and ``IS_NVIDIA_HOPPER`` in these files choose Triton tile sizes
-(``BK_LIST``, ``BV_LIST``, ``CONST_TILING``, ``NUM_WARPS``) and autotune candidates; no buffer
-that the host code allocates takes its size from them (``chunk_kda_bwd_intra`` fixes
-``BK = min(32, next_power_of_2(K))``, ``recompute_w_u_fwd`` fixes ``BK = BV = 64``). The model
+What the library keeps across calls: ``tensor_cache`` (utils/decorators.py) keeps the last four
+(arguments, result) pairs of ``prepare_chunk_indices``, ``prepare_lens`` and ``prepare_chunk_offsets``
+by argument identity, so each call with a new ``cu_seqlens`` leaves that tensor and three small
+results allocated (``cached``, keyed by identity; ``cu_seqlens`` is ``retained``).
+
+The device: ``check_shared_mem`` and ``IS_NVIDIA_HOPPER`` choose Triton tile sizes and autotune
+candidates; no buffer that the host code allocates takes its size from them (``chunk_kda_bwd_intra``
+fixes ``BK = min(32, next_power_of_2(K))``, ``recompute_w_u_fwd`` fixes ``BK = BV = 64``). The model
 therefore takes the device for the record and is the same on H200 and B300.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-
-from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
+from livebytes.estimator.buffers import Group, LifetimeModel
+from livebytes.estimator.declare import Contract, Declaration, Input, source_root
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
 BT = 64                      # chunk_size (chunk_kda default; the report uses it)
 BC = 16                      # sub-chunk of chunk_kda_fwd_intra
 NT = chunks_per_batch(BT)    # chunks over the packed batch: len(prepare_chunk_indices(cu_seqlens, 64))
 NK_INTRA = cdiv(DK, 32)      # chunk_kda_bwd_intra: NK = cdiv(K, BK), BK = min(32, next_pow2(K)) (exact for K >= 32)
-WARMUP_TOKENS = 1024         # livebytes.validate.runner: warmup at MBS 1 x 1024 tokens of the same (H, D)
 NT_GATE = cdiv(T, 32)        # kda_gate_bwd: NT = cdiv(T, BT) with BT = 32 over the packed tokens
+
+src = source_root("fla")
 
 
 @dataclass(frozen=True)
 class FlaVersion:
+    """What one FLA version allocates differently; a new version overrides fields of another (``derive``)."""
+
     version: str
-    origin: str                  # where the code was read
-    intra_grad_dtype: str | None  # dtype of dq2/dk2 in chunk_kda_bwd_intra; None = that of the fp32 stage dq
-    beta_sigmoid_dtype: str      # output of fused_beta_sigmoid
+    origin: str                    # where the code was read
+    intra_grad_dtype: str | None   # dtype of dq2/dk2 in chunk_kda_bwd_intra; None = that of the fp32 stage dq
+    beta_sigmoid_dtype: str        # output of fused_beta_sigmoid_fwd
     evidence: str
+    covers: str
+    default_device: str = "H200"
+    forward_model: bool = True     # also register fla-kda-fwd@VERSION (forward only, no grad)
+
+    def derive(self, **overrides) -> "FlaVersion":
+        return replace(self, **overrides)
 
 
 FLA_0_6_0 = FlaVersion(
-    version="0.6.0",
-    origin="fla-core 0.6.0 (PyPI)",
-    intra_grad_dtype=None,
-    beta_sigmoid_dtype="fp32",
-    evidence="chunk_intra.py chunk_kda_bwd_intra: dq2 = torch.empty_like(dq) with dq the fp32 stage buffer; "
-             "ops/common/gate.py fused_beta_sigmoid_fwd: torch.empty_like(x, dtype=torch.float32)",
+    version="0.6.0", origin="fla-core 0.6.0 (PyPI)", intra_grad_dtype=None, beta_sigmoid_dtype="fp32",
+    evidence="ops/kda/chunk_intra.py:981 chunk_kda_bwd_intra: dq2 = torch.empty_like(dq) with dq the fp32 stage buffer; "
+             "ops/common/gate.py:59 fused_beta_sigmoid_fwd: y = torch.empty_like(x, dtype=torch.float32)",
+    covers="fla-core 0.6.0 forward + backward, report or plain contract, recompute on or off",
 )
 
-SNAPSHOT_07B80F27 = FlaVersion(
-    version="07b80f27",
-    origin="FLA snapshot 07b80f2715cf (not public): the 0.6.0 code path with the report's dtypes",
-    intra_grad_dtype="bf16",
-    beta_sigmoid_dtype="bf16",
-    evidence="KDA memory report, storage table: 'FLA BF16 dq2/dk2 and FP32 dg2' (16.000 GiB at H128/128K) and "
-             "forward-saved activations 12.156 GiB = normalised Q/K 8 + Aqk/Akk 4 + rstd 0.125 + a 2-byte beta 0.031",
+VERSIONS: tuple[FlaVersion, ...] = (
+    FLA_0_6_0,
+    FLA_0_6_0.derive(
+        version="07b80f27", origin="FLA snapshot 07b80f2715cf (not public): the 0.6.0 code path with the report's dtypes",
+        intra_grad_dtype="bf16", beta_sigmoid_dtype="bf16", default_device="B300", forward_model=False,
+        evidence="KDA memory report, storage table: 'FLA BF16 dq2/dk2 and FP32 dg2' (16.000 GiB at H128/128K) and "
+                 "forward-saved activations 12.156 GiB = normalised Q/K 8 + Aqk/Akk 4 + rstd 0.125 + a 2-byte beta 0.031",
+        covers="the KDA memory report's FLA snapshot; fla-core 0.6.0 code path with the report's bf16 dq2/dk2 and bf16 sigmoid beta",
+    ),
 )
 
-VERSIONS = {v.version: v for v in (FLA_0_6_0, SNAPSHOT_07B80F27)}
+CHUNK_KDA = src("ops/kda/chunk.py", "chunk_kda", 216, "def chunk_kda(q, k, v, g, beta, ..., cu_seqlens)")
+TENSOR_CACHE = src("utils/decorators.py", "tensor_cache", 77, "cached.append((args, kwargs, result))")
 
-CONTRACTS = ("report", "plain")
+# The caller's tensors, FLA's varlen layout [1, T, H, D]; report: raw gate and beta, fp32 A_log / dt_bias.
+REPORT = Contract("report", CHUNK_KDA, (
+    Input("q", (T, H, DK), "bf16"),                                # [T, H, K] bf16
+    Input("k", (T, H, DK), "bf16"),                                # [T, H, K] bf16
+    Input("v", (T, HV, DV), "bf16"),                               # [T, HV, V] bf16
+    Input("g", (T, HV, DK), "bf16", note="raw gate logits"),       # [T, HV, K] bf16
+    Input("beta", (T, HV), "bf16"),                                # [T, HV] bf16
+    Input("A_log", (HV,), "fp32"),                                 # [HV] fp32
+    Input("dt_bias", (HV * DK,), "fp32"),                          # [HV*K] fp32
+    Input("cu_seqlens", (MBS + 1,), "int64", note="tensor_cache keeps it referenced", retained=True),  # [N+1] int64
+    Input("dO", (T, HV, DV), "bf16", backward_only=True),          # [T, HV, V] bf16
+))
+PLAIN = Contract("plain", CHUNK_KDA, tuple(
+    i if i.name not in ("g", "beta") else Input(i.name, i.shape, "fp32", "log-space decay" if i.name == "g" else "")
+    for i in REPORT.inputs if i.name not in ("A_log", "dt_bias")))
+CONTRACTS = {c.name: c for c in (REPORT, PLAIN)}
 
 
-def _src(file: str, function: str, detail: str = "") -> Source:
-    return Source(f"fla/{file}", function, detail)
+@dataclass(frozen=True)
+class Config:
+    v: FlaVersion
+    report: bool
+    recompute: bool
+    forward_only: bool
+    gva: bool
+
+    @property
+    def intra_dtype(self) -> str:
+        return self.v.intra_grad_dtype or "fp32"
+
+    @property
+    def saved_until(self) -> str:
+        return "fwd.output" if self.forward_only else "bwd.return"
 
 
-def refuse(shape) -> str | None:
+def refuse(shape, device) -> str | None:
     """What chunk_kda itself refuses (its asserts and ValueErrors), or what this model does not cover."""
     if shape.dim > 256:
         return f"FLA chunk_kda supports key head dim <= 256 (chunk.py: 'Currently we only support key headdim <=256'), got {shape.dim}"
@@ -78,248 +121,236 @@ def refuse(shape) -> str | None:
     return None
 
 
-def build(version: str = "0.6.0", contract: str = "report", recompute: bool = True,
+def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: bool = True,
           forward_only: bool = False, device: str = "", gva: bool = False) -> LifetimeModel:
     """``gva``: value heads HV are a multiple G > 1 of the q/k heads H (grouped value attention); the
     backward then sums dq and dk over each group of G value heads into new [T, H, K] tensors."""
-    v = VERSIONS[version]
     if contract not in CONTRACTS:
-        raise ValueError(f"contract must be one of {CONTRACTS}")
-    report = contract == "report"
-    intra_dtype = v.intra_grad_dtype or "fp32"
-    beta_dtype = "bf16" if report else "fp32"          # raw logits vs post-sigmoid fp32
-    gate_dtype = "bf16" if report else "fp32"          # raw gate vs log-space fp32
-
-    steps: list[Step] = []
-    buffers: list[Buffer] = []
-
-    def step(name, phase, file=None, function=None, note=""):
-        steps.append(Step(name, phase, _src(file, function) if file else None, note))
-
-    def add(name, group, shape, dtype, src, at, freed=None, note="", cached=False):
-        buffers.append(Buffer(name, group, shape, dtype, src, at, freed, note=note, cached=cached))
-
-    # ---- what the harness owns for the whole measured step
-    step("harness.warmup", "harness", note="what the warmup shape's calls left cached")
-    step("harness.inputs", "harness", note="inputs, dO and the packed boundaries exist before the step")
-    harness = Source("livebytes/validate/runner.py", "fla_inputs")
-    add("q", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
-    add("k", Group.INPUTS, (T, H, DK), "bf16", harness, "harness.inputs")                    # [T, H, K] bf16
-    add("v", Group.INPUTS, (T, HV, DV), "bf16", harness, "harness.inputs")                   # [T, HV, V] bf16
-    add("g", Group.INPUTS, (T, HV, DK), gate_dtype, harness, "harness.inputs",
-        note="raw gate logits" if report else "log-space decay")                              # [T, HV, K]
-    add("beta", Group.INPUTS, (T, HV), beta_dtype, harness, "harness.inputs")                # [T, HV]
-    if report:
-        add("A_log", Group.INPUTS, (HV,), "fp32", harness, "harness.inputs")                 # [HV] fp32
-        add("dt_bias", Group.INPUTS, (HV * DK,), "fp32", harness, "harness.inputs")          # [HV*K] fp32
-    add("cu_seqlens", Group.INPUTS, (MBS + 1,), "int64", harness, "harness.inputs")          # [N+1] int64
+        raise ValueError(f"contract must be one of {tuple(CONTRACTS)}")
+    c = Config(version, contract == "report", recompute, forward_only, gva)
+    d = Declaration()
+    d.inputs(CONTRACTS[contract], backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
+    _chunk_indices(d)
+    if c.report:
+        _forward_transforms(d, c)
+    _forward(d, c)
     if not forward_only:
-        add("dO", Group.INPUTS, (T, HV, DV), "bf16", harness, "harness.inputs")              # [T, HV, V] bf16
-
-    # tensor_cache keeps the last results alive across calls (fla/utils/decorators.py tensor_cache)
-    step("fwd.chunk_indices", "forward", "ops/utils/index.py", "prepare_chunk_indices")
-    add("chunk_indices", Group.SCRATCH, (NT, 2), "int64",
-        _src("ops/utils/index.py", "prepare_chunk_indices", "torch.stack(...).to(cu_seqlens); tensor_cache keeps it"),
-        "fwd.chunk_indices", note="cached across steps", cached=True)                       # [NT, 2] int64
-    add("seq_lens", Group.SCRATCH, (MBS,), "int64",
-        _src("ops/utils/index.py", "prepare_lens", "torch.diff(cu_seqlens); tensor_cache keeps it"),
-        "fwd.chunk_indices", note="cached across steps", cached=True)                       # [N] int64
-
-    # The validator warms up at MBS 1 x 1024 tokens first; tensor_cache keeps that call's arguments and
-    # results (cu_seqlens and what was derived from it), so they stay allocated while the target is measured.
-    cache = _src("utils/decorators.py", "tensor_cache", "keeps the last FLA_TENSOR_CACHE_SIZE=4 (args, result) pairs")
-    for name, shape in (("warmup_cu_seqlens", (2,)), ("warmup_chunk_indices", (WARMUP_TOKENS // BT, 2)),
-                        ("warmup_seq_lens", (1,)), ("warmup_chunk_offsets", (2,))):
-        add(name, Group.WARMUP, shape, "int64", cache, "harness.warmup")                    # 512-byte blocks
-
-    last_fwd = "fwd.output"
-    saved_until = None if forward_only else "bwd.return"
-    if forward_only:
-        saved_until = last_fwd
-
-    # ---- forward (ChunkKDAFunction.forward -> chunk_kda_fwd)
-    if report:
-        step("fwd.l2norm_q", "forward", "modules/norm/l2norm.py", "l2norm_fwd")
-        add("q_normed", Group.SAVED, (T, H, DK), "bf16", _src("modules/norm/l2norm.py", "l2norm_fwd", "y = torch.empty_like(x)"),
-            "fwd.l2norm_q", saved_until)                                                     # [T, H, K] bf16
-        add("q_rstd", Group.SAVED, (T * H,), "fp32", _src("modules/norm/l2norm.py", "l2norm_fwd", "rstd = torch.empty((T,), fp32)"),
-            "fwd.l2norm_q", saved_until)                                                     # [T*H] fp32
-        step("fwd.l2norm_k", "forward", "modules/norm/l2norm.py", "l2norm_fwd")
-        add("k_normed", Group.SAVED, (T, H, DK), "bf16", _src("modules/norm/l2norm.py", "l2norm_fwd", "y = torch.empty_like(x)"),
-            "fwd.l2norm_k", saved_until)                                                     # [T, H, K] bf16
-        add("k_rstd", Group.SAVED, (T * H,), "fp32", _src("modules/norm/l2norm.py", "l2norm_fwd", "rstd = torch.empty((T,), fp32)"),
-            "fwd.l2norm_k", saved_until)                                                     # [T*H] fp32
-        step("fwd.beta_sigmoid", "forward", "ops/common/gate.py", "fused_beta_sigmoid_fwd")
-        add("beta_sigmoid", Group.SAVED, (T, HV), v.beta_sigmoid_dtype,
-            _src("ops/common/gate.py", "fused_beta_sigmoid_fwd", "y = torch.empty_like(x, dtype=torch.float32)"
-                 if v.beta_sigmoid_dtype == "fp32" else "output in the input dtype (report's saved-activation total)"),
-            "fwd.beta_sigmoid", saved_until)                                                 # [T, HV]
-
-    # gate cumsum: saved in the plain contract, dropped by forward when the gate runs in kernel
-    step("fwd.gate_cumsum", "forward", "ops/kda/gate.py" if report else "ops/utils/cumsum.py",
-         "kda_gate_chunk_cumsum" if report else "chunk_local_cumsum_vector")
-    g_cum_kept = (not report) or (not recompute)
-    add("g_cumsum_fwd", Group.SAVED if g_cum_kept else Group.FORWARD, (T, HV, DK), "fp32",
-        _src("ops/kda/gate.py", "kda_gate_chunk_cumsum", "o = torch.empty_like(g, dtype=output_dtype=float)") if report else
-        _src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", "o = torch.empty_like(g, dtype=torch.float)"),
-        "fwd.gate_cumsum", saved_until if g_cum_kept else last_fwd,
-        note="chunk_fwd.py drops it before returning (use_gate_in_kernel)" if not g_cum_kept else "saved for backward")  # [T, HV, K] fp32
-
-    step("fwd.intra", "forward", "ops/kda/chunk_intra.py", "chunk_kda_fwd_intra")
-    intra = "chunk_kda_fwd_intra"
-    add("Aqk", Group.SAVED, (T, HV, BT), "bf16", _src("ops/kda/chunk_intra.py", intra, "torch.empty(B, T, HV, BT, dtype=k.dtype)"),
-        "fwd.intra", saved_until)                                                            # [T, HV, 64] bf16
-    add("Akk", Group.SAVED, (T, HV, BT), "bf16", _src("ops/kda/chunk_intra.py", intra, "torch.zeros(B, T, HV, BT, dtype=k.dtype)"),
-        "fwd.intra", saved_until)                                                            # [T, HV, 64] bf16
-    add("Akkd", Group.FORWARD, (T, HV, BC), "fp32", _src("ops/kda/chunk_intra.py", intra, "fp32 diagonal 16x16 blocks"),
-        "fwd.intra", "fwd.w_u")                                                              # [T, HV, 16] fp32
-
-    step("fwd.w_u", "forward", "ops/kda/wy_fast.py", "recompute_w_u_fwd")
-    fwd_kept = not recompute and not forward_only
-    keep = saved_until if fwd_kept else last_fwd
-    grp = Group.SAVED if fwd_kept else Group.FORWARD
-    wy = "recompute_w_u_fwd"
-    add("w_fwd", grp, (T, HV, DK), "bf16", _src("ops/kda/wy_fast.py", wy, "w = torch.empty(B, T, HV, K, dtype=k.dtype)"), "fwd.w_u", keep)
-    add("u_fwd", grp, (T, HV, DV), "bf16", _src("ops/kda/wy_fast.py", wy, "u = torch.empty_like(v)"), "fwd.w_u", keep)
-    if fwd_kept:  # q is passed only when disable_recompute=True
-        add("qg_fwd", grp, (T, HV, DK), "bf16", _src("ops/kda/wy_fast.py", wy, "qg allocated when q is given"), "fwd.w_u", keep)
-    add("kg_fwd", grp, (T, HV, DK), "bf16", _src("ops/kda/wy_fast.py", wy, "kg = torch.empty(B, T, HV, K, dtype=k.dtype)"), "fwd.w_u", keep)
-
-    step("fwd.delta_h", "forward", "ops/common/chunk_delta_h.py", "chunk_gated_delta_rule_fwd_h")
-    fh = "chunk_gated_delta_rule_fwd_h"
-    add("h_fwd", Group.STATE if fwd_kept else Group.FORWARD, (NT, HV, DK, DV), "bf16",
-        _src("ops/common/chunk_delta_h.py", fh, "h = k.new_empty(B, NT, HV, K, V)"), "fwd.delta_h", keep)       # [NT, HV, K, V] bf16
-    add("v_new_fwd", grp, (T, HV, DV), "bf16", _src("ops/common/chunk_delta_h.py", fh, "v_new = torch.empty_like(u)"), "fwd.delta_h", keep)
-    add("chunk_offsets", Group.SCRATCH, (MBS + 1,), "int64",
-        _src("ops/utils/index.py", "prepare_chunk_offsets", "tensor_cache keeps it"), "fwd.delta_h", note="cached across steps", cached=True)
-
-    step("fwd.output", "forward", "ops/gla/chunk.py", "chunk_gla_fwd_o_gk")
-    add("o", Group.INPUTS, (T, HV, DV), "bf16", _src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", "o = torch.zeros_like(v)"),
-        "fwd.output", note="returned; the caller holds it")                                  # [T, HV, V] bf16
-
-    if not forward_only:
-        _backward(add, step, v, report, recompute, intra_dtype, gva)
-
-    options = (("contract", contract), ("recompute", recompute), ("forward_only", forward_only), ("gva", gva))
-    key = f"fla-kda{'-fwd' if forward_only else ''}@{v.version}"
-    not_modelled = (
-        "temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
-        "initial state, final state and their gradients (the configuration has none)",
-        "context parallelism and CUDA-graph static buffers (use_graph)",
-    )
-    return LifetimeModel(
-        key=key, implementation="FLA chunk_kda (Triton)", version=v.version,
+        _backward_recompute(d, c)
+        _backward_chunk(d, c)
+        _backward_intra(d, c)
+        (_backward_report_tail if c.report else _backward_plain_tail)(d, c)
+    v = c.v
+    return d.freeze(
+        key=f"fla-kda{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_kda (Triton)",
+        version=v.version, device=device, notes=(v.evidence,),
         summary=("forward only, no grad" if forward_only else "forward + backward") +
                 f"; {contract} contract; recompute {'on' if recompute else 'off (disable_recompute=True)'}; {v.origin}",
-        steps=tuple(steps), buffers=tuple(buffers), options=options, not_modelled=not_modelled, device=device,
-        notes=(v.evidence,),
+        options=(("contract", contract), ("recompute", recompute), ("forward_only", forward_only), ("gva", gva)),
+        not_modelled=("temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
+                      "initial state, final state and their gradients (the configuration has none)",
+                      "context parallelism and CUDA-graph static buffers (use_graph)"),
     )
 
 
-def _backward(add, step, v: FlaVersion, report: bool, recompute: bool, intra_dtype: str, gva: bool) -> None:
-    """ChunkKDAFunction.backward -> chunk_kda_bwd, in launch order."""
-    bwd = "ops/kda/chunk_bwd.py"
-    # everything chunk_kda_bwd holds in its locals dies when it returns, after the gate backward
-    local_end = "bwd.gate_reduce" if report else "bwd.dg_cumsum"
-    if report and recompute:
-        step("bwd.gate_cumsum", "backward", "ops/kda/gate.py", "kda_gate_chunk_cumsum")
-        add("g_cumsum", Group.RECOMPUTE, (T, HV, DK), "fp32",
-            _src("ops/kda/gate.py", "kda_gate_chunk_cumsum", "recomputed in chunk_kda_bwd"), "bwd.gate_cumsum", local_end)
-    if recompute:
-        step("bwd.w_u", "backward", "ops/kda/wy_fast.py", "recompute_w_u_fwd")
-        wy = "recompute_w_u_fwd"
-        add("w", Group.RECOMPUTE, (T, HV, DK), "bf16", _src("ops/kda/wy_fast.py", wy, "w = torch.empty(B, T, HV, K)"), "bwd.w_u", local_end)
-        add("u", Group.RECOMPUTE, (T, HV, DV), "bf16", _src("ops/kda/wy_fast.py", wy, "u = torch.empty_like(v)"), "bwd.w_u", local_end)
-        add("qg", Group.RECOMPUTE, (T, HV, DK), "bf16", _src("ops/kda/wy_fast.py", wy, "qg: chunk_kda_bwd passes q"), "bwd.w_u", local_end)
-        add("kg", Group.RECOMPUTE, (T, HV, DK), "bf16", _src("ops/kda/wy_fast.py", wy, "kg = torch.empty(B, T, HV, K)"), "bwd.w_u", local_end)
-        step("bwd.delta_h", "backward", "ops/common/chunk_delta_h.py", "chunk_gated_delta_rule_fwd_h")
-        fh = "chunk_gated_delta_rule_fwd_h"
-        add("h", Group.STATE, (NT, HV, DK, DV), "bf16", _src("ops/common/chunk_delta_h.py", fh, "h = k.new_empty(B, NT, HV, K, V)"),
-            "bwd.delta_h", local_end)                                                        # [NT, HV, K, V] bf16
-        add("v_new", Group.RECOMPUTE, (T, HV, DV), "bf16", _src("ops/common/chunk_delta_h.py", fh, "v_new = torch.empty_like(u)"),
-            "bwd.delta_h", local_end)
+def _chunk_indices(d: Declaration) -> None:
+    """ChunkKDAFunction.forward: prepare_chunk_indices (and prepare_lens inside it), kept by tensor_cache."""
+    d.step("fwd.chunk_indices", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 82,
+                                               "chunk_indices = prepare_chunk_indices("))
+    d.buffer("chunk_indices", Group.SCRATCH, (NT, 2), "int64",                                   # [NT, 2] int64
+             src("ops/utils/index.py", "prepare_chunk_indices", 165, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
+             note="tensor_cache keeps it", cached=True)
+    d.buffer("seq_lens", Group.SCRATCH, (MBS,), "int64",                                         # [N] int64
+             src("ops/utils/index.py", "prepare_lens", 43, "return torch.diff(cu_seqlens)"),
+             note="tensor_cache keeps it", cached=True)
 
-    step("bwd.dAv", "backward", bwd, "chunk_kda_bwd_dAv")
-    add("dAqk", Group.MATRIX_GRAD, (T, HV, BT), "fp32", _src(bwd, "chunk_kda_bwd_dAv", "dA = v.new_empty(B, T, HV, BT, dtype=torch.float)"),
-        "bwd.dAv", local_end)                                                                # [T, HV, 64] fp32
-    add("dv_dAv", Group.DV, (T, HV, DV), "bf16", _src(bwd, "chunk_kda_bwd_dAv", "dv = torch.empty_like(do)"), "bwd.dAv", "bwd.dhu")
 
-    step("bwd.dhu", "backward", "ops/common/chunk_delta_h.py", "chunk_gated_delta_rule_bwd_dhu")
-    dhu = "chunk_gated_delta_rule_bwd_dhu"
-    add("dh", Group.STATE, (NT, HV, DK, DV), "bf16", _src("ops/common/chunk_delta_h.py", dhu, "dh = q.new_empty(B, NT, HV, K, V)"),
-        "bwd.dhu", local_end)                                                                # [NT, HV, K, V] bf16
-    add("dv_dhu", Group.DV, (T, HV, DV), "bf16", _src("ops/common/chunk_delta_h.py", dhu, "dv2 = torch.empty_like(dv)"),
-        "bwd.dhu", "bwd.wy_dqkg")
+def _forward_transforms(d: Declaration, c: Config) -> None:
+    """Report contract: in-kernel l2norm of q and k and the beta sigmoid, saved for backward."""
+    l2 = "modules/norm/l2norm.py"
+    for x in ("q", "k"):
+        d.step(f"fwd.l2norm_{x}", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 58 if x == "q" else 59,
+                                                  f"{x}, {x}_rstd = l2norm_fwd({x})"))
+        d.buffer(f"{x}_normed", Group.SAVED, (T, H, DK), "bf16", src(l2, "l2norm_fwd", 117, "y = torch.empty_like(x)"),
+                 c.saved_until)                                                                   # [T, H, K] bf16
+        d.buffer(f"{x}_rstd", Group.SAVED, (T * H,), "fp32",
+                 src(l2, "l2norm_fwd", 128, "rstd = torch.empty((T,), dtype=torch.float32, device=x.device)"),
+                 c.saved_until)                                                                   # [T*H] fp32
+    d.step("fwd.beta_sigmoid", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 63,
+                                              "beta = fused_beta_sigmoid(x=beta_raw, ...)"))
+    fp32 = c.v.beta_sigmoid_dtype == "fp32"
+    d.buffer("beta_sigmoid", Group.SAVED, (T, HV), c.v.beta_sigmoid_dtype,                        # [T, HV]
+             src("ops/common/gate.py", "fused_beta_sigmoid_fwd", 59,
+                 "y = torch.empty_like(x, dtype=torch.float32)" if fp32 else "y = torch.empty_like(x)"),
+             c.saved_until, note="" if fp32 else "the input dtype (the report's saved-activation total)")
 
-    step("bwd.wy_dqkg", "backward", bwd, "chunk_kda_bwd_wy_dqkg_fused")
-    wy = "chunk_kda_bwd_wy_dqkg_fused"
-    stage_end = "bwd.intra_db_sum"   # the caller's names are rebound when chunk_kda_bwd_intra returns
-    add("dq_stage", Group.STAGE, (T, HV, DK), "fp32", _src(bwd, wy, "dq = g.new_empty(B, T, HV, K, dtype=torch.float)"), "bwd.wy_dqkg", stage_end)
-    add("dk_stage", Group.STAGE, (T, HV, DK), "fp32", _src(bwd, wy, "dk = g.new_empty(B, T, HV, K, dtype=torch.float)"), "bwd.wy_dqkg", stage_end)
-    add("dv", Group.DV, (T, HV, DV), "bf16", _src(bwd, wy, "dv2 = torch.empty_like(v); returned as dv"), "bwd.wy_dqkg",
-        note="the V gradient")                                                               # [T, HV, V] bf16
-    add("dg_stage", Group.STAGE, (T, HV, DK), "fp32", _src(bwd, wy, "dg = torch.empty_like(g, dtype=torch.float)"), "bwd.wy_dqkg", stage_end)
-    add("db_stage", Group.BETA_REDUCTION, (T, HV), "fp32", _src(bwd, wy, "db = torch.empty_like(beta, dtype=torch.float)"), "bwd.wy_dqkg", stage_end)
-    add("dAkk", Group.MATRIX_GRAD, (T, HV, BT), "fp32", _src(bwd, wy, "dA = torch.empty_like(A, dtype=torch.float)"), "bwd.wy_dqkg", local_end)
 
-    step("bwd.intra", "backward", "ops/kda/chunk_intra.py", "chunk_kda_bwd_intra")
-    ci = "chunk_kda_bwd_intra"
-    like = "torch.empty_like(dq): fp32 like the stage buffer" if v.intra_grad_dtype is None else "bf16 (report)"
+def _forward(d: Declaration, c: Config) -> None:
+    """chunk_kda_fwd (ops/kda/chunk_fwd.py), in launch order."""
+    g_kept = not c.report or not c.recompute          # chunk_fwd.py:141 drops g when the gate runs in kernel
+    cumsum = (src("ops/kda/gate.py", "kda_gate_chunk_cumsum", 502, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)")
+              if c.report else
+              src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", 322, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"))
+    d.step("fwd.gate_cumsum", "forward", cumsum)
+    d.buffer("g_cumsum_fwd", Group.SAVED if g_kept else Group.FORWARD, (T, HV, DK), "fp32", cumsum,   # [T, HV, K] fp32
+             c.saved_until if g_kept else "fwd.output",
+             note="saved for backward" if g_kept else "chunk_fwd.py:141 drops it before returning (use_gate_in_kernel)")
+    intra = "ops/kda/chunk_intra.py"
+    d.step("fwd.intra", "forward", src("ops/kda/chunk_fwd.py", "chunk_kda_fwd", 71, "... = chunk_kda_fwd_intra("))
+    d.buffer("Aqk", Group.SAVED, (T, HV, BT), "bf16", src(intra, "chunk_kda_fwd_intra", 863,
+             "Aqk = torch.empty(B, T, HV, BT, device=k.device, dtype=k.dtype)"), c.saved_until)      # [T, HV, 64] bf16
+    d.buffer("Akk", Group.SAVED, (T, HV, BT), "bf16", src(intra, "chunk_kda_fwd_intra", 865,
+             "Akk = torch.zeros(B, T, HV, BT, device=k.device, dtype=k.dtype)"), c.saved_until)      # [T, HV, 64] bf16
+    d.buffer("Akkd", Group.FORWARD, (T, HV, BC), "fp32", src(intra, "chunk_kda_fwd_intra", 867,
+             "Akkd = torch.empty(B, T, HV, BC, device=k.device, dtype=torch.float32)"), "fwd.w_u")   # [T, HV, 16] fp32
+    kept = not c.recompute and not c.forward_only
+    _w_u(d, "fwd", "_fwd", Group.SAVED if kept else Group.FORWARD, c.saved_until if kept else "fwd.output", with_qg=kept)
+    _delta_h(d, "fwd", "_fwd", Group.STATE if kept else Group.FORWARD, Group.SAVED if kept else Group.FORWARD,
+             c.saved_until if kept else "fwd.output")
+    d.buffer("chunk_offsets", Group.SCRATCH, (MBS + 1,), "int64",                                  # [N+1] int64
+             src("ops/utils/index.py", "prepare_chunk_offsets", 173,
+                 "return F.pad(triton.cdiv(prepare_lens(cu_seqlens), chunk_size), (1, 0), value=0).cumsum(-1)"),
+             note="tensor_cache keeps it", cached=True)
+    d.step("fwd.output", "forward", src("ops/kda/chunk_fwd.py", "chunk_kda_fwd", 122, "o = chunk_gla_fwd_o_gk("))
+    d.buffer("o", Group.INPUTS, (T, HV, DV), "bf16", src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", 1011,
+             "o = torch.zeros_like(v)"), note="returned; the caller holds it")                      # [T, HV, V] bf16
+
+
+def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str, with_qg: bool) -> None:
+    """recompute_w_u_fwd (ops/kda/wy_fast.py): w, u, qg (only when q is passed), kg."""
+    d.step(f"{phase}.w_u", "forward" if phase == "fwd" else "backward",
+           src("ops/kda/wy_fast.py", "recompute_w_u_fwd", 272, "def recompute_w_u_fwd("))
+    wy = "ops/kda/wy_fast.py"
+    d.buffer(f"w{suffix}", group, (T, HV, DK), "bf16", src(wy, "recompute_w_u_fwd", 293,
+             "w = torch.empty(B, T, HV, K, device=k.device, dtype=k.dtype)"), freed)              # [T, HV, K] bf16
+    d.buffer(f"u{suffix}", group, (T, HV, DV), "bf16", src(wy, "recompute_w_u_fwd", 294, "u = torch.empty_like(v)"), freed)
+    if with_qg:
+        d.buffer(f"qg{suffix}", group, (T, HV, DK), "bf16", src(wy, "recompute_w_u_fwd", 295,
+                 "qg = torch.empty(B, T, HV, K, device=k.device, dtype=k.dtype) if q is not None else None"), freed)
+    d.buffer(f"kg{suffix}", group, (T, HV, DK), "bf16", src(wy, "recompute_w_u_fwd", 296,
+             "kg = torch.empty(B, T, HV, K, device=k.device, dtype=k.dtype)"), freed)             # [T, HV, K] bf16
+
+
+def _delta_h(d: Declaration, phase: str, suffix: str, h_group: Group, v_group: Group, freed: str) -> None:
+    """chunk_gated_delta_rule_fwd_h (ops/common/chunk_delta_h.py): the chunk states h and v_new."""
+    fh = "ops/common/chunk_delta_h.py"
+    d.step(f"{phase}.delta_h", "forward" if phase == "fwd" else "backward",
+           src(fh, "chunk_gated_delta_rule_fwd_h", 688, "def chunk_gated_delta_rule_fwd_h("))
+    d.buffer(f"h{suffix}", h_group, (NT, HV, DK, DV), "bf16",
+             src(fh, "chunk_gated_delta_rule_fwd_h", 722, "h = k.new_empty(B, NT, HV, K, V)"), freed)   # [NT, HV, K, V] bf16
+    d.buffer(f"v_new{suffix}", v_group, (T, HV, DV), "bf16",
+             src(fh, "chunk_gated_delta_rule_fwd_h", 725, "v_new = torch.empty_like(u) if save_new_value else None"), freed)
+
+
+def _local_end(c: Config) -> str:
+    """Everything chunk_kda_bwd holds in its locals dies when it returns, after the gate backward."""
+    return "bwd.gate_reduce_bias" if c.report else "bwd.dg_cumsum"
+
+
+def _backward_recompute(d: Declaration, c: Config) -> None:
+    """chunk_kda_bwd (ops/kda/chunk_bwd.py:492-531): with recompute, the gate cumsum, w/u and h again."""
+    if not c.recompute:
+        return
+    end = _local_end(c)
+    if c.report:
+        d.step("bwd.gate_cumsum", "backward", src("ops/kda/chunk_bwd.py", "chunk_kda_bwd", 494, "g = kda_gate_chunk_cumsum("))
+        d.buffer("g_cumsum", Group.RECOMPUTE, (T, HV, DK), "fp32", src("ops/kda/gate.py", "kda_gate_chunk_cumsum", 502,
+                 "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), end)                  # [T, HV, K] fp32
+    _w_u(d, "bwd", "", Group.RECOMPUTE, end, with_qg=True)       # chunk_kda_bwd passes q
+    _delta_h(d, "bwd", "", Group.STATE, Group.RECOMPUTE, end)
+
+
+def _backward_chunk(d: Declaration, c: Config) -> None:
+    """chunk_kda_bwd_dAv, chunk_gated_delta_rule_bwd_dhu, chunk_kda_bwd_wy_dqkg_fused."""
+    bwd, end = "ops/kda/chunk_bwd.py", _local_end(c)
+    d.step("bwd.dAv", "backward", src(bwd, "chunk_kda_bwd", 542, "dAqk, dv = chunk_kda_bwd_dAv("))
+    d.buffer("dAqk", Group.MATRIX_GRAD, (T, HV, BT), "fp32", src(bwd, "chunk_kda_bwd_dAv", 355,
+             "dA = v.new_empty(B, T, HV, BT, dtype=torch.float)"), end)                           # [T, HV, 64] fp32
+    d.buffer("dv_dAv", Group.DV, (T, HV, DV), "bf16", src(bwd, "chunk_kda_bwd_dAv", 356, "dv = torch.empty_like(do)"), "bwd.dhu")
+    dhu = "ops/common/chunk_delta_h.py"
+    d.step("bwd.dhu", "backward", src(bwd, "chunk_kda_bwd", 575, "dh, dh0, dv = chunk_gated_delta_rule_bwd_dhu("))
+    d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 794,
+             "dh = q.new_empty(B, NT, HV, K, V)"), end)                                           # [NT, HV, K, V] bf16
+    d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 796,
+             "dv2 = torch.empty_like(dv)"), "bwd.wy_dqkg")
+    d.step("bwd.wy_dqkg", "backward", src(bwd, "chunk_kda_bwd", 592, "dq, dk, dv, db, dg, dAkk = chunk_kda_bwd_wy_dqkg_fused("))
+    wy, stage_end = "chunk_kda_bwd_wy_dqkg_fused", "bwd.intra_db_sum"   # rebound when chunk_kda_bwd_intra returns
+    d.buffer("dq_stage", Group.STAGE, (T, HV, DK), "fp32", src(bwd, wy, 419, "dq = g.new_empty(B, T, HV, K, dtype=torch.float)"), stage_end)
+    d.buffer("dk_stage", Group.STAGE, (T, HV, DK), "fp32", src(bwd, wy, 420, "dk = g.new_empty(B, T, HV, K, dtype=torch.float)"), stage_end)
+    d.buffer("dv", Group.DV, (T, HV, DV), "bf16", src(bwd, wy, 421, "dv2 = torch.empty_like(v)"), note="the V gradient")
+    d.buffer("dg_stage", Group.STAGE, (T, HV, DK), "fp32", src(bwd, wy, 422, "dg = torch.empty_like(g, dtype=torch.float)"), stage_end)
+    d.buffer("db_stage", Group.BETA_REDUCTION, (T, HV), "fp32", src(bwd, wy, 423, "db = torch.empty_like(beta, dtype=torch.float)"),
+             stage_end)
+    d.buffer("dAkk", Group.MATRIX_GRAD, (T, HV, BT), "fp32", src(bwd, wy, 424, "dA = torch.empty_like(A, dtype=torch.float)"), end)
+
+
+def _backward_intra(d: Declaration, c: Config) -> None:
+    """chunk_kda_bwd_intra, the db2 reduction inside it, the GVA head sums and the reverse dg cumsum."""
+    ci, bwd = "ops/kda/chunk_intra.py", "ops/kda/chunk_bwd.py"
     # dq2/dk2 live until ChunkKDAFunction.backward replaces them (l2norm_bwd or .to(q)), or, under GVA,
     # until chunk_kda_bwd rebinds dq/dk to their sums over each group of value heads
-    q_end = "bwd.l2norm_q" if report else ("bwd.return" if intra_dtype != "bf16" else None)
-    k_end = "bwd.l2norm_k" if report else ("bwd.return" if intra_dtype != "bf16" else None)
-    dq2_end, dk2_end = ("bwd.gva_reduce_q", "bwd.gva_reduce_k") if gva else (q_end, k_end)
-    add("dq2", Group.OUTPUT_GRAD, (T, HV, DK), intra_dtype, _src("ops/kda/chunk_intra.py", ci, "dq2 = " + like), "bwd.intra", dq2_end)
-    add("dk2", Group.OUTPUT_GRAD, (T, HV, DK), intra_dtype, _src("ops/kda/chunk_intra.py", ci, "dk2 = " + like), "bwd.intra", dk2_end)
-    add("db2", Group.BETA_REDUCTION, (NK_INTRA, T, HV), "fp32",
-        _src("ops/kda/chunk_intra.py", ci, "db2 = beta.new_empty(NK, *beta.shape, dtype=torch.float)"), "bwd.intra", "bwd.intra_db_sum")
-    add("dg2", Group.OUTPUT_GRAD, (T, HV, DK), "fp32", _src("ops/kda/chunk_intra.py", ci, "dg2 = torch.empty_like(dg, dtype=torch.float)"),
-        "bwd.intra", "bwd.dg_cumsum")
+    cast = c.intra_dtype != "bf16"
+    q_end = "bwd.l2norm_q" if c.report else ("bwd.return" if cast else None)
+    k_end = "bwd.l2norm_k" if c.report else ("bwd.return" if cast else None)
+    d.step("bwd.intra", "backward", src(bwd, "chunk_kda_bwd", 613, "dq, dk, db, dg = chunk_kda_bwd_intra("))
+    d.buffer("dq2", Group.OUTPUT_GRAD, (T, HV, DK), c.intra_dtype, src(ci, "chunk_kda_bwd_intra", 981, "dq2 = torch.empty_like(dq)"),
+             "bwd.gva_reduce_q" if c.gva else q_end)
+    d.buffer("dk2", Group.OUTPUT_GRAD, (T, HV, DK), c.intra_dtype, src(ci, "chunk_kda_bwd_intra", 982, "dk2 = torch.empty_like(dk)"),
+             "bwd.gva_reduce_k" if c.gva else k_end)
+    d.buffer("db2", Group.BETA_REDUCTION, (NK_INTRA, T, HV), "fp32", src(ci, "chunk_kda_bwd_intra", 983,
+             "db2 = beta.new_empty(NK, *beta.shape, dtype=torch.float)"), "bwd.intra_db_sum")     # [NK, T, HV] fp32
+    d.buffer("dg2", Group.OUTPUT_GRAD, (T, HV, DK), "fp32", src(ci, "chunk_kda_bwd_intra", 984,
+             "dg2 = torch.empty_like(dg, dtype=torch.float)"), "bwd.dg_cumsum")
+    d.step("bwd.intra_db_sum", "backward", src(ci, "chunk_kda_bwd_intra", 1018, "db = db2.sum(0).add_(db)"),
+           note="while every stage buffer is still referenced")
+    d.buffer("db_sum", Group.BETA_REDUCTION, (T, HV), "fp32", src(ci, "chunk_kda_bwd_intra", 1018, "db = db2.sum(0).add_(db)"),
+             "bwd.beta_sigmoid" if c.report else None)
+    if c.gva:
+        for x, line, end in (("q", 633, q_end), ("k", 634, k_end)):
+            quote = f"d{x} = d{x}.view(*d{x}.shape[:2], H, G, d{x}.shape[-1]).sum(dim=3)"
+            d.step(f"bwd.gva_reduce_{x}", "backward", src(bwd, "chunk_kda_bwd", line, quote),
+                   note=f"d{x} summed over each group of value heads")
+            d.buffer(f"d{x}_heads", Group.OUTPUT_GRAD, (T, H, DK), c.intra_dtype, src(bwd, "chunk_kda_bwd", line, quote), end)  # [T, H, K]
+    d.step("bwd.dg_cumsum", "backward", src(bwd, "chunk_kda_bwd", 637, "dg = chunk_local_cumsum("), note="reverse cumsum of dg")
+    d.buffer("dg_cumsum", Group.OUTPUT_GRAD, (T, HV, DK), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", 322,
+             "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"),
+             _local_end(c) if c.report else None, note="" if c.report else "the gate gradient")
 
-    step("bwd.intra_db_sum", "backward", "ops/kda/chunk_intra.py", "chunk_kda_bwd_intra",
-         note="db = db2.sum(0).add_(db) while every stage buffer is still referenced")
-    db_end = "bwd.beta_sigmoid" if report else None
-    add("db_sum", Group.BETA_REDUCTION, (T, HV), "fp32", _src("ops/kda/chunk_intra.py", ci, "db2.sum(0)"), "bwd.intra_db_sum", db_end)
 
-    if gva:  # chunk_kda_bwd: if HV > H: dq = dq.view(*dq.shape[:2], H, G, K).sum(dim=3), then the same for dk
-        for name, end in (("q", q_end), ("k", k_end)):
-            step(f"bwd.gva_reduce_{name}", "backward", bwd, "chunk_kda_bwd", note=f"d{name} summed over each group of value heads")
-            add(f"d{name}_heads", Group.OUTPUT_GRAD, (T, H, DK), intra_dtype,                   # [T, H, K]
-                _src(bwd, "chunk_kda_bwd", f"d{name}.view(B, T, H, G, K).sum(dim=3)"), f"bwd.gva_reduce_{name}", end)
+def _backward_report_tail(d: Declaration, c: Config) -> None:
+    """Report contract: kda_gate_bwd and its two reductions, then l2norm_bwd and the beta sigmoid backward."""
+    gate, gb = "ops/kda/gate.py", "kda_gate_bwd"
+    d.step("bwd.gate_bwd", "backward", src("ops/kda/chunk_bwd.py", "chunk_kda_bwd", 646, "dg, dA, dbias = kda_gate_bwd("))
+    d.buffer("dg", Group.OUTPUT_GRAD, (T, HV, DK), "bf16", src(gate, gb, 296, "dg = torch.empty_like(g)"), note="the gate gradient")
+    d.buffer("dA_log_part", Group.SCRATCH, (NT_GATE, HV), "fp32",                                  # [cdiv(T, 32), HV] fp32
+             src(gate, gb, 297, "dA = g.new_empty(NT, H, dtype=torch.float32) if A_log is not None else None"), "bwd.gate_reduce_a")
+    d.buffer("dt_bias_part", Group.SCRATCH, (NT_GATE, HV * DK), "fp32",                            # [cdiv(T, 32), HV*K] fp32
+             src(gate, gb, 298, "dbias = g.new_empty(NT, H * K, dtype=torch.float32) if dt_bias is not None else None"),
+             "bwd.gate_reduce_bias")
+    reduce_a = src(gate, gb, 319, "dA = dA.sum(0).view_as(A_log).type_as(A_log) if A_log is not None else None")
+    d.step("bwd.gate_reduce_a", "backward", reduce_a, note="rebinding dA frees the [NT, H] partials")
+    d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", reduce_a)
+    reduce_bias = src(gate, gb, 320, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
+    d.step("bwd.gate_reduce_bias", "backward", reduce_bias)
+    d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV * DK,), "fp32", reduce_bias)
+    l2 = "modules/norm/l2norm.py"
+    for x, line in (("q", 204), ("k", 205)):
+        d.step(f"bwd.l2norm_{x}", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line,
+                                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
+        d.buffer(f"d{x}", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(l2, "l2norm_bwd", 149, "dx = torch.empty_like(y)"),
+                 note=f"the {x.upper()} gradient")                                                # [T, H, K] bf16
+    d.step("bwd.beta_sigmoid", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 207,
+                                               "db = fused_beta_sigmoid_bwd(x=beta_raw, dy=db, ...)"))
+    d.buffer("dbeta", Group.OUTPUT_GRAD, (T, HV), "bf16", src("ops/common/gate.py", "fused_beta_sigmoid_bwd", 75,
+             "dx = torch.empty_like(x)"), note="the beta gradient")
+    d.step("bwd.return", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 209, "return (dq.to(q), dk.to(k), ..."),
+           note="dq.to(q) etc. are no-ops: the dtypes already match")
 
-    step("bwd.dg_cumsum", "backward", "ops/utils/cumsum.py", "chunk_local_cumsum_vector", note="reverse cumsum of dg")
-    add("dg_cumsum", Group.OUTPUT_GRAD, (T, HV, DK), "fp32",
-        _src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", "o = torch.empty_like(g, dtype=torch.float)"),
-        "bwd.dg_cumsum", local_end if report else None, note="" if report else "the gate gradient")
 
-    if report:
-        step("bwd.gate_bwd", "backward", "ops/kda/gate.py", "kda_gate_bwd")
-        gb = "kda_gate_bwd"
-        add("dg", Group.OUTPUT_GRAD, (T, HV, DK), "bf16", _src("ops/kda/gate.py", gb, "dg = torch.empty_like(g) (raw bf16 gate)"),
-            "bwd.gate_bwd", note="the gate gradient")
-        add("dA_log_part", Group.SCRATCH, (NT_GATE, HV), "fp32", _src("ops/kda/gate.py", gb, "dA = g.new_empty(NT, H, fp32)"),
-            "bwd.gate_bwd", "bwd.gate_reduce")
-        add("dt_bias_part", Group.SCRATCH, (NT_GATE, HV * DK), "fp32", _src("ops/kda/gate.py", gb, "dbias = g.new_empty(NT, H*K, fp32)"),
-            "bwd.gate_bwd", "bwd.gate_reduce")
-        step("bwd.gate_reduce", "backward", "ops/kda/gate.py", "kda_gate_bwd", note="dA.sum(0), dbias.sum(0)")
-        add("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", _src("ops/kda/gate.py", gb, "dA.sum(0)"), "bwd.gate_reduce")
-        add("ddt_bias", Group.OUTPUT_GRAD, (HV * DK,), "fp32", _src("ops/kda/gate.py", gb, "dbias.sum(0)"), "bwd.gate_reduce")
-
-        step("bwd.l2norm_q", "backward", "modules/norm/l2norm.py", "l2norm_bwd")
-        add("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src("modules/norm/l2norm.py", "l2norm_bwd", "dx = torch.empty_like(y)"),
-            "bwd.l2norm_q", note="the Q gradient")
-        step("bwd.l2norm_k", "backward", "modules/norm/l2norm.py", "l2norm_bwd")
-        add("dk", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src("modules/norm/l2norm.py", "l2norm_bwd", "dx = torch.empty_like(y)"),
-            "bwd.l2norm_k", note="the K gradient")
-        step("bwd.beta_sigmoid", "backward", "ops/common/gate.py", "fused_beta_sigmoid_bwd")
-        add("dbeta", Group.OUTPUT_GRAD, (T, HV), "bf16", _src("ops/common/gate.py", "fused_beta_sigmoid_bwd", "dx = torch.empty_like(x)"),
-            "bwd.beta_sigmoid", note="the beta gradient")
-        step("bwd.return", "backward", "ops/kda/chunk.py", "ChunkKDAFunction.backward",
-             note="dq.to(q) etc. are no-ops: the dtypes already match")
-    else:
-        step("bwd.return", "backward", "ops/kda/chunk.py", "ChunkKDAFunction.backward",
-             note="dq.to(q), dk.to(k) cast fp32 -> bf16 while the fp32 tensors are alive" if intra_dtype != "bf16" else "")
-        if intra_dtype != "bf16":
-            add("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src("ops/kda/chunk.py", "ChunkKDAFunction.backward", "dq.to(q)"), "bwd.return")
-            add("dk", Group.OUTPUT_GRAD, (T, H, DK), "bf16", _src("ops/kda/chunk.py", "ChunkKDAFunction.backward", "dk.to(k)"), "bwd.return")
+def _backward_plain_tail(d: Declaration, c: Config) -> None:
+    """Plain contract: ChunkKDAFunction.backward casts the fp32 dq2 / dk2 to the inputs' bf16."""
+    ret = src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 209, "return (dq.to(q), dk.to(k), dv.to(v), dg.to(g_input), ...")
+    cast = c.intra_dtype != "bf16"
+    d.step("bwd.return", "backward", ret, note="dq.to(q), dk.to(k) cast fp32 -> bf16 while the fp32 tensors are alive" if cast else "")
+    if cast:
+        d.buffer("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", ret)                                # [T, H, K] bf16
+        d.buffer("dk", Group.OUTPUT_GRAD, (T, H, DK), "bf16", ret)                                # [T, H, K] bf16

@@ -1,0 +1,110 @@
+"""What model authors write with: a model file declares steps and buffers in launch order, and this
+module freezes them into a ``LifetimeModel``.
+
+- ``Declaration``: ``step`` opens a point of the timeline; ``buffer`` declares one allocation made
+  there; ``region`` one region of a workspace carved at that step; ``inputs`` the caller's tensors of a
+  ``Contract``. Lifetimes are step names; nothing else is implicit.
+- ``Contract`` / ``Input``: the tensors the caller passes (and keeps), declared once per contract.
+- ``source_root``: one ``Source`` helper per library: file, function, line number and quoted line.
+- ``ceil_to`` (``-(-n // m) * m`` in the sources) and ``vectorised`` (a numeric search from the source,
+  as a sympy function that also evaluates over numpy arrays for sweeps).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy as sp
+from sympy.utilities.lambdify import implemented_function
+
+from .buffers import Buffer, Group, LifetimeModel, Source, Step
+
+INPUTS_STEP = "harness.inputs"   # the caller's tensors exist before the first step (phase "harness")
+
+
+def ceil_to(nbytes: sp.Expr | int, multiple: int) -> sp.Expr:
+    """``nbytes`` rounded up to a multiple of ``multiple`` (alignment of a carved region)."""
+    return sp.ceiling(sp.Integer(1) * nbytes / multiple) * multiple
+
+
+def vectorised(name: str, fn: Callable[..., int]) -> sp.Function:
+    """A sympy function evaluated by ``fn`` on integers, element-wise on numpy arrays (vectorised sweeps)."""
+    def call(*args):
+        try:
+            return fn(*(int(a) for a in args))
+        except TypeError:   # numpy arrays from a vectorised sweep
+            import numpy as np
+            return np.vectorize(lambda *xs: fn(*(int(x) for x in xs)))(*args)
+    return implemented_function(sp.Function(name), call)
+
+
+def source_root(root: str) -> Callable[..., Source]:
+    """``src(file, function, line, quote)`` with ``file`` relative to a library's package root."""
+    def src(file: str, function: str, line: int = 0, quote: str = "") -> Source:
+        return Source(f"{root}/{file}", function, line, quote)
+    return src
+
+
+@dataclass(frozen=True)
+class Input:
+    """One tensor the caller passes: shape, dtype, and whether only a backward needs it (dO)."""
+
+    name: str
+    shape: tuple
+    dtype: str
+    note: str = ""
+    backward_only: bool = False
+    retained: bool = False   # a library cache keeps this argument referenced after the call
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The caller's side of an implementation: its tensors, in the order the caller allocates them."""
+
+    name: str
+    source: Source
+    inputs: tuple[Input, ...]
+
+    def with_dtypes(self, **dtypes: str) -> "Contract":
+        """The same contract with some inputs in other dtypes (``g="fp32"``)."""
+        return Contract(self.name, self.source, tuple(
+            Input(i.name, i.shape, dtypes.get(i.name, i.dtype), i.note, i.backward_only, i.retained)
+            for i in self.inputs))
+
+
+class Declaration:
+    """Steps and buffers in launch order; ``buffer`` and ``region`` allocate at the step opened last."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.buffers: list[Buffer] = []
+
+    @property
+    def current(self) -> str:
+        return self.steps[-1].name
+
+    def step(self, name: str, phase: str, source: Source | None = None, note: str = "") -> str:
+        self.steps.append(Step(name, phase, source, note))
+        return name
+
+    def buffer(self, name: str, group: Group, shape: tuple, dtype: str, source: Source, freed: str | None = None,
+               *, note: str = "", cached: bool = False, cache_key: tuple | None = None, carved_from: str | None = None,
+               retained: bool = False) -> None:
+        """One allocation at the current step, live until ``freed`` (inclusive; None: past the step's end)."""
+        self.buffers.append(Buffer(name, group, shape, dtype, source, self.current, freed, carved_from, note,
+                                   cached, cache_key, retained))
+
+    def region(self, workspace: str, name: str, group: Group, nbytes: sp.Expr, source: Source, note: str = "") -> None:
+        """A region of ``workspace``: one allocation at the current step, used and freed within it."""
+        self.buffer(name, group, (nbytes,), "uint8", source, self.current, note=note, carved_from=workspace)
+
+    def inputs(self, contract: Contract, backward: bool, note: str = "inputs exist before the step") -> None:
+        """The caller's tensors of ``contract`` (dO only with a backward), alive for the whole step."""
+        self.step(INPUTS_STEP, "harness", note=note)
+        for i in contract.inputs:
+            if i.backward_only and not backward:
+                continue
+            self.buffer(i.name, Group.INPUTS, i.shape, i.dtype, contract.source, note=i.note, retained=i.retained)
+
+    def freeze(self, **model: object) -> LifetimeModel:
+        return LifetimeModel(steps=tuple(self.steps), buffers=tuple(self.buffers), **model)
