@@ -1,0 +1,78 @@
+"""The validator's protocol, derived from the models' cache declarations: integer versions, the warmup's
+leftovers, cache keys that the measured shape shares, and `predict` as the steady state."""
+import pytest
+
+from livebytes.estimator import Shape, get_model, predict
+from livebytes.estimator.replay import replay
+from livebytes.validate import protocol
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("name,version", [("kda-report-v1", 1), ("kda-report-v2", 2), ("kda-report-v3", 3)])
+def test_protocol_versions_are_integers(name, version):
+    assert protocol.version_of(name) == version
+    assert protocol.PROTOCOLS[version].name == name
+
+
+@pytest.mark.parametrize("name", ["kda-report-v10", "kda-report-3", "", "report"])
+def test_unknown_protocols_are_refused(name):
+    with pytest.raises(ValueError, match="unknown protocol"):
+        protocol.version_of(name)
+
+
+def test_only_v3_empties_the_cache_after_the_warmup():
+    assert [p.empty_cache_after_warmup for p in protocol.PROTOCOLS.values()] == [False, False, True]
+
+
+def test_no_model_holds_the_validators_warmup():
+    from livebytes.estimator import specs
+    for s in specs():
+        m = get_model(s.key)
+        assert all(not st.name.startswith("harness.warmup") for st in m.steps), s.key
+        assert all(not b.name.startswith("warmup") for b in m.buffers), s.key
+
+
+# Measured on the H200 without the warmup (the issue's figures): the steady state, predict() itself.
+# kda_hopper_cuda 1 x 8K x H32: the v2 record 1,669,335,040 B minus the warmup plans' five fp32
+# [1, 32, 128, 128] state buffers, 5 * 32 * 128 * 128 * 4 = 10,485,760 B, is 1,658,849,280 B.
+# kda_hopper forward 1 x 8K x H32: 715,195,392 B (the model without the warmup's _WS and plan scratch).
+@pytest.mark.parametrize("key,steady", [("cudnn-kda-hopper-cuda@1.32.0", 1_658_849_280),
+                                        ("cudnn-kda-hopper@1.32.0", 715_195_392)])
+def test_predict_is_the_steady_state_without_warmup_leftovers(key, steady):
+    m, shape = get_model(key), Shape(1, 8192, 32)
+    assert predict(m, shape).peak_bytes == steady
+    assert replay(m, shape).peak_bytes == steady
+
+
+def test_hopper_cuda_warmup_leaves_five_state_buffers():
+    m, shape = get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 8192, 32)
+    # fwd final-state scratch, fwd zero seed, bwd zero s0, zero dfs, d_initial scratch: [1, 32, 128, 128] fp32
+    assert protocol.history(m, shape) == (32 * 128 * 128 * 4,) * 5 == (2 * MIB,) * 5
+    replayed, _ = protocol.protocol_replay(m, shape, version=2)
+    assert replayed.peak_bytes == 1_658_849_280 + 5 * 2 * MIB == 1_669_335_040   # the committed v2 record
+
+
+def test_fla_warmup_leaves_its_tensor_cache_and_retained_cu_seqlens():
+    m = get_model("fla-kda@0.6.0", contract="plain")
+    # cu_seqlens [2] int64 (retained argument), chunk_indices [1024/64, 2], seq_lens [1], chunk_offsets [2] int64
+    assert protocol.history(m, Shape(3, 5000, 32)) == (2 * 8, 16 * 2 * 8, 1 * 8, 2 * 8)
+
+
+def test_a_cache_keyed_like_the_warmup_is_not_counted_twice():
+    """The CuTe _WS cache is keyed by (T // 16 + N + 1, H, N, nseg): MBS 1 x 1024 is the warmup's own key,
+    so the measured call reuses it; the plan scratch (keyed by total tokens) is reused too."""
+    m = get_model("cudnn-kda-hopper@1.32.0")
+    assert protocol.history(m, Shape(1, 1024, 32)) == ()
+    at_2k = protocol.history(m, Shape(1, 2048, 32))
+    assert len(at_2k) == 2 + 9        # plan: final-state scratch and zero seed; _WS: nine tensors
+    # nch = 1024 // 16 + 1 + 1 = 66 chunks, c = 66 * 32: buf0 is [c * 16, 128] bf16
+    assert 66 * 32 * 16 * 128 * 2 in at_2k
+
+
+def test_earlier_shapes_leave_their_caches_once():
+    m = get_model("cudnn-kda-hopper-cuda@1.32.0")
+    earlier = (Shape(2, 16384, 32),)
+    alone, after = protocol.history(m, Shape(4, 4096, 32)), protocol.history(m, Shape(4, 4096, 32), earlier)
+    # the earlier shape's own plan scratch: 5 x [2, 32, 128, 128] fp32; its warmup is this shape's warmup
+    assert sum(after) - sum(alone) == 5 * 2 * 32 * 128 * 128 * 4

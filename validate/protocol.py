@@ -1,0 +1,109 @@
+"""The validator's protocol, out of the models: what a measured process ran before the measured steps.
+
+A model says what its library keeps across calls (``Buffer.cached`` with its ``cache_key``, inputs a
+cache ``retained``); ``predict`` is the steady state of a process that runs one shape repeatedly. The
+validator's process ran more: a warmup at MBS 1 x 1024 tokens of the same heads and head dims, and,
+in a shared process, the shapes measured before this one (each after its own warmup). What those
+calls left allocated is derived here from the declarations and handed to ``replay`` as ``history``
+(request sizes, in the order the process made them):
+
+- every cached buffer of an earlier call, unless a cache entry with the same key is already held,
+  or the measured shape's own entry has that key (the measured call then reuses it: the CuTe
+  ``_WS`` cache at MBS 1 x S 1024-1039 is the warmup's);
+- every input of an earlier call that a library cache retains (FLA's ``tensor_cache`` keeps the
+  warmup's ``cu_seqlens``); caches keyed by tensor identity never match a later call.
+
+Not modelled: eviction from FLA's bounded ``tensor_cache`` (4 entries per function), which only
+matters after four earlier calls in one process.
+
+Versions are integers. v1 (runs 1-3): inputs drawn on the GPU. v2 (run 4): inputs seeded on the
+CPU and copied once. v3 (run 5): also ``torch.cuda.empty_cache()`` after the target-shape warmup.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sympy as sp
+
+from livebytes.estimator.buffers import Buffer, LifetimeModel
+from livebytes.estimator.replay import Replay, replay
+from livebytes.estimator.shapes import Shape
+from livebytes.estimator.symbols import SHAPE_SYMBOLS
+
+WARMUP_MBS, WARMUP_TOKENS = 1, 1024
+
+
+@dataclass(frozen=True)
+class Protocol:
+    version: int
+    name: str
+    inputs_on_cpu: bool              # seeded on the CPU and copied once (no recipe temporaries on the GPU)
+    empty_cache_after_warmup: bool   # torch.cuda.empty_cache() after the target-shape warmup step
+
+
+PROTOCOLS: dict[int, Protocol] = {p.version: p for p in (
+    Protocol(1, "kda-report-v1", inputs_on_cpu=False, empty_cache_after_warmup=False),
+    Protocol(2, "kda-report-v2", inputs_on_cpu=True, empty_cache_after_warmup=False),
+    Protocol(3, "kda-report-v3", inputs_on_cpu=True, empty_cache_after_warmup=True),
+)}
+CURRENT = max(PROTOCOLS)
+
+
+def version_of(name: str) -> int:
+    """``"kda-report-v3"`` -> 3, compared as integers (``"v10" >= "v3"`` is False as strings)."""
+    match = re.fullmatch(r"kda-report-v(\d+)", name or "")
+    if not match or int(match.group(1)) not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(p.name for p in PROTOCOLS.values())}")
+    return int(match.group(1))
+
+
+def warmup_shape(shape: Shape) -> Shape:
+    """The protocol's warmup: MBS 1 x 1024 tokens with the target's heads, value heads and head dims."""
+    return Shape(WARMUP_MBS, WARMUP_TOKENS, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
+
+
+def _values(exprs, shape: Shape) -> tuple[int, ...]:
+    subs = shape.subs()
+    fn = sp.lambdify(SHAPE_SYMBOLS, list(exprs), modules="math")
+    return tuple(int(v) for v in fn(*(subs[s] for s in SHAPE_SYMBOLS)))
+
+
+def _kept(model: LifetimeModel) -> list[Buffer]:
+    return [b for b in model.buffers if b.cached or b.retained]
+
+
+def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tuple[tuple, int]]:
+    """(identity, request bytes) of what one call at ``shape`` leaves allocated, in allocation order.
+    A keyed cache's identity is (buffer, key values); anything else is unique to the call."""
+    kept = _kept(model)
+    sizes = _values([b.nbytes for b in kept], shape)
+    out = []
+    for b, nbytes in zip(kept, sizes):
+        key = (b.name, _values(b.cache_key, shape)) if b.cache_key is not None else (b.name, "call", call)
+        out.append((key, nbytes))
+    return out
+
+
+def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ()) -> tuple[int, ...]:
+    """Request sizes of what the process holds before this shape's inputs: for each earlier shape its
+    warmup's leftovers and its own, then this shape's warmup's, each cache entry once."""
+    calls = []
+    for i, s in enumerate(earlier):
+        calls += [(warmup_shape(s), ("warmup", i)), (s, ("earlier", i))]
+    calls.append((warmup_shape(shape), ("warmup", len(earlier))))
+    held = {key for key, _ in cache_entries(model, shape, "measured")}
+    sizes = []
+    for s, call in calls:
+        for key, nbytes in cache_entries(model, s, call):
+            if key not in held:
+                held.add(key)
+                sizes.append(nbytes)
+    return tuple(sizes)
+
+
+def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT,
+                    earlier: tuple[Shape, ...] = ()) -> tuple[Replay, tuple[int, ...]]:
+    """The replay of a validator process under protocol ``version`` (and the history it used)."""
+    h = history(model, shape, earlier)
+    return replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup, history=h), h
