@@ -129,3 +129,65 @@ def test_models_without_gva_refuse_grouped_value_heads():
     from livebytes.estimator.registry import check_shape
     with pytest.raises(LivebytesError, match="equal head counts"):
         check_shape("cudnn-kda-hopper-cuda@1.32.0", Shape(1, 8192, 16, 128, v_heads=32))
+
+
+@pytest.mark.parametrize("n,multiple,expected", [(1, 256, 256), (256, 256, 256), (257, 256, 512), (0, 128, 0)])
+def test_ceil_to_rounds_up_to_the_multiple(n, multiple, expected):
+    from livebytes.estimator.declare import ceil_to
+    assert ceil_to(n, multiple) == expected
+
+
+def test_vectorised_function_evaluates_on_integers_and_arrays():
+    import numpy as np
+    import sympy as sp
+
+    from livebytes.estimator.declare import vectorised
+    f = vectorised("halve", lambda t: t // 2)
+    expr = f(S) * 4                                   # 4 * (S // 2)
+    assert sp.lambdify([S], expr, modules="math")(9) == 16
+    assert list(sp.lambdify([S], expr, modules="numpy")(np.array([9, 10]))) == [16, 20]
+
+
+def test_declaration_regions_share_one_allocation_and_inputs_skip_do_without_backward():
+    from livebytes.estimator.declare import Contract, Declaration, Input
+    contract = Contract("c", SRC, (Input("x", (MBS * S,), "fp32"), Input("dO", (MBS * S,), "fp32", backward_only=True)))
+    d = Declaration()
+    d.inputs(contract, backward=False)
+    d.step("k", "forward")
+    d.region("ws", "r1", Group.WORKSPACE, 100, SRC)
+    d.region("ws", "r2", Group.WORKSPACE, 30, SRC)
+    m = d.freeze(key="decl@1", implementation="decl", version="1", summary="")
+    assert [b.name for b in m.buffers] == ["x", "r1", "r2"]
+    p = predict(m, Shape(1, 1000, 1))
+    # x: 1000 * 4 = 4000 -> 4096 B; the workspace 100 + 30 = 130 B -> one 512-byte block
+    assert p.step_bytes == (4096, 4096 + 512)
+
+
+def test_a_cache_key_needs_a_cached_buffer_and_cached_buffers_are_never_freed():
+    steps = (Step("a", "forward"), Step("b", "forward"))
+    with pytest.raises(ValueError, match="cache key"):
+        LifetimeModel("bad@1", "bad", "1", "", steps, (Buffer("x", Group.SCRATCH, (1,), "fp32", SRC, "a", cache_key=(S,)),))
+    with pytest.raises(ValueError, match="cannot be freed"):
+        LifetimeModel("bad@1", "bad", "1", "", steps, (Buffer("x", Group.SCRATCH, (1,), "fp32", SRC, "a", "b", cached=True),))
+
+
+def test_every_buffer_cites_a_line_of_the_pinned_library():
+    """Sources carry the line number and the quoted line (inputs cite the entry point's signature)."""
+    for s in specs():
+        for b in get_model(s.key, s.default_device).buffers:
+            assert b.source.line > 0 and b.source.quote, (s.key, b.name)
+
+
+def test_every_spec_names_its_runner():
+    assert {s.key: s.runner for s in specs()}["cudnn-kda-hopper@1.32.0"] == "kda_hopper"
+    assert all(s.runner in ("fla", "kda_hopper_cuda", "kda_hopper", "kda_frost") for s in specs())
+
+
+def test_no_function_in_the_models_is_over_60_lines():
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "lifetimes"
+    long = [f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in root.glob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60]
+    assert not long

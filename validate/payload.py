@@ -63,7 +63,6 @@ class SavedPayload:
     bytes: int = 0
     save_events: int = 0
     largest: int = 0
-    by_shape: dict = field(default_factory=dict)
 
     def pack(self, t):
         self.save_events += 1
@@ -73,8 +72,6 @@ class SavedPayload:
             self.seen.add(key)
             nbytes = t.numel() * t.element_size()
             self.bytes += nbytes
-            label = (tuple(t.shape), str(t.dtype).replace("torch.", ""))
-            self.by_shape[label] = self.by_shape.get(label, 0) + 1
         return t.detach()
 
 
@@ -89,7 +86,6 @@ class Measurement:
     bytes: int
     save_events: int
     largest: int
-    by_shape: dict
 
 
 def measure(fn: str, T: int, d: int = 32, dv: int | None = None, block_q: int = 32, block_k: int = 32,
@@ -104,8 +100,7 @@ def measure(fn: str, T: int, d: int = 32, dv: int | None = None, block_q: int = 
     with torch.autograd.graph.saved_tensors_hooks(payload.pack, lambda t: t):
         out = FUNCTIONS[fn](q, k, v, **kwargs)
         (out[0] if isinstance(out, tuple) else out).sum().backward()
-    return Measurement(fn, T, d, dv, block_q, block_k, payload.bytes, payload.save_events, payload.largest,
-                       dict(payload.by_shape))
+    return Measurement(fn, T, d, dv, block_q, block_k, payload.bytes, payload.save_events, payload.largest)
 
 
 def gradients_match(T: int = 128, d: int = 32, block_q: int = 32, block_k: int = 32, seed: int = 2) -> float:
