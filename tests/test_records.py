@@ -47,7 +47,7 @@ def test_requested_bytes_match_every_buffer(r):
 @pytest.mark.parametrize("r", [r for r in MEASURED if not r.history_dependent], ids=rid)
 def test_replay_matches_max_memory_allocated(r):
     measured = r.peak_bytes
-    replayed = replay(model_of(r), r.shape, empty_cache_after_warmup=r.protocol >= "kda-report-v3").peak_bytes
+    replayed = replay(model_of(r), r.shape, empty_cache_after_warmup=r.protocol_version >= 3).peak_bytes
     slack = 0 if r.mode == "fresh-process" else SHARED_PROCESS_LEFTOVERS
     assert 0 <= measured - replayed <= slack
     assert abs(measured - replayed) <= 0.001 * measured

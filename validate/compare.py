@@ -62,7 +62,7 @@ def compare(record: Record, tolerance: float = 1e-3) -> Comparison:
         return Comparison(record, p.peak_bytes, None, not fits, None,
                           "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit")
     # what that process held: the replay of this shape plus the caches earlier shapes in it left behind
-    predicted = (replay(model, record.shape, empty_cache_after_warmup=record.protocol >= "kda-report-v3").peak_bytes
+    predicted = (replay(model, record.shape, empty_cache_after_warmup=record.protocol_version >= 3).peak_bytes
                  + earlier_caches(model, record))
     requested_error = None
     if record.requested_peak_bytes is not None:
