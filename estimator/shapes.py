@@ -1,11 +1,11 @@
 """Concrete shapes, and parsing of the sizes users type (8K, 128K, 1M, plain integers)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 
 from .errors import LivebytesError
-from .symbols import DK, DV, H, HV, MBS, S
+from .symbols import DK, DV, HV, MBS, H, S
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -82,7 +82,7 @@ class Shape:
         return text
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Shape":
+    def from_dict(cls, d: dict) -> Shape:
         return cls(mbs=int(d["mbs"]), seq=int(d["seq"]), heads=int(d["heads"]), dim=int(d.get("dim", 128)),
                    v_heads=d.get("v_heads"), dim_v=d.get("dim_v"))
 

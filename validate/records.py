@@ -215,6 +215,26 @@ def load_records(directory: Path = RECORDS_DIR) -> list[Record]:
     return records
 
 
+def records_from(source: str) -> list[Record]:
+    """What ``validate --from-records SOURCE`` checks: ``all`` = every committed record; else exactly the file
+    (or records folder) at that path, or, when no such path exists, the committed file of that name. Only
+    that file's contents count: a copy of a committed file is judged on its own figures."""
+    if source == "all":
+        return load_records()
+    path = Path(source)
+    if not path.exists() and path.name == source and (RECORDS_DIR / source).is_file():
+        path = RECORDS_DIR / source
+    if path.is_dir():
+        records = load_records(path)
+    elif path.is_file():
+        records = load_file(path)
+    else:
+        raise LivebytesError(f"--from-records {source!r}: no such file (nor a committed record file of that name)")
+    if not records:
+        raise LivebytesError(f"{path} holds no records")
+    return records
+
+
 def find(impl: str, shape: Shape, options: dict | None = None, records: list[Record] | None = None) -> list[Record]:
     """Records of ``impl`` at ``shape`` whose options match (missing options take the model defaults)."""
     options = {k: v for k, v in (options or {}).items() if v is not None}
@@ -232,8 +252,8 @@ def best(records: list[Record]) -> Record | None:
     fresh process before shared, records whose allocator state is history-independent first."""
     if not records:
         return None
-    return sorted(records, key=lambda r: (not r.oom, not r.history_dependent, r.protocol_version,
-                                          r.mode == "fresh-process", r.origin == "measured"))[-1]
+    return max(reversed(records), key=lambda r: (not r.oom, not r.history_dependent, r.protocol_version,
+                                                 r.mode == "fresh-process", r.origin == "measured"))
 
 
 # ---------------------------------------------------------------- writing
