@@ -259,3 +259,15 @@ def test_alloc_conf_must_precede_torch():
     runner.apply_alloc_conf("expandable_segments:False", env, modules={"torch": object()})   # same: fine
     with pytest.raises(LivebytesError, match="already imported"):
         runner.apply_alloc_conf("expandable_segments:True", env, modules={"torch": object()})
+
+
+def test_captures_of_several_processes_merge():
+    a = {"gpu": "H200", "fla": "0.6.0", "triton": "3.6.0", "triton_files": {"A/k.autotune.json": {"n": 1}},
+         "fla_configs": {"k": {"kernel_name": "k", "autotune_entries": {"h1": {"n": 1}}}}}
+    b = {**a, "triton_files": {"B/k.autotune.json": {"n": 2}, "A/k.autotune.json": {"n": 9}},
+         "fla_configs": {"k": {"kernel_name": "k", "autotune_entries": {"h2": {"n": 2}, "h1": {"n": 9}}}}}
+    m = autotune.merge([a, b])
+    assert m["triton_files"] == {"A/k.autotune.json": {"n": 1}, "B/k.autotune.json": {"n": 2}}   # the first capture wins
+    assert m["fla_configs"]["k"]["autotune_entries"] == {"h1": {"n": 1}, "h2": {"n": 2}}
+    with pytest.raises(ValueError, match="different GPUs or versions"):
+        autotune.merge([a, {**b, "triton": "3.7.1"}])

@@ -12,7 +12,7 @@ How fla-core 0.6.0 autotunes (read from the wheel):
   backend (GPU target, ptxas), the kernel's source, Triton's cache-invalidating environment, the tuning
   key and the configs: nothing machine-local, so the same versions on the same GPU model find it.
 
-The committed file (``validate/autotune/<gpu>_fla-<v>_triton-<v>.json``) holds both: Triton's
+The committed file (``validate/autotune_configs/<gpu>_fla-<v>_triton-<v>.json``) holds both: Triton's
 ``*.autotune.json`` files by relative path, and FLA's config entries built from the in-process
 autotuners. ``--triton-cache warm`` installs them into a fresh ``TRITON_CACHE_DIR`` and an FLA config
 folder (``FLA_CACHE_MODE=strict``); ``cold`` starts from an empty ``TRITON_CACHE_DIR`` and autotunes in
@@ -27,7 +27,7 @@ import json
 import re
 from pathlib import Path
 
-AUTOTUNE_DIR = Path(__file__).parent / "autotune"
+AUTOTUNE_DIR = Path(__file__).parent / "autotune_configs"
 CACHE_FORMAT = 1
 SUFFIX = ".autotune.json"
 
@@ -111,3 +111,42 @@ def environment(mode: str, triton_dir: Path, fla_dir: Path) -> dict[str, str]:
 def find_cache(gpu_name: str, fla: str, triton: str, directory: Path = AUTOTUNE_DIR) -> Path | None:
     path = directory / cache_file_name(gpu_name, fla, triton)
     return path if path.exists() else None
+
+
+def merge(captures: list[dict]) -> dict:
+    """One file from the captures of several cold processes (same GPU, fla and Triton; a key tuned twice
+    keeps the first capture's config)."""
+    keys = {(c.get("gpu"), c.get("fla"), c.get("triton")) for c in captures}
+    if len(keys) != 1:
+        raise ValueError(f"captures of different GPUs or versions: {sorted(map(str, keys))}")
+    out = {**captures[0], "triton_files": {}, "fla_configs": {}}
+    for c in captures:
+        out["triton_files"] = {**c["triton_files"], **out["triton_files"]}
+        for name, entry in c["fla_configs"].items():
+            have = out["fla_configs"].setdefault(name, {"kernel_name": name, "autotune_entries": {}})
+            have["autotune_entries"] = {**entry["autotune_entries"], **have["autotune_entries"]}
+    return out
+
+
+def main(argv=None) -> int:
+    """``python -m livebytes.validate.autotune OUT/autotune/*.json``: merge captures into the committed file."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("captures", nargs="+")
+    ap.add_argument("--into", default=str(AUTOTUNE_DIR))
+    args = ap.parse_args(argv)
+    try:
+        merged = merge([json.loads(Path(p).read_text()) for p in args.captures])
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    path = Path(args.into) / cache_file_name(merged["gpu"], merged["fla"], merged["triton"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged, indent=1))
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

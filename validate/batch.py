@@ -2,7 +2,7 @@
 ``validate`` command (``session``) and a plan file.
 
 A plan file is a JSON list of groups ``{"impl", "shapes", "contract"?, "forward_only"?, "history"?,
-"no_recompute"?, "fresh"?, "triton_cache"?, "alloc_conf"?}``; ``shapes`` takes the shape strings of
+"no_recompute"?, "fresh"?, "triton_cache"?, "alloc_conf"?, "autotune_capture"?}``; ``shapes`` takes the shape strings of
 ``parse_shape_list`` (``"1,8K,16,128,hv=32;2,8K,64,128"``). A group marked ``fresh`` runs each shape in a
 process of its own (the protocol's default). Groups run side by side (compilation and autotuning
 overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another.
@@ -25,7 +25,7 @@ from livebytes.estimator.shapes import parse_shape_list, shape_list_spec, shape_
 from .records import Record, load_records, record_files
 
 GROUP_KEYS = {"impl", "shapes", "contract", "forward_only", "history", "no_recompute", "fresh", "triton_cache",
-              "alloc_conf"}
+              "alloc_conf", "autotune_capture"}
 RUNNABLE = ("fla-kda@0.6.0", "fla-kda-fwd@0.6.0", "cudnn-kda-hopper-cuda@1.32.0", "cudnn-kda-hopper@1.32.0",
             "cudnn-kda-frost@1.32.0")
 
@@ -58,7 +58,7 @@ def runner_command(group: dict, out: Path) -> list[str]:
            "--out", str(out), "--mode", "fresh-process" if group.get("fresh") else "shared-process"]
     if group.get("contract"):
         cmd += ["--contract", group["contract"]]
-    for flag in ("forward_only", "history", "no_recompute"):
+    for flag in ("forward_only", "history", "no_recompute", "autotune_capture"):
         if group.get(flag):
             cmd.append("--" + flag.replace("_", "-"))
     for option in ("triton_cache", "alloc_conf"):

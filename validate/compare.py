@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from livebytes.estimator import Group, Shape, get_model, predict
 from livebytes.estimator.devices import get_device
+from livebytes.estimator.registry import shape_options
 from livebytes.estimator.engine import requested_peak, unsplit_block_bound
 from livebytes.estimator.replay import replay
 
@@ -54,7 +55,8 @@ def allocator_bounds(model, record: Record) -> tuple[int, int]:
 
 
 def compare(record: Record, tolerance: float = 1e-3) -> Comparison:
-    model = get_model(record.impl, record.gpu or None, **record.options)
+    # a GVA shape (HV > H) selects the model's GVA path, as predict does
+    model = get_model(record.impl, record.gpu or None, **record.options, **shape_options(record.impl, record.shape))
     if record.oom:
         p = predict(model, record.shape)
         capacity = get_device(record.gpu).capacity_bytes

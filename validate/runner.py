@@ -437,7 +437,7 @@ def write_capture(ctx: RunContext, out: Path) -> Path:
               for o in gc.get_objects() if isinstance(o, Autotuner)]
     env = environment()
     versions = {"gpu": env["device"]["name"], "fla": env["fla"], "triton": env["triton"], "torch": env["torch"]}
-    path = out / "autotune" / autotune.cache_file_name(versions["gpu"], versions["fla"], versions["triton"])
+    path = out / "autotune" / f"{autotune.cache_file_name(versions['gpu'], versions['fla'], versions['triton'])[:-5]}.{os.getpid()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(autotune.capture(ctx.triton_dir, tuners, versions), indent=1))
     return path
@@ -459,7 +459,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="cold: autotune in this process (fresh TRITON_CACHE_DIR); warm: load the committed "
                          "autotune file; auto: warm when a file exists for this GPU, fla and Triton")
     ap.add_argument("--autotune-file", help="an autotune file instead of the committed one")
-    ap.add_argument("--autotune-capture", action="store_true", help="after a cold run, write OUT/autotune/<key>.json")
+    ap.add_argument("--autotune-capture", action="store_true",
+                    help="after a cold run, write OUT/autotune/<key>.<pid>.json (merge with python -m livebytes.validate.autotune)")
     return ap.parse_args(argv)
 
 
