@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 from livebytes.estimator import Group, Shape, get_model, predict
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.registry import shape_options
 from livebytes.estimator.engine import requested_peak, unsplit_block_bound
+from livebytes.estimator.registry import shape_options
 from livebytes.estimator.replay import replay
 
 from .records import Record
