@@ -137,39 +137,53 @@ def models(as_json: bool = Json) -> None:
 
 @app.command()
 def validate(impl: Optional[str] = typer.Option(None, "--impl", help="model key to run on this machine's GPU"),
-             shapes: Optional[str] = typer.Option(None, "--shapes", help='"MBS,SEQ,HEADS,DIM;..." e.g. "1,8K,96,128;2,8K,64,128"'),
+             shapes: Optional[str] = typer.Option(None, "--shapes", help='"MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV];..." '
+                                                  'e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
              tolerance: str = typer.Option("0.1%", "--tolerance"),
              contract: Optional[str] = Contract, no_recompute: bool = NoRecompute,
              forward_only: bool = typer.Option(False, "--forward-only", help="measure inference (no grad) peaks"),
              same_process: bool = typer.Option(False, "--same-process", help="all shapes in one process (shared compilation)"),
-             out: str = typer.Option("livebytes-records", "--out", help="folder for the new records"),
+             triton_cache: Optional[str] = typer.Option(None, "--triton-cache",
+                                                        help="FLA: cold (autotune in the process), warm (committed configs) or auto"),
+             alloc_conf: Optional[str] = typer.Option(None, "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the runner"),
+             plan_file: Optional[str] = typer.Option(None, "--plan", help="run a plan file (JSON list of runner groups)"),
+             out: str = typer.Option("livebytes-records", "--out", help="folder for the new records (one file per shape)"),
              from_records: Optional[str] = typer.Option(None, "--from-records",
-                                                        help="compare committed records instead of running (a file, or 'all')")) -> None:
-    """Run the real kernels under the protocol and check every prediction (or re-check committed records)."""
+                                                        help="re-check records instead of running: a file or folder, "
+                                                             "a committed file's name, or 'all'")) -> None:
+    """Run the real kernels under the protocol and check every prediction (or re-check records)."""
     from pathlib import Path
 
     from livebytes.validate import compare as cmp
-    from livebytes.validate.records import RECORDS_DIR, load_records
+    from livebytes.validate import session
+    from livebytes.validate.records import records_from
+    device_seconds = None
     try:
         tol = cmp.parse_tolerance(tolerance)
         if from_records:
-            recs = [r for r in load_records() if r.origin == "measured"
-                    and (from_records == "all" or r.path.name == Path(from_records).name)]
-            if impl:
-                recs = [r for r in recs if r.impl == impl]
+            recs = [r for r in records_from(from_records) if r.origin == "measured" and (not impl or r.impl == impl)]
             if not recs:
-                raise LivebytesError(f"no measured records match {from_records!r} in {RECORDS_DIR}")
+                raise LivebytesError(f"no measured records in {from_records!r}" + (f" for {impl}" if impl else ""))
+        elif plan_file:
+            from livebytes.validate.batch import load_plan, run_plan
+            groups = load_plan(Path(plan_file))
+            session.check_runnable(groups)
+            done = run_plan(groups, Path(out))
+            recs, device_seconds = done.records, done.device_seconds
         else:
             if not impl or not shapes:
-                raise LivebytesError("--impl and --shapes are required unless --from-records is given")
-            from livebytes.validate import session
-            recs = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
-                               same_process=same_process, out=Path(out))
+                raise LivebytesError("--impl and --shapes are required unless --plan or --from-records is given")
+            done = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
+                               same_process=same_process, out=Path(out), triton_cache=triton_cache, alloc_conf=alloc_conf)
+            recs, device_seconds = done.records, done.device_seconds
         comparisons = [cmp.compare(r, tol) for r in recs]
     except LivebytesError as err:
         _fail(err)
     render.console.print(render.validation_table(comparisons, f"predicted (replay) vs measured, tolerance {tolerance}"))
-    if not all(c.passed for c in comparisons):
+    s = session.summarize(comparisons, device_seconds)
+    secs = "" if s.device_seconds is None else f", {s.device_seconds:.0f} device-seconds"
+    typer.echo(f"{s.passed} passed, {s.failed} failed, {s.out_of_memory} out of memory{secs}")
+    if s.failed:
         raise typer.Exit(2)
 
 

@@ -1,11 +1,11 @@
 """Concrete shapes, and parsing of the sizes users type (8K, 128K, 1M, plain integers)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 
 from .errors import LivebytesError
-from .symbols import DK, DV, H, HV, MBS, S
+from .symbols import DK, DV, HV, MBS, H, S
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -82,23 +82,49 @@ class Shape:
         return text
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Shape":
+    def from_dict(cls, d: dict) -> Shape:
         return cls(mbs=int(d["mbs"]), seq=int(d["seq"]), heads=int(d["heads"]), dim=int(d.get("dim", 128)),
                    v_heads=d.get("v_heads"), dim_v=d.get("dim_v"))
 
 
+_SHAPE_KEYS = {"hv": "v_heads", "dv": "dim_v"}
+
+
+def _parse_one_shape(part: str) -> Shape:
+    """``MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV]``: positional sizes, then keyed value heads / value dim."""
+    fields = [f.strip() for f in part.split(",")]
+    positional = [f for f in fields if "=" not in f]
+    keyed = [f for f in fields if "=" in f]
+    if len(positional) not in (3, 4) or fields[:len(positional)] != positional:
+        raise LivebytesError(f"shape {part!r}: expected MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV]")
+    sizes = [parse_size(f, what) for f, what in zip(positional, ("MBS", "sequence", "heads", "dim"))]
+    extra = {}
+    for field in keyed:
+        key, _, value = (x.strip() for x in field.partition("="))
+        if key.lower() not in _SHAPE_KEYS or _SHAPE_KEYS[key.lower()] in extra:
+            raise LivebytesError(f"shape {part!r}: unknown or repeated field {key!r} (hv= and dv= are known)")
+        extra[_SHAPE_KEYS[key.lower()]] = parse_size(value, "value heads" if key.lower() == "hv" else "value dim")
+    return Shape(*sizes, **extra)
+
+
 def parse_shape_list(text: str) -> list[Shape]:
-    """``"1,8K,96,128;2,8K,64,128"`` -> shapes (MBS, sequence, heads, dim)."""
-    shapes = []
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        fields = [f.strip() for f in part.split(",")]
-        if len(fields) not in (3, 4):
-            raise LivebytesError(f"shape {part!r}: expected MBS,SEQ,HEADS[,DIM]")
-        mbs = parse_size(fields[0], "MBS")
-        seq = parse_size(fields[1], "sequence")
-        heads = parse_size(fields[2], "heads")
-        dim = parse_size(fields[3], "dim") if len(fields) == 4 else 128
-        shapes.append(Shape(mbs, seq, heads, dim))
+    """``"1,8K,96,128;2,8K,64,128"`` -> shapes (MBS, sequence, heads, dim); ``"1,8K,16,128,hv=32"`` adds
+    grouped value heads (HV = 32 value heads over 16 query/key heads) and ``dv=64`` a value head dim."""
+    shapes = [_parse_one_shape(p) for p in filter(None, (p.strip() for p in text.split(";")))]
     if not shapes:
         raise LivebytesError("no shapes given")
     return shapes
+
+
+def shape_spec(shape: Shape) -> str:
+    """The shape as ``parse_shape_list`` reads it back (v_heads and dim_v included when set)."""
+    text = f"{shape.mbs},{shape.seq},{shape.heads},{shape.dim}"
+    if shape.v_heads is not None:
+        text += f",hv={shape.v_heads}"
+    if shape.dim_v is not None:
+        text += f",dv={shape.dim_v}"
+    return text
+
+
+def shape_list_spec(shapes: list[Shape]) -> str:
+    return ";".join(shape_spec(s) for s in shapes)

@@ -2,9 +2,8 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
-
 from livebytes.cli.app import app
+from typer.testing import CliRunner
 
 runner = CliRunner()
 
@@ -84,4 +83,35 @@ def test_validate_without_a_gpu_says_so_in_one_line():
 def test_validate_from_records_rechecks_committed_measurements():
     r = run("validate", "--from-records", "h200_run5_fla-core-0.6.0.json")
     assert r.exit_code == 0, r.output
-    assert "FAIL" not in r.output and r.output.count("pass") == 5
+    assert "FAIL" not in r.output and r.output.count("│ pass") == 5
+    assert r.output.strip().splitlines()[-1] == "5 passed, 0 failed, 0 out of memory"
+
+
+def test_validate_from_records_judges_a_tampered_copy_on_its_own_figures(tmp_path):
+    """A copy of a committed file with every peak set to 1 FAILs: the file is loaded, not its name matched."""
+    import json
+
+    from livebytes.validate.records import RECORDS_DIR
+    data = json.loads((RECORDS_DIR / "h200_run5_fla-core-0.6.0.json").read_text())
+    for rec in data["records"]:
+        rec["peak_bytes"], rec["peaks_bytes"] = 1, [1, 1, 1]
+    copy = tmp_path / "h200_run5_fla-core-0.6.0.json"
+    copy.write_text(json.dumps(data))
+    r = run("validate", "--from-records", str(copy))
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1] == "0 passed, 5 failed, 0 out of memory"
+
+
+@pytest.mark.parametrize("plan,message", [
+    (None, "no such file"),
+    ('[{"impl": "fla-kda@0.6.0", "shapes": "1,8K,16,128,hv=24"}]', "must be a positive multiple of heads"),
+    ('[{"impl": "fla-kda@0.6.0", "shapes": "1,8K,16,128", "seed": 3}]', "unknown keys seed"),
+    ('[{"impl": "fla-kda@07b80f27", "shapes": "1,8K,16,128"}]', "no runner for fla-kda@07b80f27"),
+])
+def test_validate_bad_plans_and_sources_are_one_line(tmp_path, plan, message):
+    if plan is None:
+        r = run("validate", "--from-records", "no-such-file.json")
+    else:
+        (tmp_path / "plan.json").write_text(plan)
+        r = run("validate", "--plan", str(tmp_path / "plan.json"))
+    assert r.exit_code == 1 and message in r.output and len(r.output.strip().splitlines()) == 1

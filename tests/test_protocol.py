@@ -21,8 +21,9 @@ def test_unknown_protocols_are_refused(name):
         protocol.version_of(name)
 
 
-def test_only_v3_empties_the_cache_after_the_warmup():
-    assert [p.empty_cache_after_warmup for p in protocol.PROTOCOLS.values()] == [False, False, True]
+def test_from_v3_on_the_cache_is_emptied_after_the_warmup():
+    assert [p.empty_cache_after_warmup for p in protocol.PROTOCOLS.values()] == [False, False, True, True]
+    assert [p.one_block_per_input for p in protocol.PROTOCOLS.values()] == [False, True, True, True]
 
 
 def test_no_model_holds_the_validators_warmup():

@@ -27,7 +27,15 @@ def test_declines_with_the_reason(monkeypatch, impl, capability, needle):
                                              ("fla-kda@0.6.0", (9, 0))])
 def test_runs_where_the_engine_exists(monkeypatch, impl, capability):
     monkeypatch.setattr(runner, "_torch", lambda: fake_torch(capability))
+    monkeypatch.setattr(runner, "_installed", lambda kind: ("fla" if kind == "fla" else "cudnn", impl.split("@")[1]))
     assert runner.decline_reason(impl) is None
+
+
+def test_a_model_of_another_version_than_installed_is_declined(monkeypatch):
+    """fla-kda@07b80f27 is the report's snapshot: running fla-core 0.6.0 under its name would mislabel the record."""
+    monkeypatch.setattr(runner, "_torch", lambda: fake_torch((9, 0)))
+    monkeypatch.setattr(runner, "_installed", lambda kind: ("fla", "0.6.0"))
+    assert "models fla 07b80f27; this machine has fla 0.6.0" in runner.decline_reason("fla-kda@07b80f27")
 
 
 def test_no_cuda_is_one_clear_reason(monkeypatch):

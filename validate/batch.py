@@ -1,11 +1,13 @@
-"""Run several runner processes side by side on one GPU (one per implementation and (H, D) group).
+"""Plans: runner processes on one GPU, built from one command line (``runner_command``) for both the
+``validate`` command (``session``) and a plan file.
 
-Compilation and autotuning of different groups overlap on the CPU; the measured parts are
-serialised by the runner's GPU lock, so no measurement shares the device with another's peak.
+A plan file is a JSON list of groups ``{"impl", "shapes", "contract"?, "forward_only"?, "history"?,
+"no_recompute"?, "fresh"?, "triton_cache"?, "alloc_conf"?, "autotune_capture"?}``; ``shapes`` takes the shape strings of
+``parse_shape_list`` (``"1,8K,16,128,hv=32;2,8K,64,128"``). A group marked ``fresh`` runs each shape in a
+process of its own (the protocol's default). Groups run side by side (compilation and autotuning
+overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another.
 
     python -m livebytes.validate.batch PLAN.json --out DIR [--deadline SECONDS]
-
-PLAN.json: a list of {"impl", "shapes", "contract"?, "forward_only"?, "history"?, "no_recompute"?, "fresh"?}.
 """
 from __future__ import annotations
 
@@ -14,34 +16,106 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import parse_shape_list, shape_list_spec, shape_spec
 
-def command(group: dict, out: Path) -> list[str]:
+from .records import Record, load_records, record_files
+
+GROUP_KEYS = {"impl", "shapes", "contract", "forward_only", "history", "no_recompute", "fresh", "triton_cache",
+              "alloc_conf", "autotune_capture"}
+RUNNABLE = ("fla-kda@0.6.0", "fla-kda-fwd@0.6.0", "cudnn-kda-hopper-cuda@1.32.0", "cudnn-kda-hopper@1.32.0",
+            "cudnn-kda-frost@1.32.0")
+
+
+def check_group(group: dict) -> dict:
+    """A plan group with its shapes parsed and written back in the round-tripping form; bad input is an error."""
+    if not isinstance(group, dict) or "impl" not in group or "shapes" not in group:
+        raise LivebytesError(f"plan group {group!r}: needs impl and shapes")
+    unknown = set(group) - GROUP_KEYS
+    if unknown:
+        raise LivebytesError(f"plan group of {group['impl']}: unknown keys {', '.join(sorted(unknown))}")
+    if group["impl"] not in RUNNABLE:
+        raise LivebytesError(f"plan group: no runner for {group['impl']} (runnable: {', '.join(RUNNABLE)})")
+    return dict(group, shapes=shape_list_spec(parse_shape_list(group["shapes"])))
+
+
+def load_plan(path: Path) -> list[dict]:
+    try:
+        groups = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise LivebytesError(f"cannot read plan {path}: {err}") from None
+    if not isinstance(groups, list) or not groups:
+        raise LivebytesError(f"plan {path}: expected a non-empty JSON list of groups")
+    return [check_group(g) for g in groups]
+
+
+def runner_command(group: dict, out: Path) -> list[str]:
+    """The one runner command line (the ``validate`` command and plans both use it)."""
     cmd = [sys.executable, "-m", "livebytes.validate.runner", "--impl", group["impl"], "--shapes", group["shapes"],
-           "--out", str(out)]
+           "--out", str(out), "--mode", "fresh-process" if group.get("fresh") else "shared-process"]
     if group.get("contract"):
         cmd += ["--contract", group["contract"]]
-    if group.get("forward_only"):
-        cmd.append("--forward-only")
-    if group.get("history"):
-        cmd.append("--history")
-    if group.get("no_recompute"):
-        cmd.append("--no-recompute")
-    if group.get("fresh"):
-        cmd += ["--mode", "fresh-process"]
+    for flag in ("forward_only", "history", "no_recompute", "autotune_capture"):
+        if group.get(flag):
+            cmd.append("--" + flag.replace("_", "-"))
+    for option in ("triton_cache", "alloc_conf"):
+        if group.get(option):
+            cmd += ["--" + option.replace("_", "-"), group[option]]
     return cmd
 
 
 def expand(groups: list[dict]) -> list[dict]:
-    """A group marked ``fresh`` runs each of its shapes in a process of its own (the protocol's default)."""
+    """A group marked ``fresh`` becomes one group per shape (v_heads and dim_v kept)."""
     out = []
     for g in groups:
         if g.get("fresh"):
-            out += [dict(g, shapes=s) for s in g["shapes"].split(";") if s.strip()]
+            out += [dict(g, shapes=shape_spec(s)) for s in parse_shape_list(g["shapes"])]
         else:
             out.append(g)
     return out
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    records: list[Record]       # the records this run wrote, in file order
+    exits: list[tuple[dict, int | None]]   # each process's group and exit status (None: killed at the deadline)
+    device_seconds: float       # wall time from the first process's start to the last one's end
+
+
+def _wait(procs, deadline: float, start: float, log) -> list[tuple[dict, int | None]]:
+    while any(p.poll() is None for _, p in procs) and time.time() - start < deadline:
+        time.sleep(1)
+    exits = []
+    for g, p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        exits.append((g, p.returncode if p.returncode is not None and p.returncode >= 0 else None))
+        log.write(f"[{time.time() - start:6.1f}s] exit {exits[-1][1]}: {g['impl']} {g['shapes']}\n")
+    return exits
+
+
+def run_plan(groups: list[dict], out: Path, deadline: float = 540.0, parallel: bool = True) -> PlanRun:
+    """Run the groups (side by side or one after another); the records they wrote are read back from ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    before = set(record_files(out))
+    start, exits = time.time(), []
+    with open(out / "log.txt", "a") as log:
+        procs = []
+        for g in expand(groups):
+            log.write(f"[{time.time() - start:6.1f}s] start {json.dumps(g)}\n")
+            log.flush()
+            sink = {"stdout": log, "stderr": subprocess.STDOUT} if parallel else {}
+            procs.append((g, subprocess.Popen(runner_command(g, out), **sink)))
+            if not parallel:
+                exits += _wait(procs, deadline, start, log)
+                procs = []
+        exits += _wait(procs, deadline, start, log)
+    new = [r for r in load_records(out) if r.path not in before]
+    return PlanRun(new, exits, time.time() - start)
 
 
 def main(argv=None) -> int:
@@ -50,25 +124,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--deadline", type=float, default=540.0)
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    groups = expand(json.loads(Path(args.plan).read_text()))
-    log = open(out / "log.txt", "a")
-    start = time.time()
-    procs = []
-    for g in groups:
-        log.write(f"[{time.time() - start:6.1f}s] start {json.dumps(g)}\n")
-        log.flush()
-        procs.append((g, subprocess.Popen(command(g, out), stdout=log, stderr=subprocess.STDOUT)))
-    while any(p.poll() is None for _, p in procs) and time.time() - start < args.deadline:
-        time.sleep(2)
-    for g, p in procs:
-        if p.poll() is None:
-            p.kill()
-            log.write(f"[{time.time() - start:6.1f}s] killed at the deadline: {g['impl']} {g['shapes']}\n")
-        else:
-            log.write(f"[{time.time() - start:6.1f}s] exit {p.returncode}: {g['impl']} {g['shapes']}\n")
-    log.close()
+    try:
+        run = run_plan(load_plan(Path(args.plan)), Path(args.out), args.deadline)
+    except LivebytesError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"{len(run.records)} records in {run.device_seconds:.0f} s")
     return 0
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from livebytes.estimator import get_model, predict
 from livebytes.estimator.allocator import allocated_block_bytes
 from livebytes.estimator.devices import get_device
+from livebytes.estimator.registry import shape_options
 from livebytes.estimator.engine import requested_peak, unsplit_block_bound
 from livebytes.estimator.shapes import Shape
 
@@ -50,7 +51,8 @@ class Comparison:
 
 
 def model_of(record: Record):
-    return get_model(record.impl, record.gpu or None, **record.options)
+    """The record's model; a GVA shape (HV > H) selects the model's GVA path, as predict does."""
+    return get_model(record.impl, record.gpu or None, **record.options, **shape_options(record.impl, record.shape))
 
 
 def earlier_shapes(record: Record) -> tuple[Shape, ...]:
@@ -91,7 +93,7 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         predicted = predict(model, record.shape).peak_bytes
         passed = abs(predicted - record.peak_bytes) <= PUBLISHED_TOLERANCE * record.peak_bytes
         return Comparison(record, predicted, record.peak_bytes, passed, None, "published figure: steady state within 0.1 %")
-    replayed, history = protocol.protocol_replay(model, record.shape, protocol.version_of(record.protocol), earlier_shapes(record))
+    replayed, history = protocol.protocol_replay(model, record.shape, record.protocol_version, earlier_shapes(record))
     requested_error = _requested_error(model, record, history)
     requested_ok = _within(requested_error, _slack(record))
     if record.history_dependent:

@@ -38,14 +38,17 @@ WARMUP_MBS, WARMUP_TOKENS = 1, 1024
 class Protocol:
     version: int
     name: str
-    inputs_on_cpu: bool              # seeded on the CPU and copied once (no recipe temporaries on the GPU)
+    one_block_per_input: bool        # no input recipe temporary shapes the layout (v2-v3: CPU copies; v4: in place on the GPU)
     empty_cache_after_warmup: bool   # torch.cuda.empty_cache() after the target-shape warmup step
 
 
 PROTOCOLS: dict[int, Protocol] = {p.version: p for p in (
-    Protocol(1, "kda-report-v1", inputs_on_cpu=False, empty_cache_after_warmup=False),
-    Protocol(2, "kda-report-v2", inputs_on_cpu=True, empty_cache_after_warmup=False),
-    Protocol(3, "kda-report-v3", inputs_on_cpu=True, empty_cache_after_warmup=True),
+    Protocol(1, "kda-report-v1", one_block_per_input=False, empty_cache_after_warmup=False),
+    Protocol(2, "kda-report-v2", one_block_per_input=True, empty_cache_after_warmup=False),
+    Protocol(3, "kda-report-v3", one_block_per_input=True, empty_cache_after_warmup=True),
+    # v4: seeded on the GPU in place, one block per input, temporaries freed and the cache emptied before
+    # the next input (validate/inputs.py): the same allocator state as v3, without the CPU round trip
+    Protocol(4, "kda-report-v4", one_block_per_input=True, empty_cache_after_warmup=True),
 )}
 CURRENT = max(PROTOCOLS)
 

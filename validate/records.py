@@ -1,20 +1,75 @@
 """Validation records: what a GPU measured, kept as JSON beside the code. No torch needed to read them.
 
-A record holds one implementation at one shape: the measured peaks (or an out-of-memory), the
-device, driver and library versions, and the protocol. ``published`` records hold figures taken
-from a document (the KDA memory report), with the document cited; the project's own measurements
-have ``origin == "measured"``.
+The one place records are read and written. A record holds one implementation at one shape: the
+measured peaks (or an out-of-memory), the device, driver and library versions, and the protocol.
+``published`` records hold figures taken from a document (the KDA memory report), with the document
+cited; the project's own measurements have ``origin == "measured"``.
+
+Layouts read (nothing measured is ever rewritten): a file holding ``{"records": [...]}`` (runs 1-5 and
+every file this module writes), a bare list, a single record, or JSON lines (the runner's old
+``records.jsonl``). Record format 2 (protocol v4 on) adds the fields ``REQUIRED_V2`` lists; the writer
+refuses a record without them.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
-from livebytes.estimator.shapes import Shape
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import Shape, shape_spec
 
 RECORDS_DIR = Path(__file__).parent / "records"
+RUNS_SUBDIR = "runs"          # validate/records/runs/<run>/*.json: one file per measured shape (format 2)
+RECORD_FORMAT = 2
+REQUIRED_V2 = ("impl", "shape", "protocol", "allocator_conf", "triton_cache", "device_memory", "seconds", "oom")
+REQUIRED_OOM = ("oom_message", "oom_figures", "oom_step")
+_OLD_PROTOCOL = re.compile(r"kda-report-v(\d+)$")
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Device memory outside PyTorch (mem_get_info total-free minus memory_reserved) and the reserved peak."""
+    nonpytorch_before_bytes: int
+    nonpytorch_after_bytes: int
+    reserved_peak_bytes: int
+
+
+@dataclass(frozen=True)
+class Seconds:
+    setup: float
+    compile: float
+    measure: float
+    total: float
+
+
+@dataclass(frozen=True)
+class OomFigures:
+    """At an out-of-memory: the failing request, PyTorch's current allocated/reserved, the device's free/total."""
+    tried_bytes: int | None
+    allocated_bytes: int
+    reserved_bytes: int
+    free_bytes: int
+    total_bytes: int
+
+
+def _typed(cls, value):
+    return cls(**{k: value[k] for k in cls.__dataclass_fields__}) if isinstance(value, dict) else None
+
+
+def protocol_version_of(protocol) -> int:
+    """The protocol's integer version: ``{"version": 4}`` or an old name ``"kda-report-vN"``; 0 when unknown
+    (published figures cite their document's protocol in words)."""
+    if not isinstance(protocol, dict):
+        return 0
+    if isinstance(protocol.get("version"), int):
+        return protocol["version"]
+    match = _OLD_PROTOCOL.match(str(protocol.get("name", "")))
+    return int(match.group(1)) if match else 0
 
 
 @dataclass(frozen=True)
@@ -37,6 +92,10 @@ class Record:
     @property
     def origin(self) -> str:
         return self.data.get("origin", "measured")
+
+    @property
+    def record_format(self) -> int:
+        return int(self.data.get("format", 1))
 
     @property
     def oom(self) -> bool:
@@ -64,7 +123,12 @@ class Record:
 
     @property
     def protocol(self) -> str:
+        """The protocol's name, for display; compare ``protocol_version`` (an integer), never names."""
         return self.data.get("protocol", {}).get("name", "") if isinstance(self.data.get("protocol"), dict) else ""
+
+    @property
+    def protocol_version(self) -> int:
+        return protocol_version_of(self.data.get("protocol"))
 
     @property
     def mode(self) -> str:
@@ -85,15 +149,89 @@ class Record:
         values = self.data.get("requested_peak_bytes")
         return int(median(values)) if values else None
 
+    @property
+    def allocator_conf(self) -> str | None:
+        return self.data.get("allocator_conf")
+
+    @property
+    def triton_cache(self) -> str | None:
+        """"cold" (autotuned in this process), "warm" (loaded configs), "n/a" (cuDNN); None before format 2."""
+        return self.data.get("triton_cache")
+
+    @property
+    def device_memory(self) -> DeviceMemory | None:
+        return _typed(DeviceMemory, self.data.get("device_memory"))
+
+    @property
+    def seconds(self) -> Seconds | None:
+        return _typed(Seconds, self.data.get("seconds"))
+
+    @property
+    def seconds_total(self) -> float | None:
+        """The runner's wall time for this shape (format 2: seconds.total; runs 1-5: seconds_total)."""
+        return self.seconds.total if self.seconds else self.data.get("seconds_total")
+
+    @property
+    def oom_figures(self) -> OomFigures | None:
+        return _typed(OomFigures, self.data.get("oom_figures"))
+
+    @property
+    def oom_step(self) -> str | None:
+        return self.data.get("oom_step")
+
+
+# ---------------------------------------------------------------- reading
+
+def _items(path: Path) -> list[dict]:
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = json.loads(text)
+    return data if isinstance(data, list) else data.get("records", [data])
+
+
+def load_file(path: Path) -> list[Record]:
+    """Every record in one file (any layout above); a file that holds none, or is not JSON, is an error."""
+    try:
+        records = [Record(path, item) for item in _items(path) if isinstance(item, dict) and "impl" in item]
+    except (OSError, ValueError) as err:
+        raise LivebytesError(f"cannot read records from {path}: {err}") from None
+    if not records:
+        raise LivebytesError(f"{path} holds no records")
+    return records
+
+
+def record_files(directory: Path = RECORDS_DIR) -> list[Path]:
+    """The record files of a records folder: its own ``*.json`` and ``runs/*/*.json`` (``live/`` holds block
+    dumps, not records)."""
+    return sorted(directory.glob("*.json")) + sorted(directory.glob(f"{RUNS_SUBDIR}/*/*.json"))
+
 
 def load_records(directory: Path = RECORDS_DIR) -> list[Record]:
     records = []
-    for path in sorted(directory.glob("*.json")):
-        data = json.loads(path.read_text())
-        items = data if isinstance(data, list) else data.get("records", [data])
-        for item in items:
-            if "impl" in item:
-                records.append(Record(path, item))
+    for path in record_files(directory):
+        items = _items(path)
+        records += [Record(path, item) for item in items if isinstance(item, dict) and "impl" in item]
+    return records
+
+
+def records_from(source: str) -> list[Record]:
+    """What ``validate --from-records SOURCE`` checks: ``all`` = every committed record; else exactly the file
+    (or records folder) at that path, or, when no such path exists, the committed file of that name. Only
+    that file's contents count: a copy of a committed file is judged on its own figures."""
+    if source == "all":
+        return load_records()
+    path = Path(source)
+    if not path.exists() and path.name == source and (RECORDS_DIR / source).is_file():
+        path = RECORDS_DIR / source
+    if path.is_dir():
+        records = load_records(path)
+    elif path.is_file():
+        records = load_file(path)
+    else:
+        raise LivebytesError(f"--from-records {source!r}: no such file (nor a committed record file of that name)")
+    if not records:
+        raise LivebytesError(f"{path} holds no records")
     return records
 
 
@@ -114,5 +252,45 @@ def best(records: list[Record]) -> Record | None:
     fresh process before shared, records whose allocator state is history-independent first."""
     if not records:
         return None
-    return sorted(records, key=lambda r: (not r.oom, not r.history_dependent, r.protocol, r.mode == "fresh-process",
-                                          r.origin == "measured"))[-1]
+    return max(reversed(records), key=lambda r: (not r.oom, not r.history_dependent, r.protocol_version,
+                                                 r.mode == "fresh-process", r.origin == "measured"))
+
+
+# ---------------------------------------------------------------- writing
+
+def missing_fields(data: dict) -> list[str]:
+    """Fields a format-2 record lacks (an out-of-memory also needs its message, figures and step)."""
+    need = REQUIRED_V2 + (REQUIRED_OOM if data.get("oom") else ())
+    return [k for k in need if k not in data]
+
+
+def record_file_name(data: dict) -> str:
+    """``<impl>_<shape>_<UTC date>_<pid>.json``, characters other than [A-Za-z0-9._=-] replaced by '_'."""
+    stamp = str(data.get("date", "")).replace(":", "").replace("+0000", "Z")
+    raw = f"{data['impl']}_{shape_spec(Shape.from_dict(data['shape']))}_{stamp}_{os.getpid()}"
+    return re.sub(r"[^A-Za-z0-9._=-]", "_", raw) + ".json"
+
+
+def write_record(directory: Path, data: dict) -> Path:
+    """Write one record as its own file, atomically (a temporary file in the same folder, fsync, then
+    ``os.replace``); an existing file is never replaced: a name already taken gets a numbered suffix."""
+    missing = missing_fields(data)
+    if missing:
+        raise LivebytesError(f"record of {data.get('impl')} lacks {', '.join(missing)}")
+    directory.mkdir(parents=True, exist_ok=True)
+    name = record_file_name(data)
+    target, n = directory / name, 1
+    while target.exists():
+        target, n = directory / f"{name[:-5]}-{n}.json", n + 1
+    payload = json.dumps({"format": RECORD_FORMAT, "records": [dict(data, format=RECORD_FORMAT)]}, indent=1)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -1,17 +1,22 @@
 """Run the real kernels under the report's protocol and write one validation record per shape.
 
-Protocol (the KDA memory report's, section 'Sources and measurement configuration'):
-- packed equal-length sequences with boundaries (cu_seqlens), identically seeded inputs;
+Protocol v4 (the KDA memory report's, section 'Sources and measurement configuration'):
+- packed equal-length sequences with boundaries (cu_seqlens), seeded inputs drawn on the device,
+  one allocation per input (``validate/inputs.py``: the same allocator state as v3's CPU-drawn copies);
 - bounded warmup at a small shape of the same (H, D) (compilation, autotuning), then one
-  target-shape warmup step;
+  target-shape warmup step, then ``torch.cuda.empty_cache()``;
 - earlier outputs and gradients released before each measured step;
 - the median of 3 steady-state forward+backward peaks of torch.cuda.max_memory_allocated (inputs,
-  dO, output, gradients and intermediates included), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False;
+  dO, output, gradients and intermediates included), PYTORCH_CUDA_ALLOC_CONF as given (``--alloc-conf``,
+  default expandable_segments:False, set before torch is imported);
 - finite checks on the output and every gradient, outside the measured interval;
-- peak reserved recorded beside it; an out-of-memory is a result, recorded as such.
+- device memory outside PyTorch before the first and after the last step, the reserved peak, the
+  seconds spent (setup, compile, measure); an out-of-memory is a result, with its figures.
+
+Each record is written as its own file under ``--out`` as soon as it is measured (``records.write_record``).
 
 Usage (one process; shapes of one (H, D) share compilation and autotuning):
-    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --shapes "1,8K,96,128;2,8K,96,128" --out DIR
+    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --shapes "1,8K,96,128;1,8K,16,128,hv=32" --out DIR
 """
 from __future__ import annotations
 
@@ -24,20 +29,31 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import Shape, parse_shape_list
 
-PROTOCOL = {
-    "name": "kda-report-v3",
+from . import autotune, oom
+from .inputs import build_inputs, input_specs
+from .protocol import CURRENT, PROTOCOLS
+from .records import write_record
+
+PROCESS_START = time.time()
+DEFAULT_ALLOC_CONF = "expandable_segments:False"
+PROTOCOL = {   # written into every record; the version's meaning for the replay lives in validate/protocol.py
+    "name": PROTOCOLS[CURRENT].name,
+    "version": CURRENT,
     "empty_cache_after_warmup": "torch.cuda.empty_cache() after the target-shape warmup step",
-    "inputs": "seeded on the CPU (torch.Generator), copied to the GPU once per tensor",
-    "warmup": "2 fwd+bwd steps at MBS 1 x 1024 tokens of the same (H, D), then 1 step at the target shape",
+    "inputs": "seeded on the device (torch.Generator on the GPU), one torch.empty per input filled in place; "
+              "normalisation and log-sigmoid in row chunks freed (and the cache emptied) before the next input",
+    "warmup": "2 fwd+bwd steps at MBS 1 x 1024 tokens of the same (H, HV, D), then 1 step at the target shape",
     "measured_steps": 3,
     "statistic": "median of torch.cuda.max_memory_allocated after reset_peak_memory_stats, per step",
     "released_before_each_step": "output, dO-derived tensors and every .grad",
-    "allocator": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False",
     "finite_checks": "output and all input gradients, outside the measured interval",
 }
 
@@ -53,7 +69,7 @@ def _torch():
 def cuda_available() -> bool:
     try:
         return _torch().cuda.is_available()
-    except Exception:
+    except (ImportError, RuntimeError):
         return False
 
 
@@ -65,16 +81,16 @@ def environment() -> dict:
                    "capability": f"sm{props.major}{props.minor}", "preset": _preset(props.name)},
         "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
     }
+    import subprocess
     try:
-        import subprocess
         env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                       capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception:
+                                       check=False, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
         env["driver"] = "unknown"
     for mod, key in (("triton", "triton"), ("fla", "fla"), ("cudnn", "cudnn_frontend")):
         try:
             env[key] = __import__(mod).__version__
-        except Exception:
+        except (ImportError, AttributeError, RuntimeError):
             env[key] = None
     return env
 
@@ -88,60 +104,15 @@ def _preset(name: str) -> str:
 
 # ---------------------------------------------------------------- implementations
 
-def _to_gpu(tensors: dict, grad: bool) -> dict:
-    """Each input becomes exactly one GPU allocation: built on the CPU, copied once, so the caching
-    allocator's layout at the first step does not depend on temporaries of the input recipe."""
-    out = {}
-    for name, t in tensors.items():
-        g = t.to("cuda")
-        if name not in ("cu_seqlens", "dO"):
-            g.requires_grad_(grad)
-        out[name] = g
-    return out
-
-
-def seeded_inputs(shape: Shape, contract: str, grad: bool, batch_dim: bool, cu_dtype: str, seed: int = 0) -> dict:
-    """Seeded inputs, allocated on the GPU in this order: q, k, v, g, beta, (A_log, dt_bias), cu_seqlens, dO.
-
-    ``report``: raw bf16 q/k/v/gate/beta and zero fp32 A_log, dt_bias (the KDA report's configuration);
-    ``plain``: L2-normalised bf16 q/k, bf16 v, fp32 log-space gate, fp32 post-sigmoid beta."""
-    torch = _torch()
-    import torch.nn.functional as F
-    gen = torch.Generator().manual_seed(seed)
-    T, H, D = shape.tokens, shape.heads, shape.dim
-    lead = (1,) if batch_dim else ()          # FLA's varlen layout [1, T, H, D]; cuDNN's THD [T, H, D]
-    bf16 = torch.bfloat16
-
-    def randn(*size):
-        return torch.randn(*lead, *size, generator=gen)
-
-    x = {}
-    if contract == "report":
-        x["q"], x["k"], x["v"] = (randn(T, H, D).to(bf16) for _ in range(3))
-        x["g"] = randn(T, H, D).to(bf16)                         # raw gate
-        x["beta"] = randn(T, H).to(bf16)                         # raw beta
-        x["A_log"] = torch.zeros(H)
-        x["dt_bias"] = torch.zeros(H * D)
-    else:
-        x["q"] = F.normalize(randn(T, H, D), dim=-1).to(bf16)
-        x["k"] = F.normalize(randn(T, H, D), dim=-1).to(bf16)
-        x["v"] = randn(T, H, D).to(bf16)
-        x["g"] = F.logsigmoid(randn(T, H, D)).clamp_min(-5.0)   # log-space fp32
-        x["beta"] = torch.rand(*lead, T, H, generator=gen)       # post-sigmoid fp32
-    x["cu_seqlens"] = torch.arange(0, shape.mbs + 1, dtype=getattr(torch, cu_dtype)) * shape.seq
-    if grad:
-        x["dO"] = randn(T, H, D).to(bf16)
-    return _to_gpu(x, grad)
-
-
-def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict:
-    """FLA's varlen layout [1, T, H, D], int64 boundaries."""
-    return seeded_inputs(shape, contract, grad, batch_dim=True, cu_dtype="int64", seed=seed)
+def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0, device: str = "cuda") -> dict:
+    """FLA's varlen layout [1, T, H, D], int64 boundaries (recipe: validate/inputs.py)."""
+    specs = input_specs(shape, contract, grad, batch_dim=True, cu_dtype="int64")
+    return build_inputs(specs, device, shape.seq, seed)
 
 
 def fla_forward(x: dict, contract: str, recompute: bool = True):
     from fla.ops.kda import chunk_kda
-    kw = dict(cu_seqlens=x["cu_seqlens"], disable_recompute=not recompute)
+    kw = {"cu_seqlens": x["cu_seqlens"], "disable_recompute": not recompute}
     if contract == "report":
         kw.update(A_log=x["A_log"], dt_bias=x["dt_bias"], use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                   use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
@@ -149,9 +120,10 @@ def fla_forward(x: dict, contract: str, recompute: bool = True):
     return o
 
 
-def cudnn_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0) -> dict:
+def cudnn_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0, device: str = "cuda") -> dict:
     """cuDNN's THD layout [T, H, D], int32 boundaries (the Hopper engines take the plain contract)."""
-    return seeded_inputs(shape, contract, grad, batch_dim=False, cu_dtype="int32", seed=seed)
+    specs = input_specs(shape, contract, grad, batch_dim=False, cu_dtype="int32")
+    return build_inputs(specs, device, shape.seq, seed)
 
 
 def cudnn_forward(x: dict, plan: str):
@@ -160,30 +132,44 @@ def cudnn_forward(x: dict, plan: str):
     return o
 
 
-IMPLS = {
-    # key: (inputs, forward, plan/contract handling)
-    "fla-kda@0.6.0": "fla",
-    "fla-kda-fwd@0.6.0": "fla",
-    "cudnn-kda-hopper-cuda@1.32.0": "kda_hopper_cuda",
-    "cudnn-kda-hopper@1.32.0": "kda_hopper",
-    "cudnn-kda-frost@1.32.0": "kda_frost",
-}
+def runner_kind(impl: str) -> str | None:
+    """The validator's code path for a model (``ModelSpec.runner``; None when it cannot be run or is unknown)."""
+    from livebytes.estimator.errors import UnknownModelError
+    from livebytes.estimator.registry import spec
+    try:
+        return spec(impl).runner
+    except UnknownModelError:
+        return None
+
+
+def _installed(kind: str) -> tuple[str, str | None]:
+    """(package, installed version) behind a runner kind."""
+    module = "fla" if kind == "fla" else "cudnn"
+    try:
+        return module, __import__(module).__version__
+    except (ImportError, AttributeError):
+        return module, None
 
 
 def decline_reason(impl: str) -> str | None:
     """Why this machine cannot run ``impl`` (None when it can)."""
+    from livebytes.estimator.registry import spec
+    kind = runner_kind(impl)
+    if kind is None:
+        return f"no runner for {impl}"
     if not cuda_available():
         return "no CUDA device: the validator runs the real kernels and needs a GPU"
     torch = _torch()
     major, minor = torch.cuda.get_device_capability(0)
     sm = major * 10 + minor
-    if IMPLS.get(impl) == "kda_frost" and not (100 <= sm <= 103 or sm == 107):
+    if kind == "kda_frost" and not (100 <= sm <= 103 or sm == 107):
         return (f"kda_frost runs only on Blackwell (sm100-103, sm107: tcgen05/TMEM); this GPU is sm{sm} "
                 f"({torch.cuda.get_device_name(0)}); FROST stays checked against the published table")
-    if IMPLS.get(impl) in ("kda_hopper_cuda", "kda_hopper") and sm != 90:
-        return f"{IMPLS[impl]} runs only on Hopper (sm90); this GPU is sm{sm}"
-    if impl not in IMPLS:
-        return f"no runner for {impl}"
+    if kind in ("kda_hopper_cuda", "kda_hopper") and sm != 90:
+        return f"{kind} runs only on Hopper (sm90); this GPU is sm{sm}"
+    module, version = _installed(kind)
+    if version != spec(impl).version:   # a snapshot model (fla-kda@07b80f27) is not what 0.6.0 runs
+        return f"{impl} models {module} {spec(impl).version}; this machine has {module} {version or 'not installed'}"
     return None
 
 
@@ -192,7 +178,7 @@ class Harness:
 
     def __init__(self, impl: str, contract: str, recompute: bool, forward_only: bool):
         self.impl, self.contract, self.recompute, self.forward_only = impl, contract, recompute, forward_only
-        self.kind = IMPLS[impl]
+        self.kind = runner_kind(impl)
 
     def inputs(self, shape: Shape) -> dict:
         grad = not self.forward_only
@@ -239,79 +225,146 @@ def gpu_lock():
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def measure_shape(h: Harness, shape: Shape, env: dict, mode: str, history_dir: Path | None = None) -> dict:
-    torch = _torch()
-    t0 = time.time()
-    record = {
-        "impl": h.impl, "origin": "measured", "mode": mode,
-        "options": {"contract": h.contract, "recompute": h.recompute} if h.kind == "fla" else {},
-        "forward_only": h.forward_only, "shape": shape.as_dict(), "protocol": PROTOCOL,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **env,
-    }
+@dataclass
+class RunContext:
+    """What every record of one runner process shares."""
+    mode: str
+    alloc_conf: str
+    triton_cache: str                    # requested: cold, warm or n/a (cuDNN)
+    triton_dir: Path | None = None
+    installed: set = field(default_factory=set)
+    earlier_shapes: list = field(default_factory=list)
+    observer: oom.OomObserver = field(default_factory=oom.OomObserver)
+
+
+def nonpytorch_bytes(free: int, total: int, reserved: int) -> int:
+    """Device memory in use outside PyTorch's allocator: (total - free) from mem_get_info minus memory_reserved."""
+    return total - free - reserved
+
+
+def seconds_of(total: float, compile_s: float, measure_s: float, lock_wait: float) -> dict:
+    """The record's ``seconds``: ``setup`` is what neither compiling (warmup steps) nor measuring nor
+    waiting for the GPU lock took (imports and CUDA start-up for a process's first shape, inputs)."""
+    return {"setup": round(total - compile_s - measure_s - lock_wait, 2), "compile": round(compile_s, 2),
+            "measure": round(measure_s, 2), "total": round(total, 2), "lock_wait": round(lock_wait, 2)}
+
+
+def base_record(h: Harness, shape: Shape, env: dict, ctx: RunContext) -> dict:
+    options = {"contract": h.contract, "recompute": h.recompute} if h.kind == "fla" else {}
     if h.impl == "fla-kda-fwd@0.6.0":
-        record["options"] = {"contract": h.contract}
-    warm = Shape(1, 1024, shape.heads, shape.dim)
-    x = h.inputs(warm)
-    for _ in range(2):
-        o = h.step(x)
-        h.release(x)
-        del o
-    del x
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    # Small shapes do their target warmup (re-autotuning of T-keyed kernels) before taking the lock,
-    # so parallel processes overlap it; large ones warm up under the lock, alone on the GPU.
-    small = shape.tokens * shape.heads * shape.dim <= SMALL_ELEMENTS
-    x = None
-    if small:
-        x = h.inputs(shape)
-        o = h.step(x)                # target-shape warmup
-        h.release(x)
-        del o
+        options = {"contract": h.contract}
+    record = {"impl": h.impl, "origin": "measured", "mode": ctx.mode, "options": options,
+              "forward_only": h.forward_only, "shape": shape.as_dict(), "protocol": PROTOCOL,
+              "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              "allocator_conf": ctx.alloc_conf, **env}
+    if ctx.earlier_shapes:
+        record["earlier_shapes_in_process"] = list(ctx.earlier_shapes)
+    return record
+
+
+def triton_state(ctx: RunContext) -> dict:
+    """``triton_cache`` as it was: "cold" whenever a kernel benchmarked its configs in this process."""
+    if ctx.triton_dir is None:
+        return {"triton_cache": "n/a"}
+    tuned = autotune.autotuned_kernels(ctx.triton_dir, ctx.installed)
+    return {"triton_cache": "cold" if tuned else "warm", "triton_cache_requested": ctx.triton_cache,
+            "autotuned_kernels": tuned}
+
+
+def _device_now(torch) -> tuple[int, int, int]:
+    free, total = torch.cuda.mem_get_info()
+    return free, total, torch.cuda.memory_reserved()
+
+
+def _timed_step(h: Harness, x: dict, clock: dict, key: str) -> None:
+    t = time.time()
+    o = h.step(x)
+    h.release(x)
+    del o
+    _torch().cuda.synchronize()
+    clock[key] += time.time() - t
+
+
+def _measured_steps(h: Harness, x: dict, history: tuple | None) -> dict:
+    torch = _torch()
+    peaks, reserved, baselines, requested = [], [], [], []
+    for i in range(PROTOCOL["measured_steps"]):
         torch.cuda.synchronize()
-    with gpu_lock():
-        t_lock = time.time()
-        try:
-            if x is None:
-                x = h.inputs(shape)
-                o = h.step(x)        # target-shape warmup
-                h.release(x)
-                del o
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()   # v3: no first-call temporaries (autotune buffers) shape the measured layout
-            peaks, reserved, baselines, requested = [], [], [], []
-            for i in range(PROTOCOL["measured_steps"]):
-                torch.cuda.synchronize()
-                baselines.append(torch.cuda.memory_allocated())
-                torch.cuda.reset_peak_memory_stats()
-                if history_dir is not None and i == 0:
-                    torch.cuda.memory._record_memory_history(max_entries=200000)
-                o = h.step(x)
-                torch.cuda.synchronize()
-                peaks.append(torch.cuda.max_memory_allocated())
-                reserved.append(torch.cuda.max_memory_reserved())
-                # what the tensors asked for, before block rounding and unsplit cached blocks
-                requested.append(torch.cuda.memory_stats().get("requested_bytes.all.peak"))
-                if history_dir is not None and i == 0:
-                    _dump_history(history_dir, h, shape)
-                if i < PROTOCOL["measured_steps"] - 1:
-                    h.release(x)
-                    del o
-            record["finite"] = h.finite(o, x)
-            record.update(peaks_bytes=peaks, peak_bytes=int(statistics.median(peaks)), reserved_bytes=reserved,
-                          baseline_bytes=baselines, requested_peak_bytes=requested, oom=False)
+        baselines.append(torch.cuda.memory_allocated())
+        torch.cuda.reset_peak_memory_stats()
+        if history is not None and i == 0:
+            torch.cuda.memory._record_memory_history(max_entries=200000)
+        o = h.step(x)
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated())
+        reserved.append(torch.cuda.max_memory_reserved())
+        requested.append(torch.cuda.memory_stats().get("requested_bytes.all.peak"))
+        if history is not None and i == 0:
+            _dump_history(history[0], h, history[1])
+        if i < PROTOCOL["measured_steps"] - 1:
+            h.release(x)
             del o
-        except torch.cuda.OutOfMemoryError as err:
-            record.update(oom=True, oom_message=str(err).splitlines()[0][:400],
-                          peak_before_oom_bytes=torch.cuda.max_memory_allocated())
-        finally:
-            if x is not None:
-                h.release(x)
-            x = None
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-        record["seconds_measured"] = round(time.time() - t_lock, 1)
-    record["seconds_total"] = round(time.time() - t0, 1)
+    after = nonpytorch_bytes(*_device_now(torch))
+    finite = h.finite(o, x)
+    return {"finite": finite, "peaks_bytes": peaks, "peak_bytes": int(statistics.median(peaks)),
+            "reserved_bytes": reserved, "baseline_bytes": baselines, "requested_peak_bytes": requested,
+            "oom": False, "_nonpytorch_after": after}
+
+
+def _oom_fields(torch, err: BaseException, stage: str, observer: oom.OomObserver) -> dict:
+    stats = torch.cuda.memory_stats()
+    free, total = torch.cuda.mem_get_info()
+    message = str(err)
+    return {"oom": True, "oom_message": oom.first_line(message), "oom_step": stage,
+            "oom_figures": oom.oom_figures(message, observer.last, stats.get("allocated_bytes.all.current", 0),
+                                           stats.get("reserved_bytes.all.current", 0), free, total),
+            "peak_before_oom_bytes": torch.cuda.max_memory_allocated(),
+            "_nonpytorch_after": nonpytorch_bytes(free, total, stats.get("reserved_bytes.all.current", 0))}
+
+
+def measure_shape(h: Harness, shape: Shape, env: dict, ctx: RunContext, history_dir: Path | None = None) -> dict:
+    torch = _torch()
+    t0 = PROCESS_START if not ctx.earlier_shapes else time.time()
+    record = base_record(h, shape, env, ctx)
+    clock, stage, x, before = {"compile": 0.0, "measure": 0.0, "lock": 0.0}, "warmup", None, None
+    small = shape.tokens * shape.hv * shape.dim <= SMALL_ELEMENTS
+    try:
+        x = h.inputs(Shape(1, 1024, shape.heads, shape.dim, shape.v_heads, shape.dim_v))
+        before = nonpytorch_bytes(*_device_now(torch))
+        for _ in range(2):
+            _timed_step(h, x, clock, "compile")
+        x = None
+        torch.cuda.empty_cache()
+        # Small shapes do their target warmup (re-autotuning of T-keyed kernels) before taking the lock,
+        # so parallel processes overlap it; large ones warm up under the lock, alone on the GPU.
+        if small:
+            stage, x = "inputs", h.inputs(shape)
+            stage = "target-warmup"
+            _timed_step(h, x, clock, "compile")
+        t_wait = time.time()
+        with gpu_lock():
+            clock["lock"] = time.time() - t_wait
+            if x is None:
+                stage, x = "inputs", h.inputs(shape)
+                stage = "target-warmup"
+                _timed_step(h, x, clock, "compile")
+            torch.cuda.empty_cache()   # v3 on: no first-call temporaries (autotune buffers) shape the measured layout
+            stage, t_measure = "measured", time.time()
+            record.update(_measured_steps(h, x, (history_dir, shape) if history_dir else None))
+            clock["measure"] = time.time() - t_measure
+    except torch.cuda.OutOfMemoryError as err:
+        record.update(_oom_fields(torch, err, stage, ctx.observer))
+        del err
+    finally:
+        if x is not None:
+            h.release(x)
+        x = None
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    record["device_memory"] = {"nonpytorch_before_bytes": before, "nonpytorch_after_bytes": record.pop("_nonpytorch_after"),
+                               "reserved_peak_bytes": max(record.get("reserved_bytes") or [torch.cuda.max_memory_reserved()])}
+    record.update(triton_state(ctx))
+    record["seconds"] = seconds_of(time.time() - t0, clock["compile"], clock["measure"], clock["lock"])
     return record
 
 
@@ -324,13 +377,6 @@ def _dump_history(directory: Path, h: Harness, shape: Shape) -> None:
     name = f"live_{h.impl.replace('@', '_')}_{shape.mbs}x{shape.seq}x{shape.heads}x{shape.dim}.json"
     (directory / name).write_text(json.dumps({"impl": h.impl, "shape": shape.as_dict(), "replayed_peak_bytes": peak,
                                               "blocks": as_rows(blocks)}, indent=1))
-
-
-def append_record(path: Path, record: dict) -> None:
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.write(json.dumps(record) + "\n")
-        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def probe_device(path: Path) -> dict:
@@ -358,10 +404,64 @@ def probe_device(path: Path) -> dict:
     return info
 
 
-def main(argv=None) -> int:
+def apply_alloc_conf(conf: str, environ=os.environ, modules=sys.modules) -> None:
+    """Set PYTORCH_CUDA_ALLOC_CONF; the allocator reads it once, when torch is imported, so it must come first."""
+    if "torch" in modules and environ.get("PYTORCH_CUDA_ALLOC_CONF", "") != conf:
+        raise LivebytesError(f"--alloc-conf {conf!r}: torch is already imported with "
+                             f"{environ.get('PYTORCH_CUDA_ALLOC_CONF', '')!r}; run the runner as its own process")
+    environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
+
+
+def library_versions() -> dict:
+    """fla and Triton versions from the installed distributions (no import: their caches read the
+    environment at import time)."""
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for key, dist in (("fla", "fla-core"), ("triton", "triton")):
+        try:
+            out[key] = version(dist)
+        except PackageNotFoundError:
+            out[key] = "none"
+    return out
+
+
+def prepare_triton(mode: str, out: Path, cache_file: str | None) -> RunContext:
+    """A fresh TRITON_CACHE_DIR (and FLA config folder), filled from the committed autotune file when warm."""
+    gpu = _torch().cuda.get_device_name(0)
+    versions = library_versions()
+    path = Path(cache_file) if cache_file else autotune.find_cache(gpu, versions["fla"], versions["triton"])
+    if mode == "auto":
+        mode = "warm" if path else "cold"
+    if mode == "warm" and (path is None or not path.exists()):
+        raise LivebytesError(f"--triton-cache warm: no autotune file for {gpu}, fla {versions['fla']}, triton "
+                             f"{versions['triton']} ({autotune.cache_file_name(gpu, versions['fla'], versions['triton'])}); "
+                             "capture one with --triton-cache cold --autotune-capture")
+    root = Path(tempfile.mkdtemp(prefix=f"livebytes-triton-{mode}-"))
+    triton_dir, fla_dir = root / "triton", root / "fla-configs"
+    triton_dir.mkdir()
+    installed = autotune.install(json.loads(path.read_text()), triton_dir, fla_dir) if mode == "warm" else set()
+    os.environ.update(autotune.environment(mode, triton_dir, fla_dir))
+    return RunContext(mode="", alloc_conf="", triton_cache=mode, triton_dir=triton_dir, installed=installed)
+
+
+def write_capture(ctx: RunContext, out: Path) -> Path:
+    import gc
+
+    from triton.runtime.autotuner import Autotuner
+    tuners = [(getattr(o, "kernel_name", None) or o.base_fn.__name__, dict(o.cache))
+              for o in gc.get_objects() if isinstance(o, Autotuner)]
+    env = environment()
+    versions = {"gpu": env["device"]["name"], "fla": env["fla"], "triton": env["triton"], "torch": env["torch"]}
+    path = out / "autotune" / f"{autotune.cache_file_name(versions['gpu'], versions['fla'], versions['triton'])[:-5]}.{os.getpid()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(autotune.capture(ctx.triton_dir, tuners, versions), indent=1))
+    return path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl")
-    ap.add_argument("--shapes")
+    ap.add_argument("--shapes", help='"MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV];..."')
     ap.add_argument("--out", required=True)
     ap.add_argument("--contract", default="report", choices=("report", "plain"))
     ap.add_argument("--no-recompute", action="store_true")
@@ -369,29 +469,61 @@ def main(argv=None) -> int:
     ap.add_argument("--history", action="store_true", help="save the live blocks at the peak of the first shape")
     ap.add_argument("--mode", default="shared-process")
     ap.add_argument("--probe-device", action="store_true")
-    args = ap.parse_args(argv)
+    ap.add_argument("--alloc-conf", default=DEFAULT_ALLOC_CONF, help="PYTORCH_CUDA_ALLOC_CONF, set before torch is imported")
+    ap.add_argument("--triton-cache", default="auto", choices=("cold", "warm", "auto"),
+                    help="cold: autotune in this process (fresh TRITON_CACHE_DIR); warm: load the committed "
+                         "autotune file; auto: warm when a file exists for this GPU, fla and Triton")
+    ap.add_argument("--autotune-file", help="an autotune file instead of the committed one")
+    ap.add_argument("--autotune-capture", action="store_true",
+                    help="after a cold run, write OUT/autotune/<key>.<pid>.json (merge with python -m livebytes.validate.autotune)")
+    return ap.parse_args(argv)
+
+
+def run_shapes(args, out: Path) -> int:
+    shapes = parse_shape_list(args.shapes or "")
+    kind = runner_kind(args.impl)
+    forward_only = args.forward_only or args.impl in ("fla-kda-fwd@0.6.0", "cudnn-kda-hopper@1.32.0")
+    h = Harness(args.impl, args.contract if kind == "fla" else "plain", not args.no_recompute, forward_only)
+    if kind == "fla":
+        ctx = prepare_triton(args.triton_cache, out, args.autotune_file)
+    else:
+        ctx = RunContext(mode="", alloc_conf="", triton_cache="n/a")
+    if args.autotune_capture and ctx.triton_cache != "cold":
+        raise LivebytesError("--autotune-capture needs an FLA implementation and --triton-cache cold")
+    ctx.mode, ctx.alloc_conf = args.mode, args.alloc_conf
+    _torch()._C._cuda_attach_out_of_memory_observer(ctx.observer)
+    env = environment()
+    for i, shape in enumerate(shapes):
+        rec = measure_shape(h, shape, env, ctx, out if (args.history and i == 0) else None)
+        path = write_record(out, rec)
+        ctx.earlier_shapes.append(shape.as_dict())
+        status = f"OOM at {rec['oom_step']}" if rec["oom"] else f"{rec['peak_bytes']} B"
+        print(f"[{args.impl} {h.contract}] {shape.label()}: {status} ({rec['seconds']['total']} s) -> {path.name}",
+              flush=True)
+    if args.autotune_capture:
+        print(f"autotune configs: {write_capture(ctx, out)}", flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.probe_device:
-        if not cuda_available():
-            print("no CUDA device", file=sys.stderr)
-            return 1
-        print(json.dumps(probe_device(out / "device.json")))
-        return 0
-    reason = decline_reason(args.impl)
-    if reason:
-        print(f"{args.impl}: declined: {reason}", file=sys.stderr)
-        return 3
-    contract = args.contract if IMPLS[args.impl] == "fla" else "plain"
-    h = Harness(args.impl, contract, not args.no_recompute, args.forward_only or args.impl == "fla-kda-fwd@0.6.0"
-                or args.impl == "cudnn-kda-hopper@1.32.0")
-    env = environment()
-    for i, shape in enumerate(parse_shape_list(args.shapes)):
-        rec = measure_shape(h, shape, env, args.mode, out if (args.history and i == 0) else None)
-        append_record(out / "records.jsonl", rec)
-        status = "OOM" if rec["oom"] else f"{rec['peak_bytes']} B"
-        print(f"[{args.impl} {args.contract}] {shape.label()}: {status} ({rec['seconds_total']} s)", flush=True)
-    return 0
+    try:
+        apply_alloc_conf(args.alloc_conf)
+        if args.probe_device:
+            if not cuda_available():
+                raise LivebytesError("no CUDA device")
+            print(json.dumps(probe_device(out / "device.json")))
+            return 0
+        reason = decline_reason(args.impl)
+        if reason:
+            print(f"{args.impl}: declined: {reason}", file=sys.stderr)
+            return 3
+        return run_shapes(args, out)
+    except LivebytesError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,57 +1,62 @@
-"""Drive the runner from the `validate` command: one fresh process per shape (the protocol's default)
-or one process for all of them, a progress display, and the records read back."""
+"""Drive the runner from the `validate` command: one fresh process per shape (the protocol's default) or
+one process for all of them, through the same runner command as plans; the records read back; the
+summary the command ends with."""
 from __future__ import annotations
 
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.shapes import parse_shape_list
+from livebytes.estimator.registry import check_shape
+from livebytes.estimator.shapes import parse_shape_list, shape_list_spec
 
-from .records import Record, load_records
+from .batch import PlanRun, run_plan
 
 
-def _gpu_reason(impl: str) -> str | None:
+def gpu_reason(impl: str) -> str | None:
     try:
         from .runner import decline_reason
-    except Exception as err:  # torch missing altogether
+    except ImportError as err:  # torch missing altogether
         return f"the validate extra is not installed ({err.__class__.__name__}: {err})"
     return decline_reason(impl)
 
 
-def run(impl: str, shapes: str, contract: str | None, recompute: bool, forward_only: bool, same_process: bool,
-        out: Path) -> list[Record]:
-    from rich.progress import Progress
+def check_runnable(groups: list[dict]) -> None:
+    """Refuse before starting anything: a machine that cannot run an implementation, a shape its model refuses."""
+    for g in groups:
+        reason = gpu_reason(g["impl"])
+        if reason:
+            raise LivebytesError(f"cannot validate {g['impl']} here: {reason}")
+        for shape in parse_shape_list(g["shapes"]):
+            check_shape(g["impl"], shape, None)
 
-    parsed = parse_shape_list(shapes)
+
+def run(impl: str, shapes: str, contract: str | None, recompute: bool, forward_only: bool, same_process: bool,
+        out: Path, triton_cache: str | None = None, alloc_conf: str | None = None) -> PlanRun:
     if forward_only and impl == "fla-kda@0.6.0":
         impl = "fla-kda-fwd@0.6.0"
-    reason = _gpu_reason(impl)
-    if reason:
-        raise LivebytesError(f"cannot validate {impl} here: {reason}")
-    out.mkdir(parents=True, exist_ok=True)
-    jsonl = out / "records.jsonl"
-    before = jsonl.read_text().count("\n") if jsonl.exists() else 0
-    base = [sys.executable, "-m", "livebytes.validate.runner", "--impl", impl, "--out", str(out)]
-    if contract:
-        base += ["--contract", contract]
-    if not recompute:
-        base.append("--no-recompute")
-    if forward_only:
-        base.append("--forward-only")
-    batches = [";".join(f"{s.mbs},{s.seq},{s.heads},{s.dim}" for s in parsed)] if same_process else \
-        [f"{s.mbs},{s.seq},{s.heads},{s.dim}" for s in parsed]
-    mode = "shared-process" if same_process else "fresh-process"
-    with Progress() as progress:
-        task = progress.add_task(f"{impl} ({mode})", total=len(batches))
-        for batch in batches:
-            done = subprocess.run(base + ["--shapes", batch, "--mode", mode])
-            if done.returncode:
-                raise LivebytesError(f"runner failed on {batch} (exit {done.returncode})")
-            progress.advance(task)
-    # records.jsonl holds one JSON object per line; wrap the new ones for load_records
-    lines = jsonl.read_text().splitlines()[before:]
-    wrapped = out / f"records-{len(lines)}-new.json"
-    wrapped.write_text('{"records": [' + ",".join(lines) + "]}")
-    return [r for r in load_records(out) if r.path == wrapped]
+    group = {"impl": impl, "shapes": shape_list_spec(parse_shape_list(shapes)), "contract": contract,
+             "no_recompute": not recompute, "forward_only": forward_only, "fresh": not same_process,
+             "triton_cache": triton_cache, "alloc_conf": alloc_conf}
+    check_runnable([group])
+    done = run_plan([group], out, deadline=float("inf"), parallel=False)
+    failed = [g["shapes"] for g, code in done.exits if code]
+    if failed:
+        raise LivebytesError(f"runner failed on {'; '.join(failed)} (records written so far are in {out})")
+    return done
+
+
+@dataclass(frozen=True)
+class Summary:
+    passed: int
+    failed: int
+    out_of_memory: int
+    device_seconds: float | None
+
+
+def summarize(comparisons, device_seconds: float | None = None) -> Summary:
+    """Counts for the summary line: passed (measured and matched), failed (anything that did not pass, an
+    out-of-memory the model said would fit included), out of memory (every out-of-memory record)."""
+    ooms = [c for c in comparisons if c.measured is None]
+    rest = [c for c in comparisons if c.measured is not None]
+    return Summary(sum(c.passed for c in rest), sum(not c.passed for c in comparisons), len(ooms), device_seconds)

@@ -5,8 +5,15 @@ bisects the sequence length at which one implementation's forward+backward stops
 user's training process meets it (fresh inputs, a first call at the shape, then steady calls). Every
 trial is appended to ``OUT/probe.jsonl`` as soon as it ends, so a killed command loses nothing.
 
-    python -m livebytes.validate.probes.boundary_probe --impl fla-plain --heads 96 --lo 160000 \
+    python3 validate/probes/boundary_probe.py --impl fla-plain --heads 96 --lo 160000 \
         --hi 178000 --step 256 --state cold --out DIR
+    python3 validate/probes/boundary_probe.py --impl fla-report --heads 96 --values 160000,161600 ...
+
+``--values`` runs the listed values (in order) instead of bisecting: the planner's answer and the
+value 1 % above it. The per-thread stack limit (``cudaLimitStackSize``) is recorded at each stage:
+the driver grows it, and with it a reservation of local memory for every resident thread, when a
+kernel needs more local memory than the limit; ``--reset-stack`` sets it back at the end to show how
+much of the process's non-PyTorch memory that reservation is.
 
 Inputs are made on the GPU in place (one block per tensor, normalisation and log-sigmoid in
 chunks), then the allocator cache is emptied, so no input temporary shapes the layout.
@@ -39,10 +46,49 @@ def nonpytorch_bytes() -> int:
     return total - free - torch.cuda.memory_reserved()
 
 
+def stack_limit() -> int | None:
+    """cudaDeviceGetLimit(cudaLimitStackSize): bytes of local memory reserved per thread (None if unreadable)."""
+    try:
+        from cuda.bindings import runtime as cudart
+        err, value = cudart.cudaDeviceGetLimit(cudart.cudaLimit.cudaLimitStackSize)
+        return int(value) if int(err) == 0 else None
+    except (ImportError, AttributeError, RuntimeError):   # no cuda-bindings on this machine
+        return None
+
+
+def set_stack_limit(nbytes: int) -> bool:
+    try:
+        from cuda.bindings import runtime as cudart
+        (err,) = cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitStackSize, nbytes)
+        return int(err) == 0
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
+def report_inputs(tokens: int, heads: int, dim: int, seqs: int, gen) -> dict:
+    """The KDA report's contract: raw bf16 q/k/v/gate/beta, zero fp32 A_log and dt_bias."""
+    torch = _torch()
+    x = {name: torch.empty(1, tokens, heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+         for name in ("q", "k", "v", "g")}
+    x["beta"] = torch.empty(1, tokens, heads, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    x["A_log"] = torch.zeros(heads, device="cuda")
+    x["dt_bias"] = torch.zeros(heads * dim, device="cuda")
+    x["cu_seqlens"] = torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs)
+    x["dO"] = torch.empty(1, tokens, heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    for name in ("q", "k", "v", "g", "beta", "A_log", "dt_bias"):
+        x[name].requires_grad_(True)
+    return x
+
+
 def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: int = 0) -> dict:
     """Plain contract in place on the GPU: q, k L2-normalised bf16, v bf16, g log-space fp32, beta fp32."""
     torch = _torch()
     gen = torch.Generator(device="cuda").manual_seed(seed)
+    if impl == "fla-report":
+        x = report_inputs(tokens, heads, dim, seqs, gen)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        return x
     fla = impl.startswith("fla")
     lead = (1,) if fla else ()
     x = {}
@@ -72,6 +118,11 @@ def step(impl: str, x: dict):
     if impl == "fla-plain":
         from fla.ops.kda import chunk_kda
         o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"])
+    elif impl == "fla-report":
+        from fla.ops.kda import chunk_kda
+        o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"], A_log=x["A_log"],
+                         dt_bias=x["dt_bias"], use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                         use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
     else:
         from cudnn.linear_attention import kimi_delta_attention
         o, _ = kimi_delta_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], plan_name=impl)
@@ -123,12 +174,14 @@ def trial(impl: str, seq: int, heads: int, dim: int, seqs: int, oom_calls: list)
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=("fla-plain", "kda_hopper_cuda"))
+    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "kda_hopper_cuda"))
     ap.add_argument("--heads", type=int, default=96)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--mbs", type=int, default=1)
-    ap.add_argument("--lo", type=int, required=True, help="a sequence length expected to fit")
-    ap.add_argument("--hi", type=int, required=True, help="a sequence length expected not to fit")
+    ap.add_argument("--lo", type=int, help="a sequence length expected to fit")
+    ap.add_argument("--hi", type=int, help="a sequence length expected not to fit")
+    ap.add_argument("--values", help="comma-separated values to run instead of bisecting")
+    ap.add_argument("--reset-stack", action="store_true", help="at the end, set the stack limit back and measure")
     ap.add_argument("--step", type=int, default=256, help="stop when hi - lo <= step")
     ap.add_argument("--solve", default="seq", choices=("seq", "mbs"))
     ap.add_argument("--seq", type=int, default=8192, help="fixed sequence length when solving mbs")
@@ -151,7 +204,7 @@ def main(argv=None) -> int:
     for mod in ("triton", "fla", "cudnn"):
         try:
             base[mod] = __import__(mod).__version__
-        except Exception:
+        except (ImportError, AttributeError):
             base[mod] = None
 
     def write(entry: dict) -> None:
@@ -159,13 +212,26 @@ def main(argv=None) -> int:
             fh.write(json.dumps({**base, **entry}) + "\n")
         print(json.dumps(entry)[:300], flush=True)
 
-    write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes()})
+    context_stack = stack_limit()
+    write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes(), "stack_limit_bytes": context_stack})
     t0 = time.time()
     warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls)
-    write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), **warm})
+    write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
 
     def shape(v):
         return (v, args.mbs) if args.solve == "seq" else (args.seq, v)
+    for value in [int(v) for v in (args.values or "").split(",") if v.strip()]:
+        seq, mbs = shape(value)
+        t0 = time.time()
+        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls)
+        write({"stage": "value", "solve": args.solve, "value": value, "wall_seconds": round(time.time() - t0, 1), **r})
+    if args.reset_stack and context_stack is not None:
+        before = nonpytorch_bytes()
+        ok = set_stack_limit(context_stack)
+        write({"stage": "reset_stack", "ok": ok, "stack_limit_bytes": stack_limit(), "nonpytorch_before_bytes": before,
+               "nonpytorch_bytes": nonpytorch_bytes()})
+    if args.values:
+        return 0
     lo, hi = args.lo, args.hi
     while hi - lo > args.step:
         mid = (lo + hi) // 2

@@ -1,0 +1,273 @@
+"""The validator's pure parts on the CPU: record I/O (atomic, append-only, every old layout), protocol
+versions as integers, shape strings with value heads, plans and the runner command, OOM figures, the
+autotune cache, and the runner's bookkeeping."""
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import (
+    Shape,
+    parse_shape_list,
+    shape_list_spec,
+    shape_spec,
+)
+from livebytes.validate import autotune, batch, oom
+from livebytes.validate import records as rec
+from livebytes.validate.compare import compare
+from livebytes.validate.session import summarize
+
+
+def new_record(**over):
+    data = {"impl": "fla-kda@0.6.0", "shape": {"mbs": 1, "seq": 8192, "heads": 16, "dim": 128, "v_heads": 32},
+            "protocol": {"name": "kda-report-v4", "version": 4}, "allocator_conf": "expandable_segments:False",
+            "triton_cache": "warm", "device_memory": {"nonpytorch_before_bytes": 1, "nonpytorch_after_bytes": 2,
+                                                      "reserved_peak_bytes": 3},
+            "seconds": {"setup": 1.0, "compile": 2.0, "measure": 3.0, "total": 6.0}, "oom": False,
+            "peak_bytes": 100, "date": "2026-01-01T00:00:00+00:00", "device": {"name": "NVIDIA H200", "preset": "H200"}}
+    return {**data, **over}
+
+
+# ---------------------------------------------------------------- shapes
+
+@pytest.mark.parametrize("text,shape", [
+    ("1,8K,16,128,hv=32", Shape(1, 8192, 16, 128, v_heads=32)),
+    ("2,4K,8", Shape(2, 4096, 8, 128)),
+    ("1,8K,16,128,hv=32,dv=64", Shape(1, 8192, 16, 128, v_heads=32, dim_v=64)),
+    ("3,5000,32,64,dv=32", Shape(3, 5000, 32, 64, dim_v=32)),
+])
+def test_shape_strings_round_trip_value_heads(text, shape):
+    assert parse_shape_list(text) == [shape]
+    assert parse_shape_list(shape_spec(shape)) == [shape]
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("1,8K,16,128,hv=24", "multiple of heads"), ("1,8K,hv=32,16", "expected MBS,SEQ,HEADS"),
+    ("1,8K,16,128,hq=2", "unknown or repeated"), ("1,8K,16,128,hv=32,hv=64", "unknown or repeated"), ("", "no shapes"),
+])
+def test_bad_shape_strings(text, needle):
+    with pytest.raises(LivebytesError, match=needle):
+        parse_shape_list(text)
+
+
+# ---------------------------------------------------------------- records
+
+@pytest.mark.parametrize("protocol,version", [
+    ({"name": "kda-report-v3"}, 3), ({"name": "kda-report-v10"}, 10), ({"name": "kda-report-v4", "version": 4}, 4),
+    ("fresh process per backend/shape", 0), ({"name": "something else"}, 0),
+])
+def test_protocol_version_is_an_integer(protocol, version):
+    assert rec.Record(Path("x"), {"impl": "a", "protocol": protocol}).protocol_version == version
+
+
+def test_v10_sorts_after_v3_where_names_do_not():
+    # as strings "kda-report-v10" < "kda-report-v3": why names are never compared
+    old, new = (rec.Record(Path(n), {"impl": "a", "protocol": {"name": n}}) for n in ("kda-report-v3", "kda-report-v10"))
+    assert rec.best([new, old]) is new and rec.best([old, new]) is new
+
+
+def test_every_committed_record_has_a_protocol_version():
+    measured = [r for r in rec.load_records() if r.origin == "measured"]
+    assert {r.protocol_version for r in measured} == {1, 2, 3}
+
+
+def test_typed_fields_of_a_format_2_record(tmp_path):
+    path = rec.write_record(tmp_path, new_record())
+    (r,) = rec.load_file(path)
+    assert r.record_format == 2 and r.protocol_version == 4 and r.shape.hv == 32
+    assert r.device_memory == rec.DeviceMemory(1, 2, 3)
+    assert r.seconds == rec.Seconds(1.0, 2.0, 3.0, 6.0) and r.seconds_total == 6.0
+    assert r.triton_cache == "warm" and r.allocator_conf == "expandable_segments:False"
+
+
+def test_write_is_atomic_and_never_overwrites(tmp_path):
+    first = rec.write_record(tmp_path, new_record())
+    second = rec.write_record(tmp_path, new_record(peak_bytes=200))      # same impl, shape, date, pid
+    assert first != second and first.exists() and second.exists()
+    assert [r.peak_bytes for r in rec.load_file(first)] == [100]         # the first measurement is kept
+    assert [r.peak_bytes for r in rec.load_file(second)] == [200]
+    assert not list(tmp_path.glob(".tmp-*"))                              # no temporary left behind
+    assert "hv=32" in first.name
+
+
+def test_a_crash_during_a_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    kept = rec.write_record(tmp_path, new_record())
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        rec.write_record(tmp_path, new_record(peak_bytes=5))
+    assert sorted(tmp_path.iterdir()) == [kept]
+
+
+@pytest.mark.parametrize("data,missing", [
+    (new_record(), []),
+    ({k: v for k, v in new_record().items() if k != "device_memory"}, ["device_memory"]),
+    (new_record(oom=True), ["oom_message", "oom_figures", "oom_step"]),
+])
+def test_writer_refuses_a_record_without_the_required_fields(tmp_path, data, missing):
+    assert rec.missing_fields(data) == missing
+    if missing:
+        with pytest.raises(LivebytesError, match=missing[0]):
+            rec.write_record(tmp_path, data)
+
+
+@pytest.mark.parametrize("layout", ["records", "list", "single", "jsonl"])
+def test_every_old_layout_loads(tmp_path, layout):
+    items = [{"impl": "a", "n": 1}, {"impl": "b", "n": 2}]
+    path = tmp_path / ("r.jsonl" if layout == "jsonl" else "r.json")
+    text = {"records": json.dumps({"run": 1, "records": items}), "list": json.dumps(items),
+            "single": json.dumps(items[0]), "jsonl": "\n".join(map(json.dumps, items)) + "\n"}[layout]
+    path.write_text(text)
+    assert [r.data["n"] for r in rec.load_file(path)] == ([1] if layout == "single" else [1, 2])
+
+
+def test_records_from_loads_that_file_and_nothing_else(tmp_path):
+    committed = rec.records_from("h200_run5_fla-core-0.6.0.json")
+    assert len(committed) == 5 and {r.path.parent for r in committed} == {rec.RECORDS_DIR}
+    copy = tmp_path / "h200_run5_fla-core-0.6.0.json"
+    data = json.loads((rec.RECORDS_DIR / copy.name).read_text())
+    data["records"] = data["records"][:1]
+    data["records"][0]["peak_bytes"] = 1
+    copy.write_text(json.dumps(data))
+    (tampered,) = rec.records_from(str(copy))
+    assert tampered.path == copy and tampered.peak_bytes == 1
+    assert not compare(tampered).passed
+
+
+def test_runs_folders_load_but_live_dumps_do_not(tmp_path):
+    rec.write_record(tmp_path / "runs" / "run6", new_record())
+    (tmp_path / "live").mkdir()
+    (tmp_path / "live" / "x.json").write_text(json.dumps({"impl": "a", "blocks": []}))
+    assert [r.impl for r in rec.load_records(tmp_path)] == ["fla-kda@0.6.0"]
+
+
+# ---------------------------------------------------------------- plans
+
+def test_fresh_groups_expand_per_shape_keeping_value_heads():
+    group = batch.check_group({"impl": "fla-kda@0.6.0", "shapes": "1,8K,16,128,hv=32;2,4K,16", "fresh": True})
+    assert [g["shapes"] for g in batch.expand([group])] == ["1,8192,16,128,hv=32", "2,4096,16,128"]
+
+
+def test_session_and_plans_share_one_runner_command(tmp_path):
+    group = {"impl": "fla-kda@0.6.0", "shapes": shape_list_spec(parse_shape_list("1,8K,16,128,hv=32")),
+             "contract": "plain", "forward_only": False, "no_recompute": True, "fresh": True, "triton_cache": "cold",
+             "alloc_conf": "expandable_segments:True"}
+    cmd = batch.runner_command(group, tmp_path)
+    assert cmd[cmd.index("--shapes") + 1] == "1,8192,16,128,hv=32"
+    assert cmd[cmd.index("--mode") + 1] == "fresh-process" and "--no-recompute" in cmd and "--forward-only" not in cmd
+    assert cmd[cmd.index("--triton-cache") + 1] == "cold"
+    assert cmd[cmd.index("--alloc-conf") + 1] == "expandable_segments:True"
+
+
+def test_committed_plans_still_load():
+    plans = sorted((Path(batch.__file__).parent / "plans").glob("*.json"))
+    assert plans and all(batch.load_plan(p) for p in plans)
+
+
+def test_summary_counts():
+    c = [SimpleNamespace(measured=1, passed=True), SimpleNamespace(measured=1, passed=False),
+         SimpleNamespace(measured=None, passed=True), SimpleNamespace(measured=None, passed=False)]
+    s = summarize(c, 12.5)
+    assert (s.passed, s.failed, s.out_of_memory, s.device_seconds) == (1, 2, 2, 12.5)  # an unpredicted OOM fails
+
+
+# ---------------------------------------------------------------- out of memory
+
+MESSAGE = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which "
+           "1.23 GiB is free. Including non-PyTorch memory, this process has 138.57 GiB memory in use.\nsecond line")
+
+
+@pytest.mark.parametrize("text,expected", [
+    (MESSAGE, 2 * 2**30), ("Tried to allocate 512.00 MiB.", 512 * 2**20), ("Tried to allocate 20.00 KiB", 20480),
+    ("Tried to allocate 1.50 GiB", 3 * 2**29), ("no figure", None),
+])
+def test_tried_bytes_from_the_message(text, expected):
+    assert oom.tried_bytes_from_message(text) == expected
+
+
+def test_observer_figures_are_exact_and_preferred():
+    observer = oom.OomObserver()
+    observer(0, 2147483648 + 2 * 2**20, 150109880320, 1320000000)
+    figures = oom.oom_figures(MESSAGE, observer.last, allocated=10, reserved=20, free=30, total=40)
+    assert figures["tried_bytes"] == 2147483648 + 2 * 2**20 and figures["tried_bytes_source"] == "observer"
+    assert oom.oom_figures(MESSAGE, None, 10, 20, 30, 40)["tried_bytes"] == 2 * 2**30
+    assert oom.first_line(MESSAGE).endswith("138.57 GiB memory in use.")
+
+
+# ---------------------------------------------------------------- autotune cache
+
+def test_autotune_file_is_keyed_by_gpu_fla_and_triton():
+    assert autotune.cache_file_name("NVIDIA H200", "0.6.0", "3.6.0") == "NVIDIA_H200_fla-0.6.0_triton-3.6.0.json"
+
+
+def test_fla_key_hash_matches_fla_serialisation():
+    import hashlib
+    key = (64, 128, "torch.bfloat16")
+    assert autotune.fla_key_hash(key) == hashlib.md5(b'[64,128,"torch.bfloat16"]').hexdigest()
+
+
+def test_capture_install_and_detect_in_process_tuning(tmp_path):
+    cold = tmp_path / "cold"
+    (cold / "ABC").mkdir(parents=True)
+    (cold / "ABC" / "chunk_kda_bwd_kernel.autotune.json").write_text(json.dumps({"key": [1], "configs_timings": []}))
+    (cold / "ABC" / "chunk_kda_bwd_kernel.cubin").write_text("binary")          # compiled kernels are not kept
+    cfg = SimpleNamespace(kwargs={"BK": 32}, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None, ir_override=None)
+    captured = autotune.capture(cold, [("chunk_kda_bwd_kernel", {(64, "torch.bfloat16"): cfg})], {"fla": "0.6.0"})
+    assert list(captured["triton_files"]) == ["ABC/chunk_kda_bwd_kernel.autotune.json"]
+    entry = captured["fla_configs"]["chunk_kda_bwd_kernel"]["autotune_entries"][autotune.fla_key_hash([64, "torch.bfloat16"])]
+    assert entry["config"]["num_warps"] == 4 and entry["config"]["kwargs"] == {"BK": 32}
+    warm, fla = tmp_path / "warm", tmp_path / "fla"
+    installed = autotune.install(json.loads(json.dumps(captured)), warm, fla)
+    assert autotune.autotuned_kernels(warm, installed) == []
+    (warm / "XYZ").mkdir()
+    (warm / "XYZ" / "l2norm_fwd_kernel.autotune.json").write_text("{}")          # tuned in the process
+    assert autotune.autotuned_kernels(warm, installed) == ["l2norm_fwd_kernel"]
+    assert json.loads((fla / "chunk_kda_bwd_kernel.json").read_text())["kernel_name"] == "chunk_kda_bwd_kernel"
+
+
+@pytest.mark.parametrize("mode,fla_mode", [("warm", "strict"), ("cold", "disabled")])
+def test_cache_environment(tmp_path, mode, fla_mode):
+    env = autotune.environment(mode, tmp_path / "t", tmp_path / "f")
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "t") and env["FLA_CACHE_MODE"] == fla_mode
+    assert ("FLA_CONFIG_DIR" in env) == (mode == "warm")
+
+
+# ---------------------------------------------------------------- runner bookkeeping (imports no torch)
+
+def test_runner_bookkeeping(tmp_path):
+    from livebytes.validate import runner
+    assert runner.nonpytorch_bytes(free=100, total=1000, reserved=300) == 600      # 1000 - 100 - 300
+    s = runner.seconds_of(total=60.0, compile_s=40.0, measure_s=5.0, lock_wait=3.0)
+    assert s == {"setup": 12.0, "compile": 40.0, "measure": 5.0, "total": 60.0, "lock_wait": 3.0}  # 60-40-5-3
+    ctx = runner.RunContext("fresh-process", "expandable_segments:False", "warm", triton_dir=tmp_path, installed=set())
+    assert runner.triton_state(ctx)["triton_cache"] == "warm"
+    (tmp_path / "k.autotune.json").write_text("{}")
+    assert runner.triton_state(ctx) == {"triton_cache": "cold", "triton_cache_requested": "warm",
+                                       "autotuned_kernels": ["k"]}
+    assert runner.triton_state(runner.RunContext("m", "c", "n/a")) == {"triton_cache": "n/a"}
+
+
+def test_alloc_conf_must_precede_torch():
+    from livebytes.validate import runner
+    env = {}
+    runner.apply_alloc_conf("expandable_segments:False", env, modules={})
+    assert env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
+    runner.apply_alloc_conf("expandable_segments:False", env, modules={"torch": object()})   # same: fine
+    with pytest.raises(LivebytesError, match="already imported"):
+        runner.apply_alloc_conf("expandable_segments:True", env, modules={"torch": object()})
+
+
+def test_captures_of_several_processes_merge():
+    a = {"gpu": "H200", "fla": "0.6.0", "triton": "3.6.0", "triton_files": {"A/k.autotune.json": {"n": 1}},
+         "fla_configs": {"k": {"kernel_name": "k", "autotune_entries": {"h1": {"n": 1}}}}}
+    b = {**a, "triton_files": {"B/k.autotune.json": {"n": 2}, "A/k.autotune.json": {"n": 9}},
+         "fla_configs": {"k": {"kernel_name": "k", "autotune_entries": {"h2": {"n": 2}, "h1": {"n": 9}}}}}
+    m = autotune.merge([a, b])
+    assert m["triton_files"] == {"A/k.autotune.json": {"n": 1}, "B/k.autotune.json": {"n": 2}}   # the first capture wins
+    assert m["fla_configs"]["k"]["autotune_entries"] == {"h1": {"n": 1}, "h2": {"n": 2}}
+    with pytest.raises(ValueError, match="different GPUs or versions"):
+        autotune.merge([a, {**b, "triton": "3.7.1"}])
