@@ -181,11 +181,10 @@ def test_hopper_cuda_247577_goes_out_of_memory():
     assert not verdict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 247_577, 96), H200, protocol=True).fits
 
 
-@pytest.mark.xfail(strict=True, reason="cuDNN's process memory is not measured (context only): the 71.02 GiB workspace "
-                                       "still fits the simulated capacity and a later 20 MiB scratch fails instead")
 def test_hopper_cuda_247577_fails_at_the_workspace():
+    """"Tried to allocate 71.02 GiB": the carved backward workspace, with cuDNN's measured process memory."""
     v = verdict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 247_577, 96), H200, protocol=True)
-    assert gib2(v.oom.figures.tried_bytes) == "71.02"
+    assert gib2(v.oom.figures.tried_bytes) == "71.02" and v.oom.buffer == "bwd_workspace"
 
 
 def test_run1_h128_out_of_memory_figures():
@@ -200,9 +199,10 @@ def test_run1_h128_out_of_memory_figures():
 
 def test_process_memory_cold_warm_and_not_measured():
     cold, warm = process_memory(H200, "fla-kda@0.6.0", "cold"), process_memory(H200, "fla-kda@0.6.0", "warm")
-    assert cold.bytes - warm.bytes == round(3.997 * GiB) - round(0.712 * GiB) and not cold.assumptions
+    assert (cold.bytes, warm.bytes) == (4_291_624_960, 764_215_296) and not cold.assumptions   # probes' figures
     cudnn = process_memory(H200, "cudnn-kda-hopper-cuda@1.32.0")
-    assert cudnn.bytes == 554_500_096 and "not measured" in cudnn.assumptions[0]
+    assert cudnn.bytes == 669_843_456 and cudnn.context.bytes == 552_402_944
+    assert "not measured" in process_memory(H200, "newlib-kda@1.0").assumptions[0]   # no library entry: context only
     assert all("assumed" in a for a in process_memory(get_device("B300"), "fla-kda@0.6.0").assumptions)
 
 
@@ -282,3 +282,25 @@ def test_one_percent_above_is_what_the_plan_file_runs():
         b = g["boundary"]
         value = int(g["shapes"].split(",")[0 if b["solve"] == "mbs" else 1])
         assert value == (b["plan_value"] if b["role"] == "answer" else math.ceil(b["plan_value"] * 1.01))
+
+
+# The H200 boundary probes (validate/records/boundary/README.md): largest S (or MBS) that ran, smallest that went out
+# of memory, bisected in one process (a first call and two steady calls per trial). plan's answer must lie in between.
+PROBES = [
+    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "cold", 168_156, 168_437),
+    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "warm", 172_281, 172_562),
+    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:True", "warm", 177_937, 178_218),
+    (("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", 1, 32768), "expandable_segments:False", "cold", 7, 8),
+    pytest.param(("cudnn-kda-hopper-cuda@1.32.0", None, "seq", 1, 8192), "expandable_segments:False", "cold",
+                 247_070, 247_265, marks=pytest.mark.xfail(strict=True, reason=(
+                     "plan says 247,381: the probe bisected in one process, whose earlier trials left cuDNN plan "
+                     "caches (cached buffers of other shapes) that a fresh process does not hold; not yet simulated"))),
+]
+
+
+@pytest.mark.parametrize("case,conf,cache,largest_fit,smallest_oom", PROBES)
+def test_plan_lies_between_the_probes_fit_and_oom(case, conf, cache, largest_fit, smallest_oom):
+    impl, contract, solve, mbs, seq = case
+    model = get_model(impl, "H200", **({"contract": contract} if contract else {}))
+    r = largest_running(model, Shape(mbs, seq, 96), solve, H200, parse_alloc_conf(conf), cache)
+    assert largest_fit <= r.value < smallest_oom
