@@ -204,7 +204,8 @@ def plan(impl: List[str] = Impl, solve: str = Solve, gpu: Optional[str] = Gpu,
             check_shape(key, base, gpu)
             s = spec(key)
             dev = get_device(gpu or "H200")
-            refuse = (lambda sh, s=s, dev=dev: s.refuse(sh, dev))
+            def refuse(sh, s=s, dev=dev):
+                return s.refuse(sh, dev)
             results.append(largest_fitting(model, base, solve, limit, refuse=refuse) if budget else
                            largest_running(model, base, solve, dev, conf, triton_cache, refuse=refuse))
     except LivebytesError as err:

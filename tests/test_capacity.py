@@ -22,6 +22,8 @@ from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.replay import replay
 from livebytes.validate import boundary
+from livebytes.validate import protocol
+from livebytes.validate.compare import earlier_shapes, model_of
 from livebytes.validate.records import load_records
 from typer.testing import CliRunner
 
@@ -133,8 +135,12 @@ def rid(r):
 
 
 def protocol_replay(r):
-    return replay(get_model(r.impl, r.gpu or None, **r.options), r.shape,
-                  empty_cache_after_warmup=r.data["protocol"]["name"] >= "kda-report-v3")
+    """The record's process: the protocol's history (warmup and earlier shapes' leftovers), then this shape."""
+    return protocol.protocol_replay(model_of(r), r.shape, protocol.version_of(r.protocol), earlier_shapes(r))[0]
+
+
+def protocol_verdict(model, shape, *args):
+    return verdict(model, shape, H200, *args, history=protocol.history(model, shape), protocol=True)
 
 
 @pytest.mark.parametrize("r", CONTROLLED, ids=rid)
@@ -160,7 +166,7 @@ def fla_plain():
 
 
 def test_fla_plain_175000_goes_out_of_memory_with_pytorchs_figures():
-    v = verdict(fla_plain(), Shape(1, 175_000, 96), H200, protocol=True)
+    v = protocol_verdict(fla_plain(), Shape(1, 175_000, 96))
     assert not v.fits and v.oom.first_call and (v.oom.step, v.oom.buffer) == ("bwd.intra", "dg2")
     f = v.oom.figures
     assert (gib2(f.tried_bytes), gib2(f.allocated_bytes)) == ("8.01", "128.57")   # "Tried to allocate 8.01 GiB", "128.57 GiB"
@@ -169,21 +175,21 @@ def test_fla_plain_175000_goes_out_of_memory_with_pytorchs_figures():
 @pytest.mark.xfail(strict=True, reason="measured 4.70 GiB reserved-unallocated, simulated 0.70: first-call temporaries "
                                        "of cold autotuning at the new token bucket are not in the model (docs/capacity.md)")
 def test_fla_plain_175000_reserved_but_unallocated():
-    f = verdict(fla_plain(), Shape(1, 175_000, 96), H200, protocol=True).oom.figures
+    f = protocol_verdict(fla_plain(), Shape(1, 175_000, 96)).oom.figures
     assert gib2(f.reserved_bytes - f.allocated_bytes) == "4.70"
 
 
 def test_fla_plain_178365_with_expandable_segments_still_goes_out_of_memory():
-    assert not verdict(fla_plain(), Shape(1, 178_365, 96), H200, AllocatorConf(True), protocol=True).fits
+    assert not protocol_verdict(fla_plain(), Shape(1, 178_365, 96), AllocatorConf(True)).fits
 
 
 def test_hopper_cuda_247577_goes_out_of_memory():
-    assert not verdict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 247_577, 96), H200, protocol=True).fits
+    assert not protocol_verdict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 247_577, 96)).fits
 
 
 def test_hopper_cuda_247577_fails_at_the_workspace():
     """"Tried to allocate 71.02 GiB": the carved backward workspace, with cuDNN's measured process memory."""
-    v = verdict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 247_577, 96), H200, protocol=True)
+    v = protocol_verdict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 247_577, 96))
     assert gib2(v.oom.figures.tried_bytes) == "71.02" and v.oom.buffer == "bwd_workspace"
 
 
@@ -193,7 +199,8 @@ def test_run1_h128_out_of_memory_figures():
     reserved but unallocated": this process held 128.32 - 124.28 - 0.06 = 3.97 GiB outside PyTorch and another process
     3.99 GiB, so the allocator could reserve total - 7.96 GiB. The failing request and the allocated bytes agree."""
     capacity = H200.capacity_bytes - round((128.32 - 124.28 - 65.88 / 1024 + 3.99) * GiB)
-    r = replay(get_model("fla-kda@0.6.0", "H200", contract="report"), Shape(1, 131072, 128), capacity_bytes=capacity)
+    model, shape = get_model("fla-kda@0.6.0", "H200", contract="report"), Shape(1, 131072, 128)
+    r = replay(model, shape, capacity_bytes=capacity, history=protocol.history(model, shape), empty_cache_after_warmup=False)
     assert (gib2(r.oom.figures.tried_bytes), gib2(r.oom.figures.allocated_bytes)) == ("8.00", "124.28")
 
 
@@ -239,7 +246,8 @@ def test_boundary_record_agrees_with_the_simulation(r):
     if nonpytorch is None:
         cache = r.data["triton_cache"] if r.data["triton_cache"] in ("cold", "warm") else "cold"
         nonpytorch = process_memory(H200, r.impl, cache).bytes
-    run = replay(model, r.shape, conf=conf, capacity_bytes=H200.capacity_bytes - nonpytorch)
+    run = replay(model, r.shape, conf=conf, capacity_bytes=H200.capacity_bytes - nonpytorch,
+                 history=protocol.history(model, r.shape))
     assert (run.oom is not None) == r.oom
     if r.oom:
         assert run.oom.figures.tried_bytes == r.data["oom_figures"]["tried_bytes"]
@@ -293,7 +301,7 @@ PROBES = [
     (("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", 1, 32768), "expandable_segments:False", "cold", 7, 8),
     pytest.param(("cudnn-kda-hopper-cuda@1.32.0", None, "seq", 1, 8192), "expandable_segments:False", "cold",
                  247_070, 247_265, marks=pytest.mark.xfail(strict=True, reason=(
-                     "plan says 247,381: the probe bisected in one process, whose earlier trials left cuDNN plan "
+                     "plan says 247,466: the probe bisected in one process, whose earlier trials left cuDNN plan "
                      "caches (cached buffers of other shapes) that a fresh process does not hold; not yet simulated"))),
 ]
 
