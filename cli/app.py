@@ -13,7 +13,7 @@ from livebytes.estimator.engine import predict as run_predict
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.registry import check_shape, get_model, shape_options, spec, specs
 from livebytes.estimator.replay import replay
-from .report import prediction_dict
+from .report import capacity_plan_dict, prediction_dict, verdict_dict
 from livebytes.estimator.shapes import Shape, parse_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -29,6 +29,8 @@ Gpu = typer.Option(None, "--gpu", help="device preset (H200, H100, B200, B300); 
 Contract = typer.Option(None, "--contract", help="FLA: report (in-kernel transforms) or plain (cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA: disable_recompute=True (save every intermediate)")
 Json = typer.Option(False, "--json", help="machine-readable output")
+AllocConf = typer.Option(None, "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True (default: PyTorch's)")
+TritonCache = typer.Option("cold", "--triton-cache", help="cold (the process autotunes: first run on a machine) or warm")
 
 
 def _shape(mbs: str, seq: str, heads: str, dim: str, v_heads: Optional[str] = None) -> Shape:
@@ -60,16 +62,10 @@ def _measured(model, shape):
     return find(model.key, shape, opts)
 
 
-def _fits(pred, gpu_name: str) -> dict:
-    dev = get_device(gpu_name)
-    headroom = dev.usable_bytes - pred.peak_bytes
-    return {"gpu": dev.name, "usable_bytes": dev.usable_bytes, "fits": headroom >= 0, "headroom_bytes": headroom}
-
-
-def _fits_text(f: dict) -> str:
-    gib = abs(f["headroom_bytes"]) / 2**30
-    verdict = f"fits {f['gpu']} with {gib:.3f} GiB to spare" if f["fits"] else f"does NOT fit {f['gpu']}: {gib:.3f} GiB over"
-    return f"{verdict} (usable {f['usable_bytes'] / 2**30:.3f} GiB)"
+def _verdict(model, shape, gpu_name: str, alloc_conf: Optional[str], triton_cache: str):
+    from livebytes.estimator.allocator import parse_alloc_conf
+    from livebytes.estimator.capacity import verdict
+    return verdict(model, shape, get_device(gpu_name), parse_alloc_conf(alloc_conf), triton_cache)
 
 
 def _fail(err: Exception) -> None:
@@ -80,8 +76,9 @@ def _fail(err: Exception) -> None:
 @app.command()
 def predict(impl: str = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
             v_heads: Optional[str] = VHeads, gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
-            no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
-    """Peak allocated memory of one implementation at one shape, by storage group."""
+            no_recompute: bool = NoRecompute, alloc_conf: Optional[str] = AllocConf, triton_cache: str = TritonCache,
+            as_json: bool = Json) -> None:
+    """Peak allocated and reserved memory of one implementation at one shape, and whether a process runs it."""
     try:
         shape = _shape(mbs, seq, heads, dim, v_heads)
         check_shape(impl, shape, gpu)
@@ -89,38 +86,44 @@ def predict(impl: str = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads
         pred = run_predict(model, shape)
         replayed = replay(model, shape).peak_bytes
         measured = _measured(model, shape)
-        fits = _fits(pred, gpu or model.device)
+        v = _verdict(model, shape, gpu or model.device, alloc_conf, triton_cache)
     except LivebytesError as err:
         _fail(err)
     if as_json:
-        typer.echo(json.dumps(prediction_dict(pred, measured, fits, replayed), indent=1))
+        typer.echo(json.dumps(prediction_dict(pred, measured, replayed=replayed) | verdict_dict(v), indent=1))
     else:
-        render.console.print(render.prediction_table(pred, measured, _fits_text(fits), replayed=replayed))
+        render.console.print(render.prediction_table(pred, measured, None, replayed=replayed))
+        for line in render.verdict_lines(v):
+            render.console.print(line)
 
 
 @app.command()
 def compare(impl: List[str] = Impl, mbs: str = Mbs, seq: str = Seq, heads: str = Heads, dim: str = Dim,
             v_heads: Optional[str] = VHeads, gpu: Optional[str] = Gpu, contract: Optional[str] = Contract,
-            no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
+            no_recompute: bool = NoRecompute, alloc_conf: Optional[str] = AllocConf, triton_cache: str = TritonCache,
+            as_json: bool = Json) -> None:
     """Several implementations side by side at one shape, with the reduction against the first."""
     try:
         shape = _shape(mbs, seq, heads, dim, v_heads)
-        preds, measured, replayed = [], [], []
+        preds, measured, replayed, verdicts = [], [], [], []
         for key in impl:
             check_shape(key, shape, gpu)
             model = _model_of(key, gpu, contract, no_recompute, shape)
             preds.append(run_predict(model, shape))
             replayed.append(replay(model, shape).peak_bytes)
             measured.append(_measured(model, shape))
+            verdicts.append(_verdict(model, shape, gpu or model.device, alloc_conf, triton_cache))
     except LivebytesError as err:
         _fail(err)
     if as_json:
         base = preds[0].peak_bytes
-        out = [prediction_dict(p, m, replayed=r) | {"reduction_vs_first": 1 - p.peak_bytes / base}
-               for p, m, r in zip(preds, measured, replayed)]
+        out = [prediction_dict(p, m, replayed=r) | verdict_dict(v) | {"reduction_vs_first": 1 - p.peak_bytes / base}
+               for p, m, r, v in zip(preds, measured, replayed, verdicts)]
         typer.echo(json.dumps(out, indent=1))
     else:
         render.console.print(render.compare_table(preds, measured, replayed))
+        for v in verdicts:
+            render.console.print(render.verdict_lines(v)[-1])
 
 
 @app.command()
@@ -190,40 +193,46 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", help="model key 
 Solve = typer.Option("seq", "--solve", help="seq, mbs or heads: which dimension to maximise")
 
 
-def _budget(gpu: Optional[str], budget: Optional[str]) -> tuple[int, str]:
+def _budget(budget: str) -> tuple[int, str]:
     from livebytes.estimator.devices import parse_budget
-    if budget:
-        n = parse_budget(budget)
-        return n, f"a budget of {n / 2**30:.3f} GiB"
-    dev = get_device(gpu or "H200")
-    return dev.usable_bytes, f"{dev.name} (usable {dev.usable_bytes / 2**30:.3f} GiB; {dev.reserved_source})"
+    n = parse_budget(budget)
+    return n, f"a budget of {n / 2**30:.3f} GiB allocated"
 
 
 @app.command()
 def plan(impl: List[str] = Impl, solve: str = Solve, gpu: Optional[str] = Gpu,
-         budget: Optional[str] = typer.Option(None, "--budget", help="e.g. 80GiB, 141GB, instead of a GPU preset"),
+         budget: Optional[str] = typer.Option(None, "--budget", help="e.g. 80GiB: a budget on the allocated peak instead of a GPU"),
          mbs: str = Mbs, seq: str = typer.Option("8K", "--seq"), heads: str = typer.Option("96", "--heads"), dim: str = Dim,
-         contract: Optional[str] = Contract, no_recompute: bool = NoRecompute, as_json: bool = Json) -> None:
-    """The largest sequence, micro-batch or head count that fits a GPU, the other dimensions held."""
-    from livebytes.estimator.planning import largest_fitting
+         contract: Optional[str] = Contract, no_recompute: bool = NoRecompute, alloc_conf: Optional[str] = AllocConf,
+         triton_cache: str = TritonCache, as_json: bool = Json) -> None:
+    """The largest sequence, micro-batch or head count that runs on a GPU without going out of memory."""
+    from livebytes.estimator.allocator import parse_alloc_conf
+    from livebytes.estimator.planning import largest_fitting, largest_running
     try:
-        limit, label = _budget(gpu, budget)
         base = _shape(mbs, seq, heads, dim)
+        conf = parse_alloc_conf(alloc_conf)
+        limit, label = _budget(budget) if budget else (None, "")
         results = []
         for key in impl:
             model = _model_of(key, gpu, contract, no_recompute)
             check_shape(key, base, gpu)
             s = spec(key)
-            dev = get_device(gpu or s.default_device)
-            results.append(largest_fitting(model, base, solve, limit, refuse=lambda sh, s=s, dev=dev: s.refuse(sh, dev)))
+            dev = get_device(gpu or "H200")
+            def refuse(sh, s=s, dev=dev):
+                return s.refuse(sh, dev)
+            results.append(largest_fitting(model, base, solve, limit, refuse=refuse) if budget else
+                           largest_running(model, base, solve, dev, conf, triton_cache, refuse=refuse))
     except LivebytesError as err:
         _fail(err)
     if as_json:
-        typer.echo(json.dumps([{"impl": r.model.key, "solve": solve, "budget_bytes": r.budget_bytes, "value": r.value,
-                                "peak_at_value": r.peak_at_value, "next_value": r.next_value,
-                                "peak_at_next": r.peak_at_next} for r in results], indent=1))
-    else:
+        rows = ([{"impl": r.model.key, "solve": solve, "budget_bytes": r.budget_bytes, "value": r.value,
+                  "peak_at_value": r.peak_at_value, "next_value": r.next_value, "peak_at_next": r.peak_at_next}
+                 for r in results] if budget else [capacity_plan_dict(r) for r in results])
+        typer.echo(json.dumps(rows, indent=1))
+    elif budget:
         render.console.print(render.plan_table(results, solve, label))
+    else:
+        render.console.print(render.capacity_plan_table(results, solve))
 
 
 @app.command()

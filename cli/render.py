@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -114,6 +115,42 @@ def plan_table(results, solve: str, budget_label: str, replayed: dict | None = N
     for r in results:
         value = "none fits" if r.value is None else f"{r.value:,}"
         t.add_row(r.model.key, value, _g(r.peak_at_value), f"{r.next_value:,}", _g(r.peak_at_next), _g(r.budget_bytes))
+    return t
+
+
+def verdict_lines(v) -> list[str]:
+    """Allocated, reserved, process memory, device need, and the verdict with its assumptions."""
+    proc = v.process
+    lines = [f"allocated peak {_g(v.allocated_peak_bytes)} GiB | reserved peak {_g(v.reserved_peak_bytes)} GiB | "
+             f"process memory {_g(proc.bytes)} GiB ({escape(proc.library_name)}, {proc.triton_cache} Triton cache) | "
+             f"device need {_g(v.device_need_bytes)} of {_g(v.total_bytes)} GiB ({escape(v.conf.text)})"]
+    for note in proc.assumptions:
+        lines.append(f"assumed: {escape(note)}")
+    if v.oom is None:
+        lines.append(f"runs on {escape(v.device.name)}: {_g(v.headroom_bytes)} GiB to spare at the reserved peak")
+    else:
+        o, f = v.oom, v.oom.figures
+        when = "the first call" if o.first_call else ("the inputs" if o.run_step < 0 else f"step {o.run_step + 1}")
+        lines.append(f"OUT OF MEMORY on {escape(v.device.name)} in {when}, at {escape(o.step)} allocating "
+                     f"{escape(o.buffer)}: tried to allocate {_g(f.tried_bytes, 2)} GiB; {_g(f.allocated_bytes, 2)} GiB "
+                     f"allocated, {_g(f.reserved_bytes - f.allocated_bytes, 2)} GiB reserved but unallocated, "
+                     f"{_g(f.free_bytes, 2)} GiB free")
+    return lines
+
+
+def capacity_plan_table(results, solve: str) -> Table:
+    first = results[0].at_next
+    title = (f"largest {solve} that runs on {escape(first.device.name)} ({escape(first.conf.text)}, "
+             f"{first.process.triton_cache} Triton cache)")
+    t = Table(title=title, title_justify="left")
+    for c in ("impl", f"largest {solve}", "device need there (GiB)", f"{solve} above", "fails at"):
+        t.add_column(c, justify="left" if c in ("impl", "fails at") else "right")
+    for r in results:
+        value = "none runs" if r.value is None else f"{r.value:,}"
+        need = "-" if r.at_value is None else _g(r.at_value.device_need_bytes)
+        o = r.at_next.oom
+        fails = "-" if o is None else f"{o.step}: {o.buffer} ({_g(o.figures.tried_bytes, 2)} GiB)"
+        t.add_row(escape(r.model.key), value, need, f"{r.next_value:,}", escape(fails))
     return t
 
 

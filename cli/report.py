@@ -38,3 +38,22 @@ def prediction_dict(p: Prediction, measured: list | None = None, fits: dict | No
     if fits is not None:
         out["fits"] = fits
     return out
+
+
+def verdict_dict(v) -> dict:
+    """The three levels and the verdict (``capacity.Verdict``) as JSON keys."""
+    from livebytes.estimator.capacity import oom_dict
+    return {"alloc_conf": v.conf.text, "triton_cache": v.process.triton_cache,
+            "allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
+            "process_bytes": v.process.bytes, "device_need_bytes": v.device_need_bytes,
+            "assumptions": v.process.assumptions, "oom": oom_dict(v),
+            "fits": {"gpu": v.device.name, "fits": v.fits, "total_bytes": v.total_bytes,
+                     "capacity_bytes": v.capacity_bytes, "headroom_bytes": v.headroom_bytes}}
+
+
+def capacity_plan_dict(r) -> dict:
+    out = {"impl": r.model.key, "solve": r.solve, "value": r.value, "next_value": r.next_value}
+    if r.at_value is not None:
+        out["at_value"] = verdict_dict(r.at_value)
+    out["at_next"] = verdict_dict(r.at_next)
+    return out

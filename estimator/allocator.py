@@ -1,53 +1,73 @@
-"""What PyTorch's CUDA caching allocator charges for one tensor.
+"""Block-level model of PyTorch's CUDA caching allocator, for replaying a model's timeline exactly.
 
-``torch.cuda.max_memory_allocated`` sums the sizes of *allocated blocks*, and every request is
-rounded up to a multiple of 512 bytes (``kMinBlockSize`` in c10/cuda/CUDACachingAllocator.cpp,
-``round_size``). A zero-byte tensor takes no block. Segment sizes (2 MiB small pool, 20 MiB
-large buffers) and fragmentation belong to *reserved* memory, which the models do not predict.
+Every rule below is a named function that follows ``DeviceCachingAllocator`` in
+c10/cuda/CUDACachingAllocator.cpp (torch 2.11): one device, one stream, no CUDA graphs, no
+``max_split_size_mb``, no ``garbage_collection_threshold``, no ``roundup_power2_divisions``
+(``parse_alloc_conf`` refuses those settings). The one-tensor rounding rule lives in ``rounding.py``.
 
-Not modelled: ``PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions`` (off by default) and
-expandable segments (the validation protocol turns them off).
+``malloc`` takes the allocator's path:
+1. ``get_free_block``: best fit over the cached free blocks of the pool, ordered by (size, address);
+2. ``trigger_free_memory_callbacks``: the only callback registered by default collects CUDA IPC
+   handles, which these processes do not share: it frees nothing (not modelled);
+3. ``alloc_block``: a new segment (``cudaMalloc`` of ``get_allocation_size``), or with expandable
+   segments new 2 MiB / 20 MiB pages mapped into the pool's segment, against the capacity the
+   process has left (``capacity_bytes``: device total minus the process's memory outside PyTorch);
+4. ``release_available_cached_blocks``: returns false when ``max_split_size`` is unlimited (default);
+5. ``release_cached_blocks``: give back every cached segment with nothing allocated in it (expandable
+   segments: unmap every free page), then ``alloc_block`` once more;
+6. otherwise the out-of-memory error, with the figures PyTorch prints (``OutOfMemory``).
+
+Addresses: a new segment lies above every earlier one (``cudaMalloc``'s order is not modelled: it only
+breaks ties between free blocks of equal size). Expandable segments: one per pool, whose address
+space is never exhausted (the real one spans 1.125x the device memory).
 """
 from __future__ import annotations
 
-import sympy as sp
-
-BLOCK_BYTES = 512
-
-
-def allocated_block_bytes(nbytes: sp.Expr | int) -> sp.Expr:
-    """Bytes the allocator counts for a request of ``nbytes``: ceil to a 512-byte multiple (0 stays 0)."""
-    return sp.ceiling(sp.Integer(1) * nbytes / BLOCK_BYTES) * BLOCK_BYTES
-
-
-# ---------------------------------------------------------------------------------------------
-# Block-level model of the caching allocator, for replaying a model's timeline exactly.
-#
-# ``allocated_block_bytes`` is what one tensor costs when it gets a block of exactly its rounded
-# size. The real allocator can hand a request a cached free block up to 1 MiB larger without
-# splitting it (``should_split``), and ``max_memory_allocated`` then counts the whole block. Whether
-# that happens depends on which blocks are free at that moment, so it is a property of the whole
-# allocation sequence: ``CachingAllocator`` follows the rules of c10/cuda/CUDACachingAllocator.cpp
-# (one device, one stream, no expandable segments, no max_split_size) so that ``replay`` can run a
-# model's timeline through it.
-# ---------------------------------------------------------------------------------------------
 import bisect
-from dataclasses import dataclass as _dataclass
+from dataclasses import dataclass
 
-K_SMALL_SIZE = 1 << 20          # requests up to 1 MiB use the small pool
-K_SMALL_BUFFER = 2 << 20        # small-pool segments are 2 MiB
-K_LARGE_BUFFER = 20 << 20       # requests under 10 MiB get a 20 MiB segment
-K_MIN_LARGE_ALLOC = 10 << 20
-K_ROUND_LARGE = 2 << 20         # larger segments round up to 2 MiB
+from .errors import LivebytesError
+from .rounding import BLOCK_BYTES, allocated_block_bytes, round_size  # noqa: F401  (allocated_block_bytes: old import path)
+
+K_SMALL_SIZE = 1 << 20          # kSmallSize: requests up to 1 MiB use the small pool
+K_SMALL_BUFFER = 2 << 20        # kSmallBuffer: small-pool segments (and expandable small pages) are 2 MiB
+K_LARGE_BUFFER = 20 << 20       # kLargeBuffer: requests under 10 MiB get a 20 MiB segment; expandable large pages
+K_MIN_LARGE_ALLOC = 10 << 20    # kMinLargeAlloc
+K_ROUND_LARGE = 2 << 20         # kRoundLarge: larger segments round up to 2 MiB
+ES_ADDRESS_SPACE = 1 << 50      # one expandable segment's address range (never exhausted here)
 
 
-def round_size(nbytes: int) -> int:
-    """CUDACachingAllocator round_size: at least one 512-byte block, then 512-byte multiples."""
-    return BLOCK_BYTES if nbytes < BLOCK_BYTES else BLOCK_BYTES * -(-nbytes // BLOCK_BYTES)
+@dataclass(frozen=True)
+class AllocatorConf:
+    """PYTORCH_CUDA_ALLOC_CONF as far as it is modelled."""
+    expandable_segments: bool = False
+
+    @property
+    def text(self) -> str:
+        return f"expandable_segments:{self.expandable_segments}"
+
+
+DEFAULT_CONF = AllocatorConf()
+
+
+def parse_alloc_conf(text: str | None) -> AllocatorConf:
+    """PyTorch's syntax (``expandable_segments:True``, comma-separated); settings not modelled are refused."""
+    if not text or not text.strip():
+        return DEFAULT_CONF
+    expandable = False
+    for item in text.split(","):
+        key, sep, value = (p.strip() for p in item.partition(":"))
+        if key != "expandable_segments":
+            raise LivebytesError(f"allocator setting {key!r} is not modelled (only expandable_segments:True|False)")
+        if not sep or value not in ("True", "False"):
+            raise LivebytesError(f"expandable_segments takes True or False, got {value!r}")
+        expandable = value == "True"
+    return AllocatorConf(expandable)
 
 
 def segment_size(size: int) -> int:
-    """CUDACachingAllocator get_allocation_size: the cudaMalloc size for a request of ``size``."""
+    """``get_allocation_size``: the cudaMalloc size for a rounded request of ``size`` (also the
+    "Tried to allocate" figure of an out-of-memory error)."""
     if size <= K_SMALL_SIZE:
         return K_SMALL_BUFFER
     if size < K_MIN_LARGE_ALLOC:
@@ -55,53 +75,151 @@ def segment_size(size: int) -> int:
     return K_ROUND_LARGE * -(-size // K_ROUND_LARGE)
 
 
-@_dataclass
-class _Block:
+def page_size(small: bool) -> int:
+    """``ExpandableSegment::segment_size_``: 2 MiB pages for the small pool, 20 MiB for the large pool."""
+    return K_SMALL_BUFFER if small else K_LARGE_BUFFER
+
+
+@dataclass(eq=False)
+class Block:
     addr: int
     size: int
     small: bool
     free: bool = True
-    prev: "_Block | None" = None
-    next: "_Block | None" = None
+    mapped: bool = True                  # False: unmapped address space of an expandable segment
+    base: int | None = None              # start of the expandable segment this block lies in
+    prev: Block | None = None
+    next: Block | None = None
+
+
+@dataclass(frozen=True)
+class OutOfMemory:
+    """What PyTorch reports when ``malloc`` fails: ``tried_bytes`` is ``alloc_size`` (the message's
+    "Tried to allocate" and the OOM observer's figure), the rest are the allocator's stats after
+    ``release_cached_blocks``; ``free_bytes`` is what cudaMemGetInfo would report."""
+    request_bytes: int
+    tried_bytes: int
+    allocated_bytes: int
+    reserved_bytes: int
+    free_bytes: int
+
+
+class AllocatorOutOfMemory(Exception):
+    def __init__(self, oom: OutOfMemory):
+        super().__init__(f"out of memory: tried to allocate {oom.tried_bytes} B")
+        self.oom = oom
+
+
+def should_split(block: Block, size: int, expandable: bool) -> bool:
+    """``should_split``: small pool or expandable segments keep any remainder of 512 B or more; the
+    large pool keeps a remainder only above 1 MiB (``max_split_size`` unlimited)."""
+    remaining = block.size - size
+    if block.small or expandable:
+        return remaining >= BLOCK_BYTES
+    return remaining > K_SMALL_SIZE
 
 
 class CachingAllocator:
-    """Best-fit over cached free blocks, split when the remainder is worth keeping, merge on free."""
+    """Best fit over cached free blocks, split when the remainder is worth keeping, merge on free,
+    segments (or pages) from a finite capacity with PyTorch's release-and-retry before an OOM."""
 
-    def __init__(self) -> None:
-        self._pools: dict[bool, list[tuple[int, int, _Block]]] = {True: [], False: []}
-        self._next_segment = 0
-        self.allocated = 0
-        self.peak = 0
-        self.reserved = 0
+    def __init__(self, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None) -> None:
+        self.conf = conf
+        self.capacity = capacity_bytes
+        self._pools: dict[bool, list[tuple[int, int, Block]]] = {True: [], False: []}
+        self._unmapped: dict[bool, list[Block]] = {True: [], False: []}
+        self._segments = 0
+        self.allocated = self.peak = 0
+        self.reserved = self.peak_reserved = 0
 
-    def _insert(self, b: _Block) -> None:
+    # ------------------------------------------------------------------ bookkeeping
+    def _insert(self, b: Block) -> None:
         bisect.insort(self._pools[b.small], (b.size, b.addr, b))
 
-    def _remove(self, b: _Block) -> None:
+    def _remove(self, b: Block) -> None:
         pool = self._pools[b.small]
-        i = bisect.bisect_left(pool, (b.size, b.addr))
-        while pool[i][2] is not b:
-            i += 1
-        pool.pop(i)
+        pool.pop(bisect.bisect_left(pool, (b.size, b.addr)))
 
-    def malloc(self, nbytes: int) -> _Block | None:
+    def _reserve(self, nbytes: int) -> bool:
+        if self.capacity is not None and self.reserved + nbytes > self.capacity:
+            return False
+        self.reserved += nbytes
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        return True
+
+    def _new_address(self) -> int:
+        self._segments += 1
+        return self._segments * ES_ADDRESS_SPACE * 2
+
+    # ------------------------------------------------------------------ malloc path
+    def get_free_block(self, size: int, small: bool) -> Block | None:
+        """``get_free_block``: the smallest cached block of at least ``size`` (lower_bound on (size, address));
+        with expandable segments a block whose next neighbour is unmapped counts as that much larger."""
+        pool = self._pools[small]
+        i = bisect.bisect_left(pool, (size, -1))
+        if i == len(pool):
+            return None
+        if self.conf.expandable_segments:
+            def expandable_size(b: Block) -> int:
+                return b.size + (b.next.size if b.next is not None and not b.next.mapped else 0)
+            while i + 1 < len(pool) and expandable_size(pool[i + 1][2]) < expandable_size(pool[i][2]):
+                i += 1
+        return pool.pop(i)[2]
+
+    def alloc_block(self, size: int, alloc_size: int, small: bool) -> Block | None:
+        """``alloc_block``: cudaMalloc a segment of ``alloc_size`` (or, expandable, map pages for ``size``)."""
+        if self.conf.expandable_segments:
+            return self.try_allocate_expandable_block(size, small)
+        if not self._reserve(alloc_size):
+            return None
+        return Block(self._new_address(), alloc_size, small)
+
+    def release_available_cached_blocks(self) -> bool:
+        """``release_available_cached_blocks``: returns false at once while ``max_split_size`` is unlimited."""
+        return False
+
+    def release_cached_blocks(self) -> None:
+        """``release_cached_blocks`` (also ``torch.cuda.empty_cache``): ``release_blocks`` frees every
+        segment that is one free block; expandable segments ``unmap_block`` every free block's whole pages."""
+        for small, pool in self._pools.items():
+            if self.conf.expandable_segments:
+                for entry in list(pool):
+                    self.unmap_block(entry[2])
+                continue
+            keep = []
+            for entry in pool:
+                b = entry[2]
+                if b.prev is None and b.next is None:
+                    self.reserved -= b.size
+                else:
+                    keep.append(entry)
+            self._pools[small] = keep
+
+    empty_cache = release_cached_blocks
+
+    def malloc(self, nbytes: int) -> Block | None:
         if nbytes == 0:
             return None                      # an empty tensor takes no block
         size = round_size(nbytes)
         small = size <= K_SMALL_SIZE
-        pool = self._pools[small]
-        i = bisect.bisect_left(pool, (size, -1))
-        if i < len(pool):
-            block = pool.pop(i)[2]
-        else:                                # cudaMalloc a new segment; addresses grow with segments
-            seg = segment_size(size)
-            block = _Block(self._next_segment << 40, seg, small)
-            self._next_segment += 1
-            self.reserved += seg
-        remaining = block.size - size
-        if (small and remaining >= BLOCK_BYTES) or (not small and remaining > K_SMALL_SIZE):
-            rest = _Block(block.addr + size, remaining, small, True, block, block.next)
+        alloc_size = segment_size(size)
+        block = self.get_free_block(size, small)
+        if block is None:
+            block = self.alloc_block(size, alloc_size, small)
+            if block is None and self.release_available_cached_blocks():
+                block = self.alloc_block(size, alloc_size, small)   # pragma: no cover - never with the default config
+            if block is None:
+                self.release_cached_blocks()
+                block = self.alloc_block(size, alloc_size, small)
+            if block is None:
+                free = (self.capacity or 0) - self.reserved
+                raise AllocatorOutOfMemory(OutOfMemory(size, alloc_size, self.allocated, self.reserved, free))
+        return self._alloc_found_block(block, size)
+
+    def _alloc_found_block(self, block: Block, size: int) -> Block:
+        """``alloc_found_block``: split off the remainder when ``should_split`` says so."""
+        if should_split(block, size, self.conf.expandable_segments):
+            rest = Block(block.addr + size, block.size - size, block.small, True, True, block.base, block, block.next)
             if block.next is not None:
                 block.next.prev = rest
             block.next, block.size = rest, size
@@ -111,38 +229,111 @@ class CachingAllocator:
         self.peak = max(self.peak, self.allocated)
         return block
 
-    def free(self, block: _Block | None) -> None:
+    def free(self, block: Block | None) -> None:
+        """``free_block``: merge with free neighbours of the same mapped state (``try_merge_blocks``)."""
         if block is None:
             return
         self.allocated -= block.size
         block.free = True
+        self._insert(self._merge_neighbours(block))
+
+    def _merge_neighbours(self, block: Block) -> Block:
         for neighbour in (block.prev, block.next):
-            if neighbour is not None and neighbour.free:
+            if neighbour is None or not neighbour.free or neighbour.mapped != block.mapped:
+                continue
+            if neighbour.mapped:
                 self._remove(neighbour)
-                if neighbour is block.prev:
-                    neighbour.size += block.size
-                    neighbour.next = block.next
-                    if block.next is not None:
-                        block.next.prev = neighbour
-                    block = neighbour
-                else:
-                    block.size += neighbour.size
-                    block.next = neighbour.next
-                    if neighbour.next is not None:
-                        neighbour.next.prev = block
-        self._insert(block)
+            else:
+                self._unmapped[neighbour.small].remove(neighbour)
+            if neighbour is block.prev:
+                block.addr, block.prev = neighbour.addr, neighbour.prev
+                if neighbour.prev is not None:
+                    neighbour.prev.next = block
+            else:
+                block.next = neighbour.next
+                if neighbour.next is not None:
+                    neighbour.next.prev = block
+            block.size += neighbour.size
+        return block
 
     def reset_peak(self) -> None:
+        """``reset_peak_memory_stats``: every peak restarts from the current value."""
         self.peak = self.allocated
+        self.peak_reserved = self.reserved
 
-    def empty_cache(self) -> None:
-        """torch.cuda.empty_cache: give back every segment with nothing allocated in it."""
-        for small, pool in self._pools.items():
-            keep = []
-            for entry in pool:
-                block = entry[2]
-                if block.prev is None and block.next is None:
-                    self.reserved -= block.size
-                else:
-                    keep.append(entry)
-            self._pools[small] = keep
+    # ------------------------------------------------------------------ expandable segments
+    def find_expandable_block(self, size: int, small: bool) -> Block:
+        """``find_expandable_block``: the lowest unmapped range (with the free block before it) that
+        reaches ``size``; else a new segment's whole address space."""
+        def room(b: Block | None) -> bool:
+            total = 0
+            while total < size and b is not None and b.free:
+                total, b = total + b.size, b.next
+            return total >= size
+        for u in sorted(self._unmapped[small], key=lambda b: b.addr):
+            c = u.prev if u.prev is not None and u.prev.free else u
+            if room(c):
+                return c
+        base = self._new_address()
+        block = Block(base, ES_ADDRESS_SPACE, small, True, False, base)
+        self._unmapped[small].append(block)
+        return block
+
+    def map_block(self, block: Block, size: int) -> Block | None:
+        """``map_block`` / ``ExpandableSegment::map``: map whole pages covering ``size`` from the start of an
+        unmapped block, all or nothing; the mapped part merges with free mapped neighbours."""
+        page = page_size(block.small)
+        mapped = page * -(-size // page)
+        if not self._reserve(mapped):
+            return None
+        self._unmapped[block.small].remove(block)
+        block.mapped = True
+        if mapped < block.size:
+            rest = Block(block.addr + mapped, block.size - mapped, block.small, True, False, block.base, block, block.next)
+            if block.next is not None:
+                block.next.prev = rest
+            block.next, block.size = rest, mapped
+            self._unmapped[block.small].append(rest)
+        merged = self._merge_neighbours(block)
+        self._insert(merged)
+        return merged
+
+    def try_allocate_expandable_block(self, size: int, small: bool) -> Block | None:
+        """``try_allocate_expandable_block``: map pages until the candidate holds ``size``."""
+        candidate = self.find_expandable_block(size, small)
+        if not candidate.mapped:
+            candidate = self.map_block(candidate, min(candidate.size, size))
+            if candidate is None:
+                return None
+        while candidate.size < size:
+            nxt = candidate.next
+            candidate = self.map_block(nxt, min(size - candidate.size, nxt.size))
+            if candidate is None:
+                return None
+        self._remove(candidate)
+        return candidate
+
+    def unmap_block(self, block: Block) -> None:
+        """``unmap_block`` / ``ExpandableSegment::unmap``: give back the whole pages inside a free block;
+        the partial pages at either end stay mapped as free blocks."""
+        page = page_size(block.small)
+        begin = block.base + page * -(-(block.addr - block.base) // page)
+        end = block.base + page * ((block.addr + block.size - block.base) // page)
+        if begin >= end:
+            return
+        self._remove(block)
+        if begin > block.addr:
+            before = Block(block.addr, begin - block.addr, block.small, True, True, block.base, block.prev, block)
+            if block.prev is not None:
+                block.prev.next = before
+            block.prev = before
+            self._insert(before)
+        if end < block.addr + block.size:
+            after = Block(end, block.addr + block.size - end, block.small, True, True, block.base, block, block.next)
+            if block.next is not None:
+                block.next.prev = after
+            block.next = after
+            self._insert(after)
+        block.addr, block.size, block.mapped = begin, end - begin, False
+        self.reserved -= end - begin
+        self._unmapped[block.small].append(self._merge_neighbours(block))

@@ -12,13 +12,13 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .allocator import allocated_block_bytes
 from .buffers import Buffer, Group, LifetimeModel, Step
+from .rounding import allocated_block_bytes
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
 
 
-def allocations(model: LifetimeModel) -> "OrderedDict[str, list[Buffer]]":
+def allocations(model: LifetimeModel) -> OrderedDict[str, list[Buffer]]:
     """Buffers grouped by the allocation they live in (a standalone buffer is its own allocation)."""
     groups: OrderedDict[str, list[Buffer]] = OrderedDict()
     for b in model.buffers:
@@ -103,14 +103,14 @@ class Prediction:
     def at_peak(self) -> list[tuple[Buffer, int]]:
         return self.live_at(self.peak_index)
 
-    def groups_at(self, step: int) -> "OrderedDict[Group, int]":
+    def groups_at(self, step: int) -> OrderedDict[Group, int]:
         out: OrderedDict[Group, int] = OrderedDict((g, 0) for g in Group)
         for b, n in self.live_at(step):
             out[b.group] += n
         return OrderedDict((g, n) for g, n in out.items() if n)
 
     @property
-    def groups(self) -> "OrderedDict[Group, int]":
+    def groups(self) -> OrderedDict[Group, int]:
         return self.groups_at(self.peak_index)
 
     def forward_peak(self) -> tuple[int, int]:

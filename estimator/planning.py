@@ -1,7 +1,9 @@
-"""Capacity planning on the symbolic models: the largest shape that fits, the closed-form peak, grids.
+"""Capacity planning: the largest shape that runs on a device, the closed-form peak, grids.
 
-Everything here evaluates the same buffer records as ``predict`` (512-byte blocks, no allocator
-replay): the steady-state live bytes of one training step.
+``largest_running`` answers the user's question (largest S, MBS or H that does not go out of memory)
+through the full simulation (``capacity.verdict``: allocator replay against the device's capacity).
+``largest_fitting``, ``closed_form`` and ``sweep`` evaluate the buffer records as ``predict`` does
+(512-byte blocks, no allocator): the steady-state allocated bytes of one training step.
 """
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from itertools import product
 
 import sympy as sp
 
+from .allocator import DEFAULT_CONF, AllocatorConf
 from .buffers import LifetimeModel
+from .capacity import Verdict, verdict
+from .devices import Device
 from .engine import predict, step_expressions
 from .errors import LivebytesError
 from .shapes import Shape
@@ -36,41 +41,81 @@ def _with(shape: Shape, solve: str, value: int) -> Shape:
     return replace(shape, **{solve: value})
 
 
-def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
-                    refuse=None) -> PlanResult:
-    """Largest value of ``solve`` (seq, mbs or heads) whose peak fits ``budget_bytes``, the others held.
-
-    Exact on the model: the peak is evaluated at integers, ceiling divisions and plan switches
-    included. It searches for the first value that does not fit (doubling, then bisection), which
-    assumes the peak does not fall as the value grows; the models are monotone in S, and in MBS and H
-    except where FROST's chain plan switches off (a drop of a few fp32 piece states), so the answer
-    is checked: the found value fits and the next one does not.
-    """
-    if solve not in SOLVABLE:
-        raise LivebytesError(f"--solve must be one of {', '.join(SOLVABLE)}")
-
-    def peak(v: int) -> int:
-        s = _with(shape, solve, v)
-        if refuse is not None:
-            reason = refuse(s)
-            if reason:
-                raise LivebytesError(reason)
-        return predict(model, s).peak_bytes
-
-    if peak(1) > budget_bytes:
-        return PlanResult(model, solve, budget_bytes, None, None, 1, peak(1))
+def _largest_value(ok) -> int | None:
+    """Largest v >= 1 with ok(v), searching for the first value that fails (doubling, then bisection);
+    None when even 1 fails. Assumes ok does not come back once it failed (checked by the callers'
+    answer: the value passes and the next one does not)."""
+    if not ok(1):
+        return None
     lo, hi = 1, 2
-    while peak(hi) <= budget_bytes:
+    while ok(hi):
         lo, hi = hi, hi * 2
         if hi > SEARCH_LIMIT:
             raise LivebytesError(f"everything up to {SEARCH_LIMIT} fits: the budget is not a constraint")
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if peak(mid) <= budget_bytes:
+        if ok(mid):
             lo = mid
         else:
             hi = mid
-    return PlanResult(model, solve, budget_bytes, lo, peak(lo), lo + 1, peak(lo + 1))
+    return lo
+
+
+def _checked(shape: Shape, solve: str, refuse):
+    if solve not in SOLVABLE:
+        raise LivebytesError(f"--solve must be one of {', '.join(SOLVABLE)}")
+
+    def at(v: int) -> Shape:
+        s = _with(shape, solve, v)
+        reason = refuse(s) if refuse is not None else None
+        if reason:
+            raise LivebytesError(reason)
+        return s
+    return at
+
+
+def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
+                    refuse=None) -> PlanResult:
+    """Largest value of ``solve`` (seq, mbs or heads) whose allocated peak fits ``budget_bytes``, the others held.
+
+    Exact on the model: the peak is evaluated at integers, ceiling divisions and plan switches
+    included. The models are monotone in S, and in MBS and H except where FROST's chain plan switches
+    off (a drop of a few fp32 piece states), so the answer is checked: it fits and the next one does not.
+    This is a budget on *allocated* bytes; whether a process runs is ``largest_running``'s question.
+    """
+    at = _checked(shape, solve, refuse)
+
+    def peak(v: int) -> int:
+        return predict(model, at(v)).peak_bytes
+    value = _largest_value(lambda v: peak(v) <= budget_bytes)
+    if value is None:
+        return PlanResult(model, solve, budget_bytes, None, None, 1, peak(1))
+    return PlanResult(model, solve, budget_bytes, value, peak(value), value + 1, peak(value + 1))
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    model: LifetimeModel
+    solve: str
+    value: int | None             # largest value that runs (None: not even 1)
+    at_value: Verdict | None
+    next_value: int
+    at_next: Verdict              # its ``oom`` names the allocation that fails one step above
+
+
+def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
+                    conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None) -> CapacityPlan:
+    """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
+    (allocator replay of a fresh process: first call, then steady steps, against the device total minus
+    the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
+    near the edge; the answer is checked: it runs and the next value does not."""
+    at = _checked(shape, solve, refuse)
+
+    def run(v: int) -> Verdict:
+        return verdict(model, at(v), device, conf, triton_cache)
+    value = _largest_value(lambda v: run(v).fits)
+    nxt = 1 if value is None else value + 1
+    return CapacityPlan(model, solve, value, None if value is None else run(value), nxt, run(nxt))
 
 
 # ------------------------------------------------------------------------------------- closed form
@@ -117,7 +162,7 @@ def _vectorised(model: LifetimeModel):
     exprs = step_expressions(model)
     fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules=["numpy"])
 
-    def peaks(values: dict) -> "np.ndarray":
+    def peaks(values: dict) -> np.ndarray:
         cols = [np.asarray(values[s], dtype=np.float64) for s in SHAPE_SYMBOLS]
         steps = fn(*cols)
         n = len(cols[0])
@@ -129,7 +174,7 @@ def sweep(model: LifetimeModel, mbs: list[int], seqs: list[int], heads: list[int
     """Peak bytes over a grid, through one vectorised evaluation of the step expressions."""
     import numpy as np
     grid = list(product(mbs, seqs, heads, dims))
-    from .symbols import DK, DV, H, HV, MBS, S
+    from .symbols import DK, DV, HV, MBS, H, S
     values = {MBS: [g[0] for g in grid], S: [g[1] for g in grid], H: [g[2] for g in grid], HV: [g[2] for g in grid],
               DK: [g[3] for g in grid], DV: [g[3] for g in grid]}
     peaks = _vectorised(model)(values)

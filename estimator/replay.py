@@ -1,27 +1,39 @@
-"""Replay a model's timeline through the block-level allocator model, the way the validator runs it.
+"""Replay a model's timeline through the block-level allocator model (``allocator.CachingAllocator``).
 
 ``predict`` charges each buffer its rounded size; ``replay`` also reproduces what the caching
-allocator does with blocks that earlier steps freed (see ``allocator.CachingAllocator``), which is
-what ``torch.cuda.max_memory_allocated`` reports in steady state. The protocol: harness steps
-(warmup leftovers, inputs) once, then ``warm_steps`` unmeasured steps, then ``measured_steps``
-measured ones; library caches (``Buffer.cached``) are allocated by the first step only; outputs and
-gradients that the step leaves alive are released before the next step.
+allocator does with blocks that earlier steps freed, which is what ``torch.cuda.max_memory_allocated``
+reports, and the segments it holds (``max_memory_reserved``). The sequence: ``history`` (allocations
+the process made before, still held), the harness steps (inputs) once, then ``warm_steps`` unmeasured
+steps (the first one is the first call at this shape: library caches, ``Buffer.cached``, are allocated
+by it only), then ``measured_steps`` measured ones; outputs and gradients the step leaves alive are
+released before the next step.
 
-Protocol v3 (the validator's current one) empties the allocator cache after the target-shape warmup,
-so the measured steps do not depend on what the first call did with temporaries this model does not
-list (Triton autotuning at a new token bucket allocates a 256 MiB L2-flush buffer, but only when its
-result is not already in the process or on-disk autotune cache). Records of protocols v1/v2 were
-taken without that; ``replay(..., empty_cache_after_warmup=False)`` is their reference, and is exact
-whenever the first call did not autotune.
+``empty_cache_after_warmup``: protocol v3 of the validator empties the allocator cache after the
+target-shape warmup, so the measured steps do not depend on first-call temporaries this model does
+not list (Triton autotuning at a new token bucket allocates a 256 MiB L2-flush buffer, but only when
+its result is not already in the process or on-disk autotune cache). A user's process does not.
+
+With ``capacity_bytes`` the allocator runs out of memory the way PyTorch does; the replay stops at the
+failing request and says where (``OomEvent``).
+
+The byte formulas are compiled once per model (``_schedule``); a replay costs a few hundred
+allocator operations (well under 5 ms), which the out-of-memory planner bisects over.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import median
 
 import sympy as sp
 
-from .allocator import CachingAllocator
+from .allocator import (
+    DEFAULT_CONF,
+    AllocatorConf,
+    AllocatorOutOfMemory,
+    CachingAllocator,
+    OutOfMemory,
+)
 from .buffers import LifetimeModel
 from .engine import allocations
 from .shapes import Shape
@@ -29,65 +41,117 @@ from .symbols import SHAPE_SYMBOLS
 
 
 @dataclass(frozen=True)
+class OomEvent:
+    """Where the simulated process failed: the step of the run (0 = the first call at this shape), the
+    model step and allocation, and PyTorch's figures."""
+    run_step: int
+    first_call: bool
+    step: str
+    buffer: str
+    figures: OutOfMemory
+
+
+@dataclass(frozen=True)
 class Replay:
-    peaks: tuple[int, ...]
-    reserved: int
+    peaks: tuple[int, ...]                # max_memory_allocated of each measured step
+    reserved: int                         # reserved at the end
+    reserved_peaks: tuple[int, ...] = ()  # max_memory_reserved of each measured step (peak reset before it)
+    reserved_peak_bytes: int = 0          # max reserved over the whole run, history included
+    allocated_peak_bytes: int = 0         # max allocated over the whole run, history included
+    oom: OomEvent | None = field(default=None)
 
     @property
     def peak_bytes(self) -> int:
         return int(median(self.peaks))
 
 
-def _requested_bytes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
+@dataclass(frozen=True)
+class _Schedule:
+    sizes_fn: object                      # shape values -> request bytes per allocation
+    names: tuple[str, ...]
+    harness: tuple[tuple[int, tuple[int, ...]], ...]       # (step, allocations made there)
+    work: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]   # (step, allocated, freed)
+    cached: frozenset[int]
+    released: tuple[int, ...]             # allocations the harness drops after each step
+
+
+@lru_cache(maxsize=256)
+def _schedule(model: LifetimeModel) -> _Schedule:
+    """Request-size formulas (a carved workspace is one request) and who is allocated and freed where,
+    compiled once per model (models are frozen and hashable)."""
+    groups = allocations(model)
+    names = tuple(groups)
+    exprs = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
+    fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math")
+    first = [groups[n][0] for n in names]
+    alloc_at = [model.step_index(b.allocated_at) for b in first]
+    free_at = [None if b.freed_after is None else model.step_index(b.freed_after) for b in first]
+
+    def made(i):
+        return tuple(k for k in range(len(names)) if alloc_at[k] == i)
+    harness, work = [], []
+    for i, s in enumerate(model.steps):
+        if s.phase == "harness":
+            harness.append((i, made(i)))
+        else:
+            work.append((i, made(i), tuple(k for k in range(len(names)) if free_at[k] == i)))
+    released = tuple(k for k in range(len(names)) if free_at[k] is None and not first[k].cached
+                     and model.steps[alloc_at[k]].phase != "harness")
+    return _Schedule(fn, names, tuple(harness), tuple(work),
+                     frozenset(k for k in range(len(names)) if first[k].cached), released)
+
+
+def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     """Unrounded request per allocation (a carved workspace is one request)."""
+    sch = _schedule(model)
     subs = shape.subs()
-    args = [subs[s] for s in SHAPE_SYMBOLS]
-    out = {}
-    for name, regions in allocations(model).items():
-        expr = sum((r.nbytes for r in regions), sp.Integer(0))
-        out[name] = int(sp.lambdify(SHAPE_SYMBOLS, expr, modules="math")(*args))
-    return out
+    return dict(zip(sch.names, (int(v) for v in sch.sizes_fn(*(subs[s] for s in SHAPE_SYMBOLS)))))
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
-           empty_cache_after_warmup: bool = True, history: tuple[int, ...] = ()) -> Replay:
+           empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
+           conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None) -> Replay:
     """``history``: request sizes of allocations the process made before this shape's inputs and still
-    holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order."""
-    sizes = _requested_bytes(model, shape)
-    groups = allocations(model)
-    first = {name: regions[0] for name, regions in groups.items()}
-    by_step: dict[int, list[str]] = {}
-    freed: dict[int, list[str]] = {}
-    for name, b in first.items():
-        by_step.setdefault(model.step_index(b.allocated_at), []).append(name)
-        if b.freed_after is not None:
-            freed.setdefault(model.step_index(b.freed_after), []).append(name)
-    harness = [i for i, s in enumerate(model.steps) if s.phase == "harness"]
-    work = [i for i, s in enumerate(model.steps) if s.phase != "harness"]
-
-    alloc = CachingAllocator()
-    for nbytes in history:
-        alloc.malloc(nbytes)
-    live = {}
-    for i in harness:
-        for name in by_step.get(i, []):
-            live[name] = alloc.malloc(sizes[name])
-    peaks = []
-    for k in range(warm_steps + measured_steps):
-        if k == warm_steps and empty_cache_after_warmup:
-            alloc.empty_cache()      # protocol v3: first-call temporaries (autotune buffers) leave no layout behind
-        if k >= warm_steps:
+    holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
+    ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory)."""
+    sch = _schedule(model)
+    subs = shape.subs()
+    sizes = [int(v) for v in sch.sizes_fn(*(subs[s] for s in SHAPE_SYMBOLS))]
+    alloc = CachingAllocator(conf, capacity_bytes)
+    live: dict[int, object] = {}
+    peaks, reserved_peaks = [], []
+    top_alloc = top_reserved = 0
+    where = ("history", "history", -1)
+    try:
+        for nbytes in history:
+            alloc.malloc(nbytes)
+        for i, made in sch.harness:
+            for k in made:
+                where = (model.steps[i].name, sch.names[k], -1)
+                live[k] = alloc.malloc(sizes[k])
+        for run in range(warm_steps + measured_steps):
+            if run == warm_steps and empty_cache_after_warmup:
+                alloc.empty_cache()
+            top_alloc, top_reserved = max(top_alloc, alloc.peak), max(top_reserved, alloc.peak_reserved)
             alloc.reset_peak()
-        for i in work:
-            for name in by_step.get(i, []):
-                if first[name].cached and name in live:
-                    continue
-                live[name] = alloc.malloc(sizes[name])
-            for name in freed.get(i, []):
-                alloc.free(live.pop(name))
-        if k >= warm_steps:
-            peaks.append(alloc.peak)
-        for name in [n for n in live if first[n].freed_after is None and not first[n].cached
-                     and model.steps[model.step_index(first[n].allocated_at)].phase != "harness"]:
-            alloc.free(live.pop(name))    # the harness drops the output and the gradients
-    return Replay(tuple(peaks), alloc.reserved)
+            for i, made, freed in sch.work:
+                for k in made:
+                    if k in sch.cached and k in live:
+                        continue
+                    where = (model.steps[i].name, sch.names[k], run)
+                    live[k] = alloc.malloc(sizes[k])
+                for k in freed:
+                    alloc.free(live.pop(k))
+            if run >= warm_steps:
+                peaks.append(alloc.peak)
+                reserved_peaks.append(alloc.peak_reserved)
+            for k in sch.released:
+                if k in live:
+                    alloc.free(live.pop(k))    # the harness drops the output and the gradients
+    except AllocatorOutOfMemory as err:
+        step, buffer, run = where
+        oom = OomEvent(run, run == 0, step, buffer, err.oom)
+        return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
+                      max(top_alloc, alloc.peak), oom)
+    return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
+                  max(top_alloc, alloc.peak))

@@ -33,7 +33,7 @@ def _register_fla(v: fla_kda.FlaVersion) -> None:
     register(ModelSpec(
         key=f"fla-kda@{v.version}", implementation="FLA chunk_kda (Triton)", version=v.version, covers=v.covers,
         builder=_fla_builder(v, False), refuse=fla_kda.refuse, options=FLA_OPTIONS, default_device=v.default_device,
-        runner="fla",
+        runner="fla" if v.released else None,
     ))
     if v.forward_model:
         register(ModelSpec(
@@ -41,7 +41,7 @@ def _register_fla(v: fla_kda.FlaVersion) -> None:
             covers=f"{v.origin} forward only under torch.no_grad (inference peak)",
             builder=_fla_builder(v, True), refuse=fla_kda.refuse,
             options={"contract": ("report", "plain"), "gva": (False, True)}, default_device=v.default_device,
-            phase="fwd", runner="fla",
+            phase="fwd", runner="fla" if v.released else None,
         ))
 
 
@@ -51,7 +51,8 @@ def _register_frost(v) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-frost@{v.version}", implementation="cuDNN frontend kda_frost (CuTeDSL)", version=v.version,
         covers=covers, builder=lambda device, v=v: cudnn_frost.build(version=v, num_sm=device.sm_count, device=device.name),
-        refuse=cudnn_frost.refuse, default_device="B300", runner="kda_frost",
+        refuse=cudnn_frost.refuse, default_device="B300",
+        runner="kda_frost" if v.released else None,
     ))
 
 

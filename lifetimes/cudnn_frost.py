@@ -38,7 +38,7 @@ CHAIN_MIN_TOKENS_REVERSE = 192   # piece_chain.chain_min_tokens(reverse=True)
 
 VERSIONS: tuple[CudnnVersion, ...] = (
     CUDNN_1_32_0,
-    CUDNN_1_32_0.derive(version="e0b4ce98", origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
+    CUDNN_1_32_0.derive(version="e0b4ce98", released=False, origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
                         notes=("e0b4ce98 itself was not readable here; its model is the 1.32.0 code path",)),
 )
 

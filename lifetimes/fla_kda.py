@@ -51,6 +51,7 @@ class FlaVersion:
     covers: str
     default_device: str = "H200"
     forward_model: bool = True     # also register fla-kda-fwd@VERSION (forward only, no grad)
+    released: bool = True          # a package the validator can install and run (a private snapshot is not)
 
     def derive(self, **overrides) -> "FlaVersion":
         return replace(self, **overrides)
@@ -66,7 +67,7 @@ FLA_0_6_0 = FlaVersion(
 VERSIONS: tuple[FlaVersion, ...] = (
     FLA_0_6_0,
     FLA_0_6_0.derive(
-        version="07b80f27", origin="FLA snapshot 07b80f2715cf (not public): the 0.6.0 code path with the report's dtypes",
+        version="07b80f27", released=False, origin="FLA snapshot 07b80f2715cf (not public): the 0.6.0 code path with the report's dtypes",
         intra_grad_dtype="bf16", beta_sigmoid_dtype="bf16", default_device="B300", forward_model=False,
         evidence="KDA memory report, storage table: 'FLA BF16 dq2/dk2 and FP32 dg2' (16.000 GiB at H128/128K) and "
                  "forward-saved activations 12.156 GiB = normalised Q/K 8 + Aqk/Akk 4 + rstd 0.125 + a 2-byte beta 0.031",

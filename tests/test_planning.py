@@ -89,7 +89,8 @@ def test_plan_command_json_and_timeline_png(tmp_path):
     assert r.exit_code == 0, r.output
     import json
     (row,) = json.loads(r.output)
-    assert row["peak_at_value"] <= get_device("H200").usable_bytes < row["peak_at_next"]
+    assert row["at_value"]["fits"]["fits"] and row["at_next"]["oom"] is not None
+    assert row["at_value"]["device_need_bytes"] <= get_device("H200").capacity_bytes
     png = tmp_path / "t.png"
     r = runner.invoke(app, ["timeline", "--impl", "fla-kda@07b80f27", "--impl", "cudnn-kda-frost@e0b4ce98",
                             "--seq", "128K", "--heads", "128", "--out", str(png)])

@@ -32,10 +32,11 @@ def test_runs_where_the_engine_exists(monkeypatch, impl, capability):
 
 
 def test_a_model_of_another_version_than_installed_is_declined(monkeypatch):
-    """fla-kda@07b80f27 is the report's snapshot: running fla-core 0.6.0 under its name would mislabel the record."""
+    """Measuring fla-core 0.7.0 under the 0.6.0 model's name would mislabel the record."""
     monkeypatch.setattr(runner, "_torch", lambda: fake_torch((9, 0)))
-    monkeypatch.setattr(runner, "_installed", lambda kind: ("fla", "0.6.0"))
-    assert "models fla 07b80f27; this machine has fla 0.6.0" in runner.decline_reason("fla-kda@07b80f27")
+    monkeypatch.setattr(runner, "_installed", lambda kind: ("fla", "0.7.0"))
+    assert "models fla 0.6.0; this machine has fla 0.7.0" in runner.decline_reason("fla-kda@0.6.0")
+    assert runner.decline_reason("fla-kda@07b80f27") == "no runner for fla-kda@07b80f27"   # a private snapshot
 
 
 def test_no_cuda_is_one_clear_reason(monkeypatch):

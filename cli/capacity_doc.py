@@ -1,0 +1,75 @@
+"""The generated tables of docs/planning.md (between ``<!-- capacity:NAME -->`` markers): which shapes run
+on which GPU, and the longest sequence per GPU, from the full simulation (``estimator.capacity``).
+``python -m livebytes.cli.capacity_doc`` rewrites them; tests/test_capacity.py keeps them in sync."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from livebytes.estimator.capacity import verdict
+from livebytes.estimator.devices import DEVICES
+from livebytes.estimator.planning import largest_running
+from livebytes.estimator.registry import get_model, spec
+from livebytes.estimator.shapes import Shape
+
+GPUS = ("H100", "H200", "B200", "B300")
+ROWS = (("fla-kda@07b80f27", {}), ("fla-kda@0.6.0", {}), ("fla-kda@0.6.0", {"contract": "plain"}),
+        ("cudnn-kda-frost@1.32.0", {}), ("cudnn-kda-hopper-cuda@1.32.0", {}))
+SHAPES = (Shape(1, 131072, 96), Shape(1, 262144, 96), Shape(1, 131072, 128), Shape(1, 262144, 128))
+
+
+def _label(key: str, opts: dict) -> str:
+    return f"`{key}`" + "".join(f" `--{k} {v}`" for k, v in opts.items())
+
+
+def _runs_on(key: str, gpu: str) -> bool:
+    return not spec(key).refuse(Shape(1, 8192, 96), DEVICES[gpu])
+
+
+def fit_table() -> str:
+    lines = ["| model | shape | " + " | ".join(GPUS) + " |", "|---|---|" + "---:|" * len(GPUS)]
+    for key, opts in ROWS:
+        for shape in SHAPES:
+            cells = []
+            for gpu in GPUS:
+                if not _runs_on(key, gpu):
+                    cells.append("-")
+                    continue
+                v = verdict(get_model(key, gpu, **opts), shape, DEVICES[gpu])
+                cells.append(f"runs ({v.device_need_bytes / 2**30:.1f})" if v.fits else
+                             f"OOM ({v.device_need_bytes / 2**30:.1f})")
+            lines.append(f"| {_label(key, opts)} | H{shape.heads} {shape.seq // 1024}K | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def longest_table() -> str:
+    lines = ["| model | H | " + " | ".join(GPUS) + " |", "|---|---:|" + "---:|" * len(GPUS)]
+    for key, opts in ROWS:
+        for heads in (96, 128):
+            cells = []
+            for gpu in GPUS:
+                if not _runs_on(key, gpu):
+                    cells.append("-")
+                    continue
+                r = largest_running(get_model(key, gpu, **opts), Shape(1, 8192, heads), "seq", DEVICES[gpu])
+                cells.append("none" if r.value is None else f"{r.value:,}")
+            lines.append(f"| {_label(key, opts)} | {heads} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+TABLES = {"fit": fit_table, "longest": longest_table}
+
+
+def regenerate(text: str) -> str:
+    for name, make in TABLES.items():
+        pattern = re.compile(rf"(<!-- capacity:{name} -->\n).*?(<!-- /capacity:{name} -->)", re.DOTALL)
+        table = make()
+        text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
+    return text
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/planning.md")
+    path.write_text(regenerate(path.read_text()))
+    print(path)

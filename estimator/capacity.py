@@ -1,0 +1,148 @@
+"""The verdict: does a shape run on a device, or where does it go out of memory?
+
+Three levels (docs/capacity.md): *allocated* (the model's peak of live blocks), *reserved* (the
+segments the caching allocator holds: ``replay``), *device* (reserved plus the process's own memory
+outside PyTorch: CUDA context, loaded kernel modules, what Triton's autotuning leaves behind).
+cudaMalloc sees the device total minus that process memory; the replay runs against it with the
+allocator's release-and-retry (``allocator.CachingAllocator.malloc``) and either fits or stops at
+the failing request with PyTorch's figures.
+
+The sequence simulated is what a process runs: a fresh start, the inputs, the first call at this
+shape (library caches allocated), then steady steps. ``protocol=True`` runs the validator's
+sequence instead (one target warmup step, ``empty_cache``, three measured steps) for the boundary
+records; the history of its small-shape warmup comes in through ``history``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from .allocator import DEFAULT_CONF, AllocatorConf
+from .buffers import LifetimeModel
+from .devices import Device
+from .errors import LivebytesError
+from .replay import OomEvent, replay
+from .shapes import Shape
+
+DATA = Path(__file__).parent / "data" / "process_memory.json"
+TRITON_CACHE_STATES = ("cold", "warm")
+STEADY_STEPS = 2     # steady steps after the first call: the second one shows any layout the first left
+
+
+@dataclass(frozen=True)
+class Figure:
+    bytes: int
+    status: str            # "measured" or "assumed: ..."
+    source: str
+    record: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """The process's device memory outside the PyTorch allocator."""
+    context: Figure
+    library: Figure | None        # whole non-PyTorch memory once the library is loaded (None: not measured)
+    library_name: str
+    triton_cache: str
+
+    @property
+    def bytes(self) -> int:
+        return self.library.bytes if self.library is not None else self.context.bytes
+
+    @property
+    def assumptions(self) -> list[str]:
+        out = [] if self.context.status == "measured" else [f"CUDA context {self.context.status}"]
+        if self.library is None:
+            out.append(f"{self.library_name}: its kernels' memory is not measured; counted as the context only")
+        elif self.library.status != "measured":
+            out.append(f"{self.library_name} ({self.triton_cache} cache): {self.library.status}")
+        return out
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def _figure(entry: dict | None, assumed_from: str | None) -> Figure | None:
+    if entry is None:
+        return None
+    status = entry["status"] if assumed_from is None else f"assumed: the {assumed_from}'s figure, not measured on this GPU"
+    return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
+
+
+def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -> ProcessMemory:
+    """Context and library memory for ``model_key`` on ``device`` (GPUs without their own figures take
+    the H200's, labelled as assumptions)."""
+    if triton_cache not in TRITON_CACHE_STATES:
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+    devices = _data()["devices"]
+    name = device.name.upper()
+    assumed_from = None if name in devices else "H200"
+    entry = devices.get(name, devices["H200"])
+    context = _figure(entry["context"], assumed_from)
+    for lib in entry["libraries"]:
+        if any(model_key.startswith(p) for p in lib["model_prefixes"]):
+            return ProcessMemory(context, _figure(lib[triton_cache], assumed_from), lib["name"], triton_cache)
+    return ProcessMemory(context, None, model_key.split("@")[0], triton_cache)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    device: Device
+    conf: AllocatorConf
+    process: ProcessMemory
+    allocated_peak_bytes: int     # whole run, first call included
+    reserved_peak_bytes: int      # max_memory_reserved over the whole run (without a limit when it goes out of memory)
+    oom: OomEvent | None          # the run against the capacity: None = it fits
+
+    @property
+    def total_bytes(self) -> int:
+        return self.device.capacity_bytes
+
+    @property
+    def capacity_bytes(self) -> int:
+        """What cudaMalloc can hand this process's allocator."""
+        return self.total_bytes - self.process.bytes
+
+    @property
+    def device_need_bytes(self) -> int:
+        return self.reserved_peak_bytes + self.process.bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.oom is None
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Device memory left at the reserved peak (negative: short by that much, before the retry's release)."""
+        return self.total_bytes - self.device_need_bytes
+
+
+def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
+            triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False) -> Verdict:
+    """Run the process's sequence (or the validator's, ``protocol=True``) without a limit, then, when its
+    reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
+    cached segments, or stop at the failing request."""
+    proc = process_memory(device, model.key, triton_cache)
+    kw = {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
+          "history": history, "conf": conf}
+    run = replay(model, shape, **kw)
+    capacity = device.capacity_bytes - proc.bytes
+    if run.reserved_peak_bytes > capacity:
+        limited = replay(model, shape, capacity_bytes=capacity, **kw)
+        run = limited if limited.oom is None else replace(run, oom=limited.oom)
+    return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom)
+
+
+def oom_dict(v: Verdict) -> dict | None:
+    """The ``oom`` JSON value: null, or where and PyTorch's figures."""
+    if v.oom is None:
+        return None
+    f = v.oom.figures
+    return {"run_step": v.oom.run_step, "first_call": v.oom.first_call, "step": v.oom.step, "buffer": v.oom.buffer,
+            "request_bytes": f.request_bytes, "tried_bytes": f.tried_bytes, "allocated_bytes": f.allocated_bytes,
+            "reserved_bytes": f.reserved_bytes, "reserved_unallocated_bytes": f.reserved_bytes - f.allocated_bytes,
+            "free_bytes": f.free_bytes, "total_bytes": v.total_bytes}

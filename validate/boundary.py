@@ -1,0 +1,83 @@
+"""The out-of-memory boundary plan for the H200 (issue 9): ``plan``'s answer and 1 % above it, per case.
+
+Each case runs in a fresh process (the process's own memory and the allocator start clean): the
+answer S* must fit and ceil(S* x 1.01) must go out of memory. ``validate/plans/h200_boundary.json``
+is this module's output; ``tests/test_boundary.py`` keeps the file equal to what ``plan`` answers today
+and re-checks every boundary record against the simulation.
+
+    python -m livebytes.validate.boundary [PATH]     # rewrite the plan file
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from livebytes.estimator.allocator import parse_alloc_conf
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.planning import largest_running
+from livebytes.estimator.registry import get_model, spec
+from livebytes.estimator.shapes import Shape
+
+PLAN_PATH = Path(__file__).parent / "plans" / "h200_boundary.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    impl: str
+    contract: str | None
+    solve: str
+    base: Shape
+    alloc_conf: str = "expandable_segments:False"
+    triton_cache: str = "cold"
+
+
+CASES = (
+    Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128)),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128)),
+    Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128)),
+    Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True"),
+    Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache="warm"),
+    Case("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", Shape(1, 32768, 96, 128)),
+)
+
+
+def model_of(case: Case):
+    return get_model(case.impl, "H200", **({"contract": case.contract} if case.contract else {}))
+
+
+def answer(case: Case) -> int:
+    """``plan``'s S* (or MBS*) for this case on the H200."""
+    s = spec(case.impl)
+    dev = get_device("H200")
+    r = largest_running(model_of(case), case.base, case.solve, dev, parse_alloc_conf(case.alloc_conf),
+                        case.triton_cache, refuse=lambda sh: s.refuse(sh, dev))
+    return r.value
+
+
+def groups() -> list[dict]:
+    out = []
+    for case in CASES:
+        value = answer(case)
+        for role, v, expect in (("answer", value, "fits"), ("answer x 1.01", math.ceil(value * 1.01), "oom")):
+            shape = replace(case.base, **{case.solve: v})
+            g = {"impl": case.impl, "shapes": f"{shape.mbs},{shape.seq},{shape.heads},{shape.dim}",
+                 "alloc_conf": case.alloc_conf,
+                 "triton_cache": case.triton_cache if case.impl.startswith("fla-") else "n/a", "fresh": True,
+                 "boundary": {"solve": case.solve, "role": role, "plan_value": value, "expected": expect}}
+            if case.contract:
+                g["contract"] = case.contract
+            out.append(g)
+    return out
+
+
+def render(items: list[dict]) -> str:
+    return "[\n" + ",\n".join(" " + json.dumps(g) for g in items) + "\n]\n"
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else PLAN_PATH
+    path.write_text(render(groups()))
+    print(path)
