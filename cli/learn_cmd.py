@@ -6,21 +6,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from livebytes.estimator.draft import draft_source
 from livebytes.estimator.drift import differences, drift
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.learn import Learned, device_dependent, learn
 from livebytes.estimator.registry import get_model, spec
 from livebytes.estimator.traces import load_traces
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 console = Console()
+
+TracesDir = typer.Option(..., "--traces", help="directory of trace JSON files (written by validate/trace.py)")
+OnlyImpl = typer.Option(None, "--impl", help="only the traces of this implementation")
+Probe = typer.Option(None, "--probe", help="GPU: trace this built-in implementation first (validate/trace.py)")
+TraceShapes = typer.Option(None, "--shapes", help="GPU, with --probe: N,S,H,HV,K,V;...")
+Draft = typer.Option(None, "--draft", help="write the draft model module here")
+Json = typer.Option(False, "--json", help="machine-readable output")
+HandImpl = typer.Option(..., "--impl", help="hand model key to check, e.g. fla-kda@07b80f27")
+TracedImpl = typer.Option(None, "--traced-impl", help="use only traces of this implementation")
 
 
 def _fail(err: Exception) -> None:
@@ -50,12 +57,8 @@ def _learned_table(learned: Learned) -> Table:
 
 
 def learn_command(
-    traces: Path = typer.Option(..., "--traces", help="directory of trace JSON files (written by the tracer)"),
-    impl: Optional[str] = typer.Option(None, "--impl", help="only the traces of this implementation"),
-    probe: Optional[str] = typer.Option(None, "--probe", help="GPU: trace this built-in implementation first (see validate/trace.py)"),
-    shapes: Optional[str] = typer.Option(None, "--shapes", help="GPU, with --probe: N,S,H,HV,K,V;..."),
-    draft: Optional[Path] = typer.Option(None, "--draft", help="write the draft model module here"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    traces: Path = TracesDir, impl: str | None = OnlyImpl, probe: str | None = Probe, shapes: str | None = TraceShapes,
+    draft: Path | None = Draft, as_json: bool = Json,
 ) -> None:
     """Draft a lifetime model from allocator traces: exact byte formulas, lifetimes, and what it could not explain."""
     try:
@@ -87,10 +90,7 @@ def _hand_model(key: str, learned: Learned):
 
 
 def drift_command(
-    impl: str = typer.Option(..., "--impl", help="hand model key to check, e.g. fla-kda@07b80f27"),
-    traces: Path = typer.Option(..., "--traces", help="directory of traces of the library version"),
-    traced_impl: Optional[str] = typer.Option(None, "--traced-impl", help="use only traces of this implementation"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    impl: str = HandImpl, traces: Path = TracesDir, traced_impl: str | None = TracedImpl, as_json: bool = Json,
 ) -> None:
     """Traced buffers vs a hand model: added, removed, resized, re-typed, lifetime changed. Exit 2 on drift."""
     try:

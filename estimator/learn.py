@@ -269,6 +269,10 @@ def _match(traces: list[Trace]) -> tuple[list[tuple[str, int]], list[str]]:
 def learn(traces: list[Trace]) -> Learned:
     """The draft: matched buffers with exact formulas and lifetimes, and every event it could not explain."""
     keys, problems = _match(traces)
+    fixed = [s for s in TRACE_SYMBOLS if len({t.values[s] for t in traces}) == 1]
+    if fixed:
+        problems.append(f"{', '.join(fixed)} never vary across the traces: their powers are folded into the "
+                        "coefficients, not identified")
     keyset = set(keys)
     orders = [_event_order(t, keyset) for t in traces]
     for t, order in zip(traces[1:], orders[1:]):
