@@ -22,7 +22,7 @@ console = Console()
 
 TracesDir = typer.Option(..., "--traces", help="directory of trace JSON files (written by validate/trace.py)")
 OnlyImpl = typer.Option(None, "--impl", help="only the traces of this implementation")
-Probe = typer.Option(None, "--probe", help="GPU: trace this built-in implementation first (validate/trace.py)")
+Probe = typer.Option(None, "--probe", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
 TraceShapes = typer.Option(None, "--shapes", help="GPU, with --probe: N,S,H,HV,K,V;...")
 Draft = typer.Option(None, "--draft", help="write the draft model module here")
 Json = typer.Option(False, "--json", help="machine-readable output")

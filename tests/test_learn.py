@@ -280,3 +280,18 @@ def test_committed_gpu_traces(folder):
         from livebytes.cli.learn_cmd import _hand_model
         found = {(f.kind, f.buffer) for f in differences(drift(_hand_model(key, learned), learned))}
         assert found == expected, key
+
+
+@pytest.mark.skipif(__import__("livebytes.validate.runner", fromlist=["x"]).cuda_available(), reason="a GPU is present")
+def test_tracer_without_a_gpu_is_one_line_exit_1(capsys):
+    from livebytes.validate.trace import main
+    assert main(["--impl", "fla-gdn-fwd@0.6.0", "--shapes", "2,1030,1,2,64,64;2,2048,1,2,64,64", "--out", "/tmp/x"]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_probe_file_must_define_its_parts(tmp_path):
+    from livebytes.validate.trace import load_probe
+    probe = tmp_path / "probe.py"
+    probe.write_text("IMPL = 'mine@1'\n")
+    with pytest.raises(LivebytesError, match="cpu_inputs, step"):
+        load_probe(str(probe))

@@ -115,16 +115,35 @@ def disable_autotuning() -> str:
     return "disabled: Autotuner._bench patched, the first config of each kernel wins without benchmarking"
 
 
+def load_probe(path: str):
+    """A probe module: ``IMPL`` (a name), ``FORWARD_ONLY``, ``cpu_inputs(shape) -> dict`` of CPU tensors
+    (``cu_seqlens`` among them) and ``step(x) -> output``."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("livebytes_probe", path)
+    if spec is None or spec.loader is None:
+        raise LivebytesError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = [n for n in ("IMPL", "cpu_inputs", "step") if not hasattr(module, n)]
+    if missing:
+        raise LivebytesError(f"{path}: probe lacks {', '.join(missing)}")
+    return module
+
+
 class _Impl:
-    """Inputs (CPU, then device) and one step of one implementation."""
+    """Inputs (CPU, then device) and one step of one implementation (built in, or a probe file)."""
 
     def __init__(self, impl: str, contract: str):
-        self.impl, self.contract = impl, contract
-        self.forward_only = "-fwd@" in impl
-        self.gdn = impl.startswith("fla-gdn")
+        self.probe = load_probe(impl) if impl.endswith(".py") else None
+        self.impl = self.probe.IMPL if self.probe else impl
+        self.contract = contract
+        self.forward_only = bool(getattr(self.probe, "FORWARD_ONLY", False)) if self.probe else "-fwd@" in impl
+        self.gdn = self.impl.startswith("fla-gdn")
 
     def cpu_inputs(self, shape: Shape) -> dict:
         from livebytes.validate import gdn_harness, runner
+        if self.probe:
+            return self.probe.cpu_inputs(shape)
         if self.gdn:
             return gdn_harness.gdn_cpu_inputs(shape, not self.forward_only)
         saved = runner._to_gpu
@@ -136,6 +155,8 @@ class _Impl:
 
     def step(self, x: dict):
         from livebytes.validate import gdn_harness, runner
+        if self.probe:
+            return self.probe.step(x)
         if self.gdn:
             return gdn_harness.gdn_step(x, self.forward_only)
         h = runner.Harness(self.impl, self.contract, True, self.forward_only)
@@ -170,7 +191,7 @@ def _roots() -> dict[str, str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=IMPLS)
+    ap.add_argument("--impl", required=True, help=f"{', '.join(IMPLS)}, or a probe file PROBE.py")
     ap.add_argument("--contract", default="report", choices=("report", "plain"), help="KDA only")
     ap.add_argument("--shapes", required=True, help="N,S,H,HV,K,V;...")
     ap.add_argument("--out", required=True)
@@ -178,8 +199,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         shapes = parse_trace_shapes(args.shapes)
+        if not args.impl.endswith(".py") and args.impl not in IMPLS:
+            raise LivebytesError(f"unknown implementation {args.impl!r}: {', '.join(IMPLS)} or a probe file")
+        impl = _Impl(args.impl, args.contract)
     except LivebytesError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    from livebytes.validate.runner import cuda_available
+    if not cuda_available():
+        print("error: no CUDA device: the tracer records the real allocator and needs a GPU", file=sys.stderr)
         return 1
     os.environ.setdefault("TRITON_CACHE_DIR", "/tmp/livebytes-trace-triton-cache")   # keep tuned caches clean
     autotune = "on (Triton autotuning as shipped)" if args.autotune else disable_autotuning()
@@ -187,18 +215,18 @@ def main(argv=None) -> int:
     from livebytes.validate.runner import environment
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    impl, env, roots = _Impl(args.impl, args.contract), environment(), _roots()
+    env, roots = environment(), _roots()
     for shape in shapes:
         t0 = time.time()
         body = take(impl, shape, roots)
-        record = {"format": FORMAT, "impl": args.impl, "options": {"contract": args.contract} if not impl.gdn else {},
+        record = {"format": FORMAT, "impl": impl.impl, "options": {"contract": args.contract} if impl.impl.startswith("fla-kda") else {},
                   "shape": trace_shape(shape), "varied": varied(shapes), "size_field": "requested",
                   "size_source": "CUDACachingAllocator.cpp malloc: record_trace(TraceEntry::ALLOC, ptr, orig_size)",
                   "device": env["device"], "env": {k: env[k] for k in ("torch", "triton", "fla", "cuda", "driver")},
                   "autotune": autotune, "outside_window": ["cu_seqlens"], "allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
                   **body}
         s = trace_shape(shape)
-        name = f"{args.impl.replace('@', '_')}_" + "_".join(f"{k}{s[k]}" for k in TRACE_SYMBOLS) + ".json"
+        name = f"{impl.impl.replace('@', '_')}_" + "_".join(f"{k}{s[k]}" for k in TRACE_SYMBOLS) + ".json"
         (out / name).write_text(json.dumps(record, separators=(",", ":")))
         print(f"{name}: {len(body['events'])} events ({time.time() - t0:.1f} s)", flush=True)
         torch.cuda.empty_cache()
