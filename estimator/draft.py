@@ -11,7 +11,7 @@ from .learn import Learned, LearnedBuffer, device_dependent, to_model_expr
 
 
 def _source(b: LearnedBuffer) -> Source:
-    return Source(b.file, b.function, f"L{b.line}")
+    return Source(b.file, b.function, int(b.line) if b.line.isdigit() else 0)
 
 
 def _note(b: LearnedBuffer) -> str:
@@ -46,11 +46,11 @@ def draft_source(learned: Learned) -> str:
              '"""', "from sympy import ceiling", "",
              "from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step",
              "from livebytes.estimator.symbols import DK, DV, H, HV, MBS, S", "", "STEPS = ("]
-    lines += [f"    Step({s.name!r}, 'traced', Source({s.source.file!r}, {s.source.function!r}, {s.source.detail!r}))," for s in model.steps]
+    lines += [f"    Step({s.name!r}, 'traced', Source({s.source.file!r}, {s.source.function!r}, {s.source.line}))," for s in model.steps]
     lines += [")", "", "BUFFERS = ("]
     for b in model.buffers:
         lines.append(f"    Buffer({b.name!r}, Group.WORKSPACE, ({b.shape[0]},), 'uint8',  # bytes")
-        lines.append(f"           Source({b.source.file!r}, {b.source.function!r}, {b.source.detail!r}), {b.allocated_at!r}, "
+        lines.append(f"           Source({b.source.file!r}, {b.source.function!r}, {b.source.line}), {b.allocated_at!r}, "
                      f"{b.freed_after!r}, note={b.note!r}),")
     lines += [")", "", f"NOTES = {model.notes!r}", "",
               f"MODEL = LifetimeModel(key={model.key!r}, implementation={model.implementation!r}, version='learned',",

@@ -2,20 +2,21 @@
 
 Used to test ``learn`` and ``drift`` on the CPU before (and beside) real GPU traces. Within a step,
 the step's allocations come first (buffer order), then the frees of buffers whose ``freed_after``
-is that step. Buffers that exist before the recorded window are left out (``in_window``).
+is that step. Buffers that exist before the recorded window are left out (``in_window``): what the library caches
+(cache hits in the steady state) and the harness tensors the tracer reuses (``cu_seqlens``).
 """
 from __future__ import annotations
 
 import sympy as sp
 
-from .buffers import Buffer, Group, LifetimeModel
+from .buffers import Buffer, LifetimeModel
 from .symbols import SHAPE_SYMBOLS
 from .traces import FORMAT
 
 
 def in_window(b: Buffer, outside: tuple[str, ...] = ()) -> bool:
     """Whether the tracer's window (fresh inputs + one step) sees this buffer being allocated."""
-    return not (b.cached or b.group is Group.WARMUP or b.allocated_at == "harness.warmup" or b.name in outside)
+    return not (b.cached or b.name in outside)
 
 
 def model_shape(values: dict[str, int]):
@@ -34,9 +35,9 @@ def buffer_bytes(model: LifetimeModel, values: dict[str, int]) -> dict[str, int]
 
 
 def _frame(b: Buffer, lines: dict) -> str:
+    """The allocating frame as the tracer writes it; a source without a line number gets a stand-in."""
     function = b.source.function.rsplit(".", 1)[-1]
-    key = (b.source.file, function, b.source.detail)
-    line = lines.setdefault(key, 100 + len(lines))
+    line = b.source.line or lines.setdefault((b.source.file, function, b.source.quote), 100000 + len(lines))
     return f"{b.source.file}:{function}:{line}"
 
 

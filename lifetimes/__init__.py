@@ -80,7 +80,7 @@ for _v in cudnn_hopper.VERSIONS:
 
 
 def _register_gdn() -> None:
-    """runner=None until the validator's runner takes validate/gdn_harness.py (inputs and step are there)."""
+    """runner "gdn": validate/gdn_harness.py holds the inputs and the step for the validator's runner."""
     for forward_only in (False, True):
         register(ModelSpec(
             key=f"fla-gdn{'-fwd' if forward_only else ''}@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton)",
@@ -89,7 +89,7 @@ def _register_gdn() -> None:
                     "fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; backward not measured on Hopper"),
             builder=lambda device, gva=False, f=forward_only: fla_gdn.build(forward_only=f, device=device, gva=gva),
             refuse=fla_gdn.refuse, options={"gva": (False, True)}, default_device="H200",
-            phase="fwd" if forward_only else "fwd+bwd",
+            phase="fwd" if forward_only else "fwd+bwd", runner="gdn",
         ))
 
 
