@@ -356,6 +356,11 @@ def payload(fn: str = typer.Option("tiled", "--fn", help="dense, tiled or checkp
         raise typer.Exit(2)
 
 
+from .learn_cmd import register as _register_learn  # noqa: E402  (learn, drift)
+
+_register_learn(app)
+
+
 def main() -> None:
     try:
         app()

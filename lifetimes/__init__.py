@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
-from . import cudnn_frost, cudnn_hopper, fla_kda
+from . import cudnn_frost, cudnn_hopper, fla_gdn, fla_kda
 
 FLA_OPTIONS = {"contract": ("report", "plain"), "recompute": (True, False), "gva": (False, True)}
 
@@ -78,3 +78,20 @@ for _v in cudnn_frost.VERSIONS:
     _register_frost(_v)
 for _v in cudnn_hopper.VERSIONS:
     _register_hopper(_v)
+
+
+def _register_gdn() -> None:
+    """runner "gdn": validate/gdn_harness.py holds the inputs and the step for the validator's runner."""
+    for forward_only in (False, True):
+        register(ModelSpec(
+            key=f"fla-gdn{'-fwd' if forward_only else ''}@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton)",
+            version="0.6.0",
+            covers=("fla-core 0.6.0 Gated DeltaNet forward only under torch.no_grad (inference peak)" if forward_only else
+                    "fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; backward not measured on Hopper"),
+            builder=lambda device, gva=False, f=forward_only: fla_gdn.build(forward_only=f, device=device, gva=gva),
+            refuse=fla_gdn.refuse, options={"gva": (False, True)}, default_device="H200",
+            phase="fwd" if forward_only else "fwd+bwd", runner="gdn",
+        ))
+
+
+_register_gdn()

@@ -183,7 +183,7 @@ def test_every_released_version_names_its_runner_and_no_snapshot_does():
     assert runners["cudnn-kda-hopper@1.32.0"] == "kda_hopper"
     # the report's private snapshots cannot be installed: running 0.6.0 under their names would mislabel records
     assert runners["fla-kda@07b80f27"] is None and runners["cudnn-kda-frost@e0b4ce98"] is None
-    assert all(r in ("fla", "kda_hopper_cuda", "kda_hopper", "kda_frost", None) for r in runners.values())
+    assert all(r in ("fla", "kda_hopper_cuda", "kda_hopper", "kda_frost", "gdn", None) for r in runners.values())
 
 
 def test_no_function_in_the_models_is_over_60_lines():

@@ -1,0 +1,120 @@
+"""``livebytes learn`` and ``livebytes drift``: registered onto the app by ``register(app)``.
+
+Each command parses, calls the library (estimator.learn, estimator.drift, estimator.draft), renders.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from livebytes.estimator.draft import draft_source
+from livebytes.estimator.drift import differences, drift
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.learn import Learned, device_dependent, learn
+from livebytes.estimator.registry import get_model, spec
+from livebytes.estimator.traces import load_traces
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+console = Console()
+
+TracesDir = typer.Option(..., "--traces", help="directory of trace JSON files (written by validate/trace.py)")
+OnlyImpl = typer.Option(None, "--impl", help="only the traces of this implementation")
+Probe = typer.Option(None, "--probe", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
+TraceShapes = typer.Option(None, "--shapes", help="GPU, with --probe: N,S,H,HV,K,V;...")
+Draft = typer.Option(None, "--draft", help="write the draft model module here")
+Json = typer.Option(False, "--json", help="machine-readable output")
+HandImpl = typer.Option(..., "--impl", help="hand model key to check, e.g. fla-kda@07b80f27")
+TracedImpl = typer.Option(None, "--traced-impl", help="use only traces of this implementation")
+
+
+def _fail(err: Exception) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(1)
+
+
+def learned_rows(learned: Learned) -> list[dict]:
+    rows = []
+    for b in learned.buffers:
+        rows.append({"name": b.name, "site": b.site, "bytes": b.formula.text() if b.formula else None,
+                     "alternatives": [a.text() for a in b.alternatives], "allocated": b.allocated,
+                     "freed_after": b.freed_after, "device_dependent": device_dependent(b), "sizes": list(b.sizes)})
+    return rows
+
+
+def _learned_table(learned: Learned) -> Table:
+    table = Table(title=escape(f"{learned.impl}: {len(learned.buffers)} buffers learned from {len(learned.traces)} traces"))
+    for col in ("#", "buffer", "allocating frame", "bytes", "freed after #"):
+        table.add_column(col)
+    for r in learned_rows(learned):
+        flag = " (device-dependent?)" if r["device_dependent"] else ""
+        flag += " (ambiguous)" if r["alternatives"] else ""
+        table.add_row(str(r["allocated"]), escape(r["name"]), escape(r["site"]), escape(str(r["bytes"]) + flag),
+                      "end" if r["freed_after"] is None else str(r["freed_after"]))
+    return table
+
+
+def learn_command(
+    traces: Path = TracesDir, impl: str | None = OnlyImpl, probe: str | None = Probe, shapes: str | None = TraceShapes,
+    draft: Path | None = Draft, as_json: bool = Json,
+) -> None:
+    """Draft a lifetime model from allocator traces: exact byte formulas, lifetimes, and what it could not explain."""
+    try:
+        if probe is not None:
+            from livebytes.validate.trace import main as trace_main
+            if shapes is None or trace_main(["--impl", probe, "--shapes", shapes, "--out", str(traces)]) != 0:
+                raise LivebytesError("tracing failed (needs --shapes and a CUDA device with the library)")
+        learned = learn(load_traces(traces, impl))
+    except LivebytesError as err:
+        _fail(err)
+    if draft is not None:
+        draft.write_text(draft_source(learned))
+    if as_json:
+        typer.echo(json.dumps({"impl": learned.impl, "ties": learned.ties, "buffers": learned_rows(learned),
+                               "unexplained": list(learned.unexplained)}, indent=1))
+        return
+    console.print(_learned_table(learned))
+    for line in learned.unexplained:
+        console.print(escape(f"unexplained: {line}"))
+
+
+def _hand_model(key: str, learned: Learned):
+    """The hand model with the options the traces were taken with (contract; GVA when HV > H)."""
+    s = spec(key)
+    options = {k: v for k, v in learned.traces[0].options if k in s.options}
+    if any(t.values["HV"] != t.values["H"] for t in learned.traces) and "gva" in s.options:
+        options["gva"] = True
+    return get_model(key, **options)
+
+
+def drift_command(
+    impl: str = HandImpl, traces: Path = TracesDir, traced_impl: str | None = TracedImpl, as_json: bool = Json,
+) -> None:
+    """Traced buffers vs a hand model: added, removed, resized, re-typed, lifetime changed. Exit 2 on drift."""
+    try:
+        learned = learn(load_traces(traces, traced_impl))
+        findings = drift(_hand_model(impl, learned), learned)
+    except LivebytesError as err:
+        _fail(err)
+    found = differences(findings)
+    if as_json:
+        typer.echo(json.dumps([f.__dict__ for f in findings], indent=1))
+    else:
+        table = Table(title=escape(f"{impl} vs {len(learned.traces)} traces of {learned.impl}: {len(found)} differences"))
+        for col in ("finding", "buffer", "detail"):
+            table.add_column(col)
+        for f in found:
+            table.add_row(escape(f.kind), escape(f.buffer), escape(f.detail))
+        console.print(table)
+        outside = [f.buffer for f in findings if f.kind == "outside-window"]
+        if outside:
+            console.print(escape(f"not compared (exist before the traced window): {', '.join(outside)}"))
+    if found:
+        raise typer.Exit(2)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("learn")(learn_command)
+    app.command("drift")(drift_command)

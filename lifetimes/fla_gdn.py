@@ -1,0 +1,230 @@
+"""FLA's Gated DeltaNet (``fla.ops.gated_delta_rule.chunk_gated_delta_rule``), fla-core 0.6.0, as buffer records.
+
+Called as Qwen3-Next trains with it: q, k ``[1, T, H, K]`` bf16 (raw: the kernel L2-normalises them);
+v ``[1, T, HV, V]`` bf16 (grouped value heads when HV > H); g ``[1, T, HV]`` fp32 log-space decay; beta
+``[1, T, HV]`` bf16 after the sigmoid; ``use_qk_l2norm_in_kernel=True``; packed ``cu_seqlens``; no initial
+or final state; chunk size 64. The Triton path: the FlashQLA backend (``ops/gated_delta_rule/backends/
+flash_qla.py``) is dispatched only when the ``flash_qla`` package is installed; it is not modelled.
+
+Read from the PyPI wheel ``fla_core-0.6.0-py3-none-any.whl``; line numbers are that wheel's.
+
+What the library keeps across calls: as for KDA, ``tensor_cache`` keeps ``prepare_chunk_indices``,
+``prepare_lens`` and ``prepare_chunk_offsets`` results by argument identity (``cached``; ``cu_seqlens``
+is ``retained``).
+
+The device: one size depends on it. ``chunk_bwd_dqkwg`` (``ops/common/chunk_o.py``) allocates ``dg`` as
+``[NK, B, T, HV]`` fp32 with ``NK = cdiv(K, BK)``, ``BK = min(max(next_power_of_2(K), 16), CONST_TILING)``
+and ``CONST_TILING`` from the shared-memory class (``check_shared_mem``): 128 from Hopper's 232448 bytes
+per block up, and on Ampere's class when every tensor the kernel loads is 16-bit (as here); 64 on Ada's
+class; 32 below. Either way ``NK = cdiv(K, CONST_TILING)``.
+
+Measured on the H200: the forward. The backward is source-derived and NOT measured there: fla-core 0.6.0
+raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640); the H200 image has 3.6.0.
+"""
+from __future__ import annotations
+
+from livebytes.estimator.buffers import Group, LifetimeModel
+from livebytes.estimator.declare import Contract, Declaration, Input, source_root
+from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
+
+BT = 64                        # chunk_size (chunk_gated_delta_rule default)
+NT = chunks_per_batch(BT)      # len(prepare_chunk_indices(cu_seqlens, 64))
+
+# fla/utils/hardware.py Backend: the shared-memory thresholds check_shared_mem compares against
+SMEM_HOPPER, SMEM_AMPERE, SMEM_ADA = 232448, 166912, 101376
+# Largest shared memory per block (opt-in) by architecture: CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability": 227 KB for 9.0 and 10.0, 163 KB for 8.0, 99 KB for 8.6 and 8.9.
+MAX_SHARED_MEM_PER_BLOCK = {"sm90": 232448, "sm100": 232448, "sm80": 166912, "sm86": 101376, "sm89": 101376}
+
+src = source_root("fla")
+CHUNK = "ops/gated_delta_rule/chunk.py"
+CALL = src(CHUNK, "chunk_gated_delta_rule", 397, "def chunk_gated_delta_rule(q, k, v, g, beta, ..., cu_seqlens)")
+
+QWEN3_NEXT = Contract("qwen3-next", CALL, (
+    Input("q", (T, H, DK), "bf16", note="raw: L2-normalised in kernel"),       # [T, H, K] bf16
+    Input("k", (T, H, DK), "bf16", note="raw: L2-normalised in kernel"),       # [T, H, K] bf16
+    Input("v", (T, HV, DV), "bf16"),                                            # [T, HV, V] bf16
+    Input("g", (T, HV), "fp32", note="log-space decay"),                       # [T, HV] fp32
+    Input("beta", (T, HV), "bf16", note="after sigmoid"),                      # [T, HV] bf16
+    Input("cu_seqlens", (MBS + 1,), "int64", note="tensor_cache keeps it referenced", retained=True),  # [N+1] int64
+    Input("dO", (T, HV, DV), "bf16", backward_only=True),                       # [T, HV, V] bf16
+))
+
+
+def dqkwg_const_tiling(arch: str) -> int:
+    """CONST_TILING of chunk_bwd_dqkwg (ops/common/chunk_o.py:741-749) on a device of ``arch``; the Ampere
+    branch gives 128 because q, k, v, do, h, dh, w, dv are all bf16 in this configuration."""
+    smem = MAX_SHARED_MEM_PER_BLOCK.get(arch)
+    if smem is None:
+        raise ValueError(f"no shared-memory figure for {arch}; add it to MAX_SHARED_MEM_PER_BLOCK")
+    if smem >= SMEM_AMPERE:     # the Hopper class, and the Ampere class with 16-bit inputs
+        return 128
+    return 64 if smem >= SMEM_ADA else 32
+
+
+def refuse(shape, device) -> str | None:
+    if shape.dim > 256:
+        return ("FLA chunk_gated_delta_rule supports key head dim <= 256 (ops/common/chunk_delta_h.py:716: "
+                f"'current kernel does not support head dimension larger than 256'), got {shape.dim}")
+    return None
+
+
+def build(forward_only: bool = False, device=None, gva: bool = False) -> LifetimeModel:
+    """``gva``: HV > H; the backward then sums dq, dk and the WY dk over each group of HV/H value heads."""
+    arch = getattr(device, "arch", "sm90")
+    const_tiling = dqkwg_const_tiling(arch)
+    saved_until = "fwd.output" if forward_only else "bwd.return"
+    d = Declaration()
+    d.inputs(QWEN3_NEXT, backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
+    _forward(d, saved_until)
+    if not forward_only:
+        _backward(d, gva, const_tiling)
+    return d.freeze(
+        key=f"fla-gdn{'-fwd' if forward_only else ''}@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton)",
+        version="0.6.0", device=getattr(device, "name", ""),
+        summary=("forward only, no grad" if forward_only else "forward + backward (backward source-derived, not measured)")
+        + "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta); fla-core 0.6.0 (PyPI); "
+        + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
+        options=(("forward_only", forward_only), ("gva", gva)),
+        not_modelled=("temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
+                      "initial state, final state and their gradients (the configuration has none)",
+                      "the FlashQLA (TileLang) backend, dispatched instead of Triton when flash_qla is installed",
+                      "in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",
+                      "context parallelism"),
+        notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
+               "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there; it was not "
+               "measured on the H200 (Triton 3.6.0)",),
+    )
+
+
+def _forward(d: Declaration, saved_until: str) -> None:
+    """ChunkGatedDeltaRuleFunction.forward (chunk.py:258) -> chunk_gated_delta_rule_fwd (chunk.py:33)."""
+    fwd = "ChunkGatedDeltaRuleFunction.forward"
+    l2 = "modules/norm/l2norm.py"
+    for x in ("q", "k"):
+        d.step(f"fwd.l2norm_{x}", "forward", src(CHUNK, fwd, 283 if x == "q" else 284, f"{x}, {x}_rstd = l2norm_fwd({x})"))
+        d.buffer(f"{x}_normed", Group.SAVED, (T, H, DK), "bf16", src(l2, "l2norm_fwd", 117, "y = torch.empty_like(x)"),
+                 saved_until)                                                                     # [T*H, K] bf16
+        d.buffer(f"{x}_rstd", Group.SAVED, (T * H,), "fp32",
+                 src(l2, "l2norm_fwd", 128, "rstd = torch.empty((T,), dtype=torch.float32, device=x.device)"),
+                 saved_until)                                                                     # [T*H] fp32
+    d.step("fwd.chunk_indices", "forward", src(CHUNK, fwd, 291, "chunk_indices = prepare_chunk_indices(cu_seqlens, ...)"))
+    d.buffer("chunk_indices", Group.SCRATCH, (NT, 2), "int64",                                    # [NT, 2] int64
+             src("ops/utils/index.py", "prepare_chunk_indices", 164, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
+             note="tensor_cache keeps it", cached=True)
+    d.buffer("seq_lens", Group.SCRATCH, (MBS,), "int64",                                          # [N] int64
+             src("ops/utils/index.py", "prepare_lens", 42, "return torch.diff(cu_seqlens)"), note="tensor_cache keeps it", cached=True)
+    cumsum = src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)")
+    d.step("fwd.g_cumsum", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 63, "g = chunk_local_cumsum(g, ..., scale=RCP_LN2)"))
+    d.buffer("g_cumsum", Group.SAVED, (T, HV), "fp32", cumsum, saved_until, note="saved for backward")  # [T, HV] fp32
+    d.step("fwd.intra", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 72, "w, u, A = chunk_gated_delta_rule_fwd_intra("),
+           note="fused kkt + solve_tril (BT == 64)")
+    d.buffer("A", Group.SAVED, (T, HV, BT), "bf16", src("ops/gated_delta_rule/chunk_fwd.py", "chunk_gated_delta_rule_fwd_intra", 385,
+             "A = torch.zeros(B, T, HV, BT, device=k.device, dtype=k.dtype)"), saved_until)         # [T, HV, 64] bf16
+    _w_u(d, "fwd", "_fwd", Group.FORWARD, "fwd.output")
+    _delta_h(d, "fwd", "_fwd", Group.FORWARD, "fwd.output")
+    d.buffer("chunk_offsets", Group.SCRATCH, (MBS + 1,), "int64",                                  # [N+1] int64
+             src("ops/utils/index.py", "prepare_chunk_offsets", 172,
+                 "return F.pad(triton.cdiv(prepare_lens(cu_seqlens), chunk_size), (1, 0), value=0).cumsum(-1)"),
+             note="tensor_cache keeps it", cached=True)
+    d.step("fwd.output", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 111, "o = chunk_fwd_o("),
+           note="w, u, h, v_new die when chunk_gated_delta_rule_fwd returns")
+    d.buffer("o", Group.INPUTS, (T, HV, DV), "bf16", src("ops/common/chunk_o.py", "chunk_fwd_o", 565, "o = torch.empty_like(v)"),
+             note="returned; o.to(q.dtype) is a no-op")                                           # [T, HV, V] bf16
+
+
+def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str) -> None:
+    """recompute_w_u_fwd (ops/gated_delta_rule/wy_fast.py): w and u."""
+    wy = "ops/gated_delta_rule/wy_fast.py"
+    call = (src("ops/gated_delta_rule/chunk_fwd.py", "chunk_gated_delta_rule_fwd_intra", 419, "w, u = recompute_w_u_fwd(")
+            if phase == "fwd" else src(CHUNK, "chunk_gated_delta_rule_bwd", 147, "w, u = recompute_w_u_fwd("))
+    d.step(f"{phase}.w_u", "forward" if phase == "fwd" else "backward", call)
+    d.buffer(f"w{suffix}", group, (T, HV, DK), "bf16", src(wy, "recompute_w_u_fwd", 273, "w = k.new_empty(B, T, HV, K)"), freed)
+    d.buffer(f"u{suffix}", group, (T, HV, DV), "bf16", src(wy, "recompute_w_u_fwd", 274, "u = torch.empty_like(v)"), freed)
+
+
+def _delta_h(d: Declaration, phase: str, suffix: str, group: Group, freed: str) -> None:
+    """chunk_gated_delta_rule_fwd_h (ops/common/chunk_delta_h.py): the chunk states h and v_new."""
+    fh = "ops/common/chunk_delta_h.py"
+    line = 95 if phase == "fwd" else 160
+    d.step(f"{phase}.delta_h", "forward" if phase == "fwd" else "backward",
+           src(CHUNK, "chunk_gated_delta_rule_fwd" if phase == "fwd" else "chunk_gated_delta_rule_bwd", line,
+               "h, v_new, ... = chunk_gated_delta_rule_fwd_h("))
+    d.buffer(f"h{suffix}", Group.STATE if phase == "bwd" else group, (NT, HV, DK, DV), "bf16",
+             src(fh, "chunk_gated_delta_rule_fwd_h", 722, "h = k.new_empty(B, NT, HV, K, V)"), freed)   # [NT, HV, K, V] bf16
+    d.buffer(f"v_new{suffix}", group, (T, HV, DV), "bf16",
+             src(fh, "chunk_gated_delta_rule_fwd_h", 725, "v_new = torch.empty_like(u) if save_new_value else None"), freed)
+
+
+def _backward(d: Declaration, gva: bool, const_tiling: int) -> None:
+    """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
+    What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``)."""
+    bwd = "chunk_gated_delta_rule_bwd"
+    local_end = "bwd.dg_cumsum"
+    _w_u(d, "bwd", "", Group.RECOMPUTE, local_end)
+    _delta_h(d, "bwd", "", Group.RECOMPUTE, local_end)
+    co = "ops/common/chunk_o.py"
+    d.step("bwd.dv_local", "backward", src(CHUNK, bwd, 172, "dv = chunk_bwd_dv_local("))
+    d.buffer("dv_local", Group.DV, (T, HV, DV), "bf16", src(co, "chunk_bwd_dv_local", 684, "dv = torch.empty_like(do)"),
+             "bwd.dhu", note="rebound to dhu's dv2")                                              # [T, HV, V] bf16
+    fh = "ops/common/chunk_delta_h.py"
+    d.step("bwd.dhu", "backward", src(CHUNK, bwd, 202, "dh, dh0, dv = chunk_gated_delta_rule_bwd_dhu("))
+    d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16",
+             src(fh, "chunk_gated_delta_rule_bwd_dhu", 794, "dh = q.new_empty(B, NT, HV, K, V)"), local_end)  # [NT, HV, K, V] bf16
+    d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(fh, "chunk_gated_delta_rule_bwd_dhu", 796, "dv2 = torch.empty_like(dv)"),
+             "bwd.wy_sum_k" if gva else "bwd.wy", note="rebound to prepare_wy_repr_bwd's dv")    # [T, HV, V] bf16
+    _dqkwg(d, gva, const_tiling, local_end)
+    _wy_bwd(d, gva, local_end)
+    d.step("bwd.dg_cumsum", "backward", src(CHUNK, bwd, 246, "dg = chunk_local_cumsum(dg, ..., reverse=True, ...)"))
+    d.buffer("dg", Group.OUTPUT_GRAD, (T, HV), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278,
+             "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), note="the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
+    l2 = "modules/norm/l2norm.py"
+    for x in ("q", "k"):
+        d.step(f"bwd.l2norm_{x}", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
+                                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
+        d.buffer(f"d{x}", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(l2, "l2norm_bwd", 149, "dx = torch.empty_like(y)"),
+                 note=f"the {x.upper()} gradient")                                               # [T, H, K] bf16
+    d.step("bwd.return", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 388, "return (dq.to(q), dk.to(k), ...)"),
+           note="the casts are no-ops; autograd frees the saved tensors after this node")
+
+
+def _dqkwg(d: Declaration, gva: bool, const_tiling: int, local_end: str) -> None:
+    """chunk_bwd_dqkwg (ops/common/chunk_o.py:710): dq, dk over value heads, dg per K tile, dw; then the sums."""
+    co, f = "ops/common/chunk_o.py", "chunk_bwd_dqkwg"
+    nk = cdiv(DK, const_tiling)   # NK = cdiv(K, BK), BK = min(max(next_pow2(K), 16), CONST_TILING)
+    d.step("bwd.dqkwg", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 217, "dq, dk, dw, dg = chunk_bwd_dqkwg("))
+    q_end, k_end = ("bwd.dqkwg_sum_q", "bwd.dqkwg_sum_k") if gva else ("bwd.l2norm_q", "bwd.l2norm_k")
+    d.buffer("dq_full" if gva else "dq_pre", Group.OUTPUT_GRAD, (T, HV, DK), "bf16",
+             src(co, f, 753, "dq = q.new_empty(B, T, HV, K)"), q_end)                             # [T, HV, K] bf16
+    d.buffer("dk_full" if gva else "dk_pre", Group.OUTPUT_GRAD, (T, HV, DK), "bf16",
+             src(co, f, 754, "dk = k.new_empty(B, T, HV, K)"), k_end, note="dk.add_(dk2) in place")  # [T, HV, K] bf16
+    d.buffer("dg_tiles", Group.STAGE, (nk, T, HV), "fp32",                                        # [NK, T, HV] fp32
+             src(co, f, 755, "dg = torch.empty(NK, *g.shape, dtype=torch.float32, device=g.device)"), "bwd.dqkwg_sum_g",
+             note=f"device-dependent: NK = cdiv(K, CONST_TILING), CONST_TILING {const_tiling} on this device")
+    d.buffer("dw", Group.STAGE, (T, HV, DK), "bf16", src(co, f, 756, "dw = torch.empty_like(w)"), local_end)
+    if gva:
+        for x, end, line in (("q", "bwd.l2norm_q", 789), ("k", "bwd.l2norm_k", 790)):
+            d.step(f"bwd.dqkwg_sum_{x}", "backward", src(co, f, line, f"d{x} = d{x}.view(B, T, H, HV // H, K).sum(3)"))
+            d.buffer(f"d{x}_pre", Group.OUTPUT_GRAD, (T, H, DK), "bf16",
+                     src(co, f, line, f"d{x} = d{x}.view(B, T, H, HV // H, K).sum(3)"), end)       # [T, H, K] bf16
+    d.step("bwd.dqkwg_sum_g", "backward", src(co, f, 792, "dg = dg.sum(0)"))
+    d.buffer("dg_sum", Group.STAGE, (T, HV), "fp32", src(co, f, 792, "dg = dg.sum(0)"), "bwd.dg_cumsum",
+             note="dg.add_(dg2) in place; rebound to the reverse cumsum")                         # [T, HV] fp32
+
+
+def _wy_bwd(d: Declaration, gva: bool, local_end: str) -> None:
+    """prepare_wy_repr_bwd (ops/gated_delta_rule/wy_fast.py:298): dk2, the final dv, dg2, db."""
+    wy, f = "ops/gated_delta_rule/wy_fast.py", "prepare_wy_repr_bwd"
+    d.step("bwd.wy", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 233, "dk2, dv, db, dg2 = prepare_wy_repr_bwd("))
+    d.buffer("dk2_full" if gva else "dk2", Group.OUTPUT_GRAD, (T, HV, DK), "bf16", src(wy, f, 318, "dk = k.new_empty(B, T, HV, K)"),
+             "bwd.wy_sum_k" if gva else local_end)                                                # [T, HV, K] bf16
+    d.buffer("dv", Group.OUTPUT_GRAD, (T, HV, DV), "bf16", src(wy, f, 319, "dv = torch.empty_like(v)"),
+             note="the V gradient")                                                               # [T, HV, V] bf16
+    d.buffer("dg2", Group.BETA_REDUCTION, (T, HV), "fp32", src(wy, f, 320, "dg = torch.empty_like(g) if g is not None else None"),
+             local_end)                                                                           # [T, HV] fp32
+    d.buffer("db", Group.OUTPUT_GRAD, (T, HV), "bf16", src(wy, f, 321, "db = torch.empty_like(beta)"),
+             note="the beta gradient; db.to(beta_raw) is a no-op")                                # [T, HV] bf16
+    if gva:
+        d.step("bwd.wy_sum_k", "backward", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"))
+        d.buffer("dk2", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"),
+                 local_end)                                                                       # [T, H, K] bf16

@@ -1,0 +1,58 @@
+"""Gated DeltaNet models (fla-core 0.6.0): hand arithmetic, the device-dependent dg tiles, refusals."""
+import pytest
+from livebytes.estimator import Shape, get_model, predict
+from livebytes.estimator.devices import Device, get_device
+from livebytes.estimator.errors import RefusedShapeError
+from livebytes.estimator.registry import check_shape, shape_options
+from livebytes.lifetimes import fla_gdn
+
+MiB = 2**20
+QWEN_LIKE = Shape(1, 8192, 16, 128, v_heads=32)     # T 8192, H 16, HV 32, K = V = 128, NT 128
+
+
+def test_forward_peak_by_hand():
+    # at fwd.output, in MiB: inputs q, k 32 + 32, v 64, g 1, beta 0.5 = 129.5;
+    # saved q/k normed 32 + 32, rstd 0.5 + 0.5, g cumsum 1, A [T, HV, 64] bf16 32 = 98;
+    # forward w 64, u 64, h [128, 32, 128, 128] bf16 128, v_new 64, o 64 = 384.  611.5 MiB, plus 512-byte
+    # blocks: cu_seqlens 512, chunk_indices [128, 2] int64 2048, seq_lens 512, chunk_offsets 512 = 3584 B
+    p = predict(get_model("fla-gdn-fwd@0.6.0", gva=True), QWEN_LIKE)
+    assert p.peak_bytes == int(611.5 * MiB) + 3584 and p.peak_step.name == "fwd.output"
+
+
+def test_training_peaks_above_inference():
+    opts = shape_options("fla-gdn@0.6.0", QWEN_LIKE)
+    train = predict(get_model("fla-gdn@0.6.0", **opts), QWEN_LIKE).peak_bytes
+    infer = predict(get_model("fla-gdn-fwd@0.6.0", **opts), QWEN_LIKE).peak_bytes
+    assert train > infer
+
+
+ADA = Device("L40S", "sm89", 142, 48 * 2**30, "test device")
+
+
+@pytest.mark.parametrize("device,dim,tiles", [
+    (get_device("H200"), 128, 1),   # CONST_TILING 128: cdiv(128, 128)
+    (get_device("H200"), 256, 2),   # cdiv(256, 128)
+    (get_device("B300"), 256, 2),   # sm100: 227 KB per block, the hopper class
+    (ADA, 128, 2),                  # Ada's class: CONST_TILING 64, cdiv(128, 64)
+])
+def test_dg_tiles_follow_the_shared_memory_class(device, dim, tiles):
+    model = fla_gdn.build(device=device, gva=True)
+    shape = Shape(1, 1024, 2, dim, v_heads=4)
+    p = predict(model, shape)
+    dg = dict(zip((b.name for b in model.buffers), p.buffer_bytes))["dg_tiles"]
+    assert dg == tiles * 1024 * 4 * 4          # [NK, T, HV] fp32 (multiples of 512 already)
+
+
+def test_an_unknown_architecture_is_refused():
+    with pytest.raises(ValueError):
+        fla_gdn.dqkwg_const_tiling("sm70")
+
+
+def test_key_dim_above_256_is_refused_with_the_library_reason():
+    with pytest.raises(RefusedShapeError, match="256"):
+        check_shape("fla-gdn@0.6.0", Shape(1, 1024, 2, 512))
+
+
+def test_backward_is_labelled_not_measured():
+    m = get_model("fla-gdn@0.6.0")
+    assert "not measured" in m.summary and any("#640" in n for n in m.notes)
