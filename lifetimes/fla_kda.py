@@ -158,10 +158,10 @@ def _chunk_indices(d: Declaration) -> None:
     d.step("fwd.chunk_indices", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 82,
                                                "chunk_indices = prepare_chunk_indices("))
     d.buffer("chunk_indices", Group.SCRATCH, (NT, 2), "int64",                                   # [NT, 2] int64
-             src("ops/utils/index.py", "prepare_chunk_indices", 165, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
+             src("ops/utils/index.py", "prepare_chunk_indices", 164, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
              note="tensor_cache keeps it", cached=True)
     d.buffer("seq_lens", Group.SCRATCH, (MBS,), "int64",                                         # [N] int64
-             src("ops/utils/index.py", "prepare_lens", 43, "return torch.diff(cu_seqlens)"),
+             src("ops/utils/index.py", "prepare_lens", 42, "return torch.diff(cu_seqlens)"),
              note="tensor_cache keeps it", cached=True)
 
 
@@ -208,7 +208,7 @@ def _forward(d: Declaration, c: Config) -> None:
     _delta_h(d, "fwd", "_fwd", Group.STATE if kept else Group.FORWARD, Group.SAVED if kept else Group.FORWARD,
              c.saved_until if kept else "fwd.output")
     d.buffer("chunk_offsets", Group.SCRATCH, (MBS + 1,), "int64",                                  # [N+1] int64
-             src("ops/utils/index.py", "prepare_chunk_offsets", 173,
+             src("ops/utils/index.py", "prepare_chunk_offsets", 172,
                  "return F.pad(triton.cdiv(prepare_lens(cu_seqlens), chunk_size), (1, 0), value=0).cumsum(-1)"),
              note="tensor_cache keeps it", cached=True)
     d.step("fwd.output", "forward", src("ops/kda/chunk_fwd.py", "chunk_kda_fwd", 122, "o = chunk_gla_fwd_o_gk("))

@@ -144,7 +144,7 @@ def runner_kind(impl: str) -> str | None:
 
 def _installed(kind: str) -> tuple[str, str | None]:
     """(package, installed version) behind a runner kind."""
-    module = "fla" if kind == "fla" else "cudnn"
+    module = "cudnn" if kind.startswith("kda_") else "fla"      # fla (KDA, GDN) or the cuDNN frontend
     try:
         return module, __import__(module).__version__
     except (ImportError, AttributeError):
@@ -184,6 +184,9 @@ class Harness:
         grad = not self.forward_only
         if self.kind == "fla":
             return fla_inputs(shape, self.contract, grad)
+        if self.kind == "gdn":   # Qwen3-Next's recipe, shared with the tracer (one block per input, CPU-seeded)
+            from .gdn_harness import gdn_inputs
+            return gdn_inputs(shape, grad)
         return cudnn_inputs(shape, "plain", grad)
 
     def step(self, x: dict):
@@ -199,6 +202,9 @@ class Harness:
     def _forward(self, x):
         if self.kind == "fla":
             return fla_forward(x, self.contract, self.recompute)
+        if self.kind == "gdn":
+            from .gdn_harness import gdn_forward
+            return gdn_forward(x)
         return cudnn_forward(x, self.kind)
 
     @staticmethod
@@ -250,9 +256,9 @@ def seconds_of(total: float, compile_s: float, measure_s: float, lock_wait: floa
 
 
 def base_record(h: Harness, shape: Shape, env: dict, ctx: RunContext) -> dict:
-    options = {"contract": h.contract, "recompute": h.recompute} if h.kind == "fla" else {}
-    if h.impl == "fla-kda-fwd@0.6.0":
-        options = {"contract": h.contract}
+    from livebytes.estimator.registry import spec
+    taken = spec(h.impl).options     # record the what-if options the model takes, as the model names them
+    options = {k: v for k, v in (("contract", h.contract), ("recompute", h.recompute)) if k in taken}
     record = {"impl": h.impl, "origin": "measured", "mode": ctx.mode, "options": options,
               "forward_only": h.forward_only, "shape": shape.as_dict(), "protocol": PROTOCOL,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -481,10 +487,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def run_shapes(args, out: Path) -> int:
     shapes = parse_shape_list(args.shapes or "")
+    from livebytes.estimator.registry import spec
     kind = runner_kind(args.impl)
-    forward_only = args.forward_only or args.impl in ("fla-kda-fwd@0.6.0", "cudnn-kda-hopper@1.32.0")
+    forward_only = args.forward_only or spec(args.impl).phase == "fwd"
     h = Harness(args.impl, args.contract if kind == "fla" else "plain", not args.no_recompute, forward_only)
-    if kind == "fla":
+    if kind in ("fla", "gdn"):   # Triton kernels: the autotune cache state is part of the record
         ctx = prepare_triton(args.triton_cache, out, args.autotune_file)
     else:
         ctx = RunContext(mode="", alloc_conf="", triton_cache="n/a")
