@@ -182,6 +182,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hi", type=int, help="a sequence length expected not to fit")
     ap.add_argument("--values", help="comma-separated values to run instead of bisecting")
     ap.add_argument("--reset-stack", action="store_true", help="at the end, set the stack limit back and measure")
+    ap.add_argument("--no-warmup", action="store_true", help="no 1x1024 warmup: the process's first shape is the target")
     ap.add_argument("--step", type=int, default=256, help="stop when hi - lo <= step")
     ap.add_argument("--solve", default="seq", choices=("seq", "mbs"))
     ap.add_argument("--seq", type=int, default=8192, help="fixed sequence length when solving mbs")
@@ -214,9 +215,10 @@ def main(argv=None) -> int:
 
     context_stack = stack_limit()
     write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes(), "stack_limit_bytes": context_stack})
-    t0 = time.time()
-    warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls)
-    write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
+    if not args.no_warmup:
+        t0 = time.time()
+        warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls)
+        write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
 
     def shape(v):
         return (v, args.mbs) if args.solve == "seq" else (args.seq, v)
