@@ -63,9 +63,35 @@ def check(value, path: str, table: dict, where: str) -> None:
                     check(v, f"{path}[].{k}", table, where)
 
 
+@pytest.fixture(scope="module")
+def traces_dir(tmp_path_factory):
+    """Synthetic allocator traces of fla-kda@0.6.0 (estimator/synthetic.py), for learn and drift."""
+    from tests.test_learn import KDA_SHAPES, OUTSIDE
+
+    from livebytes.estimator.registry import get_model
+    from livebytes.estimator.synthetic import synthetic_trace
+    d = tmp_path_factory.mktemp("traces")
+    model = get_model("fla-kda@0.6.0", contract="report")
+    for i, shape in enumerate(KDA_SHAPES):
+        (d / f"t{i}.json").write_text(json.dumps(synthetic_trace(model, shape, OUTSIDE)))
+    return d
+
+
+@pytest.mark.parametrize("args,code", [(["learn"], 0), (["drift", "--impl", "fla-kda@0.6.0"], 0),
+                                       (["drift", "--impl", "fla-kda@07b80f27"], 3)])
+def test_learn_and_drift_json(traces_dir, args, code):
+    r = CliRunner().invoke(app, args + ["--traces", str(traces_dir), "--json"])
+    assert r.exit_code == code, r.output
+    data = json.loads(r.stdout)
+    table = DOCUMENTED[args[0]]
+    for key, value in data.items():
+        check(value, key, table, args[0])
+    assert {k for k in table if "." not in k and "[]" not in k} == set(data)
+
+
 def test_every_command_is_documented():
     from typer.main import get_command
-    assert set(get_command(app).commands) == set(DOCUMENTED) == {c.split("-")[0] for c in COMMANDS}
+    assert set(get_command(app).commands) == set(DOCUMENTED) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
