@@ -1,6 +1,7 @@
 """``livebytes learn`` and ``livebytes drift``: registered onto the app by ``register(app)``.
 
-Each command parses, calls the library (estimator.learn, estimator.drift, estimator.draft), renders.
+Each command parses, calls the library (estimator.learn, estimator.drift, estimator.draft), renders. The
+library is imported inside the commands: it imports sympy, which the other commands' fast path avoids.
 """
 from __future__ import annotations
 
@@ -8,12 +9,10 @@ import json
 from pathlib import Path
 
 import typer
-from livebytes.estimator.draft import draft_source
-from livebytes.estimator.drift import differences, drift
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.learn import Learned, device_dependent, learn
-from livebytes.estimator.registry import get_model, spec
-from livebytes.estimator.traces import load_traces
+
+from .errors import EXIT_VALIDATION_FAILED
+from .report import envelope
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -35,23 +34,24 @@ def _fail(err: Exception) -> None:
     raise typer.Exit(1)
 
 
-def learned_rows(learned: Learned) -> list[dict]:
+def learned_rows(learned) -> list[dict]:
+    from livebytes.estimator.learn import device_dependent
     rows = []
     for b in learned.buffers:
-        rows.append({"name": b.name, "site": b.site, "bytes": b.formula.text() if b.formula else None,
+        rows.append({"name": b.name, "site": b.site, "bytes_formula": b.formula.text() if b.formula else None,
                      "alternatives": [a.text() for a in b.alternatives], "allocated": b.allocated,
-                     "freed_after": b.freed_after, "device_dependent": device_dependent(b), "sizes": list(b.sizes)})
+                     "freed_after": b.freed_after, "device_dependent": device_dependent(b), "observed_bytes": list(b.sizes)})
     return rows
 
 
-def _learned_table(learned: Learned) -> Table:
+def _learned_table(learned) -> Table:
     table = Table(title=escape(f"{learned.impl}: {len(learned.buffers)} buffers learned from {len(learned.traces)} traces"))
     for col in ("#", "buffer", "allocating frame", "bytes", "freed after #"):
         table.add_column(col)
     for r in learned_rows(learned):
         flag = " (device-dependent?)" if r["device_dependent"] else ""
         flag += " (ambiguous)" if r["alternatives"] else ""
-        table.add_row(str(r["allocated"]), escape(r["name"]), escape(r["site"]), escape(str(r["bytes"]) + flag),
+        table.add_row(str(r["allocated"]), escape(r["name"]), escape(r["site"]), escape(str(r["bytes_formula"]) + flag),
                       "end" if r["freed_after"] is None else str(r["freed_after"]))
     return table
 
@@ -61,6 +61,9 @@ def learn_command(
     draft: Path | None = Draft, as_json: bool = Json,
 ) -> None:
     """Draft a lifetime model from allocator traces: exact byte formulas, lifetimes, and what it could not explain."""
+    from livebytes.estimator.draft import draft_source
+    from livebytes.estimator.learn import learn
+    from livebytes.estimator.traces import load_traces
     try:
         if probe is not None:
             from livebytes.validate.trace import main as trace_main
@@ -72,15 +75,16 @@ def learn_command(
     if draft is not None:
         draft.write_text(draft_source(learned))
     if as_json:
-        typer.echo(json.dumps({"impl": learned.impl, "ties": learned.ties, "buffers": learned_rows(learned),
-                               "unexplained": list(learned.unexplained)}, indent=1))
+        typer.echo(json.dumps(envelope("learn", impl=learned.impl, ties=learned.ties, buffers=learned_rows(learned),
+                                       unexplained=list(learned.unexplained)), indent=1))
         return
     console.print(_learned_table(learned))
     for line in learned.unexplained:
         console.print(escape(f"unexplained: {line}"))
 
 
-def _hand_model(key: str, learned: Learned):
+def _hand_model(key: str, learned):
+    from livebytes.estimator.registry import get_model, spec
     """The hand model with the options the traces were taken with (contract; GVA when HV > H)."""
     s = spec(key)
     options = {k: v for k, v in learned.traces[0].options if k in s.options}
@@ -92,7 +96,10 @@ def _hand_model(key: str, learned: Learned):
 def drift_command(
     impl: str = HandImpl, traces: Path = TracesDir, traced_impl: str | None = TracedImpl, as_json: bool = Json,
 ) -> None:
-    """Traced buffers vs a hand model: added, removed, resized, re-typed, lifetime changed. Exit 2 on drift."""
+    """Traced buffers vs a hand model: added, removed, resized, re-typed, lifetime changed. Exit code 3 on drift."""
+    from livebytes.estimator.drift import differences, drift
+    from livebytes.estimator.learn import learn
+    from livebytes.estimator.traces import load_traces
     try:
         learned = learn(load_traces(traces, traced_impl))
         findings = drift(_hand_model(impl, learned), learned)
@@ -100,7 +107,8 @@ def drift_command(
         _fail(err)
     found = differences(findings)
     if as_json:
-        typer.echo(json.dumps([f.__dict__ for f in findings], indent=1))
+        typer.echo(json.dumps(envelope("drift", impl=impl, traced_impl=learned.impl, passed=not found,
+                                       findings=[dict(f.__dict__) for f in findings]), indent=1))
     else:
         table = Table(title=escape(f"{impl} vs {len(learned.traces)} traces of {learned.impl}: {len(found)} differences"))
         for col in ("finding", "buffer", "detail"):
@@ -112,7 +120,7 @@ def drift_command(
         if outside:
             console.print(escape(f"not compared (exist before the traced window): {', '.join(outside)}"))
     if found:
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
 def register(app: typer.Typer) -> None:

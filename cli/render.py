@@ -1,207 +1,260 @@
-"""Every rich table and plot is built here; the CLI only chooses which."""
+"""Every rich table and plot is built here, from data the library and ``report`` computed: rendering
+only formats. Every user-visible string goes in as ``rich.text.Text`` (never parsed as markup, so
+``[ceiling(DK/32), ...]`` shows as written); keys, shapes and numbers are never wrapped or cut, long
+descriptions fold instead."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from livebytes.estimator.engine import Prediction
 from .report import gib
 
 console = Console()
 
 
-def _g(nbytes: int | None, digits: int = 3) -> str:
+def T(text, style: str = "") -> Text:   # noqa: N802 - short on purpose, it wraps every cell
+    """A cell or title as plain text: rich never reads it as markup."""
+    return Text(str(text), style=style)
+
+
+def g(nbytes: int | None, digits: int = 3) -> str:
+    """Bytes as GiB (2^30 B) with thousands separators; '-' when unknown."""
     return "-" if nbytes is None else f"{gib(nbytes):,.{digits}f}"
 
 
+def pct(fraction: float | None, digits: int = 1) -> str:
+    if fraction is None:
+        return "-"
+    return f"{-fraction * 100:.{digits}f}% lower" if fraction <= 0 else f"{fraction * 100:.{digits}f}% higher"
+
+
+def shape_cell(shape_text: str) -> str:
+    """A buffer shape without spaces, so a narrow column never breaks it: [MBS*S,H,DK], [MBS+1]."""
+    return shape_text.replace(" ", "")
+
+
+KEY_WIDTH = 28   # the longest model key, cudnn-kda-hopper-cuda@1.32.0; a column holding keys is never narrower
+
+
+def _table(title: str, **kw) -> Table:
+    return Table(title=T(title), title_justify="left", **kw)
+
+
+def _key_column(t: Table, name: str, **kw) -> None:
+    """Keys and short names: never wrapped or cut."""
+    t.add_column(T(name), no_wrap=True, **kw)
+
+
+def _number_column(t: Table, name: str, **kw) -> None:
+    """Numbers are never wrapped or cut (keep the header short: it does not wrap either)."""
+    t.add_column(T(name), justify="right", no_wrap=True, **kw)
+
+
+def _text_column(t: Table, name: str, **kw) -> None:
+    t.add_column(T(name), overflow="fold", **kw)
+
+
 def measured_text(records) -> str:
-    from livebytes.validate.records import best
-    r = best(list(records or []))
+    from .report import quoted_record
+    r = quoted_record(records)
     if r is None:
         return "predicted (never measured)"
-    value = "OOM" if r.oom else f"{_g(r.peak_bytes)} GiB"
+    value = "OOM" if r.oom else f"{g(r.peak_bytes)} GiB"
     more = f" (+{len(records) - 1} more records)" if len(records) > 1 else ""
     return f"{r.origin} {value} on {r.device}{more}"
 
 
-def prediction_table(p: Prediction, measured=None, fits: str | None = None, show_buffers: bool = True,
-                     replayed: int | None = None) -> Table:
-    title = f"{p.model.key}  {p.shape.label()}"
-    t = Table(title=title, title_justify="left", show_footer=True)
-    t.add_column("storage group", footer="peak (allocated)")
-    t.add_column("GiB", justify="right", footer=_g(p.peak_bytes))
-    t.add_column("buffers", footer=f"at step {p.peak_step.name}")
+def verdict_lines(v: dict) -> list[Text]:
+    """``v``: report.verdict_data. Allocated, reserved, process memory, device need, assumptions, the verdict."""
+    f = v["fit"]
+    lines = [f"allocated peak {g(v['allocated_peak_bytes'])} GiB | reserved peak {g(v['reserved_peak_bytes'])} GiB | "
+             f"process memory {g(v['process_bytes'])} GiB ({v['process_library']}, {v['triton_cache']} Triton cache) | "
+             f"device need {g(v['device_need_bytes'])} of {g(f['total_bytes'])} GiB ({v['alloc_conf']})"]
+    lines += [f"assumed: {note}" for note in v["assumptions"]]
+    lines.append(oom_text(v))
+    return [T(line) for line in lines]
+
+
+def oom_text(v: dict) -> str:
+    """The verdict in one line: runs with so much to spare, or where it goes out of memory and PyTorch's figures."""
+    f, o = v["fit"], v["oom"]
+    if o is None:
+        return f"{f['device']}: runs, {g(f['headroom_bytes'])} GiB to spare at the reserved peak"
+    when = "the first call" if o["first_call"] else ("the inputs" if o["run_step"] < 0 else f"step {o['run_step'] + 1}")
+    return (f"{f['device']}: OUT OF MEMORY in {when}, at {o['step']} allocating {o['buffer']}: tried to allocate "
+            f"{g(o['tried_bytes'], 2)} GiB; {g(o['allocated_bytes'], 2)} GiB allocated, "
+            f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free")
+
+
+def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
+    t = _table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", show_footer=True)
+    _text_column(t, "storage group", footer=T("peak (allocated)"), min_width=14)
+    _number_column(t, "GiB", footer=T(g(p.peak_bytes)))
+    _text_column(t, "buffers live at the peak", footer=T(f"at step {p.peak_step.name}"))
     live = p.at_peak
     for group, nbytes in p.groups.items():
-        names = [f"{b.name} {b.shape_text()} {b.dtype}" for b, n in live if b.group is group and n]
-        t.add_row(group.label, _g(nbytes), ", ".join(names) if show_buffers else str(len(names)))
+        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, n in live if b.group is group and n]
+        t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
     caption = measured_text(measured)
     if replayed is not None:
-        caption += f" | allocator replay of the validator's protocol: {_g(replayed)} GiB"
-    t.caption = caption + (f" | {fits}" if fits else "")
+        caption += f" | allocator replay of the validator's protocol: {g(replayed)} GiB"
+    t.caption = T(caption)
+    t.caption_justify = "left"
     return t
 
 
-def compare_table(preds: list[Prediction], measured: list[list], replayed: list[int] | None = None) -> Table:
-    base = preds[0]
-    t = Table(title=f"{base.shape.label()}", title_justify="left")
-    t.add_column("storage group")
-    for p in preds:
-        t.add_column(p.model.key, justify="right")
+def compare_table(data: dict, preds, measured) -> Table:
+    """``data``: report.compare_data; ``measured``: each implementation's records."""
+    results = data["results"]
+    t = _table(preds[0].shape.label())
+    _text_column(t, "storage group", min_width=14)
+    for r in results:       # numbers carry no spaces; the measured row's words wrap; the key is the header
+        t.add_column(T(r["impl"]), justify="right", overflow="fold")
     groups = []
     for p in preds:
-        for g in p.groups:
-            if g not in groups:
-                groups.append(g)
-    order = {g: i for i, g in enumerate(type(groups[0]))} if groups else {}
-    for g in sorted(groups, key=order.get):
-        t.add_row(g.label, *[_g(p.groups.get(g, 0)) for p in preds])
+        groups += [grp for grp in p.groups if grp not in groups]
+    order = {grp: i for i, grp in enumerate(type(groups[0]))} if groups else {}
+    for grp in sorted(groups, key=order.get):
+        t.add_row(T(grp.label), *[T(g(p.groups.get(grp, 0))) for p in preds])
     t.add_section()
-    t.add_row(Text("peak (predicted)", style="bold"), *[Text(_g(p.peak_bytes), style="bold") for p in preds])
-    if replayed:
-        t.add_row("peak, allocator replay", *[_g(n) for n in replayed])
-    t.add_row("peak step", *[p.peak_step.name for p in preds])
-    t.add_row("measured", *[(measured_text(m) if m else "never measured") for m in measured])
-    from livebytes.validate.records import best
-    quoted = [best(list(m or [])) for m in measured]
-    if len(preds) > 1:
-        cells = ["-"] + [f"{(1 - p.peak_bytes / base.peak_bytes) * 100:.1f}% lower" if p.peak_bytes <= base.peak_bytes
-                         else f"{(p.peak_bytes / base.peak_bytes - 1) * 100:.1f}% higher" for p in preds[1:]]
-        t.add_row(f"predicted vs {base.model.key}", *cells)
-        if quoted[0] is not None and not quoted[0].oom and all(q is not None and not q.oom for q in quoted[1:]):
-            m0 = quoted[0].peak_bytes
-            t.add_row(f"measured vs {base.model.key}", "-",
-                      *[f"{(1 - q.peak_bytes / m0) * 100:.1f}% lower" if q.peak_bytes <= m0
-                        else f"{(q.peak_bytes / m0 - 1) * 100:.1f}% higher" for q in quoted[1:]])
+    t.add_row(T("peak (predicted)", "bold"), *[T(g(r["peak_bytes"]), "bold") for r in results])
+    t.add_row(T("peak, allocator replay"), *[T(g(r["replay_peak_bytes"])) for r in results])
+    t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
+    t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
+    if len(results) > 1:
+        first = results[0]["impl"]
+        t.add_row(T(f"predicted vs {first}"), *[T(pct(r["change_vs_first"])) for r in results])
+        if any(r["measured_change_vs_first"] is not None for r in results):
+            t.add_row(T(f"measured vs {first}"), *[T(pct(r["measured_change_vs_first"])) for r in results])
     return t
 
 
-def models_table(specs) -> Table:
-    t = Table(title="lifetime models", title_justify="left")
-    for c in ("key", "implementation", "version", "phase", "options", "default GPU", "covers"):
-        t.add_column(c)
-    for s in specs:
-        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in s.options.items()) or "-"
-        t.add_row(s.key, s.implementation, s.version, s.phase, opts, s.default_device, s.covers)
+def models_table(data: dict) -> Table:
+    t = _table("lifetime models", show_lines=True)
+    _key_column(t, "impl")
+    _key_column(t, "GPU")
+    _text_column(t, "phase, options and what it covers", ratio=1)
+    for m in data["models"]:
+        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in m["options"].items()) or "none"
+        t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
     return t
 
 
-def validation_table(comparisons, title: str = "validation") -> Table:
-    t = Table(title=title, title_justify="left")
-    for c in ("impl", "shape", "mode", "predicted GiB", "measured GiB", "error B", "error %", "requested", "s/shape", "result"):
-        t.add_column(c, justify="right" if c not in ("impl", "shape", "mode", "result") else "left")
-    for c in comparisons:
-        r = c.record
-        measured = "OOM" if c.measured is None else _g(c.measured, 4)
-        err = "-" if c.error_bytes is None else f"{c.error_bytes:+,}"
-        pct = "-" if c.error_fraction is None else f"{c.error_fraction * 100:+.4f}"
-        req = "-" if c.requested_error is None else ("exact" if c.requested_error == 0 else f"{c.requested_error:+,} B")
-        secs = r.data.get("seconds_total")
-        result = Text("pass" if c.passed else "FAIL", style="green" if c.passed else "bold red")
-        if c.note:
-            result.append(f" ({c.note[:40]})", style="dim")
-        opts = r.options.get("contract", "")
-        t.add_row(f"{r.impl} {opts}".strip(), r.shape.label(), r.mode or r.origin, _g(c.predicted, 4), measured, err, pct, req,
-                  "-" if secs is None else f"{secs:.0f}", result)
+def validation_table(data: dict) -> Table:
+    """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
+    predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
+    from livebytes.estimator.shapes import Shape
+    tol = data["tolerance"]
+    t = _table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
+               f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
+               "(history-dependent records), inside the allocator bounds. GiB: predicted over measured; "
+               "error: bytes, percent, and the requested-bytes check", show_lines=True)
+    _key_column(t, "impl, shape, mode")
+    _number_column(t, "GiB")
+    _number_column(t, "error")
+    _text_column(t, "result")
+    for r in data["rows"]:
+        contract = r["options"].get("contract")
+        seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
+        lines = [r["impl"], Shape.from_dict(r["shape"]).label(), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
+        measured = "OOM" if r["measured_bytes"] is None else g(r["measured_bytes"], 4)
+        err = "-" if r["error_bytes"] is None else f"{r['error_bytes']:+,}"
+        frac = "-" if r["error_fraction"] is None else f"{r['error_fraction'] * 100:+.4f}%"
+        req = r["requested_error_bytes"]
+        req_text = "req. -" if req is None else ("req. exact" if req == 0 else f"req. {req:+,}")
+        result = T("pass" if r["passed"] else "FAIL", "green" if r["passed"] else "bold red")
+        result.append(f" ({r['criterion']})", style="dim")
+        t.add_row(T("\n".join(lines)), T(f"{g(r['predicted_bytes'], 4)}\n{measured}"), T(f"{err}\n{frac}\n{req_text}"), result)
     return t
 
 
-def plan_table(results, solve: str, budget_label: str, replayed: dict | None = None) -> Table:
-    t = Table(title=f"largest {solve} that fits {budget_label}", title_justify="left")
-    for c in ("impl", f"largest {solve}", "peak there (GiB)", f"{solve} + 1", "peak there (GiB)", "budget (GiB)"):
-        t.add_column(c, justify="left" if c == "impl" else "right")
-    for r in results:
-        value = "none fits" if r.value is None else f"{r.value:,}"
-        t.add_row(r.model.key, value, _g(r.peak_at_value), f"{r.next_value:,}", _g(r.peak_at_next), _g(r.budget_bytes))
+def capacity_plan_table(data: dict) -> Table:
+    """plan without --budget: the largest value that runs under the full simulation, and what fails above it."""
+    solve, first = data["solve"], data["results"][0]["at_next"]
+    t = _table(f"largest {solve} that runs ({first['alloc_conf']}, {first['triton_cache']} Triton cache); "
+               "device need in GiB")
+    _key_column(t, "impl\nGPU")
+    _number_column(t, f"largest {solve}\nneed there")
+    _number_column(t, f"{solve} above")
+    _text_column(t, "fails at")
+    for r in data["results"]:
+        value = "none runs" if r["value"] is None else f"{r['value']:,}"
+        need = "-" if r["at_value"] is None else g(r["at_value"]["device_need_bytes"])
+        o = r["at_next"]["oom"]
+        fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
+        t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
     return t
 
 
-def verdict_lines(v) -> list[str]:
-    """Allocated, reserved, process memory, device need, and the verdict with its assumptions."""
-    proc = v.process
-    lines = [f"allocated peak {_g(v.allocated_peak_bytes)} GiB | reserved peak {_g(v.reserved_peak_bytes)} GiB | "
-             f"process memory {_g(proc.bytes)} GiB ({escape(proc.library_name)}, {proc.triton_cache} Triton cache) | "
-             f"device need {_g(v.device_need_bytes)} of {_g(v.total_bytes)} GiB ({escape(v.conf.text)})"]
-    for note in proc.assumptions:
-        lines.append(f"assumed: {escape(note)}")
-    if v.oom is None:
-        lines.append(f"runs on {escape(v.device.name)}: {_g(v.headroom_bytes)} GiB to spare at the reserved peak")
-    else:
-        o, f = v.oom, v.oom.figures
-        when = "the first call" if o.first_call else ("the inputs" if o.run_step < 0 else f"step {o.run_step + 1}")
-        lines.append(f"OUT OF MEMORY on {escape(v.device.name)} in {when}, at {escape(o.step)} allocating "
-                     f"{escape(o.buffer)}: tried to allocate {_g(f.tried_bytes, 2)} GiB; {_g(f.allocated_bytes, 2)} GiB "
-                     f"allocated, {_g(f.reserved_bytes - f.allocated_bytes, 2)} GiB reserved but unallocated, "
-                     f"{_g(f.free_bytes, 2)} GiB free")
-    return lines
-
-
-def capacity_plan_table(results, solve: str) -> Table:
-    first = results[0].at_next
-    title = (f"largest {solve} that runs on {escape(first.device.name)} ({escape(first.conf.text)}, "
-             f"{first.process.triton_cache} Triton cache)")
-    t = Table(title=title, title_justify="left")
-    for c in ("impl", f"largest {solve}", "device need there (GiB)", f"{solve} above", "fails at"):
-        t.add_column(c, justify="left" if c in ("impl", "fails at") else "right")
-    for r in results:
-        value = "none runs" if r.value is None else f"{r.value:,}"
-        need = "-" if r.at_value is None else _g(r.at_value.device_need_bytes)
-        o = r.at_next.oom
-        fails = "-" if o is None else f"{o.step}: {o.buffer} ({_g(o.figures.tried_bytes, 2)} GiB)"
-        t.add_row(escape(r.model.key), value, need, f"{r.next_value:,}", escape(fails))
+def plan_table(data: dict, budget_label: str) -> Table:
+    solve = data["solve"]
+    t = _table(f"largest {solve} whose allocated peak fits {budget_label}; peaks in GiB")
+    _key_column(t, "impl\nGPU")
+    _number_column(t, f"largest {solve}\npeak there")
+    _number_column(t, f"{solve} + 1\npeak there")
+    for r in data["results"]:
+        value = "none fits" if r["value"] is None else f"{r['value']:,}"
+        t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{g(r['peak_at_value_bytes'])}"),
+                  T(f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}"))
     return t
 
 
-def sweep_table(rows, budget: int | None = None) -> Table:
-    t = Table(title="sweep", title_justify="left")
-    for c in ("impl", "MBS", "seq", "heads", "dim", "peak GiB") + (("fits",) if budget else ()):
-        t.add_column(c, justify="left" if c == "impl" else "right")
-    for key, shape, peak in rows:
-        cells = [key, str(shape.mbs), f"{shape.seq:,}", str(shape.heads), str(shape.dim), _g(peak)]
+def sweep_table(data: dict) -> Table:
+    t = _table("sweep")
+    _key_column(t, "impl")
+    for c in ("MBS", "seq", "heads", "dim", "peak GiB"):
+        _number_column(t, c)
+    budget = data["usable_bytes"] is not None
+    if budget:
+        _key_column(t, "fits")
+    for r in data["rows"]:
+        s = r["shape"]
+        cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"])]
         if budget:
-            cells.append("yes" if peak <= budget else "no")
-        t.add_row(*cells)
+            cells.append("yes" if r["fits"] else "no")
+        t.add_row(*map(T, cells))
     return t
 
 
-def timeline_text(preds) -> Table:
-    """Compact terminal timeline: one bar per step, scaled to the largest peak, the peak marked."""
-    top = max(p.peak_bytes for p in preds)
-    t = Table(title="live bytes per step", title_justify="left", show_lines=False)
-    t.add_column("impl")
-    t.add_column("step")
-    t.add_column("GiB", justify="right")
+def bar_width() -> int:
+    """Columns the timeline's bars may take on this console (the rest holds step names and GiB)."""
+    return max(10, min(40, console.width - 45))
+
+
+def timeline_text(preds, bars: list[list[int]]) -> Table:
+    """Compact terminal timeline: one bar per step (lengths from report.bar_lengths), the peak marked."""
+    t = _table("live bytes per step")
+    _key_column(t, "step")
+    _number_column(t, "GiB")
     t.add_column("", no_wrap=True)
-    for p in preds:
+    for p, lengths in zip(preds, bars):
+        t.add_row(T(p.model.key, "bold"), T(""), T(""))
         for i, step in enumerate(p.model.steps):
-            n = p.step_bytes[i]
-            bar = "█" * round(40 * n / top) if top else ""
-            mark = Text(" ◀ peak", style="bold red") if i == p.peak_index else Text("")
-            t.add_row(p.model.key, step.name, _g(n), Text(bar, style="cyan") + mark)
+            mark = T(" ◀ peak", "bold red") if i == p.peak_index else T("")
+            t.add_row(T(step.name), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
         t.add_section()
     return t
 
 
-def timeline_png(preds, path: str) -> None:
+def timeline_png(preds, path) -> None:
     """Stacked live bytes per step by storage group, one panel per implementation, the peak marked."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from livebytes.estimator.buffers import Group
-    groups = [g for g in Group if any(p.groups_at(i).get(g) for p in preds for i in range(len(p.model.steps)))]
+    groups = [grp for grp in Group if any(p.groups_at(i).get(grp) for p in preds for i in range(len(p.model.steps)))]
     colors = dict(zip(groups, plt.get_cmap("tab20").colors))
     fig, axes = plt.subplots(1, len(preds), figsize=(7 * len(preds), 5.5), sharey=True, squeeze=False)
     for ax, p in zip(axes[0], preds):
         steps = list(range(len(p.model.steps)))
         bottom = [0.0] * len(steps)
-        for g in groups:
-            vals = [p.groups_at(i).get(g, 0) / 2**30 for i in steps]
-            ax.bar(steps, vals, bottom=bottom, color=colors[g], label=g.label, width=0.85)
+        for grp in groups:
+            vals = [gib(p.groups_at(i).get(grp, 0)) for i in steps]
+            ax.bar(steps, vals, bottom=bottom, color=colors[grp], label=grp.label, width=0.85)
             bottom = [b + v for b, v in zip(bottom, vals)]
-        ax.annotate(f"peak {gib(p.peak_bytes):.3f} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
+        ax.annotate(f"peak {g(p.peak_bytes)} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
                     xytext=(0, 12), textcoords="offset points", ha="center", fontsize=9,
                     arrowprops=dict(arrowstyle="->"))
         ax.set_xticks(steps)
@@ -211,20 +264,24 @@ def timeline_png(preds, path: str) -> None:
         ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
-def payload_table(rows, fn: str) -> Table:
-    """rows: dicts with T, predicted, measured (or None), events, largest, growth, vs_dense, vs_tiled, inputs."""
-    t = Table(title=f"saved payload of {fn} attention (KiB = 1024 B)", title_justify="left")
-    cols = ["T", "predicted KiB", "measured KiB", "match", "save events", "largest elem", "growth", "vs dense", "vs tiled", "3Td KiB"]
-    for c in cols:
-        t.add_column(c, justify="right")
-    for r in rows:
-        measured = "-" if r["measured"] is None else f"{r['measured'] / 1024:,.1f}"
-        match = "-" if r["measured"] is None else ("exact" if r["measured"] == r["predicted"] else f"{r['measured'] - r['predicted']:+,} B")
+def payload_table(data: dict) -> Table:
+    """``data``: the payload command's JSON (rows from report.payload_rows)."""
+    t = _table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
+               "3Td: the inputs q, k, v")
+    for c in ("seq", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
+              "vs dense\nvs tiled", "3Td\nKiB"):
+        _number_column(t, c)
+    for r in data["rows"]:
+        measured = "-" if r["measured_bytes"] is None else f"{r['measured_bytes'] / 1024:,.1f}"
+        match = "-" if r["matches"] is None else ("exact" if r["matches"] else f"{r['difference_bytes']:+,}B")
         growth = "" if r["growth"] is None else f"x{r['growth']:.2f}"
-        t.add_row(f"{r['T']:,}", f"{r['predicted'] / 1024:,.1f}", measured, match, f"{r['events']:,}", f"{r['largest']:,}",
-                  growth, f"{r['vs_dense']:.2f}x", f"{r['vs_tiled']:.2f}x", f"{r['inputs'] / 1024:,.0f}")
+        t.add_row(*map(T, (f"{r['seq']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
+                           f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
+                           f"{r['vs_dense']:.2f}x\n{r['vs_tiled']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
     return t

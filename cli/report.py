@@ -1,8 +1,13 @@
-"""Plain data views of predictions (for --json and for the renderers). No arithmetic beyond unit conversion."""
+"""Plain data views for --json and for the renderers: every number a table shows is computed here (or in
+the library), so rendering only formats. Every command's JSON is ``envelope(command, ...)``: the keys are
+documented in docs/json.md (a test holds the two together).
+
+Vocabulary: ``impl`` (model key), ``device`` (preset name), ``shape`` (``Shape.as_dict``), byte counts
+end in ``_bytes``, ``schema`` is 1.
+"""
 from __future__ import annotations
 
-from livebytes.estimator.engine import Prediction
-
+SCHEMA = 1
 GiB = 2**30
 
 
@@ -10,50 +15,162 @@ def gib(nbytes: int | float) -> float:
     return nbytes / GiB
 
 
-def prediction_dict(p: Prediction, measured: list | None = None, fits: dict | None = None,
-                    replayed: int | None = None) -> dict:
-    fwd_bytes, fwd_step = p.forward_peak()
-    out = {
-        "impl": p.model.key,
-        "options": dict(p.model.options),
-        "device": p.model.device,
-        "shape": p.shape.as_dict(),
-        "peak_bytes": p.peak_bytes,
-        "peak_gib": round(gib(p.peak_bytes), 6),
-        "peak_step": p.peak_step.name,
-        "replay_peak_bytes": replayed,
-        "forward_peak_bytes": fwd_bytes,
-        "groups": {g.label: n for g, n in p.groups.items()},
-        "buffers_at_peak": [
-            {"name": b.name, "group": b.group.label, "shape": b.shape_text(), "dtype": b.dtype, "bytes": n,
-             "source": str(b.source)}
-            for b, n in p.at_peak if n
-        ],
-        "measured": [
-            {"peak_bytes": r.peak_bytes, "oom": r.oom, "origin": r.origin, "device": r.device, "record": r.path.name}
-            for r in (measured or [])
-        ],
-        "status": "measured" if measured else "predicted (never measured)",
-    }
-    if fits is not None:
-        out["fits"] = fits
-    return out
+def envelope(command: str, **fields) -> dict:
+    """The one JSON envelope: schema version and command first, then the command's fields."""
+    return {"schema": SCHEMA, "command": command, **fields}
 
 
-def verdict_dict(v) -> dict:
-    """The three levels and the verdict (``capacity.Verdict``) as JSON keys."""
+def verdict_data(v) -> dict:
+    """The three levels (allocated, reserved, device need) and the verdict (``capacity.Verdict``)."""
     from livebytes.estimator.capacity import oom_dict
     return {"alloc_conf": v.conf.text, "triton_cache": v.process.triton_cache,
             "allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
-            "process_bytes": v.process.bytes, "device_need_bytes": v.device_need_bytes,
-            "assumptions": v.process.assumptions, "oom": oom_dict(v),
-            "fits": {"gpu": v.device.name, "fits": v.fits, "total_bytes": v.total_bytes,
-                     "capacity_bytes": v.capacity_bytes, "headroom_bytes": v.headroom_bytes}}
+            "process_bytes": v.process.bytes, "process_library": v.process.library_name,
+            "device_need_bytes": v.device_need_bytes, "assumptions": list(v.process.assumptions), "oom": oom_dict(v),
+            "fit": {"device": v.device.name, "fits": v.fits, "total_bytes": v.total_bytes,
+                    "capacity_bytes": v.capacity_bytes, "headroom_bytes": v.headroom_bytes}}
 
 
-def capacity_plan_dict(r) -> dict:
-    out = {"impl": r.model.key, "solve": r.solve, "value": r.value, "next_value": r.next_value}
-    if r.at_value is not None:
-        out["at_value"] = verdict_dict(r.at_value)
-    out["at_next"] = verdict_dict(r.at_next)
+def change_vs_first(values: list[int | None]) -> list[float | None]:
+    """value / first - 1 for each value after the first (None where either is missing)."""
+    base = values[0] if values else None
+    return [None] + [None if (v is None or not base) else v / base - 1 for v in values[1:]]
+
+
+def measured_data(records) -> list[dict]:
+    return [{"peak_bytes": r.peak_bytes, "oom": r.oom, "origin": r.origin, "device": r.device, "record": r.path.name}
+            for r in (records or [])]
+
+
+def quoted_record(records):
+    """The one record a table quotes for a shape (the validator's choice), or None."""
+    from livebytes.validate.records import best
+    return best(list(records or []))
+
+
+def prediction_data(p, measured: list | None = None, verdict=None, replayed: int | None = None) -> dict:
+    fwd_bytes, _ = p.forward_peak()
+    out = {
+        "impl": p.model.key,
+        "device": p.model.device,
+        "options": dict(p.model.options),
+        "shape": p.shape.as_dict(),
+        "peak_bytes": p.peak_bytes,
+        "peak_step": p.peak_step.name,
+        "replay_peak_bytes": replayed,
+        "forward_peak_bytes": fwd_bytes,
+        "group_bytes": {g.label: n for g, n in p.groups.items()},
+        "buffers_at_peak": [
+            {"name": b.name, "group": b.group.label, "shape": b.shape_text(), "dtype": b.dtype, "allocated_bytes": n,
+             "source": str(b.source)}
+            for b, n in p.at_peak if n
+        ],
+        "measured": measured_data(measured),
+        "status": "measured" if measured else "predicted (never measured)",
+    }
+    if verdict is not None:
+        out.update(verdict_data(verdict))
     return out
+
+
+def compare_data(preds, measured, replayed, verdicts) -> dict:
+    """One shape, several implementations: each prediction and its change against the first."""
+    predicted_change = change_vs_first([p.peak_bytes for p in preds])
+    quoted = [quoted_record(m) for m in measured]
+    measured_peaks = [None if (q is None or q.oom) else q.peak_bytes for q in quoted]
+    measured_change = change_vs_first(measured_peaks) if None not in measured_peaks else [None] * len(preds)
+    results = [prediction_data(p, m, v, r) | {"change_vs_first": c, "measured_change_vs_first": mc}
+               for p, m, r, v, c, mc in zip(preds, measured, replayed, verdicts, predicted_change, measured_change)]
+    return envelope("compare", shape=preds[0].shape.as_dict(), results=results)
+
+
+def models_data(specs) -> dict:
+    return envelope("models", models=[
+        {"impl": s.key, "implementation": s.implementation, "version": s.version, "phase": s.phase,
+         "options": {k: list(v) for k, v in s.options.items()}, "device": s.default_device, "covers": s.covers}
+        for s in specs])
+
+
+def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | None) -> dict:
+    """``results``: planning.PlanResult (with a budget: the allocated peak against it) or planning.CapacityPlan
+    (without: the full simulation of a fresh process on the device, out of memory or not)."""
+    rows = []
+    for r, d in zip(results, devices):
+        row = {"impl": r.model.key, "device": d.name, "shape": shape.as_dict(), "value": r.value, "next_value": r.next_value}
+        if budget_bytes is not None:
+            row |= {"peak_at_value_bytes": r.peak_at_value, "peak_at_next_bytes": r.peak_at_next}
+        else:
+            row |= {"at_value": None if r.at_value is None else verdict_data(r.at_value), "at_next": verdict_data(r.at_next)}
+        rows.append(row)
+    return envelope("plan", solve=solve, shape=shape.as_dict(), budget_bytes=budget_bytes, results=rows)
+
+
+def sweep_data(rows, usable_bytes: int | None) -> dict:
+    """rows: (model, shape, peak bytes)."""
+    return envelope("sweep", usable_bytes=usable_bytes, rows=[
+        {"impl": m.key, "device": m.device, "shape": s.as_dict(), "peak_bytes": peak,
+         "fits": None if usable_bytes is None else peak <= usable_bytes}
+        for m, s, peak in rows])
+
+
+def timeline_data(preds) -> dict:
+    return envelope("timeline", shape=preds[0].shape.as_dict(), results=[
+        {"impl": p.model.key, "device": p.model.device, "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
+         "peak_step": p.peak_step.name,
+         "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
+                    "group_bytes": {g.label: n for g, n in p.groups_at(i).items()}}
+                   for i, st in enumerate(p.model.steps)]}
+        for p in preds])
+
+
+def bar_lengths(preds, width: int = 40) -> list[list[int]]:
+    """Terminal timeline bars: live bytes per step scaled to the largest peak of all ``preds``."""
+    top = max(p.peak_bytes for p in preds)
+    return [[round(width * n / top) if top else 0 for n in p.step_bytes] for p in preds]
+
+
+def validation_data(comparisons, tolerance: float, summary=None) -> dict:
+    rows = []
+    for c in comparisons:
+        r = c.record
+        rows.append({"impl": r.impl, "device": r.gpu or r.device, "shape": r.shape.as_dict(), "options": r.options,
+                     "mode": r.mode or r.origin, "predicted_bytes": c.predicted, "measured_bytes": c.measured,
+                     "error_bytes": c.error_bytes, "error_fraction": c.error_fraction,
+                     "requested_error_bytes": c.requested_error, "seconds": r.data.get("seconds_total"),
+                     "passed": c.passed, "criterion": criterion(c), "note": c.note, "record": r.path.name})
+    counts = None if summary is None else {"passed": summary.passed, "failed": summary.failed,
+                                           "out_of_memory": summary.out_of_memory, "device_seconds": summary.device_seconds}
+    return envelope("validate", tolerance=tolerance, passed=all(c.passed for c in comparisons), summary=counts, rows=rows)
+
+
+def criterion(c) -> str:
+    """How a row was judged, in a few short words (the table's title explains each; ``note`` has the rest):
+    the tolerance, the allocator bounds (history-dependent records), or an out-of-memory verdict."""
+    if c.measured is None:
+        return c.note or "out of memory"
+    if c.record.history_dependent:
+        return "allocator bounds"
+    return "tolerance"
+
+
+def payload_rows(fn: str, seqs: list[int], dim: int, dim_v: int | None, block_q: int, block_k: int, measure=None) -> list[dict]:
+    """The saved-payload model (and, with ``measure``, the real autograd graph) at each token count."""
+    from livebytes.estimator.payload import predict_payload
+    from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
+    rows, previous = [], None
+    for t in seqs:
+        kw = dict(T=t, d=dim, dv=dim_v, bq=block_q, bk=block_k)
+        p = predict_payload(PAYLOAD_MODELS[fn], **kw)
+        dense = predict_payload(PAYLOAD_MODELS["dense"], **kw).bytes
+        tiled = predict_payload(PAYLOAD_MODELS["tiled"], **kw).bytes
+        m = measure(fn, t, dim, dim_v, block_q, block_k) if measure else None
+        row = {"seq": t, "predicted_bytes": p.bytes, "measured_bytes": m.bytes if m else None,
+               "save_events": p.events, "measured_save_events": m.save_events if m else None,
+               "largest_elements": p.largest, "measured_largest_elements": m.largest if m else None,
+               "growth": None if previous is None else p.bytes / previous, "vs_dense": p.bytes / dense,
+               "vs_tiled": p.bytes / tiled, "inputs_bytes": t * (2 * dim + (dim_v or dim)) * 4}
+        row["matches"] = None if m is None else (m.bytes, m.save_events, m.largest) == (p.bytes, p.events, p.largest)
+        row["difference_bytes"] = None if m is None else m.bytes - p.bytes
+        rows.append(row)
+        previous = p.bytes
+    return rows

@@ -1,13 +1,23 @@
-"""livebytes.estimator: the implementation-agnostic core (records, engine, registry, planning)."""
-from .buffers import Buffer, Group, LifetimeModel, Source, Step
-from .devices import DEVICES, Device, get_device
-from .engine import Prediction, peak_expression, predict, step_expressions
-from .errors import LivebytesError
-from .registry import check_shape, get_model, spec, specs
-from .shapes import Shape, parse_shape_list, parse_size
+"""livebytes.estimator: the implementation-agnostic core (records, engine, registry, planning).
 
-__all__ = [
-    "Buffer", "Group", "LifetimeModel", "Source", "Step", "DEVICES", "Device", "get_device", "Prediction",
-    "peak_expression", "predict", "step_expressions", "LivebytesError", "check_shape", "get_model", "spec", "specs",
-    "Shape", "parse_shape_list", "parse_size",
-]
+Names are imported on first use (PEP 562), so that ``livebytes.estimator.shapes`` or the compiled-model
+cache can be used without importing sympy."""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Buffer": "buffers", "Group": "groups", "LifetimeModel": "buffers", "Source": "buffers", "Step": "buffers",
+    "DEVICES": "devices", "Device": "devices", "get_device": "devices",
+    "Prediction": "prediction", "peak_expression": "engine", "predict": "engine", "step_expressions": "engine",
+    "LivebytesError": "errors", "check_shape": "registry", "get_model": "registry", "spec": "registry", "specs": "registry",
+    "Shape": "shapes", "parse_shape_list": "shapes", "parse_size": "shapes",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

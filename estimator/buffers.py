@@ -2,34 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import reduce
 import operator
 
 import sympy as sp
 
 from .dtypes import itemsize
-
-
-class Group(Enum):
-    """Storage groups, in the order tables show them (the KDA report's rows)."""
-
-    INPUTS = "inputs, dO and output"
-    SAVED = "forward-saved activations"
-    RECOMPUTE = "recompute intermediates"
-    STATE = "state series"
-    STAGE = "stage buffers"
-    MATRIX_GRAD = "chunk-matrix gradients"
-    DV = "current dv"
-    OUTPUT_GRAD = "output gradients"
-    BETA_REDUCTION = "beta gradients and reduction temporaries"
-    SCRATCH = "gate-parameter scratch and metadata"
-    WORKSPACE = "other workspace"
-    FORWARD = "forward intermediates"
-
-    @property
-    def label(self) -> str:
-        return self.value
+from .groups import Group  # noqa: F401 - re-exported: models import it from here
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,16 @@ import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .allocator import DEFAULT_CONF, AllocatorConf
-from .buffers import LifetimeModel
 from .devices import Device
 from .errors import LivebytesError
 from .replay import OomEvent, replay
 from .shapes import Shape
+
+if TYPE_CHECKING:
+    from .buffers import LifetimeModel
 
 DATA = Path(__file__).parent / "data" / "process_memory.json"
 TRITON_CACHE_STATES = ("cold", "warm")

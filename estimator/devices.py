@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import LivebytesError
-from .shapes import parse_size
 
 GiB = 2**30
 GB = 10**9
@@ -56,18 +55,21 @@ def get_device(name: str) -> Device:
         raise LivebytesError(f"unknown GPU {name!r}; presets: {', '.join(d.name for d in DEVICES.values())}") from None
 
 
+MEMORY_UNITS = {"GIB": GiB, "MIB": 2**20, "KIB": 2**10, "GB": GB, "MB": 10**6, "KB": 10**3, "B": 1}
+
+
 def parse_budget(text: str) -> int:
-    """``80GiB``, ``141GB``, ``512MiB`` or a plain byte count."""
+    """``80GiB``, ``141GB``, ``512MiB`` or ``1000B``. A number without a unit is refused: ``80`` could
+    mean 80 bytes or 80 GiB, and a memory size read the wrong way is a silent wrong answer."""
     t = text.strip()
-    units = {"GIB": GiB, "MIB": 2**20, "GB": GB, "MB": 10**6, "B": 1}
-    for suffix, scale in units.items():
+    for suffix, scale in MEMORY_UNITS.items():
         if t.upper().endswith(suffix):
             number = t[: -len(suffix)].strip()
             try:
                 value = float(number)
             except ValueError:
                 break
-            if value <= 0:
-                raise LivebytesError(f"budget must be positive, got {text!r}")
+            if not value > 0 or value * scale >= 2**63:
+                raise LivebytesError(f"memory size must be positive and finite, got {text!r}")
             return int(value * scale)
-    return parse_size(t, "budget")
+    raise LivebytesError(f"memory size {text!r} needs a unit: 80GiB, 141GB, 512MiB or 1000B")

@@ -6,28 +6,16 @@ what is live at every step, and reports the peak, the step it happens at and wha
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
 from functools import lru_cache
 
 import sympy as sp
 
-from .buffers import Buffer, Group, LifetimeModel, Step
+from .buffers import Buffer, LifetimeModel
+from .prediction import Prediction, allocations  # noqa: F401 - re-exported
+from .prediction import evaluate as evaluate_compiled
 from .rounding import allocated_block_bytes
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
-
-
-def allocations(model: LifetimeModel) -> OrderedDict[str, list[Buffer]]:
-    """Buffers grouped by the allocation they live in (a standalone buffer is its own allocation)."""
-    groups: OrderedDict[str, list[Buffer]] = OrderedDict()
-    for b in model.buffers:
-        groups.setdefault(b.carved_from or b.name, []).append(b)
-    for name, regions in groups.items():
-        lifetimes = {(r.allocated_at, r.freed_after) for r in regions}
-        if len(lifetimes) != 1:
-            raise ValueError(f"{model.key}: regions of allocation {name} have different lifetimes")
-    return groups
 
 
 def charged_bytes(model: LifetimeModel) -> dict[str, sp.Expr]:
@@ -80,60 +68,9 @@ def _compiled(model: LifetimeModel):
     return fn, membership
 
 
-@dataclass(frozen=True)
-class Prediction:
-    model: LifetimeModel
-    shape: Shape
-    buffer_bytes: tuple[int, ...]          # per buffer, in model.buffers order
-    step_bytes: tuple[int, ...]            # live bytes per step
-    peak_index: int
-
-    @property
-    def peak_bytes(self) -> int:
-        return self.step_bytes[self.peak_index]
-
-    @property
-    def peak_step(self) -> Step:
-        return self.model.steps[self.peak_index]
-
-    def live_at(self, step: int) -> list[tuple[Buffer, int]]:
-        return [(b, n) for b, n in zip(self.model.buffers, self.buffer_bytes) if step in self.model.live_range(b)]
-
-    @property
-    def at_peak(self) -> list[tuple[Buffer, int]]:
-        return self.live_at(self.peak_index)
-
-    def groups_at(self, step: int) -> OrderedDict[Group, int]:
-        out: OrderedDict[Group, int] = OrderedDict((g, 0) for g in Group)
-        for b, n in self.live_at(step):
-            out[b.group] += n
-        return OrderedDict((g, n) for g, n in out.items() if n)
-
-    @property
-    def groups(self) -> OrderedDict[Group, int]:
-        return self.groups_at(self.peak_index)
-
-    def forward_peak(self) -> tuple[int, int]:
-        """(bytes, step index) of the largest live set among forward (and harness) steps."""
-        idx = [i for i, s in enumerate(self.model.steps) if s.phase != "backward"]
-        best = max(idx, key=lambda i: self.step_bytes[i])
-        return self.step_bytes[best], best
-
-
 def predict(model: LifetimeModel, shape: Shape) -> Prediction:
     fn, membership = _compiled(model)
-    subs = shape.subs()
-    values = fn(*(subs[s] for s in SHAPE_SYMBOLS))
-    per_buffer = tuple(int(v) for v in values)
-    steps = len(model.steps)
-    totals = [0] * steps
-    for nbytes, live in zip(per_buffer, membership):
-        for i in range(steps):
-            if live[i]:
-                totals[i] += nbytes
-    # first step reaching the maximum: where the peak is first hit
-    peak = max(range(steps), key=lambda i: (totals[i], -i))
-    return Prediction(model, shape, per_buffer, tuple(totals), peak)
+    return evaluate_compiled(model, shape, fn, membership)
 
 
 def unsplit_block_bound(p: Prediction) -> int:

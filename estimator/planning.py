@@ -63,7 +63,7 @@ def _largest_value(ok) -> int | None:
 
 def _checked(shape: Shape, solve: str, refuse):
     if solve not in SOLVABLE:
-        raise LivebytesError(f"--solve must be one of {', '.join(SOLVABLE)}")
+        raise LivebytesError(f"the dimension to solve for must be one of {', '.join(SOLVABLE)}, got {solve!r}")
 
     def at(v: int) -> Shape:
         s = _with(shape, solve, v)
@@ -121,8 +121,9 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
 # ------------------------------------------------------------------------------------- closed form
 
 def _dominates(a: sp.Expr, b: sp.Expr) -> bool:
-    """a >= b for every positive shape, shown term by term: a - b expands to terms with positive coefficients."""
-    diff = sp.expand(a - b)
+    """a >= b for every positive shape, shown term by term: a - b expands to terms with positive coefficients.
+    ``a`` and ``b`` come expanded (the difference of two expanded sums is expanded: like terms combine)."""
+    diff = a - b
     if diff == 0:
         return True
     terms = sp.Add.make_args(diff)
@@ -133,10 +134,11 @@ def closed_form(model: LifetimeModel) -> tuple[sp.Expr, list[int]]:
     """The peak as Max over the steps that can hold it (steps another step dominates are dropped), and
     which steps those are. A single survivor means one formula for every shape."""
     exprs = step_expressions(model)
+    expanded = [sp.expand(e) for e in exprs]    # once per step, not once per pair
     candidates = list(range(len(exprs)))
     survivors = []
     for i in candidates:
-        if any(j != i and _dominates(exprs[j], exprs[i]) and not (_dominates(exprs[i], exprs[j]) and j > i)
+        if any(j != i and _dominates(expanded[j], expanded[i]) and not (_dominates(expanded[i], expanded[j]) and j > i)
                for j in candidates):
             continue
         survivors.append(i)
@@ -192,5 +194,11 @@ def parse_range(text: str) -> list[int]:
         while v <= b:
             out.append(v)
             v *= 2
+        if out[-1] != b:
+            raise LivebytesError(f"range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
+                                 "list the values instead (e.g. 8K,10K)")
         return out
-    return [parse_size(x, "value") for x in text.split(",") if x.strip()]
+    values = [parse_size(x, "value") for x in text.split(",") if x.strip()]
+    if not values:
+        raise LivebytesError(f"no values in {text!r}")
+    return values

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .buffers import LifetimeModel
 from .devices import Device, get_device
 from .errors import RefusedShapeError, UnknownModelError
 from .shapes import Shape
+
+if TYPE_CHECKING:
+    from .buffers import LifetimeModel
 
 
 @dataclass(frozen=True)
@@ -33,14 +35,19 @@ class ModelSpec:
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
     runner: str | None = None                     # the validator's code path (None: cannot be run)
+    refuse_device: Callable[[Device], str | None] | None = None   # devices the engine cannot run on at any shape
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
 
 
+_FROM_INDEX: set[str] = set()    # keys whose spec came from the disk index (no builder until the packages load)
+
+
 def register(spec: ModelSpec) -> ModelSpec:
-    if spec.key in _REGISTRY:
+    if spec.key in _REGISTRY and spec.key not in _FROM_INDEX:
         raise ValueError(f"model {spec.key} registered twice")
+    _FROM_INDEX.discard(spec.key)
     _REGISTRY[spec.key] = spec
     return spec
 
@@ -48,15 +55,28 @@ def register(spec: ModelSpec) -> ModelSpec:
 _LOADED = False
 
 
-def _load() -> None:
-    """Import every package registered under the ``livebytes.models`` entry points (once)."""
+def _load(full: bool = False) -> None:
+    """The specs: from the disk index (``compiled.read_spec_index``, no model module imported) unless
+    ``full``; else import every package registered under the ``livebytes.models`` entry points (once)."""
     global _LOADED
-    if _LOADED:
+    if _LOADED or (not full and _REGISTRY):
         return
+    if not full:
+        from .compiled import read_spec_index
+        for fields in read_spec_index() or ():
+            _REGISTRY[fields["key"]] = ModelSpec(builder=None, **fields)
+            _FROM_INDEX.add(fields["key"])
+        if _REGISTRY:
+            return
     _LOADED = True
     from importlib.metadata import entry_points
     for ep in entry_points(group="livebytes.models"):
         ep.load()
+    for key in list(_FROM_INDEX):       # a model its package no longer registers
+        del _REGISTRY[key]
+    _FROM_INDEX.clear()
+    from .compiled import write_spec_index
+    write_spec_index(list(_REGISTRY.values()))
 
 
 def specs() -> list[ModelSpec]:
@@ -66,11 +86,19 @@ def specs() -> list[ModelSpec]:
 
 def spec(key: str) -> ModelSpec:
     _load()
+    if key not in _REGISTRY and not _LOADED:
+        _load(full=True)
     try:
         return _REGISTRY[key]
     except KeyError:
         known = ", ".join(_REGISTRY)
         raise UnknownModelError(f"unknown implementation {key!r}; known: {known}") from None
+
+
+def _builder(key: str):
+    if spec(key).builder is None:
+        _load(full=True)
+    return spec(key).builder
 
 
 def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ...]:
@@ -93,8 +121,7 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
 
 @lru_cache(maxsize=128)
 def _build(key: str, device_name: str, options: tuple[tuple[str, object], ...]) -> LifetimeModel:
-    s = spec(key)
-    return s.builder(device=get_device(device_name), **dict(options))
+    return _builder(key)(device=get_device(device_name), **dict(options))
 
 
 def get_model(key: str, device: Device | str | None = None, **options) -> LifetimeModel:
@@ -104,6 +131,16 @@ def get_model(key: str, device: Device | str | None = None, **options) -> Lifeti
     return _build(key, get_device(name).name, resolve_options(s, options))
 
 
+def get_compiled(key: str, device: Device | str | None = None, **options):
+    """``get_model`` compiled (``compiled.CompiledModel``): from the disk cache when it has it, so that
+    predicting needs neither sympy nor the model modules."""
+    from .compiled import compiled_model
+    s = spec(key)
+    name = get_device(device.name if isinstance(device, Device) else (device or s.default_device)).name
+    resolved = resolve_options(s, options)
+    return compiled_model(key, name, resolved, build=lambda: _build(key, name, resolved))
+
+
 def shape_options(key: str, shape: Shape) -> dict:
     """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path."""
     if shape.hv != shape.heads:
@@ -111,6 +148,15 @@ def shape_options(key: str, shape: Shape) -> dict:
             raise RefusedShapeError(f"{key}: value heads != heads (GVA) is not covered by this model")
         return {"gva": True}
     return {}
+
+
+def check_device(key: str, device: Device | str | None = None) -> None:
+    """Raise RefusedShapeError when the implementation cannot run on ``device`` at any shape."""
+    s = spec(key)
+    dev = device if isinstance(device, Device) else get_device(device or s.default_device)
+    reason = s.refuse_device(dev) if s.refuse_device else None
+    if reason:
+        raise RefusedShapeError(f"{key}: {reason}")
 
 
 def check_shape(key: str, shape: Shape, device: Device | str | None = None) -> None:

@@ -24,8 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import median
-
-import sympy as sp
+from typing import TYPE_CHECKING
 
 from .allocator import (
     DEFAULT_CONF,
@@ -34,10 +33,11 @@ from .allocator import (
     CachingAllocator,
     OutOfMemory,
 )
-from .buffers import LifetimeModel
-from .engine import allocations
+from .prediction import allocations
 from .shapes import Shape
-from .symbols import SHAPE_SYMBOLS
+
+if TYPE_CHECKING:
+    from .buffers import LifetimeModel
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,14 @@ def _schedule(model: LifetimeModel) -> _Schedule:
     compiled once per model (models are frozen and hashable)."""
     groups = allocations(model)
     names = tuple(groups)
-    exprs = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
-    fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math")
+    if hasattr(model, "requested_fn"):      # a CompiledModel (compiled.py) carries the compiled request sizes
+        fn = model.requested_fn
+    else:
+        import sympy as sp
+
+        from .symbols import SHAPE_SYMBOLS
+        exprs = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
+        fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math")
     first = [groups[n][0] for n in names]
     alloc_at = [model.step_index(b.allocated_at) for b in first]
     free_at = [None if b.freed_after is None else model.step_index(b.freed_after) for b in first]
@@ -104,8 +110,7 @@ def _schedule(model: LifetimeModel) -> _Schedule:
 def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     """Unrounded request per allocation (a carved workspace is one request)."""
     sch = _schedule(model)
-    subs = shape.subs()
-    return dict(zip(sch.names, (int(v) for v in sch.sizes_fn(*(subs[s] for s in SHAPE_SYMBOLS)))))
+    return dict(zip(sch.names, (int(v) for v in sch.sizes_fn(*shape.values()))))
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
@@ -115,8 +120,7 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
     ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory)."""
     sch = _schedule(model)
-    subs = shape.subs()
-    sizes = [int(v) for v in sch.sizes_fn(*(subs[s] for s in SHAPE_SYMBOLS))]
+    sizes = [int(v) for v in sch.sizes_fn(*shape.values())]
     alloc = CachingAllocator(conf, capacity_bytes)
     live: dict[int, object] = {}
     peaks, reserved_peaks = [], []

@@ -10,13 +10,17 @@ Not modelled: ``roundup_power2_divisions`` (off by default; ``allocator.Allocato
 """
 from __future__ import annotations
 
-import sympy as sp
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 BLOCK_BYTES = 512   # kMinBlockSize
 
 
 def allocated_block_bytes(nbytes: sp.Expr | int) -> sp.Expr:
     """Bytes the allocator counts for a request of ``nbytes``: ceil to a 512-byte multiple (0 stays 0)."""
+    import sympy as sp
     return sp.ceiling(sp.Integer(1) * nbytes / BLOCK_BYTES) * BLOCK_BYTES
 
 

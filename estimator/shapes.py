@@ -5,7 +5,6 @@ import re
 from dataclasses import dataclass
 
 from .errors import LivebytesError
-from .symbols import DK, DV, HV, MBS, H, S
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -57,11 +56,16 @@ class Shape:
     def dv(self) -> int:
         return self.dim_v or self.dim
 
+    def values(self) -> tuple[int, int, int, int, int, int]:
+        """(S, MBS, H, HV, DK, DV): the arguments of every compiled byte function (symbols.SHAPE_SYMBOLS order)."""
+        return (self.seq, self.mbs, self.heads, self.hv, self.dim, self.dv)
+
     @property
     def tokens(self) -> int:
         return self.mbs * self.seq
 
     def subs(self) -> dict:
+        from .symbols import DK, DV, H, HV, MBS, S
         return {S: self.seq, MBS: self.mbs, H: self.heads, HV: self.hv, DK: self.dim, DV: self.dv}
 
     def as_dict(self) -> dict:
@@ -105,6 +109,24 @@ def _parse_one_shape(part: str) -> Shape:
             raise LivebytesError(f"shape {part!r}: unknown or repeated field {key!r} (hv= and dv= are known)")
         extra[_SHAPE_KEYS[key.lower()]] = parse_size(value, "value heads" if key.lower() == "hv" else "value dim")
     return Shape(*sizes, **extra)
+
+
+# Beyond these a shape is almost certainly a typo (10M instead of 10K): the commands still answer, with a warning.
+PLAUSIBLE_TOKENS = 1 << 24       # 16M tokens in one micro-batch
+PLAUSIBLE_HEADS = 4096
+PLAUSIBLE_DIM = 4096
+
+
+def implausible(shape: Shape) -> str | None:
+    """Why ``shape`` is beyond anything a GPU holds, or None."""
+    problems = []
+    if shape.tokens > PLAUSIBLE_TOKENS:
+        problems.append(f"{shape.tokens:,} tokens per micro-batch (more than {PLAUSIBLE_TOKENS:,})")
+    if max(shape.heads, shape.hv) > PLAUSIBLE_HEADS:
+        problems.append(f"{max(shape.heads, shape.hv):,} heads (more than {PLAUSIBLE_HEADS:,})")
+    if max(shape.dim, shape.dv) > PLAUSIBLE_DIM:
+        problems.append(f"head dim {max(shape.dim, shape.dv):,} (more than {PLAUSIBLE_DIM:,})")
+    return f"{shape.label()} is implausible: " + "; ".join(problems) if problems else None
 
 
 def parse_shape_list(text: str) -> list[Shape]:

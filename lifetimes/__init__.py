@@ -14,12 +14,12 @@ FLA_OPTIONS = {"contract": ("report", "plain"), "recompute": (True, False), "gva
 HOPPER_CUDA_REFUSES_REPORT = {("contract", "report"): (
     "the engine refuses the report contract: 'KdaHopperCudaEngine: the kernel takes log-space g directly; "
     "safe_gate/a_log/dt_bias are unsupported' and 'the backward kernel takes pre-normalized q/k and post-sigmoid beta' "
-    "(cudnn/linear_attention/hopper/cuda_engine.py, check_support); use --contract plain")}
+    "(cudnn/linear_attention/hopper/cuda_engine.py, check_support); the plain contract is supported")}
 HOPPER_CUTE_REFUSES_REPORT = {("contract", "report"): (
     "the engine refuses the report contract: 'KdaHopperEngine: the kernel takes log-space g directly; "
     "safe_gate/a_log/dt_bias are unsupported', 'use_beta_sigmoid_in_kernel is unsupported', "
     "'use_qk_l2norm_in_kernel is unsupported' (cudnn/linear_attention/hopper/kda_engine.py, check_support); "
-    "use --contract plain")}
+    "the plain contract is supported")}
 
 
 def _fla_builder(version: fla_kda.FlaVersion, forward_only: bool):
@@ -51,7 +51,7 @@ def _register_frost(v) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-frost@{v.version}", implementation="cuDNN frontend kda_frost (CuTeDSL)", version=v.version,
         covers=covers, builder=lambda device, v=v: cudnn_frost.build(version=v, num_sm=device.sm_count, device=device.name),
-        refuse=cudnn_frost.refuse, default_device="B300",
+        refuse=cudnn_frost.refuse, refuse_device=cudnn_frost.refuse_device, default_device="B300",
         runner="kda_frost" if v.released else None,
     ))
 
@@ -61,12 +61,14 @@ def _register_hopper(v) -> None:
         key=f"cudnn-kda-hopper-cuda@{v.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)",
         version=v.version, covers=f"{v.origin} Hopper CUDA engine, forward + backward, plain contract, D=128",
         builder=lambda device, contract="plain", v=v: cudnn_hopper.build_cuda(v, device), refuse=cudnn_hopper.refuse,
+        refuse_device=cudnn_hopper.refuse_device,
         options={"contract": ("plain",)}, refusals=HOPPER_CUDA_REFUSES_REPORT, default_device="H200", runner="kda_hopper_cuda",
     ))
     register(ModelSpec(
         key=f"cudnn-kda-hopper@{v.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL)",
         version=v.version, covers=f"{v.origin} Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
         builder=lambda device, contract="plain", v=v: cudnn_hopper.build_cute_forward(v, device), refuse=cudnn_hopper.refuse,
+        refuse_device=cudnn_hopper.refuse_device,
         options={"contract": ("plain",)}, refusals=HOPPER_CUTE_REFUSES_REPORT, default_device="H200", phase="fwd",
         runner="kda_hopper",
     ))

@@ -85,10 +85,17 @@ def backward_pieces(num_sm: int) -> tuple[sp.Expr, sp.Expr]:
     return chain, budget
 
 
-def refuse(shape, device) -> str | None:
+def refuse_device(device) -> str | None:
     if not device.blackwell:
         return (f"kda_frost is Blackwell-only (tcgen05/TMEM, sm100-103 and sm107); {device.name} is {device.arch}: "
                 "choose a Blackwell device (B200, B300)")
+    return None
+
+
+def refuse(shape, device) -> str | None:
+    reason = refuse_device(device)
+    if reason:
+        return reason
     if shape.hv != shape.heads:
         return "this FROST model covers equal q/k/v heads (the report's configuration); GVA folds are not modelled"
     if shape.dim != 128:

@@ -44,9 +44,16 @@ def pick_nseg_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
     return best
 
 
-def refuse(shape, device) -> str | None:
+def refuse_device(device) -> str | None:
     if device.arch != "sm90":
         return f"the Hopper KDA engines run only on sm90; {device.name} is {device.arch}"
+    return None
+
+
+def refuse(shape, device) -> str | None:
+    reason = refuse_device(device)
+    if reason:
+        return reason
     if shape.dim != 128:
         return f"kda_hopper engines support head dim 128 only (HEAD_DIM = 128), got {shape.dim}"
     if shape.hv != shape.heads:

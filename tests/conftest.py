@@ -1,3 +1,5 @@
+import pytest
+
 from livebytes.estimator import get_model, predict
 
 GiB = 2**30
@@ -5,3 +7,16 @@ GiB = 2**30
 
 def peak(key, shape, device=None, **options):
     return predict(get_model(key, device, **options), shape)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_model_cache(tmp_path_factory):
+    """Every test session compiles into its own model cache (estimator/compiled.py), never the user's."""
+    import os
+    old = os.environ.get("LIVEBYTES_CACHE_DIR")
+    os.environ["LIVEBYTES_CACHE_DIR"] = str(tmp_path_factory.mktemp("model-cache"))
+    yield
+    if old is None:
+        os.environ.pop("LIVEBYTES_CACHE_DIR", None)
+    else:
+        os.environ["LIVEBYTES_CACHE_DIR"] = old

@@ -1,11 +1,14 @@
-"""The command line: thin commands, one-line domain errors with exit code 1, machine-readable JSON."""
+"""The command line: thin commands, one error path (one line on stderr; exit 1 domain, 2 usage, 3 failed
+validation), machine-readable JSON under one documented key set."""
 import json
 
 import pytest
-from livebytes.cli.app import app
 from typer.testing import CliRunner
 
+from livebytes.cli.app import app
+
 runner = CliRunner()
+GiB = 2**30
 
 
 def run(*args):
@@ -15,11 +18,12 @@ def run(*args):
 def test_predict_json_has_the_documented_fields():
     r = run("predict", "--impl", "fla-kda@07b80f27", "--mbs", "1", "--seq", "128K", "--heads", "96", "--dim", "128", "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
-    assert d["impl"] == "fla-kda@07b80f27"
-    assert d["shape"] == {"mbs": 1, "seq": 131072, "heads": 96, "dim": 128}
+    d = json.loads(r.stdout)
+    assert (d["schema"], d["command"], d["impl"], d["device"]) == (1, "predict", "fla-kda@07b80f27", "B300")
+    assert d["shape"] == {"mbs": 1, "seq": 131072, "heads": 96, "dim": 128}     # 128K = 128 * 1024
     assert isinstance(d["peak_bytes"], int) and d["peak_step"] == "bwd.intra_db_sum"
-    assert sum(d["groups"].values()) == d["peak_bytes"]
+    assert sum(d["group_bytes"].values()) == d["peak_bytes"]
+    assert sum(b["allocated_bytes"] for b in d["buffers_at_peak"]) == d["peak_bytes"]
     assert d["measured"][0]["origin"] == "published"          # the report's 99.422 GiB
 
 
@@ -27,70 +31,49 @@ def test_compare_prints_both_report_figures():
     r = run("compare", "--impl", "fla-kda@07b80f27", "--impl", "cudnn-kda-frost@e0b4ce98",
             "--mbs", "1", "--seq", "128K", "--heads", "96", "--dim", "128", "--json")
     assert r.exit_code == 0, r.output
-    fla, frost = json.loads(r.output)
-    assert round(fla["peak_gib"], 3) == 99.422
-    assert round(frost["peak_gib"], 2) == 54.06                # report: 54.063
-    assert frost["reduction_vs_first"] == pytest.approx(0.456, abs=0.001)
+    fla, frost = json.loads(r.stdout)["results"]
+    assert round(fla["peak_bytes"] / GiB, 3) == 99.422
+    assert round(frost["peak_bytes"] / GiB, 2) == 54.06                # report: 54.063
+    assert frost["change_vs_first"] == pytest.approx(-0.456, abs=0.001)   # 54.06 / 99.42 - 1
+    assert fla["change_vs_first"] is None
 
 
 def test_unmeasured_shapes_are_labelled_predicted():
     r = run("predict", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128", "--json")
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["status"] == "predicted (never measured)" and d["measured"] == []
-    assert d["fits"]["fits"] is False and d["fits"]["gpu"] == "H200"
+    assert d["fit"]["fits"] is False and d["fit"]["device"] == "H200" and d["oom"] is not None
+    assert d["fit"]["headroom_bytes"] == d["fit"]["total_bytes"] - d["device_need_bytes"] < 0
 
 
 def test_models_lists_the_registry():
     r = run("models", "--json")
-    keys = {m["key"] for m in json.loads(r.output)}
+    keys = {m["impl"] for m in json.loads(r.stdout)["models"]}
     assert {"fla-kda@07b80f27", "fla-kda@0.6.0", "cudnn-kda-frost@e0b4ce98", "cudnn-kda-hopper-cuda@1.32.0"} <= keys
-
-
-@pytest.mark.parametrize("args,needle", [
-    (("--mbs", "0", "--seq", "8K", "--heads", "4"), "MBS: must be positive"),
-    (("--mbs", "-1", "--seq", "8K", "--heads", "4"), "MBS"),
-    (("--seq", "eight", "--heads", "4"), "sequence"),
-    (("--seq", "8K", "--heads", "4", "--dim", "512"), "key head dim <= 256"),
-    (("--seq", "8K", "--heads", "4", "--contract", "fancy"), "contract"),
-])
-def test_bad_input_is_one_line_and_exit_1(args, needle):
-    r = run("predict", "--impl", "fla-kda@0.6.0", *args)
-    assert r.exit_code == 1
-    lines = [line for line in r.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.output
-
-
-def test_unknown_implementation_and_refused_device():
-    r = run("predict", "--impl", "nope@1", "--seq", "8K", "--heads", "4")
-    assert r.exit_code == 1 and "unknown implementation" in r.output
-    r = run("predict", "--impl", "cudnn-kda-frost@1.32.0", "--seq", "8K", "--heads", "4", "--gpu", "H200")
-    assert r.exit_code == 1 and "Blackwell-only" in r.output
 
 
 def test_an_engine_refusal_carries_the_engines_reason():
     r = run("predict", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "4", "--contract", "report")
-    assert r.exit_code == 1 and "safe_gate/a_log/dt_bias are unsupported" in r.output
+    assert r.exit_code == 1 and "safe_gate/a_log/dt_bias are unsupported" in r.stderr
     r = run("predict", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "4", "--dim", "64")
-    assert r.exit_code == 1 and "head dim 128 only" in r.output
+    assert r.exit_code == 1 and "head dim 128 only" in r.stderr
 
 
 def test_validate_without_a_gpu_says_so_in_one_line():
     r = run("validate", "--impl", "fla-kda@0.6.0", "--shapes", "1,8K,96,128")
     assert r.exit_code == 1
-    assert "cannot validate fla-kda@0.6.0 here" in r.output
+    assert "cannot validate fla-kda@0.6.0 here" in r.stderr
 
 
 def test_validate_from_records_rechecks_committed_measurements():
     r = run("validate", "--from-records", "h200_run5_fla-core-0.6.0.json")
     assert r.exit_code == 0, r.output
-    assert "FAIL" not in r.output and r.output.count("│ pass") == 5
-    assert r.output.strip().splitlines()[-1] == "5 passed, 0 failed, 0 out of memory"
+    assert "FAIL" not in r.stdout and r.stdout.count("pass (") == 5
+    assert r.stdout.strip().splitlines()[-1] == "5 passed, 0 failed, 0 out of memory"
 
 
 def test_validate_from_records_judges_a_tampered_copy_on_its_own_figures(tmp_path):
-    """A copy of a committed file with every peak set to 1 FAILs: the file is loaded, not its name matched."""
-    import json
-
+    """A copy of a committed file with every peak set to 1 FAILs (exit 3): the file is loaded, not its name matched."""
     from livebytes.validate.records import RECORDS_DIR
     data = json.loads((RECORDS_DIR / "h200_run5_fla-core-0.6.0.json").read_text())
     for rec in data["records"]:
@@ -98,8 +81,8 @@ def test_validate_from_records_judges_a_tampered_copy_on_its_own_figures(tmp_pat
     copy = tmp_path / "h200_run5_fla-core-0.6.0.json"
     copy.write_text(json.dumps(data))
     r = run("validate", "--from-records", str(copy))
-    assert r.exit_code == 2, r.output
-    assert r.output.strip().splitlines()[-1] == "0 passed, 5 failed, 0 out of memory"
+    assert r.exit_code == 3, r.output
+    assert r.stdout.strip().splitlines()[-1] == "0 passed, 5 failed, 0 out of memory"
 
 
 @pytest.mark.parametrize("plan,message", [
@@ -114,4 +97,161 @@ def test_validate_bad_plans_and_sources_are_one_line(tmp_path, plan, message):
     else:
         (tmp_path / "plan.json").write_text(plan)
         r = run("validate", "--plan", str(tmp_path / "plan.json"))
-    assert r.exit_code == 1 and message in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_failed_validation_exits_3(monkeypatch):
+    from livebytes.validate import compare as cmp
+    real = cmp.compare
+    monkeypatch.setattr(cmp, "compare", lambda rec, tol: real(rec, tol).__class__(
+        **{**real(rec, tol).__dict__, "passed": False}))
+    r = run("validate", "--from-records", "h200_run5_fla-core-0.6.0.json")
+    assert r.exit_code == 3 and r.stdout.count("FAIL (") == 5
+
+
+# ----------------------------------------------------------------------------------- bad input table
+P = ("predict", "--impl", "fla-kda@0.6.0")
+FROST = "cudnn-kda-frost@1.32.0"
+HOPPER = "cudnn-kda-hopper-cuda@1.32.0"
+S8 = ("--seq", "8K", "--heads", "4")
+
+BAD_INPUTS = [
+    # (arguments, exit code, a phrase the one line must contain)
+    ((*P, "--mbs", "0", *S8), 1, "--mbs: must be positive"),
+    ((*P, "--mbs", "-1", *S8), 1, "--mbs"),
+    ((*P, "--seq", "eight", "--heads", "4"), 1, "--seq"),
+    ((*P, "--seq", "8K", "--heads", "0"), 1, "--heads: must be positive"),
+    ((*P, *S8, "--dim", "512"), 1, "key head dim <= 256"),
+    ((*P, *S8, "--dim", "16"), 1, "head dim >= 32"),
+    ((*P, *S8, "--v-heads", "6"), 1, "multiple of heads"),
+    ((*P, *S8, "--contract", "fancy"), 1, "contract"),
+    ((*P, *S8, "--gpu", "X100"), 1, "unknown GPU"),
+    (("predict", "--impl", "nope@1", *S8), 1, "unknown implementation"),
+    (("predict", "--impl", FROST, *S8, "--gpu", "H200"), 1, "Blackwell-only"),
+    (("predict", "--impl", FROST, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
+    (("predict", "--impl", FROST, *S8, "--contract", "plain"), 1, "does not take --contract"),
+    (("predict", "--impl", FROST, *S8, "--v-heads", "8"), 1, "GVA"),
+    (("predict", "--impl", HOPPER, *S8, "--dim", "64"), 1, "head dim 128 only"),
+    (("predict", "--impl", HOPPER, *S8, "--gpu", "B300"), 1, "only on sm90"),
+    (("predict", "--impl", HOPPER, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
+    ((*P, "--impl", HOPPER, *S8), 2, "use livebytes compare"),
+    ((*P, "--seq", "8K"), 2, "Missing option '--heads'"),
+    (("predict", "--seq", "8K", "--heads", "4"), 2, "Missing option '--impl'"),
+    ((*P, *S8, "--bogus"), 2, "No such option"),
+    (("predicts",), 2, "No such command"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", FROST, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", FROST, *S8, "--contract", "plain"), 1, "does not take --contract"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", FROST, *S8, "--gpu", "H200"), 1, "Blackwell-only"),
+    (("plan", "--impl", FROST, "--gpu", "H200"), 1, "Blackwell-only"),
+    (("plan", "--impl", FROST, "--no-recompute"), 1, "does not take --no-recompute"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80"), 1, "needs a unit"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "-5GiB"), 1, "must be positive"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "lotsGiB"), 1, "needs a unit"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "dim"), 2, "--solve must be one of"),
+    (("formula", "--impl", FROST, "--gpu", "H200"), 1, "Blackwell-only"),
+    (("formula", "--impl", FROST, "--contract", "plain"), 1, "does not take --contract"),
+    (("formula", "--impl", "fla-kda@0.6.0", "--impl", FROST), 2, "formula takes one --impl"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--heads", ""), 1, "no values"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..10K"), 1, "would stop at 8192"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "16K..8K"), 1, "empty range"),
+    (("sweep", "--impl", FROST, "--no-recompute"), 1, "does not take --no-recompute"),
+    (("sweep", "--impl", HOPPER, "--dim", "64"), 1, "head dim 128 only"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--csv", "{tmp}"), 1, "is a folder"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--csv", "/nonexistent-dir/grid.csv"), 1, "No such file or directory"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--out", "{tmp}/grid.txt"), 1, ".csv"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "{tmp}/t"), 1, "name the file with one of"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "{tmp}/t.xyz"), 1, "name the file with one of"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "{tmp}/"), 1, "is a folder"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "/nonexistent-dir/t.png"), 1, "No such file or directory"),
+    (("timeline", "--impl", FROST, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
+    (("validate", "--from-records", "all", "--tolerance", "-5%"), 1, "at least 0"),
+    (("validate", "--from-records", "all", "--tolerance", "abc"), 1, "not a number"),
+    (("validate", "--from-records", "/nonexistent/x.json"), 1, "no such file"),
+    (("validate", "--impl", "fla-kda@0.6.0"), 2, "--shapes are required"),
+    (("payload", "--fn", "sparse", "--no-measure"), 1, "--fn must be one of"),
+    (("payload", "--dim", "0", "--no-measure"), 1, "--dim: must be positive"),
+    (("payload", "--seq", "0", "--no-measure"), 1, "must be positive"),
+    (("payload", "--block-q", "x", "--no-measure"), 1, "--block-q"),
+]
+
+
+@pytest.mark.parametrize("args,code,phrase", BAD_INPUTS, ids=[" ".join(a[0])[:70] for a in BAD_INPUTS])
+def test_bad_input_is_one_line_on_stderr(args, code, phrase, tmp_path):
+    r = run(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == code, r.output
+    assert len(lines) == 1 and lines[0].startswith("error: ") and phrase in lines[0], r.stderr
+    assert "Traceback" not in r.output and r.stdout == ""
+
+
+def test_the_table_has_at_least_40_rows():
+    assert len(BAD_INPUTS) >= 40
+
+
+def test_an_absurd_shape_answers_with_one_warning():
+    r = run("predict", "--impl", "fla-kda@0.6.0", "--seq", "10M", "--heads", "100000", "--json")
+    assert r.exit_code == 0
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("warning: ") and "implausible" in lines[0]
+    assert json.loads(r.stdout)["fit"]["fits"] is False and json.loads(r.stdout)["oom"] is not None
+
+
+def test_payload_without_torch_is_one_line(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "torch", None)            # import torch -> ImportError
+    monkeypatch.delitem(sys.modules, "livebytes.validate.payload", raising=False)
+    r = run("payload", "--seq", "128")
+    assert r.exit_code == 1 and r.stderr.strip().count("\n") == 0 and "--measure needs torch" in r.stderr
+
+
+def test_payload_keeps_its_old_option_names():
+    new = json.loads(run("payload", "--seq", "128,256", "--dim", "16", "--no-measure", "--json").stdout)
+    old = json.loads(run("payload", "--T", "128,256", "--d", "16", "--no-measure", "--json").stdout)
+    assert new == old and [r["seq"] for r in new["rows"]] == [128, 256]
+
+
+def test_timeline_writes_exactly_the_file_named(tmp_path):
+    target = tmp_path / "t.svg"
+    r = run("timeline", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--out", str(target))
+    assert r.exit_code == 0 and target.stat().st_size > 0 and r.stdout.strip() == f"wrote {target}"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.svg"]
+
+
+def test_sweep_writes_csv(tmp_path):
+    target = tmp_path / "grid.csv"
+    r = run("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "4,8", "--out", str(target))
+    assert r.exit_code == 0, r.output
+    lines = target.read_text().splitlines()
+    assert len(lines) == 1 + 3 * 2                       # header + seq {8K, 16K, 32K} x heads {4, 8}
+
+
+def test_plan_defaults_to_each_models_device():
+    d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
+    assert [r["device"] for r in d["results"]] == ["H200", "B300"]
+    assert [r["at_next"]["fit"]["device"] for r in d["results"]] == ["H200", "B300"]
+    assert d["shape"] == {"mbs": 1, "seq": 8192, "heads": 96, "dim": 128} and d["budget_bytes"] is None
+
+
+def test_plan_budget_with_a_unit():
+    d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB", "--json").stdout)
+    r = d["results"][0]
+    assert d["budget_bytes"] == 80 * GiB and r["peak_at_value_bytes"] <= 80 * GiB < r["peak_at_next_bytes"]
+
+
+@pytest.mark.parametrize("args", [(), ("-h",), ("--help",), ("predict", "-h")])
+def test_help_exits_0(args):
+    r = run(*args)
+    assert r.exit_code == 0 and "Usage" in r.stdout and "<bool>" not in r.stdout
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("livebytes ")
+
+
+def test_every_option_has_help_text():
+    from typer.main import get_command
+    group = get_command(app)
+    missing = [f"{name} {p.opts[0]}" for name, cmd in group.commands.items() for p in cmd.params
+               if not getattr(p, "help", None) and p.opts[0] not in ("--help",)]
+    assert missing == []

@@ -241,11 +241,11 @@ def kda_dir(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("key,code", [("fla-kda@0.6.0", 0), ("fla-kda@07b80f27", 2)])
-def test_drift_command_exits_2_on_drift(kda_dir, key, code):
+@pytest.mark.parametrize("key,code", [("fla-kda@0.6.0", 0), ("fla-kda@07b80f27", 3)])
+def test_drift_command_exits_3_on_drift(kda_dir, key, code):
     r = CliRunner().invoke(app, ["drift", "--impl", key, "--traces", str(kda_dir), "--json"])
     assert r.exit_code == code, r.output
-    kinds = [f["kind"] for f in json.loads(r.output) if f["kind"] != "outside-window"]
+    kinds = [f["kind"] for f in json.loads(r.stdout)["findings"] if f["kind"] != "outside-window"]
     assert kinds == ([] if code == 0 else ["re-typed"] * 3)
 
 
@@ -253,7 +253,7 @@ def test_learn_command_writes_the_draft(kda_dir, tmp_path):
     draft = tmp_path / "draft.py"
     r = CliRunner().invoke(app, ["learn", "--traces", str(kda_dir), "--draft", str(draft), "--json"])
     assert r.exit_code == 0, r.output
-    assert len(json.loads(r.output)["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
+    assert len(json.loads(r.stdout)["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
 
 
 def test_learn_on_a_missing_directory_is_one_line_exit_1(tmp_path):

@@ -68,5 +68,5 @@ def test_payload_command():
     r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--T", "128,256", "--d", "32", "--json"])
     assert r.exit_code == 0, r.output
     import json
-    rows = json.loads(r.output)["rows"]
-    assert [row["predicted"] for row in rows] == [row["measured"] for row in rows] == [213_504, 722_944]
+    rows = json.loads(r.stdout)["rows"]
+    assert [row["predicted_bytes"] for row in rows] == [row["measured_bytes"] for row in rows] == [213_504, 722_944]

@@ -88,8 +88,8 @@ def test_plan_command_json_and_timeline_png(tmp_path):
     r = runner.invoke(app, ["plan", "--impl", "fla-kda@0.6.0", "--gpu", "H200", "--heads", "96", "--solve", "seq", "--json"])
     assert r.exit_code == 0, r.output
     import json
-    (row,) = json.loads(r.output)
-    assert row["at_value"]["fits"]["fits"] and row["at_next"]["oom"] is not None
+    (row,) = json.loads(r.stdout)["results"]
+    assert row["at_value"]["fit"]["fits"] and row["at_next"]["oom"] is not None
     assert row["at_value"]["device_need_bytes"] <= get_device("H200").capacity_bytes
     png = tmp_path / "t.png"
     r = runner.invoke(app, ["timeline", "--impl", "fla-kda@07b80f27", "--impl", "cudnn-kda-frost@e0b4ce98",
@@ -105,4 +105,4 @@ def test_formula_and_sweep_commands(tmp_path):
     r = runner.invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "32,64", "--csv", str(csv)])
     assert r.exit_code == 0, r.output
     lines = csv.read_text().splitlines()
-    assert lines[0] == "impl,mbs,seq,heads,dim,peak_bytes" and len(lines) == 1 + 3 * 2
+    assert lines[0] == "impl,device,mbs,seq,heads,dim,peak_bytes" and len(lines) == 1 + 3 * 2

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from livebytes.estimator import get_model, predict
 from livebytes.estimator.allocator import allocated_block_bytes
 from livebytes.estimator.devices import get_device
+from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.registry import shape_options
 from livebytes.estimator.engine import requested_peak, unsplit_block_bound
 from livebytes.estimator.shapes import Shape
@@ -108,5 +109,12 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
 
 
 def parse_tolerance(text: str) -> float:
+    """``0.1%`` or ``0.001``: a fraction of the measured peak, zero or more."""
     t = text.strip()
-    return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise LivebytesError(f"tolerance {text!r} is not a number or a percentage (0.1% or 0.001)") from None
+    if not 0 <= value < 1:
+        raise LivebytesError(f"tolerance must be at least 0 and below 100%, got {text!r}")
+    return value

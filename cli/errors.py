@@ -1,0 +1,136 @@
+"""The one error path of the ``livebytes`` command.
+
+Exit codes (README, "Exit codes"): 0 success; 1 a domain error, bad value, unwritable path or missing
+optional dependency; 2 a usage error (unknown option, missing option, repeated ``--impl`` on predict);
+3 a validation that ran and failed. Every error is one line on stderr, never a traceback.
+
+Commands do not catch anything themselves: ``LivebytesGroup.invoke`` turns domain errors into one line
+and exit 1, ``LivebytesGroup.main`` turns click's usage errors into one line and exit 2. A command added
+in another module (``@app.command()``) gets the same path for free.
+"""
+from __future__ import annotations
+
+import errno
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from livebytes.estimator.errors import LivebytesError
+
+EXIT_DOMAIN = 1
+EXIT_USAGE = 2
+EXIT_VALIDATION_FAILED = 3
+
+
+class UsageProblem(LivebytesError):
+    """A request the command line cannot express, found after parsing (exit 2, like click's own)."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def echo_error(message: str) -> None:
+    typer.echo(f"error: {_one_line(message)}", err=True)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"warning: {_one_line(message)}", err=True)
+
+
+def _domain_message(err: BaseException) -> str | None:
+    """The one line for an exception a user can cause, or None for a bug (which keeps its traceback)."""
+    if isinstance(err, LivebytesError):
+        return str(err)
+    if isinstance(err, ModuleNotFoundError):
+        return (f"this needs the optional dependency {err.name or err}; install it with "
+                f"pip install 'livebytes[validate]' (or the package itself)")
+    if isinstance(err, OSError):
+        where = f" {err.filename}" if err.filename else ""
+        return f"cannot use{where}: {err.strerror or err}"
+    return None
+
+
+def _text_runtime_param(annotation):
+    """typer (0.29) builds a pydantic TypeAdapter for every parameter on first use, which imports pydantic
+    (~0.2 s of a 0.5 s budget). Every livebytes option is text, a list of text or a flag (the library
+    parses the text): for those, a pass-through coercion. Any other annotation (or another typer) keeps typer's own."""
+    from typing import get_args, get_origin
+    try:
+        from typer._coercion import RuntimeParam
+    except ImportError:          # pragma: no cover - a typer without this layer
+        return None
+    is_list = get_origin(annotation) in (list, tuple) and get_args(annotation) == (str,)
+    if annotation not in (str, bool) and not is_list:
+        return None
+
+    class TextParam(RuntimeParam):
+        def _coerce_value(self, value, param, ctx):
+            if annotation is bool:          # click's flags give bools already
+                return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+            return [str(v) for v in value] if is_list else str(value)
+    return TextParam(parameter_info=None, annotation=annotation)
+
+
+def _fast_params(command) -> None:
+    for param in getattr(command, "params", []):
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is not None and getattr(param, "_runtime_param", 0) is None:
+            param._runtime_param = _text_runtime_param(descriptor.annotation)
+
+
+def _plain_metavars(command, ctx) -> None:
+    """Help shows ``--json`` (not ``--json <bool>``) and an option's metavar (``--seq SIZE``) when it has one."""
+    _fast_params(command)
+    for param in command.get_params(ctx) if command is not None else []:
+        if getattr(param, "is_flag", False):
+            param.display_type_rich = lambda ctx: None
+        elif getattr(param, "metavar", None):
+            param.display_type_rich = lambda ctx, m=param.metavar: m
+
+
+class LivebytesGroup(TyperGroup):
+    """The app's click group: one error path for every command registered on it."""
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        _plain_metavars(command, ctx)
+        return command
+
+    def format_help(self, ctx, formatter):
+        _plain_metavars(self, ctx)
+        return super().format_help(ctx, formatter)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageProblem as err:
+            echo_error(err)
+            raise typer.Exit(EXIT_USAGE) from None
+        except (LivebytesError, OSError, ModuleNotFoundError) as err:
+            if isinstance(err, OSError) and err.errno == errno.EPIPE:
+                raise typer.Exit(EXIT_DOMAIN) from None
+            message = _domain_message(err)
+            if message is None:
+                raise
+            echo_error(message)
+            raise typer.Exit(EXIT_DOMAIN) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        from typer._click.exceptions import UsageError
+        from typer.exceptions import Abort
+        _fast_params(self)
+        try:
+            code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                standalone_mode=False, **extra)
+        except UsageError as err:
+            where = err.ctx.command_path if err.ctx is not None else (prog_name or "livebytes")
+            echo_error(f"{err.format_message()} (see: {where} -h)")
+            code = EXIT_USAGE
+        except Abort:
+            code = EXIT_DOMAIN
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code

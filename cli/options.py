@@ -1,0 +1,119 @@
+"""Every option the commands share, and the helpers that turn them into library objects.
+
+One vocabulary (``--impl --mbs --seq --heads --dim --v-heads --gpu --json --out``); a command added
+elsewhere imports these instead of declaring its own. The library's errors name concepts ("device",
+"option recompute"); the flags are named here, once.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from livebytes.estimator.errors import LivebytesError
+
+from .errors import UsageProblem
+
+IMPL_HELP = "model key, implementation@version, e.g. fla-kda@0.6.0 (see: livebytes models)"
+Impl = typer.Option(..., "--impl", help=IMPL_HELP, metavar="KEY")
+Impls = typer.Option(..., "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
+Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (packed back to back)", metavar="SIZE")
+Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
+Heads = typer.Option(..., "--heads", help="query/key heads", metavar="SIZE")
+Dim = typer.Option("128", "--dim", help="head dimension", metavar="SIZE")
+VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention); default: --heads", metavar="SIZE")
+Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300; default: each model's own (see: livebytes models)", metavar="GPU")
+Contract = typer.Option(None, "--contract", metavar="report|plain",
+                        help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
+NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")
+Json = typer.Option(False, "--json", help="print JSON (schema 1, see docs/json.md) instead of a table")
+
+AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
+                         help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
+TritonCache = typer.Option("cold", "--triton-cache", metavar="cold|warm",
+                           help="cold: the process autotunes (first run on a machine); warm: tuned configs cached on disk")
+
+# what-if options: library option name -> the flag that sets it
+OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute"}
+
+
+def single_impl(impls: List[str], command: str) -> str:
+    """``predict --impl A --impl B`` would silently use B: refuse it."""
+    if len(impls) != 1:
+        raise UsageProblem(f"{command} takes one --impl (got {len(impls)}); use livebytes compare for several")
+    return impls[0]
+
+
+def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Optional[str] = None):
+    """The shape the shape options describe (sizes accept 8K = 8192)."""
+    from livebytes.estimator.shapes import Shape, parse_size
+    return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"), parse_size(dim, "--dim"),
+                 v_heads=parse_size(v_heads, "--v-heads") if v_heads is not None else None)
+
+
+def what_if(contract: Optional[str], no_recompute: bool) -> dict:
+    """The what-if options the flags set (library names), nothing for flags left at their defaults."""
+    options = {}
+    if contract is not None:
+        options["contract"] = contract
+    if no_recompute:
+        options["recompute"] = False
+    return options
+
+
+def check_options_taken(key: str, options: dict) -> None:
+    """Every command refuses a flag the model does not take, naming the flag."""
+    from livebytes.estimator.registry import spec
+    taken = spec(key).options
+    for name in options:
+        if name not in taken:
+            raise LivebytesError(f"{key} does not take {OPTION_FLAGS.get(name, name)} (it takes: "
+                                 f"{', '.join(OPTION_FLAGS.get(n, n) for n in taken if n in OPTION_FLAGS) or 'no what-if flags'})")
+
+
+def device_of(key: str, gpu: Optional[str]):
+    """The device a command uses for ``key``: --gpu, else the model's default; refused when the engine refuses it."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.registry import check_device, spec
+    device = get_device(gpu or spec(key).default_device)
+    check_device(key, device)
+    return device
+
+
+def model_for(key: str, gpu: Optional[str], options: dict, shape=None):
+    """The model for ``key`` with the what-if options (each checked) and the code path the shape selects."""
+    from livebytes.estimator.registry import check_shape, get_model, shape_options
+    check_options_taken(key, options)
+    device = device_of(key, gpu)
+    chosen = dict(options)
+    if shape is not None:
+        check_shape(key, shape, device)
+        chosen.update(shape_options(key, shape))
+    return get_model(key, device, **chosen)
+
+
+def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
+    """``model_for`` compiled (estimator/compiled.py): from the disk cache when it has it (no sympy import)."""
+    from livebytes.estimator.registry import check_shape, get_compiled, shape_options
+    check_options_taken(key, options)
+    device = device_of(key, gpu)
+    check_shape(key, shape, device)
+    return get_compiled(key, device, **options, **shape_options(key, shape))
+
+
+def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: str):
+    """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory."""
+    from livebytes.estimator.allocator import parse_alloc_conf
+    from livebytes.estimator.capacity import verdict
+    return verdict(model, shape, device, parse_alloc_conf(alloc_conf), triton_cache)
+
+
+def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
+    """A file to write: refused when it names a folder or lacks one of ``suffixes`` (no silent renaming)."""
+    from pathlib import Path
+    p = Path(path)
+    if path.endswith(("/", "\\")) or p.is_dir():
+        raise LivebytesError(f"{flag} {path}: is a folder; name a file, e.g. {p / ('out' + suffixes[0])}")
+    if p.suffix.lower() not in suffixes:
+        raise LivebytesError(f"{flag} {path}: name the file with one of {', '.join(suffixes)}")
+    return p

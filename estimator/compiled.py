@@ -1,0 +1,310 @@
+"""Built models compiled once and kept on disk, so that a prediction needs no sympy.
+
+Building a model and lambdifying its byte formulas costs ~0.2 s and importing sympy ~0.25 s; a cold
+``livebytes predict`` should take well under half a second. A ``CompiledModel`` holds what a
+prediction and an allocator replay need: the steps, each buffer's metadata (name, group, shape as
+text, dtype, source, lifetime) and two compiled functions of (S, MBS, H, HV, DK, DV): the bytes the
+allocator charges per buffer, and the bytes requested per allocation. The registry's specs are kept
+the same way (``spec_index``), so a cache hit imports neither sympy nor the model modules.
+
+Functions are stored as their code objects (``marshal``) with the globals they read (constants,
+math functions, other such functions; closures' cell values), so the very code sympy generated
+(and a model's own plan-choice functions, ``implemented_function``) runs again. A function that reads
+anything else (a module, an object) is not portable: that entry is simply not cached.
+
+Entries are keyed by the model key, device, options and a digest of every source file of the core
+and the model packages plus the Python version; a stale or unreadable entry is rebuilt. The cache
+lives in ``$LIVEBYTES_CACHE_DIR``, else ``$XDG_CACHE_HOME/livebytes``, else ``~/.cache/livebytes``;
+when it cannot be written, nothing is cached and nothing fails.
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import marshal
+import math
+import os
+import pickle
+import sys
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .groups import Group
+from .shapes import Shape
+
+FORMAT = 1
+
+
+class NotPortable(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------- portable functions
+
+_CONSTANTS = (type(None), bool, int, float, str, bytes)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _portable_value(value, depth: int = 0):
+    if isinstance(value, _CONSTANTS):
+        return ("const", value)
+    if isinstance(value, (tuple, frozenset)) and all(isinstance(v, _CONSTANTS) for v in value):
+        return ("const", value)
+    if isinstance(value, types.BuiltinFunctionType) and getattr(math, value.__name__, None) is value:
+        return ("math", value.__name__)
+    if isinstance(value, types.FunctionType):
+        return ("fn", portable(value, depth + 1))
+    if isinstance(value, Group):
+        return ("group", value.name)
+    raise NotPortable(repr(value)[:80])
+
+
+def portable(fn: types.FunctionType, depth: int = 0) -> tuple:
+    """(code, globals read, closure values, defaults) of ``fn``; NotPortable when it reads anything else."""
+    if depth > 8:
+        raise NotPortable(f"{fn.__name__}: calls nested too deep (or recursive)")
+    code = fn.__code__
+    glob = {}
+    for name in sorted(_names(code)):
+        if name in fn.__globals__ and not (name in vars(builtins) and fn.__globals__[name] is vars(builtins)[name]):
+            glob[name] = _portable_value(fn.__globals__[name], depth)
+    cells = tuple(_portable_value(c.cell_contents, depth) for c in (fn.__closure__ or ()))
+    defaults = tuple(_portable_value(d, depth) for d in (fn.__defaults__ or ()))
+    return (marshal.dumps(code), fn.__name__, glob, cells, defaults)
+
+
+def _restore_value(tagged):
+    kind, value = tagged
+    if kind == "const":
+        return value
+    if kind == "math":
+        return getattr(math, value)
+    if kind == "group":
+        return Group[value]
+    return restore(value)
+
+
+def restore(p: tuple) -> types.FunctionType:
+    code_bytes, name, glob, cells, defaults = p
+    namespace = {"__builtins__": builtins}
+    namespace.update({k: _restore_value(v) for k, v in glob.items()})
+    closure = tuple(types.CellType(_restore_value(c)) for c in cells) or None
+    return types.FunctionType(marshal.loads(code_bytes), namespace, name, tuple(_restore_value(d) for d in defaults) or None,
+                              closure)
+
+
+# ------------------------------------------------------------------------------------ the model view
+
+@dataclass(frozen=True)
+class StepInfo:
+    name: str
+    phase: str
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    """A buffer's metadata: what tables and JSON show, and its lifetime."""
+
+    name: str
+    group: Group
+    shape_str: str
+    dtype: str
+    source: str
+    allocated_at: str
+    freed_after: str | None
+    carved_from: str | None
+    cached: bool
+    note: str = ""
+
+    def shape_text(self) -> str:
+        return self.shape_str
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledModel:
+    """What ``prediction.evaluate`` and ``replay`` need from a LifetimeModel, with compiled byte functions."""
+
+    key: str
+    implementation: str
+    version: str
+    summary: str
+    device: str
+    options: tuple
+    steps: tuple
+    buffers: tuple
+    charged_fn: object        # (S, MBS, H, HV, DK, DV) -> bytes charged per buffer
+    requested_fn: object      # (S, MBS, H, HV, DK, DV) -> bytes requested per allocation
+    allocation_names: tuple
+
+    def step_index(self, name: str) -> int:
+        return self._index[name]
+
+    @property
+    def _index(self) -> dict:
+        return {s.name: i for i, s in enumerate(self.steps)}
+
+    def live_range(self, b: BufferInfo) -> range:
+        if b.cached:
+            return range(0, len(self.steps))
+        index = self._index
+        stop = len(self.steps) if b.freed_after is None else index[b.freed_after] + 1
+        return range(index[b.allocated_at], stop)
+
+    @property
+    def membership(self) -> list[list[bool]]:
+        n = len(self.steps)
+        return [[i in self.live_range(b) for i in range(n)] for b in self.buffers]
+
+    def allocation_bytes(self, shape: Shape) -> dict[str, int]:
+        return {name: int(v) for name, v in zip(self.allocation_names, self.requested_fn(*shape.values()))}
+
+    def predict(self, shape: Shape):
+        from .prediction import evaluate
+        return evaluate(self, shape, self.charged_fn, self.membership)
+
+
+def _functions(model) -> tuple:
+    """The two compiled functions of a LifetimeModel, through sympy.lambdify (math module)."""
+    import sympy as sp
+
+    from .engine import allocations, charged_bytes
+    from .symbols import SHAPE_SYMBOLS
+    charged = charged_bytes(model)
+    charged_fn = sp.lambdify(SHAPE_SYMBOLS, [charged[b.name] for b in model.buffers], modules="math")
+    groups = allocations(model)
+    requested = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
+    requested_fn = sp.lambdify(SHAPE_SYMBOLS, requested, modules="math")
+    return charged_fn, requested_fn, tuple(groups)
+
+
+def compile_model(model) -> CompiledModel:
+    charged_fn, requested_fn, names = _functions(model)
+    steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
+    buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
+                               b.carved_from, b.cached, b.note) for b in model.buffers)
+    return CompiledModel(model.key, model.implementation, model.version, model.summary, model.device, model.options,
+                         steps, buffers, charged_fn, requested_fn, names)
+
+
+def _to_disk(cm: CompiledModel) -> dict:
+    return {"fields": {k: getattr(cm, k) for k in ("key", "implementation", "version", "summary", "device", "options",
+                                                    "steps", "buffers", "allocation_names")},
+            "charged_fn": portable(cm.charged_fn), "requested_fn": portable(cm.requested_fn)}
+
+
+def _from_disk(d: dict) -> CompiledModel:
+    return CompiledModel(**d["fields"], charged_fn=restore(d["charged_fn"]), requested_fn=restore(d["requested_fn"]))
+
+
+# ------------------------------------------------------------------------------------------ the cache
+
+def cache_dir() -> Path:
+    if os.environ.get("LIVEBYTES_CACHE_DIR"):
+        return Path(os.environ["LIVEBYTES_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "livebytes"
+
+
+def _package_dirs() -> list[Path]:
+    """The core and every package registered under the livebytes.models entry points, found without importing them."""
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+    dirs = [Path(__file__).parent]
+    for ep in entry_points(group="livebytes.models"):
+        found = find_spec(ep.value.split(":")[0])
+        if found is not None and found.submodule_search_locations:
+            dirs += [Path(p) for p in found.submodule_search_locations]
+        elif found is not None and found.origin:
+            dirs.append(Path(found.origin))
+    return dirs
+
+
+@lru_cache(maxsize=1)
+def sources_digest() -> str:
+    h = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
+    for d in _package_dirs():
+        for path in sorted(d.rglob("*.py")) if d.is_dir() else [d]:
+            h.update(str(path.name).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _path(*parts) -> Path:
+    name = hashlib.sha256(repr((sources_digest(),) + parts).encode()).hexdigest()[:32]
+    return cache_dir() / f"{name}.pickle"
+
+
+def _read(path: Path):
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    except Exception:          # missing, stale, truncated or from another version: rebuild
+        return None
+
+
+def _write(path: Path, data) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(data, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass                   # a read-only cache is no cache, not an error
+
+
+def compiled_model(key: str, device: str, options: tuple, build) -> CompiledModel:
+    """The compiled model for (key, device, resolved options) from disk, else ``build()`` (a LifetimeModel)
+    compiled and stored."""
+    path = _path("model", key, device, options)
+    data = _read(path)
+    if data is not None:
+        try:
+            return _from_disk(data)
+        except Exception:
+            pass
+    cm = compile_model(build())
+    try:
+        _write(path, _to_disk(cm))
+    except NotPortable:
+        pass
+    return cm
+
+
+# ----------------------------------------------------------------------------------- the spec index
+
+SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals", "runner")
+SPEC_FUNCTIONS = ("refuse", "refuse_device")
+
+
+def read_spec_index() -> list[dict] | None:
+    """The registry's specs as stored (fields and portable functions restored), or None."""
+    data = _read(_path("specs"))
+    if data is None:
+        return None
+    try:
+        return [{**d["fields"], **{f: (restore(p) if p is not None else None) for f, p in d["functions"].items()}}
+                for d in data]
+    except Exception:
+        return None
+
+
+def write_spec_index(specs) -> None:
+    try:
+        data = [{"fields": {f: getattr(s, f) for f in SPEC_FIELDS},
+                 "functions": {f: (portable(getattr(s, f)) if getattr(s, f, None) else None) for f in SPEC_FUNCTIONS}}
+                for s in specs]
+    except NotPortable:
+        return
+    _write(_path("specs"), data)

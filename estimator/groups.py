@@ -1,0 +1,25 @@
+"""Storage groups (no sympy: a compiled model's buffers carry them too)."""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Group(Enum):
+    """Storage groups, in the order tables show them (the KDA report's rows)."""
+
+    INPUTS = "inputs, dO and output"
+    SAVED = "forward-saved activations"
+    RECOMPUTE = "recompute intermediates"
+    STATE = "state series"
+    STAGE = "stage buffers"
+    MATRIX_GRAD = "chunk-matrix gradients"
+    DV = "current dv"
+    OUTPUT_GRAD = "output gradients"
+    BETA_REDUCTION = "beta gradients and reduction temporaries"
+    SCRATCH = "gate-parameter scratch and metadata"
+    WORKSPACE = "other workspace"
+    FORWARD = "forward intermediates"
+
+    @property
+    def label(self) -> str:
+        return self.value

@@ -1,0 +1,76 @@
+"""A prediction at a concrete shape: per-buffer bytes summed over each step's live set. No sympy here:
+the byte functions come compiled (``engine._compiled`` or the disk cache, ``compiled.py``), and the model
+may be a ``LifetimeModel`` or a ``CompiledModel`` (the same steps and buffer metadata)."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from .groups import Group
+from .shapes import Shape
+
+
+def allocations(model) -> OrderedDict[str, list]:
+    """Buffers grouped by the allocation they live in (a standalone buffer is its own allocation)."""
+    groups: OrderedDict[str, list] = OrderedDict()
+    for b in model.buffers:
+        groups.setdefault(b.carved_from or b.name, []).append(b)
+    for name, regions in groups.items():
+        lifetimes = {(r.allocated_at, r.freed_after) for r in regions}
+        if len(lifetimes) != 1:
+            raise ValueError(f"{model.key}: regions of allocation {name} have different lifetimes")
+    return groups
+
+
+@dataclass(frozen=True)
+class Prediction:
+    model: object                          # LifetimeModel or CompiledModel
+    shape: Shape
+    buffer_bytes: tuple[int, ...]          # per buffer, in model.buffers order
+    step_bytes: tuple[int, ...]            # live bytes per step
+    peak_index: int
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.step_bytes[self.peak_index]
+
+    @property
+    def peak_step(self):
+        return self.model.steps[self.peak_index]
+
+    def live_at(self, step: int) -> list[tuple]:
+        return [(b, n) for b, n in zip(self.model.buffers, self.buffer_bytes) if step in self.model.live_range(b)]
+
+    @property
+    def at_peak(self) -> list[tuple]:
+        return self.live_at(self.peak_index)
+
+    def groups_at(self, step: int) -> OrderedDict[Group, int]:
+        out: OrderedDict[Group, int] = OrderedDict((g, 0) for g in Group)
+        for b, n in self.live_at(step):
+            out[b.group] += n
+        return OrderedDict((g, n) for g, n in out.items() if n)
+
+    @property
+    def groups(self) -> OrderedDict[Group, int]:
+        return self.groups_at(self.peak_index)
+
+    def forward_peak(self) -> tuple[int, int]:
+        """(bytes, step index) of the largest live set among forward (and harness) steps."""
+        idx = [i for i, s in enumerate(self.model.steps) if s.phase != "backward"]
+        best = max(idx, key=lambda i: self.step_bytes[i])
+        return self.step_bytes[best], best
+
+
+def evaluate(model, shape: Shape, charged_fn, membership) -> Prediction:
+    """``charged_fn(S, MBS, H, HV, DK, DV)``: bytes per buffer; ``membership[b][i]``: buffer b live at step i."""
+    per_buffer = tuple(int(v) for v in charged_fn(*shape.values()))
+    steps = len(model.steps)
+    totals = [0] * steps
+    for nbytes, live in zip(per_buffer, membership):
+        for i in range(steps):
+            if live[i]:
+                totals[i] += nbytes
+    # first step reaching the maximum: where the peak is first hit
+    peak = max(range(steps), key=lambda i: (totals[i], -i))
+    return Prediction(model, shape, per_buffer, tuple(totals), peak)

@@ -1,0 +1,73 @@
+"""Golden tables at 80 and 200 columns: keys, shapes and numbers are never cut, rich markup in model text
+(``[ceiling(DK/32), ...]``) shows as written. Regenerate after an intended change with
+``LIVEBYTES_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py`` and read the diff."""
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from livebytes.cli import render
+from livebytes.cli.app import app
+
+GOLDEN = Path(__file__).parent / "golden"
+FROST = "cudnn-kda-frost@e0b4ce98"
+COMMANDS = {
+    "predict": ["predict", "--impl", "fla-kda@07b80f27", "--seq", "128K", "--heads", "96"],
+    "compare": ["compare", "--impl", "fla-kda@07b80f27", "--impl", FROST, "--seq", "128K", "--heads", "96"],
+    "models": ["models"],
+    "validate": ["validate", "--from-records", "h200_run3_cudnn-frontend-1.32.0.json"],
+    "plan": ["plan", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain"],
+    "sweep": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32,96", "--gpu", "H200"],
+    "timeline": ["timeline", "--impl", "cudnn-kda-hopper@1.32.0", "--seq", "8K", "--heads", "32"],
+    "payload": ["payload", "--seq", "128,256", "--no-measure"],
+}
+WIDTHS = (80, 200)
+
+
+def rendered(monkeypatch, args, width) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None, force_terminal=False, legacy_windows=False)
+    monkeypatch.setattr(render, "console", console)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return console.file.getvalue()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", COMMANDS)
+def test_golden_table(monkeypatch, name, width):
+    text = rendered(monkeypatch, COMMANDS[name], width)
+    path = GOLDEN / f"{name}_{width}.txt"
+    if os.environ.get("LIVEBYTES_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", COMMANDS)
+def test_nothing_is_cut(monkeypatch, name, width):
+    text = rendered(monkeypatch, COMMANDS[name], width)
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    keys = {a for a in COMMANDS[name] if "@" in a} or (
+        {line.split()[1] for line in text.splitlines() if "@" in line and line.startswith("│")})
+    for key in keys:
+        assert re.search(rf"(^|[\s│┃]){re.escape(key)}([\s│┃]|$)", text, re.M), f"{key} not whole"
+
+
+def test_model_text_is_not_read_as_markup(monkeypatch):
+    text = rendered(monkeypatch, COMMANDS["predict"], 200)
+    assert "db2 [ceiling(DK/32),MBS*S,HV] fp32" in text      # rich would have eaten [ceiling(DK/32), ...]
+
+
+def test_every_buffer_shape_is_whole_at_80_columns(monkeypatch):
+    from livebytes.estimator import get_model, predict
+    from livebytes.estimator.shapes import Shape
+    text = rendered(monkeypatch, COMMANDS["predict"], 80)
+    p = predict(get_model("fla-kda@07b80f27"), Shape(1, 131072, 96, 128))
+    for b, n in p.at_peak:
+        if n:
+            assert re.search(rf"\s{re.escape(b.name)}\s", text) and b.shape_text().replace(" ", "") in text, b.name
