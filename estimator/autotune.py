@@ -39,7 +39,7 @@ def _key_fn(model: LifetimeModel):
 def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """(kernel, key values) of every declared autotuned launch at ``shape``, in launch order."""
     autotuned = getattr(model, "autotuned", ())
-    fn = _key_fn(model) if autotuned else None
+    fn = getattr(model, "autotune_key_fn", None) or (_key_fn(model) if autotuned else None)
     if fn is None:
         return ()
     values = [int(v) for v in fn(*shape.values())]

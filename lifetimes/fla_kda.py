@@ -148,7 +148,8 @@ def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: 
         summary=("forward only, no grad" if forward_only else "forward + backward") +
                 f"; {contract} contract; recompute {'on' if recompute else 'off (disable_recompute=True)'}; {v.origin}",
         options=(("contract", contract), ("recompute", recompute), ("forward_only", forward_only), ("gva", gva)),
-        not_modelled=("temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
+        not_modelled=("temporaries of the first call only (tensor_cache misses); autotuning of kernels whose key does not "
+                      "depend on T (it benchmarks only in a process's very first call; l2norm's token bucket is declared)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "context parallelism and CUDA-graph static buffers (use_graph)"),
     )
