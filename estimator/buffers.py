@@ -86,6 +86,23 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class Autotune:
+    """A ``triton.autotune``'d kernel launched at ``step``: the first launch with a ``key`` the process has not
+    tuned yet benchmarks every config (Triton's ``do_bench``), which allocates and frees an L2-flush buffer
+    after the step's own allocations (``estimator/autotune.py``). ``key``: the decorator's ``key=[...]``
+    values as shape expressions (argument dtypes, also in Triton's key, are fixed per model)."""
+
+    kernel: str
+    step: str
+    key: tuple[sp.Expr, ...]
+    source: Source
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", tuple(sp.sympify(k) for k in self.key))
+
+
+@dataclass(frozen=True)
 class LifetimeModel:
     """A model is data: the ordered steps and the buffer records. The engine does the rest."""
 
@@ -99,12 +116,16 @@ class LifetimeModel:
     not_modelled: tuple[str, ...] = ()
     device: str = ""
     notes: tuple[str, ...] = field(default=())
+    autotuned: tuple[Autotune, ...] = ()   # autotuned kernels whose first launch at a new key benchmarks
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.steps]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.key}: duplicate step names")
         index = {n: i for i, n in enumerate(names)}
+        for a in self.autotuned:
+            if a.step not in index:
+                raise ValueError(f"{self.key}: autotuned kernel {a.kernel} at unknown step {a.step}")
         seen: set[str] = set()
         for b in self.buffers:
             if b.name in seen:

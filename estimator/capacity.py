@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .allocator import DEFAULT_CONF, AllocatorConf
+from .autotune import benchmarking_steps
 from .devices import Device
 from .errors import LivebytesError
 from .replay import OomEvent, replay
@@ -32,6 +33,19 @@ if TYPE_CHECKING:
 DATA = Path(__file__).parent / "data" / "process_memory.json"
 TRITON_CACHE_STATES = ("cold", "warm")
 STEADY_STEPS = 2     # steady steps after the first call: the second one shows any layout the first left
+TUNED_AT_TOKENS = 1024   # cold: the process autotuned at MBS 1 x 1024 tokens first (the validator's and probes' warmup)
+
+
+def cold_benchmarks(model: LifetimeModel, shape: Shape, triton_cache: str) -> tuple[str, ...]:
+    """Steps whose first call at ``shape`` benchmarks: with a cold cache, kernels whose autotune key differs from
+    the key they were tuned at (MBS 1 x ``TUNED_AT_TOKENS``, same heads and dims), e.g. l2norm's token bucket;
+    a warm on-disk cache holds every key. A process whose very first call is at ``shape`` would benchmark
+    every kernel there (not modelled: only keys that depend on the shape are declared)."""
+    if triton_cache != "cold":
+        return ()
+    small = Shape(1, TUNED_AT_TOKENS, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
+    _, tuned = benchmarking_steps(model, small, frozenset())
+    return benchmarking_steps(model, shape, tuned)[0]
 
 
 @dataclass(frozen=True)
@@ -131,7 +145,7 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     cached segments, or stop at the failing request."""
     proc = process_memory(device, model.key, triton_cache)
     kw = {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
-          "history": history, "conf": conf}
+          "history": history, "conf": conf, "benchmarks": cold_benchmarks(model, shape, triton_cache)}
     run = replay(model, shape, **kw)
     capacity = device.capacity_bytes - proc.bytes
     if run.reserved_peak_bytes > capacity:

@@ -34,7 +34,7 @@ from pathlib import Path
 from .groups import Group
 from .shapes import Shape
 
-FORMAT = 1
+FORMAT = 2   # 2: autotuned kernels and their compiled key function
 
 
 class NotPortable(Exception):
@@ -146,6 +146,8 @@ class CompiledModel:
     charged_fn: object        # (S, MBS, H, HV, DK, DV) -> bytes charged per buffer
     requested_fn: object      # (S, MBS, H, HV, DK, DV) -> bytes requested per allocation
     allocation_names: tuple
+    autotuned: tuple = ()     # AutotuneInfo: autotuned kernels (estimator/autotune.py)
+    autotune_key_fn: object = None   # (S, MBS, H, HV, DK, DV) -> every autotuned kernel's key values, in order
 
     def step_index(self, name: str) -> int:
         return self._index[name]
@@ -188,23 +190,36 @@ def _functions(model) -> tuple:
     return charged_fn, requested_fn, tuple(groups)
 
 
+@dataclass(frozen=True)
+class AutotuneInfo:
+    kernel: str
+    step: str
+    key: tuple       # the key expressions as text (their number is what the compiled key function needs)
+
+
 def compile_model(model) -> CompiledModel:
+    from .autotune import _key_fn
     charged_fn, requested_fn, names = _functions(model)
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
                                b.carved_from, b.cached, b.note) for b in model.buffers)
+    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key)) for a in model.autotuned)
     return CompiledModel(model.key, model.implementation, model.version, model.summary, model.device, model.options,
-                         steps, buffers, charged_fn, requested_fn, names)
+                         steps, buffers, charged_fn, requested_fn, names, autotuned,
+                         _key_fn(model) if autotuned else None)
 
 
 def _to_disk(cm: CompiledModel) -> dict:
     return {"fields": {k: getattr(cm, k) for k in ("key", "implementation", "version", "summary", "device", "options",
-                                                    "steps", "buffers", "allocation_names")},
-            "charged_fn": portable(cm.charged_fn), "requested_fn": portable(cm.requested_fn)}
+                                                    "steps", "buffers", "allocation_names", "autotuned")},
+            "charged_fn": portable(cm.charged_fn), "requested_fn": portable(cm.requested_fn),
+            "autotune_key_fn": None if cm.autotune_key_fn is None else portable(cm.autotune_key_fn)}
 
 
 def _from_disk(d: dict) -> CompiledModel:
-    return CompiledModel(**d["fields"], charged_fn=restore(d["charged_fn"]), requested_fn=restore(d["requested_fn"]))
+    key_fn = d.get("autotune_key_fn")
+    return CompiledModel(**d["fields"], charged_fn=restore(d["charged_fn"]), requested_fn=restore(d["requested_fn"]),
+                         autotune_key_fn=None if key_fn is None else restore(key_fn))
 
 
 # ------------------------------------------------------------------------------------------ the cache

@@ -17,7 +17,7 @@ from typing import Callable
 import sympy as sp
 from sympy.utilities.lambdify import implemented_function
 
-from .buffers import Buffer, Group, LifetimeModel, Source, Step
+from .buffers import Autotune, Buffer, Group, LifetimeModel, Source, Step
 
 INPUTS_STEP = "harness.inputs"   # the caller's tensors exist before the first step (phase "harness")
 
@@ -78,6 +78,7 @@ class Declaration:
     def __init__(self) -> None:
         self.steps: list[Step] = []
         self.buffers: list[Buffer] = []
+        self.autotuned: list[Autotune] = []
 
     @property
     def current(self) -> str:
@@ -106,5 +107,10 @@ class Declaration:
                 continue
             self.buffer(i.name, Group.INPUTS, i.shape, i.dtype, contract.source, note=i.note, retained=i.retained)
 
+    def autotune(self, kernel: str, key: tuple, source: Source, note: str = "") -> None:
+        """The current step launches ``kernel``, ``triton.autotune``'d with ``key`` (shape expressions)."""
+        self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note))
+
     def freeze(self, **model: object) -> LifetimeModel:
-        return LifetimeModel(steps=tuple(self.steps), buffers=tuple(self.buffers), **model)
+        return LifetimeModel(steps=tuple(self.steps), buffers=tuple(self.buffers), autotuned=tuple(self.autotuned),
+                             **model)

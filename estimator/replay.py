@@ -33,6 +33,7 @@ from .allocator import (
     CachingAllocator,
     OutOfMemory,
 )
+from .autotune import FLUSH_BUFFER, TRITON_L2_FLUSH_BYTES
 from .prediction import allocations
 from .shapes import Shape
 
@@ -115,10 +116,14 @@ def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
            empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
-           conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None) -> Replay:
+           conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
+           benchmarks: tuple[str, ...] = ()) -> Replay:
     """``history``: request sizes of allocations the process made before this shape's inputs and still
     holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
-    ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory)."""
+    ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory).
+    ``benchmarks``: steps at which the first call autotunes a kernel at a key new to the process
+    (``autotune.benchmarking_steps``): Triton's L2-flush buffer is allocated and freed there, after the
+    step's allocations and before its frees."""
     sch = _schedule(model)
     sizes = [int(v) for v in sch.sizes_fn(*shape.values())]
     alloc = CachingAllocator(conf, capacity_bytes)
@@ -144,6 +149,10 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
                         continue
                     where = (model.steps[i].name, sch.names[k], run)
                     live[k] = alloc.malloc(sizes[k])
+                if run == 0:
+                    for _ in range(benchmarks.count(model.steps[i].name)):
+                        where = (model.steps[i].name, FLUSH_BUFFER, run)
+                        alloc.free(alloc.malloc(TRITON_L2_FLUSH_BYTES))
                 for k in freed:
                     alloc.free(live.pop(k))
             if run >= warm_steps:

@@ -35,6 +35,7 @@ BC = 16                      # sub-chunk of chunk_kda_fwd_intra
 NT = chunks_per_batch(BT)    # chunks over the packed batch: len(prepare_chunk_indices(cu_seqlens, 64))
 NK_INTRA = cdiv(DK, 32)      # chunk_kda_bwd_intra: NK = cdiv(K, BK), BK = min(32, next_pow2(K)) (exact for K >= 32)
 NT_GATE = cdiv(T, 32)        # kda_gate_bwd: NT = cdiv(T, BT) with BT = 32 over the packed tokens
+L2NORM_KEY = (DK, cdiv(T * H, 2048 * 32))   # l2norm kernels' autotune key (D, NB): a token bucket, new at larger T
 
 src = source_root("fla")
 
@@ -147,7 +148,8 @@ def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: 
         summary=("forward only, no grad" if forward_only else "forward + backward") +
                 f"; {contract} contract; recompute {'on' if recompute else 'off (disable_recompute=True)'}; {v.origin}",
         options=(("contract", contract), ("recompute", recompute), ("forward_only", forward_only), ("gva", gva)),
-        not_modelled=("temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
+        not_modelled=("temporaries of the first call only (tensor_cache misses); autotuning of kernels whose key does not "
+                      "depend on T (it benchmarks only in a process's very first call; l2norm's token bucket is declared)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "context parallelism and CUDA-graph static buffers (use_graph)"),
     )
@@ -171,6 +173,9 @@ def _forward_transforms(d: Declaration, c: Config) -> None:
     for x in ("q", "k"):
         d.step(f"fwd.l2norm_{x}", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 58 if x == "q" else 59,
                                                   f"{x}, {x}_rstd = l2norm_fwd({x})"))
+        d.autotune("l2norm_fwd_kernel", L2NORM_KEY, src(l2, "l2norm_fwd", 136,
+                   "l2norm_fwd_kernel[grid](x=x, y=y, rstd=rstd, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
+                   note="key=['D', 'NB'] (l2norm.py:65), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:131)")
         d.buffer(f"{x}_normed", Group.SAVED, (T, H, DK), "bf16", src(l2, "l2norm_fwd", 117, "y = torch.empty_like(x)"),
                  c.saved_until)                                                                   # [T, H, K] bf16
         d.buffer(f"{x}_rstd", Group.SAVED, (T * H,), "fp32",
@@ -337,6 +342,9 @@ def _backward_report_tail(d: Declaration, c: Config) -> None:
     for x, line in (("q", 204), ("k", 205)):
         d.step(f"bwd.l2norm_{x}", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line,
                                                    f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
+        d.autotune("l2norm_bwd_kernel", L2NORM_KEY, src(l2, "l2norm_bwd", 164,
+                   "l2norm_bwd_kernel[grid](y=y, rstd=rstd, dy=dy, dx=dx, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
+                   note="key=['D', 'NB'] (l2norm.py:89), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:159)")
         d.buffer(f"d{x}", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(l2, "l2norm_bwd", 149, "dx = torch.empty_like(y)"),
                  note=f"the {x.upper()} gradient")                                                # [T, H, K] bf16
     d.step("bwd.beta_sigmoid", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 207,

@@ -1,0 +1,61 @@
+"""Triton autotuning inside a process: which first calls benchmark, and the buffer that costs.
+
+A ``triton.autotune``'d kernel (``buffers.Autotune``) benchmarks every config the first time the
+process launches it with a new key (``Autotuner.run``: ``if key not in self.cache``; triton 3.6.0
+runtime/autotuner.py:232). Each config runs through ``triton.testing.do_bench`` (testing.py:127), which
+allocates ``get_empty_cache_for_benchmark()`` -- a 256 MiB int32 tensor it zeroes before every timed
+launch to flush L2 (backends/nvidia/driver.py:754-761) -- and drops it when it returns. The configs run
+one after another, so each reuses the block the previous one freed: to the allocator this is one
+256 MiB malloc and free, after the launching step's own outputs are allocated and before it frees
+anything. Kernels with ``restore_value`` / ``reset_to_zero`` would also clone or zero arguments per
+config; none of the kernels declared so far has them (fla-core 0.6.0's KDA path declares neither).
+
+Which keys a process has already tuned is the caller's history (``tuned``): a ``warm`` on-disk cache
+holds every key; a process that autotuned at a small shape holds that shape's keys.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from .shapes import Shape
+
+if TYPE_CHECKING:
+    from .buffers import LifetimeModel
+
+TRITON_L2_FLUSH_BYTES = 256 * 1024 * 1024   # triton 3.6.0 backends/nvidia/driver.py:760: cache_size = 256 * 1024 * 1024
+FLUSH_BUFFER = "triton_l2_flush"            # the name an out-of-memory in a benchmark reports
+
+
+@lru_cache(maxsize=256)
+def _key_fn(model: LifetimeModel):
+    import sympy as sp
+
+    from .symbols import SHAPE_SYMBOLS
+    exprs = [k for a in model.autotuned for k in a.key]
+    return sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math") if exprs else None
+
+
+def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(kernel, key values) of every declared autotuned launch at ``shape``, in launch order."""
+    autotuned = getattr(model, "autotuned", ())
+    fn = getattr(model, "autotune_key_fn", None) or (_key_fn(model) if autotuned else None)
+    if fn is None:
+        return ()
+    values = [int(v) for v in fn(*shape.values())]
+    out, i = [], 0
+    for a in autotuned:
+        out.append((a.kernel, tuple(values[i:i + len(a.key)])))
+        i += len(a.key)
+    return tuple(out)
+
+
+def benchmarking_steps(model: LifetimeModel, shape: Shape, tuned: frozenset) -> tuple[tuple[str, ...], frozenset]:
+    """Steps whose launch benchmarks (its kernel's key is not in ``tuned``), in order, one per new key, and
+    the keys tuned after this call."""
+    steps, held = [], set(tuned)
+    for a, key in zip(getattr(model, "autotuned", ()), tuning_keys(model, shape)):
+        if key not in held:
+            held.add(key)
+            steps.append(a.step)
+    return tuple(steps), frozenset(held)
