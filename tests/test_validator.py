@@ -70,7 +70,8 @@ def test_v10_sorts_after_v3_where_names_do_not():
 
 def test_every_committed_record_has_a_protocol_version():
     measured = [r for r in rec.load_records() if r.origin == "measured"]
-    assert {r.protocol_version for r in measured} == {1, 2, 3}
+    from livebytes.validate.protocol import PROTOCOLS
+    assert {r.protocol_version for r in measured} == set(PROTOCOLS) == {1, 2, 3, 4}
 
 
 def test_typed_fields_of_a_format_2_record(tmp_path):

@@ -8,7 +8,7 @@ everything is freed and ``empty_cache`` runs. What crosses trials is declared by
 
 - library caches (``Buffer.cached`` / ``retained``, ``protocol.cache_entries``): keyed caches (cuDNN
   plans and their state scratch) stay for the life of the process, one entry per key; caches keyed by
-  tensor identity (FLA's ``tensor_cache``) keep the last ``IDENTITY_CACHE_CALLS`` calls' entries;
+  tensor identity (FLA's ``tensor_cache``) keep the last ``protocol.IDENTITY_CACHE_CALLS`` calls' entries;
 - Triton autotuning (``Autotune``): with a cold cache a kernel benchmarks at the first launch with a
   key the process has not tuned (``autotune.benchmarking_steps``); a warm on-disk cache holds every key.
 
@@ -27,11 +27,10 @@ from livebytes.estimator.registry import get_model
 from livebytes.estimator.replay import Replay, replay
 from livebytes.estimator.shapes import Shape
 
-from .protocol import _kept, cache_entries
+from .protocol import held_before
 
 BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
 PHASES = ("first_call", "steady_1", "steady_2")
-IDENTITY_CACHE_CALLS = 4    # fla-core 0.6.0 utils/env.py:30 FLA_TENSOR_CACHE_SIZE = 4: tensor_cache's deque maxlen
 MODELS = {                  # the probe's --impl -> (model key, options)
     "fla-plain": ("fla-kda@0.6.0", {"contract": "plain"}),
     "fla-report": ("fla-kda@0.6.0", {"contract": "report"}),
@@ -98,26 +97,6 @@ class SimulatedTrial:
         return (self.run.peaks[i], self.run.reserved_peaks[i]) if i < len(self.run.peaks) else None
 
 
-def _held(model, calls: list[tuple[Shape, int, int | None]], shape: Shape) -> tuple[int, ...]:
-    """Request sizes the process holds before a call at ``shape``, from the earlier ``(shape, call, failed_at)``:
-    keyed cache entries of every earlier call (once per key, unless this call's own entry has the key: it
-    reuses it); identity-keyed entries of the last ``IDENTITY_CACHE_CALLS - 1`` calls (this call's entry,
-    appended in its first steps, evicts the oldest of the deque before any large allocation); a call that
-    ran out of memory in its first run at step ``failed_at`` keeps only entries of the steps before it."""
-    own = {key for key, _ in cache_entries(model, shape, "this")}
-    kept_at = [model.step_index(b.allocated_at) for b in _kept(model)]
-    seen, sizes = set(), []
-    for n, (s, call, failed_at) in enumerate(calls):
-        recent = n >= len(calls) - (IDENTITY_CACHE_CALLS - 1)
-        for at, (key, nbytes) in zip(kept_at, cache_entries(model, s, call)):
-            identity = key[1] == "call"
-            if key in own or key in seen or (identity and not recent) or (failed_at is not None and at >= failed_at):
-                continue
-            seen.add(key)
-            sizes.append(nbytes)
-    return tuple(sizes)
-
-
 def simulate(probe: Probe) -> list[SimulatedTrial]:
     """Every trial of the process, in order, with what the earlier ones left behind."""
     model = probe.model()
@@ -131,7 +110,7 @@ def simulate(probe: Probe) -> list[SimulatedTrial]:
             steps, tuned = benchmarking_steps(model, t.shape, tuned)
         capacity = probe.total_bytes - t.measured["nonpytorch_after_bytes"]
         run = replay(model, t.shape, warm_steps=0, measured_steps=len(PHASES), empty_cache_after_warmup=False,
-                     history=_held(model, calls, t.shape), conf=conf, capacity_bytes=capacity, benchmarks=steps)
+                     history=held_before(model, calls, t.shape), conf=conf, capacity_bytes=capacity, benchmarks=steps)
         out.append(SimulatedTrial(t, run, steps))
         oom = run.oom
         failed_at = model.step_index(oom.step) if oom is not None and oom.run_step == 0 and oom.step != "history" else None

@@ -13,8 +13,8 @@ calls left allocated is derived here from the declarations and handed to ``repla
 - every input of an earlier call that a library cache retains (FLA's ``tensor_cache`` keeps the
   warmup's ``cu_seqlens``); caches keyed by tensor identity never match a later call.
 
-Not modelled: eviction from FLA's bounded ``tensor_cache`` (4 entries per function), which only
-matters after four earlier calls in one process.
+FLA's ``tensor_cache`` is bounded (4 entries per function): entries keyed by tensor identity older than
+the last three calls are evicted (``held_before``).
 
 Versions are integers. v1 (runs 1-3): inputs drawn on the GPU. v2 (run 4): inputs seeded on the
 CPU and copied once. v3 (run 5): also ``torch.cuda.empty_cache()`` after the target-shape warmup.
@@ -88,21 +88,37 @@ def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tupl
     return out
 
 
-def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ()) -> tuple[int, ...]:
-    """Request sizes of what the process holds before this shape's inputs: for each earlier shape its
-    warmup's leftovers and its own, then this shape's warmup's, each cache entry once."""
-    calls = []
-    for i, s in enumerate(earlier):
-        calls += [(warmup_shape(s), ("warmup", i)), (s, ("earlier", i))]
-    calls.append((warmup_shape(shape), ("warmup", len(earlier))))
-    held = {key for key, _ in cache_entries(model, shape, "measured")}
-    sizes = []
-    for s, call in calls:
-        for key, nbytes in cache_entries(model, s, call):
-            if key not in held:
-                held.add(key)
-                sizes.append(nbytes)
+IDENTITY_CACHE_CALLS = 4    # fla-core 0.6.0 utils/env.py:30 FLA_TENSOR_CACHE_SIZE = 4: tensor_cache's deque maxlen
+
+
+def held_before(model: LifetimeModel, calls: list[tuple[Shape, object, int | None]], shape: Shape) -> tuple[int, ...]:
+    """Request sizes a process holds before a call at ``shape``, from its earlier ``(shape, call, failed_at)``:
+    keyed cache entries of every earlier call (once per key, unless this call's own entry has the key: it
+    reuses it); identity-keyed entries of the last ``IDENTITY_CACHE_CALLS - 1`` calls (this call's entry,
+    appended in its first steps, evicts the oldest of the deque before any large allocation); a call that
+    ran out of memory in its first run at step ``failed_at`` keeps only entries of the steps before it."""
+    own = {key for key, _ in cache_entries(model, shape, "this")}
+    kept_at = [model.step_index(b.allocated_at) for b in _kept(model)]
+    seen, sizes = set(), []
+    for n, (s, call, failed_at) in enumerate(calls):
+        recent = n >= len(calls) - (IDENTITY_CACHE_CALLS - 1)
+        for at, (key, nbytes) in zip(kept_at, cache_entries(model, s, call)):
+            identity = key[1] == "call"
+            if key in own or key in seen or (identity and not recent) or (failed_at is not None and at >= failed_at):
+                continue
+            seen.add(key)
+            sizes.append(nbytes)
     return tuple(sizes)
+
+
+def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ()) -> tuple[int, ...]:
+    """Request sizes of what the validator's process holds before this shape's inputs: each earlier shape's
+    warmup call and its own call (one set of inputs each), then this shape's warmup call."""
+    calls: list[tuple[Shape, object, int | None]] = []
+    for i, s in enumerate(earlier):
+        calls += [(warmup_shape(s), ("warmup", i), None), (s, ("earlier", i), None)]
+    calls.append((warmup_shape(shape), ("warmup", len(earlier)), None))
+    return held_before(model, calls, shape)
 
 
 def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT,
