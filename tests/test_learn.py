@@ -10,6 +10,7 @@ from livebytes.estimator.draft import draft_model, draft_source
 from livebytes.estimator.drift import differences, drift
 from livebytes.estimator.engine import requested_peak
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import Shape
 from livebytes.estimator.learn import (
     device_dependent,
     factor_values,
@@ -295,3 +296,15 @@ def test_a_probe_file_must_define_its_parts(tmp_path):
     probe.write_text("IMPL = 'mine@1'\n")
     with pytest.raises(LivebytesError, match="cpu_inputs, step"):
         load_probe(str(probe))
+
+
+@pytest.mark.parametrize("impl,contract", [("fla-kda@0.6.0", "report"), ("fla-kda@0.6.0", "plain"), ("fla-gdn-fwd@0.6.0", "plain")])
+def test_the_tracer_builds_its_inputs_on_the_cpu(impl, contract):
+    """Run 6b lost its KDA traces to a recipe the tracer reached into (runner._to_gpu) after the runner changed:
+    the inputs must come from the runner's own recipe, on the CPU, leaves without grad until copied."""
+    pytest.importorskip("torch")
+    from livebytes.validate.trace import _Impl
+    shape = Shape(2, 1030, 2, 64, 2, 64)
+    x = _Impl(impl, contract).cpu_inputs(shape)
+    assert all(t.device.type == "cpu" and not t.requires_grad for t in x.values())
+    assert x["q"].shape[-3:] == (2 * 1030, 2, 64)        # [1, T, H, K]

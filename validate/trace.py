@@ -146,12 +146,9 @@ class _Impl:
             return self.probe.cpu_inputs(shape)
         if self.gdn:
             return gdn_harness.gdn_cpu_inputs(shape, not self.forward_only)
-        saved = runner._to_gpu
-        runner._to_gpu = lambda tensors, grad: tensors      # the runner's recipe, kept on the CPU
-        try:
-            return runner.fla_inputs(shape, self.contract, not self.forward_only)
-        finally:
-            runner._to_gpu = saved
+        # the runner's recipe on the CPU (no device memory); to_device copies and marks them for grad
+        x = runner.fla_inputs(shape, self.contract, not self.forward_only, device="cpu")
+        return {name: t.detach() for name, t in x.items()}
 
     def step(self, x: dict):
         from livebytes.validate import gdn_harness, runner
