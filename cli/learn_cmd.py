@@ -47,7 +47,7 @@ def learned_rows(learned) -> list[dict]:
 def _learned_table(learned) -> Table:
     table = Table(title=escape(f"{learned.impl}: {len(learned.buffers)} buffers learned from {len(learned.traces)} traces"))
     for col in ("#", "buffer", "allocating frame", "bytes", "freed after #"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")   # never cut a frame or a formula
     for r in learned_rows(learned):
         flag = " (device-dependent?)" if r["device_dependent"] else ""
         flag += " (ambiguous)" if r["alternatives"] else ""
@@ -112,7 +112,7 @@ def drift_command(
     else:
         table = Table(title=escape(f"{impl} vs {len(learned.traces)} traces of {learned.impl}: {len(found)} differences"))
         for col in ("finding", "buffer", "detail"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")
         for f in found:
             table.add_row(escape(f.kind), escape(f.buffer), escape(f.detail))
         console.print(table)
