@@ -1,0 +1,59 @@
+"""Issue 9's proof at the edge: for every boundary case, plan's answer S* ran in a fresh H200 process and
+fitted, ceil(S* x 1.01) went out of memory, and S* is within 1 % below the smallest size measured to fail.
+
+The measurements are the committed boundary probes (validate/records/boundary/*.jsonl); each case is
+matched to the probe lines of its implementation, allocator configuration and Triton-cache state."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from livebytes.validate.boundary import CASES, Case, answer
+
+BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
+PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report"): "fla-report",
+              ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda"}
+
+
+def trials(case: Case) -> list[dict]:
+    """Every measured trial of this case: value -> fits, from bisections and --values runs alike."""
+    state = case.triton_cache if case.impl.startswith("fla-") else "n/a"
+    out = []
+    for path in sorted(BOUNDARY.glob("*.jsonl")):
+        for d in map(json.loads, path.read_text().splitlines()):
+            if (d.get("stage") in ("bisect", "value") and d["impl"] == PROBE_IMPL[(case.impl, case.contract)]
+                    and d["allocator_conf"] == case.alloc_conf and d["state"] == state and d["heads"] == case.base.heads
+                    and (d["mbs"] == case.base.mbs if case.solve == "seq" else d["seq"] == case.base.seq)):
+                out.append({"value": d[case.solve], "fits": d["fits"], "file": path.name, "stage": d["stage"]})
+    return out
+
+
+def cid(case: Case) -> str:
+    return f"{case.impl}:{case.contract}:{case.solve}:{case.alloc_conf}:{case.triton_cache}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=cid)
+def test_plans_answer_fits_and_one_percent_more_does_not(case):
+    s_star = answer(case)
+    measured = trials(case)
+    at = [t for t in measured if t["value"] == s_star and t["stage"] == "value"]
+    above = [t for t in measured if t["value"] == math.ceil(s_star * 1.01) and t["stage"] == "value"]
+    if not at:
+        pytest.skip(f"plan's answer {s_star:,} not measured yet ({len(measured)} trials of this case)")
+    assert all(t["fits"] for t in at), at
+    assert above and not any(t["fits"] for t in above), above
+
+
+@pytest.mark.parametrize("case", CASES, ids=cid)
+def test_plans_answer_is_never_above_a_measured_failure_and_within_one_percent(case):
+    """Only fresh-start trials count for 'never above' (a bisection's process holds earlier trials' caches)."""
+    s_star = answer(case)
+    measured = trials(case)
+    if not measured:
+        pytest.skip("no trial of this case")
+    failures = [t["value"] for t in measured if not t["fits"] and t["stage"] == "value"]
+    assert all(s_star < v for v in failures)
+    smallest_failure = min(t["value"] for t in measured if not t["fits"])
+    if case.solve == "seq":
+        assert s_star >= 0.99 * smallest_failure
