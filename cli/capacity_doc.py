@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from livebytes.estimator.capacity import verdict
-from livebytes.estimator.devices import DEVICES
+from livebytes.estimator.devices import DEVICES, GiB
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, spec
 from livebytes.estimator.shapes import Shape
@@ -37,8 +37,8 @@ def fit_table() -> str:
                     cells.append("-")
                     continue
                 v = verdict(get_model(key, gpu, **opts), shape, DEVICES[gpu])
-                cells.append(f"runs ({v.device_need_bytes / 2**30:.1f})" if v.fits else
-                             f"OOM ({v.device_need_bytes / 2**30:.1f})")
+                cells.append(f"runs ({v.device_need_bytes / GiB:.1f})" if v.fits else
+                             f"OOM ({v.device_need_bytes / GiB:.1f})")
             lines.append(f"| {_label(key, opts)} | H{shape.heads} {shape.seq // 1024}K | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ end in ``_bytes``, ``schema`` is 1.
 from __future__ import annotations
 
 SCHEMA = 1
-GiB = 2**30
+from livebytes.estimator.devices import GiB
 
 
 def gib(nbytes: int | float) -> float:
