@@ -7,8 +7,9 @@ end in ``_bytes``, ``schema`` is 1.
 """
 from __future__ import annotations
 
-SCHEMA = 1
 from livebytes.estimator.devices import GiB
+
+SCHEMA = 1
 
 
 def gib(nbytes: int | float) -> float:
