@@ -21,7 +21,7 @@ from itertools import combinations
 
 import sympy as sp
 
-from .traces import TRACE_SYMBOLS, Allocation, Trace
+from .traces import TRACE_SYMBOLS, Allocation, Trace, site_part
 
 CHUNKS = (16, 32, 64)
 TILES = (16, 32, 64, 128)
@@ -219,15 +219,15 @@ class LearnedBuffer:
 
     @property
     def file(self) -> str:
-        return self.site.rsplit(":", 2)[0]
+        return site_part(self.site, 0)
 
     @property
     def function(self) -> str:
-        return self.site.rsplit(":", 2)[1]
+        return site_part(self.site, 1)
 
     @property
     def line(self) -> str:
-        return self.site.rsplit(":", 2)[2]
+        return site_part(self.site, 2)
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,16 @@ class Allocation:
 
     @property
     def file(self) -> str:
-        return self.site.rsplit(":", 2)[0]
+        return site_part(self.site, 0)
 
     @property
     def function(self) -> str:
-        return self.site.rsplit(":", 2)[1]
+        return site_part(self.site, 1)
+
+
+def site_part(site: str, index: int) -> str:
+    """``"file:function:line"`` -> file (0), function (1) or line (2); a file path may hold colons."""
+    return site.rsplit(":", 2)[index]
 
 
 @dataclass(frozen=True)
