@@ -62,3 +62,11 @@ def test_device_preset_is_the_measured_h200():
     assert h200.capacity_bytes == probe["device"]["total_memory"]
     assert h200.usable_bytes == probe["largest_single_allocation_bytes"]
     assert h200.sm_count == probe["device"]["sm_count"]
+
+
+@pytest.mark.parametrize("r", MEASURED, ids=rid)
+def test_every_measured_record_states_its_allocator_config_and_triton_cache_state(r):
+    assert r.allocator_conf in ("expandable_segments:False", "expandable_segments:True"), r.allocator_conf
+    assert r.triton_cache in ("cold", "warm", "n/a", "not recorded")
+    if r.protocol_version >= 4:        # from format 2 on the runner records what it measured
+        assert r.triton_cache != "not recorded"

@@ -151,12 +151,23 @@ class Record:
 
     @property
     def allocator_conf(self) -> str | None:
-        return self.data.get("allocator_conf")
+        """PYTORCH_CUDA_ALLOC_CONF in force; records before format 2 state it in their protocol's text."""
+        if "allocator_conf" in self.data:
+            return self.data["allocator_conf"]
+        protocol = self.data.get("protocol")
+        text = protocol.get("allocator", "") if isinstance(protocol, dict) else ""
+        return text.split("=", 1)[1] if text.startswith("PYTORCH_CUDA_ALLOC_CONF=") else None
 
     @property
     def triton_cache(self) -> str | None:
-        """"cold" (autotuned in this process), "warm" (loaded configs), "n/a" (cuDNN); None before format 2."""
-        return self.data.get("triton_cache")
+        """"cold" (autotuned in this process), "warm" (loaded configs), "n/a" (no Triton kernels); records before
+        format 2 did not record it: "not recorded" (runs 1-5 ran on machines whose ~/.triton persisted between
+        calls, so a process was cold or warm depending on what ran before it)."""
+        if "triton_cache" in self.data:
+            return self.data["triton_cache"]
+        if self.origin != "measured":
+            return None
+        return "n/a" if self.impl.startswith("cudnn-") else "not recorded"
 
     @property
     def device_memory(self) -> DeviceMemory | None:
