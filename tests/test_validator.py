@@ -166,7 +166,25 @@ def test_session_and_plans_share_one_runner_command(tmp_path):
 
 def test_committed_plans_still_load():
     plans = sorted((Path(batch.__file__).parent / "plans").glob("*.json"))
-    assert plans and all(batch.load_plan(p) for p in plans)
+    runner_plans = [p for p in plans if p.name != "h200_boundary.json"]
+    assert runner_plans and all(batch.load_plan(p) for p in runner_plans)
+
+
+def test_the_boundary_plan_is_refused_by_the_batch_driver_and_names_the_probe():
+    """Side by side, each process would see the others' memory: a boundary is measured one process at a time."""
+    with pytest.raises(LivebytesError, match="boundary_probe.py"):
+        batch.load_plan(Path(batch.__file__).parent / "plans" / "h200_boundary.json")
+
+
+def test_the_boundary_commands_run_every_case_at_plans_answer_and_one_percent_above():
+    from livebytes.validate.boundary import CASES, answer, commands
+    lines = commands()
+    assert len(lines) == len(CASES)
+    for case in CASES:
+        value = answer(case)
+        assert any(f"--values {value},{-(-value * 101 // 100)}" in line for line in lines), value
+    cold_first = [("--state cold" in line) for line in lines]
+    assert cold_first == sorted(cold_first, reverse=True)     # the cold processes fill the Triton cache first
 
 
 def test_summary_counts():

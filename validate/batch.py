@@ -39,6 +39,9 @@ def check_group(group: dict) -> dict:
     """A plan group with its shapes parsed and written back in the round-tripping form; bad input is an error."""
     if not isinstance(group, dict) or "impl" not in group or "shapes" not in group:
         raise LivebytesError(f"plan group {group!r}: needs impl and shapes")
+    if "boundary" in group:
+        raise LivebytesError("a boundary plan is measured one process at a time with validate/probes/boundary_probe.py, "
+                             "not side by side: python -m livebytes.validate.boundary --commands prints the runs")
     unknown = set(group) - GROUP_KEYS
     if unknown:
         raise LivebytesError(f"plan group of {group['impl']}: unknown keys {', '.join(sorted(unknown))}")

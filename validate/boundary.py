@@ -6,6 +6,11 @@ is this module's output; ``tests/test_boundary.py`` keeps the file equal to what
 and re-checks every boundary record against the simulation.
 
     python -m livebytes.validate.boundary [PATH]     # rewrite the plan file
+    python -m livebytes.validate.boundary --commands # the probe commands that measure it on a GPU
+
+A boundary is measured by ``validate/probes/boundary_probe.py``, one process per case and cache state,
+never side by side with another process (the capacity it probes is the whole device):
+``--commands`` prints them. The batch driver refuses boundary groups for that reason.
 """
 from __future__ import annotations
 
@@ -77,7 +82,36 @@ def render(items: list[dict]) -> str:
     return "[\n" + ",\n".join(" " + json.dumps(g) for g in items) + "\n]\n"
 
 
+PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report"): "fla-report",
+              ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda"}
+
+
+def probe_command(case: Case) -> str:
+    """The probe run proving one case: S* and ceil(S* x 1.01) in one fresh process (after a 1x1024 warmup for
+    Triton models, which is where a cold process autotunes; none for cuDNN, which plan simulates from a fresh start)."""
+    value = answer(case)
+    values = f"{value},{math.ceil(value * 1.01)}"
+    triton = case.impl.startswith("fla-")
+    env = f"PYTORCH_CUDA_ALLOC_CONF={case.alloc_conf}"
+    if triton:   # a cold case starts from an empty Triton cache; a warm one reuses the cold case's folder
+        env += " TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or "")
+    fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
+    state = case.triton_cache if triton else "n/a"
+    tag = f"{PROBE_IMPL[(case.impl, case.contract)]}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}".replace("/", "")
+    return (f"{env} python3 validate/probes/boundary_probe.py --impl {PROBE_IMPL[(case.impl, case.contract)]} "
+            f"--heads {case.base.heads} --values {values}{fixed} --state {state}"
+            f"{'' if triton else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
+
+
+def commands() -> list[str]:
+    """Cold cases first: their processes fill the Triton cache the warm cases then reuse."""
+    return [probe_command(c) for c in sorted(CASES, key=lambda c: c.triton_cache != "cold")]
+
+
 if __name__ == "__main__":
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else PLAN_PATH
-    path.write_text(render(groups()))
-    print(path)
+    if sys.argv[1:] == ["--commands"]:
+        print("\n".join(commands()))
+    else:
+        path = Path(sys.argv[1]) if len(sys.argv) > 1 else PLAN_PATH
+        path.write_text(render(groups()))
+        print(path)
