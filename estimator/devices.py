@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from .errors import LivebytesError
 
 GiB = 2**30
+TiB = 2**40
 GB = 10**9
+TB = 10**12
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,12 @@ def get_device(name: str) -> Device:
         raise LivebytesError(f"unknown GPU {name!r}; presets: {', '.join(d.name for d in DEVICES.values())}") from None
 
 
-MEMORY_UNITS = {"GIB": GiB, "MIB": 2**20, "KIB": 2**10, "GB": GB, "MB": 10**6, "KB": 10**3, "B": 1}
+# longest suffix first: "TIB" and "TB" must be tried before "B"
+MEMORY_UNITS = {"TIB": TiB, "GIB": GiB, "MIB": 2**20, "KIB": 2**10, "TB": TB, "GB": GB, "MB": 10**6, "KB": 10**3, "B": 1}
 
 
 def parse_budget(text: str) -> int:
-    """``80GiB``, ``141GB``, ``512MiB`` or ``1000B``. A number without a unit is refused: ``80`` could
+    """``80GiB``, ``141GB``, ``512MiB``, ``2TiB``, ``1TB`` or ``1000B``. A number without a unit is refused: ``80`` could
     mean 80 bytes or 80 GiB, and a memory size read the wrong way is a silent wrong answer."""
     t = text.strip()
     for suffix, scale in MEMORY_UNITS.items():
@@ -72,4 +75,4 @@ def parse_budget(text: str) -> int:
             if not value > 0 or value * scale >= 2**63:
                 raise LivebytesError(f"memory size must be positive and finite, got {text!r}")
             return int(value * scale)
-    raise LivebytesError(f"memory size {text!r} needs a unit: 80GiB, 141GB, 512MiB or 1000B")
+    raise LivebytesError(f"memory size {text!r} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")

@@ -70,6 +70,21 @@ def test_parse_range_and_budget():
     assert parse_budget("80GiB") == 80 * GiB and parse_budget("141GB") == 141 * 10**9
 
 
+@pytest.mark.parametrize("text,nbytes", [
+    ("10TiB", 10 * 2**40),          # 10 * 1,099,511,627,776
+    ("2tib", 2 * 2**40),
+    ("1TB", 10**12),                # 1,000 * 10**9
+    ("1.5TB", 1_500_000_000_000),
+    ("1000B", 1000),
+])
+def test_parse_budget_units(text, nbytes):
+    assert parse_budget(text) == nbytes
+
+
+def test_a_tebibyte_is_more_than_a_terabyte():
+    assert parse_budget("1TiB") > parse_budget("1TB") > parse_budget("931GiB")   # 2^40 > 10^12 > 931 * 2^30 = 999,653,638,144
+
+
 def test_what_if_recompute_off_holds_more_and_saves_more():
     shape = Shape(1, 65536, 96)
     on = predict(get_model("fla-kda@0.6.0"), shape)
