@@ -24,7 +24,11 @@ def parse_size(text: str | int, what: str = "value") -> int:
 
 
 def format_tokens(n: int) -> str:
-    return f"{n // 1024}K" if n % 1024 == 0 and n >= 1024 else str(n)
+    """The largest suffix that divides exactly (parse_size reads it back): 16777216 -> 16M, 8192 -> 8K, 5000."""
+    for suffix, scale in (("M", 1024**2), ("K", 1024)):
+        if n > 0 and n % scale == 0:
+            return f"{n // scale}{suffix}"
+    return str(n)
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def _parse_one_shape(part: str) -> Shape:
 
 
 # Beyond these a shape is almost certainly a typo (10M instead of 10K): the commands still answer, with a warning.
-PLAUSIBLE_TOKENS = 1 << 24       # 16M tokens in one micro-batch
+PLAUSIBLE_TOKENS = 1 << 24       # 16M tokens in one micro-batch: this many or more is implausible
 PLAUSIBLE_HEADS = 4096
 PLAUSIBLE_DIM = 4096
 
@@ -120,8 +124,8 @@ PLAUSIBLE_DIM = 4096
 def implausible(shape: Shape) -> str | None:
     """Why ``shape`` is beyond anything a GPU holds, or None."""
     problems = []
-    if shape.tokens > PLAUSIBLE_TOKENS:
-        problems.append(f"{shape.tokens:,} tokens per micro-batch (more than {PLAUSIBLE_TOKENS:,})")
+    if shape.tokens >= PLAUSIBLE_TOKENS:
+        problems.append(f"{shape.tokens:,} tokens per micro-batch ({format_tokens(PLAUSIBLE_TOKENS)} or more)")
     if max(shape.heads, shape.hv) > PLAUSIBLE_HEADS:
         problems.append(f"{max(shape.heads, shape.hv):,} heads (more than {PLAUSIBLE_HEADS:,})")
     if max(shape.dim, shape.dv) > PLAUSIBLE_DIM:

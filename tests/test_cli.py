@@ -196,6 +196,25 @@ def test_an_absurd_shape_answers_with_one_warning():
     assert json.loads(r.stdout)["fit"]["fits"] is False and json.loads(r.stdout)["oom"] is not None
 
 
+@pytest.mark.parametrize("seq,warned", [
+    ("16M", True),            # 16 * 2^20 = 16,777,216 tokens: the threshold itself warns
+    ("16383K", False),        # 16,776,192 tokens, 1024 below it
+    ("8M", False),
+])
+def test_16m_tokens_warns_and_fewer_do_not(seq, warned):
+    r = run("predict", "--impl", "fla-kda@0.6.0", "--seq", seq, "--heads", "4", "--json")
+    assert r.exit_code == 0, r.output
+    assert ("implausible" in r.stderr) is warned, r.stderr
+
+
+@pytest.mark.parametrize("tokens,label", [
+    (16 * 2**20, "16M"), (2**20, "1M"), (3 * 2**20 + 1024, "3073K"), (8192, "8K"), (5000, "5000"), (512, "512"),
+])
+def test_token_labels_use_the_largest_exact_suffix(tokens, label):
+    from livebytes.estimator.shapes import format_tokens, parse_size
+    assert format_tokens(tokens) == label and parse_size(label) == tokens
+
+
 def test_payload_without_torch_is_one_line(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "torch", None)            # import torch -> ImportError
