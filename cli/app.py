@@ -64,7 +64,7 @@ def _measured(model, shape):
 def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
-            triton_cache: str = o.TritonCache, as_json: bool = o.Json) -> None:
+            triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
     from livebytes.estimator.replay import replay
@@ -91,7 +91,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
 def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
-            triton_cache: str = o.TritonCache, as_json: bool = o.Json) -> None:
+            triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
     each runs on its device."""
     from livebytes.estimator.engine import predict as run_predict
@@ -200,7 +200,8 @@ def plan(impl: List[str] = o.Impls,
          mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
          heads: str = typer.Option("96", "--heads", metavar="SIZE", help="query/key heads, held unless solved"), dim: str = o.Dim,
          v_heads: Optional[str] = o.VHeads, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
-         alloc_conf: Optional[str] = o.AllocConf, triton_cache: str = o.TritonCache, as_json: bool = o.Json) -> None:
+         alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
+         as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
     from livebytes.estimator.allocator import parse_alloc_conf
@@ -224,7 +225,8 @@ def plan(impl: List[str] = o.Impls,
         def refuse(sh, s=s, d=device):
             return s.refuse(sh, d)
         results.append(largest_fitting(model, base, solve, limit, refuse=refuse) if limit is not None else
-                       largest_running(model, base, solve, device, conf, triton_cache, refuse=refuse))
+                       largest_running(model, base, solve, device, conf, o.triton_cache_for(model, device, triton_cache),
+                                       refuse=refuse))
         devices.append(device)
     data = report.plan_data(results, solve, base, devices, limit)
     if as_json:
@@ -275,9 +277,11 @@ def sweep(impl: List[str] = o.Impls,
           mbs: str = typer.Option("1", "--mbs", help="a list of micro-batch sizes, or a doubling range"),
           dim: str = typer.Option("128", "--dim", help="a list of head dimensions, or a doubling range"),
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
+          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
           out: Optional[str] = typer.Option(None, "--out", "--csv", help="write the grid to this .csv file instead of a table"),
           as_json: bool = o.Json) -> None:
-    """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model."""
+    """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
+    each runs on its device (the same verdict as predict and plan: the allocator simulation of a fresh process)."""
     from livebytes.estimator.planning import parse_range, sweep as run_sweep
     from livebytes.estimator.registry import check_shape
     from livebytes.estimator.shapes import Shape
@@ -291,15 +295,17 @@ def sweep(impl: List[str] = o.Impls,
         model = o.model_for(key, gpu, what_if)
         for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
             check_shape(key, Shape(m_, s_, h_, d_), model.device)
-        rows += [(model, shape, peak) for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims)]
-    usable = o.device_of(impl[0], gpu).usable_bytes if gpu else None
-    data = report.sweep_data(rows, usable)
+        device = o.device_of(key, gpu)
+        rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache))
+                 for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims)]
+    data = report.sweep_data(rows)
     if path is not None:
         with open(path, "w") as fh:
-            fh.write("impl,device,mbs,seq,heads,dim,peak_bytes\n")
+            fh.write("impl,device,mbs,seq,heads,dim,peak_bytes,fits\n")
             for r in data["rows"]:
                 s = r["shape"]
-                fh.write(f"{r['impl']},{r['device']},{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']}\n")
+                fh.write(f"{r['impl']},{r['device']},{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']},"
+                         f"{'yes' if r['fits'] else 'no'}\n")
         typer.echo(f"wrote {len(rows)} rows to {path}", err=as_json)
     if as_json:
         _print_json(data)

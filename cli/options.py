@@ -30,8 +30,9 @@ Json = typer.Option(False, "--json", help="print JSON (schema 1, see docs/json.m
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
-TritonCache = typer.Option("cold", "--triton-cache", metavar="cold|warm",
-                           help="cold: the process autotunes (first run on a machine); warm: tuned configs cached on disk")
+TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
+                           help="Triton models only: cold (default), the process autotunes (first run on a machine); "
+                                "warm: tuned configs cached on disk")
 
 # what-if options: library option name -> the flag that sets it
 OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute"}
@@ -101,11 +102,21 @@ def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
     return get_compiled(key, device, **options, **shape_options(key, shape))
 
 
-def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: str):
+def triton_cache_for(model, device, triton_cache: Optional[str]) -> str:
+    """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels)."""
+    from livebytes.estimator.capacity import triton_cache_matters
+    if triton_cache is None:
+        return "cold"
+    if not triton_cache_matters(model, device):
+        raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
+    return triton_cache
+
+
+def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str]):
     """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory."""
     from livebytes.estimator.allocator import parse_alloc_conf
     from livebytes.estimator.capacity import verdict
-    return verdict(model, shape, device, parse_alloc_conf(alloc_conf), triton_cache)
+    return verdict(model, shape, device, parse_alloc_conf(alloc_conf), triton_cache_for(model, device, triton_cache))
 
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):

@@ -201,18 +201,17 @@ def plan_table(data: dict, budget_label: str) -> Table:
 
 
 def sweep_table(data: dict) -> Table:
-    t = _table("sweep")
+    devices = ", ".join(sorted({r["device"] for r in data["rows"]}))
+    t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices} "
+               f"({data['alloc_conf']}, {data['triton_cache']} Triton cache)")
     _key_column(t, "impl")
     for c in ("MBS", "seq", "heads", "dim", "peak GiB"):
         _number_column(t, c)
-    budget = data["usable_bytes"] is not None
-    if budget:
-        _key_column(t, "fits")
+    _key_column(t, "runs")
     for r in data["rows"]:
         s = r["shape"]
-        cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"])]
-        if budget:
-            cells.append("yes" if r["fits"] else "no")
+        cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"]),
+                 "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
     return t
 

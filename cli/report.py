@@ -106,12 +106,14 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
     return envelope("plan", solve=solve, shape=shape.as_dict(), budget_bytes=budget_bytes, results=rows)
 
 
-def sweep_data(rows, usable_bytes: int | None) -> dict:
-    """rows: (model, shape, peak bytes)."""
-    return envelope("sweep", usable_bytes=usable_bytes, rows=[
+def sweep_data(rows) -> dict:
+    """rows: (model, shape, peak bytes, ``capacity.Verdict``): the verdict is predict's and plan's."""
+    first = rows[0][3] if rows else None
+    return envelope("sweep", alloc_conf=None if first is None else first.conf.text,
+                    triton_cache=None if first is None else first.process.triton_cache, rows=[
         {"impl": m.key, "device": m.device, "shape": s.as_dict(), "peak_bytes": peak,
-         "fits": None if usable_bytes is None else peak <= usable_bytes}
-        for m, s, peak in rows])
+         "device_need_bytes": v.device_need_bytes, "fits": v.fits}
+        for m, s, peak, v in rows])
 
 
 def timeline_data(preds) -> dict:

@@ -106,6 +106,14 @@ def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -
     return ProcessMemory(context, None, model_key.split("@")[0], triton_cache)
 
 
+def triton_cache_matters(model: LifetimeModel, device: Device) -> bool:
+    """Whether the Triton cache state changes anything this simulation counts for ``model``: it declares
+    autotuned launches (``cold_benchmarks``) or its library's process memory differs cold vs warm. False for
+    the cuDNN models (no Triton kernels): a --triton-cache given for them would be silently ignored."""
+    cold, warm = (process_memory(device, model.key, state).bytes for state in TRITON_CACHE_STATES)
+    return bool(model.autotuned) or cold != warm
+
+
 @dataclass(frozen=True)
 class Verdict:
     device: Device

@@ -236,6 +236,30 @@ def test_timeline_writes_exactly_the_file_named(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["t.svg"]
 
 
+@pytest.mark.parametrize("key,contract", [("fla-kda@0.6.0", "plain"), ("cudnn-kda-hopper-cuda@1.32.0", "plain")])
+def test_sweep_runs_column_is_predicts_verdict_around_the_plan_answer(key, contract):
+    """plan's largest seq V runs and V + 1 does not; sweep says the same as predict at V - 1, V, V + 1, V + 2."""
+    d = json.loads(run("plan", "--impl", key, "--contract", contract, "--heads", "96", "--json").stdout)
+    largest = d["results"][0]["value"]
+    seqs = [largest - 1, largest, largest + 1, largest + 2]
+    r = run("sweep", "--impl", key, "--contract", contract, "--heads", "96", "--seq", ",".join(map(str, seqs)), "--json")
+    assert r.exit_code == 0, r.output
+    swept = {row["shape"]["seq"]: row["fits"] for row in json.loads(r.stdout)["rows"]}
+    for seq in seqs:
+        p = json.loads(run("predict", "--impl", key, "--contract", contract, "--heads", "96", "--seq", str(seq),
+                           "--json").stdout)
+        assert swept[seq] is p["fit"]["fits"], seq
+    assert swept[largest] and not swept[largest + 1]
+
+
+def test_sweep_no_longer_says_fits_where_predict_says_out_of_memory():
+    """The newcomer's case: 175,000 tokens x 96 heads on the H200 (136.6 GiB of blocks, under the old usable-bytes rule)."""
+    args = ("--impl", "fla-kda@0.6.0", "--contract", "plain", "--seq", "175000", "--heads", "96", "--gpu", "H200", "--json")
+    row = json.loads(run("sweep", *args).stdout)["rows"][0]
+    assert json.loads(run("predict", *args).stdout)["oom"] is not None
+    assert row["fits"] is False
+
+
 def test_sweep_writes_csv(tmp_path):
     target = tmp_path / "grid.csv"
     r = run("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "4,8", "--out", str(target))

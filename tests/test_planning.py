@@ -120,4 +120,4 @@ def test_formula_and_sweep_commands(tmp_path):
     r = runner.invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "32,64", "--csv", str(csv)])
     assert r.exit_code == 0, r.output
     lines = csv.read_text().splitlines()
-    assert lines[0] == "impl,device,mbs,seq,heads,dim,peak_bytes" and len(lines) == 1 + 3 * 2
+    assert lines[0] == "impl,device,mbs,seq,heads,dim,peak_bytes,fits" and len(lines) == 1 + 3 * 2
