@@ -98,6 +98,7 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     from livebytes.estimator.replay import replay
 
     from . import report
+    o.distinct_impls(impl, "compare")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
@@ -130,6 +131,9 @@ def models(as_json: bool = o.Json) -> None:
         _print(render.models_table(data))
 
 
+DEFAULT_RECORDS_DIR = "livebytes-records"
+
+
 @app.command()
 def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", help=o.IMPL_HELP + "; runs it on this machine's GPU"),
              shapes: Optional[str] = typer.Option(None, "--shapes", help='"MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV];..." '
@@ -142,7 +146,8 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
                                                         help="FLA: cold (autotune in the process), warm (committed configs) or auto"),
              alloc_conf: Optional[str] = typer.Option(None, "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the runner"),
              plan_file: Optional[str] = typer.Option(None, "--plan", help="run a plan file (JSON list of runner groups)"),
-             out_dir: str = typer.Option("livebytes-records", "--out-dir", help="folder for the new records (one file per shape)"),
+             out_dir: Optional[str] = typer.Option(None, "--out-dir", metavar="DIR",
+                                                   help="folder for the new records (one file per shape); default: livebytes-records"),
              from_records: Optional[str] = typer.Option(None, "--from-records",
                                                         help="re-check records instead of running: a file or folder, "
                                                              "a committed file's name, or all"),
@@ -160,6 +165,10 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
     tol = cmp.parse_tolerance(tolerance)
     device_seconds = None
     if from_records:
+        o.refuse_unused("with --from-records (it re-checks records, runs nothing)", shapes=shapes is not None,
+                        plan=plan_file is not None, out_dir=out_dir is not None, contract=contract is not None,
+                        no_recompute=no_recompute, forward_only=forward_only, same_process=same_process,
+                        triton_cache=triton_cache is not None, alloc_conf=alloc_conf is not None)
         recs = [r for r in records_from(from_records) if r.origin == "measured" and (not impl or r.impl == impl)]
         if not recs:
             raise LivebytesError(f"no measured records in {from_records!r}" + (f" for {impl}" if impl else ""))
@@ -167,14 +176,14 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         from livebytes.validate.batch import load_plan, run_plan
         groups = load_plan(Path(plan_file))
         session.check_runnable(groups)
-        done = run_plan(groups, Path(out_dir))
+        done = run_plan(groups, Path(out_dir or DEFAULT_RECORDS_DIR))
         recs, device_seconds = done.records, done.device_seconds
     else:
         if not impl or not shapes:
             raise UsageProblem("--impl and --shapes are required unless --plan or --from-records is given")
         o.check_options_taken(impl, o.what_if(contract, no_recompute))
         done = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
-                           same_process=same_process, out=Path(out_dir), triton_cache=triton_cache, alloc_conf=alloc_conf)
+                           same_process=same_process, out=Path(out_dir or DEFAULT_RECORDS_DIR), triton_cache=triton_cache, alloc_conf=alloc_conf)
         recs, device_seconds = done.records, done.device_seconds
     comparisons = [cmp.compare(r, tol) for r in recs]
     s = session.summarize(comparisons, device_seconds)
@@ -212,6 +221,10 @@ def plan(impl: List[str] = o.Impls,
     from . import report
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
+    o.distinct_impls(impl, "plan")
+    if budget is not None:
+        o.refuse_unused("with --budget (a bound on allocated bytes, not the device simulation)",
+                        alloc_conf=alloc_conf is not None, triton_cache=triton_cache is not None)
     base = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
     limit = parse_budget(budget) if budget else None
@@ -287,7 +300,9 @@ def sweep(impl: List[str] = o.Impls,
     from livebytes.estimator.shapes import Shape
 
     from . import report
-    seqs, head_list, mbs_list, dims = parse_range(seq), parse_range(heads), parse_range(mbs), parse_range(dim)
+    o.distinct_impls(impl, "sweep")
+    seqs, head_list = parse_range(seq, "--seq"), parse_range(heads, "--heads")
+    mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim, "--dim")
     path = o.out_file(out, (".csv",)) if out else None
     what_if = o.what_if(contract, no_recompute)
     rows = []
@@ -327,6 +342,7 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     from livebytes.estimator.engine import predict as run_predict
 
     from . import report
+    o.distinct_impls(impl, "timeline")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     path = o.out_file(out, PLOT_SUFFIXES) if out else None
     what_if = o.what_if(contract, no_recompute)
@@ -363,7 +379,7 @@ def payload(fn: str = typer.Option("tiled", "--fn", help="dense, tiled or checkp
         raise LivebytesError(f"--fn must be one of {', '.join(PAYLOAD_MODELS)}, got {fn!r}")
     d, dv = parse_size(dim, "--dim"), (parse_size(dim_v, "--dim-v") if dim_v is not None else None)
     bq, bk = parse_size(block_q, "--block-q"), parse_size(block_k, "--block-k")
-    seqs = parse_range(seq)
+    seqs = parse_range(seq, "--seq")
     measure = None
     if measure_on_cpu:
         try:

@@ -45,6 +45,23 @@ def single_impl(impls: List[str], command: str) -> str:
     return impls[0]
 
 
+def distinct_impls(impls: List[str], command: str) -> List[str]:
+    """``compare --impl X --impl X`` would show one model twice as if two: refuse a repeated key."""
+    repeated = sorted({k for k in impls if impls.count(k) > 1})
+    if repeated:
+        raise UsageProblem(f"{command}: --impl {', '.join(repeated)} given more than once")
+    return impls
+
+
+def refuse_unused(reason: str, **given) -> None:
+    """Options that change nothing in this mode (``reason``) are refused, not silently ignored: ``given`` maps
+    each flag (underscores for dashes) to whether the user set it."""
+    unused = [f"--{name.replace('_', '-')}" for name, was_given in given.items() if was_given]
+    if unused:
+        raise UsageProblem(f"{', '.join(unused)} {'has' if len(unused) == 1 else 'have'} no effect {reason}; leave "
+                           f"{'it' if len(unused) == 1 else 'them'} out")
+
+
 def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Optional[str] = None):
     """The shape the shape options describe (sizes accept 8K = 8192)."""
     from livebytes.estimator.shapes import Shape, parse_size

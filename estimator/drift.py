@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from .buffers import Buffer, LifetimeModel
 from .dtypes import ITEMSIZE
+from .errors import LivebytesError
 from .learn import Learned, LearnedBuffer
 from .synthetic import buffer_bytes, in_window
 
@@ -131,8 +132,22 @@ def _lifetime_findings(model, pairs) -> list[Finding]:
     return findings
 
 
+def implementation_of(key: str) -> str:
+    """The implementation a model key names, its version dropped: fla-kda@07b80f27 -> fla-kda."""
+    return key.split("@", 1)[0]
+
+
+def check_same_implementation(hand_key: str, traced_key: str) -> None:
+    """Drift compares versions of one implementation (fla-kda@07b80f27 against fla-kda@0.6.0 traces); two
+    implementations differ in every buffer, which is no drift: refused."""
+    if implementation_of(hand_key) != implementation_of(traced_key):
+        raise LivebytesError(f"the traces are of {traced_key}, a different implementation than {hand_key}: drift compares "
+                             f"versions of one implementation (pass a {implementation_of(hand_key)}@... model or other traces)")
+
+
 def drift(model: LifetimeModel, learned: Learned) -> list[Finding]:
     """Every difference between ``model`` and the traced buffers (empty: the model matches the traces)."""
+    check_same_implementation(model.key, learned.impl)
     outside = tuple(sorted(set().union(*[set(t.outside_window) for t in learned.traces])))
     hand = [b for b in model.buffers if in_window(b, outside)]
     per_shape = [buffer_bytes(model, s) for s in learned.shapes]

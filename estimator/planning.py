@@ -183,22 +183,25 @@ def sweep(model: LifetimeModel, mbs: list[int], seqs: list[int], heads: list[int
     return [(Shape(m, s, h, d), int(p)) for (m, s, h, d), p in zip(grid, np.rint(peaks))]
 
 
-def parse_range(text: str) -> list[int]:
-    """``8K..256K`` (powers of two from 8K to 256K), ``8K,16K,100000`` or one value."""
+def parse_range(text: str, what: str = "value") -> list[int]:
+    """``8K..256K`` (powers of two from 8K to 256K), ``8K,16K,100000`` or one value. An empty item
+    (``16,,32``, ``8K,``) is refused: it is a typo, not a value."""
     from .shapes import parse_size
     if ".." in text:
-        a, b = (parse_size(x, "range") for x in text.split("..", 1))
+        a, b = (parse_size(x, what) for x in text.split("..", 1))
         if a > b:
-            raise LivebytesError(f"empty range {text!r}")
+            raise LivebytesError(f"{what}: empty range {text!r}")
         out, v = [], a
         while v <= b:
             out.append(v)
             v *= 2
         if out[-1] != b:
-            raise LivebytesError(f"range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
+            raise LivebytesError(f"{what}: range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
                                  "list the values instead (e.g. 8K,10K)")
         return out
-    values = [parse_size(x, "value") for x in text.split(",") if x.strip()]
-    if not values:
-        raise LivebytesError(f"no values in {text!r}")
-    return values
+    if not text.strip():
+        raise LivebytesError(f"{what}: no values in {text!r}")
+    items = [x.strip() for x in text.split(",")]
+    if "" in items:
+        raise LivebytesError(f"{what}: an empty item in {text!r} (a doubled or trailing comma?)")
+    return [parse_size(x, what) for x in items]

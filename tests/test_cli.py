@@ -1,6 +1,7 @@
 """The command line: thin commands, one error path (one line on stderr; exit 1 domain, 2 usage, 3 failed
 validation), machine-readable JSON under one documented key set."""
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -114,6 +115,7 @@ P = ("predict", "--impl", "fla-kda@0.6.0")
 FROST = "cudnn-kda-frost@1.32.0"
 HOPPER = "cudnn-kda-hopper-cuda@1.32.0"
 S8 = ("--seq", "8K", "--heads", "4")
+GDN_TRACES = str(Path(__file__).resolve().parents[1] / "validate" / "traces" / "fla-gdn-fwd_0.6.0")
 
 BAD_INPUTS = [
     # (arguments, exit code, a phrase the one line must contain)
@@ -170,8 +172,24 @@ BAD_INPUTS = [
     (("validate", "--impl", "fla-kda@0.6.0"), 2, "--shapes are required"),
     (("payload", "--fn", "sparse", "--no-measure"), 1, "--fn must be one of"),
     (("payload", "--dim", "0", "--no-measure"), 1, "--dim: must be positive"),
-    (("payload", "--seq", "0", "--no-measure"), 1, "must be positive"),
+    (("payload", "--seq", "0", "--no-measure"), 1, "--seq: must be positive"),
     (("payload", "--block-q", "x", "--no-measure"), 1, "--block-q"),
+    # options that would be accepted and ignored are refused
+    (("predict", "--impl", HOPPER, *S8, "--triton-cache", "warm"), 1, "runs no Triton kernels"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", HOPPER, *S8, "--triton-cache", "cold"), 1, "runs no Triton kernels"),
+    (("plan", "--impl", HOPPER, "--triton-cache", "warm"), 1, "runs no Triton kernels"),
+    (("sweep", "--impl", HOPPER, "--seq", "8K", "--heads", "4", "--triton-cache", "warm"), 1, "runs no Triton kernels"),
+    (("validate", "--from-records", "all", "--out-dir", "{tmp}"), 2, "--out-dir has no effect with --from-records"),
+    (("validate", "--from-records", "all", "--shapes", "1,8K,4"), 2, "--shapes has no effect with --from-records"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB", "--alloc-conf", "expandable_segments:True"), 2,
+     "--alloc-conf has no effect with --budget"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB", "--triton-cache", "warm"), 2,
+     "--triton-cache has no effect with --budget"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--heads", "16,,32"), 1, "--heads: an empty item"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K,"), 1, "--seq: an empty item"),
+    (("compare", "--impl", HOPPER, "--impl", HOPPER, *S8), 2, f"--impl {HOPPER} given more than once"),
+    (("plan", "--impl", HOPPER, "--impl", HOPPER), 2, "given more than once"),
+    (("drift", "--impl", "fla-kda@0.6.0", "--traces", GDN_TRACES), 1, "a different implementation"),
 ]
 
 
