@@ -388,6 +388,8 @@ def payload(fn: str = typer.Option("tiled", "--fn", help="dense, tiled or checkp
         except ImportError:
             raise LivebytesError("--measure needs torch (pip install torch, or the [test] extra); "
                                  "pass --no-measure for the model alone") from None
+        from livebytes.validate.payload import check_measurable
+        check_measurable(max(seqs))       # up front: refuse before measuring any row
     rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure)
     data = report.envelope("payload", fn=fn, shape={"dim": d, "dim_v": dv or d, "block_q": bq, "block_k": bk},
                            passed=all(r["matches"] is not False for r in rows), rows=rows)

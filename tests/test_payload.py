@@ -70,3 +70,50 @@ def test_payload_command():
     import json
     rows = json.loads(r.stdout)["rows"]
     assert [row["predicted_bytes"] for row in rows] == [row["measured_bytes"] for row in rows] == [213_504, 722_944]
+
+
+def test_the_measurement_cap_is_one_gib_per_t_by_t_matrix():
+    from livebytes.validate.payload import MEASURE_MAX_MATRIX_BYTES, largest_measurable_tokens
+    t = largest_measurable_tokens()
+    assert t == 16384                                          # 16,384^2 * 4 B = 2^30 B
+    assert t * t * 4 <= MEASURE_MAX_MATRIX_BYTES < (t + 1) ** 2 * 4
+
+
+@pytest.mark.parametrize("seq", ["100000", "16385", "128,100000"])
+def test_payload_refuses_a_measurement_beyond_the_cap_before_measuring(seq, monkeypatch):
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    from livebytes.validate import payload
+    monkeypatch.setattr(payload, "_measure", lambda *a: pytest.fail("measured a row before refusing"))
+    r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", seq])
+    assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "--seq <= 16,384" in line and "--no-measure" in line
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+                                                  "memory: you tried to allocate 40000000000 bytes."), MemoryError()])
+def test_a_host_allocation_failure_is_one_line(failure, monkeypatch):
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    from livebytes.validate import payload
+
+    def fail(*args):
+        raise failure
+    monkeypatch.setattr(payload, "_measure", fail)
+    r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", "1024"])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: measuring dense at 1,024 tokens ran out of host memory")
+
+
+def test_another_runtime_error_is_not_disguised_as_memory(monkeypatch):
+    from livebytes.validate import payload
+
+    def fail(*args):
+        raise RuntimeError("shape mismatch")
+    monkeypatch.setattr(payload, "_measure", fail)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        payload.measure("dense", 128)

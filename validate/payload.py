@@ -12,6 +12,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from livebytes.estimator.errors import LivebytesError
+
+FP32_BYTES = 4
+# Measuring builds [T, T] fp32 matrices in host memory: dense's scores and probabilities (its backward holds
+# two more, the gradients of each), and every function's saved payload holds T * T fp32 elements (dense: the
+# probabilities; tiled: the p tiles; checkpointed: the same tiles again when backward recomputes). One such
+# matrix is capped at 1 GiB (T <= 16,384): a few GiB of host memory at most, and the payload's formulas are
+# exact at every T, so a larger T checks nothing a smaller one does not.
+MEASURE_MAX_MATRIX_BYTES = 2**30
+
+
+def largest_measurable_tokens() -> int:
+    """The largest T whose [T, T] fp32 matrix fits ``MEASURE_MAX_MATRIX_BYTES`` (16,384: 16,384^2 * 4 B = 1 GiB)."""
+    return math.isqrt(MEASURE_MAX_MATRIX_BYTES // FP32_BYTES)
+
+
+def check_measurable(T: int) -> None:
+    """Refuse, before allocating anything, a measurement whose [T, T] fp32 matrix exceeds the cap."""
+    matrix = T * T * FP32_BYTES                                       # [T, T] fp32
+    if matrix > MEASURE_MAX_MATRIX_BYTES:
+        raise LivebytesError(f"measuring at {T:,} tokens builds [T, T] fp32 matrices of {matrix / 2**30:,.2f} GiB each; "
+                             f"measurements are capped at {MEASURE_MAX_MATRIX_BYTES / 2**30:g} GiB per matrix "
+                             f"(--seq <= {largest_measurable_tokens():,}); pass --no-measure for the model alone")
+
 
 def dense_attention(q, k, v):
     import torch
@@ -88,8 +112,25 @@ class Measurement:
     largest: int
 
 
+def _is_allocation_failure(err: BaseException) -> bool:
+    """torch's CPU allocator raises RuntimeError ("DefaultCPUAllocator: can't allocate memory") or MemoryError."""
+    return isinstance(err, MemoryError) or "allocate" in str(err)
+
+
 def measure(fn: str, T: int, d: int = 32, dv: int | None = None, block_q: int = 32, block_k: int = 32,
             seed: int = 0) -> Measurement:
+    """The payload measured (``check_measurable`` first); an allocation failure becomes one LivebytesError."""
+    check_measurable(T)
+    try:
+        return _measure(fn, T, d, dv, block_q, block_k, seed)
+    except (RuntimeError, MemoryError) as err:
+        if not _is_allocation_failure(err):
+            raise
+        raise LivebytesError(f"measuring {fn} at {T:,} tokens ran out of host memory ({' '.join(str(err).split())[:200]}); "
+                             "pass --no-measure for the model alone") from None
+
+
+def _measure(fn: str, T: int, d: int, dv: int | None, block_q: int, block_k: int, seed: int) -> Measurement:
     import torch
     torch.set_num_threads(1)
     dv = d if dv is None else dv
