@@ -204,8 +204,8 @@ def plan(impl: List[str] = o.Impls,
          solve: str = typer.Option("seq", "--solve", help="seq, mbs or heads: which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
-                                              help="a budget on the allocated peak instead of the device simulation: "
-                                                   "80GiB, 141GB, 512MiB (a unit is required)"),
+                                              help="a budget on the allocated peak (what max_memory_allocated would show) "
+                                                   "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
          mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
          heads: str = typer.Option("96", "--heads", metavar="SIZE", help="query/key heads, held unless solved"), dim: str = o.Dim,
          v_heads: Optional[str] = o.VHeads, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
@@ -214,6 +214,7 @@ def plan(impl: List[str] = o.Impls,
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
     from livebytes.estimator.allocator import parse_alloc_conf
+    from livebytes.estimator.capacity import allocated_peak
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.planning import SOLVABLE, largest_fitting, largest_running
     from livebytes.estimator.registry import spec
@@ -222,9 +223,6 @@ def plan(impl: List[str] = o.Impls,
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.distinct_impls(impl, "plan")
-    if budget is not None:
-        o.refuse_unused("with --budget (a bound on allocated bytes, not the device simulation)",
-                        alloc_conf=alloc_conf is not None, triton_cache=triton_cache is not None)
     base = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
     limit = parse_budget(budget) if budget else None
@@ -237,9 +235,12 @@ def plan(impl: List[str] = o.Impls,
 
         def refuse(sh, s=s, d=device):
             return s.refuse(sh, d)
-        results.append(largest_fitting(model, base, solve, limit, refuse=refuse) if limit is not None else
-                       largest_running(model, base, solve, device, conf, o.triton_cache_for(model, device, triton_cache),
-                                       refuse=refuse))
+        cache = o.triton_cache_for(model, device, triton_cache)
+
+        def replayed(m, sh, cache=cache):
+            return allocated_peak(m, sh, conf, cache)
+        results.append(largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
+                       largest_running(model, base, solve, device, conf, cache, refuse=refuse))
         devices.append(device)
     data = report.plan_data(results, solve, base, devices, limit)
     if as_json:

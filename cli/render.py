@@ -56,19 +56,28 @@ def _text_column(t: Table, name: str, **kw) -> None:
 
 
 def measured_text(records) -> str:
-    from .report import quoted_record
+    """The quoted record as validate judges it: measured GiB, and the replay of the validator's process with the error."""
+    from .report import measured_entry, quoted_record
     r = quoted_record(records)
     if r is None:
         return "predicted (never measured)"
-    value = "OOM" if r.oom else f"{g(r.peak_bytes)} GiB"
+    m = measured_entry(r)
     more = f" (+{len(records) - 1} more records)" if len(records) > 1 else ""
-    return f"{r.origin} {value} on {r.device}{more}"
+    if m["oom"]:
+        return f"{m['origin']} OOM on {m['device']}{more}"
+    text = f"{m['origin']} {g(m['peak_bytes'])} GiB on {m['device']}"
+    if m["protocol_replay_bytes"] is not None:
+        same = "=" if m["error_bytes"] == 0 else "vs"
+        text += (f" {same} replay of the validator's process {g(m['protocol_replay_bytes'])} GiB "
+                 f"({m['error_bytes']:+,} B)")
+    return text + more
 
 
 def verdict_lines(v: dict) -> list[Text]:
     """``v``: report.verdict_data. Allocated, reserved, process memory, device need, assumptions, the verdict."""
     f = v["fit"]
-    lines = [f"allocated peak {g(v['allocated_peak_bytes'])} GiB | reserved peak {g(v['reserved_peak_bytes'])} GiB | "
+    lines = [f"max_memory_allocated {g(v['allocated_peak_bytes'])} GiB (fresh process, first call included) | "
+             f"reserved peak {g(v['reserved_peak_bytes'])} GiB | "
              f"process memory {g(v['process_bytes'])} GiB ({v['process_library']}, {v['triton_cache']} Triton cache) | "
              f"device need {g(v['device_need_bytes'])} of {g(f['total_bytes'])} GiB ({v['alloc_conf']})"]
     lines += [f"assumed: {note}" for note in v["assumptions"]]
@@ -89,7 +98,7 @@ def oom_text(v: dict) -> str:
 
 def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
     t = _table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", show_footer=True)
-    _text_column(t, "storage group", footer=T("peak (allocated)"), min_width=14)
+    _text_column(t, "storage group", footer=T("peak, sum of 512-B blocks"), min_width=14)
     _number_column(t, "GiB", footer=T(g(p.peak_bytes)))
     _text_column(t, "buffers live at the peak", footer=T(f"at step {p.peak_step.name}"))
     live = p.at_peak
@@ -98,7 +107,7 @@ def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
         t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
     caption = measured_text(measured)
     if replayed is not None:
-        caption += f" | allocator replay of the validator's protocol: {g(replayed)} GiB"
+        caption += f" | steady-state allocator replay (this shape run repeatedly): {g(replayed)} GiB"
     t.caption = T(caption)
     t.caption_justify = "left"
     return t
@@ -118,8 +127,8 @@ def compare_table(data: dict, preds, measured) -> Table:
     for grp in sorted(groups, key=order.get):
         t.add_row(T(grp.label), *[T(g(p.groups.get(grp, 0))) for p in preds])
     t.add_section()
-    t.add_row(T("peak (predicted)", "bold"), *[T(g(r["peak_bytes"]), "bold") for r in results])
-    t.add_row(T("peak, allocator replay"), *[T(g(r["replay_peak_bytes"])) for r in results])
+    t.add_row(T("peak, 512-B blocks", "bold"), *[T(g(r["peak_bytes"]), "bold") for r in results])
+    t.add_row(T("steady-state replay"), *[T(g(r["replay_peak_bytes"])) for r in results])
     t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
     t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
     if len(results) > 1:
@@ -189,7 +198,8 @@ def capacity_plan_table(data: dict) -> Table:
 
 def plan_table(data: dict, budget_label: str) -> Table:
     solve = data["solve"]
-    t = _table(f"largest {solve} whose allocated peak fits {budget_label}; peaks in GiB")
+    t = _table(f"largest {solve} whose max_memory_allocated (allocator replay of a fresh process, first call "
+               f"included) fits {budget_label}; peaks in GiB")
     _key_column(t, "impl\nGPU")
     _number_column(t, f"largest {solve}\npeak there")
     _number_column(t, f"{solve} + 1\npeak there")

@@ -7,6 +7,9 @@ end in ``_bytes``, ``schema`` is 1.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from livebytes.estimator.devices import GiB
 
 SCHEMA = 1
@@ -38,9 +41,41 @@ def change_vs_first(values: list[int | None]) -> list[float | None]:
     return [None] + [None if (v is None or not base) else v / base - 1 for v in values[1:]]
 
 
+def _validate_digest() -> str:
+    """The comparison policy's own sources (``livebytes.validate``): a judgement cached on disk depends on them."""
+    import hashlib
+    from importlib.util import find_spec
+    h = hashlib.sha256()
+    for folder in find_spec("livebytes.validate").submodule_search_locations:
+        for path in sorted(Path(folder).glob("*.py")):
+            h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _judged(record) -> tuple[int | None, int | None]:
+    """(validator-process replay, error) of ``validate.compare.compare``, the one comparison policy. It builds the
+    symbolic model (sympy), so the result is cached on disk by the record's data and both packages' sources."""
+    from livebytes.estimator.compiled import cached
+
+    def judge():
+        from livebytes.validate.compare import compare
+        c = compare(record)
+        return (c.predicted if (record.origin == "measured" and not record.oom) else None), c.error_bytes
+    return cached(("comparison", record.path.name, json.dumps(record.data, sort_keys=True, default=str),
+                   _validate_digest()), judge)
+
+
+def measured_entry(record) -> dict:
+    """One record as ``validate`` judges it: the measured bytes, the replay of the validator's process that
+    produced them (its warmup and earlier shapes included; null for published figures and out-of-memory
+    records, which are compared otherwise) and the error."""
+    replayed, error = _judged(record)
+    return {"peak_bytes": record.peak_bytes, "oom": record.oom, "origin": record.origin, "device": record.device,
+            "record": record.path.name, "protocol_replay_bytes": replayed, "error_bytes": error}
+
+
 def measured_data(records) -> list[dict]:
-    return [{"peak_bytes": r.peak_bytes, "oom": r.oom, "origin": r.origin, "device": r.device, "record": r.path.name}
-            for r in (records or [])]
+    return [measured_entry(r) for r in (records or [])]
 
 
 def quoted_record(records):

@@ -146,14 +146,30 @@ class Verdict:
         return self.total_bytes - self.device_need_bytes
 
 
+def _run_kwargs(model: LifetimeModel, shape: Shape, conf: AllocatorConf, triton_cache: str,
+                history: tuple[int, ...] = (), protocol: bool = False) -> dict:
+    """The replay of a process's sequence (``protocol``: the validator's): first call, then steady steps."""
+    return {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
+            "history": history, "conf": conf, "benchmarks": cold_benchmarks(model, shape, triton_cache)}
+
+
+def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF,
+                   triton_cache: str = "cold") -> int:
+    """What ``torch.cuda.max_memory_allocated`` shows after a fresh process's run at ``shape`` (no device limit):
+    the allocator replay, first call included, blocks as the allocator hands them out (a block it does not split
+    counts whole), so at least the model's 512-byte block sum (``engine.predict``)."""
+    if triton_cache not in TRITON_CACHE_STATES:
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+    return replay(model, shape, **_run_kwargs(model, shape, conf, triton_cache)).allocated_peak_bytes
+
+
 def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
             triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False) -> Verdict:
     """Run the process's sequence (or the validator's, ``protocol=True``) without a limit, then, when its
     reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
     cached segments, or stop at the failing request."""
     proc = process_memory(device, model.key, triton_cache)
-    kw = {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
-          "history": history, "conf": conf, "benchmarks": cold_benchmarks(model, shape, triton_cache)}
+    kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol)
     run = replay(model, shape, **kw)
     capacity = device.capacity_bytes - proc.bytes
     if run.reserved_peak_bytes > capacity:

@@ -297,6 +297,18 @@ def compiled_model(key: str, device: str, options: tuple, build) -> CompiledMode
     return cm
 
 
+def cached(parts: tuple, compute):
+    """``compute()``'s picklable result from disk, keyed on ``parts`` and these sources (the model packages'),
+    else computed and stored. A caller whose result depends on other code puts that code's digest in ``parts``."""
+    path = _path("value", *parts)
+    data = _read(path)
+    if data is not None:
+        return data
+    value = compute()
+    _write(path, value)
+    return value
+
+
 # ----------------------------------------------------------------------------------- the spec index
 
 SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals", "runner")

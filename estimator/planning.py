@@ -74,9 +74,16 @@ def _checked(shape: Shape, solve: str, refuse):
     return at
 
 
+def block_peak(model: LifetimeModel, shape: Shape) -> int:
+    """The model's peak of 512-byte blocks, steady state (``engine.predict``)."""
+    return predict(model, shape).peak_bytes
+
+
 def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
-                    refuse=None) -> PlanResult:
-    """Largest value of ``solve`` (seq, mbs or heads) whose allocated peak fits ``budget_bytes``, the others held.
+                    refuse=None, peak=block_peak) -> PlanResult:
+    """Largest value of ``solve`` (seq, mbs or heads) whose ``peak(model, shape)`` fits ``budget_bytes``, the others
+    held. ``peak``: the 512-byte block sum by default; the command passes ``capacity.allocated_peak`` (what
+    ``max_memory_allocated`` would show).
 
     Exact on the model: the peak is evaluated at integers, ceiling divisions and plan switches
     included. The models are monotone in S, and in MBS and H except where FROST's chain plan switches
@@ -85,12 +92,12 @@ def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes
     """
     at = _checked(shape, solve, refuse)
 
-    def peak(v: int) -> int:
-        return predict(model, at(v)).peak_bytes
-    value = _largest_value(lambda v: peak(v) <= budget_bytes)
+    def peak_at(v: int) -> int:
+        return peak(model, at(v))
+    value = _largest_value(lambda v: peak_at(v) <= budget_bytes)
     if value is None:
-        return PlanResult(model, solve, budget_bytes, None, None, 1, peak(1))
-    return PlanResult(model, solve, budget_bytes, value, peak(value), value + 1, peak(value + 1))
+        return PlanResult(model, solve, budget_bytes, None, None, 1, peak_at(1))
+    return PlanResult(model, solve, budget_bytes, value, peak_at(value), value + 1, peak_at(value + 1))
 
 
 @dataclass(frozen=True)
