@@ -43,8 +43,8 @@ def _print_json(data: dict) -> None:
 
 
 def _print(table) -> None:
-    from .render import console
-    console.print(table)
+    from .render import console, fit
+    console.print(fit(table))
 
 
 def _warn_if_implausible(shape) -> None:
@@ -136,19 +136,21 @@ DEFAULT_RECORDS_DIR = "livebytes-records"
 
 @app.command()
 def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", help=o.IMPL_HELP + "; runs it on this machine's GPU"),
-             shapes: Optional[str] = typer.Option(None, "--shapes", help='"MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV];..." '
-                                                  'e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
-             tolerance: str = typer.Option("0.1%", "--tolerance", help="largest error that passes, of the measured peak: 0.1% or 0.001"),
+             shapes: Optional[str] = typer.Option(None, "--shapes", metavar="SHAPES",
+                                                  help='shapes MBS,SEQ,HEADS[,DIM] separated by ";", each with optional '
+                                                       ',hv=HV and ,dv=DV; e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
+             tolerance: str = typer.Option("0.1%", "--tolerance", metavar="FRACTION",
+                                   help="largest error that passes, of the measured peak: 0.1% or 0.001"),
              contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
              forward_only: bool = typer.Option(False, "--forward-only", help="measure inference (no grad) peaks"),
              same_process: bool = typer.Option(False, "--same-process", help="all shapes in one process (shared compilation)"),
-             triton_cache: Optional[str] = typer.Option(None, "--triton-cache",
+             triton_cache: Optional[str] = typer.Option(None, "--triton-cache", metavar="cold|warm|auto",
                                                         help="FLA: cold (autotune in the process), warm (committed configs) or auto"),
-             alloc_conf: Optional[str] = typer.Option(None, "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the runner"),
-             plan_file: Optional[str] = typer.Option(None, "--plan", help="run a plan file (JSON list of runner groups)"),
+             alloc_conf: Optional[str] = typer.Option(None, "--alloc-conf", metavar="CONF", help="PYTORCH_CUDA_ALLOC_CONF for the runner"),
+             plan_file: Optional[str] = typer.Option(None, "--plan", metavar="FILE", help="run a plan file (JSON list of runner groups)"),
              out_dir: Optional[str] = typer.Option(None, "--out-dir", metavar="DIR",
                                                    help="folder for the new records (one file per shape); default: livebytes-records"),
-             from_records: Optional[str] = typer.Option(None, "--from-records",
+             from_records: Optional[str] = typer.Option(None, "--from-records", metavar="SOURCE",
                                                         help="re-check records instead of running: a file or folder, "
                                                              "a committed file's name, or all"),
              as_json: bool = o.Json) -> None:
@@ -201,7 +203,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
 
 @app.command()
 def plan(impl: List[str] = o.Impls,
-         solve: str = typer.Option("seq", "--solve", help="seq, mbs or heads: which dimension to maximise"),
+         solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads", help="seq, mbs or heads: which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
@@ -286,13 +288,13 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
 
 @app.command()
 def sweep(impl: List[str] = o.Impls,
-          seq: str = typer.Option("8K..256K", "--seq", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
-          heads: str = typer.Option("16,32,64,96,128", "--heads", help="a list of head counts, or a doubling range 16..128"),
-          mbs: str = typer.Option("1", "--mbs", help="a list of micro-batch sizes, or a doubling range"),
-          dim: str = typer.Option("128", "--dim", help="a list of head dimensions, or a doubling range"),
+          seq: str = typer.Option("8K..256K", "--seq", metavar="SIZES", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
+          heads: str = typer.Option("16,32,64,96,128", "--heads", metavar="SIZES", help="a list of head counts, or a doubling range 16..128"),
+          mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
+          dim: str = typer.Option("128", "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling range"),
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
           alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
-          out: Optional[str] = typer.Option(None, "--out", "--csv", help="write the grid to this .csv file instead of a table"),
+          out: Optional[str] = typer.Option(None, "--out", "--csv", metavar="FILE", help="write the grid to this .csv file instead of a table"),
           as_json: bool = o.Json) -> None:
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
     each runs on its device (the same verdict as predict and plan: the allocator simulation of a fresh process)."""
@@ -337,7 +339,8 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
              v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute,
-             out: Optional[str] = typer.Option(None, "--out", help="write a plot to this file (.png, .svg or .pdf) instead of the terminal view"),
+             out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
+                                            help="write a plot to this file (.png, .svg or .pdf) instead of the terminal view"),
              as_json: bool = o.Json) -> None:
     """Live bytes per step, stacked by storage group, implementations side by side, the peak marked."""
     from livebytes.estimator.engine import predict as run_predict
@@ -356,16 +359,17 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     if as_json:
         _print_json(report.timeline_data(preds))
     elif path is None:
-        _print(render.timeline_text(preds, report.bar_lengths(preds, render.bar_width())))
+        _print(render.timeline_text(preds, report.bar_lengths(preds, render.bar_width(preds))))
 
 
 @app.command()
-def payload(fn: str = typer.Option("tiled", "--fn", help="dense, tiled or checkpointed attention"),
-            seq: str = typer.Option("128,256,512,1024", "--seq", "--T", help="token counts: a list 128,256 or a doubling range 128..1024"),
-            dim: str = typer.Option("32", "--dim", "--d", help="query/key head dimension"),
-            dim_v: Optional[str] = typer.Option(None, "--dim-v", "--dv", help="value head dimension; default: --dim"),
-            block_q: str = typer.Option("32", "--block-q", help="query block of the tiled and checkpointed forms"),
-            block_k: str = typer.Option("32", "--block-k", help="key block of the tiled and checkpointed forms"),
+def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpointed", help="dense, tiled or checkpointed attention"),
+            seq: str = typer.Option("128,256,512,1024", "--seq", "--T", metavar="SIZES",
+                                  help="token counts: a list 128,256 or a doubling range 128..1024"),
+            dim: str = typer.Option("32", "--dim", "--d", metavar="SIZE", help="query/key head dimension"),
+            dim_v: Optional[str] = typer.Option(None, "--dim-v", "--dv", metavar="SIZE", help="value head dimension; default: --dim"),
+            block_q: str = typer.Option("32", "--block-q", metavar="SIZE", help="query block of the tiled and checkpointed forms"),
+            block_k: str = typer.Option("32", "--block-k", metavar="SIZE", help="key block of the tiled and checkpointed forms"),
             measure_on_cpu: bool = typer.Option(True, "--measure/--no-measure", help="also run it on the CPU (needs torch)"),
             as_json: bool = o.Json) -> None:
     """What autograd retains for backward: the payload model against the real autograd graph (CPU, float32).

@@ -19,14 +19,14 @@ from rich.table import Table
 
 console = Console()
 
-TracesDir = typer.Option(..., "--traces", help="directory of trace JSON files (written by validate/trace.py)")
-OnlyImpl = typer.Option(None, "--impl", help="only the traces of this implementation")
-Probe = typer.Option(None, "--probe", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
-TraceShapes = typer.Option(None, "--shapes", help="GPU, with --probe: N,S,H,HV,K,V;...")
-Draft = typer.Option(None, "--draft", help="write the draft model module here")
+TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/trace.py)")
+OnlyImpl = typer.Option(None, "--impl", metavar="KEY", help="only the traces of this implementation")
+Probe = typer.Option(None, "--probe", metavar="PROBE", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
+TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with --probe: N,S,H,HV,K,V;...")
+Draft = typer.Option(None, "--draft", metavar="FILE", help="write the draft model module here")
 Json = typer.Option(False, "--json", help="machine-readable output")
-HandImpl = typer.Option(..., "--impl", help="hand model key to check, e.g. fla-kda@07b80f27")
-TracedImpl = typer.Option(None, "--traced-impl", help="use only traces of this implementation")
+HandImpl = typer.Option(..., "--impl", metavar="KEY", help="hand model key to check, e.g. fla-kda@07b80f27")
+TracedImpl = typer.Option(None, "--traced-impl", metavar="KEY", help="use only traces of this implementation")
 
 
 def _fail(err: Exception) -> None:

@@ -4,7 +4,8 @@ only formats. Every user-visible string goes in as ``rich.text.Text`` (never par
 descriptions fold instead."""
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -53,6 +54,42 @@ def _number_column(t: Table, name: str, **kw) -> None:
 
 def _text_column(t: Table, name: str, **kw) -> None:
     t.add_column(T(name), overflow="fold", **kw)
+
+
+def _plain(cell, joint: str = " / ") -> str:
+    """A header or cell as one line: a cell's stacked lines joined by ' / ', a header's by spaces."""
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return joint.join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def too_wide(table: Table, width: int) -> bool:
+    """Whether ``table`` cannot be drawn in ``width`` columns without cutting a no-wrap (key or number) cell."""
+    return Measurement.get(console, console.options.update_width(10**4), table).minimum > width   # unconstrained minimum
+
+
+def vertical(table: Table) -> Group:
+    """The table as one block per row: the first cell as a heading, then ``header: cell`` lines. Nothing is cut:
+    a line longer than the console folds between words, and keys and numbers carry no spaces."""
+    columns = table.columns
+    heads = [_plain(c.header, " ") for c in columns]
+    rows = [[c._cells[i] for c in columns] for i in range(table.row_count)]
+    if table.show_footer:
+        rows.append([c.footer for c in columns])
+    out = [T(_plain(table.title, " "))] if table.title else []
+    for cells in rows:
+        first = _plain(cells[0])
+        out.append(T(f"{heads[0]}: {first}" if first else heads[0], "bold"))
+        out += [T(f"  {head or 'value'}: {_plain(cell)}") for head, cell in zip(heads[1:], cells[1:]) if _plain(cell)]
+    if table.caption:
+        out.append(T(_plain(table.caption, " ")))
+    return Group(*out)
+
+
+def fit(renderable):
+    """A table as drawn when the console holds it whole, else ``vertical``; anything else unchanged."""
+    if isinstance(renderable, Table) and too_wide(renderable, console.width):
+        return vertical(renderable)
+    return renderable
 
 
 def measured_text(records) -> str:
@@ -118,8 +155,8 @@ def compare_table(data: dict, preds, measured) -> Table:
     results = data["results"]
     t = _table(preds[0].shape.label())
     _text_column(t, "storage group", min_width=14)
-    for r in results:       # numbers carry no spaces; the measured row's words wrap; the key is the header
-        t.add_column(T(r["impl"]), justify="right", overflow="fold")
+    for r in results:       # numbers carry no spaces; the measured row's words wrap; the key (header) is never folded
+        t.add_column(T(r["impl"]), justify="right", overflow="fold", min_width=len(r["impl"]))
     groups = []
     for p in preds:
         groups += [grp for grp in p.groups if grp not in groups]
@@ -226,9 +263,16 @@ def sweep_table(data: dict) -> Table:
     return t
 
 
-def bar_width() -> int:
-    """Columns the timeline's bars may take on this console (the rest holds step names and GiB)."""
-    return max(10, min(40, console.width - 45))
+PEAK_MARK = " ◀ peak"
+TIMELINE_FRAME = 10     # 4 borders and 2 x 3 columns of padding
+
+
+def bar_width(preds) -> int:
+    """Columns the timeline's bars may take: what the console leaves after the widest key or step name, the
+    widest GiB cell, the peak mark and the frame (10 to 40; narrower than that, ``fit`` stacks the table)."""
+    names = max(len(name) for p in preds for name in [p.model.key, *(st.name for st in p.model.steps)])
+    numbers = max(len(g(n)) for p in preds for n in p.step_bytes)
+    return max(10, min(40, console.width - names - max(numbers, len("GiB")) - len(PEAK_MARK) - TIMELINE_FRAME))
 
 
 def timeline_text(preds, bars: list[list[int]]) -> Table:
@@ -240,7 +284,7 @@ def timeline_text(preds, bars: list[list[int]]) -> Table:
     for p, lengths in zip(preds, bars):
         t.add_row(T(p.model.key, "bold"), T(""), T(""))
         for i, step in enumerate(p.model.steps):
-            mark = T(" ◀ peak", "bold red") if i == p.peak_index else T("")
+            mark = T(PEAK_MARK, "bold red") if i == p.peak_index else T("")
             t.add_row(T(step.name), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
         t.add_section()
     return t

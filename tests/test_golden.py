@@ -24,6 +24,11 @@ COMMANDS = {
     "sweep": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32,96", "--gpu", "H200"],
     "timeline": ["timeline", "--impl", "cudnn-kda-hopper@1.32.0", "--seq", "8K", "--heads", "32"],
     "payload": ["payload", "--seq", "128,256", "--no-measure"],
+    # narrow cases a newcomer found cut at 80 columns: the longest key, four keys side by side, 100,000 tokens
+    "timeline_longest_key": ["timeline", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "32"],
+    "compare_four": ["compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0",
+                     "--impl", "cudnn-kda-hopper@1.32.0", "--impl", "fla-gdn@0.6.0", "--seq", "8K", "--heads", "32"],
+    "payload_100000": ["payload", "--seq", "100000", "--no-measure"],
 }
 WIDTHS = (80, 200)
 
@@ -55,7 +60,7 @@ def test_nothing_is_cut(monkeypatch, name, width):
     keys = {a for a in COMMANDS[name] if "@" in a} or (
         {line.split()[1] for line in text.splitlines() if "@" in line and line.startswith("│")})
     for key in keys:
-        assert re.search(rf"(^|[\s│┃]){re.escape(key)}([\s│┃]|$)", text, re.M), f"{key} not whole"
+        assert re.search(rf"(^|[\s│┃]){re.escape(key)}([\s│┃:]|$)", text, re.M), f"{key} not whole"
 
 
 def test_model_text_is_not_read_as_markup(monkeypatch):
@@ -71,3 +76,28 @@ def test_every_buffer_shape_is_whole_at_80_columns(monkeypatch):
     for b, n in p.at_peak:
         if n:
             assert re.search(rf"\s{re.escape(b.name)}\s", text) and b.shape_text().replace(" ", "") in text, b.name
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["timeline_longest_key", "compare_four", "payload_100000"])
+def test_every_number_is_whole(monkeypatch, name, width):
+    """Every GiB figure (three decimals) or payload integer the JSON holds appears whole in the text."""
+    import json
+    text = rendered(monkeypatch, COMMANDS[name], width)
+    data = json.loads(CliRunner().invoke(app, COMMANDS[name] + ["--json"]).stdout)
+    if name == "payload_100000":
+        numbers = [n for r in data["rows"] for n in (f"{r['seq']:,}", f"{r['save_events']:,}",
+                                                   f"{r['predicted_bytes'] / 1024:,.1f}")]
+    elif name == "compare_four":
+        numbers = [render.g(r["peak_bytes"]) for r in data["results"]]
+    else:
+        numbers = [render.g(st["live_bytes"]) for r in data["results"] for st in r["steps"]]
+    for n in numbers:
+        assert re.search(rf"(^|[\s│:/]){re.escape(n)}([\s│/]|$)", text, re.M), f"{n} not whole"
+
+
+def test_help_is_not_cut_at_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    for command in ("validate", "plan", "sweep", "payload", "learn", "drift"):
+        out = CliRunner().invoke(app, [command, "-h"], terminal_width=80).stdout
+        assert "…" not in out and "<str>" not in out, command
