@@ -21,7 +21,7 @@ from itertools import combinations
 
 import sympy as sp
 
-from .traces import TRACE_SYMBOLS, Allocation, Trace, site_part
+from .traces import TRACE_SYMBOLS, Allocation, SiteParts, Trace
 
 CHUNKS = (16, 32, 64)
 TILES = (16, 32, 64, 128)
@@ -207,7 +207,7 @@ def _event_order(trace: Trace, keys: set) -> list[tuple[str, tuple]]:
 
 
 @dataclass(frozen=True)
-class LearnedBuffer:
+class LearnedBuffer(SiteParts):
     name: str
     site: str
     occurrence: int
@@ -216,18 +216,6 @@ class LearnedBuffer:
     sizes: tuple[int, ...]          # per trace, in the learner's trace order
     allocated: int                  # allocation index among the matched buffers (first trace's order)
     freed_after: int | None         # index of the last matched allocation before its free; None: held to the end
-
-    @property
-    def file(self) -> str:
-        return site_part(self.site, 0)
-
-    @property
-    def function(self) -> str:
-        return site_part(self.site, 1)
-
-    @property
-    def line(self) -> str:
-        return site_part(self.site, 2)
 
 
 @dataclass(frozen=True)

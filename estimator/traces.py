@@ -29,8 +29,26 @@ FORMAT = "livebytes-trace/1"
 TRACE_SYMBOLS = ("T", "N", "H", "HV", "K", "V")   # packed tokens, sequences, heads, value heads, key/value dims
 
 
+class SiteParts:
+    """``file``, ``function`` and ``line`` of a ``site`` "file:function:line" (a file path may hold colons)."""
+
+    site: str
+
+    @property
+    def file(self) -> str:
+        return self.site.rsplit(":", 2)[0]
+
+    @property
+    def function(self) -> str:
+        return self.site.rsplit(":", 2)[1]
+
+    @property
+    def line(self) -> str:
+        return self.site.rsplit(":", 2)[2]
+
+
 @dataclass(frozen=True)
-class Allocation:
+class Allocation(SiteParts):
     """One allocation of a traced step. Positions count every event (alloc and free) from 0."""
 
     position: int
@@ -38,19 +56,6 @@ class Allocation:
     frames: tuple[str, ...]
     size: int                       # requested bytes
     freed_at: int | None            # position of its free; None: still held when the step ends
-
-    @property
-    def file(self) -> str:
-        return site_part(self.site, 0)
-
-    @property
-    def function(self) -> str:
-        return site_part(self.site, 1)
-
-
-def site_part(site: str, index: int) -> str:
-    """``"file:function:line"`` -> file (0), function (1) or line (2); a file path may hold colons."""
-    return site.rsplit(":", 2)[index]
 
 
 @dataclass(frozen=True)

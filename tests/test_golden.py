@@ -11,18 +11,14 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from livebytes.cli import render
+from tests.cli_commands import EVERYDAY
 from livebytes.cli.app import app
 
 GOLDEN = Path(__file__).parent / "golden"
-FROST = "cudnn-kda-frost@e0b4ce98"
 COMMANDS = {
-    "predict": ["predict", "--impl", "fla-kda@07b80f27", "--seq", "128K", "--heads", "96"],
-    "compare": ["compare", "--impl", "fla-kda@07b80f27", "--impl", FROST, "--seq", "128K", "--heads", "96"],
-    "models": ["models"],
-    "validate": ["validate", "--from-records", "h200_run3_cudnn-frontend-1.32.0.json"],
+    **EVERYDAY,
     "plan": ["plan", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain"],
     "sweep": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32,96", "--gpu", "H200"],
-    "timeline": ["timeline", "--impl", "cudnn-kda-hopper@1.32.0", "--seq", "8K", "--heads", "32"],
     "payload": ["payload", "--seq", "128,256", "--no-measure"],
     # narrow cases a newcomer found cut at 80 columns: the longest key, four keys side by side, 100,000 tokens
     "timeline_longest_key": ["timeline", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "32"],

@@ -7,21 +7,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli_commands import EVERYDAY
 from livebytes.cli.app import app
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 SHAPE_KEYS = {"mbs", "seq", "heads", "dim", "v_heads", "dim_v"}
-FROST = "cudnn-kda-frost@e0b4ce98"
 COMMANDS = {
-    "predict": ["predict", "--impl", "fla-kda@07b80f27", "--seq", "128K", "--heads", "96"],
-    "compare": ["compare", "--impl", "fla-kda@07b80f27", "--impl", FROST, "--seq", "128K", "--heads", "96"],
-    "models": ["models"],
-    "validate": ["validate", "--from-records", "h200_run3_cudnn-frontend-1.32.0.json"],
+    **EVERYDAY,
     "plan": ["plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB"],
     "plan-device": ["plan", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--solve", "mbs", "--seq", "32K"],
     "formula": ["formula", "--impl", "cudnn-kda-hopper-cuda@1.32.0"],
     "sweep": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32", "--gpu", "H200"],
-    "timeline": ["timeline", "--impl", "cudnn-kda-hopper@1.32.0", "--seq", "8K", "--heads", "32"],
     "payload": ["payload", "--seq", "128,256"],
 }
 
@@ -63,24 +59,10 @@ def check(value, path: str, table: dict, where: str) -> None:
                     check(v, f"{path}[].{k}", table, where)
 
 
-@pytest.fixture(scope="module")
-def traces_dir(tmp_path_factory):
-    """Synthetic allocator traces of fla-kda@0.6.0 (estimator/synthetic.py), for learn and drift."""
-    from tests.test_learn import KDA_SHAPES, OUTSIDE
-
-    from livebytes.estimator.registry import get_model
-    from livebytes.estimator.synthetic import synthetic_trace
-    d = tmp_path_factory.mktemp("traces")
-    model = get_model("fla-kda@0.6.0", contract="report")
-    for i, shape in enumerate(KDA_SHAPES):
-        (d / f"t{i}.json").write_text(json.dumps(synthetic_trace(model, shape, OUTSIDE)))
-    return d
-
-
 @pytest.mark.parametrize("args,code", [(["learn"], 0), (["drift", "--impl", "fla-kda@0.6.0"], 0),
                                        (["drift", "--impl", "fla-kda@07b80f27"], 3)])
-def test_learn_and_drift_json(traces_dir, args, code):
-    r = CliRunner().invoke(app, args + ["--traces", str(traces_dir), "--json"])
+def test_learn_and_drift_json(synthetic_kda_traces, args, code):
+    r = CliRunner().invoke(app, args + ["--traces", str(synthetic_kda_traces), "--json"])
     assert r.exit_code == code, r.output
     data = json.loads(r.stdout)
     table = DOCUMENTED[args[0]]

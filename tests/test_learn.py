@@ -233,26 +233,17 @@ def test_trace_shapes_need_six_fields_and_two_shapes(text):
 
 # ---------------------------------------------------------------- the commands
 
-@pytest.fixture(scope="module")
-def kda_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("traces")
-    model = get_model("fla-kda@0.6.0", contract="report")
-    for i, s in enumerate(KDA_SHAPES):
-        (d / f"t{i}.json").write_text(json.dumps(synthetic_trace(model, s, OUTSIDE)))
-    return d
-
-
 @pytest.mark.parametrize("key,code", [("fla-kda@0.6.0", 0), ("fla-kda@07b80f27", 3)])
-def test_drift_command_exits_3_on_drift(kda_dir, key, code):
-    r = CliRunner().invoke(app, ["drift", "--impl", key, "--traces", str(kda_dir), "--json"])
+def test_drift_command_exits_3_on_drift(synthetic_kda_traces, key, code):
+    r = CliRunner().invoke(app, ["drift", "--impl", key, "--traces", str(synthetic_kda_traces), "--json"])
     assert r.exit_code == code, r.output
     kinds = [f["kind"] for f in json.loads(r.stdout)["findings"] if f["kind"] != "outside-window"]
     assert kinds == ([] if code == 0 else ["re-typed"] * 3)
 
 
-def test_learn_command_writes_the_draft(kda_dir, tmp_path):
+def test_learn_command_writes_the_draft(synthetic_kda_traces, tmp_path):
     draft = tmp_path / "draft.py"
-    r = CliRunner().invoke(app, ["learn", "--traces", str(kda_dir), "--draft", str(draft), "--json"])
+    r = CliRunner().invoke(app, ["learn", "--traces", str(synthetic_kda_traces), "--draft", str(draft), "--json"])
     assert r.exit_code == 0, r.output
     assert len(json.loads(r.stdout)["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
 
