@@ -70,7 +70,7 @@ class ProcessMemory:
 
     @property
     def assumptions(self) -> list[str]:
-        out = [] if self.context.status == "measured" else [f"CUDA context {self.context.status}"]
+        out = [] if self.context.status == "measured" else [f"CUDA context: {self.context.status}"]
         if self.library is None:
             out.append(f"{self.library_name}: its kernels' memory is not measured; counted as the context only")
         elif self.library.status != "measured":
@@ -86,7 +86,7 @@ def _data() -> dict:
 def _figure(entry: dict | None, assumed_from: str | None) -> Figure | None:
     if entry is None:
         return None
-    status = entry["status"] if assumed_from is None else f"assumed: the {assumed_from}'s figure, not measured on this GPU"
+    status = entry["status"] if assumed_from is None else f"the {assumed_from}'s figure, not measured on this GPU"
     return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
 
 
