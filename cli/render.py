@@ -125,12 +125,13 @@ def verdict_lines(v: dict) -> list[Text]:
 def oom_text(v: dict) -> str:
     """The verdict in one line: runs with so much to spare, or where it goes out of memory and PyTorch's figures."""
     f, o = v["fit"], v["oom"]
+    assumed = " (process memory assumed: not measured on this GPU)" if v["assumptions"] else ""
     if o is None:
-        return f"{f['device']}: runs, {g(f['headroom_bytes'])} GiB to spare at the reserved peak"
+        return f"{f['device']}: runs, {g(f['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
     when = "the first call" if o["first_call"] else ("the inputs" if o["run_step"] < 0 else f"step {o['run_step'] + 1}")
     return (f"{f['device']}: OUT OF MEMORY in {when}, at {o['step']} allocating {o['buffer']}: tried to allocate "
             f"{g(o['tried_bytes'], 2)} GiB; {g(o['allocated_bytes'], 2)} GiB allocated, "
-            f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free")
+            f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free{assumed}")
 
 
 def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
