@@ -121,9 +121,11 @@ def test_replay_compiles_once_and_takes_under_5_ms():
 CONTROLLED = [r for r in load_records() if r.origin == "measured" and not r.oom and not r.history_dependent]
 # Controlled-history records whose reserved bytes the replay does not reproduce to the byte, with what explains them.
 RESERVED_MISSES = {
-    ("cudnn-kda-hopper-cuda@1.32.0", "MBS 1 x 8K, H32, D128"): "protocol v2 (no empty_cache after the target warmup): "
-        "two 20 MiB segments of first-call temporaries the model does not list",
-    ("cudnn-kda-hopper-cuda@1.32.0", "MBS 2 x 16K, H32, D128"): "protocol v2: one 20 MiB segment of first-call temporaries",
+    ("cudnn-kda-hopper-cuda@1.32.0", "MBS 1 x 8K, H32, D128"): "two 20 MiB segments more under protocols v2 and v4 "
+        "alike (after the 1x1024 warmup); without the warmup (run 6c probe) the first call reserves exactly the replayed "
+        "1,673,527,296 B, so the warmup's plan leaves segments the replay does not: not explained yet (per-stream "
+        "block pools are a hypothesis to test on the GPU)",
+    ("cudnn-kda-hopper-cuda@1.32.0", "MBS 2 x 16K, H32, D128"): "one 20 MiB segment more, v2 and v4 alike: as MBS 1 x 8K",
     ("fla-kda@0.6.0", "MBS 3 x 5000, H32, D64"): "one more 2 MiB small-pool segment: a [T, H] bf16 (960,000 B) "
         "temporary the model does not list (beta-sigmoid backward?)",
     ("fla-kda@0.6.0", "MBS 5 x 3000, H32, D64"): "as MBS 3 x 5000: one more 2 MiB small-pool segment",
