@@ -46,6 +46,19 @@ def test_predict_is_the_steady_state_without_warmup_leftovers(key, steady):
     assert replay(m, shape).peak_bytes == steady
 
 
+def test_the_steady_state_measured_without_warmup_is_predict():
+    """Run 6c: kda_hopper_cuda 1 x 8K x H32 in a fresh process with no warmup; its steady calls'
+    max_memory_allocated is predict's peak to the byte (the issue quoted 1,658,849,792: 512 B high)."""
+    import json
+    from pathlib import Path
+    path = (Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
+            / "h200_run6c_cudnn-kda-hopper-cuda_1x8K_H32_steady_nowarmup.jsonl")
+    (trial,) = [d for d in map(json.loads, path.read_text().splitlines()) if d["stage"] == "value"]
+    assert (trial["seq"], trial["mbs"], trial["heads"], trial["fits"]) == (8192, 1, 32, True)
+    steady = predict(get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 8192, 32)).peak_bytes
+    assert trial["steady_1"]["max_allocated"] == trial["steady_2"]["max_allocated"] == steady == 1_658_849_280
+
+
 def test_hopper_cuda_warmup_leaves_five_state_buffers():
     m, shape = get_model("cudnn-kda-hopper-cuda@1.32.0"), Shape(1, 8192, 32)
     # fwd final-state scratch, fwd zero seed, bwd zero s0, zero dfs, d_initial scratch: [1, 32, 128, 128] fp32
