@@ -18,13 +18,7 @@ class Device:
     arch: str                 # "sm90" (Hopper) or "sm100" (Blackwell)
     sm_count: int
     capacity_bytes: int       # total device memory as the driver reports it, or the datasheet figure
-    capacity_source: str
-    reserved_bytes: int = 0   # what the PyTorch allocator cannot hand out (CUDA context and the like)
-    reserved_source: str = "not measured: usable budget = capacity"
-
-    @property
-    def usable_bytes(self) -> int:
-        return self.capacity_bytes - self.reserved_bytes
+    capacity_source: str      # what a process holds outside PyTorch is estimator/data/process_memory.json's
 
     @property
     def blackwell(self) -> bool:
@@ -36,9 +30,6 @@ class Device:
 H200 = Device(
     "H200", "sm90", 132, 150_109_880_320,
     "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
-    reserved_bytes=150_109_880_320 - 149_518_867_680,
-    reserved_source="measured: total minus the largest torch.empty that succeeded after CUDA init "
-                    "(bisected to 64 MiB; validate/records/h200_device.json)",
 )
 
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in (

@@ -60,7 +60,11 @@ def test_device_preset_is_the_measured_h200():
     probe = json.loads((RECORDS_DIR / "h200_device.json").read_text())
     h200 = get_device("H200")
     assert h200.capacity_bytes == probe["device"]["total_memory"]
-    assert h200.usable_bytes == probe["largest_single_allocation_bytes"]
+    # the old budget (largest torch.empty after init, bisected to 64 MiB) agrees with what the simulation
+    # gives a bare process: total minus the measured CUDA context (estimator/data/process_memory.json)
+    from livebytes.estimator.capacity import process_memory
+    bare = h200.capacity_bytes - process_memory(h200, "no-library@0").context.bytes     # 149,557,477,376
+    assert 0 <= bare - probe["largest_single_allocation_bytes"] < probe["resolution_bytes"]
     assert h200.sm_count == probe["device"]["sm_count"]
 
 
