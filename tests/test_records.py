@@ -74,3 +74,12 @@ def test_every_measured_record_states_its_allocator_config_and_triton_cache_stat
     assert r.triton_cache in ("cold", "warm", "n/a", "not recorded")
     if r.protocol_version >= 4:        # from format 2 on the runner records what it measured
         assert r.triton_cache != "not recorded"
+
+
+def test_only_a_shared_process_that_did_not_list_its_earlier_shapes_gets_slack():
+    from livebytes.validate.compare import SHARED_PROCESS_LEFTOVERS, _slack
+    listed = [r for r in MEASURED if r.mode == "shared-process" and "earlier_shapes_in_process" in r.data]
+    unlisted = [r for r in MEASURED if r.mode == "shared-process" and "earlier_shapes_in_process" not in r.data]
+    fresh = [r for r in MEASURED if r.mode == "fresh-process"]
+    assert listed and unlisted and fresh
+    assert {_slack(r) for r in listed + fresh} == {0} and {_slack(r) for r in unlisted} == {SHARED_PROCESS_LEFTOVERS}

@@ -29,7 +29,10 @@ from livebytes.estimator.shapes import Shape
 from . import protocol
 from .records import Record
 
-SHARED_PROCESS_LEFTOVERS = 16 * 1024   # FLA tensor_cache entries of shapes measured earlier in one process
+# Runs 1-3 shared a process between shapes without recording which came first, so the FLA tensor_cache
+# entries those earlier shapes left (a few 512-B blocks each, at most 4 entries per function) cannot be
+# replayed: such records are held to this bound instead. Records that list earlier_shapes_in_process get none.
+SHARED_PROCESS_LEFTOVERS = 16 * 1024
 PUBLISHED_TOLERANCE = 1e-3             # a document's figures are rounded (the KDA report: 3 decimals of GiB)
 
 
@@ -61,7 +64,9 @@ def earlier_shapes(record: Record) -> tuple[Shape, ...]:
 
 
 def _slack(record: Record) -> int:
-    return 0 if record.mode == "fresh-process" else SHARED_PROCESS_LEFTOVERS
+    """Bytes of history a record does not let us replay: only a shared process that did not list its earlier shapes."""
+    unknown = record.mode != "fresh-process" and "earlier_shapes_in_process" not in record.data
+    return SHARED_PROCESS_LEFTOVERS if unknown else 0
 
 
 def allocator_bounds(model, record: Record, history: tuple[int, ...]) -> tuple[int, int]:
@@ -69,7 +74,7 @@ def allocator_bounds(model, record: Record, history: tuple[int, ...]) -> tuple[i
     its rounded size (the history's too), up to 1 MiB more per large block live at the peak."""
     p = predict(model, record.shape)
     low = p.peak_bytes + sum(allocated_block_bytes(n) for n in history)
-    return low, low + unsplit_block_bound(p) + SHARED_PROCESS_LEFTOVERS
+    return low, low + unsplit_block_bound(p) + _slack(record)
 
 
 def _requested_error(model, record: Record, history: tuple[int, ...]) -> int | None:
