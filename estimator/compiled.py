@@ -168,9 +168,6 @@ class CompiledModel:
         n = len(self.steps)
         return [[i in self.live_range(b) for i in range(n)] for b in self.buffers]
 
-    def allocation_bytes(self, shape: Shape) -> dict[str, int]:
-        return {name: int(v) for name, v in zip(self.allocation_names, self.requested_fn(*shape.values()))}
-
     def predict(self, shape: Shape):
         from .prediction import evaluate
         return evaluate(self, shape, self.charged_fn, self.membership)

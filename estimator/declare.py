@@ -65,12 +65,6 @@ class Contract:
     source: Source
     inputs: tuple[Input, ...]
 
-    def with_dtypes(self, **dtypes: str) -> "Contract":
-        """The same contract with some inputs in other dtypes (``g="fp32"``)."""
-        return Contract(self.name, self.source, tuple(
-            Input(i.name, i.shape, dtypes.get(i.name, i.dtype), i.note, i.backward_only, i.retained)
-            for i in self.inputs))
-
 
 class Declaration:
     """Steps and buffers in launch order; ``buffer`` and ``region`` allocate at the step opened last."""
