@@ -460,7 +460,10 @@ def write_capture(ctx: RunContext, out: Path) -> Path:
     versions = {"gpu": env["device"]["name"], "fla": env["fla"], "triton": env["triton"], "torch": env["torch"]}
     path = out / "autotune" / f"{autotune.cache_file_name(versions['gpu'], versions['fla'], versions['triton'])[:-5]}.{os.getpid()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(autotune.capture(ctx.triton_dir, tuners, versions), indent=1))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:     # replaced whole after every shape: a process killed later keeps this one
+        fh.write(json.dumps(autotune.capture(ctx.triton_dir, tuners, versions), indent=1))
+    os.replace(tmp, path)
     return path
 
 
@@ -507,8 +510,8 @@ def run_shapes(args, out: Path) -> int:
         status = f"OOM at {rec['oom_step']}" if rec["oom"] else f"{rec['peak_bytes']} B"
         print(f"[{args.impl} {h.contract}] {shape.label()}: {status} ({rec['seconds']['total']} s) -> {path.name}",
               flush=True)
-    if args.autotune_capture:
-        print(f"autotune configs: {write_capture(ctx, out)}", flush=True)
+        if args.autotune_capture:   # after every shape: a deadline that kills the process loses no tuning
+            print(f"autotune configs: {write_capture(ctx, out)}", flush=True)
     return 0
 
 
