@@ -67,6 +67,19 @@ class Replay:
 
 
 @dataclass(frozen=True)
+class Prelude:
+    """What the process did before this shape's inputs, as allocator operations in order: ``("malloc", tag,
+    bytes)``, ``("free", tag)``, ``("empty_cache",)``. Replaying the earlier calls whole, rather than
+    allocating what they left behind into an empty allocator, puts their leftovers in the segments they
+    really pin (a 2 MiB cache entry made between two inputs keeps that 20 MiB segment). ``reused``: this
+    shape's cached buffers whose block the prelude holds (a cache hit on its first call), name -> tag;
+    ``evicted``: tags the first step of this call frees (entries a bounded library cache drops)."""
+    ops: tuple[tuple, ...]
+    reused: tuple[tuple[str, object], ...] = ()
+    evicted: tuple[object, ...] = ()
+
+
+@dataclass(frozen=True)
 class _Schedule:
     sizes_fn: object                      # shape values -> request bytes per allocation
     names: tuple[str, ...]
@@ -108,6 +121,25 @@ def _schedule(model: LifetimeModel) -> _Schedule:
                      frozenset(k for k in range(len(names)) if first[k].cached), released)
 
 
+def call_plan(model: LifetimeModel) -> _Schedule:
+    """Who is allocated and freed at each step, by allocation index (``names``): for callers that replay
+    earlier calls of a process (``validate.protocol``)."""
+    return _schedule(model)
+
+
+def _run_prelude(alloc: CachingAllocator, prelude: Prelude) -> dict:
+    """Carry out the earlier calls' operations; the blocks still held, by tag."""
+    blocks: dict = {}
+    for op in prelude.ops:
+        if op[0] == "malloc":
+            blocks[op[1]] = alloc.malloc(op[2])
+        elif op[0] == "free":
+            alloc.free(blocks.pop(op[1]))
+        else:
+            alloc.empty_cache()
+    return blocks
+
+
 def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     """Unrounded request per allocation (a carved workspace is one request)."""
     sch = _schedule(model)
@@ -117,13 +149,14 @@ def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
            empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
            conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
-           benchmarks: tuple[str, ...] = ()) -> Replay:
+           benchmarks: tuple[str, ...] = (), prelude: Prelude | None = None) -> Replay:
     """``history``: request sizes of allocations the process made before this shape's inputs and still
     holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
     ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory).
     ``benchmarks``: steps at which the first call autotunes a kernel at a key new to the process
     (``autotune.benchmarking_steps``): Triton's L2-flush buffer is allocated and freed there, after the
-    step's allocations and before its frees."""
+    step's allocations and before its frees.
+    ``prelude``: the earlier calls replayed whole (instead of ``history``)."""
     sch = _schedule(model)
     sizes = [int(v) for v in sch.sizes_fn(*shape.values())]
     alloc = CachingAllocator(conf, capacity_bytes)
@@ -134,6 +167,10 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     try:
         for nbytes in history:
             alloc.malloc(nbytes)
+        held = _run_prelude(alloc, prelude) if prelude else {}
+        for name, tag in (prelude.reused if prelude else ()):
+            live[sch.names.index(name)] = held.pop(tag)
+        evicted = [held.pop(tag) for tag in (prelude.evicted if prelude else ())]
         for i, made in sch.harness:
             for k in made:
                 where = (model.steps[i].name, sch.names[k], -1)
@@ -144,6 +181,8 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
             top_alloc, top_reserved = max(top_alloc, alloc.peak), max(top_reserved, alloc.peak_reserved)
             alloc.reset_peak()
             for i, made, freed in sch.work:
+                while run == 0 and evicted:
+                    alloc.free(evicted.pop(0))
                 for k in made:
                     if k in sch.cached and k in live:
                         continue

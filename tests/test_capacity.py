@@ -119,19 +119,6 @@ def test_replay_compiles_once_and_takes_under_5_ms():
 # ------------------------------------------------------------------------------ reserved against the records
 
 CONTROLLED = [r for r in load_records() if r.origin == "measured" and not r.oom and not r.history_dependent]
-# Controlled-history records whose reserved bytes the replay does not reproduce to the byte, with what explains them.
-RESERVED_MISSES = {
-    ("cudnn-kda-hopper-cuda@1.32.0", "MBS 1 x 8K, H32, D128"): "two 20 MiB segments more under protocols v2 and v4 "
-        "alike (after the 1x1024 warmup); without the warmup (run 6c probe) the first call reserves exactly the replayed "
-        "1,673,527,296 B, so the warmup's plan leaves segments the replay does not: not explained yet (per-stream "
-        "block pools are a hypothesis to test on the GPU)",
-    ("cudnn-kda-hopper-cuda@1.32.0", "MBS 2 x 16K, H32, D128"): "one 20 MiB segment more, v2 and v4 alike: as MBS 1 x 8K",
-    ("fla-kda@0.6.0", "MBS 3 x 5000, H32, D64"): "one more 2 MiB small-pool segment: a [T, H] bf16 (960,000 B) "
-        "temporary the model does not list (beta-sigmoid backward?)",
-    ("fla-kda@0.6.0", "MBS 5 x 3000, H32, D64"): "as MBS 3 x 5000: one more 2 MiB small-pool segment",
-}
-
-
 def rid(r):
     return f"{r.path.stem}:{r.impl}:{r.options.get('contract', '')}:{r.shape.label()}"
 
@@ -147,18 +134,8 @@ def protocol_verdict(model, shape, *args):
 
 @pytest.mark.parametrize("r", CONTROLLED, ids=rid)
 def test_reserved_matches_every_controlled_record(r):
-    predicted = protocol_replay(r).reserved_peaks
-    if (r.impl, r.shape.label()) in RESERVED_MISSES:
-        pytest.xfail(RESERVED_MISSES[(r.impl, r.shape.label())])
-    assert list(predicted) == r.data["reserved_bytes"]
-
-
-def test_the_known_reserved_misses_are_still_misses_and_how_large():
-    """They stay listed only while they miss; two are inside 0.1 %, the v2 cuDNN ones are not (40 MiB of 1.6 GiB)."""
-    for r in CONTROLLED:
-        if (r.impl, r.shape.label()) in RESERVED_MISSES:
-            diff = r.data["reserved_bytes"][0] - protocol_replay(r).reserved_peaks[0]
-            assert diff in (2 * MiB, 20 * MiB, 40 * MiB), rid(r)
+    """max_memory_reserved of every measured step, to the byte: the warmup replayed whole (protocol.prelude)."""
+    assert list(protocol_replay(r).reserved_peaks) == r.data["reserved_bytes"]
 
 
 # ------------------------------------------------------------------------------ the known H200 outcomes

@@ -1,9 +1,13 @@
 """The validator's protocol, derived from the models' cache declarations: integer versions, the warmup's
 leftovers, cache keys that the measured shape shares, and `predict` as the steady state."""
+import json
+from pathlib import Path
+
 import pytest
 
 from livebytes.estimator import Shape, get_model, predict
-from livebytes.estimator.replay import replay
+from livebytes.estimator.allocator import CachingAllocator
+from livebytes.estimator.replay import _run_prelude, replay
 from livebytes.validate import protocol
 
 MIB = 2**20
@@ -90,3 +94,51 @@ def test_earlier_shapes_leave_their_caches_once():
     alone, after = protocol.history(m, Shape(4, 4096, 32)), protocol.history(m, Shape(4, 4096, 32), earlier)
     # the earlier shape's own plan scratch: 5 x [2, 32, 128, 128] fp32; its warmup is this shape's warmup
     assert sum(after) - sum(alone) == 5 * 2 * 32 * 128 * 128 * 4
+
+
+# ------------------------------------------------------------------ the warmup replayed whole
+PROCESS_TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
+
+
+def reserved_before_target_inputs(trace: dict, first_input_bytes: int) -> int:
+    """Segments the real process held when the target shape's first input was requested (H200 run 7b trace)."""
+    reserved, entries = 0, trace["entries"]
+    for i, e in enumerate(entries):
+        if e["action"] == "alloc" and e["size"] == first_input_bytes:
+            made_for_it = entries[i - 1]["action"] == "segment_alloc" and entries[i - 1]["addr"] == e["addr"]
+            return reserved - (entries[i - 1]["size"] if made_for_it else 0)
+        reserved += {"segment_alloc": e["size"], "segment_free": -e["size"]}.get(e["action"], 0)
+    raise AssertionError("the target's first input is not in the trace")
+
+
+@pytest.mark.parametrize("shape,pinned_mib", [(Shape(1, 8192, 32), 60), (Shape(2, 16384, 32), 60)])
+def test_the_warmups_leftovers_pin_the_segments_the_process_trace_shows(shape, pinned_mib):
+    """kda_hopper_cuda's five 2 MiB plan-cache entries are made between the warmup's inputs and workspaces, in three
+    20 MiB segments (two, two and one of them): after the warmup and empty_cache the process holds 3 x 20 = 60 MiB,
+    not the one segment that allocating the five leftovers into an empty allocator gives (5 x 2 = 10 MiB < 20 MiB)."""
+    model = get_model("cudnn-kda-hopper-cuda@1.32.0", "H200")
+    name = f"process_trace_cudnn-kda-hopper-cuda_1.32.0_{shape.mbs}x{shape.seq // 1024}Kx{shape.heads}x128.json"
+    trace = json.loads((PROCESS_TRACES / name).read_text())
+    q_bytes = shape.tokens * shape.heads * 128 * 2          # [T, H, K] bf16
+    assert reserved_before_target_inputs(trace, q_bytes) == pinned_mib * MIB
+    alloc = CachingAllocator()
+    _run_prelude(alloc, protocol.prelude(model, shape))
+    assert alloc.reserved == pinned_mib * MIB
+    leftovers_only = CachingAllocator()
+    for nbytes in protocol.history(model, shape):
+        leftovers_only.malloc(nbytes)
+    assert leftovers_only.reserved == 20 * MIB
+
+
+def test_the_prelude_leaves_what_the_history_lists():
+    """The two descriptions of the warmup agree on what stays allocated: the requests of ``history``, plus the cache
+    entries this shape hits (kda_hopper's _WS at MBS 1 x 1024 is the warmup's own: ``history`` leaves it out)."""
+    for key, options, shape in [("cudnn-kda-hopper-cuda@1.32.0", {}, Shape(1, 8192, 32)),
+                                ("fla-kda@0.6.0", {"contract": "report"}, Shape(3, 5000, 32, 64)),
+                                ("cudnn-kda-hopper@1.32.0", {}, Shape(1, 1024, 96))]:
+        model = get_model(key, "H200", **options)
+        p = protocol.prelude(model, shape)
+        freed = {op[1] for op in p.ops if op[0] == "free"} | {tag for _, tag in p.reused}
+        kept = sorted(op[2] for op in p.ops if op[0] == "malloc" and op[1] not in freed)
+        assert kept == sorted(protocol.history(model, shape)), key
+        assert bool(p.reused) == key.startswith("cudnn-kda-hopper@"), key

@@ -46,6 +46,7 @@ CASES = (
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True", triton_cache="warm"),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache="warm"),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", Shape(1, 32768, 96, 128)),
+    Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True"),
 )
 
 

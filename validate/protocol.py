@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from livebytes.estimator.buffers import Buffer, LifetimeModel
-from livebytes.estimator.replay import Replay, replay
+from livebytes.estimator.replay import Prelude, Replay, call_plan, replay, request_sizes
 from livebytes.estimator.shapes import Shape
 from livebytes.estimator.symbols import SHAPE_SYMBOLS
 
@@ -121,8 +121,86 @@ def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ())
     return held_before(model, calls, shape)
 
 
+WARMUP_STEPS, MEASURED_STEPS = 2, 3    # runner.measure_shape: 2 steps at the warmup shape; PROTOCOL["measured_steps"]
+
+
+class _ProcessOps:
+    """The validator process's earlier calls as allocator operations (``replay.Prelude``), walked from the
+    model's schedule: each call allocates its inputs (one block each), runs its steps (outputs and gradients
+    dropped after each), drops its inputs, and the runner empties the cache. What a library keeps is held
+    by cache identity (``cache_entries``): a keyed entry is made once and hit by every later call with the
+    same key; identity-keyed entries live for ``IDENTITY_CACHE_CALLS - 1`` later calls."""
+
+    def __init__(self, model: LifetimeModel):
+        self.model, self.plan = model, call_plan(model)
+        self.ops: list[tuple] = []
+        self.held: dict[tuple, int] = {}          # cache identity -> tag of the block
+        self.calls = 0
+
+    def _malloc(self, nbytes: int) -> int:
+        self.ops.append(("malloc", len(self.ops), nbytes))
+        return len(self.ops) - 1
+
+    def _free(self, tag: int) -> None:
+        self.ops.append(("free", tag))
+
+    def stale(self, call: int) -> list[tuple]:
+        """Identity-keyed entries a call at index ``call`` pushes out of the bounded tensor_cache deque."""
+        return [key for key in self.held if key[1] == "call" and key[2] < call - (IDENTITY_CACHE_CALLS - 1)]
+
+    def _keys(self, shape: Shape, call: int) -> dict[str, tuple]:
+        return {key[0]: key for key, _ in cache_entries(self.model, shape, call)}
+
+    def call(self, shape: Shape, runs: int, empty_cache_after_first: bool) -> None:
+        n, plan = self.calls, self.plan
+        self.calls += 1
+        sizes, keys = request_sizes(self.model, shape), self._keys(shape, n)
+        inputs = {k: self._malloc(sizes[plan.names[k]]) for _, made in plan.harness for k in made}
+        for key in self.stale(n):
+            self._free(self.held.pop(key))
+        live: dict[int, int] = {}
+        for run in range(runs):
+            if run == 1 and empty_cache_after_first:
+                self.ops.append(("empty_cache",))
+            for _, made, freed in plan.work:
+                for k in made:
+                    if k not in plan.cached:
+                        live[k] = self._malloc(sizes[plan.names[k]])
+                    elif keys[plan.names[k]] not in self.held:
+                        self.held[keys[plan.names[k]]] = self._malloc(sizes[plan.names[k]])
+                for k in freed:
+                    self._free(live.pop(k))
+            for k in plan.released:
+                if k in live:
+                    self._free(live.pop(k))
+        for k, tag in inputs.items():       # the harness drops its inputs; a library cache may keep one
+            name = plan.names[k]
+            if name in keys:
+                self.held[keys[name]] = tag
+            else:
+                self._free(tag)
+        self.ops.append(("empty_cache",))
+
+    def prelude_for(self, shape: Shape) -> Prelude:
+        own = self._keys(shape, self.calls)
+        reused = tuple((name, self.held[key]) for name, key in own.items() if key in self.held)
+        return Prelude(tuple(self.ops), reused, tuple(self.held[key] for key in self.stale(self.calls)))
+
+
+def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = ()) -> Prelude:
+    """The validator process before this shape's inputs, call by call: each earlier shape's warmup and its own
+    measured call, then this shape's warmup (``runner.measure_shape``)."""
+    process = _ProcessOps(model)
+    for s in earlier:
+        process.call(warmup_shape(s), WARMUP_STEPS, False)
+        process.call(s, 1 + MEASURED_STEPS, PROTOCOLS[version].empty_cache_after_warmup)
+    process.call(warmup_shape(shape), WARMUP_STEPS, False)
+    return process.prelude_for(shape)
+
+
 def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT,
                     earlier: tuple[Shape, ...] = ()) -> tuple[Replay, tuple[int, ...]]:
-    """The replay of a validator process under protocol ``version`` (and the history it used)."""
-    h = history(model, shape, earlier)
-    return replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup, history=h), h
+    """The replay of a validator process under protocol ``version``: its earlier calls replayed whole
+    (``prelude``); and the request sizes they leave allocated (``history``, for the allocator bounds)."""
+    return (replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup,
+                   prelude=prelude(model, shape, version, earlier)), history(model, shape, earlier))
