@@ -31,8 +31,8 @@ Json = typer.Option(False, "--json", help="print JSON (schema 1, see docs/json.m
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
 TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
-                           help="Triton models only: cold (default), the process autotunes (first run on a machine); "
-                                "warm: tuned configs cached on disk")
+                           help="Triton models only: cold (default), the process's first call is at this shape and "
+                                "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk")
 
 # what-if options: library option name -> the flag that sets it
 OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute"}

@@ -31,20 +31,30 @@ if TYPE_CHECKING:
     from .buffers import LifetimeModel
 
 DATA = Path(__file__).parent / "data" / "process_memory.json"
-TRITON_CACHE_STATES = ("cold", "warm")
+TRITON_CACHE_STATES = ("cold", "warm")      # what a user states (--triton-cache)
+COLD_AFTER_WARMUP = "cold-after-warmup"     # the validator's and the probes' processes: cold, first call at MBS 1 x 1024
+PROCESS_STATES = TRITON_CACHE_STATES + (COLD_AFTER_WARMUP,)
 STEADY_STEPS = 2     # steady steps after the first call: the second one shows any layout the first left
-TUNED_AT_TOKENS = 1024   # cold: the process autotuned at MBS 1 x 1024 tokens first (the validator's and probes' warmup)
+TUNED_AT_TOKENS = 1024   # cold-after-warmup: the process autotuned at MBS 1 x 1024 tokens first
+
+
+def check_state(triton_cache: str, allowed: tuple[str, ...] = PROCESS_STATES) -> str:
+    if triton_cache not in allowed:
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+    return triton_cache
 
 
 def cold_benchmarks(model: LifetimeModel, shape: Shape, triton_cache: str) -> tuple[str, ...]:
-    """Steps whose first call at ``shape`` benchmarks: with a cold cache, kernels whose autotune key differs from
-    the key they were tuned at (MBS 1 x ``TUNED_AT_TOKENS``, same heads and dims), e.g. l2norm's token bucket;
-    a warm on-disk cache holds every key. A process whose very first call is at ``shape`` would benchmark
-    every kernel there (not modelled: only keys that depend on the shape are declared)."""
-    if triton_cache != "cold":
+    """Steps whose first call at ``shape`` benchmarks (``autotune.benchmarking_steps``). ``cold``: the process's
+    first call is at ``shape`` (a fresh machine), so every declared autotuned launch benchmarks there;
+    ``cold-after-warmup``: the process tuned at MBS 1 x ``TUNED_AT_TOKENS`` first, so only kernels whose key
+    differs there (l2norm's token bucket); ``warm``: the on-disk cache holds every key."""
+    if check_state(triton_cache) == "warm":
         return ()
-    small = Shape(1, TUNED_AT_TOKENS, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
-    _, tuned = benchmarking_steps(model, small, frozenset())
+    tuned: frozenset = frozenset()
+    if triton_cache == COLD_AFTER_WARMUP:
+        small = Shape(1, TUNED_AT_TOKENS, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
+        _, tuned = benchmarking_steps(model, small, frozenset())
     return benchmarking_steps(model, shape, tuned)[0]
 
 
@@ -93,8 +103,8 @@ def _figure(entry: dict | None, assumed_from: str | None) -> Figure | None:
 def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -> ProcessMemory:
     """Context and library memory for ``model_key`` on ``device`` (GPUs without their own figures take
     the H200's, labelled as assumptions)."""
-    if triton_cache not in TRITON_CACHE_STATES:
-        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+    check_state(triton_cache)
+    memory_state = "cold" if triton_cache == COLD_AFTER_WARMUP else triton_cache   # the same autotuning residue
     devices = _data()["devices"]
     name = device.name.upper()
     assumed_from = None if name in devices else "H200"
@@ -102,7 +112,7 @@ def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -
     context = _figure(entry["context"], assumed_from)
     for lib in entry["libraries"]:
         if any(model_key.startswith(p) for p in lib["model_prefixes"]):
-            return ProcessMemory(context, _figure(lib[triton_cache], assumed_from), lib["name"], triton_cache)
+            return ProcessMemory(context, _figure(lib[memory_state], assumed_from), lib["name"], triton_cache)
     return ProcessMemory(context, None, model_key.split("@")[0], triton_cache)
 
 
@@ -148,7 +158,10 @@ class Verdict:
 
 def _run_kwargs(model: LifetimeModel, shape: Shape, conf: AllocatorConf, triton_cache: str,
                 history: tuple[int, ...] = (), protocol: bool = False) -> dict:
-    """The replay of a process's sequence (``protocol``: the validator's): first call, then steady steps."""
+    """The replay of a process's sequence (``protocol``: the validator's, whose cold process warmed up at MBS 1 x
+    1024 first): first call, then steady steps."""
+    if protocol and triton_cache == "cold":
+        triton_cache = COLD_AFTER_WARMUP
     return {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
             "history": history, "conf": conf, "benchmarks": cold_benchmarks(model, shape, triton_cache)}
 
@@ -158,8 +171,7 @@ def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEF
     """What ``torch.cuda.max_memory_allocated`` shows after a fresh process's run at ``shape`` (no device limit):
     the allocator replay, first call included, blocks as the allocator hands them out (a block it does not split
     counts whole), so at least the model's 512-byte block sum (``engine.predict``)."""
-    if triton_cache not in TRITON_CACHE_STATES:
-        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+    check_state(triton_cache)
     return replay(model, shape, **_run_kwargs(model, shape, conf, triton_cache)).allocated_peak_bytes
 
 

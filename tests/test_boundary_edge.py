@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from livebytes.validate.boundary import CASES, Case, answer
+from livebytes.validate.boundary import CASES, Case, answer, probe_state
 
 BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
 PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report"): "fla-report",
@@ -18,12 +18,15 @@ PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report
 
 def trials(case: Case) -> list[dict]:
     """Every measured trial of this case: value -> fits, from bisections and --values runs alike."""
-    state = case.triton_cache if case.impl.startswith("fla-") else "n/a"
+    state, warmup = probe_state(case)
     out = []
     for path in sorted(BOUNDARY.glob("*.jsonl")):
-        for d in map(json.loads, path.read_text().splitlines()):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        warmed = any(d.get("stage", "").startswith("warmup") for d in lines)
+        for d in lines:
             if (d.get("stage") in ("bisect", "value") and d["impl"] == PROBE_IMPL[(case.impl, case.contract)]
-                    and d["allocator_conf"] == case.alloc_conf and d["state"] == state and d["heads"] == case.base.heads
+                    and d["allocator_conf"] == case.alloc_conf and d["state"] == state and warmed == warmup
+                    and d["heads"] == case.base.heads
                     and (d["mbs"] == case.base.mbs if case.solve == "seq" else d["seq"] == case.base.seq)):
                 out.append({"value": d[case.solve], "fits": d["fits"], "file": path.name, "stage": d["stage"]})
     return out

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from livebytes.estimator.allocator import parse_alloc_conf
+from livebytes.estimator.capacity import COLD_AFTER_WARMUP
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, spec
@@ -40,8 +41,10 @@ class Case:
 
 
 CASES = (
+    # cold-after-warmup: the probe's process autotuned at MBS 1 x 1024 first; cold: its first call is the answer
+    Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache=COLD_AFTER_WARMUP),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), triton_cache=COLD_AFTER_WARMUP),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128)),
-    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128)),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128)),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True", triton_cache="warm"),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache="warm"),
@@ -87,9 +90,18 @@ PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report
               ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda"}
 
 
+def probe_state(case: Case) -> tuple[str, bool]:
+    """(the probe's ``--state`` label, whether it runs the 1x1024 warmup) for a case."""
+    if not case.impl.startswith("fla-"):
+        return "n/a", False
+    if case.triton_cache == COLD_AFTER_WARMUP:
+        return "cold", True
+    return case.triton_cache, case.triton_cache == "warm"
+
+
 def probe_command(case: Case) -> str:
-    """The probe run proving one case: S* and ceil(S* x 1.01) in one fresh process (after a 1x1024 warmup for
-    Triton models, which is where a cold process autotunes; none for cuDNN, which plan simulates from a fresh start)."""
+    """The probe run proving one case: S* and ceil(S* x 1.01) in one fresh process (a warm or cold-after-warmup
+    Triton case warms up at 1x1024 first; a cold one and cuDNN start at the answer, as plan simulates)."""
     value = answer(case)
     values = f"{value},{math.ceil(value * 1.01)}"
     triton = case.impl.startswith("fla-")
@@ -97,16 +109,19 @@ def probe_command(case: Case) -> str:
     if triton:   # a cold case starts from an empty Triton cache; a warm one reuses the cold case's folder
         env += " TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or "")
     fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
-    state = case.triton_cache if triton else "n/a"
-    tag = f"{PROBE_IMPL[(case.impl, case.contract)]}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}".replace("/", "")
+    state, warmup = probe_state(case)
+    if triton and state == "cold" and not warmup:
+        env = env.replace("TRITON_CACHE_DIR=/tmp/tc_", "TRITON_CACHE_DIR=/tmp/tc_first_")
+    tag = f"{PROBE_IMPL[(case.impl, case.contract)]}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}"
+    tag = (tag + ("_warmup" if warmup else "")).replace("/", "")
     return (f"{env} python3 validate/probes/boundary_probe.py --impl {PROBE_IMPL[(case.impl, case.contract)]} "
             f"--heads {case.base.heads} --values {values}{fixed} --state {state}"
-            f"{'' if triton else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
+            f"{'' if warmup else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
 
 
 def commands() -> list[str]:
     """Cold cases first: their processes fill the Triton cache the warm cases then reuse."""
-    return [probe_command(c) for c in sorted(CASES, key=lambda c: c.triton_cache != "cold")]
+    return [probe_command(c) for c in sorted(CASES, key=lambda c: c.triton_cache == "warm")]
 
 
 if __name__ == "__main__":
