@@ -8,7 +8,11 @@ launch to flush L2 (backends/nvidia/driver.py:754-761) -- and drops it when it r
 one after another, so each reuses the block the previous one freed: to the allocator this is one
 256 MiB malloc and free, after the launching step's own outputs are allocated and before it frees
 anything. Kernels with ``restore_value`` / ``reset_to_zero`` would also clone or zero arguments per
-config; none of the kernels declared so far has them (fla-core 0.6.0's KDA path declares neither).
+config; none of fla-core 0.6.0's kernels on the KDA and GDN paths declares either, nor ``prune_configs_by``.
+A kernel with a single config never benchmarks (``Autotuner.run``: ``if len(self.configs) > 1``).
+
+The key is the decorator's ``key=[...]`` values (``Autotune.key``) and the dtype of every tensor argument;
+a model that launches one kernel with two argument sets tells them apart by ``Autotune.signature``.
 
 Which keys a process has already tuned is the caller's history (``tuned``): a ``warm`` on-disk cache
 holds every key; a process that autotuned at a small shape holds that shape's keys.
@@ -37,7 +41,8 @@ def _key_fn(model: LifetimeModel):
 
 
 def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """(kernel, key values) of every declared autotuned launch at ``shape``, in launch order."""
+    """(kernel, key values) of every declared autotuned launch at ``shape``, in launch order; a launch with a
+    ``signature`` (its tensor arguments' dtypes differ from another launch's) has it as the key's last element."""
     autotuned = getattr(model, "autotuned", ())
     fn = getattr(model, "autotune_key_fn", None) or (_key_fn(model) if autotuned else None)
     if fn is None:
@@ -45,7 +50,8 @@ def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[in
     values = [int(v) for v in fn(*shape.values())]
     out, i = [], 0
     for a in autotuned:
-        out.append((a.kernel, tuple(values[i:i + len(a.key)])))
+        signature = (a.signature,) if getattr(a, "signature", "") else ()
+        out.append((a.kernel, tuple(values[i:i + len(a.key)]) + signature))
         i += len(a.key)
     return tuple(out)
 

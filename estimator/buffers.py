@@ -90,13 +90,16 @@ class Autotune:
     """A ``triton.autotune``'d kernel launched at ``step``: the first launch with a ``key`` the process has not
     tuned yet benchmarks every config (Triton's ``do_bench``), which allocates and frees an L2-flush buffer
     after the step's own allocations (``estimator/autotune.py``). ``key``: the decorator's ``key=[...]``
-    values as shape expressions (argument dtypes, also in Triton's key, are fixed per model)."""
+    values as shape expressions. Triton also appends the dtype of every tensor argument (``Autotuner.run``);
+    those are fixed per model, except where one model launches a kernel with two argument sets: ``signature``
+    then names the set (e.g. with or without ``q``), and two launches with different signatures tune apart."""
 
     kernel: str
     step: str
     key: tuple[sp.Expr, ...]
     source: Source
     note: str = ""
+    signature: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", tuple(sp.sympify(k) for k in self.key))

@@ -34,7 +34,7 @@ from pathlib import Path
 from .groups import Group
 from .shapes import Shape
 
-FORMAT = 2   # 2: autotuned kernels and their compiled key function
+FORMAT = 3   # 2: autotuned kernels and their compiled key function; 3: their argument signature
 
 
 class NotPortable(Exception):
@@ -192,6 +192,7 @@ class AutotuneInfo:
     kernel: str
     step: str
     key: tuple       # the key expressions as text (their number is what the compiled key function needs)
+    signature: str = ""   # the argument set, where a model launches the kernel with two (buffers.Autotune)
 
 
 def compile_model(model) -> CompiledModel:
@@ -200,7 +201,7 @@ def compile_model(model) -> CompiledModel:
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
                                b.carved_from, b.cached, b.note) for b in model.buffers)
-    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key)) for a in model.autotuned)
+    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key), a.signature) for a in model.autotuned)
     return CompiledModel(model.key, model.implementation, model.version, model.summary, model.device, model.options,
                          steps, buffers, charged_fn, requested_fn, names, autotuned,
                          _key_fn(model) if autotuned else None)

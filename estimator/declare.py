@@ -6,8 +6,9 @@ module freezes them into a ``LifetimeModel``.
   ``Contract``. Lifetimes are step names; nothing else is implicit.
 - ``Contract`` / ``Input``: the tensors the caller passes (and keeps), declared once per contract.
 - ``source_root``: one ``Source`` helper per library: file, function, line number and quoted line.
-- ``ceil_to`` (``-(-n // m) * m`` in the sources) and ``vectorised`` (a numeric search from the source,
-  as a sympy function that also evaluates over numpy arrays for sweeps).
+- ``ceil_to`` (``-(-n // m) * m`` in the sources), ``next_power_of_2`` (``triton.next_power_of_2``),
+  ``pow2_tile`` (FLA's tile sizes) and ``vectorised`` (a numeric search from the source, as a sympy
+  function that also evaluates over numpy arrays for sweeps).
 """
 from __future__ import annotations
 
@@ -36,6 +37,19 @@ def vectorised(name: str, fn: Callable[..., int]) -> sp.Function:
             import numpy as np
             return np.vectorize(lambda *xs: fn(*(int(x) for x in xs)))(*args)
     return implemented_function(sp.Function(name), call)
+
+
+def _next_power_of_2(n: int) -> int:
+    """``triton.next_power_of_2`` (triton 3.6.0 triton/__init__.py:72): the smallest power of 2 >= n."""
+    return 1 << (n - 1).bit_length()
+
+
+next_power_of_2 = vectorised("next_power_of_2", _next_power_of_2)
+
+
+def pow2_tile(dim: sp.Expr, cap: int, floor: int = 16) -> sp.Expr:
+    """A tile size as FLA computes it: ``min(max(triton.next_power_of_2(dim), floor), cap)``."""
+    return sp.Min(sp.Max(next_power_of_2(dim), floor), cap)
 
 
 def source_root(root: str) -> Callable[..., Source]:
@@ -101,9 +115,10 @@ class Declaration:
                 continue
             self.buffer(i.name, Group.INPUTS, i.shape, i.dtype, contract.source, note=i.note, retained=i.retained)
 
-    def autotune(self, kernel: str, key: tuple, source: Source, note: str = "") -> None:
-        """The current step launches ``kernel``, ``triton.autotune``'d with ``key`` (shape expressions)."""
-        self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note))
+    def autotune(self, kernel: str, key: tuple, source: Source, note: str = "", signature: str = "") -> None:
+        """The current step launches ``kernel``, ``triton.autotune``'d with ``key`` (shape expressions);
+        ``signature``: which argument set, where the model launches the kernel with two (``buffers.Autotune``)."""
+        self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note, signature))
 
     def freeze(self, **model: object) -> LifetimeModel:
         return LifetimeModel(steps=tuple(self.steps), buffers=tuple(self.buffers), autotuned=tuple(self.autotuned),

@@ -24,14 +24,34 @@ raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640);
 from __future__ import annotations
 
 from livebytes.estimator.buffers import Group, LifetimeModel
-from livebytes.estimator.declare import Contract, Declaration, Input, source_root
+from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
 BT = 64                        # chunk_size (chunk_gated_delta_rule default)
 NT = chunks_per_batch(BT)      # len(prepare_chunk_indices(cu_seqlens, 64))
 
+# Autotune keys: each decorator's key=[...] values at this call (flags as numbers: IS_VARLEN 1 with cu_seqlens,
+# USE_G 1 (g passed), USE_G_GAMMA 0, USE_DW 1, STATE_V_FIRST 0). Only l2norm's depends on T.
+L2NORM_KEY = (DK, cdiv(T * H, 2048 * 32))             # l2norm_{fwd,bwd}_kernel: D, NB (a token bucket over T*H rows)
+KKT_SOLVE_KEY = (H, HV, DK, 16)                       # chunk_gated_delta_rule_fwd_kkt_solve_kernel: H, HV, K, BC
+W_U_KEY = (H, HV, DK, DV, BT, 64, 64, 1)              # recompute_w_u_fwd_kernel: H, HV, K, V, BT, BK, BV, IS_VARLEN
+FWD_H_KEY = (H, HV, DK, DV, BT, 0)                    # ..._fwd_kernel_h_blockdim64: H, HV, K, V, BT, STATE_V_FIRST
+FWD_O_KEY = (H, HV, DK, DV, BT, 0)                    # chunk_fwd_kernel_o: H, HV, K, V, BT, STATE_V_FIRST
+DHU_KEY = (H, HV, DK, DV, BT, 1, 0)                   # ..._bwd_kernel_dhu_blockdim64: H, HV, K, V, BT, USE_G, STATE_V_FIRST
+
+
+def cumsum_scalar_key(reverse: int) -> tuple:
+    """chunk_local_cumsum_scalar_kernel's key B, H, BT, IS_VARLEN, REVERSE (cumsum.py:30) for g [1, T, HV]."""
+    return (1, HV, BT, 1, reverse)
+
+
+def wy_bwd_const_tiling(arch: str) -> int:
+    """prepare_wy_repr_bwd's CONST_TILING (ops/gated_delta_rule/wy_fast.py:314): 64 if check_shared_mem() (the
+    102400-byte default class), else 32."""
+    return 64 if MAX_SHARED_MEM_PER_BLOCK.get(arch, 0) >= SMEM_DEFAULT else 32
+
 # fla/utils/hardware.py Backend: the shared-memory thresholds check_shared_mem compares against
-SMEM_HOPPER, SMEM_AMPERE, SMEM_ADA = 232448, 166912, 101376
+SMEM_HOPPER, SMEM_AMPERE, SMEM_ADA, SMEM_DEFAULT = 232448, 166912, 101376, 102400
 # Largest shared memory per block (opt-in) by architecture: CUDA C++ Programming Guide, "Technical
 # Specifications per Compute Capability": 227 KB for 9.0 and 10.0, 163 KB for 8.0, 99 KB for 8.6 and 8.9.
 MAX_SHARED_MEM_PER_BLOCK = {"sm90": 232448, "sm100": 232448, "sm80": 166912, "sm86": 101376, "sm89": 101376}
@@ -78,7 +98,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False) -> Lifetim
     d.inputs(QWEN3_NEXT, backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
     _forward(d, saved_until)
     if not forward_only:
-        _backward(d, gva, const_tiling)
+        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch))
     return d.freeze(
         key=f"fla-gdn{'-fwd' if forward_only else ''}@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton)",
         version="0.6.0", device=getattr(device, "name", ""),
@@ -86,7 +106,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False) -> Lifetim
         + "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta); fla-core 0.6.0 (PyPI); "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
         options=(("forward_only", forward_only), ("gva", gva)),
-        not_modelled=("temporaries of the first call only (tensor_cache misses, Triton autotune restore copies)",
+        not_modelled=("temporaries of the first call only (tensor_cache misses)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "the FlashQLA (TileLang) backend, dispatched instead of Triton when flash_qla is installed",
                       "in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",
@@ -103,6 +123,9 @@ def _forward(d: Declaration, saved_until: str) -> None:
     l2 = "modules/norm/l2norm.py"
     for x in ("q", "k"):
         d.step(f"fwd.l2norm_{x}", "forward", src(CHUNK, fwd, 283 if x == "q" else 284, f"{x}, {x}_rstd = l2norm_fwd({x})"))
+        d.autotune("l2norm_fwd_kernel", L2NORM_KEY, src(l2, "l2norm_fwd", 136,
+                   "l2norm_fwd_kernel[grid](x=x, y=y, rstd=rstd, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
+                   note="key=['D', 'NB'] (l2norm.py:65), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:131)")
         d.buffer(f"{x}_normed", Group.SAVED, (T, H, DK), "bf16", src(l2, "l2norm_fwd", 117, "y = torch.empty_like(x)"),
                  saved_until)                                                                     # [T*H, K] bf16
         d.buffer(f"{x}_rstd", Group.SAVED, (T * H,), "fp32",
@@ -116,9 +139,14 @@ def _forward(d: Declaration, saved_until: str) -> None:
              src("ops/utils/index.py", "prepare_lens", 42, "return torch.diff(cu_seqlens)"), note="tensor_cache keeps it", cached=True)
     cumsum = src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)")
     d.step("fwd.g_cumsum", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 63, "g = chunk_local_cumsum(g, ..., scale=RCP_LN2)"))
+    d.autotune("chunk_local_cumsum_scalar_kernel", cumsum_scalar_key(0), CUMSUM_SCALAR_LAUNCH,
+               note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=False")
     d.buffer("g_cumsum", Group.SAVED, (T, HV), "fp32", cumsum, saved_until, note="saved for backward")  # [T, HV] fp32
     d.step("fwd.intra", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 72, "w, u, A = chunk_gated_delta_rule_fwd_intra("),
            note="fused kkt + solve_tril (BT == 64)")
+    d.autotune("chunk_gated_delta_rule_fwd_kkt_solve_kernel", KKT_SOLVE_KEY,
+               src("ops/gated_delta_rule/chunk_fwd.py", "chunk_gated_delta_rule_fwd_intra", 386,
+                   "chunk_gated_delta_rule_fwd_kkt_solve_kernel[(NT, B * HV)]("), note="key=['H', 'HV', 'K', 'BC'] (chunk_fwd.py:36), BC = 16")
     d.buffer("A", Group.SAVED, (T, HV, BT), "bf16", src("ops/gated_delta_rule/chunk_fwd.py", "chunk_gated_delta_rule_fwd_intra", 385,
              "A = torch.zeros(B, T, HV, BT, device=k.device, dtype=k.dtype)"), saved_until)         # [T, HV, 64] bf16
     _w_u(d, "fwd", "_fwd", Group.FORWARD, "fwd.output")
@@ -129,8 +157,13 @@ def _forward(d: Declaration, saved_until: str) -> None:
              note="tensor_cache keeps it", cached=True)
     d.step("fwd.output", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 111, "o = chunk_fwd_o("),
            note="w, u, h, v_new die when chunk_gated_delta_rule_fwd returns")
+    d.autotune("chunk_fwd_kernel_o", FWD_O_KEY, src("ops/common/chunk_o.py", "chunk_fwd_o", 567, "chunk_fwd_kernel_o[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'STATE_V_FIRST'] (chunk_o.py:56)")
     d.buffer("o", Group.INPUTS, (T, HV, DV), "bf16", src("ops/common/chunk_o.py", "chunk_fwd_o", 565, "o = torch.empty_like(v)"),
              note="returned; o.to(q.dtype) is a no-op")                                           # [T, HV, V] bf16
+
+
+CUMSUM_SCALAR_LAUNCH = src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 280, "chunk_local_cumsum_scalar_kernel[grid](")
 
 
 def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str) -> None:
@@ -139,6 +172,9 @@ def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str) -> N
     call = (src("ops/gated_delta_rule/chunk_fwd.py", "chunk_gated_delta_rule_fwd_intra", 419, "w, u = recompute_w_u_fwd(")
             if phase == "fwd" else src(CHUNK, "chunk_gated_delta_rule_bwd", 147, "w, u = recompute_w_u_fwd("))
     d.step(f"{phase}.w_u", "forward" if phase == "fwd" else "backward", call)
+    d.autotune("recompute_w_u_fwd_kernel", W_U_KEY, src(wy, "recompute_w_u_fwd", 275, "recompute_w_u_fwd_kernel[(NT, B*HV)]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BK', 'BV', 'IS_VARLEN'] (wy_fast.py:39), BK = BV = 64 (wy_fast.py:266); "
+                    "the backward's recompute passes the same tensors: tuned by the forward")
     d.buffer(f"w{suffix}", group, (T, HV, DK), "bf16", src(wy, "recompute_w_u_fwd", 273, "w = k.new_empty(B, T, HV, K)"), freed)
     d.buffer(f"u{suffix}", group, (T, HV, DV), "bf16", src(wy, "recompute_w_u_fwd", 274, "u = torch.empty_like(v)"), freed)
 
@@ -150,13 +186,17 @@ def _delta_h(d: Declaration, phase: str, suffix: str, group: Group, freed: str) 
     d.step(f"{phase}.delta_h", "forward" if phase == "fwd" else "backward",
            src(CHUNK, "chunk_gated_delta_rule_fwd" if phase == "fwd" else "chunk_gated_delta_rule_bwd", line,
                "h, v_new, ... = chunk_gated_delta_rule_fwd_h("))
+    d.autotune("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", FWD_H_KEY, src(fh, "chunk_gated_delta_rule_fwd_h", 727,
+               "chunk_gated_delta_rule_fwd_kernel_h_blockdim64[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'STATE_V_FIRST'] (chunk_delta_h.py:55); the backward's recompute "
+                    "passes the same tensors: tuned by the forward")
     d.buffer(f"h{suffix}", Group.STATE if phase == "bwd" else group, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_fwd_h", 722, "h = k.new_empty(B, NT, HV, K, V)"), freed)   # [NT, HV, K, V] bf16
     d.buffer(f"v_new{suffix}", group, (T, HV, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_fwd_h", 725, "v_new = torch.empty_like(u) if save_new_value else None"), freed)
 
 
-def _backward(d: Declaration, gva: bool, const_tiling: int) -> None:
+def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int) -> None:
     """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
     What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``)."""
     bwd = "chunk_gated_delta_rule_bwd"
@@ -165,23 +205,36 @@ def _backward(d: Declaration, gva: bool, const_tiling: int) -> None:
     _delta_h(d, "bwd", "", Group.RECOMPUTE, local_end)
     co = "ops/common/chunk_o.py"
     d.step("bwd.dv_local", "backward", src(CHUNK, bwd, 172, "dv = chunk_bwd_dv_local("))
+    d.autotune("chunk_bwd_kernel_dv_local", (H, HV, DK, DV, BT, pow2_tile(DK, const_tiling), pow2_tile(DV, const_tiling), 1),
+               src(co, "chunk_bwd_dv_local", 686, "chunk_bwd_kernel_dv_local[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BK', 'BV', 'USE_G'] (chunk_o.py:462); BK = min(max(next_power_of_2(K), "
+                    "16), CONST_TILING) with chunk_bwd_dqkwg's CONST_TILING rule (chunk_o.py:671-681; q, k, do are bf16)")
     d.buffer("dv_local", Group.DV, (T, HV, DV), "bf16", src(co, "chunk_bwd_dv_local", 684, "dv = torch.empty_like(do)"),
              "bwd.dhu", note="rebound to dhu's dv2")                                              # [T, HV, V] bf16
     fh = "ops/common/chunk_delta_h.py"
     d.step("bwd.dhu", "backward", src(CHUNK, bwd, 202, "dh, dh0, dv = chunk_gated_delta_rule_bwd_dhu("))
+    d.autotune("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", DHU_KEY, src(fh, "chunk_gated_delta_rule_bwd_dhu", 799,
+               "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST'] (chunk_delta_h.py:366); BV is a config "
+                    "parameter, not an argument: Triton leaves it out of the key")
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_bwd_dhu", 794, "dh = q.new_empty(B, NT, HV, K, V)"), local_end)  # [NT, HV, K, V] bf16
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(fh, "chunk_gated_delta_rule_bwd_dhu", 796, "dv2 = torch.empty_like(dv)"),
              "bwd.wy_sum_k" if gva else "bwd.wy", note="rebound to prepare_wy_repr_bwd's dv")    # [T, HV, V] bf16
     _dqkwg(d, gva, const_tiling, local_end)
-    _wy_bwd(d, gva, local_end)
+    _wy_bwd(d, gva, local_end, wy_tiling)
     d.step("bwd.dg_cumsum", "backward", src(CHUNK, bwd, 246, "dg = chunk_local_cumsum(dg, ..., reverse=True, ...)"))
+    d.autotune("chunk_local_cumsum_scalar_kernel", cumsum_scalar_key(1), CUMSUM_SCALAR_LAUNCH,
+               note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=True")
     d.buffer("dg", Group.OUTPUT_GRAD, (T, HV), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278,
              "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), note="the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
     l2 = "modules/norm/l2norm.py"
     for x in ("q", "k"):
         d.step(f"bwd.l2norm_{x}", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
                                                    f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
+        d.autotune("l2norm_bwd_kernel", L2NORM_KEY, src(l2, "l2norm_bwd", 164,
+                   "l2norm_bwd_kernel[grid](y=y, rstd=rstd, dy=dy, dx=dx, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
+                   note="key=['D', 'NB'] (l2norm.py:89), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:159)")
         d.buffer(f"d{x}", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(l2, "l2norm_bwd", 149, "dx = torch.empty_like(y)"),
                  note=f"the {x.upper()} gradient")                                               # [T, H, K] bf16
     d.step("bwd.return", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 388, "return (dq.to(q), dk.to(k), ...)"),
@@ -193,6 +246,10 @@ def _dqkwg(d: Declaration, gva: bool, const_tiling: int, local_end: str) -> None
     co, f = "ops/common/chunk_o.py", "chunk_bwd_dqkwg"
     nk = cdiv(DK, const_tiling)   # NK = cdiv(K, BK), BK = min(max(next_pow2(K), 16), CONST_TILING)
     d.step("bwd.dqkwg", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 217, "dq, dk, dw, dg = chunk_bwd_dqkwg("))
+    d.autotune("chunk_bwd_kernel_dqkwg", (H, HV, DK, DV, BT, pow2_tile(DK, const_tiling), pow2_tile(DV, const_tiling), 1, 0, 1, 0),
+               src(co, f, 759, "chunk_bwd_kernel_dqkwg[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BK', 'BV', 'USE_G', 'USE_G_GAMMA', 'USE_DW', 'STATE_V_FIRST'] "
+                    "(chunk_o.py:170); BK, BV as chunk_o.py:750-751")
     q_end, k_end = ("bwd.dqkwg_sum_q", "bwd.dqkwg_sum_k") if gva else ("bwd.l2norm_q", "bwd.l2norm_k")
     d.buffer("dq_full" if gva else "dq_pre", Group.OUTPUT_GRAD, (T, HV, DK), "bf16",
              src(co, f, 753, "dq = q.new_empty(B, T, HV, K)"), q_end)                             # [T, HV, K] bf16
@@ -212,10 +269,14 @@ def _dqkwg(d: Declaration, gva: bool, const_tiling: int, local_end: str) -> None
              note="dg.add_(dg2) in place; rebound to the reverse cumsum")                         # [T, HV] fp32
 
 
-def _wy_bwd(d: Declaration, gva: bool, local_end: str) -> None:
+def _wy_bwd(d: Declaration, gva: bool, local_end: str, wy_tiling: int) -> None:
     """prepare_wy_repr_bwd (ops/gated_delta_rule/wy_fast.py:298): dk2, the final dv, dg2, db."""
     wy, f = "ops/gated_delta_rule/wy_fast.py", "prepare_wy_repr_bwd"
     d.step("bwd.wy", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 233, "dk2, dv, db, dg2 = prepare_wy_repr_bwd("))
+    d.autotune("prepare_wy_repr_bwd_kernel", (H, HV, DK, DV, BT, pow2_tile(DK, wy_tiling), pow2_tile(DV, wy_tiling), 1),
+               src(wy, f, 322, "prepare_wy_repr_bwd_kernel[(NT, B * HV)]("),
+               note=f"key=['H', 'HV', 'K', 'V', 'BT', 'BK', 'BV', 'IS_VARLEN'] (wy_fast.py:119); BK = min(max(next_power_of_2(K), "
+                    f"16), CONST_TILING), CONST_TILING {wy_tiling} on this device (wy_fast.py:314-316)")
     d.buffer("dk2_full" if gva else "dk2", Group.OUTPUT_GRAD, (T, HV, DK), "bf16", src(wy, f, 318, "dk = k.new_empty(B, T, HV, K)"),
              "bwd.wy_sum_k" if gva else local_end)                                                # [T, HV, K] bf16
     d.buffer("dv", Group.OUTPUT_GRAD, (T, HV, DV), "bf16", src(wy, f, 319, "dv = torch.empty_like(v)"),

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import sympy as sp
+
 from livebytes.estimator.buffers import Group, LifetimeModel
-from livebytes.estimator.declare import Contract, Declaration, Input, source_root
+from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
 BT = 64                      # chunk_size (chunk_kda default; the report uses it)
@@ -36,6 +38,26 @@ NT = chunks_per_batch(BT)    # chunks over the packed batch: len(prepare_chunk_i
 NK_INTRA = cdiv(DK, 32)      # chunk_kda_bwd_intra: NK = cdiv(K, BK), BK = min(32, next_pow2(K)) (exact for K >= 32)
 NT_GATE = cdiv(T, 32)        # kda_gate_bwd: NT = cdiv(T, BT) with BT = 32 over the packed tokens
 L2NORM_KEY = (DK, cdiv(T * H, 2048 * 32))   # l2norm kernels' autotune key (D, NB): a token bucket, new at larger T
+
+# Autotune keys: the values of each decorator's key=[...] at our call (flags as numbers: IS_VARLEN 1 with
+# cu_seqlens, REVERSE, STATE_V_FIRST 0, USE_G 0 because KDA passes gk). None depends on T but l2norm's.
+GATE_CUMSUM_KEY = (HV, DK, BT, 1, 0)                  # kda_gate_chunk_cumsum_vector_kernel: H, S, BT, IS_VARLEN, REVERSE
+SUB_CHUNK_KEY = (BT, BC, HV)                          # chunk_kda_fwd_kernel_intra_sub_chunk: BT, BC, HV
+TOKEN_PARALLEL_KEY = (DK, H, HV)                      # chunk_kda_fwd_kernel_intra_token_parallel: K, H, HV
+INTER_SOLVE_KEY = (H, HV, DK, BT, BC, BT // BC)       # chunk_kda_fwd_kernel_inter_solve_fused: H, HV, K, BT, BC, NC
+W_U_KEY = (H, HV, DK, DV, BT, 64, 64, 1)              # recompute_w_u_fwd_kda_kernel: H, HV, K, V, BT, BK, BV, IS_VARLEN
+FWD_H_KEY = (HV, HV, DK, DV, BT, 0)                   # ..._fwd_kernel_h_blockdim64: H, HV, K, V, BT, STATE_V_FIRST; H from kg: HV
+GLA_O_KEY = (BT, HV, 0, DK, DV)                       # chunk_gla_fwd_kernel_o: BT, HV, STATE_V_FIRST, K, V
+DAV_KEY = (H, HV, DK, DV, BT, pow2_tile(DK, 128), pow2_tile(DV, 128))   # chunk_kda_bwd_kernel_dAv: ..., BK, BV (CONST_TILING 128)
+DHU_KEY = (HV, HV, DK, DV, BT, 0, 0)                  # ..._bwd_kernel_dhu_blockdim64: H, HV, K, V, BT, USE_G, STATE_V_FIRST; H from qg: HV
+WY_DQKG_KEY = (BT, HV, 0, DK, DV)                     # chunk_kda_bwd_kernel_wy_dqkg_fused: BT, HV, STATE_V_FIRST, K, V
+BWD_INTRA_KEY = (sp.Min(32, next_power_of_2(DK)), BT // BC, BT, HV)   # chunk_kda_bwd_kernel_intra: BK, NC, BT, HV
+GATE_BWD_KEY = (HV, DK)                               # kda_gate_bwd_kernel: H, D (g is [T, HV, K])
+
+
+def cumsum_vector_key(reverse: int) -> tuple:
+    """chunk_local_cumsum_vector_kernel's key B, H, S, BT, IS_VARLEN, REVERSE (cumsum.py:86) for g [1, T, HV, K]."""
+    return (1, HV, DK, BT, 1, reverse)
 
 src = source_root("fla")
 
@@ -148,8 +170,7 @@ def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: 
         summary=("forward only, no grad" if forward_only else "forward + backward") +
                 f"; {contract} contract; recompute {'on' if recompute else 'off (disable_recompute=True)'}; {v.origin}",
         options=(("contract", contract), ("recompute", recompute), ("forward_only", forward_only), ("gva", gva)),
-        not_modelled=("temporaries of the first call only (tensor_cache misses); autotuning of kernels whose key does not "
-                      "depend on T (it benchmarks only in a process's very first call; l2norm's token bucket is declared)",
+        not_modelled=("temporaries of the first call only (tensor_cache misses)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "context parallelism and CUDA-graph static buffers (use_graph)"),
     )
@@ -197,11 +218,13 @@ def _forward(d: Declaration, c: Config) -> None:
               if c.report else
               src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", 322, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"))
     d.step("fwd.gate_cumsum", "forward", cumsum)
+    _tune_gate_cumsum(d, c)
     d.buffer("g_cumsum_fwd", Group.SAVED if g_kept else Group.FORWARD, (T, HV, DK), "fp32", cumsum,   # [T, HV, K] fp32
              c.saved_until if g_kept else "fwd.output",
              note="saved for backward" if g_kept else "chunk_fwd.py:141 drops it before returning (use_gate_in_kernel)")
     intra = "ops/kda/chunk_intra.py"
     d.step("fwd.intra", "forward", src("ops/kda/chunk_fwd.py", "chunk_kda_fwd", 71, "... = chunk_kda_fwd_intra("))
+    _tune_fwd_intra(d, c)
     d.buffer("Aqk", Group.SAVED, (T, HV, BT), "bf16", src(intra, "chunk_kda_fwd_intra", 863,
              "Aqk = torch.empty(B, T, HV, BT, device=k.device, dtype=k.dtype)"), c.saved_until)      # [T, HV, 64] bf16
     d.buffer("Akk", Group.SAVED, (T, HV, BT), "bf16", src(intra, "chunk_kda_fwd_intra", 865,
@@ -217,8 +240,41 @@ def _forward(d: Declaration, c: Config) -> None:
                  "return F.pad(triton.cdiv(prepare_lens(cu_seqlens), chunk_size), (1, 0), value=0).cumsum(-1)"),
              note="tensor_cache keeps it", cached=True)
     d.step("fwd.output", "forward", src("ops/kda/chunk_fwd.py", "chunk_kda_fwd", 122, "o = chunk_gla_fwd_o_gk("))
+    d.autotune("chunk_gla_fwd_kernel_o", GLA_O_KEY, src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", 1013,
+               "chunk_gla_fwd_kernel_o[grid]("), note="key=['BT', 'HV', 'STATE_V_FIRST', 'K', 'V'] (gla/chunk.py:359)")
     d.buffer("o", Group.INPUTS, (T, HV, DV), "bf16", src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", 1011,
              "o = torch.zeros_like(v)"), note="returned; the caller holds it")                      # [T, HV, V] bf16
+
+
+CUMSUM_VECTOR_LAUNCH = src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", 330, "chunk_local_cumsum_vector_kernel[grid](")
+
+
+def _tune_gate_cumsum(d: Declaration, c: Config) -> None:
+    """The forward gate cumsum's autotuned kernel: the fused gate (report) or the plain vector cumsum."""
+    if c.report:
+        d.autotune("kda_gate_chunk_cumsum_vector_kernel", GATE_CUMSUM_KEY, src("ops/kda/gate.py", "kda_gate_chunk_cumsum", 507,
+                   "kda_gate_chunk_cumsum_vector_kernel[grid]("),
+                   note="key=['H', 'S', 'BT', 'IS_VARLEN', 'REVERSE'] (gate.py:407), H = HV, S = K, REVERSE=False")
+    else:
+        d.autotune("chunk_local_cumsum_vector_kernel", cumsum_vector_key(0), CUMSUM_VECTOR_LAUNCH,
+                   note="key=['B', 'H', 'S', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:86), REVERSE=False")
+
+
+def _tune_fwd_intra(d: Declaration, c: Config) -> None:
+    """chunk_kda_fwd_intra (chunk_intra.py:869-930): the diagonal blocks (safe_gate: sub-chunk kernel, else the
+    token-parallel one), then the fused inter-block + solve_tril kernel."""
+    ci = "ops/kda/chunk_intra.py"
+    if c.report:   # safe_gate=True
+        d.autotune("chunk_kda_fwd_kernel_intra_sub_chunk", SUB_CHUNK_KEY, src(ci, "chunk_kda_fwd_intra", 872,
+                   "chunk_kda_fwd_kernel_intra_sub_chunk[grid]("), note="key=['BT', 'BC', 'HV'] (chunk_intra.py:691)")
+    else:
+        d.autotune("chunk_kda_fwd_kernel_intra_token_parallel", TOKEN_PARALLEL_KEY,
+                   src("ops/kda/chunk_intra_token_parallel.py", "chunk_kda_fwd_intra_token_parallel", 169,
+                       "chunk_kda_fwd_kernel_intra_token_parallel[grid]("),
+                   note="key=['K', 'H', 'HV'] (chunk_intra_token_parallel.py:29)")
+    d.autotune("chunk_kda_fwd_kernel_inter_solve_fused", INTER_SOLVE_KEY, src(ci, "chunk_kda_fwd_intra", 910,
+               "chunk_kda_fwd_kernel_inter_solve_fused[grid]("),
+               note="key=['H', 'HV', 'K', 'BT', 'BC', 'NC'] (chunk_intra.py:43), NC = cdiv(BT, BC) = 4")
 
 
 def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str, with_qg: bool) -> None:
@@ -226,6 +282,10 @@ def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str, with
     d.step(f"{phase}.w_u", "forward" if phase == "fwd" else "backward",
            src("ops/kda/wy_fast.py", "recompute_w_u_fwd", 272, "def recompute_w_u_fwd("))
     wy = "ops/kda/wy_fast.py"
+    d.autotune("recompute_w_u_fwd_kda_kernel", W_U_KEY, src(wy, "recompute_w_u_fwd", 297,
+               "recompute_w_u_fwd_kda_kernel[(NT, B*HV)]("), signature="q, qg" if with_qg else "q=None, qg=None",
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BK', 'BV', 'IS_VARLEN'] (wy_fast.py:30); BK = BV = 64 (wy_fast.py:286); "
+                    "q and qg are None unless q is passed: fewer tensor dtypes in Triton's key, a key of its own")
     d.buffer(f"w{suffix}", group, (T, HV, DK), "bf16", src(wy, "recompute_w_u_fwd", 293,
              "w = torch.empty(B, T, HV, K, device=k.device, dtype=k.dtype)"), freed)              # [T, HV, K] bf16
     d.buffer(f"u{suffix}", group, (T, HV, DV), "bf16", src(wy, "recompute_w_u_fwd", 294, "u = torch.empty_like(v)"), freed)
@@ -241,6 +301,11 @@ def _delta_h(d: Declaration, phase: str, suffix: str, h_group: Group, v_group: G
     fh = "ops/common/chunk_delta_h.py"
     d.step(f"{phase}.delta_h", "forward" if phase == "fwd" else "backward",
            src(fh, "chunk_gated_delta_rule_fwd_h", 688, "def chunk_gated_delta_rule_fwd_h("))
+    d.autotune("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", FWD_H_KEY, src(fh, "chunk_gated_delta_rule_fwd_h", 727,
+               "chunk_gated_delta_rule_fwd_kernel_h_blockdim64[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'STATE_V_FIRST'] (chunk_delta_h.py:55), H = kg.shape[2] = HV "
+                    "(chunk_delta_h.py:704); the backward's recompute "
+                    "passes the same tensors: tuned by the forward")
     d.buffer(f"h{suffix}", h_group, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_fwd_h", 722, "h = k.new_empty(B, NT, HV, K, V)"), freed)   # [NT, HV, K, V] bf16
     d.buffer(f"v_new{suffix}", v_group, (T, HV, DV), "bf16",
@@ -259,6 +324,7 @@ def _backward_recompute(d: Declaration, c: Config) -> None:
     end = _local_end(c)
     if c.report:
         d.step("bwd.gate_cumsum", "backward", src("ops/kda/chunk_bwd.py", "chunk_kda_bwd", 494, "g = kda_gate_chunk_cumsum("))
+        _tune_gate_cumsum(d, c)
         d.buffer("g_cumsum", Group.RECOMPUTE, (T, HV, DK), "fp32", src("ops/kda/gate.py", "kda_gate_chunk_cumsum", 502,
                  "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), end)                  # [T, HV, K] fp32
     _w_u(d, "bwd", "", Group.RECOMPUTE, end, with_qg=True)       # chunk_kda_bwd passes q
@@ -269,16 +335,26 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
     """chunk_kda_bwd_dAv, chunk_gated_delta_rule_bwd_dhu, chunk_kda_bwd_wy_dqkg_fused."""
     bwd, end = "ops/kda/chunk_bwd.py", _local_end(c)
     d.step("bwd.dAv", "backward", src(bwd, "chunk_kda_bwd", 542, "dAqk, dv = chunk_kda_bwd_dAv("))
+    d.autotune("chunk_kda_bwd_kernel_dAv", DAV_KEY, src(bwd, "chunk_kda_bwd_dAv", 358, "chunk_kda_bwd_kernel_dAv[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BK', 'BV'] (chunk_bwd.py:40); BK = min(max(next_power_of_2(K), 16), "
+                    "CONST_TILING), CONST_TILING 128 from Hopper's shared memory up (chunk_bwd.py:341-348)")
     d.buffer("dAqk", Group.MATRIX_GRAD, (T, HV, BT), "fp32", src(bwd, "chunk_kda_bwd_dAv", 355,
              "dA = v.new_empty(B, T, HV, BT, dtype=torch.float)"), end)                           # [T, HV, 64] fp32
     d.buffer("dv_dAv", Group.DV, (T, HV, DV), "bf16", src(bwd, "chunk_kda_bwd_dAv", 356, "dv = torch.empty_like(do)"), "bwd.dhu")
     dhu = "ops/common/chunk_delta_h.py"
     d.step("bwd.dhu", "backward", src(bwd, "chunk_kda_bwd", 575, "dh, dh0, dv = chunk_gated_delta_rule_bwd_dhu("))
+    d.autotune("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", DHU_KEY, src(dhu, "chunk_gated_delta_rule_bwd_dhu", 799,
+               "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64[grid]("),
+               note="key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST'] (chunk_delta_h.py:366), H = qg.shape[2] = "
+                    "HV (chunk_delta_h.py:769); BV is a "
+                    "config parameter, not an argument: Triton leaves it out of the key")
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 794,
              "dh = q.new_empty(B, NT, HV, K, V)"), end)                                           # [NT, HV, K, V] bf16
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 796,
              "dv2 = torch.empty_like(dv)"), "bwd.wy_dqkg")
     d.step("bwd.wy_dqkg", "backward", src(bwd, "chunk_kda_bwd", 592, "dq, dk, dv, db, dg, dAkk = chunk_kda_bwd_wy_dqkg_fused("))
+    d.autotune("chunk_kda_bwd_kernel_wy_dqkg_fused", WY_DQKG_KEY, src(bwd, "chunk_kda_bwd_wy_dqkg_fused", 427,
+               "chunk_kda_bwd_kernel_wy_dqkg_fused[grid]("), note="key=['BT', 'HV', 'STATE_V_FIRST', 'K', 'V'] (chunk_bwd.py:135)")
     wy, stage_end = "chunk_kda_bwd_wy_dqkg_fused", "bwd.intra_db_sum"   # rebound when chunk_kda_bwd_intra returns
     d.buffer("dq_stage", Group.STAGE, (T, HV, DK), "fp32", src(bwd, wy, 419, "dq = g.new_empty(B, T, HV, K, dtype=torch.float)"), stage_end)
     d.buffer("dk_stage", Group.STAGE, (T, HV, DK), "fp32", src(bwd, wy, 420, "dk = g.new_empty(B, T, HV, K, dtype=torch.float)"), stage_end)
@@ -298,6 +374,8 @@ def _backward_intra(d: Declaration, c: Config) -> None:
     q_end = "bwd.l2norm_q" if c.report else ("bwd.return" if cast else None)
     k_end = "bwd.l2norm_k" if c.report else ("bwd.return" if cast else None)
     d.step("bwd.intra", "backward", src(bwd, "chunk_kda_bwd", 613, "dq, dk, db, dg = chunk_kda_bwd_intra("))
+    d.autotune("chunk_kda_bwd_kernel_intra", BWD_INTRA_KEY, src(ci, "chunk_kda_bwd_intra", 986, "chunk_kda_bwd_kernel_intra[grid]("),
+               note="key=['BK', 'NC', 'BT', 'HV'] (chunk_intra.py:399); BK = min(32, next_power_of_2(K)) (chunk_intra.py:967)")
     d.buffer("dq2", Group.OUTPUT_GRAD, (T, HV, DK), c.intra_dtype, src(ci, "chunk_kda_bwd_intra", 981, "dq2 = torch.empty_like(dq)"),
              "bwd.gva_reduce_q" if c.gva else q_end)
     d.buffer("dk2", Group.OUTPUT_GRAD, (T, HV, DK), c.intra_dtype, src(ci, "chunk_kda_bwd_intra", 982, "dk2 = torch.empty_like(dk)"),
@@ -317,6 +395,8 @@ def _backward_intra(d: Declaration, c: Config) -> None:
                    note=f"d{x} summed over each group of value heads")
             d.buffer(f"d{x}_heads", Group.OUTPUT_GRAD, (T, H, DK), c.intra_dtype, src(bwd, "chunk_kda_bwd", line, quote), end)  # [T, H, K]
     d.step("bwd.dg_cumsum", "backward", src(bwd, "chunk_kda_bwd", 637, "dg = chunk_local_cumsum("), note="reverse cumsum of dg")
+    d.autotune("chunk_local_cumsum_vector_kernel", cumsum_vector_key(1), CUMSUM_VECTOR_LAUNCH,
+               note="key=['B', 'H', 'S', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:86), REVERSE=True")
     d.buffer("dg_cumsum", Group.OUTPUT_GRAD, (T, HV, DK), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_vector", 322,
              "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"),
              _local_end(c) if c.report else None, note="" if c.report else "the gate gradient")
@@ -326,6 +406,8 @@ def _backward_report_tail(d: Declaration, c: Config) -> None:
     """Report contract: kda_gate_bwd and its two reductions, then l2norm_bwd and the beta sigmoid backward."""
     gate, gb = "ops/kda/gate.py", "kda_gate_bwd"
     d.step("bwd.gate_bwd", "backward", src("ops/kda/chunk_bwd.py", "chunk_kda_bwd", 646, "dg, dA, dbias = kda_gate_bwd("))
+    d.autotune("kda_gate_bwd_kernel", GATE_BWD_KEY, src(gate, gb, 300, "kda_gate_bwd_kernel[(NT, H)]("),
+               note="key=['H', 'D'] (gate.py:171), H = g.shape[-2] = HV")
     d.buffer("dg", Group.OUTPUT_GRAD, (T, HV, DK), "bf16", src(gate, gb, 296, "dg = torch.empty_like(g)"), note="the gate gradient")
     d.buffer("dA_log_part", Group.SCRATCH, (NT_GATE, HV), "fp32",                                  # [cdiv(T, 32), HV] fp32
              src(gate, gb, 297, "dA = g.new_empty(NT, H, dtype=torch.float32) if A_log is not None else None"), "bwd.gate_reduce_a")

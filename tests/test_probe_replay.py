@@ -20,9 +20,12 @@ def ids(item):
 
 
 def cold_warmup(name, sim):
-    """The process's first call with a cold Triton cache benchmarks every autotuned kernel; only l2norm's token-bucket
-    key is declared (the others' keys do not depend on T, so they never benchmark again after the warmup)."""
+    """The process's first call with a cold Triton cache: every declared autotuned kernel benchmarks there."""
     return sim.trial.stage == "warmup_1x1024" and load_probe(sim_path(name)).triton_cache == "cold"
+
+
+def report_cold_warmup(name, sim):
+    return cold_warmup(name, sim) and load_probe(sim_path(name)).impl == "fla-report"
 
 
 def sim_path(name):
@@ -49,9 +52,9 @@ def test_verdict_phase_and_pytorchs_figures(item):
 def test_every_completed_phase_to_the_byte(item):
     name, sim = item
     m = sim.trial.measured
-    if cold_warmup(name, sim):
-        pytest.xfail("cold process's first call: every FLA kernel benchmarks there (Triton's 256 MiB L2-flush buffer at "
-                     "each new key); only l2norm's T-dependent key is declared (test_cold_warmup_peak_is_bwd_intras_benchmark)")
+    if report_cold_warmup(name, sim):
+        pytest.xfail("report contract, cold first call: max_allocated to the byte with every autotuned kernel declared, "
+                     "max_reserved one 256 MiB segment short (test_report_cold_warmup_reserved_residual)")
     done = [p for p in PHASES if p in m]
     assert [sim.phase(p) for p in done] == [(m[p]["max_allocated"], m[p]["max_reserved"]) for p in done]
 
@@ -74,8 +77,20 @@ def test_l2norm_token_bucket_by_hand():
     _, tuned = benchmarking_steps(model, Shape(1, 1024, 96, 128), frozenset())
     assert benchmarking_steps(model, Shape(1, 163_413, 96, 128), tuned)[0] == ("fwd.l2norm_q", "bwd.l2norm_q")
     assert benchmarking_steps(model, Shape(1, 1365, 96, 128), tuned)[0] == ()    # 131,040 rows -> NB 2: tuned
-    assert benchmarking_steps(get_model("fla-kda@0.6.0", "H200", contract="plain"), Shape(1, 163_413, 96), frozenset()) \
-        == ((), frozenset())
+    plain = get_model("fla-kda@0.6.0", "H200", contract="plain")   # no l2norm: nothing of its depends on T
+    _, tuned = benchmarking_steps(plain, Shape(1, 1024, 96), frozenset())
+    assert benchmarking_steps(plain, Shape(1, 163_413, 96), tuned) == ((), tuned)
+
+
+@pytest.mark.parametrize("name", [n for n in SIMULATED if load_probe(sim_path(n)).triton_cache == "cold"])
+def test_report_cold_warmup_reserved_residual(name):
+    """What the cold first call still misses: the report contract's max_reserved by exactly one 256 MiB L2-flush
+    segment (the plain contract's is exact). No single flush more or less at any step explains it (searched); a
+    placement of the flush buffer among the report path's blocks that the replay does not reproduce is the lead."""
+    sim = SIMULATED[name][0]
+    first = sim.trial.measured["first_call"]
+    residual = 0 if load_probe(sim_path(name)).impl == "fla-plain" else TRITON_L2_FLUSH_BYTES
+    assert sim.phase("first_call") == (first["max_allocated"], first["max_reserved"] - residual)
 
 
 def test_report_cold_oom_is_the_l2_flush_segment():
