@@ -10,6 +10,7 @@ from livebytes.cli.app import app
 from livebytes.cli.capacity_doc import regenerate
 from livebytes.estimator import Shape, get_model, rounding
 from livebytes.estimator import allocator as A
+from livebytes.estimator.capacity import COLD_AFTER_WARMUP
 from livebytes.estimator.allocator import (
     AllocatorConf,
     AllocatorOutOfMemory,
@@ -277,7 +278,7 @@ def test_one_percent_above_is_what_the_plan_file_runs():
 # The H200 boundary probes (validate/records/boundary/README.md): largest S (or MBS) that ran, smallest that went out
 # of memory, bisected in one process (a first call and two steady calls per trial). plan's answer must lie in between.
 PROBES = [
-    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "cold", 168_156, 168_437),
+    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", COLD_AFTER_WARMUP, 168_156, 168_437),
     (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "warm", 172_281, 172_562),
     (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:True", "warm", 177_937, 178_218),
     (("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", 1, 32768), "expandable_segments:False", "cold", 7, 8),
