@@ -65,3 +65,28 @@ def benchmarking_steps(model: LifetimeModel, shape: Shape, tuned: frozenset) -> 
             held.add(key)
             steps.append(a.step)
     return tuple(steps), frozenset(held)
+
+
+@lru_cache(maxsize=256)
+def _held_fn(model: LifetimeModel):
+    import sympy as sp
+
+    from .symbols import SHAPE_SYMBOLS
+    conditions = [sp.sympify(a.held_when) for a in model.autotuned if a.held_until_gc]
+    return sp.lambdify(SHAPE_SYMBOLS, conditions, modules="math") if conditions else None
+
+
+def held_until_gc(model: LifetimeModel, shape: Shape, benchmarks: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Benchmarking step -> buffers whose free waits for the next garbage collection, because a config of the
+    kernel failed to launch there (``buffers.Autotune.held_until_gc``)."""
+    if not getattr(model, "autotuned", ()):
+        return {}
+    fn = model.held_fn if hasattr(model, "held_fn") else _held_fn(model)   # a CompiledModel carries it compiled
+    if fn is None:
+        return {}
+    fails = iter(fn(*shape.values()))
+    out: dict[str, tuple[str, ...]] = {}
+    for a in model.autotuned:
+        if a.held_until_gc and next(fails) and a.step in benchmarks:
+            out[a.step] = out.get(a.step, ()) + tuple(a.held_until_gc)
+    return out

@@ -92,7 +92,12 @@ class Autotune:
     after the step's own allocations (``estimator/autotune.py``). ``key``: the decorator's ``key=[...]``
     values as shape expressions. Triton also appends the dtype of every tensor argument (``Autotuner.run``);
     those are fixed per model, except where one model launches a kernel with two argument sets: ``signature``
-    then names the set (e.g. with or without ``q``), and two launches with different signatures tune apart."""
+    then names the set (e.g. with or without ``q``), and two launches with different signatures tune apart.
+    ``held_until_gc``: when a config fails to launch (``OutOfResources``), Triton's ``raise_`` (compiler.py:440-448)
+    leaves a reference cycle (the exception's traceback holds the frame that holds the exception), and the frames
+    in it hold the kernel's tensor arguments until Python's cyclic garbage collector runs: the buffers named here
+    (arguments whose last reference the step drops) are then freed at the next benchmarking step, whose JIT
+    compile allocates enough Python objects to trigger a collection (``replay``)."""
 
     kernel: str
     step: str
@@ -100,9 +105,12 @@ class Autotune:
     source: Source
     note: str = ""
     signature: str = ""
+    held_until_gc: tuple[str, ...] = ()   # buffers the step drops that a failing config's traceback keeps alive
+    held_when: sp.Expr = sp.true          # the shapes at which some config fails (shape symbols)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", tuple(sp.sympify(k) for k in self.key))
+        object.__setattr__(self, "held_when", sp.sympify(self.held_when))
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,10 @@ class LifetimeModel:
         for a in self.autotuned:
             if a.step not in index:
                 raise ValueError(f"{self.key}: autotuned kernel {a.kernel} at unknown step {a.step}")
+            freed_here = {b.name for b in self.buffers if b.freed_after == a.step}
+            if set(a.held_until_gc) - freed_here:
+                raise ValueError(f"{self.key}: {a.kernel} holds {sorted(set(a.held_until_gc) - freed_here)}: "
+                                 f"not buffers freed at {a.step}")
         seen: set[str] = set()
         for b in self.buffers:
             if b.name in seen:

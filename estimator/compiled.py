@@ -34,7 +34,7 @@ from pathlib import Path
 from .groups import Group
 from .shapes import Shape
 
-FORMAT = 3   # 2: autotuned kernels and their compiled key function; 3: their argument signature
+FORMAT = 4   # 2: autotuned kernels and their compiled key function; 3: their argument signature; 4: held_until_gc
 
 
 class NotPortable(Exception):
@@ -148,6 +148,7 @@ class CompiledModel:
     allocation_names: tuple
     autotuned: tuple = ()     # AutotuneInfo: autotuned kernels (estimator/autotune.py)
     autotune_key_fn: object = None   # (S, MBS, H, HV, DK, DV) -> every autotuned kernel's key values, in order
+    held_fn: object = None    # (S, MBS, H, HV, DK, DV) -> whether each held_until_gc declaration applies, in order
 
     def step_index(self, name: str) -> int:
         return self._index[name]
@@ -193,31 +194,36 @@ class AutotuneInfo:
     step: str
     key: tuple       # the key expressions as text (their number is what the compiled key function needs)
     signature: str = ""   # the argument set, where a model launches the kernel with two (buffers.Autotune)
+    held_until_gc: tuple = ()   # buffers a failing config keeps alive until the next garbage collection
+    held_when: str = "True"     # where configs fail, as a sympy expression's text
 
 
 def compile_model(model) -> CompiledModel:
-    from .autotune import _key_fn
+    from .autotune import _held_fn, _key_fn
     charged_fn, requested_fn, names = _functions(model)
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
                                b.carved_from, b.cached, b.note) for b in model.buffers)
-    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key), a.signature) for a in model.autotuned)
+    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key), a.signature, a.held_until_gc,
+                                   str(a.held_when)) for a in model.autotuned)
     return CompiledModel(model.key, model.implementation, model.version, model.summary, model.device, model.options,
                          steps, buffers, charged_fn, requested_fn, names, autotuned,
-                         _key_fn(model) if autotuned else None)
+                         _key_fn(model) if autotuned else None, _held_fn(model) if autotuned else None)
 
 
 def _to_disk(cm: CompiledModel) -> dict:
     return {"fields": {k: getattr(cm, k) for k in ("key", "implementation", "version", "summary", "device", "options",
                                                     "steps", "buffers", "allocation_names", "autotuned")},
             "charged_fn": portable(cm.charged_fn), "requested_fn": portable(cm.requested_fn),
-            "autotune_key_fn": None if cm.autotune_key_fn is None else portable(cm.autotune_key_fn)}
+            "autotune_key_fn": None if cm.autotune_key_fn is None else portable(cm.autotune_key_fn),
+            "held_fn": None if cm.held_fn is None else portable(cm.held_fn)}
 
 
 def _from_disk(d: dict) -> CompiledModel:
-    key_fn = d.get("autotune_key_fn")
+    key_fn, held = d.get("autotune_key_fn"), d.get("held_fn")
     return CompiledModel(**d["fields"], charged_fn=restore(d["charged_fn"]), requested_fn=restore(d["requested_fn"]),
-                         autotune_key_fn=None if key_fn is None else restore(key_fn))
+                         autotune_key_fn=None if key_fn is None else restore(key_fn),
+                         held_fn=None if held is None else restore(held))
 
 
 # ------------------------------------------------------------------------------------------ the cache

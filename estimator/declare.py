@@ -115,10 +115,13 @@ class Declaration:
                 continue
             self.buffer(i.name, Group.INPUTS, i.shape, i.dtype, contract.source, note=i.note, retained=i.retained)
 
-    def autotune(self, kernel: str, key: tuple, source: Source, note: str = "", signature: str = "") -> None:
+    def autotune(self, kernel: str, key: tuple, source: Source, note: str = "", signature: str = "",
+                 held_until_gc: tuple = (), held_when: object = True) -> None:
         """The current step launches ``kernel``, ``triton.autotune``'d with ``key`` (shape expressions);
-        ``signature``: which argument set, where the model launches the kernel with two (``buffers.Autotune``)."""
-        self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note, signature))
+        ``signature``: which argument set, where the model launches the kernel with two; ``held_until_gc`` and
+        ``held_when``: buffers a failing config keeps alive until the next garbage collection (``buffers.Autotune``)."""
+        self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note, signature,
+                                       tuple(held_until_gc), held_when))
 
     def freeze(self, **model: object) -> LifetimeModel:
         return LifetimeModel(steps=tuple(self.steps), buffers=tuple(self.buffers), autotuned=tuple(self.autotuned),

@@ -33,7 +33,7 @@ from .allocator import (
     CachingAllocator,
     OutOfMemory,
 )
-from .autotune import FLUSH_BUFFER, TRITON_L2_FLUSH_BYTES
+from .autotune import FLUSH_BUFFER, TRITON_L2_FLUSH_BYTES, held_until_gc
 from .prediction import allocations
 from .shapes import Shape
 
@@ -156,9 +156,14 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     ``benchmarks``: steps at which the first call autotunes a kernel at a key new to the process
     (``autotune.benchmarking_steps``): Triton's L2-flush buffer is allocated and freed there, after the
     step's allocations and before its frees.
-    ``prelude``: the earlier calls replayed whole (instead of ``history``)."""
+    ``prelude``: the earlier calls replayed whole (instead of ``history``).
+    A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
+    until the next benchmarking step's compile collects them: freed there after its allocations, before its
+    L2-flush buffer (the order run 7b's trace of a cold report process shows)."""
     sch = _schedule(model)
     sizes = [int(v) for v in sch.sizes_fn(*shape.values())]
+    held_at = {step: {sch.names.index(n) for n in names} for step, names in held_until_gc(model, shape, benchmarks).items()}
+    awaiting_gc: list = []
     alloc = CachingAllocator(conf, capacity_bytes)
     live: dict[int, object] = {}
     peaks, reserved_peaks = [], []
@@ -167,10 +172,10 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     try:
         for nbytes in history:
             alloc.malloc(nbytes)
-        held = _run_prelude(alloc, prelude) if prelude else {}
+        kept = _run_prelude(alloc, prelude) if prelude else {}
         for name, tag in (prelude.reused if prelude else ()):
-            live[sch.names.index(name)] = held.pop(tag)
-        evicted = [held.pop(tag) for tag in (prelude.evicted if prelude else ())]
+            live[sch.names.index(name)] = kept.pop(tag)
+        evicted = [kept.pop(tag) for tag in (prelude.evicted if prelude else ())]
         for i, made in sch.harness:
             for k in made:
                 where = (model.steps[i].name, sch.names[k], -1)
@@ -188,12 +193,17 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
                         continue
                     where = (model.steps[i].name, sch.names[k], run)
                     live[k] = alloc.malloc(sizes[k])
-                if run == 0:
+                if run == 0 and model.steps[i].name in benchmarks:
+                    while awaiting_gc:
+                        alloc.free(awaiting_gc.pop(0))
                     for _ in range(benchmarks.count(model.steps[i].name)):
                         where = (model.steps[i].name, FLUSH_BUFFER, run)
                         alloc.free(alloc.malloc(TRITON_L2_FLUSH_BYTES))
                 for k in freed:
-                    alloc.free(live.pop(k))
+                    if run == 0 and k in held_at.get(model.steps[i].name, ()):
+                        awaiting_gc.append(live.pop(k))
+                    else:
+                        alloc.free(live.pop(k))
             if run >= warm_steps:
                 peaks.append(alloc.peak)
                 reserved_peaks.append(alloc.peak_reserved)

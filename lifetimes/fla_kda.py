@@ -347,7 +347,12 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
                "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64[grid]("),
                note="key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST'] (chunk_delta_h.py:366), H = qg.shape[2] = "
                     "HV (chunk_delta_h.py:769); BV is a "
-                    "config parameter, not an argument: Triton leaves it out of the key")
+                    "config parameter, not an argument: Triton leaves it out of the key. 2 of its 12 configs fail to launch "
+                    "on the H200 at K = V = 128 (OutOfResources: their timings are inf in the committed capture, "
+                    "validate/autotune_configs/), so dv, which the step drops, lives until the next compile's garbage "
+                    "collection (run 7b's trace: freed inside chunk_kda_bwd_wy_dqkg_fused's JIT parse); below K = 128 "
+                    "assumed to fit (not measured)",
+               held_until_gc=("dv_dAv",), held_when=sp.Ge(DK, 128))
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 794,
              "dh = q.new_empty(B, NT, HV, K, V)"), end)                                           # [NT, HV, K, V] bf16
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 796,

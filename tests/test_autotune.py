@@ -69,3 +69,40 @@ def test_gdn_wy_tile_follows_shared_memory():
     """prepare_wy_repr_bwd: CONST_TILING 64 from 102,400 B of shared memory per block, else 32 (Ada's 101,376)."""
     from livebytes.lifetimes.fla_gdn import wy_bwd_const_tiling
     assert (wy_bwd_const_tiling("sm90"), wy_bwd_const_tiling("sm80"), wy_bwd_const_tiling("sm89")) == (64, 64, 32)
+
+
+def failing_configs() -> dict[str, int]:
+    """Kernel -> configs whose benchmark failed (timings inf: OutOfResources) in the H200 capture (K = V = 128)."""
+    files = json.loads(CAPTURE.read_text())["triton_files"]
+    out: dict[str, int] = {}
+    for path, content in files.items():
+        timings = content["configs_timings"]
+        kernel = path.rsplit("/", 1)[-1].removesuffix(".autotune.json")
+        out[kernel] = max(out.get(kernel, 0), sum(1 for _, t in timings if t[0] == float("inf")))
+    return out
+
+
+def test_only_the_kernel_declared_with_held_arguments_has_failing_configs_on_the_h200():
+    """held_until_gc rests on measured failures: bwd_dhu's 2 of 12 configs (inf), and no other kernel's."""
+    failing = {k for k, n in failing_configs().items() if n}
+    model = get_model("fla-kda@0.6.0", "H200", contract="report")
+    assert failing == {a.kernel for a in model.autotuned if a.held_until_gc} == {"chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64"}
+    assert failing_configs()["chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64"] == 2
+
+
+@pytest.mark.parametrize("dim,held", [(128, {"bwd.dhu": ("dv_dAv",)}), (64, {})])
+def test_held_arguments_apply_where_configs_fail(dim, held):
+    from livebytes.estimator.autotune import held_until_gc
+    model = get_model("fla-kda@0.6.0", "H200", contract="report")
+    shape = Shape(1, 1024, 96, dim)
+    steps, _ = benchmarking_steps(model, shape, frozenset())
+    assert held_until_gc(model, shape, steps) == held
+    assert held_until_gc(model, shape, ()) == {}          # warm: nothing benchmarks, nothing is held
+
+
+def test_a_held_argument_must_be_freed_at_its_step():
+    import dataclasses
+    model = get_model("fla-kda@0.6.0", "H200", contract="report")
+    wrong = tuple(dataclasses.replace(a, held_until_gc=("dh",)) if a.held_until_gc else a for a in model.autotuned)
+    with pytest.raises(ValueError, match="not buffers freed at bwd.dhu"):
+        dataclasses.replace(model, autotuned=wrong)

@@ -149,7 +149,7 @@ def _with(model, name, **changes):
 @pytest.mark.parametrize("name,changes,kind", [
     ("h", {"shape": (fla_kda.NT + 1, HV, DK, DV)}, "resized"),                 # one state more: no constant ratio
     ("dg2", {"dtype": "bf16"}, "re-typed"),
-    ("dv_dAv", {"freed_after": "bwd.wy_dqkg"}, "lifetime"),                     # one step late
+    ("dv_dhu", {"freed_after": "bwd.intra"}, "lifetime"),                       # one step late
 ])
 def test_drift_finds_a_changed_hand_record(kda, name, changes, kind):
     model, learned = kda

@@ -8,6 +8,8 @@ record goes to ``OUT`` beside it. Comparing the ``segment_alloc`` sizes with the
 names the request at which the real allocator and ours first part ways.
 
     python3 validate/probes/process_trace.py --impl cudnn-kda-hopper-cuda@1.32.0 --shape 1,8K,32,128 --out DIR
+    python3 validate/probes/process_trace.py --impl fla-kda@0.6.0 --contract report --shape 1,2048,96,128 \
+        --triton-cache cold --frames 10 --out DIR     # where a cold first call's benchmark buffers land
 """
 from __future__ import annotations
 
@@ -21,10 +23,10 @@ KEEP = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_f
         "segment_unmap", "oom")
 
 
-def compact(entry: dict) -> dict:
-    """One trace entry without the bulk: action, addr, size, stream and the innermost three Python frames."""
+def compact(entry: dict, depth: int = 3) -> dict:
+    """One trace entry without the bulk: action, addr, size, stream and the innermost ``depth`` Python frames."""
     frames = [f"{Path(f['filename']).name}:{f['line']}:{f['name']}" for f in entry.get("frames", [])
-              if f.get("filename", "").endswith(".py")][:3]
+              if f.get("filename", "").endswith(".py")][:depth]
     return {"action": entry["action"], "addr": int(entry["addr"]), "size": int(entry["size"]),
             "stream": int(entry.get("stream", 0)), "frames": frames}
 
@@ -35,6 +37,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", required=True, help="one shape: MBS,SEQ,HEADS[,DIM]")
     ap.add_argument("--contract", default="plain", choices=("report", "plain"))
     ap.add_argument("--out", required=True)
+    ap.add_argument("--triton-cache", default="auto", choices=("cold", "warm", "auto"),
+                    help="the runner's: cold autotunes in the process (its first call benchmarks every kernel)")
+    ap.add_argument("--frames", type=int, default=3, help="Python frames kept per entry (innermost first)")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
     import torch
@@ -43,10 +48,10 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rc = runner.main(["--impl", args.impl, "--shapes", args.shape, "--contract", args.contract,
-                      "--out", str(out), "--mode", "fresh-process"])
+                      "--out", str(out), "--mode", "fresh-process", "--triton-cache", args.triton_cache])
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
-    entries = [compact(e) for e in snapshot["device_traces"][0] if e.get("action") in KEEP]
+    entries = [compact(e, args.frames) for e in snapshot["device_traces"][0] if e.get("action") in KEEP]
     name = f"process_trace_{args.impl.replace('@', '_')}_{args.shape.replace(',', 'x')}.json"
     (out / name).write_text(json.dumps({"impl": args.impl, "shape": args.shape, "runner_rc": rc,
                                         "alloc_conf": os.environ["PYTORCH_CUDA_ALLOC_CONF"],
