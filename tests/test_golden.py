@@ -97,3 +97,13 @@ def test_help_is_not_cut_at_80_columns(monkeypatch):
     for command in ("validate", "plan", "sweep", "payload", "learn", "drift"):
         out = CliRunner().invoke(app, [command, "-h"], terminal_width=80).stdout
         assert "…" not in out and "<str>" not in out, command
+
+
+def test_the_readmes_sample_output_is_what_its_command_prints(monkeypatch):
+    """README.md's first command and the block it says that command prints (rendered at the block's width)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith("python3 -m pip install . && livebytes "))
+    args = command.split("&& livebytes ", 1)[1].split()
+    block = readme.split("The first prints:\n\n```\n", 1)[1].split("\n```", 1)[0] + "\n"
+    width = max(len(line) for line in block.splitlines())
+    assert rendered(monkeypatch, args, width) == block
