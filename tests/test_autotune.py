@@ -106,3 +106,24 @@ def test_a_held_argument_must_be_freed_at_its_step():
     wrong = tuple(dataclasses.replace(a, held_until_gc=("dh",)) if a.held_until_gc else a for a in model.autotuned)
     with pytest.raises(ValueError, match="not buffers freed at bwd.dhu"):
         dataclasses.replace(model, autotuned=wrong)
+
+
+@pytest.mark.parametrize("contract", ["plain", "report"])
+def test_the_committed_file_holds_a_tuning_of_every_kernel_each_contract_launches(contract):
+    """A warm run must not benchmark (it would be recorded cold): the merge keeps what earlier captures held
+    (the plain contract's token-parallel intra kernel came from run 6, the report groups from runs 7a and 8)."""
+    files = json.loads(CAPTURE.read_text())["triton_files"]
+    tuned = {path.rsplit("/", 1)[-1].removesuffix(".autotune.json") for path in files}
+    model = get_model("fla-kda@0.6.0", "H200", contract=contract)
+    assert {a.kernel for a in model.autotuned} <= tuned
+
+
+def test_merging_into_the_committed_file_keeps_its_entries(tmp_path):
+    from livebytes.validate.autotune import main
+    committed = json.loads(CAPTURE.read_text())
+    (tmp_path / CAPTURE.name).write_text(json.dumps(committed))
+    one = dict(committed, triton_files={"new/key/x.autotune.json": {"configs_timings": []}}, fla_configs={})
+    (tmp_path / "capture.json").write_text(json.dumps(one))
+    assert main([str(tmp_path / "capture.json"), "--into", str(tmp_path)]) == 0
+    merged = json.loads((tmp_path / CAPTURE.name).read_text())
+    assert set(merged["triton_files"]) == set(committed["triton_files"]) | {"new/key/x.autotune.json"}

@@ -137,11 +137,13 @@ def main(argv=None) -> int:
     ap.add_argument("--into", default=str(AUTOTUNE_DIR))
     args = ap.parse_args(argv)
     try:
-        merged = merge([json.loads(Path(p).read_text()) for p in args.captures])
-    except ValueError as err:
+        captures = [json.loads(Path(p).read_text()) for p in args.captures]
+        path = Path(args.into) / cache_file_name(captures[0]["gpu"], captures[0]["fla"], captures[0]["triton"])
+        committed = [json.loads(path.read_text())] if path.exists() else []   # merged into, never replaced
+        merged = merge(committed + captures)
+    except (ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    path = Path(args.into) / cache_file_name(merged["gpu"], merged["fla"], merged["triton"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(merged, indent=1))
     print(path)
