@@ -40,7 +40,7 @@ TUNED_AT_TOKENS = 1024   # cold-after-warmup: the process autotuned at MBS 1 x 1
 
 def check_state(triton_cache: str, allowed: tuple[str, ...] = PROCESS_STATES) -> str:
     if triton_cache not in allowed:
-        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(allowed)}, got {triton_cache!r}")
     return triton_cache
 
 

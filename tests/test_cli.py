@@ -175,6 +175,7 @@ BAD_INPUTS = [
     (("payload", "--seq", "0", "--no-measure"), 1, "--seq: must be positive"),
     (("payload", "--block-q", "x", "--no-measure"), 1, "--block-q"),
     # options that would be accepted and ignored are refused
+    (("predict", "--impl", "fla-kda@0.6.0", *S8, "--triton-cache", "cold-after-warmup"), 1, "must be one of cold, warm"),
     (("predict", "--impl", HOPPER, *S8, "--triton-cache", "warm"), 1, "runs no Triton kernels"),
     (("compare", "--impl", "fla-kda@0.6.0", "--impl", HOPPER, *S8, "--triton-cache", "cold"), 1, "runs no Triton kernels"),
     (("plan", "--impl", HOPPER, "--triton-cache", "warm"), 1, "runs no Triton kernels"),
