@@ -110,7 +110,9 @@ def build(forward_only: bool = False, device=None, gva: bool = False) -> Lifetim
                       "initial state, final state and their gradients (the configuration has none)",
                       "the FlashQLA (TileLang) backend, dispatched instead of Triton when flash_qla is installed",
                       "in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",
-                      "context parallelism"),
+                      "context parallelism",
+                      "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
+                      "H200; GDN's gated variant was never tuned there: its backward does not run with Triton 3.6.0)"),
         notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
                "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there; it was not "
                "measured on the H200 (Triton 3.6.0)",),
