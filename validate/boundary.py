@@ -45,6 +45,7 @@ CASES = (
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache=COLD_AFTER_WARMUP),
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), triton_cache=COLD_AFTER_WARMUP),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128)),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128)),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128)),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True", triton_cache="warm"),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache="warm"),
@@ -99,21 +100,28 @@ def probe_state(case: Case) -> tuple[str, bool]:
     return case.triton_cache, case.triton_cache == "warm"
 
 
-def probe_command(case: Case) -> str:
-    """The probe run proving one case: S* and ceil(S* x 1.01) in one fresh process (a warm or cold-after-warmup
-    Triton case warms up at 1x1024 first; a cold one and cuDNN start at the answer, as plan simulates)."""
+def probe_commands(case: Case) -> list[str]:
+    """The probe runs proving one case: S* and ceil(S* x 1.01), in one fresh process (a warm or cold-after-warmup
+    Triton case warms up at 1x1024 first; cuDNN starts at the answer, as plan simulates), or, for a cold case,
+    one fresh process per value: each must be that process's first call, with an empty Triton cache."""
     value = answer(case)
-    values = f"{value},{math.ceil(value * 1.01)}"
+    state, _ = probe_state(case)
+    if state == "cold" and case.triton_cache == "cold":
+        return [_probe_command(case, str(v), f"_{role}") for v, role in ((value, "answer"), (math.ceil(value * 1.01), "above"))]
+    return [_probe_command(case, f"{value},{math.ceil(value * 1.01)}", "")]
+
+
+def _probe_command(case: Case, values: str, suffix: str) -> str:
     triton = case.impl.startswith("fla-")
     env = f"PYTORCH_CUDA_ALLOC_CONF={case.alloc_conf}"
     if triton:   # a cold case starts from an empty Triton cache; a warm one reuses the cold case's folder
         env += " TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or "")
     fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
     state, warmup = probe_state(case)
-    if triton and state == "cold" and not warmup:
-        env = env.replace("TRITON_CACHE_DIR=/tmp/tc_", "TRITON_CACHE_DIR=/tmp/tc_first_")
     tag = f"{PROBE_IMPL[(case.impl, case.contract)]}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}"
-    tag = (tag + ("_warmup" if warmup else "")).replace("/", "")
+    tag = (tag + ("_warmup" if warmup else "") + suffix).replace("/", "")
+    if triton and state == "cold" and not warmup:    # a fresh, empty Triton cache for each process
+        env = env.replace("TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or ""), "TRITON_CACHE_DIR=/tmp/tc_" + tag)
     return (f"{env} python3 validate/probes/boundary_probe.py --impl {PROBE_IMPL[(case.impl, case.contract)]} "
             f"--heads {case.base.heads} --values {values}{fixed} --state {state}"
             f"{'' if warmup else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
@@ -121,7 +129,7 @@ def probe_command(case: Case) -> str:
 
 def commands() -> list[str]:
     """Cold cases first: their processes fill the Triton cache the warm cases then reuse."""
-    return [probe_command(c) for c in sorted(CASES, key=lambda c: c.triton_cache == "warm")]
+    return [cmd for c in sorted(CASES, key=lambda c: c.triton_cache == "warm") for cmd in probe_commands(c)]
 
 
 if __name__ == "__main__":
