@@ -10,7 +10,8 @@ the failing request with PyTorch's figures.
 The sequence simulated is what a process runs: a fresh start, the inputs, the first call at this
 shape (library caches allocated), then steady steps. ``protocol=True`` runs the validator's
 sequence instead (one target warmup step, ``empty_cache``, three measured steps) for the boundary
-records; the history of its small-shape warmup comes in through ``history``.
+records; the history of its small-shape warmup comes in through ``history`` (its leftovers, in an empty
+allocator: ``validate.protocol.prelude`` replays it whole where segments matter, for the records).
 """
 from __future__ import annotations
 

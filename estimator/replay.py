@@ -2,16 +2,19 @@
 
 ``predict`` charges each buffer its rounded size; ``replay`` also reproduces what the caching
 allocator does with blocks that earlier steps freed, which is what ``torch.cuda.max_memory_allocated``
-reports, and the segments it holds (``max_memory_reserved``). The sequence: ``history`` (allocations
-the process made before, still held), the harness steps (inputs) once, then ``warm_steps`` unmeasured
+reports, and the segments it holds (``max_memory_reserved``). The sequence: the process's earlier calls
+(``prelude``: replayed whole, as allocator operations; or ``history``: only what they left allocated, put into
+an empty allocator, which misplaces leftovers that pin segments), the harness steps (inputs) once, then ``warm_steps`` unmeasured
 steps (the first one is the first call at this shape: library caches, ``Buffer.cached``, are allocated
 by it only), then ``measured_steps`` measured ones; outputs and gradients the step leaves alive are
 released before the next step.
 
 ``empty_cache_after_warmup``: protocol v3 of the validator empties the allocator cache after the
-target-shape warmup, so the measured steps do not depend on first-call temporaries this model does
-not list (Triton autotuning at a new token bucket allocates a 256 MiB L2-flush buffer, but only when
-its result is not already in the process or on-disk autotune cache). A user's process does not.
+target-shape warmup, so the measured steps do not depend on the first call's layout. A user's process does not.
+
+``benchmarks``: the first call's autotuning (``estimator/autotune.py``): each benchmarking step allocates and frees
+Triton's 256 MiB L2-flush buffer, and a kernel with configs that fail to launch keeps the arguments its step
+drops until the next compile (``held_until_gc``).
 
 With ``capacity_bytes`` the allocator runs out of memory the way PyTorch does; the replay stops at the
 failing request and says where (``OomEvent``).
@@ -135,8 +138,10 @@ def _run_prelude(alloc: CachingAllocator, prelude: Prelude) -> dict:
             blocks[op[1]] = alloc.malloc(op[2])
         elif op[0] == "free":
             alloc.free(blocks.pop(op[1]))
-        else:
+        elif op[0] == "empty_cache":
             alloc.empty_cache()
+        else:
+            raise ValueError(f"unknown prelude operation {op[0]!r}")
     return blocks
 
 
@@ -204,6 +209,8 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
                         awaiting_gc.append(live.pop(k))
                     else:
                         alloc.free(live.pop(k))
+            while awaiting_gc:                 # no later compile in the first call: collected by its end at the latest
+                alloc.free(awaiting_gc.pop(0))
             if run >= warm_steps:
                 peaks.append(alloc.peak)
                 reserved_peaks.append(alloc.peak_reserved)

@@ -22,6 +22,9 @@ def test_readme_counts():
     assert number(text, r"On the H200 \((\d+) records") == len(MEASURED)
     assert number(text, r"history \((\d+) records") == len(CONTROLLED)
     assert number(text, r"all (\d+) protocol-v4") == len(V4)
+    carried = [c for c in (compare(r) for r in MEASURED) if c.requested_error is not None]
+    assert number(" ".join(text.split()), r"on (\d+) of the \d+ records that carry it") == sum(c.requested_error == 0 for c in carried)
+    assert number(" ".join(text.split()), r"of the (\d+) records that carry it") == len(carried)
 
 
 def test_validation_doc_counts():

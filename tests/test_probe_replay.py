@@ -104,7 +104,7 @@ def test_a_failing_config_keeps_dv_until_the_next_compile(name):
 def test_the_process_trace_frees_dv_inside_the_next_compile():
     """Run 11's whole-process trace (cold report process, H200): dAv's dv is freed while wy_dqkg's JIT parses its
     source (a garbage collection), after wy_dqkg's own allocations and before its benchmark's flush segment."""
-    trace = json.loads((TRACES / "process_trace_fla-kda_0.6.0_1x1024x96x128.json").read_text())
+    trace = json.loads((TRACES / "process_trace_fla-kda_0.6.0_report_1x1024x96x128.json").read_text())
     entries = trace["entries"]
     dv = next(e for e in entries if e["action"] == "alloc" and e["frames"][0].startswith("chunk_bwd.py:356:"))
     freed = next(i for i, e in enumerate(entries) if e["action"] == "free_requested" and e["addr"] == dv["addr"])

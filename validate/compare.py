@@ -1,7 +1,7 @@
 """A record against its model: the one comparison policy, used by `validate` and by the tests (no torch).
 
 The prediction for a measured record is the replay of its process under its protocol
-(``protocol.protocol_replay``: the warmup's and earlier shapes' leftovers as allocator history). Then:
+(``protocol.protocol_replay``: the warmup's and earlier shapes' calls replayed whole before it). Then:
 
 1. out of memory: passes when the model says the shape does not fit the device;
 2. published (a document's figure, rounded to its precision): the steady-state peak within 0.1 %;

@@ -4,8 +4,9 @@ A model says what its library keeps across calls (``Buffer.cached`` with its ``c
 cache ``retained``); ``predict`` is the steady state of a process that runs one shape repeatedly. The
 validator's process ran more: a warmup at MBS 1 x 1024 tokens of the same heads and head dims, and,
 in a shared process, the shapes measured before this one (each after its own warmup). What those
-calls left allocated is derived here from the declarations and handed to ``replay`` as ``history``
-(request sizes, in the order the process made them):
+calls did is derived here from the declarations and handed to ``replay`` as a ``prelude`` (every call replayed
+whole, so leftovers sit in the segments they really pin); ``history`` (the request sizes they leave allocated,
+in order) is what the allocator bounds of ``compare`` use:
 
 - every cached buffer of an earlier call, unless a cache entry with the same key is already held,
   or the measured shape's own entry has that key (the measured call then reuses it: the CuTe

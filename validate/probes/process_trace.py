@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True)
     ap.add_argument("--shape", required=True, help="one shape: MBS,SEQ,HEADS[,DIM]")
-    ap.add_argument("--contract", default="plain", choices=("report", "plain"))
+    ap.add_argument("--contract", default="report", choices=("report", "plain"), help="FLA only (the runner's default)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--triton-cache", default="auto", choices=("cold", "warm", "auto"),
                     help="the runner's: cold autotunes in the process (its first call benchmarks every kernel)")
@@ -52,12 +52,16 @@ def main(argv=None) -> int:
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     entries = [compact(e, args.frames) for e in snapshot["device_traces"][0] if e.get("action") in KEEP]
-    name = f"process_trace_{args.impl.replace('@', '_')}_{args.shape.replace(',', 'x')}.json"
+    fla = args.impl.startswith("fla-")
+    name = (f"process_trace_{args.impl.replace('@', '_')}{'_' + args.contract if fla else ''}"
+            f"_{args.shape.replace(',', 'x')}.json")
     (out / name).write_text(json.dumps({"impl": args.impl, "shape": args.shape, "runner_rc": rc,
+                                        "contract": args.contract if fla else None,
+                                        "triton_cache": args.triton_cache if fla else "n/a",
                                         "alloc_conf": os.environ["PYTORCH_CUDA_ALLOC_CONF"],
                                         "entries": entries}, separators=(",", ":")))
     print(f"{name}: {len(entries)} entries, runner rc {rc}", flush=True)
-    return 0
+    return rc
 
 
 if __name__ == "__main__":
