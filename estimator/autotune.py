@@ -59,12 +59,12 @@ def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[in
 def benchmarking_steps(model: LifetimeModel, shape: Shape, tuned: frozenset) -> tuple[tuple[str, ...], frozenset]:
     """Steps whose launch benchmarks (its kernel's key is not in ``tuned``), in order, one per new key, and
     the keys tuned after this call."""
-    steps, held = [], set(tuned)
+    steps, now_tuned = [], set(tuned)
     for a, key in zip(getattr(model, "autotuned", ()), tuning_keys(model, shape)):
-        if key not in held:
-            held.add(key)
+        if key not in now_tuned:
+            now_tuned.add(key)
             steps.append(a.step)
-    return tuple(steps), frozenset(held)
+    return tuple(steps), frozenset(now_tuned)
 
 
 @lru_cache(maxsize=256)

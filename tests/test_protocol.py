@@ -142,3 +142,8 @@ def test_the_prelude_leaves_what_the_history_lists():
         kept = sorted(op[2] for op in p.ops if op[0] == "malloc" and op[1] not in freed)
         assert kept == sorted(protocol.history(model, shape)), key
         assert bool(p.reused) == key.startswith("cudnn-kda-hopper@"), key
+        earlier = (Shape(1, 4096, shape.heads, shape.dim), Shape(2, 2048, shape.heads, shape.dim))
+        p = protocol.prelude(model, shape, earlier=earlier)                     # a shared process: evictions too
+        freed = {op[1] for op in p.ops if op[0] == "free"} | {tag for _, tag in p.reused} | set(p.evicted)
+        kept = sorted(op[2] for op in p.ops if op[0] == "malloc" and op[1] not in freed)
+        assert kept == sorted(protocol.history(model, shape, earlier)), key   # what this call's first step keeps
