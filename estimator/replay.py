@@ -151,6 +151,65 @@ def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     return dict(zip(sch.names, (int(v) for v in sch.sizes_fn(*shape.values()))))
 
 
+class _Process:
+    """One replayed process: the allocator, the live blocks by allocation index, and where it is (for an OOM)."""
+
+    def __init__(self, model: LifetimeModel, shape: Shape, conf: AllocatorConf, capacity_bytes: int | None,
+                 benchmarks: tuple[str, ...]):
+        self.model, self.sch, self.benchmarks = model, _schedule(model), benchmarks
+        self.sizes = [int(v) for v in self.sch.sizes_fn(*shape.values())]
+        self.held_at = {step: {self.sch.names.index(n) for n in names}
+                        for step, names in held_until_gc(model, shape, benchmarks).items()}
+        self.alloc = CachingAllocator(conf, capacity_bytes)
+        self.live: dict[int, object] = {}
+        self.evicted: list = []
+        self.awaiting_gc: list = []
+        self.where = ("history", "history", -1)
+
+    def before(self, history: tuple[int, ...], prelude: Prelude | None) -> None:
+        """What the process did before this shape: leftovers (``history``) or earlier calls whole (``prelude``)."""
+        for nbytes in history:
+            self.alloc.malloc(nbytes)
+        if prelude:
+            kept = _run_prelude(self.alloc, prelude)
+            for name, tag in prelude.reused:
+                self.live[self.sch.names.index(name)] = kept.pop(tag)
+            self.evicted = [kept.pop(tag) for tag in prelude.evicted]
+
+    def malloc(self, i: int, k: int, run: int) -> None:
+        self.where = (self.model.steps[i].name, self.sch.names[k], run)
+        self.live[k] = self.alloc.malloc(self.sizes[k])
+
+    def _collect(self, blocks: list) -> None:
+        while blocks:
+            self.alloc.free(blocks.pop(0))
+
+    def step(self, i: int, made: tuple[int, ...], freed: tuple[int, ...], run: int) -> None:
+        """One model step; in the first call (run 0) also evictions, benchmarks and arguments held until a GC."""
+        name, first = self.model.steps[i].name, run == 0
+        if first:
+            self._collect(self.evicted)
+        for k in made:
+            if not (k in self.sch.cached and k in self.live):
+                self.malloc(i, k, run)
+        if first and name in self.benchmarks:
+            self._collect(self.awaiting_gc)              # this step's compile runs Python's collector
+            for _ in range(self.benchmarks.count(name)):
+                self.where = (name, FLUSH_BUFFER, run)
+                self.alloc.free(self.alloc.malloc(TRITON_L2_FLUSH_BYTES))
+        for k in freed:
+            if first and k in self.held_at.get(name, ()):
+                self.awaiting_gc.append(self.live.pop(k))
+            else:
+                self.alloc.free(self.live.pop(k))
+
+    def end_of_call(self) -> None:
+        self._collect(self.awaiting_gc)     # no later compile in the first call: collected by its end at the latest
+        for k in self.sch.released:
+            if k in self.live:
+                self.alloc.free(self.live.pop(k))    # the harness drops the output and the gradients
+
+
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
            empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
            conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
@@ -164,61 +223,28 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     ``prelude``: the earlier calls replayed whole (instead of ``history``).
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
-    L2-flush buffer (the order run 7b's trace of a cold report process shows)."""
-    sch = _schedule(model)
-    sizes = [int(v) for v in sch.sizes_fn(*shape.values())]
-    held_at = {step: {sch.names.index(n) for n in names} for step, names in held_until_gc(model, shape, benchmarks).items()}
-    awaiting_gc: list = []
-    alloc = CachingAllocator(conf, capacity_bytes)
-    live: dict[int, object] = {}
-    peaks, reserved_peaks = [], []
+    L2-flush buffer (the order run 11's trace of a cold report process shows)."""
+    proc = _Process(model, shape, conf, capacity_bytes, benchmarks)
+    alloc, peaks, reserved_peaks = proc.alloc, [], []
     top_alloc = top_reserved = 0
-    where = ("history", "history", -1)
     try:
-        for nbytes in history:
-            alloc.malloc(nbytes)
-        kept = _run_prelude(alloc, prelude) if prelude else {}
-        for name, tag in (prelude.reused if prelude else ()):
-            live[sch.names.index(name)] = kept.pop(tag)
-        evicted = [kept.pop(tag) for tag in (prelude.evicted if prelude else ())]
-        for i, made in sch.harness:
+        proc.before(history, prelude)
+        for i, made in proc.sch.harness:
             for k in made:
-                where = (model.steps[i].name, sch.names[k], -1)
-                live[k] = alloc.malloc(sizes[k])
+                proc.malloc(i, k, -1)
         for run in range(warm_steps + measured_steps):
             if run == warm_steps and empty_cache_after_warmup:
                 alloc.empty_cache()
             top_alloc, top_reserved = max(top_alloc, alloc.peak), max(top_reserved, alloc.peak_reserved)
             alloc.reset_peak()
-            for i, made, freed in sch.work:
-                while run == 0 and evicted:
-                    alloc.free(evicted.pop(0))
-                for k in made:
-                    if k in sch.cached and k in live:
-                        continue
-                    where = (model.steps[i].name, sch.names[k], run)
-                    live[k] = alloc.malloc(sizes[k])
-                if run == 0 and model.steps[i].name in benchmarks:
-                    while awaiting_gc:
-                        alloc.free(awaiting_gc.pop(0))
-                    for _ in range(benchmarks.count(model.steps[i].name)):
-                        where = (model.steps[i].name, FLUSH_BUFFER, run)
-                        alloc.free(alloc.malloc(TRITON_L2_FLUSH_BYTES))
-                for k in freed:
-                    if run == 0 and k in held_at.get(model.steps[i].name, ()):
-                        awaiting_gc.append(live.pop(k))
-                    else:
-                        alloc.free(live.pop(k))
-            while awaiting_gc:                 # no later compile in the first call: collected by its end at the latest
-                alloc.free(awaiting_gc.pop(0))
+            for i, made, freed in proc.sch.work:
+                proc.step(i, made, freed, run)
+            proc.end_of_call()
             if run >= warm_steps:
                 peaks.append(alloc.peak)
                 reserved_peaks.append(alloc.peak_reserved)
-            for k in sch.released:
-                if k in live:
-                    alloc.free(live.pop(k))    # the harness drops the output and the gradients
     except AllocatorOutOfMemory as err:
-        step, buffer, run = where
+        step, buffer, run = proc.where
         oom = OomEvent(run, run == 0, step, buffer, err.oom)
         return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
                       max(top_alloc, alloc.peak), oom)
