@@ -10,8 +10,8 @@ the failing request with PyTorch's figures.
 The sequence simulated is what a process runs: a fresh start, the inputs, the first call at this
 shape (library caches allocated), then steady steps. ``protocol=True`` runs the validator's
 sequence instead (one target warmup step, ``empty_cache``, three measured steps) for the boundary
-records; the history of its small-shape warmup comes in through ``history`` (its leftovers, in an empty
-allocator: ``validate.protocol.prelude`` replays it whole where segments matter, for the records).
+records; its small-shape warmup comes in as a ``prelude`` (``validate.protocol.prelude``: replayed whole) or,
+coarser, as ``history`` (its leftovers put into an empty allocator).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from .allocator import DEFAULT_CONF, AllocatorConf
 from .autotune import benchmarking_steps
 from .devices import Device
 from .errors import LivebytesError
-from .replay import OomEvent, replay
+from .replay import OomEvent, Prelude, replay
 from .shapes import Shape
 
 if TYPE_CHECKING:
@@ -158,13 +158,14 @@ class Verdict:
 
 
 def _run_kwargs(model: LifetimeModel, shape: Shape, conf: AllocatorConf, triton_cache: str,
-                history: tuple[int, ...] = (), protocol: bool = False) -> dict:
+                history: tuple[int, ...] = (), protocol: bool = False, prelude: Prelude | None = None) -> dict:
     """The replay of a process's sequence (``protocol``: the validator's, whose cold process warmed up at MBS 1 x
     1024 first): first call, then steady steps."""
     if protocol and triton_cache == "cold":
         triton_cache = COLD_AFTER_WARMUP
     return {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
-            "history": history, "conf": conf, "benchmarks": cold_benchmarks(model, shape, triton_cache)}
+            "history": history, "prelude": prelude, "conf": conf,
+            "benchmarks": cold_benchmarks(model, shape, triton_cache)}
 
 
 def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF,
@@ -177,12 +178,13 @@ def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEF
 
 
 def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
-            triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False) -> Verdict:
+            triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False,
+            prelude: Prelude | None = None) -> Verdict:
     """Run the process's sequence (or the validator's, ``protocol=True``) without a limit, then, when its
     reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
     cached segments, or stop at the failing request."""
     proc = process_memory(device, model.key, triton_cache)
-    kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol)
+    kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude)
     run = replay(model, shape, **kw)
     capacity = device.capacity_bytes - proc.bytes
     if run.reserved_peak_bytes > capacity:

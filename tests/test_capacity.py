@@ -130,7 +130,7 @@ def protocol_replay(r):
 
 
 def protocol_verdict(model, shape, *args):
-    return verdict(model, shape, H200, *args, history=protocol.history(model, shape), protocol=True)
+    return verdict(model, shape, H200, *args, prelude=protocol.prelude(model, shape), protocol=True)
 
 
 @pytest.mark.parametrize("r", CONTROLLED, ids=rid)
