@@ -107,3 +107,12 @@ def test_the_readmes_sample_output_is_what_its_command_prints(monkeypatch):
     block = readme.split("The first prints:\n\n```\n", 1)[1].split("\n```", 1)[0] + "\n"
     width = max(len(line) for line in block.splitlines())
     assert rendered(monkeypatch, args, width) == block
+
+
+def test_the_validation_docs_table_is_every_records_comparison(monkeypatch):
+    """docs/validation.md's table is `COLUMNS=160 livebytes validate --from-records all`: it drifts with every run."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "validation.md").read_text()
+    block = doc.split("record; an out-of-memory record passes when the model predicted it):\n\n```\n", 1)[1].split("\n```", 1)[0]
+    table, summary = block.rsplit("\n", 1)
+    assert rendered(monkeypatch, ["validate", "--from-records", "all"], 160).rstrip("\n") == table
+    assert summary in CliRunner().invoke(app, ["validate", "--from-records", "all"]).output
