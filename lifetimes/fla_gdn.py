@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
+from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
 BT = 64                        # chunk_size (chunk_gated_delta_rule default)
@@ -32,7 +33,6 @@ NT = chunks_per_batch(BT)      # len(prepare_chunk_indices(cu_seqlens, 64))
 
 # Autotune keys: each decorator's key=[...] values at this call (flags as numbers: IS_VARLEN 1 with cu_seqlens,
 # USE_G 1 (g passed), USE_G_GAMMA 0, USE_DW 1, STATE_V_FIRST 0). Only l2norm's depends on T.
-L2NORM_KEY = (DK, cdiv(T * H, 2048 * 32))             # l2norm_{fwd,bwd}_kernel: D, NB (a token bucket over T*H rows)
 KKT_SOLVE_KEY = (H, HV, DK, 16)                       # chunk_gated_delta_rule_fwd_kkt_solve_kernel: H, HV, K, BC
 W_U_KEY = (H, HV, DK, DV, BT, 64, 64, 1)              # recompute_w_u_fwd_kernel: H, HV, K, V, BT, BK, BV, IS_VARLEN
 FWD_H_KEY = (H, HV, DK, DV, BT, 0)                    # ..._fwd_kernel_h_blockdim64: H, HV, K, V, BT, STATE_V_FIRST
@@ -122,17 +122,8 @@ def build(forward_only: bool = False, device=None, gva: bool = False) -> Lifetim
 def _forward(d: Declaration, saved_until: str) -> None:
     """ChunkGatedDeltaRuleFunction.forward (chunk.py:258) -> chunk_gated_delta_rule_fwd (chunk.py:33)."""
     fwd = "ChunkGatedDeltaRuleFunction.forward"
-    l2 = "modules/norm/l2norm.py"
     for x in ("q", "k"):
-        d.step(f"fwd.l2norm_{x}", "forward", src(CHUNK, fwd, 283 if x == "q" else 284, f"{x}, {x}_rstd = l2norm_fwd({x})"))
-        d.autotune("l2norm_fwd_kernel", L2NORM_KEY, src(l2, "l2norm_fwd", 136,
-                   "l2norm_fwd_kernel[grid](x=x, y=y, rstd=rstd, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
-                   note="key=['D', 'NB'] (l2norm.py:65), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:131)")
-        d.buffer(f"{x}_normed", Group.SAVED, (T, H, DK), "bf16", src(l2, "l2norm_fwd", 117, "y = torch.empty_like(x)"),
-                 saved_until)                                                                     # [T*H, K] bf16
-        d.buffer(f"{x}_rstd", Group.SAVED, (T * H,), "fp32",
-                 src(l2, "l2norm_fwd", 128, "rstd = torch.empty((T,), dtype=torch.float32, device=x.device)"),
-                 saved_until)                                                                     # [T*H] fp32
+        l2norm_forward(d, x, src(CHUNK, fwd, 283 if x == "q" else 284, f"{x}, {x}_rstd = l2norm_fwd({x})"), saved_until)
     d.step("fwd.chunk_indices", "forward", src(CHUNK, fwd, 291, "chunk_indices = prepare_chunk_indices(cu_seqlens, ...)"))
     d.buffer("chunk_indices", Group.SCRATCH, (NT, 2), "int64",                                    # [NT, 2] int64
              src("ops/utils/index.py", "prepare_chunk_indices", 164, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
@@ -230,15 +221,9 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int) -> N
                note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=True")
     d.buffer("dg", Group.OUTPUT_GRAD, (T, HV), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278,
              "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), note="the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
-    l2 = "modules/norm/l2norm.py"
     for x in ("q", "k"):
-        d.step(f"bwd.l2norm_{x}", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
-                                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
-        d.autotune("l2norm_bwd_kernel", L2NORM_KEY, src(l2, "l2norm_bwd", 164,
-                   "l2norm_bwd_kernel[grid](y=y, rstd=rstd, dy=dy, dx=dx, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
-                   note="key=['D', 'NB'] (l2norm.py:89), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:159)")
-        d.buffer(f"d{x}", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(l2, "l2norm_bwd", 149, "dx = torch.empty_like(y)"),
-                 note=f"the {x.upper()} gradient")                                               # [T, H, K] bf16
+        l2norm_backward(d, x, src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
+                                  f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
     d.step("bwd.return", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 388, "return (dq.to(q), dk.to(k), ...)"),
            note="the casts are no-ops; autograd frees the saved tensors after this node")
 

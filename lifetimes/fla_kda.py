@@ -30,6 +30,7 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
+from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
 BT = 64                      # chunk_size (chunk_kda default; the report uses it)
@@ -37,7 +38,6 @@ BC = 16                      # sub-chunk of chunk_kda_fwd_intra
 NT = chunks_per_batch(BT)    # chunks over the packed batch: len(prepare_chunk_indices(cu_seqlens, 64))
 NK_INTRA = cdiv(DK, 32)      # chunk_kda_bwd_intra: NK = cdiv(K, BK), BK = min(32, next_pow2(K)) (exact for K >= 32)
 NT_GATE = cdiv(T, 32)        # kda_gate_bwd: NT = cdiv(T, BT) with BT = 32 over the packed tokens
-L2NORM_KEY = (DK, cdiv(T * H, 2048 * 32))   # l2norm kernels' autotune key (D, NB): a token bucket, new at larger T
 
 # Autotune keys: the values of each decorator's key=[...] at our call (flags as numbers: IS_VARLEN 1 with
 # cu_seqlens, REVERSE, STATE_V_FIRST 0, USE_G 0 because KDA passes gk). None depends on T but l2norm's.
@@ -196,18 +196,9 @@ def _chunk_indices(d: Declaration) -> None:
 
 def _forward_transforms(d: Declaration, c: Config) -> None:
     """Report contract: in-kernel l2norm of q and k and the beta sigmoid, saved for backward."""
-    l2 = "modules/norm/l2norm.py"
     for x in ("q", "k"):
-        d.step(f"fwd.l2norm_{x}", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 58 if x == "q" else 59,
-                                                  f"{x}, {x}_rstd = l2norm_fwd({x})"))
-        d.autotune("l2norm_fwd_kernel", L2NORM_KEY, src(l2, "l2norm_fwd", 136,
-                   "l2norm_fwd_kernel[grid](x=x, y=y, rstd=rstd, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
-                   note="key=['D', 'NB'] (l2norm.py:65), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:131)")
-        d.buffer(f"{x}_normed", Group.SAVED, (T, H, DK), "bf16", src(l2, "l2norm_fwd", 117, "y = torch.empty_like(x)"),
-                 c.saved_until)                                                                   # [T, H, K] bf16
-        d.buffer(f"{x}_rstd", Group.SAVED, (T * H,), "fp32",
-                 src(l2, "l2norm_fwd", 128, "rstd = torch.empty((T,), dtype=torch.float32, device=x.device)"),
-                 c.saved_until)                                                                   # [T*H] fp32
+        l2norm_forward(d, x, src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 58 if x == "q" else 59,
+                                 f"{x}, {x}_rstd = l2norm_fwd({x})"), c.saved_until)
     d.step("fwd.beta_sigmoid", "forward", src("ops/kda/chunk.py", "ChunkKDAFunction.forward", 63,
                                               "beta = fused_beta_sigmoid(x=beta_raw, ...)"))
     fp32 = c.v.beta_sigmoid_dtype == "fp32"
@@ -431,15 +422,8 @@ def _backward_report_tail(d: Declaration, c: Config) -> None:
     reduce_bias = src(gate, gb, 320, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
     d.step("bwd.gate_reduce_bias", "backward", reduce_bias)
     d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV * DK,), "fp32", reduce_bias)
-    l2 = "modules/norm/l2norm.py"
     for x, line in (("q", 204), ("k", 205)):
-        d.step(f"bwd.l2norm_{x}", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line,
-                                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
-        d.autotune("l2norm_bwd_kernel", L2NORM_KEY, src(l2, "l2norm_bwd", 164,
-                   "l2norm_bwd_kernel[grid](y=y, rstd=rstd, dy=dy, dx=dx, eps=eps, T=T, D=D, BD=BD, NB=NB)"),
-                   note="key=['D', 'NB'] (l2norm.py:89), NB = triton.cdiv(T, 2048 * 32) over T*H rows (l2norm.py:159)")
-        d.buffer(f"d{x}", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(l2, "l2norm_bwd", 149, "dx = torch.empty_like(y)"),
-                 note=f"the {x.upper()} gradient")                                                # [T, H, K] bf16
+        l2norm_backward(d, x, src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line, f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
     d.step("bwd.beta_sigmoid", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 207,
                                                "db = fused_beta_sigmoid_bwd(x=beta_raw, dy=db, ...)"))
     d.buffer("dbeta", Group.OUTPUT_GRAD, (T, HV), "bf16", src("ops/common/gate.py", "fused_beta_sigmoid_bwd", 75,
