@@ -17,9 +17,11 @@ c10/cuda/CUDACachingAllocator.cpp (torch 2.11): one device, one stream, no CUDA 
    segments: unmap every free page), then ``alloc_block`` once more;
 6. otherwise the out-of-memory error, with the figures PyTorch prints (``OutOfMemory``).
 
-Addresses: a new segment lies above every earlier one (``cudaMalloc``'s order is not modelled: it only
-breaks ties between free blocks of equal size). Expandable segments: one per pool, whose address
-space is never exhausted (the real one spans 1.125x the device memory).
+Addresses: a new segment lies above every earlier one (``cudaMalloc``'s and ``cuMemAddressReserve``'s
+order is not modelled: it only breaks ties between free blocks of equal size). Expandable segments: one
+per pool while its address range lasts (``expandable_address_space``: 1.125x the device memory, when the
+device total is given); pages unmapped in an out-of-memory retry leave holes that push later mappings up
+that range, and when no range has room a new segment is reserved above the others.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ K_SMALL_BUFFER = 2 << 20        # kSmallBuffer: small-pool segments (and expanda
 K_LARGE_BUFFER = 20 << 20       # kLargeBuffer: requests under 10 MiB get a 20 MiB segment; expandable large pages
 K_MIN_LARGE_ALLOC = 10 << 20    # kMinLargeAlloc
 K_ROUND_LARGE = 2 << 20         # kRoundLarge: larger segments round up to 2 MiB
-ES_ADDRESS_SPACE = 1 << 50      # one expandable segment's address range (never exhausted here)
+ES_ADDRESS_SPACE = 1 << 50      # one expandable segment's address range when the device total is not given
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,16 @@ def page_size(small: bool) -> int:
     return K_SMALL_BUFFER if small else K_LARGE_BUFFER
 
 
+def expandable_address_space(device_total_bytes: int | None, small: bool) -> int:
+    """The address range one expandable segment reserves (``ExpandableSegment`` constructor:
+    ``max_handles_ = numSegments(totalGlobalMem + totalGlobalMem / 8)`` pages, ``cuMemAddressReserve`` of
+    ``segment_size_ * max_handles_``): 1.125x the device memory, rounded up to whole pages."""
+    if device_total_bytes is None:
+        return ES_ADDRESS_SPACE
+    page = page_size(small)
+    return page * -(-(device_total_bytes + device_total_bytes // 8) // page)
+
+
 @dataclass(eq=False)
 class Block:
     addr: int
@@ -104,6 +116,18 @@ class OutOfMemory:
     free_bytes: int
 
 
+@dataclass(frozen=True)
+class MappedRange:
+    """One entry of ``torch.cuda.memory_snapshot()``'s segments: a cudaMalloc segment, or, with expandable
+    segments, one contiguous mapped range of a segment. ``base``: the address its segment starts at."""
+    small: bool
+    base: int
+    addr: int
+    size: int
+    allocated: int
+    expandable: bool
+
+
 class AllocatorOutOfMemory(Exception):
     def __init__(self, oom: OutOfMemory):
         super().__init__(f"out of memory: tried to allocate {oom.tried_bytes} B")
@@ -119,16 +143,33 @@ def should_split(block: Block, size: int, expandable: bool) -> bool:
     return remaining > K_SMALL_SIZE
 
 
+def _mapped_runs(head: Block, chain: list[Block]) -> list[MappedRange]:
+    """Split one segment's block chain at its unmapped blocks."""
+    out, run = [], []
+    for b in chain + [None]:
+        if b is not None and b.mapped:
+            run.append(b)
+        elif run:
+            base = head.base if head.base is not None else head.addr
+            out.append(MappedRange(head.small, base, run[0].addr, sum(x.size for x in run),
+                                   sum(x.size for x in run if not x.free), head.base is not None))
+            run = []
+    return out
+
+
 class CachingAllocator:
     """Best fit over cached free blocks, split when the remainder is worth keeping, merge on free,
     segments (or pages) from a finite capacity with PyTorch's release-and-retry before an OOM."""
 
-    def __init__(self, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None) -> None:
+    def __init__(self, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
+                 device_total_bytes: int | None = None) -> None:
         self.conf = conf
         self.capacity = capacity_bytes
+        self.device_total = device_total_bytes     # sizes an expandable segment's address range
         self._pools: dict[bool, list[tuple[int, int, Block]]] = {True: [], False: []}
         self._unmapped: dict[bool, list[Block]] = {True: [], False: []}
         self._segments = 0
+        self._in_use: set[Block] = set()         # allocated blocks (for mapped_ranges)
         self.allocated = self.peak = 0
         self.reserved = self.peak_reserved = 0
 
@@ -184,7 +225,7 @@ class CachingAllocator:
         for small, pool in self._pools.items():
             if self.conf.expandable_segments:
                 for entry in list(pool):
-                    self.unmap_block(entry[2])
+                    self.release_expandable_segment(self.unmap_block(entry[2]))
                 continue
             keep = []
             for entry in pool:
@@ -225,6 +266,7 @@ class CachingAllocator:
             block.next, block.size = rest, size
             self._insert(rest)
         block.free = False
+        self._in_use.add(block)
         self.allocated += block.size
         self.peak = max(self.peak, self.allocated)
         return block
@@ -234,6 +276,7 @@ class CachingAllocator:
         if block is None:
             return
         self.allocated -= block.size
+        self._in_use.discard(block)
         block.free = True
         self._insert(self._merge_neighbours(block))
 
@@ -256,6 +299,24 @@ class CachingAllocator:
             block.size += neighbour.size
         return block
 
+    def mapped_ranges(self) -> tuple[MappedRange, ...]:
+        """The segments as ``memory_snapshot`` lists them (``snapshot`` / ``get_all_blocks``: an expandable
+        segment is reported once per contiguous mapped range), by pool and address."""
+        heads = {}
+        cached = [e[2] for pool in self._pools.values() for e in pool]
+        for b in cached + list(self._in_use) + [b for u in self._unmapped.values() for b in u]:
+            while b.prev is not None:
+                b = b.prev
+            heads[id(b)] = b
+        out = []
+        for head in sorted(heads.values(), key=lambda b: (b.small, b.addr)):
+            chain, b = [], head
+            while b is not None:
+                chain.append(b)
+                b = b.next
+            out.extend(_mapped_runs(head, chain))
+        return tuple(out)
+
     def reset_peak(self) -> None:
         """``reset_peak_memory_stats``: every peak restarts from the current value."""
         self.peak = self.allocated
@@ -275,7 +336,7 @@ class CachingAllocator:
             if room(c):
                 return c
         base = self._new_address()
-        block = Block(base, ES_ADDRESS_SPACE, small, True, False, base)
+        block = Block(base, expandable_address_space(self.device_total, small), small, True, False, base)
         self._unmapped[small].append(block)
         return block
 
@@ -313,14 +374,14 @@ class CachingAllocator:
         self._remove(candidate)
         return candidate
 
-    def unmap_block(self, block: Block) -> None:
+    def unmap_block(self, block: Block) -> Block | None:
         """``unmap_block`` / ``ExpandableSegment::unmap``: give back the whole pages inside a free block;
-        the partial pages at either end stay mapped as free blocks."""
+        the partial pages at either end stay mapped as free blocks. Returns the unmapped block (merged)."""
         page = page_size(block.small)
         begin = block.base + page * -(-(block.addr - block.base) // page)
         end = block.base + page * ((block.addr + block.size - block.base) // page)
         if begin >= end:
-            return
+            return None
         self._remove(block)
         if begin > block.addr:
             before = Block(block.addr, begin - block.addr, block.small, True, True, block.base, block.prev, block)
@@ -336,4 +397,12 @@ class CachingAllocator:
             self._insert(after)
         block.addr, block.size, block.mapped = begin, end - begin, False
         self.reserved -= end - begin
-        self._unmapped[block.small].append(self._merge_neighbours(block))
+        merged = self._merge_neighbours(block)
+        self._unmapped[block.small].append(merged)
+        return merged
+
+    def release_expandable_segment(self, block: Block | None) -> None:
+        """``release_blocks`` then ``release_expandable_segment``: a segment left as one unmapped block (nothing
+        mapped in it) gives back its address range; a later mapping reserves a new one."""
+        if block is not None and block.prev is None and block.next is None:
+            self._unmapped[block.small].remove(block)

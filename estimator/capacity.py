@@ -185,6 +185,7 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     cached segments, or stop at the failing request."""
     proc = process_memory(device, model.key, triton_cache)
     kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude)
+    kw["device_total_bytes"] = device.capacity_bytes
     run = replay(model, shape, **kw)
     capacity = device.capacity_bytes - proc.bytes
     if run.reserved_peak_bytes > capacity:

@@ -34,6 +34,7 @@ from .allocator import (
     AllocatorConf,
     AllocatorOutOfMemory,
     CachingAllocator,
+    MappedRange,
     OutOfMemory,
 )
 from .autotune import FLUSH_BUFFER, TRITON_L2_FLUSH_BYTES, held_until_gc
@@ -63,6 +64,7 @@ class Replay:
     reserved_peak_bytes: int = 0          # max reserved over the whole run, history included
     allocated_peak_bytes: int = 0         # max allocated over the whole run, history included
     oom: OomEvent | None = field(default=None)
+    segments: tuple[MappedRange, ...] = ()   # memory_snapshot's segments at the end (or at the failing request)
 
     @property
     def peak_bytes(self) -> int:
@@ -155,12 +157,12 @@ class _Process:
     """One replayed process: the allocator, the live blocks by allocation index, and where it is (for an OOM)."""
 
     def __init__(self, model: LifetimeModel, shape: Shape, conf: AllocatorConf, capacity_bytes: int | None,
-                 benchmarks: tuple[str, ...]):
+                 benchmarks: tuple[str, ...], device_total_bytes: int | None = None):
         self.model, self.sch, self.benchmarks = model, _schedule(model), benchmarks
         self.sizes = [int(v) for v in self.sch.sizes_fn(*shape.values())]
         self.held_at = {step: {self.sch.names.index(n) for n in names}
                         for step, names in held_until_gc(model, shape, benchmarks).items()}
-        self.alloc = CachingAllocator(conf, capacity_bytes)
+        self.alloc = CachingAllocator(conf, capacity_bytes, device_total_bytes)
         self.live: dict[int, object] = {}
         self.evicted: list = []
         self.awaiting_gc: list = []
@@ -213,7 +215,8 @@ class _Process:
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
            empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
            conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
-           benchmarks: tuple[str, ...] = (), prelude: Prelude | None = None) -> Replay:
+           benchmarks: tuple[str, ...] = (), prelude: Prelude | None = None,
+           device_total_bytes: int | None = None) -> Replay:
     """``history``: request sizes of allocations the process made before this shape's inputs and still
     holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
     ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory).
@@ -221,10 +224,12 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     (``autotune.benchmarking_steps``): Triton's L2-flush buffer is allocated and freed there, after the
     step's allocations and before its frees.
     ``prelude``: the earlier calls replayed whole (instead of ``history``).
+    ``device_total_bytes``: the device's memory, which sizes an expandable segment's address range
+    (``allocator.expandable_address_space``); None: unbounded.
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
     L2-flush buffer (the order run 11's trace of a cold report process shows)."""
-    proc = _Process(model, shape, conf, capacity_bytes, benchmarks)
+    proc = _Process(model, shape, conf, capacity_bytes, benchmarks, device_total_bytes)
     alloc, peaks, reserved_peaks = proc.alloc, [], []
     top_alloc = top_reserved = 0
     try:
@@ -247,6 +252,6 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
         step, buffer, run = proc.where
         oom = OomEvent(run, run == 0, step, buffer, err.oom)
         return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
-                      max(top_alloc, alloc.peak), oom)
+                      max(top_alloc, alloc.peak), oom, alloc.mapped_ranges())
     return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
-                  max(top_alloc, alloc.peak))
+                  max(top_alloc, alloc.peak), segments=alloc.mapped_ranges())

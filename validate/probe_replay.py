@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from livebytes.estimator.allocator import parse_alloc_conf
-from livebytes.estimator.autotune import benchmarking_steps
+from livebytes.estimator.allocator import MappedRange, expandable_address_space, parse_alloc_conf
+from livebytes.estimator.autotune import benchmarking_steps, tuning_keys
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.replay import Replay, replay
 from livebytes.estimator.shapes import Shape
@@ -97,22 +97,56 @@ class SimulatedTrial:
         return (self.run.peaks[i], self.run.reserved_peaks[i]) if i < len(self.run.peaks) else None
 
 
-def simulate(probe: Probe) -> list[SimulatedTrial]:
-    """Every trial of the process, in order, with what the earlier ones left behind."""
+def simulate(probe: Probe, missing_on_disk: frozenset[str] = frozenset()) -> list[SimulatedTrial]:
+    """Every trial of the process, in order, with what the earlier ones left behind. ``missing_on_disk``: kernels a
+    warm cache lacks (they benchmark at each key new to the process, as in a cold one)."""
     model = probe.model()
     conf = parse_alloc_conf(probe.allocator_conf)
-    tuned = None if probe.triton_cache == "warm" else frozenset()    # None: the on-disk cache has every key
+    tuned = None if probe.triton_cache == "warm" and not missing_on_disk else frozenset()   # None: every key on disk
     calls: list[tuple[Shape, int, int | None]] = []
     out = []
     for t in probe.trials:
         steps = ()
         if tuned is not None:
+            if probe.triton_cache == "warm":     # the on-disk keys count as tuned before the launch
+                tuned |= {(k, key) for k, key in tuning_keys(model, t.shape) if k not in missing_on_disk}
             steps, tuned = benchmarking_steps(model, t.shape, tuned)
         capacity = probe.total_bytes - t.measured["nonpytorch_after_bytes"]
         run = replay(model, t.shape, warm_steps=0, measured_steps=len(PHASES), empty_cache_after_warmup=False,
-                     history=held_before(model, calls, t.shape), conf=conf, capacity_bytes=capacity, benchmarks=steps)
+                     history=held_before(model, calls, t.shape), conf=conf, capacity_bytes=capacity, benchmarks=steps,
+                     device_total_bytes=probe.total_bytes)
         out.append(SimulatedTrial(t, run, steps))
         oom = run.oom
         failed_at = model.step_index(oom.step) if oom is not None and oom.run_step == 0 and oom.step != "history" else None
         calls.append((t.shape, t.index, failed_at))
+    return out
+
+
+def measured_segments(trial: Trial, total_bytes: int) -> list[tuple] | None:
+    """The probe's ``memory_snapshot`` segments (at the failing request, or after the last call), as
+    (pool, bytes, allocated bytes, offset in the pool's first expandable reservation or None), in address order.
+    The lowest range of a pool is taken as its first reservation's start; a range past that reservation's
+    1.125x-device-memory span lies in a later one, whose address the driver chooses (not modelled)."""
+    segs = trial.measured.get("segments_at_oom") or trial.measured.get("segments_at_end")
+    if segs is None:
+        return None
+    out = []
+    for pool in ("large", "small"):
+        mine = sorted((s for s in segs if s["segment_type"] == pool), key=lambda s: s["address"])
+        span = expandable_address_space(total_bytes, pool == "small")
+        for s in mine:
+            offset = s["address"] - mine[0]["address"]
+            expandable = s.get("is_expandable")
+            out.append((pool, s["total_size"], s["allocated_size"], offset if expandable and offset < span else None))
+    return out
+
+
+def simulated_segments(ranges: tuple[MappedRange, ...]) -> list[tuple]:
+    """The replay's segments in the form ``measured_segments`` gives."""
+    out = []
+    for small in (False, True):
+        mine = [r for r in ranges if r.small == small]
+        for r in mine:
+            offset = r.addr - r.base if r.expandable and r.base == mine[0].base else None
+            out.append(("small" if small else "large", r.size, r.allocated, offset))
     return out
