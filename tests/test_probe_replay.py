@@ -12,7 +12,15 @@ from livebytes.estimator.autotune import TRITON_L2_FLUSH_BYTES, benchmarking_ste
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.replay import replay, request_sizes
-from livebytes.validate.probe_replay import PHASES, load_probe, probe_files, simulate
+from livebytes.estimator.allocator import expandable_address_space
+from livebytes.validate.probe_replay import (
+    PHASES,
+    load_probe,
+    measured_segments,
+    probe_files,
+    simulate,
+    simulated_segments,
+)
 from livebytes.validate.protocol import held_before
 
 TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
@@ -33,6 +41,12 @@ def cold_warmup(name, sim):
 
 def sim_path(name):
     return next(p for p in probe_files() if p.name == name)
+
+
+COLD_WARMUPS = [n for n, sims in SIMULATED.items() if load_probe(sim_path(n)).triton_cache == "cold"
+                and sims[0].trial.stage == "warmup_1x1024"]     # a cold process whose first call was at 1 x 1024
+COLD_AT_THE_SHAPE = [n for n, sims in SIMULATED.items() if load_probe(sim_path(n)).triton_cache == "cold"
+                     and sims[0].trial.stage == "value"]        # ... whose first call was the probed value (run 12)
 
 
 def test_every_probe_file_is_replayed():
@@ -59,7 +73,7 @@ def test_every_completed_phase_to_the_byte(item):
     assert [sim.phase(p) for p in done] == [(m[p]["max_allocated"], m[p]["max_reserved"]) for p in done]
 
 
-@pytest.mark.parametrize("name", [n for n in SIMULATED if load_probe(sim_path(n)).triton_cache == "cold"])
+@pytest.mark.parametrize("name", COLD_WARMUPS)
 def test_cold_warmup_peak_is_bwd_intras_benchmark(name):
     """The cold first call's allocated peak is chunk_kda_bwd_intra's autotuning: the steady peak is reached at db_sum
     (T x H fp32 = 1024 x 96 x 4 = 393,216 B), one allocation after the kernel whose benchmark holds 256 MiB more."""
@@ -82,7 +96,7 @@ def test_l2norm_token_bucket_by_hand():
     assert benchmarking_steps(plain, Shape(1, 163_413, 96), tuned) == ((), tuned)
 
 
-@pytest.mark.parametrize("name", [n for n in SIMULATED if load_probe(sim_path(n)).triton_cache == "cold"])
+@pytest.mark.parametrize("name", COLD_WARMUPS)
 def test_a_failing_config_keeps_dv_until_the_next_compile(name):
     """chunk_gated_delta_rule_bwd_kernel_dhu has configs that fail on the H200 (OutOfResources): the traceback cycle keeps
     dAv's dv (which bwd.dhu drops) until wy_dqkg's compile collects it. Freed at bwd.dhu instead, the report contract's
@@ -143,3 +157,71 @@ def test_plan_report_cold_is_below_the_measured_oom():
     r = largest_running(get_model("fla-kda@0.6.0", "H200", contract="report"), Shape(1, 8192, 96), "seq", get_device("H200"),
                         triton_cache=COLD_AFTER_WARMUP)
     assert 163_413 * 0.99 <= r.value < 163_413
+
+
+SEGMENTED = [(n, s) for n, s in TRIALS if s.trial.measured.get("segments_at_oom") or s.trial.measured.get("segments_at_end")]
+
+
+@pytest.mark.parametrize("item", SEGMENTED, ids=ids)
+def test_the_allocators_segments_to_the_byte(item):
+    """Where the probe recorded ``memory_snapshot``'s segments, the replay holds the same mapped ranges: sizes,
+    allocated bytes, and offsets inside the first expandable reservation."""
+    name, sim = item
+    total = load_probe(sim_path(name)).total_bytes
+    assert simulated_segments(sim.run.segments) == measured_segments(sim.trial, total)
+
+
+def test_segments_are_recorded_for_the_expandable_report_edge():
+    assert len(SEGMENTED) >= 2
+
+
+def test_a_second_expandable_reservation_at_172819():
+    """Run 12c: at 172,819 the report contract's large expandable segment ran out of address range (1.125 x
+    150,109,880,320 B = 168,873,615,360 B, rounded up to 8,053 pages of 20 MiB): its last mapped range lies in a new
+    reservation, above (measured 168,913,010,688 B past the first range's start)."""
+    sim = next(s for n, s in SEGMENTED if s.trial.shape.seq == 172_819)
+    large = [r for r in sim.run.segments if not r.small]
+    assert expandable_address_space(150_109_880_320, small=False) == 20 * 2**20 * 8053 == 168_883_650_560
+    assert large[-1].base != large[0].base and all(r.base == large[0].base for r in large[:-1])
+    measured = [m for m in measured_segments(sim.trial, 150_109_880_320) if m[0] == "large"]
+    assert measured[-2][3] is not None and measured[-1][3] is None
+
+
+@pytest.mark.parametrize("name", COLD_AT_THE_SHAPE)
+def test_a_first_call_at_the_shape_benchmarks_every_declared_kernel(name):
+    """Run 12: one fresh process per value, empty Triton cache, no warmup: every declared autotuned launch with a key new
+    to the process benchmarks in that first call (the report's q and k share l2norm's key: one benchmark each way)."""
+    sim = SIMULATED[name][0]
+    model = load_probe(sim_path(name)).model()
+    keys = {key for key in tuning_keys(model, sim.trial.shape)}
+    assert len(sim.benchmarks) == len(keys) >= 12
+    assert sim.trial.measured["first_call"]["stack_limit_bytes"] == 14_464
+
+
+def test_cold_at_the_shape_covers_answer_and_above_for_both_contracts():
+    assert sorted(n.split("_H96")[0].split("run12_")[1] + n.rsplit("_", 1)[1] for n in COLD_AT_THE_SHAPE) == [
+        "fla-kda-plainabove.jsonl", "fla-kda-plainanswer.jsonl", "fla-kda-reportabove.jsonl", "fla-kda-reportanswer.jsonl"]
+
+
+RUN12 = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "run12"
+UNTUNED = sorted(RUN12.glob("*_l2norm-bwd-untuned_values.jsonl"))
+
+
+@pytest.mark.parametrize("path", UNTUNED, ids=lambda p: p.name)
+def test_run12s_mis_keyed_warm_processes_benchmarked_l2norm_bwd(path):
+    """Run 12 pretuned l2norm with a bf16 gradient; chunk_kda hands l2norm_bwd an fp32 one, and Triton's key holds the
+    arguments' dtypes, so those "warm" processes benchmarked l2norm_bwd_kernel at each token bucket. Replayed with only
+    that kernel missing on disk, every trial holds to the byte, PyTorch's failing figures included."""
+    probe = load_probe(path)
+    sims = simulate(probe, missing_on_disk=frozenset({"l2norm_bwd_kernel"}))
+    assert len(sims) == 3 and [s.benchmarks for s in sims] == [("bwd.l2norm_q",)] * 3
+    for sim in sims:
+        m = sim.trial.measured
+        assert sim.fits == m["fits"]
+        assert [sim.phase(p) for p in PHASES if p in m] == [(m[p]["max_allocated"], m[p]["max_reserved"]) for p in PHASES if p in m]
+        if not m["fits"]:
+            assert (sim.run.oom.figures.tried_bytes, sim.run.oom.figures.free_bytes) == (
+                m["oom_observer"][0]["tried_bytes"], m["oom_observer"][0]["device_free"])
+    as_if_warm = simulate(probe)       # every key on disk: no L2-flush segment, which the measured reserved peaks hold
+    assert any(w.phase(p) != (w.trial.measured[p]["max_allocated"], w.trial.measured[p]["max_reserved"])
+               for w in as_if_warm for p in PHASES if p in w.trial.measured and w.phase(p) is not None)

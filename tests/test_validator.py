@@ -180,7 +180,10 @@ def test_the_boundary_commands_run_every_case_at_plans_answer_and_one_percent_ab
     from livebytes.validate.boundary import CASES, answer, commands
     lines = commands()
     first_calls = [c for c in CASES if c.impl.startswith("fla-") and c.triton_cache == "cold"]   # a process per value
-    assert len(lines) == len(CASES) + len(first_calls) and first_calls
+    warm_report = [c for c in CASES if c.contract == "report" and c.triton_cache == "warm"]    # + l2norm's pretuning
+    assert len(lines) == len(CASES) + len(first_calls) + len(warm_report) and first_calls and warm_report
+    for case in warm_report:        # l2norm's key is a token bucket: tuned at the warmup's 1,024 tokens and both values
+        assert any(f"--pretune 1024,{answer(case)},{-(-answer(case) * 101 // 100)} " in line for line in lines)
     for case in CASES:
         value, above = answer(case), -(-answer(case) * 101 // 100)
         if case in first_calls:

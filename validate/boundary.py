@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from livebytes.estimator.allocator import parse_alloc_conf
-from livebytes.estimator.capacity import COLD_AFTER_WARMUP
+from livebytes.estimator.capacity import COLD_AFTER_WARMUP, TUNED_AT_TOKENS
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, spec
@@ -49,6 +49,8 @@ CASES = (
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128)),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True", triton_cache="warm"),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache="warm"),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), triton_cache="warm"),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True", triton_cache="warm"),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", Shape(1, 32768, 96, 128)),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True"),
 )
@@ -108,7 +110,18 @@ def probe_commands(case: Case) -> list[str]:
     state, _ = probe_state(case)
     if state == "cold" and case.triton_cache == "cold":
         return [_probe_command(case, str(v), f"_{role}") for v, role in ((value, "answer"), (math.ceil(value * 1.01), "above"))]
-    return [_probe_command(case, f"{value},{math.ceil(value * 1.01)}", "")]
+    values = f"{value},{math.ceil(value * 1.01)}"
+    return [*_pretune_command(case, values), _probe_command(case, values, "")]
+
+
+def _pretune_command(case: Case, values: str) -> list[str]:
+    """Warm report contract: l2norm's autotune key is a token bucket (``fla_l2norm.L2NORM_KEY``), so a separate process
+    first tunes it at the warmup's 1024 tokens and at both values; the probe's own process then benchmarks nothing."""
+    if case.contract != "report" or case.triton_cache != "warm":
+        return []
+    tag = f"fla-report_pretune_{case.alloc_conf.split(':')[1]}"
+    return [f"TRITON_CACHE_DIR=/tmp/tc_report python3 validate/probes/boundary_probe.py --impl fla-report "
+            f"--heads {case.base.heads} --pretune {TUNED_AT_TOKENS},{values} --state warm --out \"$OUT/{tag}\""]
 
 
 def _probe_command(case: Case, values: str, suffix: str) -> str:
