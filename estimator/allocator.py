@@ -325,7 +325,8 @@ class CachingAllocator:
     # ------------------------------------------------------------------ expandable segments
     def find_expandable_block(self, size: int, small: bool) -> Block:
         """``find_expandable_block``: the lowest unmapped range (with the free block before it) that
-        reaches ``size``; else a new segment's whole address space."""
+        reaches ``size``, over every segment of the pool; else a new segment's whole address range (1.125x the
+        device memory, ``expandable_address_space``), reserved above the others."""
         def room(b: Block | None) -> bool:
             total = 0
             while total < size and b is not None and b.free:
