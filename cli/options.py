@@ -121,10 +121,10 @@ def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
 
 def triton_cache_for(model, device, triton_cache: Optional[str]) -> str:
     """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels)."""
-    from livebytes.estimator.capacity import TRITON_CACHE_STATES, check_state, triton_cache_matters
+    from livebytes.estimator.capacity import check_state, triton_cache_matters
     if triton_cache is None:
         return "cold"
-    check_state(triton_cache, TRITON_CACHE_STATES)   # the validator's cold-after-warmup is not a user's state
+    check_state(triton_cache)
     if not triton_cache_matters(model, device):
         raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
     return triton_cache

@@ -32,30 +32,28 @@ if TYPE_CHECKING:
     from .buffers import LifetimeModel
 
 DATA = Path(__file__).parent / "data" / "process_memory.json"
-TRITON_CACHE_STATES = ("cold", "warm")      # what a user states (--triton-cache)
-COLD_AFTER_WARMUP = "cold-after-warmup"     # the validator's and the probes' processes: cold, first call at MBS 1 x 1024
-PROCESS_STATES = TRITON_CACHE_STATES + (COLD_AFTER_WARMUP,)
+TRITON_CACHE_STATES = ("cold", "warm")      # --triton-cache
 STEADY_STEPS = 2     # steady steps after the first call: the second one shows any layout the first left
-TUNED_AT_TOKENS = 1024   # cold-after-warmup: the process autotuned at MBS 1 x 1024 tokens first
 
 
-def check_state(triton_cache: str, allowed: tuple[str, ...] = PROCESS_STATES) -> str:
-    if triton_cache not in allowed:
-        raise LivebytesError(f"--triton-cache must be one of {', '.join(allowed)}, got {triton_cache!r}")
+def check_state(triton_cache: str) -> str:
+    if triton_cache not in TRITON_CACHE_STATES:
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
     return triton_cache
 
 
-def cold_benchmarks(model: LifetimeModel, shape: Shape, triton_cache: str) -> tuple[str, ...]:
-    """Steps whose first call at ``shape`` benchmarks (``autotune.benchmarking_steps``). ``cold``: the process's
-    first call is at ``shape`` (a fresh machine), so every declared autotuned launch benchmarks there;
-    ``cold-after-warmup``: the process tuned at MBS 1 x ``TUNED_AT_TOKENS`` first, so only kernels whose key
-    differs there (l2norm's token bucket); ``warm``: the on-disk cache holds every key."""
+def cold_benchmarks(model: LifetimeModel, shape: Shape, triton_cache: str,
+                    tuned_at_tokens: int | None = None) -> tuple[str, ...]:
+    """Steps whose first call at ``shape`` benchmarks (``autotune.benchmarking_steps``). ``cold``: every declared
+    autotuned launch benchmarks at a key the process has not tuned; with ``tuned_at_tokens`` the process's first
+    call came earlier, at MBS 1 x that many tokens of the same heads and dims (the validator's warmup), so only
+    kernels whose key differs here benchmark (l2norm's token bucket). ``warm``: the on-disk cache holds every key."""
     if check_state(triton_cache) == "warm":
         return ()
     tuned: frozenset = frozenset()
-    if triton_cache == COLD_AFTER_WARMUP:
-        small = Shape(1, TUNED_AT_TOKENS, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
-        _, tuned = benchmarking_steps(model, small, frozenset())
+    if tuned_at_tokens is not None:
+        earlier = Shape(1, tuned_at_tokens, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
+        _, tuned = benchmarking_steps(model, earlier, frozenset())
     return benchmarking_steps(model, shape, tuned)[0]
 
 
@@ -105,7 +103,6 @@ def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -
     """Context and library memory for ``model_key`` on ``device`` (GPUs without their own figures take
     the H200's, labelled as assumptions)."""
     check_state(triton_cache)
-    memory_state = "cold" if triton_cache == COLD_AFTER_WARMUP else triton_cache   # the same autotuning residue
     devices = _data()["devices"]
     name = device.name.upper()
     assumed_from = None if name in devices else "H200"
@@ -113,7 +110,7 @@ def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -
     context = _figure(entry["context"], assumed_from)
     for lib in entry["libraries"]:
         if any(model_key.startswith(p) for p in lib["model_prefixes"]):
-            return ProcessMemory(context, _figure(lib[memory_state], assumed_from), lib["name"], triton_cache)
+            return ProcessMemory(context, _figure(lib[triton_cache], assumed_from), lib["name"], triton_cache)
     return ProcessMemory(context, None, model_key.split("@")[0], triton_cache)
 
 
@@ -158,14 +155,13 @@ class Verdict:
 
 
 def _run_kwargs(model: LifetimeModel, shape: Shape, conf: AllocatorConf, triton_cache: str,
-                history: tuple[int, ...] = (), protocol: bool = False, prelude: Prelude | None = None) -> dict:
-    """The replay of a process's sequence (``protocol``: the validator's, whose cold process warmed up at MBS 1 x
-    1024 first): first call, then steady steps."""
-    if protocol and triton_cache == "cold":
-        triton_cache = COLD_AFTER_WARMUP
+                history: tuple[int, ...] = (), protocol: bool = False, prelude: Prelude | None = None,
+                tuned_at_tokens: int | None = None) -> dict:
+    """The replay of a process's sequence (``protocol``: the validator's: ``empty_cache`` after the first call, three
+    measured steps): first call, then steady steps."""
     return {"warm_steps": 1, "measured_steps": 3 if protocol else STEADY_STEPS, "empty_cache_after_warmup": protocol,
             "history": history, "prelude": prelude, "conf": conf,
-            "benchmarks": cold_benchmarks(model, shape, triton_cache)}
+            "benchmarks": cold_benchmarks(model, shape, triton_cache, tuned_at_tokens)}
 
 
 def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF,
@@ -179,12 +175,13 @@ def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEF
 
 def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
             triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False,
-            prelude: Prelude | None = None) -> Verdict:
+            prelude: Prelude | None = None, tuned_at_tokens: int | None = None) -> Verdict:
     """Run the process's sequence (or the validator's, ``protocol=True``) without a limit, then, when its
     reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
-    cached segments, or stop at the failing request."""
+    cached segments, or stop at the failing request. ``tuned_at_tokens``: the process's first call, which
+    autotuned, came earlier at MBS 1 x that many tokens (``cold_benchmarks``); its memory is the cold one."""
     proc = process_memory(device, model.key, triton_cache)
-    kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude)
+    kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude, tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
     run = replay(model, shape, **kw)
     capacity = device.capacity_bytes - proc.bytes

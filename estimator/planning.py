@@ -111,15 +111,17 @@ class CapacityPlan:
 
 
 def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
-                    conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None) -> CapacityPlan:
+                    conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None,
+                    tuned_at_tokens: int | None = None) -> CapacityPlan:
     """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
     (allocator replay of a fresh process: first call, then steady steps, against the device total minus
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
-    near the edge; the answer is checked: it runs and the next value does not."""
+    near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
+    autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``)."""
     at = _checked(shape, solve, refuse)
 
     def run(v: int) -> Verdict:
-        return verdict(model, at(v), device, conf, triton_cache)
+        return verdict(model, at(v), device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
     value = _largest_value(lambda v: run(v).fits)
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, value, None if value is None else run(value), nxt, run(nxt))

@@ -33,7 +33,7 @@ def trials(case: Case) -> list[dict]:
 
 
 def cid(case: Case) -> str:
-    return f"{case.impl}:{case.contract}:{case.solve}:{case.alloc_conf}:{case.triton_cache}"
+    return f"{case.impl}:{case.contract}:{case.solve}:{case.alloc_conf}:{case.cache_label}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=cid)

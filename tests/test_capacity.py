@@ -10,7 +10,6 @@ from livebytes.cli.app import app
 from livebytes.cli.capacity_doc import regenerate
 from livebytes.estimator import Shape, get_model, rounding
 from livebytes.estimator import allocator as A
-from livebytes.estimator.capacity import COLD_AFTER_WARMUP
 from livebytes.estimator.allocator import (
     AllocatorConf,
     AllocatorOutOfMemory,
@@ -130,7 +129,9 @@ def protocol_replay(r):
 
 
 def protocol_verdict(model, shape, *args):
-    return verdict(model, shape, H200, *args, prelude=protocol.prelude(model, shape), protocol=True)
+    """The validator's process: its warmup at MBS 1 x 1024 came first (and autotuned, when cold)."""
+    return verdict(model, shape, H200, *args, prelude=protocol.prelude(model, shape), protocol=True,
+                   tuned_at_tokens=protocol.WARMUP_TOKENS)
 
 
 @pytest.mark.parametrize("r", CONTROLLED, ids=rid)
@@ -198,11 +199,11 @@ def test_process_memory_cold_warm_and_not_measured():
 
 # ------------------------------------------------------------------------------ plan and the boundary
 
-@pytest.mark.parametrize("case", boundary.CASES, ids=lambda c: f"{c.impl}:{c.contract}:{c.solve}:{c.alloc_conf}:{c.triton_cache}")
+@pytest.mark.parametrize("case", boundary.CASES, ids=lambda c: f"{c.impl}:{c.contract}:{c.solve}:{c.alloc_conf}:{c.cache_label}")
 def test_plan_answer_runs_the_next_does_not_in_under_2_s(case):
     t0 = time.process_time()
     r = largest_running(boundary.model_of(case), case.base, case.solve, H200, parse_alloc_conf(case.alloc_conf),
-                        case.triton_cache)
+                        case.triton_cache, tuned_at_tokens=case.tuned_at_tokens)
     assert time.process_time() - t0 < 2
     assert r.at_value.fits and not r.at_next.fits and r.next_value == r.value + 1
     assert r.at_value.device_need_bytes <= H200.capacity_bytes
@@ -278,7 +279,7 @@ def test_one_percent_above_is_what_the_plan_file_runs():
 # The H200 boundary probes (validate/records/boundary/README.md): largest S (or MBS) that ran, smallest that went out
 # of memory, bisected in one process (a first call and two steady calls per trial). plan's answer must lie in between.
 PROBES = [
-    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", COLD_AFTER_WARMUP, 168_156, 168_437),
+    (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "tuned at 1024", 168_156, 168_437),
     (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "warm", 172_281, 172_562),
     (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:True", "warm", 177_937, 178_218),
     (("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", 1, 32768), "expandable_segments:False", "cold", 7, 8),
@@ -289,5 +290,7 @@ PROBES = [
 def test_plan_lies_between_the_probes_fit_and_oom(case, conf, cache, largest_fit, smallest_oom):
     impl, contract, solve, mbs, seq = case
     model = get_model(impl, "H200", **({"contract": contract} if contract else {}))
-    r = largest_running(model, Shape(mbs, seq, 96), solve, H200, parse_alloc_conf(conf), cache)
+    tuned_at = protocol.WARMUP_TOKENS if cache == "tuned at 1024" else None    # the probe's process warmed up first
+    r = largest_running(model, Shape(mbs, seq, 96), solve, H200, parse_alloc_conf(conf),
+                        "cold" if tuned_at else cache, tuned_at_tokens=tuned_at)
     assert largest_fit <= r.value < smallest_oom

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from livebytes.estimator import Shape, get_model
-from livebytes.estimator.capacity import COLD_AFTER_WARMUP
 from livebytes.estimator.autotune import TRITON_L2_FLUSH_BYTES, benchmarking_steps, tuning_keys
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
@@ -21,7 +20,7 @@ from livebytes.validate.probe_replay import (
     simulate,
     simulated_segments,
 )
-from livebytes.validate.protocol import held_before
+from livebytes.validate.protocol import WARMUP_TOKENS, held_before
 
 TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
 
@@ -155,7 +154,7 @@ def test_plan_report_cold_is_below_the_measured_oom():
     """Run 6a: the report contract at 163,413 (the old S*) ran out of memory in a process that warmed up at 1 x 1024
     (cold-after-warmup); S* of such a process lies below, within 1 %."""
     r = largest_running(get_model("fla-kda@0.6.0", "H200", contract="report"), Shape(1, 8192, 96), "seq", get_device("H200"),
-                        triton_cache=COLD_AFTER_WARMUP)
+                        tuned_at_tokens=WARMUP_TOKENS)
     assert 163_413 * 0.99 <= r.value < 163_413
 
 

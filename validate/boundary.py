@@ -21,13 +21,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from livebytes.estimator.allocator import parse_alloc_conf
-from livebytes.estimator.capacity import COLD_AFTER_WARMUP, TUNED_AT_TOKENS
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, spec
 from livebytes.estimator.shapes import Shape
 
+from .protocol import WARMUP_TOKENS
+
 PLAN_PATH = Path(__file__).parent / "plans" / "h200_boundary.json"
+COLD_AFTER_WARMUP = "cold-after-warmup"   # the plan file's and the tests' label of a cold case tuned at the warmup first
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,17 @@ class Case:
     base: Shape
     alloc_conf: str = "expandable_segments:False"
     triton_cache: str = "cold"
+    tuned_at_tokens: int | None = None     # cold, but the process autotuned at the probe's 1 x WARMUP_TOKENS first
+
+    @property
+    def cache_label(self) -> str:
+        return COLD_AFTER_WARMUP if self.tuned_at_tokens is not None else self.triton_cache
 
 
 CASES = (
-    # cold-after-warmup: the probe's process autotuned at MBS 1 x 1024 first; cold: its first call is the answer
-    Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), triton_cache=COLD_AFTER_WARMUP),
-    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), triton_cache=COLD_AFTER_WARMUP),
+    # tuned at the warmup: the probe's process autotuned at MBS 1 x 1024 first; cold: its first call is the answer
+    Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128), tuned_at_tokens=WARMUP_TOKENS),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), tuned_at_tokens=WARMUP_TOKENS),
     Case("fla-kda@0.6.0", "plain", "seq", Shape(1, 8192, 96, 128)),
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128)),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128)),
@@ -65,7 +72,7 @@ def answer(case: Case) -> int:
     s = spec(case.impl)
     dev = get_device("H200")
     r = largest_running(model_of(case), case.base, case.solve, dev, parse_alloc_conf(case.alloc_conf),
-                        case.triton_cache, refuse=lambda sh: s.refuse(sh, dev))
+                        case.triton_cache, refuse=lambda sh: s.refuse(sh, dev), tuned_at_tokens=case.tuned_at_tokens)
     return r.value
 
 
@@ -77,7 +84,7 @@ def groups() -> list[dict]:
             shape = replace(case.base, **{case.solve: v})
             g = {"impl": case.impl, "shapes": f"{shape.mbs},{shape.seq},{shape.heads},{shape.dim}",
                  "alloc_conf": case.alloc_conf,
-                 "triton_cache": case.triton_cache if case.impl.startswith("fla-") else "n/a", "fresh": True,
+                 "triton_cache": case.cache_label if case.impl.startswith("fla-") else "n/a", "fresh": True,
                  "boundary": {"solve": case.solve, "role": role, "plan_value": value, "expected": expect}}
             if case.contract:
                 g["contract"] = case.contract
@@ -97,7 +104,7 @@ def probe_state(case: Case) -> tuple[str, bool]:
     """(the probe's ``--state`` label, whether it runs the 1x1024 warmup) for a case."""
     if not case.impl.startswith("fla-"):
         return "n/a", False
-    if case.triton_cache == COLD_AFTER_WARMUP:
+    if case.tuned_at_tokens is not None:
         return "cold", True
     return case.triton_cache, case.triton_cache == "warm"
 
@@ -108,7 +115,7 @@ def probe_commands(case: Case) -> list[str]:
     one fresh process per value: each must be that process's first call, with an empty Triton cache."""
     value = answer(case)
     state, _ = probe_state(case)
-    if state == "cold" and case.triton_cache == "cold":
+    if state == "cold" and case.tuned_at_tokens is None:
         return [_probe_command(case, str(v), f"_{role}") for v, role in ((value, "answer"), (math.ceil(value * 1.01), "above"))]
     values = f"{value},{math.ceil(value * 1.01)}"
     return [*_pretune_command(case, values), _probe_command(case, values, "")]
@@ -121,7 +128,7 @@ def _pretune_command(case: Case, values: str) -> list[str]:
         return []
     tag = f"fla-report_pretune_{case.alloc_conf.split(':')[1]}"
     return [f"TRITON_CACHE_DIR=/tmp/tc_report python3 validate/probes/boundary_probe.py --impl fla-report "
-            f"--heads {case.base.heads} --pretune {TUNED_AT_TOKENS},{values} --state warm --out \"$OUT/{tag}\""]
+            f"--heads {case.base.heads} --pretune {WARMUP_TOKENS},{values} --state warm --out \"$OUT/{tag}\""]
 
 
 def _probe_command(case: Case, values: str, suffix: str) -> str:
