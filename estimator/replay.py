@@ -225,7 +225,8 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     step's allocations and before its frees.
     ``prelude``: the earlier calls replayed whole (instead of ``history``).
     ``device_total_bytes``: the device's memory, which sizes an expandable segment's address range
-    (``allocator.expandable_address_space``); None: unbounded.
+    (``allocator.expandable_address_space``); None: unbounded, which changes nothing unless pages get unmapped
+    (an out-of-memory retry against ``capacity_bytes``, or ``empty_cache``).
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
     L2-flush buffer (the order run 11's trace of a cold report process shows)."""

@@ -14,6 +14,7 @@ from livebytes.estimator.allocator import (
     AllocatorConf,
     AllocatorOutOfMemory,
     CachingAllocator,
+    expandable_address_space,
     parse_alloc_conf,
 )
 from livebytes.estimator.capacity import process_memory, verdict
@@ -125,7 +126,8 @@ def rid(r):
 
 def protocol_replay(r):
     """The record's process: the protocol's history (warmup and earlier shapes' leftovers), then this shape."""
-    return protocol.protocol_replay(model_of(r), r.shape, protocol.version_of(r.protocol), earlier_shapes(r))[0]
+    return protocol.protocol_replay(model_of(r), r.shape, protocol.version_of(r.protocol), earlier_shapes(r),
+                                    r.total_memory)[0]
 
 
 def protocol_verdict(model, shape, *args):
@@ -294,3 +296,35 @@ def test_plan_lies_between_the_probes_fit_and_oom(case, conf, cache, largest_fit
     r = largest_running(model, Shape(mbs, seq, 96), solve, H200, parse_alloc_conf(conf),
                         "cold" if tuned_at else cache, tuned_at_tokens=tuned_at)
     assert largest_fit <= r.value < smallest_oom
+
+
+# ------------------------------------------------------------------------------ expandable segments' address range
+
+MiB = 2**20
+
+
+def test_an_expandable_segment_runs_out_of_address_range():
+    """A 100 MiB device: the large pool's segment reserves 6 pages of 20 MiB (1.125 x 100 MiB, rounded up). 60 + 40 MiB
+    map pages 0-4; freeing the 60 MiB and emptying the cache leaves a 3-page hole before the 40 MiB block; 80 MiB fits
+    neither the hole nor the one page left at the end, so a new segment is reserved (unbounded: the same one grows)."""
+    assert expandable_address_space(100 * MiB, small=False) == 6 * 20 * MiB
+    bases = []
+    for total in (100 * MiB, None):
+        alloc = CachingAllocator(AllocatorConf(True), device_total_bytes=total)
+        first, second = alloc.malloc(60 * MiB), alloc.malloc(40 * MiB)
+        alloc.free(first)
+        alloc.empty_cache()
+        bases.append((second.base, alloc.malloc(80 * MiB).base))
+    (kept, moved), (same, grown) = bases
+    assert moved != kept and grown == same
+
+
+def test_a_wholly_unmapped_expandable_segment_is_released():
+    """``release_blocks`` → ``release_expandable_segment``: with nothing mapped left, the segment's address range goes
+    back; the next request reserves a new one (the model puts it above)."""
+    alloc = CachingAllocator(AllocatorConf(True), device_total_bytes=100 * MiB)
+    block = alloc.malloc(40 * MiB)
+    alloc.free(block)
+    alloc.empty_cache()
+    assert alloc.reserved == 0 and not alloc._unmapped[False]
+    assert alloc.malloc(40 * MiB).base > block.base

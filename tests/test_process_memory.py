@@ -70,32 +70,39 @@ def test_the_cold_limit_is_the_most_spilling_candidate(contract):
                                                          )["value"]["first_call"]["stack_limit_bytes"]
 
 
-def test_the_warm_limit_is_the_chosen_wy_dqkg_config():
-    """Warm, only the tuned configs launch. At H96 wy_dqkg's best is BK 64, BV 64, 4 warps, 3 stages (the committed
-    tuning); of its two 4-warp 3-stage cubins the BV-64 one has the smaller shared memory (49,152 B) and a 1,440-byte
-    stack: the limit both warm contracts measured (run 6a plain, run 12b report)."""
-    tunings = json.loads(AUTOTUNE.read_text())["triton_files"]
-    tuning = next(v for k, v in tunings.items() if "wy_dqkg" in k and v["key"][1] == 96)
-    best = min(tuning["configs_timings"], key=lambda ct: ct[1])[0]
-    assert (best["kwargs"], best["num_warps"], best["num_stages"]) == ({"BK": 64, "BV": 64}, 4, 3)
-    same = sorted((r["shared"], r["STACK"]) for r in cubins("report")
-                  if r["name"] == "chunk_kda_bwd_kernel_wy_dqkg_fused" and (r["num_warps"], r["num_stages"]) == (4, 3))
-    assert same == [(49_152, 1_440), (90_240, 2_000)]
-    assert stack_limit(same[0][1]) == 1_440
+def test_the_warm_limit_is_wy_dqkgs_smallest_frame():
+    """Warm, only the tuned configs launch. Every wy_dqkg candidate has a stack frame of at least 1,440 B, and every
+    other kernel's candidates at most 928 B (l2norm_bwd's spilling ones aside, which its tuned config is not: a warm
+    report process measured 1,440). So a warm process's limit is the tuned wy_dqkg config's frame, 1,440 B, as both
+    contracts measured (run 6a plain, run 12b report). Which config that is (BK 64, BV 64, 4 warps, 3 stages at H96 in
+    the committed tuning) cuobjdump's listing cannot say: it holds no constexprs; of the two 4-warp 3-stage cubins the
+    one with 1,440 B has the smaller shared memory, as BV 64 would."""
+    rows = cubins("report")
+    wy = [r["STACK"] for r in rows if r["name"] == "chunk_kda_bwd_kernel_wy_dqkg_fused"]
+    others = [r["STACK"] for r in rows if r["name"] not in ("chunk_kda_bwd_kernel_wy_dqkg_fused", "l2norm_bwd_kernel")]
+    assert min(wy) == 1_440 and max(others) == 928
     report = stages("h200_run12b_fla-kda-report_H96_default_warm_values.jsonl")
-    assert report["warmup_1x1024"]["stack_limit_bytes"] == 1_440
+    plain = stages("h200_run6a_fla-kda-plain_H96_default_warm_values.jsonl")
+    assert report["warmup_1x1024"]["stack_limit_bytes"] == plain["warmup_1x1024"]["stack_limit_bytes"] == 1_440
 
 
 def test_a_mis_keyed_warm_process_keeps_l2norm_bwds_largest_candidate():
     """Run 12's "warm" report processes benchmarked l2norm_bwd_kernel (a key missing on disk): the limit rose to
-    5,552 B, that kernel's most-spilling candidate (1 warp, a 5,544-byte frame), 1,111,490,560 B more outside PyTorch
-    than the warm process, which is the (5,552 - 1,440) x 132 x 2,048 = 1,111,621,632 B reservation within 1 MiB."""
+    5,552 B, that kernel's most-spilling candidate (1 warp, a 5,544-byte frame). Above its CUDA context it held
+    1,323,302,912 B, every warm process (plain run 6a, report run 12b on either GPU) 211,812,352 B: 1,111,490,560 B
+    more, where the reservation grew by (5,552 - 1,440) x 132 x 2,048 = 1,111,621,632 B. The 131,072 B it holds less
+    than that is not explained (the driver's bookkeeping of local memory is not modelled; the cold reset released
+    the product plus 1 MiB)."""
     top = max((r for r in cubins("report") if r["name"] == "l2norm_bwd_kernel"), key=lambda r: r["STACK"])
     assert (top["num_warps"], top["STACK"], stack_limit(top["STACK"])) == (1, 5_544, 5_552)
+
+    def above_context(d: dict) -> int:
+        return d["warmup_1x1024"]["nonpytorch_after_bytes"] - d["context"]["nonpytorch_bytes"]
     mis = {d["stage"]: d for d in map(json.loads, (RUNS / "run12" / "fla-kda-report_H96_default_l2norm-bwd-untuned_values.jsonl"
                                                    ).read_text().splitlines())}
-    warm = stages("h200_run12b_fla-kda-report_H96_expandable_warm_values.jsonl")
+    warm = [stages(f"h200_run12b_fla-kda-report_H96_{conf}_warm_values.jsonl") for conf in ("default", "expandable")]
+    warm.append(stages("h200_run6a_fla-kda-plain_H96_default_warm_values.jsonl"))
     assert mis["warmup_1x1024"]["stack_limit_bytes"] == 5_552
-    extra = mis["warmup_1x1024"]["nonpytorch_after_bytes"] - warm["warmup_1x1024"]["nonpytorch_after_bytes"]
+    assert {above_context(w) for w in warm} == {211_812_352} and above_context(mis) == 1_323_302_912
     reservation = (5_552 - 1_440) * get_device("H200").sm_count * THREADS_PER_SM
-    assert extra == 1_111_490_560 and abs(extra - reservation) <= MIB
+    assert (above_context(mis) - 211_812_352, reservation) == (1_111_490_560, 1_111_621_632)

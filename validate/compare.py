@@ -99,7 +99,8 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         predicted = predict(model, record.shape).peak_bytes
         passed = abs(predicted - record.peak_bytes) <= PUBLISHED_TOLERANCE * record.peak_bytes
         return Comparison(record, predicted, record.peak_bytes, passed, None, "published figure: steady state within 0.1 %")
-    replayed, history = protocol.protocol_replay(model, record.shape, record.protocol_version, earlier_shapes(record))
+    replayed, history = protocol.protocol_replay(model, record.shape, record.protocol_version, earlier_shapes(record),
+                                                 record.total_memory)
     requested_error = _requested_error(model, record, history)
     requested_ok = _within(requested_error, _slack(record))
     if record.history_dependent:

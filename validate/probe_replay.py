@@ -122,31 +122,32 @@ def simulate(probe: Probe, missing_on_disk: frozenset[str] = frozenset()) -> lis
     return out
 
 
+def _normalised(ranges: list[tuple], total_bytes: int) -> list[tuple]:
+    """(pool, bytes, allocated bytes, offset) per segment, comparable between the probe and the replay. Expandable:
+    in address order, the offset from the pool's lowest mapped range while within one reservation's span
+    (1.125x the device memory), None past it (a later reservation, whose address the driver chooses).
+    cudaMalloc segments: sorted by size, no offset (cudaMalloc's address order is not modelled)."""
+    out = []
+    for pool in ("large", "small"):
+        mine = sorted((r for r in ranges if r[0] == pool), key=lambda r: r[1])
+        span = expandable_address_space(total_bytes, pool == "small")
+        expandable = [r for r in mine if r[4]]
+        out += [(pool, size, allocated, addr - expandable[0][1] if addr - expandable[0][1] < span else None)
+                for _, addr, size, allocated, _ in expandable]
+        out += sorted((pool, size, allocated, None) for _, _, size, allocated, exp in mine if not exp)
+    return out
+
+
 def measured_segments(trial: Trial, total_bytes: int) -> list[tuple] | None:
-    """The probe's ``memory_snapshot`` segments (at the failing request, or after the last call), as
-    (pool, bytes, allocated bytes, offset in the pool's first expandable reservation or None), in address order.
-    The lowest range of a pool is taken as its first reservation's start; a range past that reservation's
-    1.125x-device-memory span lies in a later one, whose address the driver chooses (not modelled)."""
+    """The probe's ``memory_snapshot`` segments (at the failing request, or after the last call), ``_normalised``."""
     segs = trial.measured.get("segments_at_oom") or trial.measured.get("segments_at_end")
     if segs is None:
         return None
-    out = []
-    for pool in ("large", "small"):
-        mine = sorted((s for s in segs if s["segment_type"] == pool), key=lambda s: s["address"])
-        span = expandable_address_space(total_bytes, pool == "small")
-        for s in mine:
-            offset = s["address"] - mine[0]["address"]
-            expandable = s.get("is_expandable")
-            out.append((pool, s["total_size"], s["allocated_size"], offset if expandable and offset < span else None))
-    return out
+    return _normalised([(s["segment_type"], s["address"], s["total_size"], s["allocated_size"], bool(s.get("is_expandable")))
+                        for s in segs], total_bytes)
 
 
-def simulated_segments(ranges: tuple[MappedRange, ...]) -> list[tuple]:
-    """The replay's segments in the form ``measured_segments`` gives."""
-    out = []
-    for small in (False, True):
-        mine = [r for r in ranges if r.small == small]
-        for r in mine:
-            offset = r.addr - r.base if r.expandable and r.base == mine[0].base else None
-            out.append(("small" if small else "large", r.size, r.allocated, offset))
-    return out
+def simulated_segments(ranges: tuple[MappedRange, ...], total_bytes: int) -> list[tuple]:
+    """The replay's segments (``Replay.segments``), ``_normalised``."""
+    return _normalised([("small" if r.small else "large", r.addr, r.size, r.allocated, r.expandable) for r in ranges],
+                       total_bytes)

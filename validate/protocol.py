@@ -199,9 +199,12 @@ def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier:
     return process.prelude_for(shape)
 
 
-def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT,
-                    earlier: tuple[Shape, ...] = ()) -> tuple[Replay, tuple[int, ...]]:
+def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
+                    device_total_bytes: int | None = None) -> tuple[Replay, tuple[int, ...]]:
     """The replay of a validator process under protocol ``version``: its earlier calls replayed whole
-    (``prelude``); and the request sizes they leave allocated (``history``, for the allocator bounds)."""
+    (``prelude``); and the request sizes they leave allocated (``history``, for the allocator bounds).
+    ``device_total_bytes`` (the record's GPU) bounds an expandable segment's address range: the protocol's
+    ``empty_cache`` unmaps pages, and later mappings land in the holes or above them."""
     return (replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup,
-                   prelude=prelude(model, shape, version, earlier)), history(model, shape, earlier))
+                   prelude=prelude(model, shape, version, earlier), device_total_bytes=device_total_bytes),
+            history(model, shape, earlier))

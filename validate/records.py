@@ -117,6 +117,12 @@ class Record:
         return self.data.get("device", {}).get("name", "?")
 
     @property
+    def total_memory(self) -> int | None:
+        """The device's memory as torch reported it (None for a published figure)."""
+        total = self.data.get("device", {}).get("total_memory")
+        return None if total is None else int(total)
+
+    @property
     def gpu(self) -> str:
         """Preset name of the device the record was taken on (H200, B300...)."""
         return self.data.get("device", {}).get("preset", "")

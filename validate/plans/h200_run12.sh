@@ -6,6 +6,8 @@
 # cold process can outlast one 10-minute device command); every device call runs `collect`, which waits up to
 # $2 seconds and packs /tmp/run12 into $OUT/run12.tgz.
 #   start:   install fla-core, start both queues, collect      collect: wait, pack
+# Re-running this today differs: boundary_probe.py's --pretune now passes l2norm_bwd an fp32 gradient (run 12's bf16 one
+# missed the key; see validate/records/runs/run12/).
 set -u
 export OUT=/tmp/run12 PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site
 queue0() {   # cold at the shape: report S*, plain S*; then the warm report's l2norm tuning and its default-allocator edge

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run 12c (2026-11-30, session 4, nvidia-h200-x2): the report contract's expandable-segments warm edge at plan's new
 # answer. Run 12b ran out of memory at 172,819 in the second steady call (64 MiB short), where the replay then said
-# "fits": its expandable segment had no address-range limit. With the limit (ExpandableSegment reserves 1.125x the
+# "fits" (a 64 MiB request failed with 45.12 MiB free): its expandable segment had no address-range limit. With the limit (ExpandableSegment reserves 1.125x the
 # device memory) the replay reproduces that failure to the byte and plan answers 172,800. GPU 0 runs the new
 # answer and 1 % above it; GPU 1 runs 172,819 again, now with the allocator's segments recorded at the failure.
 set -u

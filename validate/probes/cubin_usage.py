@@ -19,8 +19,12 @@ FIELDS = re.compile(r"(REG|STACK|SHARED|LOCAL|CONSTANT\[\d+\]|TEXTURE|SURFACE|SA
 
 
 def usage(cubin: Path, tool: str) -> dict:
-    text = subprocess.run([tool, "-res-usage", str(cubin)], capture_output=True, text=True, check=False).stdout
-    return {k: int(v) for k, v in FIELDS.findall(text)}
+    """cuobjdump's figures for one cubin; a cubin it cannot read stops the listing with its message."""
+    done = subprocess.run([tool, "-res-usage", str(cubin)], capture_output=True, text=True, check=False)
+    found = {k: int(v) for k, v in FIELDS.findall(done.stdout)}
+    if done.returncode != 0 or "STACK" not in found:
+        raise SystemExit(f"cuobjdump -res-usage {cubin}: exit {done.returncode}: {done.stderr.strip()[:300]}")
+    return found
 
 
 def main(folders: list[str]) -> int:
