@@ -19,6 +19,11 @@ drops until the next compile (``held_until_gc``).
 With ``capacity_bytes`` the allocator runs out of memory the way PyTorch does; the replay stops at the
 failing request and says where (``OomEvent``).
 
+One walk of a call serves every caller: ``Process`` runs a sequence of calls (``Call``: shape, runs, when the cache
+is emptied, benchmarks, capacity, library-cache keys) in one allocator, and keeps what library caches hold by key
+across them; ``replay`` is its one-call form. Callers that know a process's earlier calls (``validate.protocol``:
+the validator's; ``validate.probe_replay``: a boundary probe's trials) choose the keys and evictions.
+
 The byte formulas are compiled once per model (``_schedule``); a replay costs a few hundred
 allocator operations (well under 5 ms), which the out-of-memory planner bisects over.
 """
@@ -126,12 +131,6 @@ def _schedule(model: LifetimeModel) -> _Schedule:
                      frozenset(k for k in range(len(names)) if first[k].cached), released)
 
 
-def call_plan(model: LifetimeModel) -> _Schedule:
-    """Who is allocated and freed at each step, by allocation index (``names``): for callers that replay
-    earlier calls of a process (``validate.protocol``)."""
-    return _schedule(model)
-
-
 def _run_prelude(alloc: CachingAllocator, prelude: Prelude) -> dict:
     """Carry out the earlier calls' operations; the blocks still held, by tag."""
     blocks: dict = {}
@@ -147,69 +146,226 @@ def _run_prelude(alloc: CachingAllocator, prelude: Prelude) -> dict:
     return blocks
 
 
+def call_plan(model: LifetimeModel) -> _Schedule:
+    """Who is allocated and freed at each step, by allocation index (``names``): for callers that replay
+    earlier calls of a process (``validate.protocol``)."""
+    return _schedule(model)
+
+
 def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     """Unrounded request per allocation (a carved workspace is one request)."""
     sch = _schedule(model)
     return dict(zip(sch.names, (int(v) for v in sch.sizes_fn(*shape.values()))))
 
 
-class _Process:
-    """One replayed process: the allocator, the live blocks by allocation index, and where it is (for an OOM)."""
+@dataclass(frozen=True)
+class Call:
+    """One call of a process at ``shape``: the harness allocates its inputs, then ``runs`` forward+backward runs
+    (outputs and gradients dropped after each). ``empty_cache_before_run``: the run before which the harness calls
+    ``torch.cuda.empty_cache`` (the validator's protocol v3+: 1, after the first call), None: never.
+    ``benchmarks``: steps whose first launch autotunes (``autotune.benchmarking_steps``). ``capacity_bytes``: what the
+    allocator may reserve during this call (None: unbounded). ``cache_keys``: buffer name -> library-cache key of each
+    cached buffer and retained input (the caller decides keys: the estimator does not know the validator's process);
+    a cached buffer with no key here is this call's own. ``evicts``: keys of held entries this call's first step
+    drops (a bounded library cache)."""
+    shape: Shape
+    runs: int
+    empty_cache_before_run: int | None = None
+    benchmarks: tuple[str, ...] = ()
+    capacity_bytes: int | None = None
+    cache_keys: tuple[tuple[str, object], ...] = ()
+    evicts: tuple[object, ...] = ()
 
-    def __init__(self, model: LifetimeModel, shape: Shape, conf: AllocatorConf, capacity_bytes: int | None,
-                 benchmarks: tuple[str, ...], device_total_bytes: int | None = None):
-        self.model, self.sch, self.benchmarks = model, _schedule(model), benchmarks
-        self.sizes = [int(v) for v in self.sch.sizes_fn(*shape.values())]
-        self.held_at = {step: {self.sch.names.index(n) for n in names}
-                        for step, names in held_until_gc(model, shape, benchmarks).items()}
-        self.alloc = CachingAllocator(conf, capacity_bytes, device_total_bytes)
+
+@dataclass(frozen=True)
+class CallReplay:
+    """What one call did: max_memory_allocated / max_memory_reserved of each run that completed (peaks reset before
+    each run), and where it ran out of memory."""
+    peaks: tuple[int, ...]
+    reserved_peaks: tuple[int, ...]
+    oom: OomEvent | None = None
+
+
+def _own_key(call_number: int, name: str) -> tuple:
+    """The cache key of a cached buffer the caller gave no key: an entry no other call of the process hits."""
+    return (Process, call_number, name)
+
+
+class _EmptyTensor:
+    """The handle of a zero-byte request: an empty tensor takes no block (``CachingAllocator.malloc``)."""
+
+
+class _CallState:
+    """What a call in progress holds, by allocation index, and where it is (for an OOM)."""
+
+    def __init__(self, process: Process, call: Call, number: int):
+        sch, model = process.sch, process.model
+        self.call, self.number = call, number
+        self.sizes = [int(v) for v in sch.sizes_fn(*call.shape.values())]
+        self.keys = dict(call.cache_keys)
+        for k in sch.cached:
+            self.keys.setdefault(sch.names[k], _own_key(number, sch.names[k]))
+        self.held_at = {step: {sch.names.index(n) for n in names}
+                        for step, names in held_until_gc(model, call.shape, call.benchmarks).items()}
+        self.inputs: dict[int, object] = {}
         self.live: dict[int, object] = {}
-        self.evicted: list = []
         self.awaiting_gc: list = []
         self.where = ("history", "history", -1)
 
+
+class Process:
+    """One process's caching allocator across calls (``Call``): what a library cache holds survives its call, by
+    key (``held``); everything else a call allocated is dropped at its end (``end_call``), as the harness does.
+    ``record``: log every allocator operation, so that the calls so far can be handed to ``replay`` as a
+    ``Prelude``."""
+
+    def __init__(self, model: LifetimeModel, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
+                 device_total_bytes: int | None = None, record: bool = False):
+        self.model, self.sch = model, _schedule(model)
+        self.alloc = CachingAllocator(conf, capacity_bytes, device_total_bytes)
+        self.held: dict[object, object] = {}        # library-cache key -> block
+        self.calls = 0
+        self.state: _CallState | None = None        # the call in progress (or the last one, until end_call)
+        self.pending_evictions: list = []           # blocks the next call's first step frees (a prelude's)
+        self.ops: list[tuple] | None = [] if record else None
+        self.tags: dict[int, int] = {}              # id(handle) -> tag of its malloc in ``ops``
+        self.top_alloc = self.top_reserved = 0
+
+    # ------------------------------------------------------------------ allocator operations (recorded)
+    def _malloc(self, nbytes: int) -> object:
+        handle = self.alloc.malloc(nbytes) or _EmptyTensor()
+        if self.ops is not None:
+            self.tags[id(handle)] = len(self.ops)
+            self.ops.append(("malloc", len(self.ops), nbytes))
+        return handle
+
+    def _free(self, handle: object) -> None:
+        if self.ops is not None:
+            self.ops.append(("free", self.tags.pop(id(handle))))
+        self.alloc.free(None if isinstance(handle, _EmptyTensor) else handle)
+
+    def _empty_cache(self) -> None:
+        """``torch.cuda.empty_cache``: ``release_cached_blocks`` (CUDACachingAllocator.cpp, ``CachingAllocator``)."""
+        if self.ops is not None:
+            self.ops.append(("empty_cache",))
+        self.alloc.empty_cache()
+
+    def _collect(self, handles: list) -> None:
+        while handles:
+            self._free(handles.pop(0))
+
+    def reset_peak(self) -> None:
+        """``torch.cuda.reset_peak_memory_stats`` (CUDACachingAllocator.cpp ``resetPeakStats``: every peak restarts from
+        the current value); the process's own maxima keep what came before."""
+        self.top_alloc, self.top_reserved = self.allocated_peak_bytes, self.reserved_peak_bytes
+        self.alloc.reset_peak()
+
+    @property
+    def allocated_peak_bytes(self) -> int:
+        return max(self.top_alloc, self.alloc.peak)
+
+    @property
+    def reserved_peak_bytes(self) -> int:
+        return max(self.top_reserved, self.alloc.peak_reserved)
+
+    # ------------------------------------------------------------------ what came before
     def before(self, history: tuple[int, ...], prelude: Prelude | None) -> None:
-        """What the process did before this shape: leftovers (``history``) or earlier calls whole (``prelude``)."""
+        """What the process did before its next call: leftovers (``history``, never freed) or earlier calls whole
+        (``prelude``): the blocks it reuses are held under the next call's own keys, its evictions are pending."""
         for nbytes in history:
             self.alloc.malloc(nbytes)
         if prelude:
             kept = _run_prelude(self.alloc, prelude)
             for name, tag in prelude.reused:
-                self.live[self.sch.names.index(name)] = kept.pop(tag)
-            self.evicted = [kept.pop(tag) for tag in prelude.evicted]
+                self.held[_own_key(self.calls, name)] = kept.pop(tag)
+            self.pending_evictions = [kept.pop(tag) for tag in prelude.evicted]
 
-    def malloc(self, i: int, k: int, run: int) -> None:
-        self.where = (self.model.steps[i].name, self.sch.names[k], run)
-        self.live[k] = self.alloc.malloc(self.sizes[k])
+    def prelude(self, cache_keys: tuple[tuple[str, object], ...], evicts: tuple[object, ...]) -> Prelude:
+        """The recorded operations as a ``Prelude`` for a next call with these keys and evictions."""
+        reused = tuple((name, self.tags[id(self.held[key])]) for name, key in cache_keys if key in self.held)
+        return Prelude(tuple(self.ops), reused, tuple(self.tags[id(self.held[key])] for key in evicts))
 
-    def _collect(self, blocks: list) -> None:
-        while blocks:
-            self.alloc.free(blocks.pop(0))
+    # ------------------------------------------------------------------ one call
+    def _malloc_at(self, st: _CallState, i: int, k: int, run: int) -> object:
+        st.where = (self.model.steps[i].name, self.sch.names[k], run)
+        return self._malloc(st.sizes[k])
 
-    def step(self, i: int, made: tuple[int, ...], freed: tuple[int, ...], run: int) -> None:
-        """One model step; in the first call (run 0) also evictions, benchmarks and arguments held until a GC."""
+    def _evict(self, st: _CallState) -> None:
+        """The call's first step drops what a bounded library cache pushes out (before any of its allocations)."""
+        self._collect(self.pending_evictions)
+        self._collect([self.held.pop(key) for key in st.call.evicts if key in self.held])
+
+    def _step(self, st: _CallState, i: int, made: tuple[int, ...], freed: tuple[int, ...], run: int) -> None:
+        """One model step; in the first run also benchmarks and arguments held until a GC. A cached buffer is
+        allocated only when no entry with its key is held (a cache hit reuses the block)."""
         name, first = self.model.steps[i].name, run == 0
-        if first:
-            self._collect(self.evicted)
         for k in made:
-            if not (k in self.sch.cached and k in self.live):
-                self.malloc(i, k, run)
-        if first and name in self.benchmarks:
-            self._collect(self.awaiting_gc)              # this step's compile runs Python's collector
-            for _ in range(self.benchmarks.count(name)):
-                self.where = (name, FLUSH_BUFFER, run)
-                self.alloc.free(self.alloc.malloc(TRITON_L2_FLUSH_BYTES))
+            if k not in self.sch.cached:
+                st.live[k] = self._malloc_at(st, i, k, run)
+            elif st.keys[self.sch.names[k]] not in self.held:
+                self.held[st.keys[self.sch.names[k]]] = self._malloc_at(st, i, k, run)
+        if first and name in st.call.benchmarks:
+            self._collect(st.awaiting_gc)              # this step's compile runs Python's collector
+            for _ in range(st.call.benchmarks.count(name)):
+                st.where = (name, FLUSH_BUFFER, run)
+                self._free(self._malloc(TRITON_L2_FLUSH_BYTES))
         for k in freed:
-            if first and k in self.held_at.get(name, ()):
-                self.awaiting_gc.append(self.live.pop(k))
+            if first and k in st.held_at.get(name, ()):
+                st.awaiting_gc.append(st.live.pop(k))
             else:
-                self.alloc.free(self.live.pop(k))
+                self._free(st.live.pop(k))
 
-    def end_of_call(self) -> None:
-        self._collect(self.awaiting_gc)     # no later compile in the first call: collected by its end at the latest
+    def _end_of_run(self, st: _CallState) -> None:
+        self._collect(st.awaiting_gc)     # no later compile in the first run: collected by its end at the latest
         for k in self.sch.released:
-            if k in self.live:
-                self.alloc.free(self.live.pop(k))    # the harness drops the output and the gradients
+            if k in st.live:
+                self._free(st.live.pop(k))    # the harness drops the output and the gradients
+
+    def _runs(self, st: _CallState, peaks: list, reserved_peaks: list) -> None:
+        for i, made in self.sch.harness:
+            for k in made:
+                st.inputs[k] = self._malloc_at(st, i, k, -1)
+        for run in range(st.call.runs):
+            if run == st.call.empty_cache_before_run:
+                self._empty_cache()
+            self.reset_peak()
+            if run == 0:
+                self._evict(st)
+            for i, made, freed in self.sch.work:
+                self._step(st, i, made, freed, run)
+            self._end_of_run(st)
+            peaks.append(self.alloc.peak)
+            reserved_peaks.append(self.alloc.peak_reserved)
+
+    def call(self, call: Call) -> CallReplay:
+        """Run one call; with a capacity it may stop at the failing request (its tensors stay until ``end_call``).
+        The allocator's peaks restart at the call (``reset_peak``), so after it they are the call's own."""
+        self.state = st = _CallState(self, call, self.calls)
+        self.calls += 1
+        self.alloc.capacity = call.capacity_bytes
+        self.reset_peak()
+        peaks: list[int] = []
+        reserved_peaks: list[int] = []
+        try:
+            self._runs(st, peaks, reserved_peaks)
+        except AllocatorOutOfMemory as err:
+            step, buffer, run = st.where
+            return CallReplay(tuple(peaks), tuple(reserved_peaks), OomEvent(run, run == 0, step, buffer, err.oom))
+        return CallReplay(tuple(peaks), tuple(reserved_peaks))
+
+    def end_call(self) -> None:
+        """The harness drops the call's tensors (also when it failed: the exception unwinds them) and its inputs,
+        of which a library cache may keep one by key, then empties the cache (``torch.cuda.empty_cache``)."""
+        st, self.state = self.state, None
+        self._collect(st.awaiting_gc)
+        self._collect(list(st.live.values()))
+        for k, handle in st.inputs.items():
+            key = st.keys.get(self.sch.names[k])
+            if key is not None and key not in self.held:
+                self.held[key] = handle
+            else:
+                self._free(handle)
+        self._empty_cache()
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
@@ -230,29 +386,17 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
     L2-flush buffer (the order run 11's trace of a cold report process shows)."""
-    proc = _Process(model, shape, conf, capacity_bytes, benchmarks, device_total_bytes)
-    alloc, peaks, reserved_peaks = proc.alloc, [], []
-    top_alloc = top_reserved = 0
+    proc = Process(model, conf, capacity_bytes, device_total_bytes)
     try:
         proc.before(history, prelude)
-        for i, made in proc.sch.harness:
-            for k in made:
-                proc.malloc(i, k, -1)
-        for run in range(warm_steps + measured_steps):
-            if run == warm_steps and empty_cache_after_warmup:
-                alloc.empty_cache()
-            top_alloc, top_reserved = max(top_alloc, alloc.peak), max(top_reserved, alloc.peak_reserved)
-            alloc.reset_peak()
-            for i, made, freed in proc.sch.work:
-                proc.step(i, made, freed, run)
-            proc.end_of_call()
-            if run >= warm_steps:
-                peaks.append(alloc.peak)
-                reserved_peaks.append(alloc.peak_reserved)
     except AllocatorOutOfMemory as err:
-        step, buffer, run = proc.where
-        oom = OomEvent(run, run == 0, step, buffer, err.oom)
-        return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
-                      max(top_alloc, alloc.peak), oom, alloc.mapped_ranges())
-    return Replay(tuple(peaks), alloc.reserved, tuple(reserved_peaks), max(top_reserved, alloc.peak_reserved),
-                  max(top_alloc, alloc.peak), segments=alloc.mapped_ranges())
+        return _replay_of(proc, CallReplay((), (), OomEvent(-1, False, "history", "history", err.oom)), 0)
+    run = proc.call(Call(shape, warm_steps + measured_steps, warm_steps if empty_cache_after_warmup else None,
+                         benchmarks, capacity_bytes))
+    return _replay_of(proc, run, warm_steps)
+
+
+def _replay_of(proc: Process, run: CallReplay, warm_steps: int) -> Replay:
+    """The one-call result: the measured runs' peaks, the process's maxima, and the segments where it stopped."""
+    return Replay(run.peaks[warm_steps:], proc.alloc.reserved, run.reserved_peaks[warm_steps:],
+                  proc.reserved_peak_bytes, proc.allocated_peak_bytes, run.oom, proc.alloc.mapped_ranges())
