@@ -146,12 +146,6 @@ def _run_prelude(alloc: CachingAllocator, prelude: Prelude) -> dict:
     return blocks
 
 
-def call_plan(model: LifetimeModel) -> _Schedule:
-    """Who is allocated and freed at each step, by allocation index (``names``): for callers that replay
-    earlier calls of a process (``validate.protocol``)."""
-    return _schedule(model)
-
-
 def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     """Unrounded request per allocation (a carved workspace is one request)."""
     sch = _schedule(model)

@@ -134,7 +134,7 @@ def test_report_cold_oom_is_the_l2_flush_segment():
     probe = load_probe(sim_path("h200_run6a_fla-kda-report_H96_default_cold_values.jsonl"))
     capacity = probe.total_bytes - sim.trial.measured["nonpytorch_after_bytes"]
     plain = replay(probe.model(), sim.trial.shape, warm_steps=0, measured_steps=3, empty_cache_after_warmup=False,
-                   history=held_before(probe.model(), [(Shape(1, 1024, 96, 128), 0, None)], sim.trial.shape),
+                   history=held_before(probe.model(), [Shape(1, 1024, 96, 128)], sim.trial.shape),
                    capacity_bytes=capacity)
     assert plain.oom is None and 0 < capacity - plain.reserved_peaks[0] < 8 * MiB
     assert sim.benchmarks == ("fwd.l2norm_q", "bwd.l2norm_q") and sim.oom_phase == "steady_1"

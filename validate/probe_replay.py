@@ -12,8 +12,11 @@ everything is freed and ``empty_cache`` runs. What crosses trials is declared by
 - Triton autotuning (``Autotune``): with a cold cache a kernel benchmarks at the first launch with a
   key the process has not tuned (``autotune.benchmarking_steps``); a warm on-disk cache holds every key.
 
-Each trial runs against the capacity its process had: the device total minus ``nonpytorch_after_bytes``
-measured at that trial's end (it includes kernel modules that trial loaded).
+The trials run in order through one allocator (``replay.Process``): cache entries stay in the segments where the
+trial that made them put them. A trial that runs out of memory unwinds (``Process.end_call``: its tensors freed,
+what its library caches took before the failing request kept). Each trial runs against the capacity its process
+had: the device total minus ``nonpytorch_after_bytes`` measured at that trial's end (it includes kernel modules
+that trial loaded).
 """
 from __future__ import annotations
 
@@ -24,10 +27,10 @@ from pathlib import Path
 from livebytes.estimator.allocator import MappedRange, expandable_address_space, parse_alloc_conf
 from livebytes.estimator.autotune import benchmarking_steps, tuning_keys
 from livebytes.estimator.registry import get_model
-from livebytes.estimator.replay import Replay, replay
+from livebytes.estimator.replay import Call, CallReplay, Process, Replay
 from livebytes.estimator.shapes import Shape
 
-from .protocol import held_before
+from .protocol import cache_keys, evicted
 
 BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
 PHASES = ("first_call", "steady_1", "steady_2")
@@ -98,12 +101,12 @@ class SimulatedTrial:
 
 
 def simulate(probe: Probe, missing_on_disk: frozenset[str] = frozenset()) -> list[SimulatedTrial]:
-    """Every trial of the process, in order, with what the earlier ones left behind. ``missing_on_disk``: kernels a
-    warm cache lacks (they benchmark at each key new to the process, as in a cold one)."""
+    """Every trial of the process, in order, in one allocator: what the earlier ones left behind sits where they put
+    it. ``missing_on_disk``: kernels a warm cache lacks (they benchmark at each key new to the process, as in a cold
+    one)."""
     model = probe.model()
-    conf = parse_alloc_conf(probe.allocator_conf)
+    process = Process(model, parse_alloc_conf(probe.allocator_conf), device_total_bytes=probe.total_bytes)
     tuned = None if probe.triton_cache == "warm" and not missing_on_disk else frozenset()   # None: every key on disk
-    calls: list[tuple[Shape, int, int | None]] = []
     out = []
     for t in probe.trials:
         steps = ()
@@ -112,14 +115,18 @@ def simulate(probe: Probe, missing_on_disk: frozenset[str] = frozenset()) -> lis
                 tuned |= {(k, key) for k, key in tuning_keys(model, t.shape) if k not in missing_on_disk}
             steps, tuned = benchmarking_steps(model, t.shape, tuned)
         capacity = probe.total_bytes - t.measured["nonpytorch_after_bytes"]
-        run = replay(model, t.shape, warm_steps=0, measured_steps=len(PHASES), empty_cache_after_warmup=False,
-                     history=held_before(model, calls, t.shape), conf=conf, capacity_bytes=capacity, benchmarks=steps,
-                     device_total_bytes=probe.total_bytes)
-        out.append(SimulatedTrial(t, run, steps))
-        oom = run.oom
-        failed_at = model.step_index(oom.step) if oom is not None and oom.run_step == 0 and oom.step != "history" else None
-        calls.append((t.shape, t.index, failed_at))
+        call = Call(t.shape, len(PHASES), None, steps, capacity, cache_keys=cache_keys(model, t.shape, process.calls),
+                    evicts=evicted(process.held, process.calls))
+        out.append(SimulatedTrial(t, trial_replay(process, process.call(call)), steps))
+        process.end_call()      # the probe frees everything of the trial, OOM or not, and empties the cache
     return out
+
+
+def trial_replay(process: Process, run: CallReplay) -> Replay:
+    """A trial as a ``Replay``: its phases' peaks, and the allocator where it ended (or failed)."""
+    alloc = process.alloc
+    return Replay(run.peaks, alloc.reserved, run.reserved_peaks, max((*run.reserved_peaks, alloc.peak_reserved)),
+                  max((*run.peaks, alloc.peak)), run.oom, alloc.mapped_ranges())
 
 
 def _normalised(ranges: list[tuple], total_bytes: int) -> list[tuple]:

@@ -15,7 +15,9 @@ in order) is what the allocator bounds of ``compare`` use:
   warmup's ``cu_seqlens``); caches keyed by tensor identity never match a later call.
 
 FLA's ``tensor_cache`` is bounded (4 entries per function): entries keyed by tensor identity older than
-the last three calls are evicted (``held_before``).
+the last three calls are evicted (``evicted``, the one rule both descriptions use). The calls are walked by the
+estimator's ``replay.Process`` (the one walk of a call through the allocator model); this module says which calls,
+with which cache keys.
 
 Versions are integers. v1 (runs 1-3): inputs drawn on the GPU. v2 (run 4): inputs seeded on the
 CPU and copied once. v3 (run 5): also ``torch.cuda.empty_cache()`` after the target-shape warmup.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from livebytes.estimator.buffers import Buffer, LifetimeModel
-from livebytes.estimator.replay import Prelude, Replay, call_plan, replay, request_sizes
+from livebytes.estimator.replay import Call, Prelude, Process, Replay, replay
 from livebytes.estimator.shapes import Shape
 from livebytes.estimator.symbols import SHAPE_SYMBOLS
 
@@ -92,111 +94,66 @@ def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tupl
 IDENTITY_CACHE_CALLS = 4    # fla-core 0.6.0 utils/env.py:30 FLA_TENSOR_CACHE_SIZE = 4: tensor_cache's deque maxlen
 
 
-def held_before(model: LifetimeModel, calls: list[tuple[Shape, object, int | None]], shape: Shape) -> tuple[int, ...]:
-    """Request sizes a process holds before a call at ``shape``, from its earlier ``(shape, call, failed_at)``:
-    keyed cache entries of every earlier call (once per key, unless this call's own entry has the key: it
-    reuses it); identity-keyed entries of the last ``IDENTITY_CACHE_CALLS - 1`` calls (this call's entry,
-    appended in its first steps, evicts the oldest of the deque before any large allocation); a call that
-    ran out of memory in its first run at step ``failed_at`` keeps only entries of the steps before it."""
-    own = {key for key, _ in cache_entries(model, shape, "this")}
-    kept_at = [model.step_index(b.allocated_at) for b in _kept(model)]
-    seen, sizes = set(), []
-    for n, (s, call, failed_at) in enumerate(calls):
-        recent = n >= len(calls) - (IDENTITY_CACHE_CALLS - 1)
-        for at, (key, nbytes) in zip(kept_at, cache_entries(model, s, call)):
-            identity = key[1] == "call"
-            if key in own or key in seen or (identity and not recent) or (failed_at is not None and at >= failed_at):
-                continue
-            seen.add(key)
-            sizes.append(nbytes)
-    return tuple(sizes)
+def held_before(model: LifetimeModel, earlier: list[Shape], shape: Shape) -> tuple[int, ...]:
+    """Request sizes a process holds before a call at ``shape``, from its ``earlier`` calls' shapes in order: keyed
+    cache entries of every earlier call (once per key, unless this call's own entry has the key: it reuses it), and the
+    identity-keyed entries no call has ``evicted`` yet, this call included."""
+    held: dict[tuple, int] = {}
+    for n, s in enumerate(earlier):
+        for key in evicted(held, n):
+            del held[key]
+        for key, nbytes in cache_entries(model, s, n):
+            held.setdefault(key, nbytes)
+    gone = set(evicted(held, len(earlier))) | {key for key, _ in cache_entries(model, shape, len(earlier))}
+    return tuple(nbytes for key, nbytes in held.items() if key not in gone)
 
 
 def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ()) -> tuple[int, ...]:
     """Request sizes of what the validator's process holds before this shape's inputs: each earlier shape's
     warmup call and its own call (one set of inputs each), then this shape's warmup call."""
-    calls: list[tuple[Shape, object, int | None]] = []
-    for i, s in enumerate(earlier):
-        calls += [(warmup_shape(s), ("warmup", i), None), (s, ("earlier", i), None)]
-    calls.append((warmup_shape(shape), ("warmup", len(earlier)), None))
-    return held_before(model, calls, shape)
+    return held_before(model, [s for s, _, _ in _earlier_calls(shape, CURRENT, earlier)], shape)
+
+
+def evicted(held: object, call: int) -> tuple[tuple, ...]:
+    """Identity-keyed entries (``cache_entries``: FLA's ``tensor_cache``) that call number ``call`` of the process
+    pushes out of the bounded deque: those of calls more than ``IDENTITY_CACHE_CALLS - 1`` before it (its own entry,
+    appended in its first steps, evicts the oldest of the deque before any large allocation). ``held``: the keys."""
+    return tuple(key for key in held if key[1] == "call" and key[2] < call - (IDENTITY_CACHE_CALLS - 1))
 
 
 WARMUP_STEPS, MEASURED_STEPS = 2, 3    # runner.measure_shape: 2 steps at the warmup shape; PROTOCOL["measured_steps"]
 
 
-class _ProcessOps:
-    """The validator process's earlier calls as allocator operations (``replay.Prelude``), walked from the
-    model's schedule: each call allocates its inputs (one block each), runs its steps (outputs and gradients
-    dropped after each), drops its inputs, and the runner empties the cache. What a library keeps is held
-    by cache identity (``cache_entries``): a keyed entry is made once and hit by every later call with the
-    same key; identity-keyed entries live for ``IDENTITY_CACHE_CALLS - 1`` later calls."""
+def cache_keys(model: LifetimeModel, shape: Shape, call: int) -> tuple[tuple[str, tuple], ...]:
+    """Buffer name -> cache identity of what call number ``call`` keeps (``cache_entries``)."""
+    return tuple((key[0], key) for key, _ in cache_entries(model, shape, call))
 
-    def __init__(self, model: LifetimeModel):
-        self.model, self.plan = model, call_plan(model)
-        self.ops: list[tuple] = []
-        self.held: dict[tuple, int] = {}          # cache identity -> tag of the block
-        self.calls = 0
 
-    def _malloc(self, nbytes: int) -> int:
-        self.ops.append(("malloc", len(self.ops), nbytes))
-        return len(self.ops) - 1
+def _validator_call(process: Process, shape: Shape, runs: int, empty_cache_after_first: bool) -> Call:
+    """The validator's next call at ``shape``: its cache identities, and the entries it evicts from ``process``."""
+    return Call(shape, runs, 1 if empty_cache_after_first else None,
+                cache_keys=cache_keys(process.model, shape, process.calls), evicts=evicted(process.held, process.calls))
 
-    def _free(self, tag: int) -> None:
-        self.ops.append(("free", tag))
 
-    def stale(self, call: int) -> list[tuple]:
-        """Identity-keyed entries a call at index ``call`` pushes out of the bounded tensor_cache deque."""
-        return [key for key in self.held if key[1] == "call" and key[2] < call - (IDENTITY_CACHE_CALLS - 1)]
-
-    def _keys(self, shape: Shape, call: int) -> dict[str, tuple]:
-        return {key[0]: key for key, _ in cache_entries(self.model, shape, call)}
-
-    def call(self, shape: Shape, runs: int, empty_cache_after_first: bool) -> None:
-        n, plan = self.calls, self.plan
-        self.calls += 1
-        sizes, keys = request_sizes(self.model, shape), self._keys(shape, n)
-        inputs = {k: self._malloc(sizes[plan.names[k]]) for _, made in plan.harness for k in made}
-        for key in self.stale(n):
-            self._free(self.held.pop(key))
-        live: dict[int, int] = {}
-        for run in range(runs):
-            if run == 1 and empty_cache_after_first:
-                self.ops.append(("empty_cache",))
-            for _, made, freed in plan.work:
-                for k in made:
-                    if k not in plan.cached:
-                        live[k] = self._malloc(sizes[plan.names[k]])
-                    elif keys[plan.names[k]] not in self.held:
-                        self.held[keys[plan.names[k]]] = self._malloc(sizes[plan.names[k]])
-                for k in freed:
-                    self._free(live.pop(k))
-            for k in plan.released:
-                if k in live:
-                    self._free(live.pop(k))
-        for k, tag in inputs.items():       # the harness drops its inputs; a library cache may keep one
-            name = plan.names[k]
-            if name in keys:
-                self.held[keys[name]] = tag
-            else:
-                self._free(tag)
-        self.ops.append(("empty_cache",))
-
-    def prelude_for(self, shape: Shape) -> Prelude:
-        own = self._keys(shape, self.calls)
-        reused = tuple((name, self.held[key]) for name, key in own.items() if key in self.held)
-        return Prelude(tuple(self.ops), reused, tuple(self.held[key] for key in self.stale(self.calls)))
+def _earlier_calls(shape: Shape, version: int, earlier: tuple[Shape, ...]) -> list[tuple[Shape, int, bool]]:
+    """(shape, runs, empty_cache after the first run) of the validator's calls before this shape's inputs
+    (``runner.measure_shape``): each earlier shape's warmup and its own measured call, then this shape's warmup."""
+    calls = []
+    for s in earlier:
+        calls += [(warmup_shape(s), WARMUP_STEPS, False),
+                  (s, 1 + MEASURED_STEPS, PROTOCOLS[version].empty_cache_after_warmup)]
+    return calls + [(warmup_shape(shape), WARMUP_STEPS, False)]
 
 
 def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = ()) -> Prelude:
     """The validator process before this shape's inputs, call by call: each earlier shape's warmup and its own
     measured call, then this shape's warmup (``runner.measure_shape``)."""
-    process = _ProcessOps(model)
-    for s in earlier:
-        process.call(warmup_shape(s), WARMUP_STEPS, False)
-        process.call(s, 1 + MEASURED_STEPS, PROTOCOLS[version].empty_cache_after_warmup)
-    process.call(warmup_shape(shape), WARMUP_STEPS, False)
-    return process.prelude_for(shape)
+    process = Process(model, record=True)
+    for call in _earlier_calls(shape, version, earlier):
+        process.call(_validator_call(process, *call))
+        process.end_call()    # the runner drops the call's tensors and empties the cache
+    target = _validator_call(process, shape, 1 + MEASURED_STEPS, False)
+    return process.prelude(target.cache_keys, target.evicts)
 
 
 def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
