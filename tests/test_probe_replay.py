@@ -170,9 +170,21 @@ def test_the_allocators_segments_to_the_byte(item):
     assert simulated_segments(sim.run.segments, total) == measured_segments(sim.trial, total)
 
 
-def test_segments_are_recorded_for_the_expandable_report_edge():
-    """Run 12c's two processes: each 1 x 1024 warmup, then 172,800 and 174,528 in one, 172,819 in the other."""
-    assert sorted(s.trial.shape.seq for _, s in SEGMENTED) == [1024, 1024, 172_800, 172_819, 174_528]
+def test_segments_are_recorded_at_both_allocator_settings():
+    """Run 12c's two report processes (each a 1 x 1024 warmup, then 172,800 and 174,528, or 172,819) and run 12d's
+    three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default)."""
+    assert sorted(s.trial.shape.seq for _, s in SEGMENTED) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
+                                                               247_466, 247_476, 249_941, 249_951]
+    assert {n.split("_")[1] for n, _ in SEGMENTED} == {"run12c", "run12d"}
+
+
+def test_a_later_trial_maps_around_what_earlier_trials_keep():
+    """Run 12d, expandable, 249,951 after 247,476 in one process: the first trial's plan-cache entries keep their pages
+    mapped, so the failing trial's blocks map around them: three large ranges (37,056,675,840 B at 0, 36,888,903,680 B
+    at 42,656,071,680, 20,971,520 B at 149,401,108,480), as the whole-process replay has them."""
+    sim = next(s for n, s in SEGMENTED if s.trial.shape.seq == 249_951)
+    large = [(r.size, r.addr - sim.run.segments[0].base) for r in sim.run.segments if not r.small]
+    assert large == [(37_056_675_840, 0), (36_888_903_680, 42_656_071_680), (20_971_520, 149_401_108_480)]
 
 
 def test_a_second_expandable_reservation_at_172819():
