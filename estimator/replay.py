@@ -66,8 +66,8 @@ class Replay:
     peaks: tuple[int, ...]                # max_memory_allocated of each measured step
     reserved: int                         # reserved at the end
     reserved_peaks: tuple[int, ...] = ()  # max_memory_reserved of each measured step (peak reset before it)
-    reserved_peak_bytes: int = 0          # max reserved over the whole run, history included
-    allocated_peak_bytes: int = 0         # max allocated over the whole run, history included
+    reserved_peak_bytes: int = 0          # max reserved over the process so far: history, prelude, earlier calls
+    allocated_peak_bytes: int = 0         # max allocated over the process so far
     oom: OomEvent | None = field(default=None)
     segments: tuple[MappedRange, ...] = ()   # memory_snapshot's segments at the end (or at the failing request)
 
@@ -204,14 +204,17 @@ class _CallState:
         self.inputs: dict[int, object] = {}
         self.live: dict[int, object] = {}
         self.awaiting_gc: list = []
+        self.made_at: dict[object, tuple[int, int]] = {}   # library-cache key -> (run, step) where this call made it
+        self.at = (-1, -1)                      # (run, step index) in progress; (-1, -1): the harness's inputs
         self.where = ("history", "history", -1)
 
 
 class Process:
     """One process's caching allocator across calls (``Call``): what a library cache holds survives its call, by
     key (``held``); everything else a call allocated is dropped at its end (``end_call``), as the harness does.
-    ``record``: log every allocator operation, so that the calls so far can be handed to ``replay`` as a
-    ``Prelude``."""
+    ``record``: log the calls' allocator operations, so that they can be handed to ``replay`` as a ``Prelude``
+    (a recording process takes no ``before``). ``capacity_bytes``: what the allocator may reserve, until a
+    ``Call`` says otherwise."""
 
     def __init__(self, model: LifetimeModel, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
                  device_total_bytes: int | None = None, record: bool = False):
@@ -265,7 +268,10 @@ class Process:
     # ------------------------------------------------------------------ what came before
     def before(self, history: tuple[int, ...], prelude: Prelude | None) -> None:
         """What the process did before its next call: leftovers (``history``, never freed) or earlier calls whole
-        (``prelude``): the blocks it reuses are held under the next call's own keys, its evictions are pending."""
+        (``prelude``): the blocks it reuses are held under the next call's own keys (so that call must give no
+        ``cache_keys`` for them), its evictions are pending."""
+        if self.ops is not None:
+            raise ValueError("a recording Process takes no before(): its log would miss those operations")
         for nbytes in history:
             self.alloc.malloc(nbytes)
         if prelude:
@@ -276,6 +282,8 @@ class Process:
 
     def prelude(self, cache_keys: tuple[tuple[str, object], ...], evicts: tuple[object, ...]) -> Prelude:
         """The recorded operations as a ``Prelude`` for a next call with these keys and evictions."""
+        if self.ops is None:
+            raise ValueError("prelude() needs a Process made with record=True")
         reused = tuple((name, self.tags[id(self.held[key])]) for name, key in cache_keys if key in self.held)
         return Prelude(tuple(self.ops), reused, tuple(self.tags[id(self.held[key])] for key in evicts))
 
@@ -285,7 +293,8 @@ class Process:
         return self._malloc(st.sizes[k])
 
     def _evict(self, st: _CallState) -> None:
-        """The call's first step drops what a bounded library cache pushes out (before any of its allocations)."""
+        """What a bounded library cache pushes out, dropped as the first run starts: after the call's inputs, before
+        any allocation of its steps (FLA's tensor_cache appends the call's entry in its first steps)."""
         self._collect(self.pending_evictions)
         self._collect([self.held.pop(key) for key in st.call.evicts if key in self.held])
 
@@ -293,11 +302,14 @@ class Process:
         """One model step; in the first run also benchmarks and arguments held until a GC. A cached buffer is
         allocated only when no entry with its key is held (a cache hit reuses the block)."""
         name, first = self.model.steps[i].name, run == 0
+        st.at = (run, i)
         for k in made:
             if k not in self.sch.cached:
                 st.live[k] = self._malloc_at(st, i, k, run)
             elif st.keys[self.sch.names[k]] not in self.held:
-                self.held[st.keys[self.sch.names[k]]] = self._malloc_at(st, i, k, run)
+                key = st.keys[self.sch.names[k]]
+                self.held[key] = self._malloc_at(st, i, k, run)
+                st.made_at[key] = (run, i)
         if first and name in st.call.benchmarks:
             self._collect(st.awaiting_gc)              # this step's compile runs Python's collector
             for _ in range(st.call.benchmarks.count(name)):
@@ -333,10 +345,13 @@ class Process:
 
     def call(self, call: Call) -> CallReplay:
         """Run one call; with a capacity it may stop at the failing request (its tensors stay until ``end_call``).
-        The allocator's peaks restart at the call (``reset_peak``), so after it they are the call's own."""
+        ``CallReplay``'s peaks are each run's (``reset_peak`` before each)."""
+        if self.state is not None:
+            raise ValueError("end_call() the previous call first")
         self.state = st = _CallState(self, call, self.calls)
         self.calls += 1
-        self.alloc.capacity = call.capacity_bytes
+        if call.capacity_bytes is not None:
+            self.alloc.capacity = call.capacity_bytes
         self.reset_peak()
         peaks: list[int] = []
         reserved_peaks: list[int] = []
@@ -347,19 +362,31 @@ class Process:
             return CallReplay(tuple(peaks), tuple(reserved_peaks), OomEvent(run, run == 0, step, buffer, err.oom))
         return CallReplay(tuple(peaks), tuple(reserved_peaks))
 
-    def end_call(self) -> None:
+    def end_call(self, failed: bool = False) -> None:
         """The harness drops the call's tensors (also when it failed: the exception unwinds them) and its inputs,
-        of which a library cache may keep one by key, then empties the cache (``torch.cuda.empty_cache``)."""
+        of which a library cache may keep one by key, then empties the cache (``torch.cuda.empty_cache``).
+        ``failed``: the call ran out of memory; what its library caches made at the failing step is dropped with
+        it, and an input is kept only if the call got past its inputs (a library saw it)."""
         st, self.state = self.state, None
+        if st is None:
+            raise ValueError("no call in progress")
         self._collect(st.awaiting_gc)
         self._collect(list(st.live.values()))
+        if failed:
+            self._collect([self.held.pop(key) for key, at in st.made_at.items() if at >= st.at])
         for k, handle in st.inputs.items():
             key = st.keys.get(self.sch.names[k])
-            if key is not None and key not in self.held:
+            if key is not None and key not in self.held and not (failed and st.at[0] < 0):
                 self.held[key] = handle
             else:
                 self._free(handle)
         self._empty_cache()
+
+    def result(self, run: CallReplay, skip_runs: int = 0) -> Replay:
+        """The call as a ``Replay``: its runs' peaks after the first ``skip_runs``, the process's maxima so far (history
+        and earlier calls included), and the allocator's segments where the call stopped."""
+        return Replay(run.peaks[skip_runs:], self.alloc.reserved, run.reserved_peaks[skip_runs:],
+                      self.reserved_peak_bytes, self.allocated_peak_bytes, run.oom, self.alloc.mapped_ranges())
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
@@ -384,13 +411,7 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     try:
         proc.before(history, prelude)
     except AllocatorOutOfMemory as err:
-        return _replay_of(proc, CallReplay((), (), OomEvent(-1, False, "history", "history", err.oom)), 0)
+        return proc.result(CallReplay((), (), OomEvent(-1, False, "history", "history", err.oom)))
     run = proc.call(Call(shape, warm_steps + measured_steps, warm_steps if empty_cache_after_warmup else None,
                          benchmarks, capacity_bytes))
-    return _replay_of(proc, run, warm_steps)
-
-
-def _replay_of(proc: Process, run: CallReplay, warm_steps: int) -> Replay:
-    """The one-call result: the measured runs' peaks, the process's maxima, and the segments where it stopped."""
-    return Replay(run.peaks[warm_steps:], proc.alloc.reserved, run.reserved_peaks[warm_steps:],
-                  proc.reserved_peak_bytes, proc.allocated_peak_bytes, run.oom, proc.alloc.mapped_ranges())
+    return proc.result(run, warm_steps)

@@ -1,6 +1,6 @@
-"""Every trial of every committed H200 boundary probe (validate/records/boundary/*.jsonl), replayed with its
-process's history: fits or out of memory as measured, in the same phase, with PyTorch's figures, and every
-completed phase's max_allocated / max_reserved to the byte."""
+"""Every trial of every committed H200 boundary probe (validate/records/boundary/*.jsonl), replayed with its whole
+process in one allocator (``probe_replay.simulate``): fits or out of memory as measured, in the same phase, with
+PyTorch's figures, and every completed phase's max_allocated / max_reserved to the byte."""
 import dataclasses
 import json
 from pathlib import Path
@@ -11,7 +11,7 @@ from livebytes.estimator.autotune import TRITON_L2_FLUSH_BYTES, benchmarking_ste
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.replay import replay, request_sizes
-from livebytes.estimator.allocator import expandable_address_space
+from livebytes.estimator.allocator import expandable_address_space, parse_alloc_conf
 from livebytes.validate.probe_replay import (
     PHASES,
     load_probe,
@@ -176,15 +176,25 @@ def test_segments_are_recorded_at_both_allocator_settings():
     assert sorted(s.trial.shape.seq for _, s in SEGMENTED) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]
     assert {n.split("_")[1] for n, _ in SEGMENTED} == {"run12c", "run12d"}
+    assert {load_probe(sim_path(n)).allocator_conf for n, _ in SEGMENTED} == {"expandable_segments:True",
+                                                                              "expandable_segments:False"}
 
 
 def test_a_later_trial_maps_around_what_earlier_trials_keep():
     """Run 12d, expandable, 249,951 after 247,476 in one process: the first trial's plan-cache entries keep their pages
     mapped, so the failing trial's blocks map around them: three large ranges (37,056,675,840 B at 0, 36,888,903,680 B
     at 42,656,071,680, 20,971,520 B at 149,401,108,480), as the whole-process replay has them."""
-    sim = next(s for n, s in SEGMENTED if s.trial.shape.seq == 249_951)
-    large = [(r.size, r.addr - sim.run.segments[0].base) for r in sim.run.segments if not r.small]
-    assert large == [(37_056_675_840, 0), (36_888_903_680, 42_656_071_680), (20_971_520, 149_401_108_480)]
+    name, sim = next((n, s) for n, s in SEGMENTED if s.trial.shape.seq == 249_951)
+    total = load_probe(sim_path(name)).total_bytes
+    measured = [m for m in measured_segments(sim.trial, total) if m[0] == "large"]
+    assert [(m[1], m[3]) for m in measured] == [(37_056_675_840, 0), (36_888_903_680, 42_656_071_680),
+                                                (20_971_520, 149_401_108_480)]
+    probe = load_probe(sim_path(name))      # the trial alone, the earlier trial's entries put into an empty allocator
+    alone = replay(probe.model(), sim.trial.shape, warm_steps=0, measured_steps=3, empty_cache_after_warmup=False,
+                   history=held_before(probe.model(), [Shape(1, 247_476, 96, 128)], sim.trial.shape),
+                   conf=parse_alloc_conf(probe.allocator_conf),
+                   capacity_bytes=total - sim.trial.measured["nonpytorch_after_bytes"], device_total_bytes=total)
+    assert len([r for r in alone.segments if not r.small]) == 1 and alone.oom is not None
 
 
 def test_a_second_expandable_reservation_at_172819():

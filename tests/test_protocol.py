@@ -147,3 +147,63 @@ def test_the_prelude_leaves_what_the_history_lists():
         freed = {op[1] for op in p.ops if op[0] == "free"} | {tag for _, tag in p.reused} | set(p.evicted)
         kept = sorted(op[2] for op in p.ops if op[0] == "malloc" and op[1] not in freed)
         assert kept == sorted(protocol.history(model, shape, earlier)), key   # what this call's first step keeps
+
+
+# ---------------------------------------------------------------- a process's calls, one walker (replay.Process)
+
+def _toy():
+    """Inputs cu (retained by a library: FLA's cu_seqlens) and x; step b caches c (keyed by H) and then allocates w."""
+    from livebytes.estimator import Buffer, Group, LifetimeModel, Source, Step
+    from livebytes.estimator.symbols import MBS, S, H
+    src = Source("toy.py", "f")
+    steps = (Step("in", "harness"), Step("a", "forward"), Step("b", "backward"))
+    buffers = (Buffer("cu", Group.INPUTS, (MBS + 1,), "int64", src, "in", retained=True),
+               Buffer("x", Group.INPUTS, (MBS * S, H), "bf16", src, "in"),
+               Buffer("c", Group.FORWARD, (H, 1024), "fp32", src, "b", cached=True, cache_key=(H,)),
+               Buffer("w", Group.STAGE, (MBS * S, H, 4), "fp32", src, "b", "b"))
+    return LifetimeModel("toy@1", "toy", "1", "", steps, buffers)
+
+
+TOY = Shape(1, 8192, 512, 16)      # x 8192 x 512 x 2 = 8 MiB; c 512 x 1024 x 4 = 2 MiB; w 8192 x 512 x 4 x 4 = 64 MiB
+
+
+@pytest.mark.parametrize("capacity,fails_at,kept", [
+    (None, None, {("c", (512,)), ("cu", "call", 0)}),     # it ran: the library keeps c and cu
+    (64 * MIB, "w", {("cu", "call", 0)}),                 # failed at b after caching c there: c goes with the step
+    (4 * MIB, "x", set()),                                # failed making its inputs: no library saw cu
+])
+def test_what_a_call_leaves_in_library_caches(capacity, fails_at, kept):
+    from livebytes.estimator.replay import Call, Process
+    model = _toy()
+    process = Process(model)
+    run = process.call(Call(TOY, 1, capacity_bytes=capacity, cache_keys=protocol.cache_keys(model, TOY, 0)))
+    assert (run.oom.buffer if run.oom else None) == fails_at
+    process.end_call(failed=run.oom is not None)
+    assert set(process.held) == kept
+
+
+def test_a_later_call_hits_the_kept_entry():
+    """Call 1 at the same H reuses call 0's c (a keyed cache); cu is per call, so it is made again."""
+    from livebytes.estimator.replay import Call, Process
+    model = _toy()
+    process = Process(model)
+    for n in range(2):
+        process.call(Call(TOY, 1, cache_keys=protocol.cache_keys(model, TOY, n)))
+        if n == 0:
+            first_c = process.held[("c", (512,))]
+        process.end_call()
+    assert process.held[("c", (512,))] is first_c and {k for k in process.held if k[0] == "cu"} == {
+        ("cu", "call", 0), ("cu", "call", 1)}
+
+
+def test_the_process_refuses_misuse():
+    from livebytes.estimator.replay import Call, Process
+    model = _toy()
+    process = Process(model)
+    process.call(Call(TOY, 1))
+    with pytest.raises(ValueError, match="end_call"):
+        process.call(Call(TOY, 1))
+    with pytest.raises(ValueError, match="record=True"):
+        process.prelude((), ())
+    with pytest.raises(ValueError, match="before"):
+        Process(model, record=True).before((), None)

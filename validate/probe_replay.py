@@ -27,7 +27,7 @@ from pathlib import Path
 from livebytes.estimator.allocator import MappedRange, expandable_address_space, parse_alloc_conf
 from livebytes.estimator.autotune import benchmarking_steps, tuning_keys
 from livebytes.estimator.registry import get_model
-from livebytes.estimator.replay import Call, CallReplay, Process, Replay
+from livebytes.estimator.replay import Call, Process, Replay
 from livebytes.estimator.shapes import Shape
 
 from .protocol import cache_keys, evicted
@@ -117,16 +117,10 @@ def simulate(probe: Probe, missing_on_disk: frozenset[str] = frozenset()) -> lis
         capacity = probe.total_bytes - t.measured["nonpytorch_after_bytes"]
         call = Call(t.shape, len(PHASES), None, steps, capacity, cache_keys=cache_keys(model, t.shape, process.calls),
                     evicts=evicted(process.held, process.calls))
-        out.append(SimulatedTrial(t, trial_replay(process, process.call(call)), steps))
-        process.end_call()      # the probe frees everything of the trial, OOM or not, and empties the cache
+        run = process.call(call)
+        out.append(SimulatedTrial(t, process.result(run), steps))
+        process.end_call(failed=run.oom is not None)   # the probe frees everything of the trial and empties the cache
     return out
-
-
-def trial_replay(process: Process, run: CallReplay) -> Replay:
-    """A trial as a ``Replay``: its phases' peaks, and the allocator where it ended (or failed)."""
-    alloc = process.alloc
-    return Replay(run.peaks, alloc.reserved, run.reserved_peaks, max((*run.reserved_peaks, alloc.peak_reserved)),
-                  max((*run.peaks, alloc.peak)), run.oom, alloc.mapped_ranges())
 
 
 def _normalised(ranges: list[tuple], total_bytes: int) -> list[tuple]:

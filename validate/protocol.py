@@ -25,7 +25,9 @@ CPU and copied once. v3 (run 5): also ``torch.cuda.empty_cache()`` after the tar
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy as sp
 
@@ -69,10 +71,14 @@ def warmup_shape(shape: Shape) -> Shape:
     return Shape(WARMUP_MBS, WARMUP_TOKENS, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
 
 
+@lru_cache(maxsize=1024)
+def _compiled(exprs: tuple):
+    return sp.lambdify(SHAPE_SYMBOLS, list(exprs), modules="math")
+
+
 def _values(exprs, shape: Shape) -> tuple[int, ...]:
     subs = shape.subs()
-    fn = sp.lambdify(SHAPE_SYMBOLS, list(exprs), modules="math")
-    return tuple(int(v) for v in fn(*(subs[s] for s in SHAPE_SYMBOLS)))
+    return tuple(int(v) for v in _compiled(tuple(exprs))(*(subs[s] for s in SHAPE_SYMBOLS)))
 
 
 def _kept(model: LifetimeModel) -> list[Buffer]:
@@ -114,11 +120,12 @@ def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ())
     return held_before(model, [s for s, _, _ in _earlier_calls(shape, CURRENT, earlier)], shape)
 
 
-def evicted(held: object, call: int) -> tuple[tuple, ...]:
-    """Identity-keyed entries (``cache_entries``: FLA's ``tensor_cache``) that call number ``call`` of the process
-    pushes out of the bounded deque: those of calls more than ``IDENTITY_CACHE_CALLS - 1`` before it (its own entry,
-    appended in its first steps, evicts the oldest of the deque before any large allocation). ``held``: the keys."""
-    return tuple(key for key in held if key[1] == "call" and key[2] < call - (IDENTITY_CACHE_CALLS - 1))
+def evicted(keys: Iterable[tuple], call: int) -> tuple[tuple, ...]:
+    """Of the held cache ``keys``, the identity-keyed entries (``cache_entries``: FLA's ``tensor_cache``) that call
+    number ``call`` of the process pushes out of the bounded deque: those of calls more than
+    ``IDENTITY_CACHE_CALLS - 1`` before it. Its own entry is appended in its first steps, so the oldest goes after
+    the call's inputs and before its steps allocate anything (``replay.Process._evict``)."""
+    return tuple(key for key in keys if key[1] == "call" and key[2] < call - (IDENTITY_CACHE_CALLS - 1))
 
 
 WARMUP_STEPS, MEASURED_STEPS = 2, 3    # runner.measure_shape: 2 steps at the warmup shape; PROTOCOL["measured_steps"]
@@ -152,8 +159,7 @@ def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier:
     for call in _earlier_calls(shape, version, earlier):
         process.call(_validator_call(process, *call))
         process.end_call()    # the runner drops the call's tensors and empties the cache
-    target = _validator_call(process, shape, 1 + MEASURED_STEPS, False)
-    return process.prelude(target.cache_keys, target.evicts)
+    return process.prelude(cache_keys(model, shape, process.calls), evicted(process.held, process.calls))
 
 
 def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
