@@ -101,17 +101,16 @@ IDENTITY_CACHE_CALLS = 4    # fla-core 0.6.0 utils/env.py:30 FLA_TENSOR_CACHE_SI
 
 
 def held_before(model: LifetimeModel, earlier: list[Shape], shape: Shape) -> tuple[int, ...]:
-    """Request sizes a process holds before a call at ``shape``, from its ``earlier`` calls' shapes in order: keyed
-    cache entries of every earlier call (once per key, unless this call's own entry has the key: it reuses it), and the
-    identity-keyed entries no call has ``evicted`` yet, this call included."""
-    held: dict[tuple, int] = {}
+    """Request sizes a process holds before a call at ``shape``, after its ``earlier`` calls (shapes, in order), walked
+    by ``replay.Process``: keyed cache entries once per key, unless this call's own entry has the key (it reuses
+    it); identity-keyed entries no call has ``evicted``, this one included. In the order the process allocated them."""
+    process = Process(model)
     for n, s in enumerate(earlier):
-        for key in evicted(held, n):
-            del held[key]
-        for key, nbytes in cache_entries(model, s, n):
-            held.setdefault(key, nbytes)
-    gone = set(evicted(held, len(earlier))) | {key for key, _ in cache_entries(model, shape, len(earlier))}
-    return tuple(nbytes for key, nbytes in held.items() if key not in gone)
+        process.call(Call(s, 1, cache_keys=cache_keys(model, s, n), evicts=evicted(process.held, n)))
+        process.end_call()
+    gone = set(evicted(process.held, len(earlier))) | {key for _, key in cache_keys(model, shape, len(earlier))}
+    kept = sorted(process.requested(block) for key, block in process.held.items() if key not in gone)
+    return tuple(nbytes for _, nbytes in kept)      # in malloc order: a retained input came before the entries
 
 
 def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ()) -> tuple[int, ...]:
