@@ -119,7 +119,28 @@ def verdict_lines(v: dict) -> list[Text]:
              f"device need {g(v['device_need_bytes'])} of {g(f['total_bytes'])} GiB ({v['alloc_conf']})"]
     lines += [f"assumed: {note}" for note in v["assumptions"]]
     lines.append(oom_text(v))
+    lines += [probed_text(p, v["fit"]["device"]) for p in v["probed"]]
     return [T(line) for line in lines]
+
+
+def _outcome(p: dict) -> str:
+    return "ran" if p["fits"] else f"ran out of memory in {p['phase']}, tried {g(p['tried_bytes'], 2)} GiB"
+
+
+def probed_summary(r: dict) -> str:
+    """plan's answer as the boundary probes ran it: outcomes and records, once each."""
+    probes = r["at_value"]["probed"]
+    outcomes = ", ".join(sorted({_outcome(p) for p in probes}))
+    records = ", ".join(p["record"].removesuffix(".jsonl") for p in probes)
+    return f"{r['impl']} at {r['value']:,} on the {r['device']}: {outcomes} (boundary probe{'s' * (len(probes) > 1)} {records})"
+
+
+def probed_text(p: dict, device: str) -> str:
+    """One boundary-probe trial of this very case, as measured."""
+    before = (["its 1x1024 warmup"] if p["after_warmup"] else []) + (
+        [f"{p['earlier_trials']} earlier trial{'s' if p['earlier_trials'] > 1 else ''}"] if p["earlier_trials"] else [])
+    process = f"a process after {' and '.join(before)}" if before else "a fresh process's first call"
+    return f"measured on the {device} ({process}, boundary probe {p['record']}): {_outcome(p)}"
 
 
 def oom_text(v: dict) -> str:
@@ -231,6 +252,10 @@ def capacity_plan_table(data: dict) -> Table:
         o = r["at_next"]["oom"]
         fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
+    probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
+    if probed:
+        t.caption = T("\n".join(probed))
+        t.caption_justify = "left"
     return t
 
 

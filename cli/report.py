@@ -24,10 +24,20 @@ def envelope(command: str, **fields) -> dict:
     return {"schema": SCHEMA, "command": command, **fields}
 
 
+def probed_data(v) -> list[dict]:
+    """The H200 boundary-probe trials that ran this verdict's very case (``validate.probe_replay.probed_at``)."""
+    from livebytes.validate.probe_records import probed_at
+    if v.shape is None:
+        return []
+    return probed_at(v.model_key, dict(v.options).get("contract"), v.shape, v.conf.text, v.process.triton_cache,
+                     v.device.name)
+
+
 def verdict_data(v) -> dict:
-    """The three levels (allocated, reserved, device need) and the verdict (``capacity.Verdict``)."""
+    """The three levels (allocated, reserved, device need), the verdict (``capacity.Verdict``), and where a boundary
+    probe ran the very case."""
     from livebytes.estimator.capacity import oom_dict
-    return {"alloc_conf": v.conf.text, "triton_cache": v.process.triton_cache,
+    return {"alloc_conf": v.conf.text, "triton_cache": v.process.triton_cache, "probed": probed_data(v),
             "allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
             "process_bytes": v.process.bytes, "process_library": v.process.library_name,
             "device_need_bytes": v.device_need_bytes, "assumptions": list(v.process.assumptions), "oom": oom_dict(v),

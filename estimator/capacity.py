@@ -130,6 +130,9 @@ class Verdict:
     allocated_peak_bytes: int     # whole run, first call included
     reserved_peak_bytes: int      # max_memory_reserved over the whole run (without a limit when it goes out of memory)
     oom: OomEvent | None          # the run against the capacity: None = it fits
+    model_key: str = ""           # what was judged: the model and its options (contract), at ``shape``
+    options: tuple = ()
+    shape: Shape | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -188,7 +191,8 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     if run.reserved_peak_bytes > capacity:
         limited = replay(model, shape, capacity_bytes=capacity, **kw)
         run = limited if limited.oom is None else replace(run, oom=limited.oom)
-    return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom)
+    return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom, model.key,
+                   tuple(getattr(model, "options", ())), shape)
 
 
 def oom_dict(v: Verdict) -> dict | None:

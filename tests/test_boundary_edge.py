@@ -60,3 +60,22 @@ def test_plans_answer_is_never_above_a_measured_failure_and_within_one_percent(c
     smallest_failure = min(t["value"] for t in measured if not t["fits"])
     if case.solve == "seq":
         assert s_star >= 0.99 * smallest_failure
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.tuned_at_tokens is None], ids=cid)
+def test_predict_quotes_the_probes_of_plans_answer_and_one_percent_above(case):
+    """What predict/compare/plan quote (``probe_records.probed_at``): every trial of the very case, at S* all ran, at
+    ceil(1.01 S*) none did; a cold case only as its process's first call."""
+    from dataclasses import replace
+
+    from livebytes.validate.probe_records import probed_at
+    contract = case.contract
+    cache = case.triton_cache if case.impl.startswith("fla-") else "cold"
+
+    def probed(v):
+        return probed_at(case.impl, contract, replace(case.base, **{case.solve: v}), case.alloc_conf, cache, "H200")
+    at, above = probed(answer(case)), probed(math.ceil(answer(case) * 1.01))
+    assert at and all(p["fits"] for p in at)
+    assert above and not any(p["fits"] for p in above)
+    assert all(p["earlier_trials"] == 0 and not p["after_warmup"] for p in at + above if cache == "cold"
+               and case.impl.startswith("fla-"))

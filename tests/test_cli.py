@@ -359,3 +359,13 @@ def test_every_option_has_help_text():
     missing = [f"{name} {p.opts[0]}" for name, cmd in group.commands.items() for p in cmd.params
                if not getattr(p, "help", None) and p.opts[0] not in ("--help",)]
     assert missing == []
+
+
+def test_predict_quotes_the_boundary_probe_that_ran_the_case():
+    """172,800 (report, warm, expandable segments) ran in run 12c; 172,700 never ran: no such line."""
+    base = ["predict", "--impl", "fla-kda@0.6.0", "--gpu", "H200", "--heads", "96", "--dim", "128", "--contract", "report",
+            "--alloc-conf", "expandable_segments:True", "--triton-cache", "warm", "--json"]
+    ran = json.loads(CliRunner().invoke(app, base + ["--seq", "172800"]).stdout)["probed"]
+    assert [(p["record"], p["fits"], p["after_warmup"], p["earlier_trials"]) for p in ran] == [
+        ("h200_run12c_fla-kda-report_H96_expandable_warm_values.jsonl", True, True, 0)]
+    assert json.loads(CliRunner().invoke(app, base + ["--seq", "172700"]).stdout)["probed"] == []

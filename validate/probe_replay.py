@@ -20,63 +20,14 @@ that trial loaded).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from livebytes.estimator.allocator import MappedRange, expandable_address_space, parse_alloc_conf
 from livebytes.estimator.autotune import benchmarking_steps, tuning_keys
-from livebytes.estimator.registry import get_model
 from livebytes.estimator.replay import Call, Process, Replay
-from livebytes.estimator.shapes import Shape
 
+from .probe_records import BOUNDARY_DIR, MODELS, PHASES, Probe, Trial, load_probe, probe_files  # noqa: F401
 from .protocol import cache_keys, evicted
-
-BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
-PHASES = ("first_call", "steady_1", "steady_2")
-MODELS = {                  # the probe's --impl -> (model key, options)
-    "fla-plain": ("fla-kda@0.6.0", {"contract": "plain"}),
-    "fla-report": ("fla-kda@0.6.0", {"contract": "report"}),
-    "kda_hopper_cuda": ("cudnn-kda-hopper-cuda@1.32.0", {}),
-}
-
-
-@dataclass(frozen=True)
-class Trial:
-    index: int                 # order in the process (0 = the warmup when there is one)
-    stage: str                 # warmup_1x1024 | bisect | value
-    shape: Shape
-    measured: dict             # the probe's line
-
-    @property
-    def label(self) -> str:
-        return f"{self.index}:{self.stage}:{self.shape.mbs}x{self.shape.seq}"
-
-
-@dataclass(frozen=True)
-class Probe:
-    path: Path
-    impl: str
-    allocator_conf: str
-    triton_cache: str          # cold | warm | n/a
-    total_bytes: int
-    trials: tuple[Trial, ...]
-
-    def model(self):
-        key, options = MODELS[self.impl]
-        return get_model(key, "H200", **options)
-
-
-def load_probe(path: Path) -> Probe:
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    head = lines[0]
-    trials = tuple(Trial(i, d["stage"], Shape(d["mbs"], d["seq"], d["heads"], d["dim"]), d)
-                   for i, d in enumerate(x for x in lines if "first_call" in x or "fits" in x))
-    return Probe(Path(path), head["impl"], head["allocator_conf"], head["state"], head["total_memory"], trials)
-
-
-def probe_files() -> list[Path]:
-    return sorted(BOUNDARY_DIR.glob("*.jsonl"))
 
 
 @dataclass(frozen=True)

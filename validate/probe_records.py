@@ -1,0 +1,88 @@
+"""The committed boundary probes (``validate/records/boundary/*.jsonl``, written by
+``validate/probes/boundary_probe.py``) as data: one ``Probe`` per file (one process), its ``Trial``s in order, and
+``probed_at``, the trials that ran a given case (what ``predict``, ``compare`` and ``plan`` quote). Light on purpose:
+reading them imports no model and no sympy; ``probe_replay`` replays them."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from livebytes.estimator.shapes import Shape
+
+BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
+PHASES = ("first_call", "steady_1", "steady_2")
+MODELS = {                  # the probe's --impl -> (model key, options)
+    "fla-plain": ("fla-kda@0.6.0", {"contract": "plain"}),
+    "fla-report": ("fla-kda@0.6.0", {"contract": "report"}),
+    "kda_hopper_cuda": ("cudnn-kda-hopper-cuda@1.32.0", {}),
+}
+
+
+@dataclass(frozen=True)
+class Trial:
+    index: int                 # order in the process (0 = the warmup when there is one)
+    stage: str                 # warmup_1x1024 | bisect | value
+    shape: Shape
+    measured: dict             # the probe's line
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}:{self.stage}:{self.shape.mbs}x{self.shape.seq}"
+
+
+@dataclass(frozen=True)
+class Probe:
+    path: Path
+    impl: str
+    allocator_conf: str
+    triton_cache: str          # cold | warm | n/a
+    total_bytes: int
+    trials: tuple[Trial, ...]
+
+    def model(self):
+        from livebytes.estimator.registry import get_model
+        key, options = MODELS[self.impl]
+        return get_model(key, "H200", **options)
+
+
+@lru_cache(maxsize=None)
+def load_probe(path: Path) -> Probe:
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    head = lines[0]
+    trials = tuple(Trial(i, d["stage"], Shape(d["mbs"], d["seq"], d["heads"], d["dim"]), d)
+                   for i, d in enumerate(x for x in lines if "first_call" in x or "fits" in x))
+    return Probe(Path(path), head["impl"], head["allocator_conf"], head["state"], head["total_memory"], trials)
+
+
+def probe_files() -> list[Path]:
+    return sorted(BOUNDARY_DIR.glob("*.jsonl"))
+
+
+def probed_at(model_key: str, contract: str | None, shape: Shape, alloc_conf: str, triton_cache: str,
+              device: str) -> list[dict]:
+    """The boundary-probe trials that ran this very case on ``device`` (a preset: H200): implementation, contract,
+    shape, allocator configuration, and the Triton-cache state (cold: the trial was its process's first call; warm: a
+    warm process; cuDNN: no Triton). ``after_warmup``: that process ran its 1 x 1024 warmup first; ``earlier_trials``:
+    the trials it ran before this one besides (their leftovers a fresh process would not hold). What ``predict``,
+    ``compare`` and ``plan`` quote."""
+    out = []
+    for path in probe_files():
+        probe = load_probe(path)
+        key, options = MODELS[probe.impl]
+        head = probe.trials[0].measured if probe.trials else {}
+        if (key, options.get("contract")) != (model_key, contract) or probe.allocator_conf != alloc_conf \
+                or device not in str(head.get("device", "")).split():
+            continue
+        warmed = int(probe.trials[0].stage == "warmup_1x1024") if probe.trials else 0
+        for t in probe.trials:
+            # a cold process tunes at its first call's keys: a later trial of a cold process is in another state
+            state_ok = probe.triton_cache == "n/a" or (probe.triton_cache == triton_cache
+                                                      and not (triton_cache == "cold" and t.index > 0))
+            if t.shape == shape and t.stage != "warmup_1x1024" and state_ok:
+                m = t.measured
+                out.append({"record": path.name, "fits": m["fits"], "phase": m.get("oom_phase"),
+                            "tried_bytes": m["oom_observer"][0]["tried_bytes"] if m.get("oom_observer") else None,
+                            "after_warmup": bool(warmed), "earlier_trials": t.index - warmed})
+    return out
