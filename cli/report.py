@@ -25,7 +25,7 @@ def envelope(command: str, **fields) -> dict:
 
 
 def probed_data(v) -> list[dict]:
-    """The H200 boundary-probe trials that ran this verdict's very case (``validate.probe_replay.probed_at``)."""
+    """The H200 boundary-probe trials that ran this verdict's very case (``validate.probe_records.probed_at``)."""
     from livebytes.validate.probe_records import probed_at
     if v.shape is None:
         return []

@@ -226,26 +226,26 @@ class Process:
         self.pending_evictions: list = []           # blocks the next call's first step frees (a prelude's)
         self.ops: list[tuple] | None = [] if record else None
         self.tags: dict[int, int] = {}              # id(handle) -> tag of its malloc in ``ops``
-        self._requested: dict[int, tuple[int, int]] = {}   # id(handle) -> (malloc number, bytes it asked for)
-        self.alloc_count = 0
+        self._made: dict[int, tuple[int, int]] = {}   # id(handle) -> (malloc number, bytes it asked for)
+        self._mallocs = 0
         self.top_alloc = self.top_reserved = 0
 
     # ------------------------------------------------------------------ allocator operations (recorded)
     def _malloc(self, nbytes: int) -> object:
         handle = self.alloc.malloc(nbytes) or _EmptyTensor()
-        self._requested[id(handle)] = (self.alloc_count, nbytes)
-        self.alloc_count += 1
+        self._made[id(handle)] = (self._mallocs, nbytes)
+        self._mallocs += 1
         if self.ops is not None:
             self.tags[id(handle)] = len(self.ops)
             self.ops.append(("malloc", len(self.ops), nbytes))
         return handle
 
-    def requested(self, handle: object) -> tuple[int, int]:
+    def made(self, handle: object) -> tuple[int, int]:
         """(malloc number, bytes asked for before rounding) of a block this process still holds."""
-        return self._requested[id(handle)]
+        return self._made[id(handle)]
 
     def _free(self, handle: object) -> None:
-        self._requested.pop(id(handle), None)
+        self._made.pop(id(handle), None)
         if self.ops is not None:
             self.ops.append(("free", self.tags.pop(id(handle))))
         self.alloc.free(None if isinstance(handle, _EmptyTensor) else handle)

@@ -14,7 +14,7 @@ everything is freed and ``empty_cache`` runs. What crosses trials is declared by
 
 The trials run in order through one allocator (``replay.Process``): cache entries stay in the segments where the
 trial that made them put them. A trial that runs out of memory unwinds (``Process.end_call``: its tensors freed,
-what its library caches took before the failing request kept). Each trial runs against the capacity its process
+what its library caches made before the failing step kept). Each trial runs against the capacity its process
 had: the device total minus ``nonpytorch_after_bytes`` measured at that trial's end (it includes kernel modules
 that trial loaded).
 """

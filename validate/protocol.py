@@ -109,7 +109,7 @@ def held_before(model: LifetimeModel, earlier: list[Shape], shape: Shape) -> tup
         process.call(Call(s, 1, cache_keys=cache_keys(model, s, n), evicts=evicted(process.held, n)))
         process.end_call()
     gone = set(evicted(process.held, len(earlier))) | {key for _, key in cache_keys(model, shape, len(earlier))}
-    kept = sorted(process.requested(block) for key, block in process.held.items() if key not in gone)
+    kept = sorted(process.made(block) for key, block in process.held.items() if key not in gone)
     return tuple(nbytes for _, nbytes in kept)      # in malloc order: a retained input came before the entries
 
 
