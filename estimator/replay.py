@@ -161,7 +161,10 @@ class Call:
     allocator may reserve during this call (None: unbounded). ``cache_keys``: buffer name -> library-cache key of each
     cached buffer and retained input (the caller decides keys: the estimator does not know the validator's process);
     a cached buffer with no key here is this call's own. ``evicts``: keys of held entries this call's first step
-    drops (a bounded library cache)."""
+    drops (a bounded library cache). ``growth``: (step, bytes) where the process's memory outside PyTorch grows during
+    the first run (the driver raising the stack limit when a kernel with a larger frame launches,
+    ``estimator.process``): the capacity shrinks by that much at the step's launch, after its allocations and before
+    its benchmarks."""
     shape: Shape
     runs: int
     empty_cache_before_run: int | None = None
@@ -169,6 +172,7 @@ class Call:
     capacity_bytes: int | None = None
     cache_keys: tuple[tuple[str, object], ...] = ()
     evicts: tuple[object, ...] = ()
+    growth: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -319,6 +323,8 @@ class Process:
                 key = st.keys[self.sch.names[k]]
                 self.held[key] = self._malloc_at(st, i, k, run)
                 st.made_at[key] = (run, i)
+        if first:
+            self._grow(st, name)
         if first and name in st.call.benchmarks:
             self._collect(st.awaiting_gc)              # this step's compile runs Python's collector
             for _ in range(st.call.benchmarks.count(name)):
@@ -329,6 +335,13 @@ class Process:
                 st.awaiting_gc.append(st.live.pop(k))
             else:
                 self._free(st.live.pop(k))
+
+    def _grow(self, st: _CallState, step: str) -> None:
+        """The process's own memory grows at this step's launch (``Call.growth``): cudaMalloc sees that much less.
+        Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch)."""
+        for at, nbytes in st.call.growth:
+            if at == step and self.alloc.capacity is not None:
+                self.alloc.capacity -= nbytes
 
     def _end_of_run(self, st: _CallState) -> None:
         self._collect(st.awaiting_gc)     # no later compile in the first run: collected by its end at the latest
@@ -402,7 +415,7 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
            empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
            conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
            benchmarks: tuple[str, ...] = (), prelude: Prelude | None = None,
-           device_total_bytes: int | None = None) -> Replay:
+           device_total_bytes: int | None = None, growth: tuple[tuple[str, int], ...] = ()) -> Replay:
     """``history``: request sizes of allocations the process made before this shape's inputs and still
     holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
     ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory).
@@ -415,12 +428,14 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     (an out-of-memory retry against ``capacity_bytes``, or ``empty_cache``).
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
-    L2-flush buffer (the order run 11's trace of a cold report process shows)."""
+    L2-flush buffer (the order run 11's trace of a cold report process shows).
+    ``growth``: where the first run's launches grow the process's own memory (``Call.growth``); ``capacity_bytes`` is
+    the capacity at the call's start."""
     proc = Process(model, conf, capacity_bytes, device_total_bytes)
     try:
         proc.before(history, prelude)
     except AllocatorOutOfMemory as err:
         return proc.result(CallReplay((), (), OomEvent(-1, False, "history", "history", err.oom)))
     run = proc.call(Call(shape, warm_steps + measured_steps, warm_steps if empty_cache_after_warmup else None,
-                         benchmarks, capacity_bytes))
+                         benchmarks, capacity_bytes, growth=growth))
     return proc.result(run, warm_steps)

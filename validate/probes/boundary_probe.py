@@ -74,30 +74,58 @@ def segments() -> list[dict]:
             for seg in torch.cuda.memory_snapshot()]
 
 
-def report_inputs(tokens: int, heads: int, dim: int, seqs: int, gen) -> dict:
-    """The KDA report's contract: raw bf16 q/k/v/gate/beta, zero fp32 A_log and dt_bias."""
+def report_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, grad: bool = True) -> dict:
+    """The KDA report's contract: raw bf16 q/k/v/gate/beta, zero fp32 A_log and dt_bias (q, k over ``heads``,
+    the rest over ``v_heads``); no dO for a forward-only process."""
     torch = _torch()
-    x = {name: torch.empty(1, tokens, heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    x = {name: torch.empty(1, tokens, heads if name in ("q", "k") else v_heads, dim, dtype=torch.bfloat16,
+                           device="cuda").normal_(generator=gen)
          for name in ("q", "k", "v", "g")}
-    x["beta"] = torch.empty(1, tokens, heads, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
-    x["A_log"] = torch.zeros(heads, device="cuda")
-    x["dt_bias"] = torch.zeros(heads * dim, device="cuda")
+    x["beta"] = torch.empty(1, tokens, v_heads, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    x["A_log"] = torch.zeros(v_heads, device="cuda")
+    x["dt_bias"] = torch.zeros(v_heads * dim, device="cuda")
     x["cu_seqlens"] = torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs)
-    x["dO"] = torch.empty(1, tokens, heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
-    for name in ("q", "k", "v", "g", "beta", "A_log", "dt_bias"):
-        x[name].requires_grad_(True)
+    if grad:
+        x["dO"] = torch.empty(1, tokens, v_heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+        for name in ("q", "k", "v", "g", "beta", "A_log", "dt_bias"):
+            x[name].requires_grad_(True)
     return x
 
 
-def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: int = 0) -> dict:
+def gdn_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, grad: bool) -> dict:
+    """Gated DeltaNet as validate/gdn_harness.py calls it, made in place: raw bf16 q/k [1, T, H, K], v [1, T, HV, V],
+    log-space fp32 g [1, T, HV], post-sigmoid bf16 beta [1, T, HV], int64 boundaries, dO with a backward."""
+    torch = _torch()
+    x = {name: torch.empty(1, tokens, heads if name in ("q", "k") else v_heads, dim, dtype=torch.bfloat16,
+                           device="cuda").normal_(generator=gen) for name in ("q", "k", "v")}
+    x["g"] = torch.empty(1, tokens, v_heads, dtype=torch.float32, device="cuda").normal_(generator=gen)
+    x["beta"] = torch.empty(1, tokens, v_heads, dtype=torch.bfloat16, device="cuda").uniform_(generator=gen)
+    x["cu_seqlens"] = torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs)
+    if grad:
+        x["dO"] = torch.empty(1, tokens, v_heads, dim, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)
+    with torch.no_grad():
+        for start in range(0, tokens, CHUNK_TOKENS):
+            g = x["g"][:, start:start + CHUNK_TOKENS]
+            g.copy_(torch.nn.functional.logsigmoid(g))
+    if grad:
+        for name in ("q", "k", "v", "g", "beta"):
+            x[name].requires_grad_(True)
+    return x
+
+
+def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: int = 0, v_heads: int | None = None,
+                grad: bool = True) -> dict:
     """Plain contract in place on the GPU: q, k L2-normalised bf16, v bf16, g log-space fp32, beta fp32."""
     torch = _torch()
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    if impl == "fla-report":
-        x = report_inputs(tokens, heads, dim, seqs, gen)
+    if impl in ("fla-report", "fla-gdn"):
+        make = report_inputs if impl == "fla-report" else gdn_inputs
+        x = make(tokens, heads, dim, seqs, gen, v_heads or heads, grad)
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         return x
+    if v_heads not in (None, heads) or not grad:
+        raise SystemExit("--v-heads and --forward-only are taken by fla-report and fla-gdn only")
     fla = impl.startswith("fla")
     lead = (1,) if fla else ()
     x = {}
@@ -123,8 +151,22 @@ def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: i
     return x
 
 
-def step(impl: str, x: dict):
-    if impl == "fla-plain":
+def step(impl: str, x: dict, forward_only: bool = False):
+    """One call: forward + backward, or (``forward_only``) the forward under ``torch.no_grad``, as the -fwd models."""
+    if forward_only:
+        with _torch().no_grad():
+            return forward(impl, x)
+    o = forward(impl, x)
+    o.backward(x["dO"].view_as(o))
+    return o
+
+
+def forward(impl: str, x: dict):
+    if impl == "fla-gdn":
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        o, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"],
+                                      use_qk_l2norm_in_kernel=True)
+    elif impl == "fla-plain":
         from fla.ops.kda import chunk_kda
         o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"])
     elif impl == "fla-report":
@@ -135,7 +177,6 @@ def step(impl: str, x: dict):
     else:
         from cudnn.linear_attention import kimi_delta_attention
         o, _ = kimi_delta_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], plan_name=impl)
-    o.backward(x["dO"].view_as(o))
     return o
 
 
@@ -144,20 +185,23 @@ def release(x: dict) -> None:
         t.grad = None
 
 
-def trial(impl: str, seq: int, heads: int, dim: int, seqs: int, oom_calls: list) -> dict:
+def trial(impl: str, seq: int, heads: int, dim: int, seqs: int, oom_calls: list, v_heads: int | None = None,
+          forward_only: bool = False) -> dict:
     """Fresh inputs, a first call at the shape, two steady calls; an out-of-memory is a result."""
     torch = _torch()
     out = {"seq": seq, "mbs": seqs, "heads": heads, "dim": dim, "tokens": seq * seqs}
+    if v_heads not in (None, heads):
+        out["v_heads"] = v_heads
     x = None
     phase = "inputs"
     oom_calls.clear()
     try:
         t0 = time.time()
-        x = make_inputs(impl, seq * seqs, heads, dim, seqs)
+        x = make_inputs(impl, seq * seqs, heads, dim, seqs, v_heads=v_heads, grad=not forward_only)
         out["inputs_allocated_bytes"] = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         for phase in ("first_call", "steady_1", "steady_2"):
-            o = step(impl, x)
+            o = step(impl, x, forward_only)
             torch.cuda.synchronize()
             out[phase] = {"max_allocated": torch.cuda.max_memory_allocated(), "max_reserved": torch.cuda.max_memory_reserved(),
                           "requested_peak": torch.cuda.memory_stats().get("requested_bytes.all.peak"),
@@ -202,8 +246,10 @@ def pretune_l2norm(tokens: int, heads: int, dim: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "kda_hopper_cuda"))
+    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "fla-gdn", "kda_hopper_cuda"))
     ap.add_argument("--heads", type=int, default=96)
+    ap.add_argument("--v-heads", type=int, help="value heads (grouped value heads: a multiple of --heads)")
+    ap.add_argument("--forward-only", action="store_true", help="the forward alone under torch.no_grad (the -fwd models)")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--mbs", type=int, default=1)
     ap.add_argument("--lo", type=int, help="a sequence length expected to fit")
@@ -228,7 +274,7 @@ def main(argv=None) -> int:
             {"tried_bytes": int(alloc), "device_allocated": int(device_allocated), "device_free": int(device_free)}))
     torch.empty(1, device="cuda")
     props = torch.cuda.get_device_properties(0)
-    base = {"probe": "boundary-v1", "impl": args.impl, "state": args.state,
+    base = {"probe": "boundary-v1", "impl": args.impl, "state": args.state, "forward_only": args.forward_only,
             "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
             "device": props.name, "total_memory": props.total_memory, "torch": torch.__version__}
     for mod in ("triton", "fla", "cudnn"):
@@ -252,7 +298,7 @@ def main(argv=None) -> int:
     write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes(), "stack_limit_bytes": context_stack})
     if not args.no_warmup:
         t0 = time.time()
-        warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls)
+        warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls, args.v_heads, args.forward_only)
         write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
 
     def shape(v):
@@ -260,7 +306,7 @@ def main(argv=None) -> int:
     for value in [int(v) for v in (args.values or "").split(",") if v.strip()]:
         seq, mbs = shape(value)
         t0 = time.time()
-        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls)
+        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only)
         write({"stage": "value", "solve": args.solve, "value": value, "wall_seconds": round(time.time() - t0, 1), **r})
     if args.reset_stack and context_stack is not None:
         before = nonpytorch_bytes()
@@ -274,7 +320,7 @@ def main(argv=None) -> int:
         mid = (lo + hi) // 2
         seq, mbs = shape(mid)
         t0 = time.time()
-        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls)
+        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only)
         write({"stage": "bisect", "solve": args.solve, "value": mid, "wall_seconds": round(time.time() - t0, 1), **r})
         if r["fits"]:
             lo = mid

@@ -1,0 +1,252 @@
+"""A process's own device memory (outside PyTorch) after its first call, many cases side by side on one GPU.
+
+The figure that decides an out-of-memory verdict besides the allocator's segments: the CUDA context, the
+loaded kernel modules and the local-memory (stack) reservation the driver keeps for every resident thread
+once a kernel with a larger stack frame than the current limit has launched. It does not depend on the
+sequence length, so a small shape measures it; every head dim and phase is its own process.
+
+Processes run side by side (compiling and autotuning is nearly all of a cold first call's time), so no
+process can read its own figure from ``cudaMemGetInfo``. The coordinator reads the device's used memory
+through NVML while every worker idles after its first call, then ends them one at a time: the drop at each
+exit is that process's whole footprint, and minus its ``memory_reserved`` it is the non-PyTorch figure.
+The last worker also reads its own figure in process, alone on the device: the cross-check of the method.
+
+Each worker logs every Triton kernel it compiled (function, constexprs, warps, stages, hash) and every one
+it loaded (``knobs.runtime.kernel_load_end_hook``: a config that fails ``OutOfResources`` never loads), and
+``cuobjdump -res-usage`` gives each loaded cubin's stack frame: the data ``lifetimes/data`` frames come from.
+
+    python3 validate/probes/process_memory.py --cases CASES --cache-root /tmp/pm --out DIR --deadline 420
+      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn,
+      optionally suffixed -fwd (forward only); state cold (an empty TRITON_CACHE_DIR) or warm (the folder an
+      earlier cold case of the same impl and dim filled).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+# ---- NVML (no CUDA context in the coordinator) ---------------------------------------------------------------
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def nvml_used() -> int:
+    """nvmlDeviceGetMemoryInfo(device 0).used in bytes."""
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+    lib.nvmlInit_v2()
+    handle = ctypes.c_void_p()
+    lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+    mem = _Memory()
+    if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) != 0:
+        raise SystemExit("nvmlDeviceGetMemoryInfo failed")
+    return int(mem.used)
+
+
+def settled_used(previous: int | None = None, timeout: float = 20.0) -> int:
+    """The used figure once two readings 0.5 s apart agree (and differ from ``previous``, when given)."""
+    end = time.time() + timeout
+    last = nvml_used()
+    while time.time() < end:
+        time.sleep(0.5)
+        now = nvml_used()
+        if now == last and (previous is None or now != previous):
+            return now
+        last = now
+    return last
+
+
+# ---- the worker ------------------------------------------------------------------------------------------------
+
+def _hook_triton(log: list) -> None:
+    """Record each compile (constexprs by name) and each successful load (cubin path) of a Triton kernel."""
+    from triton import knobs
+    from triton.runtime.jit import JITFunction
+    original = JITFunction._do_compile
+
+    def do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
+        kernel = original(self, key, signature, device, constexprs, options, attrs, warmup)
+        names = {}
+        for path, value in constexprs.items():
+            i = path[0] if isinstance(path, tuple) else path
+            name = self.arg_names[i] if isinstance(i, int) and i < len(self.arg_names) else str(path)
+            names[name] = value if isinstance(value, (int, float, bool, str, type(None))) else str(value)
+        log.append({"event": "compile", "fn": self.__name__, "hash": getattr(kernel, "hash", None),
+                    "num_warps": options.num_warps, "num_stages": options.num_stages, "constexprs": names})
+        return kernel
+
+    JITFunction._do_compile = do_compile
+
+    def loaded(module, function, name, metadata_group, hash):
+        cubin = next((p for k, p in metadata_group.items() if k.endswith(".cubin")), None)
+        log.append({"event": "load", "name": name, "hash": hash, "cubin": cubin})
+
+    knobs.runtime.kernel_load_end_hook.add(loaded)
+
+
+def worker(case: dict, out: Path) -> int:
+    """First call at the case's shape, then report and wait for the coordinator's word on stdin."""
+    sys.path.insert(0, str(HERE))
+    import boundary_probe as bp
+    torch = bp._torch()
+    log: list = []
+    _hook_triton(log)
+    torch.empty(1, device="cuda")
+    t0 = time.time()
+    rec = {"case": case, "context_stack_limit_bytes": bp.stack_limit()}
+    try:
+        x = bp.make_inputs(case["impl"], case["tokens"], case["heads"], case["dim"], 1, v_heads=case["v_heads"],
+                           grad=not case["forward_only"])
+        o = bp.step(case["impl"], x, case["forward_only"])
+        torch.cuda.synchronize()
+        del o
+        bp.release(x)
+    except Exception as err:     # the library's refusal is a result; the process's memory is still measured
+        rec["error"] = f"{type(err).__name__}: {str(err)[:400]}"
+    rec.update(first_call_seconds=round(time.time() - t0, 1), stack_limit_bytes=bp.stack_limit(),
+               reserved_bytes=torch.cuda.memory_reserved(), allocated_bytes=torch.cuda.memory_allocated(),
+               torch=torch.__version__, triton=__import__("triton").__version__, fla=__import__("fla").__version__)
+    (out / f"{case['tag']}.kernels.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+    print("READY " + json.dumps(rec), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "alone":     # every other worker has exited: this process's own figure
+            print("ALONE " + json.dumps({"nonpytorch_bytes": bp.nonpytorch_bytes(),
+                                          "reserved_bytes": torch.cuda.memory_reserved()}), flush=True)
+        elif line.strip() == "exit":
+            return 0
+    return 0
+
+
+# ---- the coordinator -------------------------------------------------------------------------------------------
+
+def parse_cases(text: str, cache_root: str) -> list[dict]:
+    cases = []
+    for item in filter(None, (c.strip() for c in text.split(";"))):
+        impl, dim, heads, v_heads, tokens, state = item.split(":")
+        forward_only = impl.endswith("-fwd")
+        base = impl.removesuffix("-fwd")
+        tag = f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}_{state}"
+        folder = f"{cache_root}/tc_{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}"
+        cases.append({"impl": base, "forward_only": forward_only, "dim": int(dim), "heads": int(heads),
+                      "v_heads": int(v_heads), "tokens": int(tokens), "state": state, "tag": tag, "cache_dir": folder})
+    return cases
+
+
+def start(case: dict, out: Path) -> subprocess.Popen:
+    if case["state"] == "cold":
+        shutil.rmtree(case["cache_dir"], ignore_errors=True)
+    env = {**os.environ, "TRITON_CACHE_DIR": case["cache_dir"], "PYTHONUNBUFFERED": "1",
+           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
+    err = open(out / f"{case['tag']}.stderr", "w")
+    return subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(case), "--out", str(out)], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+
+def read_ready(proc: subprocess.Popen, deadline: float) -> dict | None:
+    import select
+    while time.time() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                return None
+            if line.startswith("READY "):
+                return json.loads(line[6:])
+        elif proc.poll() is not None:
+            return None
+    return None
+
+
+def cubin_frames(kernels_file: Path) -> list[dict]:
+    """cuobjdump -res-usage of every cubin the worker loaded."""
+    sys.path.insert(0, str(HERE))
+    from cubin_usage import usage
+    import triton
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"   # the wheel ships one
+    tool = shutil.which("cuobjdump") or (str(bundled) if bundled.exists() else "/usr/local/cuda/bin/cuobjdump")
+    out = []
+    for line in kernels_file.read_text().splitlines():
+        e = json.loads(line)
+        if e["event"] == "load" and e.get("cubin"):
+            out.append({"hash": e["hash"], "name": e["name"], **usage(Path(e["cubin"]), tool)})
+    return out
+
+
+def run_group(cases: list[dict], out: Path, deadline: float, summary: Path) -> set[str]:
+    """Start every case, wait for each to report after its first call, then end them one at a time; returns the
+    Triton cache folders of the cases that finished their first call."""
+    procs = [(c, start(c, out)) for c in cases]
+    results = []
+    for case, proc in procs:
+        rec = read_ready(proc, deadline)
+        if rec is None:
+            proc.kill()
+            results.append({"case": case, "status": "did not finish its first call by the deadline"})
+            continue
+        results.append(rec)
+    live = [(r, p) for r, (c, p) in zip(results, procs) if "status" not in r]
+    used = settled_used()
+    for i, (rec, proc) in enumerate(live):
+        if i == len(live) - 1:
+            proc.stdin.write("alone\n")
+            proc.stdin.flush()
+            for line in proc.stdout:
+                if line.startswith("ALONE "):
+                    rec["in_process_alone"] = json.loads(line[6:])
+                    break
+        proc.stdin.write("exit\n")
+        proc.stdin.flush()
+        proc.wait(timeout=60)
+        after = settled_used(previous=used)
+        rec.update(footprint_bytes=used - after, nonpytorch_bytes=used - after - rec["reserved_bytes"],
+                   method="NVML used-memory drop at the process's exit, minus its memory_reserved")
+        used = after
+    for rec in results:
+        tag = rec["case"]["tag"]
+        kernels = out / f"{tag}.kernels.jsonl"
+        if kernels.exists():
+            rec["frames"] = cubin_frames(kernels)
+        with open(summary, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(json.dumps({k: rec.get(k) for k in ("case", "status", "stack_limit_bytes", "nonpytorch_bytes",
+                                                   "first_call_seconds")})[:400], flush=True)
+    return {r["case"]["cache_dir"] for r in results if "status" not in r}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases")
+    ap.add_argument("--warm-cases", help="run after the --cases group, reusing its Triton cache folders")
+    ap.add_argument("--cache-root", default="/tmp/pm")
+    ap.add_argument("--deadline", type=float, default=420.0, help="seconds for a group's first calls")
+    ap.add_argument("--worker")
+    ap.add_argument("--out", required=True, help="the workers' files (kernel logs, stderr)")
+    ap.add_argument("--summary", help="the JSON lines of results (default OUT/process_memory.jsonl)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.worker:
+        return worker(json.loads(args.worker), out)
+    summary = Path(args.summary or out / "process_memory.jsonl")
+    with open(summary, "a") as fh:
+        fh.write(json.dumps({"baseline_nvml_used_bytes": settled_used()}) + "\n")
+    t0 = time.time()
+    filled = run_group(parse_cases(args.cases, args.cache_root), out, t0 + args.deadline, summary)
+    warm = [c for c in parse_cases(args.warm_cases or "", args.cache_root) if c["cache_dir"] in filled]
+    if warm:     # only over a cache a cold case filled completely: a partial one would autotune the rest
+        run_group(warm, out, time.time() + 120, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
