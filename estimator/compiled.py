@@ -315,7 +315,7 @@ def cached(parts: tuple, compute):
 
 # ----------------------------------------------------------------------------------- the spec index
 
-SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals", "runner")
+SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals")
 SPEC_FUNCTIONS = ("refuse", "refuse_device")
 
 

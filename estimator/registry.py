@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ModelSpec:
     """A registered model: how to build it, what the implementation refuses (``refuse(shape, device)``
-    returns its reason or None), its options, and ``runner``, the validator's code path for it."""
+    returns its reason or None) and its options. Whether it can be run is the validator's to say (a harness
+    registered for its key), not the model's."""
 
     key: str
     implementation: str
@@ -34,7 +35,6 @@ class ModelSpec:
     default_device: str = "H200"
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
-    runner: str | None = None                     # the validator's code path (None: cannot be run)
     refuse_device: Callable[[Device], str | None] | None = None   # devices the engine cannot run on at any shape
 
 

@@ -23,7 +23,6 @@ class CudnnVersion:
     version: str
     origin: str
     notes: tuple[str, ...] = ()
-    released: bool = True          # a package the validator can install and run (a revision we could not read is not)
 
     def derive(self, **overrides) -> "CudnnVersion":
         return replace(self, **overrides)

@@ -22,6 +22,7 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, ceil_to, vectorised
+from livebytes.estimator.registry import ModelSpec, register
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 from .cudnn_common import CUDNN_1_32_0, HO, KIMI_DELTA_ATTENTION, CudnnVersion, backward_gradients, forward_output, src
@@ -38,7 +39,7 @@ CHAIN_MIN_TOKENS_REVERSE = 192   # piece_chain.chain_min_tokens(reverse=True)
 
 VERSIONS: tuple[CudnnVersion, ...] = (
     CUDNN_1_32_0,
-    CUDNN_1_32_0.derive(version="e0b4ce98", released=False, origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
+    CUDNN_1_32_0.derive(version="e0b4ce98", origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
                         notes=("e0b4ce98 itself was not readable here; its model is the 1.32.0 code path",)),
 )
 
@@ -182,3 +183,23 @@ def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int = 148, device: str =
             "cuDNN handle and NVRTC/CuTeDSL module memory outside the PyTorch allocator",
         ),
     )
+
+
+# ---------------------------------------------------------------- registration: every VERSIONS entry is a model
+
+def _covers(v: CudnnVersion) -> str:
+    if v is CUDNN_1_32_0:
+        return "nvidia-cudnn-frontend 1.32.0 kda_frost, report configuration, uncut or chain backward plan by SM count"
+    return f"{v.origin}; modelled from the 1.32.0 sources, checked against the report"
+
+
+def _register(v: CudnnVersion) -> None:
+    register(ModelSpec(
+        key=f"cudnn-kda-frost@{v.version}", implementation="cuDNN frontend kda_frost (CuTeDSL)", version=v.version,
+        covers=_covers(v), builder=lambda device, v=v: build(version=v, num_sm=device.sm_count, device=device.name),
+        refuse=refuse, refuse_device=refuse_device, default_device="B300",
+    ))
+
+
+for _v in VERSIONS:
+    _register(_v)

@@ -20,6 +20,7 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, ceil_to, vectorised
+from livebytes.estimator.registry import ModelSpec, register
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv
 
 from .cudnn_common import CUDNN_1_32_0, HO, PLAIN, CudnnVersion, backward_gradients, forward_output, graph_workspace, src
@@ -167,3 +168,36 @@ def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> Lif
                       "the order of _ws's allocations (kg, ut, mt are created before the tuple's others; "
                       "the records listing order is kept)"),
     )
+
+
+# ---------------------------------------------------------------- registration: every VERSIONS entry is two models
+
+OPTIONS = {"contract": ("plain",)}
+CUDA_REFUSES_REPORT = {("contract", "report"): (
+    "the engine refuses the report contract: 'KdaHopperCudaEngine: the kernel takes log-space g directly; "
+    "safe_gate/a_log/dt_bias are unsupported' and 'the backward kernel takes pre-normalized q/k and post-sigmoid beta' "
+    "(cudnn/linear_attention/hopper/cuda_engine.py, check_support); the plain contract is supported")}
+CUTE_REFUSES_REPORT = {("contract", "report"): (
+    "the engine refuses the report contract: 'KdaHopperEngine: the kernel takes log-space g directly; "
+    "safe_gate/a_log/dt_bias are unsupported', 'use_beta_sigmoid_in_kernel is unsupported', "
+    "'use_qk_l2norm_in_kernel is unsupported' (cudnn/linear_attention/hopper/kda_engine.py, check_support); "
+    "the plain contract is supported")}
+
+
+def _register(v: CudnnVersion) -> None:
+    register(ModelSpec(
+        key=f"cudnn-kda-hopper-cuda@{v.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)",
+        version=v.version, covers=f"{v.origin} Hopper CUDA engine, forward + backward, plain contract, D=128",
+        builder=lambda device, contract="plain", v=v: build_cuda(v, device), refuse=refuse, refuse_device=refuse_device,
+        options=OPTIONS, refusals=CUDA_REFUSES_REPORT, default_device="H200",
+    ))
+    register(ModelSpec(
+        key=f"cudnn-kda-hopper@{v.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL)",
+        version=v.version, covers=f"{v.origin} Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
+        builder=lambda device, contract="plain", v=v: build_cute_forward(v, device), refuse=refuse,
+        refuse_device=refuse_device, options=OPTIONS, refusals=CUTE_REFUSES_REPORT, default_device="H200", phase="fwd",
+    ))
+
+
+for _v in VERSIONS:
+    _register(_v)

@@ -278,7 +278,7 @@ def test_committed_gpu_traces(folder):
         assert found == expected, key
 
 
-@pytest.mark.skipif(__import__("livebytes.validate.runner", fromlist=["x"]).cuda_available(), reason="a GPU is present")
+@pytest.mark.skipif(__import__("livebytes.validate.environment", fromlist=["x"]).cuda_available(), reason="a GPU is present")
 def test_tracer_without_a_gpu_is_one_line_exit_1(capsys):
     from livebytes.validate.trace import main
     assert main(["--impl", "fla-gdn-fwd@0.6.0", "--shapes", "2,1030,1,2,64,64;2,2048,1,2,64,64", "--out", "/tmp/x"]) == 1
