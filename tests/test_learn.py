@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from livebytes.cli.app import app
-from livebytes.estimator.draft import draft_model, draft_source
-from livebytes.estimator.drift import differences, drift
+from livebytes.learn.draft import draft_model, draft_source
+from livebytes.learn.drift import differences, drift
 from livebytes.estimator.engine import requested_peak
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import Shape
-from livebytes.estimator.learn import (
+from livebytes.learn.learn import (
     device_dependent,
     factor_values,
     learn,
@@ -19,13 +19,13 @@ from livebytes.estimator.learn import (
 )
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.symbols import DK, DV, HV
-from livebytes.estimator.synthetic import (
+from livebytes.learn.synthetic import (
     buffer_bytes,
     in_window,
     model_shape,
     synthetic_trace,
 )
-from livebytes.estimator.traces import load_traces, trace_from_dict
+from livebytes.learn.traces import load_traces, trace_from_dict
 from livebytes.lifetimes import fla_kda
 from typer.testing import CliRunner
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import Shape, parse_size
-from livebytes.estimator.traces import FORMAT, TRACE_SYMBOLS
+from livebytes.learn.traces import FORMAT, TRACE_SYMBOLS
 
 LIBRARY = "fla/"
 MAX_FRAMES = 4
