@@ -56,13 +56,13 @@ _LOADED = False
 
 
 def _load(full: bool = False) -> None:
-    """The specs: from the disk index (``compiled.read_spec_index``, no model module imported) unless
+    """The specs: from the disk index (``cache.read_spec_index``, no model module imported) unless
     ``full``; else import every package registered under the ``livebytes.models`` entry points (once)."""
     global _LOADED
     if _LOADED or (not full and _REGISTRY):
         return
     if not full:
-        from .compiled import read_spec_index
+        from .cache import read_spec_index
         for fields in read_spec_index() or ():
             _REGISTRY[fields["key"]] = ModelSpec(builder=None, **fields)
             _FROM_INDEX.add(fields["key"])
@@ -75,7 +75,7 @@ def _load(full: bool = False) -> None:
     for key in list(_FROM_INDEX):       # a model its package no longer registers
         del _REGISTRY[key]
     _FROM_INDEX.clear()
-    from .compiled import write_spec_index
+    from .cache import write_spec_index
     write_spec_index(list(_REGISTRY.values()))
 
 
@@ -132,9 +132,9 @@ def get_model(key: str, device: Device | str | None = None, **options) -> Lifeti
 
 
 def get_compiled(key: str, device: Device | str | None = None, **options):
-    """``get_model`` compiled (``compiled.CompiledModel``): from the disk cache when it has it, so that
+    """``get_model`` compiled (``evaluation.CompiledModel``): from the disk cache when it has it, so that
     predicting needs neither sympy nor the model modules."""
-    from .compiled import compiled_model
+    from .cache import compiled_model
     s = spec(key)
     name = get_device(device.name if isinstance(device, Device) else (device or s.default_device)).name
     resolved = resolve_options(s, options)

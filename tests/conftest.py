@@ -11,7 +11,7 @@ def peak(key, shape, device=None, **options):
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_model_cache(tmp_path_factory):
-    """Every test session compiles into its own model cache (estimator/compiled.py), never the user's."""
+    """Every test session compiles into its own model cache (estimator/cache.py), never the user's."""
     import os
     old = os.environ.get("LIVEBYTES_CACHE_DIR")
     os.environ["LIVEBYTES_CACHE_DIR"] = str(tmp_path_factory.mktemp("model-cache"))

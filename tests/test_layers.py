@@ -62,3 +62,9 @@ def test_the_check_catches_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from livebytes.cli import app\n")
     assert imported_layers(bad) == {"cli"}
+
+
+def test_the_core_holds_no_learning_code():
+    """learn, draft, drift, traces and synthetic live in learn/ (livebytes.learn), above the core."""
+    assert not [m for m in ("learn", "draft", "drift", "traces", "synthetic") if (ROOT / "estimator" / f"{m}.py").exists()]
+    assert all((ROOT / "learn" / f"{m}.py").exists() for m in ("learn", "draft", "drift", "traces", "synthetic"))
