@@ -7,7 +7,7 @@ from livebytes.estimator.shapes import Shape
 from ..inputs import build_inputs, input_specs
 from . import Harness
 
-VERSIONS = ("1.32.0",)    # nvidia-cudnn-frontend releases whose KDA entry point these harnesses drive
+VERSIONS = ("1.31.0", "1.32.0")    # nvidia-cudnn-frontend releases whose kimi_delta_attention(..., plan_name=) these drive
 
 
 def cudnn_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0, device: str = "cuda") -> dict:
@@ -35,4 +35,5 @@ class CudnnKda(Harness):
 
 
 def keys(implementation: str, versions: tuple[str, ...] = VERSIONS) -> tuple[str, ...]:
+    """The model keys of an implementation at the versions a harness drives."""
     return tuple(f"{implementation}@{v}" for v in versions)

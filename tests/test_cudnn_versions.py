@@ -1,0 +1,78 @@
+"""cuDNN frontend 1.31.0 as one data entry (lifetimes/cudnn_common.py CUDNN_1_31_0): the Hopper models differ from
+1.32.0's only where the wheel does (graph_workspace holds each graph's workspace on the cached graph), and every
+source they cite reads, in the 1.31.0 wheel, as the line 1.32.0's model cites reads in 1.32.0's."""
+import os
+from pathlib import Path
+
+import pytest
+
+from livebytes.estimator import Shape, get_model, predict
+
+PAIRS = [("cudnn-kda-hopper-cuda@1.31.0", "cudnn-kda-hopper-cuda@1.32.0"), ("cudnn-kda-hopper@1.31.0", "cudnn-kda-hopper@1.32.0")]
+HELD = {"cudnn-kda-hopper-cuda@1.31.0": {"fwd_workspace", "chunk_tables", "gn2", "amat", "wneg", "uu", "kg", "dvl", "vnew",
+                                         "dv2", "hst", "dhst", "pmat"},
+        "cudnn-kda-hopper@1.31.0": {"fwd_workspace"}}
+
+
+@pytest.mark.parametrize("old,new", PAIRS)
+def test_the_versions_differ_only_in_the_workspace_lifetime(old, new):
+    a, b = get_model(old, "H200"), get_model(new, "H200")
+    assert [x.name for x in a.buffers] == [x.name for x in b.buffers]
+    changed = {x.name for x, y in zip(a.buffers, b.buffers) if (x.cached, x.freed_after) != (y.cached, y.freed_after)}
+    assert changed == HELD[old]
+    assert all(x.shape_text() == y.shape_text() and x.dtype == y.dtype for x, y in zip(a.buffers, b.buffers))
+    shape = Shape(2, 8192, 32, 128)     # on the H200 (132 SMs) 1.31.0's fixed 132-SM _pick_nseg is the device's
+    assert predict(a, shape).buffer_bytes == predict(b, shape).buffer_bytes
+    assert all(x.cached and x.cache_key is not None and not y.cached for x, y in zip(a.buffers, b.buffers) if x.name in changed)
+
+
+def test_1_31_0_plans_the_cute_segments_for_132_sms_on_any_device():
+    """kda_prefill_sm90.py:1115 in 1.31.0: pmax = min(132 // max(N * H, 1), ...); 1.32.0 reads the device's SM count."""
+    from dataclasses import replace
+
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes.cudnn_common import CUDNN_1_31_0, CUDNN_1_32_0
+    from livebytes.lifetimes.cudnn_hopper import build_cute_forward
+    small = replace(get_device("H200"), name="sm90 with 66 SMs", sm_count=66)
+    assert dict(build_cute_forward(CUDNN_1_31_0, small).options)["num_sm"] == 132
+    assert dict(build_cute_forward(CUDNN_1_32_0, small).options)["num_sm"] == 66
+
+
+def test_the_held_workspace_is_live_through_the_forward_by_hand_arithmetic():
+    """MBS 1 x 247,466, H96: ncs = ceil(247466 / 64) + 1 - 1 = 3867. The backward arena: chunk tables
+    2 * 15,616 + 2 * 256 = 31,744; gn2 3867 * 96 * 512 = 190,070,784; amat 3867 * 96 * 8192 = 3,041,132,544;
+    six [T, H, 128] bf16 6 * 247466 * 96 * 256 = 36,490,346,496; three states 3 * 3867 * 96 * 32768 =
+    36,493,590,528: 76,215,172,096 B (71 GiB), a multiple of 512. 1.31.0 holds it through the forward; the
+    one-byte forward workspace's 512-byte block is held too, so the backward peak grows by 512 B only."""
+    shape = Shape(1, 247466, 96, 128)
+    old, new = (predict(get_model(k, "H200"), shape) for k in PAIRS[0])
+    workspace = 31_744 + 190_070_784 + 3_041_132_544 + 36_490_346_496 + 36_493_590_528
+    assert workspace == 76_215_172_096
+    steps = [s.name for s in old.model.steps]
+    grown = dict(zip(steps, (o - n for o, n in zip(old.step_bytes, new.step_bytes))))
+    assert grown == {"harness.inputs": workspace + 512, "fwd.kernel": workspace, "bwd.alloc_grads": workspace + 512,
+                     "bwd.kernel": 512}
+    assert old.peak_bytes - new.peak_bytes == 512
+
+
+SOURCES = Path(os.environ.get("LIVEBYTES_CUDNN_SOURCES", "/tmp/cudnn_sources"))   # VERSION/ = an unpacked wheel's cudnn/
+
+
+def _line(version: str, file: str, line: int) -> str:
+    root = SOURCES / version
+    if not root.is_dir():
+        pytest.skip(f"no unpacked nvidia-cudnn-frontend {version} under {SOURCES} (pip download --no-deps; unzip)")
+    return (root / file.removeprefix("cudnn/")).read_text().splitlines()[line - 1].strip()
+
+
+@pytest.mark.parametrize("old,new", PAIRS)
+def test_every_cited_line_reads_in_the_1_31_0_wheel_as_in_1_32_0(old, new):
+    a, b = get_model(old, "H200"), get_model(new, "H200")
+    sites = [(x.source, y.source) for x, y in zip(a.buffers, b.buffers)]
+    sites += [(x.source, y.source) for x, y in zip(a.steps, b.steps) if x.source]
+    for s_old, s_new in sites:
+        if s_old.function == "graph_workspace":     # the difference itself: 1.31.0 keeps it on the graph
+            assert _line("1.31.0", s_old.file, s_old.line) == s_old.quote
+            assert _line("1.31.0", s_old.file, s_old.line + 1) == "graph.la_ops_workspace = workspace"
+            continue
+        assert _line("1.31.0", s_old.file, s_old.line) == _line("1.32.0", s_new.file, s_new.line), s_old
