@@ -76,3 +76,28 @@ def test_every_cited_line_reads_in_the_1_31_0_wheel_as_in_1_32_0(old, new):
             assert _line("1.31.0", s_old.file, s_old.line + 1) == "graph.la_ops_workspace = workspace"
             continue
         assert _line("1.31.0", s_old.file, s_old.line) == _line("1.32.0", s_new.file, s_new.line), s_old
+
+
+def test_a_probe_is_the_model_of_the_library_version_it_ran():
+    """A boundary probe of kda_hopper_cuda under the 1.31.0 wheel replays against 1.31.0's model, not 1.32.0's."""
+    from livebytes.validate.probe_records import load_probe, model_of, probe_files
+    assert model_of("kda_hopper_cuda", {"cudnn": "1.31.0"}) == ("cudnn-kda-hopper-cuda@1.31.0", {})
+    assert model_of("fla-plain", {"fla": "0.6.0", "cudnn": "1.31.0"}) == ("fla-kda@0.6.0", {"contract": "plain"})
+    hopper = [load_probe(p) for p in probe_files() if load_probe(p).impl == "kda_hopper_cuda"]
+    assert hopper and all(p.key == "cudnn-kda-hopper-cuda@1.32.0" for p in hopper)     # every committed one ran 1.32.0
+
+
+def test_run_13_probes_plans_answer_and_one_percent_above():
+    """validate/plans/h200_run13_cudnn131.sh probes, per allocator setting, plan's S* for 1.31.0 at H96 and ceil(1.01 S*)."""
+    import math
+    import re
+
+    from livebytes.validate.boundary import Case, answer
+    script = (Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_run13_cudnn131.sh").read_text()
+    probed = re.search(r"for conf in ([\w: ]+); do", script).group(1).split()
+    expected = []
+    for conf in ("False", "True"):
+        s_star = answer(Case("cudnn-kda-hopper-cuda@1.31.0", None, "seq", Shape(1, 8192, 96, 128),
+                             alloc_conf=f"expandable_segments:{conf}"))
+        expected += [f"{conf}:{s_star}", f"{conf}:{math.ceil(s_star * 1.01)}"]
+    assert probed == expected
