@@ -14,6 +14,9 @@ Protocol v4 (the KDA memory report's, section 'Sources and measurement configura
   seconds spent (setup, compile, measure); an out-of-memory is a result, with its figures.
 
 Each record is written as its own file under ``--out`` as soon as it is measured (``records.write_record``).
+This module is the protocol and the record alone: the implementation's inputs and step are its harness's
+(``validate/harnesses``, found by model key); the machine, the GPU lock and Triton's cache state are
+``environment``, ``gpu_lock`` and ``triton_state``; the command line is ``runner_args``.
 
 Usage (one process; shapes of one (H, D) share compilation and autotuning):
     python -m livebytes.validate.runner --impl fla-kda@0.6.0 --shapes "1,8K,96,128;1,8K,16,128,hv=32" --out DIR
