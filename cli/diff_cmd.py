@@ -50,7 +50,8 @@ def diff_table(d):
     _text_column(t, d.new)
     for c in d.changes:
         name = c.allocation + (f"\n({len(c.regions)} regions)" if c.regions else "")
-        t.add_row(T(c.kind), T(name), T(_side_text(c.old, c.old_bytes)), T(_side_text(c.new, c.new_bytes)))
+        kind = c.kind + ("\n(same bytes at this shape)" if c.kind == "resized" and c.old_bytes == c.new_bytes is not None else "")
+        t.add_row(T(kind), T(name), T(_side_text(c.old, c.old_bytes)), T(_side_text(c.new, c.new_bytes)))
     return t
 
 

@@ -4,7 +4,8 @@ gradients ``kda_bwd`` allocates and the per-call graph workspace (``cudnn/linear
 Line numbers in the model files are those of nvidia-cudnn-frontend 1.32.0 (the PyPI wheel). A version entry
 (``CudnnVersion``) says where the code was read and, as data, what it allocates differently: whether
 ``graph_workspace`` holds each graph's workspace on the graph (``workspace_held_on_graph``), the SM count
-``_pick_nseg`` plans for, where it allocates the workspace, and how its files' line numbers differ from
+``_pick_nseg`` plans for, FROST's backward chain threshold, where it allocates the workspace, and how its
+files' line numbers differ from
 1.32.0's (``line_shifts``; ``cite`` applies them to every source of a declaration). The builders read these
 fields; no version has a code path of its own.
 """
@@ -35,6 +36,8 @@ class CudnnVersion:
     graph_workspace: Source = GRAPH_WORKSPACE   # where graph_workspace allocates it
     pick_nseg_sms: int | None = None        # the SM count kda_prefill_sm90._pick_nseg plans for (None: the device's)
     line_shifts: tuple[tuple[str, int, int], ...] = ()   # (file, from 1.32.0 line, delta): this version's numbering
+    chain_min_tokens_reverse: int = 192     # FROST's backward never chains below it (piece_chain.chain_min_tokens; 1.31.0: none)
+    read_from: "CudnnVersion | None" = None   # the entry whose code it follows when its own could not be read
 
     def derive(self, **overrides) -> "CudnnVersion":
         return replace(self, **overrides)
@@ -49,13 +52,15 @@ CUDNN_1_32_0 = CudnnVersion("1.32.0", "nvidia-cudnn-frontend 1.32.0 (PyPI)")
 CUDNN_1_31_0 = CUDNN_1_32_0.derive(
     version="1.31.0", origin="nvidia-cudnn-frontend 1.31.0 (PyPI)", workspace_held_on_graph=True, pick_nseg_sms=132,
     graph_workspace=src("ops/common.py", "graph_workspace", 50, "workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=device)"),
-    line_shifts=(("ops/kda.py", 321, -9), ("ops/kda.py", 491, -16), ("ops/kda.py", 857, -31), ("ops/kda.py", 1015, -33),
-                 ("ops/kda.py", 1239, -36), ("hopper/kernel/kda_prefill_sm90.py", 1106, -2),
-                 ("hopper/kernel/kda_prefill_sm90.py", 1112, -3)),
+    chain_min_tokens_reverse=0, line_shifts=(("ops/kda.py", 321, -9), ("ops/kda.py", 491, -16), ("ops/kda.py", 857, -31),
+                 ("ops/kda.py", 1015, -33), ("ops/kda.py", 1239, -36), ("hopper/kernel/kda_prefill_sm90.py", 1106, -2),
+                 ("hopper/kernel/kda_prefill_sm90.py", 1112, -3), ("frost/kda_engine.py", 243, -7), ("frost/kda_engine.py", 547, -10)),
     notes=("1.31.0's graph_workspace keeps each graph's workspace on the graph object, grow-only (ops/common.py:48-51: "
            "graph.la_ops_workspace = workspace), and fprop_cache / bprop_cache keep the graphs: the workspace outlives the "
            "call, once per cache key; 1.32.0 allocates it per call and frees it",
-           "1.31.0's _pick_nseg plans for a 132-SM wave whatever the device (kda_prefill_sm90.py:1115)"),
+           "1.31.0's _pick_nseg plans for a 132-SM wave whatever the device (kda_prefill_sm90.py:1115)",
+           "1.31.0's FROST backward chains at any token count (piece_chain.py:94 choose_pieces has no min_tokens; "
+           "1.32.0 keeps the uncut plan below 192 tokens)"),
 )
 
 

@@ -8,22 +8,47 @@ import pytest
 
 from livebytes.estimator import Shape, get_model, predict
 
-PAIRS = [("cudnn-kda-hopper-cuda@1.31.0", "cudnn-kda-hopper-cuda@1.32.0"), ("cudnn-kda-hopper@1.31.0", "cudnn-kda-hopper@1.32.0")]
+PAIRS = [("cudnn-kda-hopper-cuda@1.31.0", "cudnn-kda-hopper-cuda@1.32.0"), ("cudnn-kda-hopper@1.31.0", "cudnn-kda-hopper@1.32.0"),
+         ("cudnn-kda-frost@1.31.0", "cudnn-kda-frost@1.32.0")]
+DEVICE = {"cudnn-kda-frost@1.31.0": "B300"}
+FROST_REGIONS = {"fwd_scheduler", "fwd_work_items", "fwd_work_count", "fwd_tensormaps", "scheduler", "fused_tensormaps",
+                 "summary_tensormaps", "work_items", "work_count", "state_series", "recompute_tensormaps", "gate_part_a",
+                 "gate_part_dt", "piece_table", "work_items_summary", "chain_state_m", "chain_states_vk", "bwd_tensormaps"}
 HELD = {"cudnn-kda-hopper-cuda@1.31.0": {"fwd_workspace", "chunk_tables", "gn2", "amat", "wneg", "uu", "kg", "dvl", "vnew",
                                          "dv2", "hst", "dhst", "pmat"},
-        "cudnn-kda-hopper@1.31.0": {"fwd_workspace"}}
+        "cudnn-kda-hopper@1.31.0": {"fwd_workspace"},
+        "cudnn-kda-frost@1.31.0": FROST_REGIONS}
+
+
+def models(old, new):
+    device = DEVICE.get(old, "H200")
+    return get_model(old, device), get_model(new, device)
 
 
 @pytest.mark.parametrize("old,new", PAIRS)
 def test_the_versions_differ_only_in_the_workspace_lifetime(old, new):
-    a, b = get_model(old, "H200"), get_model(new, "H200")
+    a, b = models(old, new)
     assert [x.name for x in a.buffers] == [x.name for x in b.buffers]
     changed = {x.name for x, y in zip(a.buffers, b.buffers) if (x.cached, x.freed_after) != (y.cached, y.freed_after)}
     assert changed == HELD[old]
-    assert all(x.shape_text() == y.shape_text() and x.dtype == y.dtype for x, y in zip(a.buffers, b.buffers))
-    shape = Shape(2, 8192, 32, 128)     # on the H200 (132 SMs) 1.31.0's fixed 132-SM _pick_nseg is the device's
-    assert predict(a, shape).buffer_bytes == predict(b, shape).buffer_bytes
+    assert all(x.dtype == y.dtype for x, y in zip(a.buffers, b.buffers))
+    chain_floor = {x.name for x, y in zip(a.buffers, b.buffers) if x.shape_text() != y.shape_text()}
+    assert not chain_floor or (old.startswith("cudnn-kda-frost") and all("Piecewise" in x.shape_text() for x in a.buffers
+                                                                          if x.name in chain_floor))
+    shape = Shape(2, 8192, 32, 128)     # on the H200 (132 SMs) 1.31.0's fixed 132-SM _pick_nseg is the device's;
+    assert predict(a, shape).buffer_bytes == predict(b, shape).buffer_bytes   # FROST: 16K tokens, above 1.32.0's floor
     assert all(x.cached and x.cache_key is not None and not y.cached for x, y in zip(a.buffers, b.buffers) if x.name in changed)
+
+
+def test_1_31_0_frost_chains_below_192_tokens():
+    """B300, 148 SMs, MBS 1 x 128, H32: piece_budget = min(148 // 32, 16, ceil(128 / 16) // 4) = min(4, 16, 2) = 2, the
+    reverse minimum: 1.31.0 chains, 1.32.0 keeps the uncut plan below its 192-token floor. The chain adds the fp32
+    per-piece states: chain_state_m 2 pieces * 32 * 128 * 128 * 4 = 4,194,304 B."""
+    old, new = models("cudnn-kda-frost@1.31.0", "cudnn-kda-frost@1.32.0")
+    shape = Shape(1, 128, 32, 128)
+    bytes_of = [dict(zip((b.name for b in m.buffers), predict(m, shape).buffer_bytes)) for m in (old, new)]
+    assert bytes_of[0]["chain_state_m"] == 2 * 32 * 128 * 128 * 4 == 4_194_304
+    assert bytes_of[1]["chain_state_m"] == 0
 
 
 def test_1_31_0_plans_the_cute_segments_for_132_sms_on_any_device():
@@ -67,7 +92,7 @@ def _line(version: str, file: str, line: int) -> str:
 
 @pytest.mark.parametrize("old,new", PAIRS)
 def test_every_cited_line_reads_in_the_1_31_0_wheel_as_in_1_32_0(old, new):
-    a, b = get_model(old, "H200"), get_model(new, "H200")
+    a, b = models(old, new)
     sites = [(x.source, y.source) for x, y in zip(a.buffers, b.buffers)]
     sites += [(x.source, y.source) for x, y in zip(a.steps, b.steps) if x.source]
     for s_old, s_new in sites:

@@ -5,7 +5,7 @@ from . import harness
 from .cudnn_common import CudnnKda, keys
 
 
-@harness(*keys("cudnn-kda-frost", ("1.32.0",)))   # no frost model of 1.31.0
+@harness(*keys("cudnn-kda-frost"))
 class KdaFrost(CudnnKda):
     plan = "kda_frost"
 
