@@ -26,7 +26,7 @@ def diff_data(d) -> dict:
                          "new": side(c.new), "old_bytes": c.old_bytes, "new_bytes": c.new_bytes} for c in d.changes]}
     if d.peak:
         p = d.peak
-        data["peak"] = {"shape": p.shape.as_dict(), "old_bytes": p.old_peak, "new_bytes": p.new_peak, "change_bytes": p.new_peak - p.old_peak,
+        data["peak"] = {"shape": p.shape.as_dict(), "old_bytes": p.old_peak, "new_bytes": p.new_peak, "change_bytes": p.change_bytes,
                         "old_step": p.old_step, "new_step": p.new_step, "old_held_after_call_bytes": p.old_held,
                         "new_held_after_call_bytes": p.new_held}
     return data
@@ -60,9 +60,8 @@ def peak_lines(d) -> list[str]:
     lines = [f"{d.new}: {n}" for n in d.notes]
     if d.peak:
         p = d.peak
-        change = p.new_peak - p.old_peak
         lines += [f"peak at {p.shape.label()}: {g(p.old_peak)} GiB ({p.old_step}) -> {g(p.new_peak)} GiB ({p.new_step}), "
-                  f"{change:+,} B",
+                  f"{p.change_bytes:+,} B",
                   f"held by the library after the call: {g(p.old_held)} GiB -> {g(p.new_held)} GiB"]
     return lines
 

@@ -53,6 +53,10 @@ class PeakChange:
     old_held: int
     new_held: int
 
+    @property
+    def change_bytes(self) -> int:
+        return self.new_peak - self.old_peak
+
 
 @dataclass(frozen=True)
 class ModelDiff:
