@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from . import options as o
-from .errors import UsageProblem
+from .errors import UsageProblem, warn
 
 Seq = typer.Option(None, "--seq", help="tokens per sequence for the peak's change: 8192, 8K or 128K", metavar="SIZE")
 Heads = typer.Option(None, "--heads", help="query/key heads for the peak's change", metavar="SIZE")
@@ -81,6 +81,11 @@ def diff_command(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: Optional[str]
     if (seq is None) != (heads is None):
         raise UsageProblem("diff: the peak's change needs both --seq and --heads (or neither)")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads) if seq is not None else None
+    if shape is not None:
+        from livebytes.estimator.shapes import implausible
+        reason = implausible(shape)
+        if reason:
+            warn(reason)
     device = gpu or o.device_of(impl[0], None).name        # both models on one device
     old, new = (o.model_for(key, device, o.what_if(contract, no_recompute), shape) for key in impl)
     d = diff_models(old, new, shape)

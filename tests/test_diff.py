@@ -76,3 +76,9 @@ def test_the_command_json_and_its_errors():
                                (["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K"], 2, "both --seq and --heads")]:
         r = runner.invoke(app, ["diff", *args])
         assert r.exit_code == code and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_a_shape_beyond_any_gpu_is_one_warning_line():
+    r = runner.invoke(app, ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
+                            "--seq", "16M", "--heads", "96", "--json"])
+    assert r.exit_code == 0 and r.stderr.startswith("warning:") and len(r.stderr.strip().splitlines()) == 1
