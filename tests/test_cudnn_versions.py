@@ -126,3 +126,15 @@ def test_run_13_probes_plans_answer_and_one_percent_above():
                              alloc_conf=f"expandable_segments:{conf}"))
         expected += [f"{conf}:{s_star}", f"{conf}:{math.ceil(s_star * 1.01)}"]
     assert probed == expected
+
+
+def test_the_protocol_replay_holds_the_warmup_graphs_workspace():
+    """What run 13's records must show: under protocol v4 the measured steps of 1.31.0 start holding the 1 x 1024 warmup
+    graph's backward arena, ncs = 16: tables 2 * 256 + 2 * 256 = 1,024; gn2 16 * 32 * 512 = 262,144; amat 16 * 32 * 8192 =
+    4,194,304; six [1024, 32, 128] bf16 6 * 1024 * 32 * 256 = 50,331,648; three states 3 * 16 * 32 * 32768 = 50,331,648
+    (105,120,768 B), and both graphs' one-byte forward workspaces (2 x 512 B); the target graph's arena is live at the
+    peak in both versions."""
+    from livebytes.validate.protocol import protocol_replay
+    shape = Shape(1, 8192, 32, 128)
+    old, new = (protocol_replay(get_model(k, "H200"), shape)[0].peak_bytes for k in PAIRS[0])
+    assert old - new == 1_024 + 262_144 + 4_194_304 + 50_331_648 + 50_331_648 + 2 * 512 == 105_121_792
