@@ -24,7 +24,6 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, ceil_to, vectorised
-from livebytes.estimator.registry import ModelSpec, register
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 from .cudnn_common import (
@@ -205,6 +204,9 @@ def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int = 148, device: str =
 
 
 # ---------------------------------------------------------------- registration: every VERSIONS entry is a model
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
+
 
 def _covers(v: CudnnVersion) -> str:
     if v.read_from:

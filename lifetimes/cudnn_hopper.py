@@ -26,7 +26,6 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, ceil_to, vectorised
-from livebytes.estimator.registry import ModelSpec, register
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 from .cudnn_common import (
@@ -194,6 +193,8 @@ def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> Lif
 
 
 # ---------------------------------------------------------------- registration: every VERSIONS entry is two models
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
 
 OPTIONS = {"contract": ("plain",)}
 CUDA_REFUSES_REPORT = {("contract", "report"): (
