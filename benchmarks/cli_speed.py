@@ -3,7 +3,7 @@
     python benchmarks/cli_speed.py            # predict (cold and warm model cache) and formula for every model
 
 Targets (issue 12): ``predict`` <= 0.5 s from a cold process once the model is compiled (the disk cache,
-estimator/compiled.py, keeps it per model version); ``formula`` <= 2 s for any model. The first
+estimator/cache.py, keeps it per model version); ``formula`` <= 2 s for any model. The first
 ``predict`` of a model version builds and compiles it (sympy) and is slower; that figure is shown too.
 """
 from __future__ import annotations

@@ -407,9 +407,11 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
+from .diff_cmd import register as _register_diff  # noqa: E402  (diff)
 from .learn_cmd import register as _register_learn  # noqa: E402  (learn, drift)
 
 _register_learn(app)
+_register_diff(app)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """``livebytes learn`` and ``livebytes drift``: registered onto the app by ``register(app)``.
 
-Each command parses, calls the library (estimator.learn, estimator.drift, estimator.draft), renders. The
+Each command parses, calls the library (livebytes.learn: learn, drift, draft), renders. The
 library is imported inside the commands: it imports sympy, which the other commands' fast path avoids.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _fail(err: Exception) -> None:
 
 
 def learned_rows(learned) -> list[dict]:
-    from livebytes.estimator.learn import device_dependent
+    from livebytes.learn.learn import device_dependent
     rows = []
     for b in learned.buffers:
         rows.append({"name": b.name, "site": b.site, "bytes_formula": b.formula.text() if b.formula else None,
@@ -61,9 +61,9 @@ def learn_command(
     draft: Path | None = Draft, as_json: bool = Json,
 ) -> None:
     """Draft a lifetime model from allocator traces: exact byte formulas, lifetimes, and what it could not explain."""
-    from livebytes.estimator.draft import draft_source
-    from livebytes.estimator.learn import learn
-    from livebytes.estimator.traces import load_traces
+    from livebytes.learn.draft import draft_source
+    from livebytes.learn.learn import learn
+    from livebytes.learn.traces import load_traces
     try:
         if probe is not None:
             from livebytes.validate.trace import main as trace_main
@@ -97,9 +97,9 @@ def drift_command(
     impl: str = HandImpl, traces: Path = TracesDir, traced_impl: str | None = TracedImpl, as_json: bool = Json,
 ) -> None:
     """Traced buffers vs a hand model: added, removed, resized, re-typed, lifetime changed. Exit code 3 on drift."""
-    from livebytes.estimator.drift import differences, drift
-    from livebytes.estimator.learn import learn
-    from livebytes.estimator.traces import load_traces
+    from livebytes.learn.drift import differences, drift
+    from livebytes.learn.learn import learn
+    from livebytes.learn.traces import load_traces
     try:
         learned = learn(load_traces(traces, traced_impl))
         findings = drift(_hand_model(impl, learned), learned)

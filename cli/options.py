@@ -111,7 +111,7 @@ def model_for(key: str, gpu: Optional[str], options: dict, shape=None):
 
 
 def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
-    """``model_for`` compiled (estimator/compiled.py): from the disk cache when it has it (no sympy import)."""
+    """``model_for`` compiled (estimator/cache.py): from the disk cache when it has it (no sympy import)."""
     from livebytes.estimator.registry import check_shape, get_compiled, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)

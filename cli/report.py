@@ -65,7 +65,7 @@ def _validate_digest() -> str:
 def _judged(record) -> tuple[int | None, int | None]:
     """(validator-process replay, error) of ``validate.compare.compare``, the one comparison policy. It builds the
     symbolic model (sympy), so the result is cached on disk by the record's data and both packages' sources."""
-    from livebytes.estimator.compiled import cached
+    from livebytes.estimator.cache import cached
 
     def judge():
         from livebytes.validate.compare import compare

@@ -9,6 +9,7 @@ import sympy as sp
 
 from .dtypes import itemsize
 from .groups import Group  # noqa: F401 - re-exported: models import it from here
+from .timeline import Timeline
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class Autotune:
 
 
 @dataclass(frozen=True)
-class LifetimeModel:
+class LifetimeModel(Timeline):
     """A model is data: the ordered steps and the buffer records. The engine does the rest."""
 
     key: str
@@ -157,16 +158,3 @@ class LifetimeModel:
                     raise ValueError(f"{self.key}: {b.name} freed after unknown step {b.freed_after}")
                 if index[b.freed_after] < index[b.allocated_at]:
                     raise ValueError(f"{self.key}: {b.name} is freed before it is allocated")
-
-    def step_index(self, name: str) -> int:
-        for i, s in enumerate(self.steps):
-            if s.name == name:
-                return i
-        raise KeyError(name)
-
-    def live_range(self, buffer: Buffer) -> range:
-        if buffer.cached:  # kept by the library since an earlier call: live through the whole step
-            return range(0, len(self.steps))
-        start = self.step_index(buffer.allocated_at)
-        stop = len(self.steps) if buffer.freed_after is None else self.step_index(buffer.freed_after) + 1
-        return range(start, stop)

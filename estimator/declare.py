@@ -103,9 +103,12 @@ class Declaration:
         self.buffers.append(Buffer(name, group, shape, dtype, source, self.current, freed, carved_from, note,
                                    cached, cache_key, retained))
 
-    def region(self, workspace: str, name: str, group: Group, nbytes: sp.Expr, source: Source, note: str = "") -> None:
-        """A region of ``workspace``: one allocation at the current step, used and freed within it."""
-        self.buffer(name, group, (nbytes,), "uint8", source, self.current, note=note, carved_from=workspace)
+    def region(self, workspace: str, name: str, group: Group, nbytes: sp.Expr, source: Source, note: str = "",
+               *, cached: bool = False, cache_key: tuple | None = None) -> None:
+        """A region of ``workspace``: one allocation at the current step, used and freed within it; ``cached``: the
+        library keeps the workspace across calls (keyed by ``cache_key``), as ``buffer``'s."""
+        self.buffer(name, group, (nbytes,), "uint8", source, None if cached else self.current, note=note,
+                    carved_from=workspace, cached=cached, cache_key=cache_key)
 
     def inputs(self, contract: Contract, backward: bool, note: str = "inputs exist before the step") -> None:
         """The caller's tensors of ``contract`` (dO only with a backward), alive for the whole step."""

@@ -64,8 +64,7 @@ def _compiled(model: LifetimeModel):
     charged = charged_bytes(model)
     names = [b.name for b in model.buffers]
     fn = sp.lambdify(SHAPE_SYMBOLS, [charged[n] for n in names], modules="math")
-    membership = [[i in model.live_range(b) for i in range(len(model.steps))] for b in model.buffers]
-    return fn, membership
+    return fn, model.membership
 
 
 def predict(model: LifetimeModel, shape: Shape) -> Prediction:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ModelSpec:
     """A registered model: how to build it, what the implementation refuses (``refuse(shape, device)``
-    returns its reason or None), its options, and ``runner``, the validator's code path for it."""
+    returns its reason or None) and its options. Whether it can be run is the validator's to say (a harness
+    registered for its key), not the model's."""
 
     key: str
     implementation: str
@@ -34,7 +35,6 @@ class ModelSpec:
     default_device: str = "H200"
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
-    runner: str | None = None                     # the validator's code path (None: cannot be run)
     refuse_device: Callable[[Device], str | None] | None = None   # devices the engine cannot run on at any shape
 
 
@@ -56,13 +56,13 @@ _LOADED = False
 
 
 def _load(full: bool = False) -> None:
-    """The specs: from the disk index (``compiled.read_spec_index``, no model module imported) unless
+    """The specs: from the disk index (``cache.read_spec_index``, no model module imported) unless
     ``full``; else import every package registered under the ``livebytes.models`` entry points (once)."""
     global _LOADED
     if _LOADED or (not full and _REGISTRY):
         return
     if not full:
-        from .compiled import read_spec_index
+        from .cache import read_spec_index
         for fields in read_spec_index() or ():
             _REGISTRY[fields["key"]] = ModelSpec(builder=None, **fields)
             _FROM_INDEX.add(fields["key"])
@@ -75,7 +75,7 @@ def _load(full: bool = False) -> None:
     for key in list(_FROM_INDEX):       # a model its package no longer registers
         del _REGISTRY[key]
     _FROM_INDEX.clear()
-    from .compiled import write_spec_index
+    from .cache import write_spec_index
     write_spec_index(list(_REGISTRY.values()))
 
 
@@ -132,9 +132,9 @@ def get_model(key: str, device: Device | str | None = None, **options) -> Lifeti
 
 
 def get_compiled(key: str, device: Device | str | None = None, **options):
-    """``get_model`` compiled (``compiled.CompiledModel``): from the disk cache when it has it, so that
+    """``get_model`` compiled (``evaluation.CompiledModel``): from the disk cache when it has it, so that
     predicting needs neither sympy nor the model modules."""
-    from .compiled import compiled_model
+    from .cache import compiled_model
     s = spec(key)
     name = get_device(device.name if isinstance(device, Device) else (device or s.default_device)).name
     resolved = resolve_options(s, options)

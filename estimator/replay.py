@@ -105,7 +105,7 @@ def _schedule(model: LifetimeModel) -> _Schedule:
     compiled once per model (models are frozen and hashable)."""
     groups = allocations(model)
     names = tuple(groups)
-    if hasattr(model, "requested_fn"):      # a CompiledModel (compiled.py) carries the compiled request sizes
+    if hasattr(model, "requested_fn"):      # a CompiledModel (evaluation.py) carries the compiled request sizes
         fn = model.requested_fn
     else:
         import sympy as sp

@@ -1,21 +1,30 @@
 """What every cuDNN frontend KDA model shares: the entry point's contract, the forward output, the
 gradients ``kda_bwd`` allocates and the per-call graph workspace (``cudnn/linear_attention/ops``).
 
-Line numbers are those of nvidia-cudnn-frontend 1.32.0 (the PyPI wheel). A version entry
-(``CudnnVersion``) says where the code was read; a later version that allocates differently overrides
-the fields its models read.
+Line numbers in the model files are those of nvidia-cudnn-frontend 1.32.0 (the PyPI wheel). A version entry
+(``CudnnVersion``) says where the code was read and, as data, what it allocates differently: whether
+``graph_workspace`` holds each graph's workspace on the graph (``workspace_held_on_graph``), the SM count
+``_pick_nseg`` plans for, FROST's backward chain threshold, where it allocates the workspace, and how its
+files' line numbers differ from
+1.32.0's (``line_shifts``; ``cite`` applies them to every source of a declaration). The builders read these
+fields; no version has a code path of its own.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from livebytes.estimator.buffers import Group
+from livebytes.estimator.buffers import Group, Source
 from livebytes.estimator.declare import Contract, Declaration, Input, source_root
-from livebytes.estimator.symbols import DK, DV, H, MBS, T
+from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T
 
 src = source_root("cudnn/linear_attention")
 
 HO = H   # equal q/k/v heads in every modelled configuration: gates, output and state heads
+PLAN_CACHE_KEY = (T, MBS, H, HV, DK, DV)   # ops/kda.py make_fprop_cache_key / make_bprop_cache_key: (total, N, H, HK, HV, K, V, ...)
+
+
+GRAPH_WORKSPACE = src("ops/common.py", "graph_workspace", 72,
+                      "return torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device=device)")
 
 
 @dataclass(frozen=True)
@@ -23,13 +32,44 @@ class CudnnVersion:
     version: str
     origin: str
     notes: tuple[str, ...] = ()
-    released: bool = True          # a package the validator can install and run (a revision we could not read is not)
+    workspace_held_on_graph: bool = False   # graph_workspace keeps the workspace on the cached graph (else freed per call)
+    graph_workspace: Source = GRAPH_WORKSPACE   # where graph_workspace allocates it
+    pick_nseg_sms: int | None = None        # the SM count kda_prefill_sm90._pick_nseg plans for (None: the device's)
+    line_shifts: tuple[tuple[str, int, int], ...] = ()   # (file, from 1.32.0 line, delta): this version's numbering
+    chain_min_tokens_reverse: int = 192     # FROST's backward never chains below it (piece_chain.chain_min_tokens; 1.31.0: none)
+    read_from: "CudnnVersion | None" = None   # the entry whose code it follows when its own could not be read
 
     def derive(self, **overrides) -> "CudnnVersion":
         return replace(self, **overrides)
 
+    def line(self, source: Source) -> Source:
+        """``source`` (a 1.32.0 line) as this version numbers it: the delta of the last shift at or above it."""
+        deltas = [delta for file, start, delta in self.line_shifts if source.file.endswith(file) and start <= source.line]
+        return replace(source, line=source.line + deltas[-1]) if deltas else source
+
 
 CUDNN_1_32_0 = CudnnVersion("1.32.0", "nvidia-cudnn-frontend 1.32.0 (PyPI)")
+CUDNN_1_31_0 = CUDNN_1_32_0.derive(
+    version="1.31.0", origin="nvidia-cudnn-frontend 1.31.0 (PyPI)", workspace_held_on_graph=True, pick_nseg_sms=132,
+    graph_workspace=src("ops/common.py", "graph_workspace", 50, "workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=device)"),
+    chain_min_tokens_reverse=0, line_shifts=(("ops/kda.py", 321, -9), ("ops/kda.py", 491, -16), ("ops/kda.py", 857, -31),
+                 ("ops/kda.py", 1015, -33), ("ops/kda.py", 1239, -36), ("hopper/kernel/kda_prefill_sm90.py", 1106, -2),
+                 ("hopper/kernel/kda_prefill_sm90.py", 1112, -3), ("frost/kda_engine.py", 243, -7), ("frost/kda_engine.py", 547, -10)),
+    notes=("1.31.0's graph_workspace keeps each graph's workspace on the graph object, grow-only (ops/common.py:48-51: "
+           "graph.la_ops_workspace = workspace), and fprop_cache / bprop_cache keep the graphs: the workspace outlives the "
+           "call, once per cache key; 1.32.0 allocates it per call and frees it",
+           "1.31.0's _pick_nseg plans for a 132-SM wave whatever the device (kda_prefill_sm90.py:1115)",
+           "1.31.0's FROST backward chains at any token count (piece_chain.py:94 choose_pieces has no min_tokens; "
+           "1.32.0 keeps the uncut plan below 192 tokens)"),
+)
+
+
+def cite(d: Declaration, version: CudnnVersion) -> None:
+    """Every source of the declaration numbered as ``version``'s files are (``line_shifts``)."""
+    if version.line_shifts:
+        d.buffers = [replace(b, source=version.line(b.source)) for b in d.buffers]
+        d.steps = [replace(s, source=version.line(s.source)) if s.source else s for s in d.steps]
+
 
 KIMI_DELTA_ATTENTION = src("ops/kda.py", "kimi_delta_attention", 1239, "def kimi_delta_attention(q, k, v, g, beta, cu_seqlens, ...)")
 
@@ -53,13 +93,14 @@ def forward_output(d: Declaration) -> None:
              note="returned; the caller holds it")
 
 
-def graph_workspace(d: Declaration, name: str, note: str = "") -> None:
-    """A plan whose get_workspace_size() is 0 still gets a one-byte workspace, freed after the call."""
-    d.buffer(name, Group.SCRATCH, (1,), "uint8", GRAPH_WORKSPACE, d.current, note=note)
-
-
-GRAPH_WORKSPACE = src("ops/common.py", "graph_workspace", 72,
-                      "return torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device=device)")
+def graph_workspace(d: Declaration, name: str, version: CudnnVersion, note: str = "") -> None:
+    """A plan whose get_workspace_size() is 0 still gets a one-byte workspace: freed after the call, or held on the
+    cached graph (``workspace_held_on_graph``)."""
+    if version.workspace_held_on_graph:
+        d.buffer(name, Group.SCRATCH, (1,), "uint8", version.graph_workspace, note=note or "held on the graph",
+                 cached=True, cache_key=PLAN_CACHE_KEY)
+    else:
+        d.buffer(name, Group.SCRATCH, (1,), "uint8", version.graph_workspace, d.current, note=note)
 
 
 def backward_gradients(d: Declaration, contract: Contract) -> None:

@@ -4,7 +4,9 @@ Read from nvidia-cudnn-frontend 1.32.0 (``cudnn/linear_attention/ops/kda.py`` an
 ``cudnn/linear_attention/frost/kda_engine.py``: ``CompiledKda.__init__`` and ``CompiledKdaBwd.__init__``
 lay out the workspaces). The report pins e0b4ce98, which this project
 could not read (it is not in the public index we searched); that model is the 1.32.0 code path and
-is checked against the report's published table.
+is checked against the report's published table. 1.31.0 (its wheel read) lays the workspaces out as
+1.32.0 does; its ``graph_workspace`` holds them on the cached graphs between calls and its backward has no
+192-token floor for the chain plan (``CudnnVersion`` data; no Blackwell measurement of it).
 
 Configuration: the report's — safe gate with fp32 ``a_log`` / ``dt_bias``, in-kernel Q/K L2 norm
 and beta sigmoid, raw bf16 gate and beta, ``checkpoint_every_n_tokens=0`` (no saved series: the
@@ -24,7 +26,18 @@ from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, ceil_to, vectorised
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
-from .cudnn_common import CUDNN_1_32_0, HO, KIMI_DELTA_ATTENTION, CudnnVersion, backward_gradients, forward_output, src
+from .cudnn_common import (
+    CUDNN_1_31_0,
+    CUDNN_1_32_0,
+    HO,
+    KIMI_DELTA_ATTENTION,
+    PLAN_CACHE_KEY,
+    CudnnVersion,
+    backward_gradients,
+    cite,
+    forward_output,
+    src,
+)
 
 B_T = 16                    # kda_bprop_config.CFG.B_T: the dense state series cadence
 WORKSPACE_ALIGN = 128       # frost/workspace.py DEFAULT_ALIGN
@@ -34,11 +47,12 @@ GATE_BWD_BLOCKS = 128       # common/gate_bwd.py
 CHAIN_MIN_PIECES_REVERSE = 2
 CHAIN_MAX_PIECES = 16
 CHAIN_MIN_UNITS_PER_PIECE = 4
-CHAIN_MIN_TOKENS_REVERSE = 192   # piece_chain.chain_min_tokens(reverse=True)
 
 VERSIONS: tuple[CudnnVersion, ...] = (
     CUDNN_1_32_0,
-    CUDNN_1_32_0.derive(version="e0b4ce98", released=False, origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
+    CUDNN_1_31_0,
+    CUDNN_1_32_0.derive(version="e0b4ce98", origin="the KDA memory report's FROST revision e0b4ce98 (not readable here)",
+                        read_from=CUDNN_1_32_0,
                         notes=("e0b4ce98 itself was not readable here; its model is the 1.32.0 code path",)),
 )
 
@@ -74,14 +88,14 @@ def piece_budget_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
                total_chunks // (seqs * CHAIN_MIN_UNITS_PER_PIECE))
 
 
-def backward_pieces(num_sm: int) -> tuple[sp.Expr, sp.Expr]:
+def backward_pieces(num_sm: int, min_tokens: int = 192) -> tuple[sp.Expr, sp.Expr]:
     """(chain indicator 0/1, pieces per sequence) of the backward plan, from choose_pieces(reverse=True).
 
     The budget is an implemented function rather than sympy's Min: sympy 1.14 folds
     Min(floor(160/(H*MBS)), 16) to 16 under positive-integer assumptions whenever an expression is rebuilt.
     """
     budget = vectorised("frost_piece_budget", lambda t, n, h: piece_budget_value(t, n, h, num_sm))(T, MBS, HO)
-    chain = sp.Piecewise((1, sp.And(budget >= CHAIN_MIN_PIECES_REVERSE, T >= CHAIN_MIN_TOKENS_REVERSE)), (0, True))
+    chain = sp.Piecewise((1, sp.And(budget >= CHAIN_MIN_PIECES_REVERSE, T >= min_tokens)), (0, True))   # min_tokens: the version's
     return chain, budget
 
 
@@ -103,12 +117,17 @@ def refuse(shape, device) -> str | None:
     return None
 
 
-def _forward_workspace(d: Declaration) -> None:
+def _held(version: CudnnVersion) -> dict:
+    """A workspace graph_workspace keeps on the cached graph is a cached allocation, once per graph-cache key."""
+    return {"cached": True, "cache_key": PLAN_CACHE_KEY} if version.workspace_held_on_graph else {}
+
+
+def _forward_workspace(d: Declaration, version: CudnnVersion) -> None:
     """CompiledKda.__init__, uncut scheme: scheduler, work items, work count, tensormaps."""
     fn = "CompiledKda.__init__"
 
     def region(name, nbytes, line, quote):
-        d.region("fwd_workspace", name, Group.SCRATCH, nbytes, src("frost/kda_engine.py", fn, line, quote))
+        d.region("fwd_workspace", name, Group.SCRATCH, nbytes, src("frost/kda_engine.py", fn, line, quote), **_held(version))
 
     region("fwd_scheduler", align(8), 243, 'regions.append(("scheduler", layout.add(8), "int32", (2,)))')
     region("fwd_work_items", align(MBS * HO * WORK_ITEM_BYTES), 246,
@@ -118,15 +137,15 @@ def _forward_workspace(d: Declaration) -> None:
            'regions.append(("tensormaps", layout.add(self.tensormap_bytes, align=128), ...))')
 
 
-def _backward_workspace(d: Declaration, num_sm: int) -> None:
+def _backward_workspace(d: Declaration, num_sm: int, version: CudnnVersion) -> None:
     """CompiledKdaBwd.__init__: one workspace, its regions in layout order; chain-only regions are 0 bytes uncut."""
-    chain, pieces = backward_pieces(num_sm)
+    chain, pieces = backward_pieces(num_sm, version.chain_min_tokens_reverse)
     uncut = 1 - chain
     num_pieces = MBS * (chain * pieces + (1 - chain))      # self.num_pieces = B * self.pieces if self.chain else B
     fn = "CompiledKdaBwd.__init__"
 
     def region(name, group, nbytes, line, quote, note=""):
-        d.region("bwd_workspace", name, group, nbytes, src("frost/kda_engine.py", fn, line, quote), note)
+        d.region("bwd_workspace", name, group, nbytes, src("frost/kda_engine.py", fn, line, quote), note, **_held(version))
 
     region("scheduler", Group.SCRATCH, align(16 + 24 * chain), 547, "off_scheduler = layout.add(40 if self.chain else 16)")
     region("fused_tensormaps", Group.SCRATCH, chain * align(tensormap_bytes(3, num_pieces)), 556,
@@ -164,17 +183,17 @@ def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int = 148, device: str =
     d = Declaration()
     d.inputs(REPORT, backward=True, note="inputs, dO and the packed boundaries exist before the step")
     forward_output(d)
-    _forward_workspace(d)
+    _forward_workspace(d, version)
     backward_gradients(d, REPORT)
-    d.step("bwd.kernel", "backward", src("ops/common.py", "graph_workspace", 72,
-                                         "return torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device=device)"),
-           note="one workspace; regions carved by the plan")
-    _backward_workspace(d, num_sm)
+    d.step("bwd.kernel", "backward", version.graph_workspace,
+           note="one workspace; regions carved by the plan" + ("; held on the graph between calls" if version.workspace_held_on_graph else ""))
+    _backward_workspace(d, num_sm, version)
+    cite(d, version)
     return d.freeze(
         key=f"cudnn-kda-frost@{version.version}", implementation="cuDNN frontend kda_frost (CuTeDSL, Blackwell)",
         version=version.version, options=(("num_sm", num_sm),), device=device, notes=version.notes,
         summary=f"forward + backward; checkpoint_every_n_tokens=0 (recompute); plan uncut or chain from {num_sm} SMs; "
-                f"read from {CUDNN_1_32_0.origin}",
+                f"read from {(version.read_from or version).origin}",
         not_modelled=(
             "forward workspace of the chain and d_v-split/prep forward plans (uncut regions only; the forward never holds the fwd+bwd peak)",
             "a 128-byte gap the 256-byte piece-table alignment can leave in a chain workspace",
@@ -182,3 +201,26 @@ def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int = 148, device: str =
             "cuDNN handle and NVRTC/CuTeDSL module memory outside the PyTorch allocator",
         ),
     )
+
+
+# ---------------------------------------------------------------- registration: every VERSIONS entry is a model
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
+
+
+def _covers(v: CudnnVersion) -> str:
+    if v.read_from:
+        return f"{v.origin}; modelled from the {v.read_from.version} sources, checked against the report"
+    return f"nvidia-cudnn-frontend {v.version} kda_frost, report configuration, uncut or chain backward plan by SM count"
+
+
+def _register(v: CudnnVersion) -> None:
+    register(ModelSpec(
+        key=f"cudnn-kda-frost@{v.version}", implementation="cuDNN frontend kda_frost (CuTeDSL)", version=v.version,
+        covers=_covers(v), builder=lambda device, v=v: build(version=v, num_sm=device.sm_count, device=device.name),
+        refuse=refuse, refuse_device=refuse_device, default_device="B300",
+    ))
+
+
+for _v in VERSIONS:
+    _register(_v)

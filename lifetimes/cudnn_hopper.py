@@ -1,4 +1,4 @@
-"""cuDNN frontend's Hopper KDA engines (nvidia-cudnn-frontend 1.32.0), as buffer records.
+"""cuDNN frontend's Hopper KDA engines (nvidia-cudnn-frontend 1.32.0 and 1.31.0), as buffer records.
 
 - ``kda_hopper_cuda`` (``hopper/cuda_engine.py``, NVRTC CUDA): forward and backward. The forward
   writes ``o`` in place and needs no workspace; the backward carves one workspace
@@ -11,6 +11,12 @@
   for the life of the process; the segment count comes from the device's SM count (``_pick_nseg``),
   which makes this model device-dependent.
 
+Versions (``VERSIONS``, data read by these builders, ``cudnn_common.CudnnVersion``): 1.31.0's
+``graph_workspace`` keeps each graph's workspace on the graph object, so both plans' workspaces (the
+backward's carved arena above all) are held by the graph caches between calls, once per cache key; and its
+``_pick_nseg`` plans for 132 SMs whatever the device. Line numbers are 1.32.0's, shifted to 1.31.0's by the
+entry's ``line_shifts``; the Hopper engine files are the same in both wheels.
+
 Contract (both): pre-normalised bf16 q/k, bf16 v/dO, fp32 log-space g, fp32 post-sigmoid beta,
 int32 cu_seqlens, D = 128, equal heads; no in-kernel l2norm / sigmoid / safe gate.
 """
@@ -20,14 +26,25 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, ceil_to, vectorised
-from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv
+from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
-from .cudnn_common import CUDNN_1_32_0, HO, PLAIN, CudnnVersion, backward_gradients, forward_output, graph_workspace, src
+from .cudnn_common import (
+    CUDNN_1_31_0,
+    CUDNN_1_32_0,
+    HO,
+    PLAIN,
+    PLAN_CACHE_KEY,
+    CudnnVersion,
+    backward_gradients,
+    cite,
+    forward_output,
+    graph_workspace,
+    src,
+)
 
 ARENA_ALIGN = 256             # cuda_bwd_host._ALIGN
 BT = 64                       # cuda_bwd_host.BT
-VERSIONS: tuple[CudnnVersion, ...] = (CUDNN_1_32_0,)
-PLAN_CACHE_KEY = (T, MBS, H, HV, DK, DV)   # ops/kda.py make_fprop_cache_key / make_bprop_cache_key: (total, N, H, HK, HV, K, V, ...)
+VERSIONS: tuple[CudnnVersion, ...] = (CUDNN_1_32_0, CUDNN_1_31_0)
 
 
 def pick_nseg_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
@@ -77,18 +94,22 @@ def _cuda_forward_state(d: Declaration) -> None:
            "zero seed, re-zeroed every call")                                                      # [N, HO, V, K] fp32
 
 
-def _cuda_backward_workspace(d: Declaration) -> None:
-    """cuda_bwd_host._layout: one arena, every take() rounded up to 256 bytes."""
+def _cuda_backward_workspace(d: Declaration, held: bool) -> None:
+    """cuda_bwd_host._layout: one arena (graph_workspace's), every take() rounded up to 256 bytes; ``held``: kept on
+    the cached graph between calls."""
     d.step("bwd.kernel", "backward", src("hopper/cuda_bwd_host.py", "launch", 321, "def launch("),
            note="k_meta, k_prep, k_scan_t, k_bwd over one carved workspace")
     ncs = cdiv(T, BT) + MBS - 1                      # _chunk_slots: (total + 63) // 64 + n_seqs - 1
+    keep = {"cached": held, "cache_key": PLAN_CACHE_KEY if held else None}
 
     def region(name, group, line, nbytes, quote):
-        d.region("bwd_workspace", name, group, ceil_to(nbytes, ARENA_ALIGN), src("hopper/cuda_bwd_host.py", "_layout", line, quote))
+        d.region("bwd_workspace", name, group, ceil_to(nbytes, ARENA_ALIGN), src("hopper/cuda_bwd_host.py", "_layout", line, quote),
+                 **keep)
 
     d.region("bwd_workspace", "chunk_tables", Group.SCRATCH,
              2 * ceil_to(ncs * 4, ARENA_ALIGN) + 2 * ceil_to((MBS + 1) * 4, ARENA_ALIGN),           # int32 [ncs] x2, [N+1] x2
-             src("hopper/cuda_bwd_host.py", "_layout", 277, "cs_t0, cs_len = a.take(ncs, _I32); seq_c0, seq_nc = a.take(n_seqs + 1, _I32)"))
+             src("hopper/cuda_bwd_host.py", "_layout", 277, "cs_t0, cs_len = a.take(ncs, _I32); seq_c0, seq_nc = a.take(n_seqs + 1, _I32)"),
+             note="graph_workspace's arena, held on the graph between calls" if held else "", **keep)
     region("gn2", Group.SCRATCH, 281, ncs * H * 128 * 4, "gn2 = a.take(ncs * n_heads * DH, _F32)")          # fp32 [ncs, H, 128]
     region("amat", Group.MATRIX_GRAD, 282, ncs * H * 64 * 64 * 2, "amat = a.take(ncs * n_heads * 64 * 64, _BF16)")  # bf16 [ncs, H, 64, 64]
     for line, name in enumerate(("wneg", "uu", "kg", "dvl", "vnew", "dv2"), start=283):
@@ -111,11 +132,12 @@ def build_cuda(version: CudnnVersion = CUDNN_1_32_0, device=None) -> LifetimeMod
     d = Declaration()
     d.inputs(PLAIN, backward=True, note="inputs and dO exist before the step")
     forward_output(d)
-    graph_workspace(d, "fwd_workspace", "the forward plan declares no workspace")
+    graph_workspace(d, "fwd_workspace", version, "the forward plan declares no workspace")
     _cuda_forward_state(d)
     backward_gradients(d, PLAIN)
-    _cuda_backward_workspace(d)
+    _cuda_backward_workspace(d, version.workspace_held_on_graph)
     _cuda_backward_state(d)
+    cite(d, version)
     return d.freeze(
         key=f"cudnn-kda-hopper-cuda@{version.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA, Hopper)",
         version=version.version, summary=f"forward + backward, plain contract, read from {version.origin}",
@@ -150,15 +172,16 @@ def _module_scratch(d: Declaration, num_sm: int) -> None:
 
 
 def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> LifetimeModel:
-    num_sm = device.sm_count if device else 132
+    num_sm = version.pick_nseg_sms or (device.sm_count if device else 132)
     d = Declaration()
     d.inputs(PLAIN, backward=False)
     forward_output(d)
-    graph_workspace(d, "fwd_workspace")
+    graph_workspace(d, "fwd_workspace", version)
     f, fn = "hopper/kda_engine.py", "KdaHopperPlan.execute"
     _state(d, "fwd_final_state_scratch", (MBS, HO, DV, DK), src(f, fn, 122, "self._scratch_state = torch.empty("))   # [N, HO, V, K] fp32
     _state(d, "fwd_zero_state", (MBS, HO, DV, DK), src(f, fn, 138, "self._zero_state = torch.zeros("))             # [N, HO, V, K] fp32
     _module_scratch(d, num_sm)
+    cite(d, version)
     return d.freeze(
         key=f"cudnn-kda-hopper@{version.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL, Hopper)",
         version=version.version, summary=f"forward only (inference_mode), plain contract; segment count from {num_sm} SMs",
@@ -167,3 +190,38 @@ def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> Lif
                       "the order of _ws's allocations (kg, ut, mt are created before the tuple's others; "
                       "the records listing order is kept)"),
     )
+
+
+# ---------------------------------------------------------------- registration: every VERSIONS entry is two models
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
+
+OPTIONS = {"contract": ("plain",)}
+CUDA_REFUSES_REPORT = {("contract", "report"): (
+    "the engine refuses the report contract: 'KdaHopperCudaEngine: the kernel takes log-space g directly; "
+    "safe_gate/a_log/dt_bias are unsupported' and 'the backward kernel takes pre-normalized q/k and post-sigmoid beta' "
+    "(cudnn/linear_attention/hopper/cuda_engine.py, check_support); the plain contract is supported")}
+CUTE_REFUSES_REPORT = {("contract", "report"): (
+    "the engine refuses the report contract: 'KdaHopperEngine: the kernel takes log-space g directly; "
+    "safe_gate/a_log/dt_bias are unsupported', 'use_beta_sigmoid_in_kernel is unsupported', "
+    "'use_qk_l2norm_in_kernel is unsupported' (cudnn/linear_attention/hopper/kda_engine.py, check_support); "
+    "the plain contract is supported")}
+
+
+def _register(v: CudnnVersion) -> None:
+    register(ModelSpec(
+        key=f"cudnn-kda-hopper-cuda@{v.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)",
+        version=v.version, covers=f"{v.origin} Hopper CUDA engine, forward + backward, plain contract, D=128",
+        builder=lambda device, contract="plain", v=v: build_cuda(v, device), refuse=refuse, refuse_device=refuse_device,
+        options=OPTIONS, refusals=CUDA_REFUSES_REPORT, default_device="H200",
+    ))
+    register(ModelSpec(
+        key=f"cudnn-kda-hopper@{v.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL)",
+        version=v.version, covers=f"{v.origin} Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
+        builder=lambda device, contract="plain", v=v: build_cute_forward(v, device), refuse=refuse,
+        refuse_device=refuse_device, options=OPTIONS, refusals=CUTE_REFUSES_REPORT, default_device="H200", phase="fwd",
+    ))
+
+
+for _v in VERSIONS:
+    _register(_v)

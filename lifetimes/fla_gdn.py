@@ -89,8 +89,10 @@ def refuse(shape, device) -> str | None:
     return None
 
 
-def build(forward_only: bool = False, device=None, gva: bool = False) -> LifetimeModel:
-    """``gva``: HV > H; the backward then sums dq, dk and the WY dk over each group of HV/H value heads."""
+def build(forward_only: bool = False, device=None, gva: bool = False, version: "GdnVersion | None" = None) -> LifetimeModel:
+    """``gva``: HV > H; the backward then sums dq, dk and the WY dk over each group of HV/H value heads;
+    ``version``: an entry of ``VERSIONS`` (default fla-core 0.6.0)."""
+    v = version or GDN_0_6_0
     arch = getattr(device, "arch", "sm90")
     const_tiling = dqkwg_const_tiling(arch)
     saved_until = "fwd.output" if forward_only else "bwd.return"
@@ -100,10 +102,10 @@ def build(forward_only: bool = False, device=None, gva: bool = False) -> Lifetim
     if not forward_only:
         _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch))
     return d.freeze(
-        key=f"fla-gdn{'-fwd' if forward_only else ''}@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton)",
-        version="0.6.0", device=getattr(device, "name", ""),
+        key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
+        version=v.version, device=getattr(device, "name", ""),
         summary=("forward only, no grad" if forward_only else "forward + backward (backward source-derived, not measured)")
-        + "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta); fla-core 0.6.0 (PyPI); "
+        + f"; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta); {v.origin}; "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
         options=(("forward_only", forward_only), ("gva", gva)),
         not_modelled=("temporaries of the first call only (tensor_cache misses)",
@@ -113,9 +115,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False) -> Lifetim
                       "context parallelism",
                       "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
                       "H200; GDN's gated variant was never tuned there: its backward does not run with Triton 3.6.0)"),
-        notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
-               "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there; it was not "
-               "measured on the H200 (Triton 3.6.0)",),
+        notes=v.notes,
     )
 
 
@@ -276,3 +276,51 @@ def _wy_bwd(d: Declaration, gva: bool, local_end: str, wy_tiling: int) -> None:
         d.step("bwd.wy_sum_k", "backward", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"))
         d.buffer("dk2", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"),
                  local_end)                                                                       # [T, H, K] bf16
+
+
+# ---------------------------------------------------------------- versions and registration
+
+from dataclasses import dataclass, replace  # noqa: E402  (the version table and registration close the file)
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402
+
+
+@dataclass(frozen=True)
+class GdnVersion:
+    """What one fla-core version of this code path is; a new version overrides fields of another (``derive``)."""
+
+    version: str
+    origin: str                    # where the code was read
+    covers: str                    # forward + backward
+    covers_forward: str            # forward only
+    notes: tuple[str, ...] = ()
+
+    def derive(self, **overrides) -> "GdnVersion":
+        return replace(self, **overrides)
+
+
+GDN_0_6_0 = GdnVersion(
+    version="0.6.0", origin="fla-core 0.6.0 (PyPI)",
+    covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; backward not measured on Hopper",
+    covers_forward="fla-core 0.6.0 Gated DeltaNet forward only under torch.no_grad (inference peak)",
+    notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
+           "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there; it was not "
+           "measured on the H200 (Triton 3.6.0)",),
+)
+
+VERSIONS: tuple[GdnVersion, ...] = (GDN_0_6_0,)
+OPTIONS = {"gva": (False, True)}
+
+
+def _register(v: GdnVersion) -> None:
+    for forward_only in (False, True):
+        register(ModelSpec(
+            key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
+            version=v.version, covers=v.covers_forward if forward_only else v.covers,
+            builder=lambda device, gva=False, f=forward_only, v=v: build(forward_only=f, device=device, gva=gva, version=v),
+            refuse=refuse, options=OPTIONS, default_device="H200", phase="fwd" if forward_only else "fwd+bwd",
+        ))
+
+
+for _v in VERSIONS:
+    _register(_v)

@@ -74,7 +74,6 @@ class FlaVersion:
     covers: str
     default_device: str = "H200"
     forward_model: bool = True     # also register fla-kda-fwd@VERSION (forward only, no grad)
-    released: bool = True          # a package the validator can install and run (a private snapshot is not)
 
     def derive(self, **overrides) -> "FlaVersion":
         return replace(self, **overrides)
@@ -90,7 +89,7 @@ FLA_0_6_0 = FlaVersion(
 VERSIONS: tuple[FlaVersion, ...] = (
     FLA_0_6_0,
     FLA_0_6_0.derive(
-        version="07b80f27", released=False, origin="FLA snapshot 07b80f2715cf (not public): the 0.6.0 code path with the report's dtypes",
+        version="07b80f27", origin="FLA snapshot 07b80f2715cf (not public): the 0.6.0 code path with the report's dtypes",
         intra_grad_dtype="bf16", beta_sigmoid_dtype="bf16", default_device="B300", forward_model=False,
         evidence="KDA memory report, storage table: 'FLA BF16 dq2/dk2 and FP32 dg2' (16.000 GiB at H128/128K) and "
                  "forward-saved activations 12.156 GiB = normalised Q/K 8 + Aqk/Akk 4 + rstd 0.125 + a 2-byte beta 0.031",
@@ -440,3 +439,35 @@ def _backward_plain_tail(d: Declaration, c: Config) -> None:
     if cast:
         d.buffer("dq", Group.OUTPUT_GRAD, (T, H, DK), "bf16", ret)                                # [T, H, K] bf16
         d.buffer("dk", Group.OUTPUT_GRAD, (T, H, DK), "bf16", ret)                                # [T, H, K] bf16
+
+
+# ---------------------------------------------------------------- registration: every VERSIONS entry is a model
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
+
+OPTIONS = {"contract": ("report", "plain"), "recompute": (True, False), "gva": (False, True)}
+FORWARD_OPTIONS = {"contract": ("report", "plain"), "gva": (False, True)}
+
+
+def _builder(version: FlaVersion, forward_only: bool):
+    def build_for(device, contract="report", recompute=True, gva=False):
+        return build(version=version, contract=contract, recompute=recompute, forward_only=forward_only,
+                     device=device.name, gva=gva)
+    return build_for
+
+
+def _register(v: FlaVersion) -> None:
+    register(ModelSpec(
+        key=f"fla-kda@{v.version}", implementation="FLA chunk_kda (Triton)", version=v.version, covers=v.covers,
+        builder=_builder(v, False), refuse=refuse, options=OPTIONS, default_device=v.default_device,
+    ))
+    if v.forward_model:
+        register(ModelSpec(
+            key=f"fla-kda-fwd@{v.version}", implementation="FLA chunk_kda (Triton)", version=v.version,
+            covers=f"{v.origin} forward only under torch.no_grad (inference peak)",
+            builder=_builder(v, True), refuse=refuse, options=FORWARD_OPTIONS, default_device=v.default_device, phase="fwd",
+        ))
+
+
+for _v in VERSIONS:
+    _register(_v)

@@ -11,7 +11,7 @@ def peak(key, shape, device=None, **options):
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_model_cache(tmp_path_factory):
-    """Every test session compiles into its own model cache (estimator/compiled.py), never the user's."""
+    """Every test session compiles into its own model cache (estimator/cache.py), never the user's."""
     import os
     old = os.environ.get("LIVEBYTES_CACHE_DIR")
     os.environ["LIVEBYTES_CACHE_DIR"] = str(tmp_path_factory.mktemp("model-cache"))
@@ -24,11 +24,11 @@ def _private_model_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def synthetic_kda_traces(tmp_path_factory):
-    """Synthetic allocator traces of fla-kda@0.6.0 (report contract; estimator/synthetic.py) at the learner's
+    """Synthetic allocator traces of fla-kda@0.6.0 (report contract; learn/synthetic.py) at the learner's
     shapes, for the learn and drift commands."""
     import json
 
-    from livebytes.estimator.synthetic import synthetic_trace
+    from livebytes.learn.synthetic import synthetic_trace
     from tests.test_learn import KDA_SHAPES, OUTSIDE
     d = tmp_path_factory.mktemp("traces")
     model = get_model("fla-kda@0.6.0", contract="report")

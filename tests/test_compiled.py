@@ -1,4 +1,4 @@
-"""The compiled-model cache (estimator/compiled.py) answers exactly what the symbolic engine answers, and a
+"""The compiled-model cache (estimator/cache.py, estimator/evaluation.py) answers exactly what the symbolic engine answers, and a
 cache hit imports neither sympy nor the model modules."""
 import os
 import subprocess
@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from livebytes.estimator import compiled, get_model, predict
+from livebytes.estimator import cache
+from livebytes.estimator import get_model, predict
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.registry import get_compiled, specs
 from livebytes.estimator.replay import replay
@@ -34,7 +35,7 @@ def test_compiled_equals_the_engine_and_the_replay(key, shape):
 
 def test_a_cache_hit_reads_the_same_functions_back():
     cm = get_compiled("cudnn-kda-frost@1.32.0")           # implemented function (piece budget) inside
-    again = compiled._from_disk(compiled._to_disk(cm))
+    again = cache._from_disk(cache._to_disk(cm))
     for shape in (Shape(1, 8192, 16, 128), Shape(2, 65536, 4, 128), Shape(1, 131072, 96, 128)):
         assert again.predict(shape).step_bytes == cm.predict(shape).step_bytes
 
@@ -42,8 +43,8 @@ def test_a_cache_hit_reads_the_same_functions_back():
 def test_a_function_reading_a_module_is_not_portable():
     def reads_a_module(x):
         return os.path.join(x, x)
-    with pytest.raises(compiled.NotPortable):
-        compiled.portable(reads_a_module)
+    with pytest.raises(cache.NotPortable):
+        cache.portable(reads_a_module)
 
 
 def test_predict_from_a_warm_cache_imports_no_sympy(tmp_path):
@@ -63,6 +64,16 @@ def test_an_unwritable_cache_is_no_cache(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(blocker / "sub"))
-    cm = compiled.compiled_model("fla-kda@0.6.0", "H200", (("contract", "report"), ("forward_only", False), ("gva", False),
+    cm = cache.compiled_model("fla-kda@0.6.0", "H200", (("contract", "report"), ("forward_only", False), ("gva", False),
                                                            ("recompute", True)), build=lambda: get_model("fla-kda@0.6.0"))
     assert cm.predict(SHAPES[0]).peak_bytes == predict(get_model("fla-kda@0.6.0"), SHAPES[0]).peak_bytes
+
+
+def test_one_timeline_for_both_views():
+    """A built model and its compiled view share one live_range (estimator/timeline.py), and agree on every buffer."""
+    from livebytes.estimator.buffers import LifetimeModel
+    from livebytes.estimator.evaluation import CompiledModel, compile_model
+    assert LifetimeModel.live_range is CompiledModel.live_range
+    model = get_model("cudnn-kda-hopper-cuda@1.32.0", "H200")
+    cm = compile_model(model)
+    assert [model.live_range(b) for b in model.buffers] == [cm.live_range(b) for b in cm.buffers]

@@ -178,12 +178,22 @@ def test_every_buffer_cites_a_line_of_the_pinned_library():
             assert b.source.line > 0 and b.source.quote, (s.key, b.name)
 
 
-def test_every_released_version_names_its_runner_and_no_snapshot_does():
-    runners = {s.key: s.runner for s in specs()}
-    assert runners["cudnn-kda-hopper@1.32.0"] == "kda_hopper"
+def test_every_released_version_has_a_harness_and_no_snapshot_does():
+    from livebytes.validate.harnesses import harness_for, runnable
+    assert harness_for("cudnn-kda-hopper@1.32.0").plan == "kda_hopper"
     # the report's private snapshots cannot be installed: running 0.6.0 under their names would mislabel records
-    assert runners["fla-kda@07b80f27"] is None and runners["cudnn-kda-frost@e0b4ce98"] is None
-    assert all(r in ("fla", "kda_hopper_cuda", "kda_hopper", "kda_frost", "gdn", None) for r in runners.values())
+    assert harness_for("fla-kda@07b80f27") is None and harness_for("cudnn-kda-frost@e0b4ce98") is None
+    keys = {s.key for s in specs()}
+    assert set(runnable()) <= keys                       # a harness serves registered models only
+    assert {"fla-kda@0.6.0", "fla-kda-fwd@0.6.0", "fla-gdn@0.6.0", "fla-gdn-fwd@0.6.0", "cudnn-kda-frost@1.32.0",
+            "cudnn-kda-hopper-cuda@1.32.0", "cudnn-kda-hopper@1.32.0"} <= set(runnable())
+
+
+def test_no_model_module_names_a_validator_path():
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "lifetimes"
+    named = [p.name for p in root.glob("*.py") if "runner" in p.read_text() or "livebytes.validate" in p.read_text()]
+    assert not named
 
 
 def test_no_function_in_the_models_is_over_60_lines():

@@ -25,6 +25,8 @@ COMMANDS = {
     "compare_four": ["compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0",
                      "--impl", "cudnn-kda-hopper@1.32.0", "--impl", "fla-gdn@0.6.0", "--seq", "8K", "--heads", "32"],
     "payload_100000": ["payload", "--seq", "100000", "--no-measure"],
+    "diff": ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
+             "--seq", "247466", "--heads", "96"],
 }
 WIDTHS = (80, 200)
 

@@ -44,14 +44,11 @@ def test_fla_small_shape_matches_its_replay(tmp_path):
     pytest.importorskip("fla")
     from livebytes.estimator import get_model
     from livebytes.estimator.replay import replay
-    from livebytes.validate.runner import (
-        Harness,
-        RunContext,
-        environment,
-        measure_shape,
-    )
+    from livebytes.validate.environment import environment
+    from livebytes.validate.harnesses import make
+    from livebytes.validate.runner import RunContext, measure_shape
 
-    h = Harness("fla-kda@0.6.0", "report", True, False)
+    h = make("fla-kda@0.6.0", "report", True, False)
     rec = measure_shape(h, Shape(1, 2048, 16, 64), environment(), RunContext("fresh-process", "expandable_segments:False", "n/a"))
     assert rec["finite"] and not rec["oom"]
     assert set(rec["seconds"]) >= {"setup", "compile", "measure", "total"}

@@ -73,7 +73,7 @@ def test_learn_and_drift_json(synthetic_kda_traces, args, code):
 
 def test_every_command_is_documented():
     from typer.main import get_command
-    assert set(get_command(app).commands) == set(DOCUMENTED) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift"}
+    assert set(get_command(app).commands) == set(DOCUMENTED) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift", "diff"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -88,3 +88,16 @@ def test_json_follows_the_documented_keys(name):
         check(value, key, table, name)
     top = {k for k in table if "." not in k and "[]" not in k}
     assert top == set(data), f"{name}: documented but missing: {top - set(data)}"
+
+
+@pytest.mark.parametrize("extra", [[], ["--seq", "247466", "--heads", "96"]])
+def test_diff_json(extra):
+    r = CliRunner().invoke(app, ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
+                                 *extra, "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    table = DOCUMENTED["diff"]
+    for key, value in data.items():
+        check(value, key, table, "diff")
+    assert {k for k in table if "." not in k and "[]" not in k} - {"peak"} <= set(data)
+    assert ("peak" in data) == bool(extra)

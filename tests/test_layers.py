@@ -1,4 +1,5 @@
-"""The layers import in one direction only: estimator (core) -> lifetimes (models) -> validate -> cli.
+"""The layers import in one direction only: estimator (core) -> lifetimes (models) -> learn -> validate -> cli
+(learn sits above the core, beside validate: the tracer in validate writes learn's trace format).
 
 Every import statement of every module is parsed (function-local imports included); a module may
 import its own layer or a lower one, never a higher one, and the package graph has no circle."""
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ["estimator", "lifetimes", "validate", "cli"]   # lowest first
+LAYERS = ["estimator", "lifetimes", "learn", "validate", "cli"]   # lowest first
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 
@@ -61,3 +62,9 @@ def test_the_check_catches_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from livebytes.cli import app\n")
     assert imported_layers(bad) == {"cli"}
+
+
+def test_the_core_holds_no_learning_code():
+    """learn, draft, drift, traces and synthetic live in learn/ (livebytes.learn), above the core."""
+    assert not [m for m in ("learn", "draft", "drift", "traces", "synthetic") if (ROOT / "estimator" / f"{m}.py").exists()]
+    assert all((ROOT / "learn" / f"{m}.py").exists() for m in ("learn", "draft", "drift", "traces", "synthetic"))

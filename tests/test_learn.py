@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from livebytes.cli.app import app
-from livebytes.estimator.draft import draft_model, draft_source
-from livebytes.estimator.drift import differences, drift
+from livebytes.learn.draft import draft_model, draft_source
+from livebytes.learn.drift import differences, drift
 from livebytes.estimator.engine import requested_peak
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import Shape
-from livebytes.estimator.learn import (
+from livebytes.learn.learn import (
     device_dependent,
     factor_values,
     learn,
@@ -19,13 +19,13 @@ from livebytes.estimator.learn import (
 )
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.symbols import DK, DV, HV
-from livebytes.estimator.synthetic import (
+from livebytes.learn.synthetic import (
     buffer_bytes,
     in_window,
     model_shape,
     synthetic_trace,
 )
-from livebytes.estimator.traces import load_traces, trace_from_dict
+from livebytes.learn.traces import load_traces, trace_from_dict
 from livebytes.lifetimes import fla_kda
 from typer.testing import CliRunner
 
@@ -278,7 +278,7 @@ def test_committed_gpu_traces(folder):
         assert found == expected, key
 
 
-@pytest.mark.skipif(__import__("livebytes.validate.runner", fromlist=["x"]).cuda_available(), reason="a GPU is present")
+@pytest.mark.skipif(__import__("livebytes.validate.environment", fromlist=["x"]).cuda_available(), reason="a GPU is present")
 def test_tracer_without_a_gpu_is_one_line_exit_1(capsys):
     from livebytes.validate.trace import main
     assert main(["--impl", "fla-gdn-fwd@0.6.0", "--shapes", "2,1030,1,2,64,64;2,2048,1,2,64,64", "--out", "/tmp/x"]) == 1

@@ -1,9 +1,10 @@
-"""The runner's refusals, without a GPU: FROST declines off Blackwell, the Hopper engines off sm90."""
+"""The runner's refusals, without a GPU: FROST declines off Blackwell, the Hopper engines off sm90 (each
+harness says what its library refuses; a model without a harness cannot be run)."""
 from types import SimpleNamespace
 
 import pytest
 
-from livebytes.validate import runner
+from livebytes.validate import environment, harnesses
 
 
 def fake_torch(capability, name="NVIDIA H200"):
@@ -19,26 +20,26 @@ def fake_torch(capability, name="NVIDIA H200"):
     ("nobody@1", (9, 0), "no runner for nobody@1"),
 ])
 def test_declines_with_the_reason(monkeypatch, impl, capability, needle):
-    monkeypatch.setattr(runner, "_torch", lambda: fake_torch(capability))
-    assert needle in runner.decline_reason(impl)
+    monkeypatch.setattr(environment, "_torch", lambda: fake_torch(capability))
+    assert needle in harnesses.decline_reason(impl)
 
 
 @pytest.mark.parametrize("impl,capability", [("cudnn-kda-frost@1.32.0", (10, 0)), ("cudnn-kda-hopper-cuda@1.32.0", (9, 0)),
                                              ("fla-kda@0.6.0", (9, 0))])
 def test_runs_where_the_engine_exists(monkeypatch, impl, capability):
-    monkeypatch.setattr(runner, "_torch", lambda: fake_torch(capability))
-    monkeypatch.setattr(runner, "_installed", lambda kind: ("fla" if kind == "fla" else "cudnn", impl.split("@")[1]))
-    assert runner.decline_reason(impl) is None
+    monkeypatch.setattr(environment, "_torch", lambda: fake_torch(capability))
+    monkeypatch.setattr(harnesses, "_installed", lambda kind: ("fla" if kind == "fla" else "cudnn", impl.split("@")[1]))
+    assert harnesses.decline_reason(impl) is None
 
 
 def test_a_model_of_another_version_than_installed_is_declined(monkeypatch):
     """Measuring fla-core 0.7.0 under the 0.6.0 model's name would mislabel the record."""
-    monkeypatch.setattr(runner, "_torch", lambda: fake_torch((9, 0)))
-    monkeypatch.setattr(runner, "_installed", lambda kind: ("fla", "0.7.0"))
-    assert "models fla 0.6.0; this machine has fla 0.7.0" in runner.decline_reason("fla-kda@0.6.0")
-    assert runner.decline_reason("fla-kda@07b80f27") == "no runner for fla-kda@07b80f27"   # a private snapshot
+    monkeypatch.setattr(environment, "_torch", lambda: fake_torch((9, 0)))
+    monkeypatch.setattr(harnesses, "_installed", lambda kind: ("fla", "0.7.0"))
+    assert "models fla 0.6.0; this machine has fla 0.7.0" in harnesses.decline_reason("fla-kda@0.6.0")
+    assert harnesses.decline_reason("fla-kda@07b80f27") == "no runner for fla-kda@07b80f27"   # a private snapshot
 
 
 def test_no_cuda_is_one_clear_reason(monkeypatch):
-    monkeypatch.setattr(runner, "cuda_available", lambda: False)
-    assert runner.decline_reason("fla-kda@0.6.0").startswith("no CUDA device")
+    monkeypatch.setattr(environment, "cuda_available", lambda: False)
+    assert harnesses.decline_reason("fla-kda@0.6.0").startswith("no CUDA device")

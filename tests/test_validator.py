@@ -266,25 +266,26 @@ def test_cache_environment(tmp_path, mode, fla_mode):
 
 def test_runner_bookkeeping(tmp_path):
     from livebytes.validate import runner
+    from livebytes.validate.triton_state import triton_state
     assert runner.nonpytorch_bytes(free=100, total=1000, reserved=300) == 600      # 1000 - 100 - 300
     s = runner.seconds_of(total=60.0, compile_s=40.0, measure_s=5.0, lock_wait=3.0)
     assert s == {"setup": 12.0, "compile": 40.0, "measure": 5.0, "total": 60.0, "lock_wait": 3.0}  # 60-40-5-3
     ctx = runner.RunContext("fresh-process", "expandable_segments:False", "warm", triton_dir=tmp_path, installed=set())
-    assert runner.triton_state(ctx)["triton_cache"] == "warm"
+    assert triton_state(ctx)["triton_cache"] == "warm"
     (tmp_path / "k.autotune.json").write_text("{}")
-    assert runner.triton_state(ctx) == {"triton_cache": "cold", "triton_cache_requested": "warm",
+    assert triton_state(ctx) == {"triton_cache": "cold", "triton_cache_requested": "warm",
                                        "autotuned_kernels": ["k"]}
-    assert runner.triton_state(runner.RunContext("m", "c", "n/a")) == {"triton_cache": "n/a"}
+    assert triton_state(runner.RunContext("m", "c", "n/a")) == {"triton_cache": "n/a"}
 
 
 def test_alloc_conf_must_precede_torch():
-    from livebytes.validate import runner
+    from livebytes.validate.environment import apply_alloc_conf
     env = {}
-    runner.apply_alloc_conf("expandable_segments:False", env, modules={})
+    apply_alloc_conf("expandable_segments:False", env, modules={})
     assert env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
-    runner.apply_alloc_conf("expandable_segments:False", env, modules={"torch": object()})   # same: fine
+    apply_alloc_conf("expandable_segments:False", env, modules={"torch": object()})   # same: fine
     with pytest.raises(LivebytesError, match="already imported"):
-        runner.apply_alloc_conf("expandable_segments:True", env, modules={"torch": object()})
+        apply_alloc_conf("expandable_segments:True", env, modules={"torch": object()})
 
 
 def test_captures_of_several_processes_merge():

@@ -37,15 +37,19 @@ def test_the_diff_touches_one_file_and_adds_one_entry():
     assert not [line for line in diff if line.startswith("-") and not line.startswith("---")]
 
 
-def test_applying_the_diff_registers_a_version_whose_peak_moves_by_hand_arithmetic():
+def test_applying_the_diff_registers_a_version_whose_peak_moves_by_hand_arithmetic(monkeypatch):
+    from livebytes.estimator import registry
     source = (ROOT / "lifetimes" / "fla_kda.py").read_text()
     module = types.ModuleType("fla_kda_with_the_example")
     sys.modules[module.__name__] = module             # dataclasses resolve their module while being built
+    monkeypatch.setattr(registry, "_REGISTRY", {})    # the edited file registers its models into a registry of its own
+    monkeypatch.setattr(registry, "_FROM_INDEX", set())
     try:
         exec(compile(apply(the_diff(), source), module.__name__, "exec"), module.__dict__)
     finally:
         del sys.modules[module.__name__]
     namespace = module.__dict__
+    assert {"fla-kda@0.6.0+bf16beta", "fla-kda-fwd@0.6.0+bf16beta"} <= set(registry._REGISTRY)   # the file registers its entry
     versions = {v.version: v for v in namespace["VERSIONS"]}
     assert set(versions) == {v.version for v in fla_kda.VERSIONS} | {"0.6.0+bf16beta"}
     example = versions["0.6.0+bf16beta"]

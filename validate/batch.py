@@ -30,9 +30,11 @@ GROUP_KEYS = {"impl", "shapes", "contract", "forward_only", "history", "no_recom
 
 
 def _runnable() -> list[str]:
-    """Models the validator has a code path for (``ModelSpec.runner``)."""
+    """Models the validator has a harness for, in the registry's order."""
     from livebytes.estimator.registry import specs
-    return [s.key for s in specs() if s.runner]
+
+    from .harnesses import harness_for
+    return [s.key for s in specs() if harness_for(s.key)]
 
 
 def check_group(group: dict) -> dict:

@@ -96,8 +96,8 @@ def render(items: list[dict]) -> str:
     return "[\n" + ",\n".join(" " + json.dumps(g) for g in items) + "\n]\n"
 
 
-PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report"): "fla-report",
-              ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda"}
+PROBE_IMPL = {("fla-kda", "plain"): "fla-plain", ("fla-kda", "report"): "fla-report",   # implementation -> the probe's
+              ("cudnn-kda-hopper-cuda", None): "kda_hopper_cuda"}                     # --impl (it runs what is installed)
 
 
 def probe_state(case: Case) -> tuple[str, bool]:
@@ -138,11 +138,12 @@ def _probe_command(case: Case, values: str, suffix: str) -> str:
         env += " TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or "")
     fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
     state, warmup = probe_state(case)
-    tag = f"{PROBE_IMPL[(case.impl, case.contract)]}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}"
+    probe_impl = PROBE_IMPL[(case.impl.split("@")[0], case.contract)]
+    tag = f"{probe_impl}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}"
     tag = (tag + ("_warmup" if warmup else "") + suffix).replace("/", "")
     if triton and state == "cold" and not warmup:    # a fresh, empty Triton cache for each process
         env = env.replace("TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or ""), "TRITON_CACHE_DIR=/tmp/tc_" + tag)
-    return (f"{env} python3 validate/probes/boundary_probe.py --impl {PROBE_IMPL[(case.impl, case.contract)]} "
+    return (f"{env} python3 validate/probes/boundary_probe.py --impl {probe_impl} "
             f"--heads {case.base.heads} --values {values}{fixed} --state {state}"
             f"{'' if warmup else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
 

@@ -59,3 +59,16 @@ def live_at_peak(snapshot: dict, device: int = 0, keep: tuple[str, ...] = ("fla/
 
 def as_rows(blocks: list[LiveBlock], limit: int = 60) -> list[dict]:
     return [{"bytes": b.size, "frames": list(b.frames[:4])} for b in blocks[:limit]]
+
+
+def dump_live_at_peak(directory, impl: str, shape) -> None:
+    """Stop recording and write the live blocks at the peak of the recorded window (the runner's ``--history``)."""
+    import json
+
+    import torch
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    peak, blocks = live_at_peak(snap)
+    name = f"live_{impl.replace('@', '_')}_{shape.mbs}x{shape.seq}x{shape.heads}x{shape.dim}.json"
+    (directory / name).write_text(json.dumps({"impl": impl, "shape": shape.as_dict(), "replayed_peak_bytes": peak,
+                                              "blocks": as_rows(blocks)}, indent=1))

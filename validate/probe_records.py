@@ -13,11 +13,17 @@ from livebytes.estimator.shapes import Shape
 
 BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
 PHASES = ("first_call", "steady_1", "steady_2")
-MODELS = {                  # the probe's --impl -> (model key, options)
-    "fla-plain": ("fla-kda@0.6.0", {"contract": "plain"}),
-    "fla-report": ("fla-kda@0.6.0", {"contract": "report"}),
-    "kda_hopper_cuda": ("cudnn-kda-hopper-cuda@1.32.0", {}),
+MODELS = {                  # the probe's --impl -> (implementation, the package whose version the probe records, options)
+    "fla-plain": ("fla-kda", "fla", {"contract": "plain"}),
+    "fla-report": ("fla-kda", "fla", {"contract": "report"}),
+    "kda_hopper_cuda": ("cudnn-kda-hopper-cuda", "cudnn", {}),
 }
+
+
+def model_of(impl: str, head: dict) -> tuple[str, dict]:
+    """(model key, options) a probe ran: its implementation at the library version the probe's process had."""
+    implementation, package, options = MODELS[impl]
+    return f"{implementation}@{head[package]}", options
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class Trial:
 class Probe:
     path: Path
     impl: str
+    key: str                   # the model the probe ran: implementation@the installed library's version
     allocator_conf: str
     triton_cache: str          # cold | warm | n/a
     total_bytes: int
@@ -43,8 +50,7 @@ class Probe:
 
     def model(self):
         from livebytes.estimator.registry import get_model
-        key, options = MODELS[self.impl]
-        return get_model(key, "H200", **options)
+        return get_model(self.key, "H200", **MODELS[self.impl][2])
 
 
 @lru_cache(maxsize=None)
@@ -53,7 +59,8 @@ def load_probe(path: Path) -> Probe:
     head = lines[0]
     trials = tuple(Trial(i, d["stage"], Shape(d["mbs"], d["seq"], d["heads"], d["dim"]), d)
                    for i, d in enumerate(x for x in lines if "first_call" in x or "fits" in x))
-    return Probe(Path(path), head["impl"], head["allocator_conf"], head["state"], head["total_memory"], trials)
+    return Probe(Path(path), head["impl"], model_of(head["impl"], head)[0], head["allocator_conf"], head["state"],
+                 head["total_memory"], trials)
 
 
 def probe_files() -> list[Path]:
@@ -70,7 +77,7 @@ def probed_at(model_key: str, contract: str | None, shape: Shape, alloc_conf: st
     out = []
     for path in probe_files():
         probe = load_probe(path)
-        key, options = MODELS[probe.impl]
+        key, options = probe.key, MODELS[probe.impl][2]
         head = probe.trials[0].measured if probe.trials else {}
         if (key, options.get("contract")) != (model_key, contract) or probe.allocator_conf != alloc_conf \
                 or device not in str(head.get("device", "")).split():

@@ -15,7 +15,7 @@ from .batch import PlanRun, run_plan
 
 def gpu_reason(impl: str) -> str | None:
     try:
-        from .runner import decline_reason
+        from .harnesses import decline_reason
     except ImportError as err:  # torch missing altogether
         return f"the validate extra is not installed ({err.__class__.__name__}: {err})"
     return decline_reason(impl)

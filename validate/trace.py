@@ -27,7 +27,7 @@ from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import Shape, parse_size
-from livebytes.estimator.traces import FORMAT, TRACE_SYMBOLS
+from livebytes.learn.traces import FORMAT, TRACE_SYMBOLS
 
 LIBRARY = "fla/"
 MAX_FRAMES = 4
@@ -141,28 +141,28 @@ class _Impl:
         self.gdn = self.impl.startswith("fla-gdn")
 
     def cpu_inputs(self, shape: Shape) -> dict:
-        from livebytes.validate import gdn_harness, runner
+        from livebytes.validate.harnesses import fla_gdn, fla_kda
         if self.probe:
             return self.probe.cpu_inputs(shape)
         if self.gdn:
-            return gdn_harness.gdn_cpu_inputs(shape, not self.forward_only)
+            return fla_gdn.gdn_cpu_inputs(shape, not self.forward_only)
         # the runner's recipe on the CPU (no device memory); to_device copies and marks them for grad
-        x = runner.fla_inputs(shape, self.contract, not self.forward_only, device="cpu")
+        x = fla_kda.fla_inputs(shape, self.contract, not self.forward_only, device="cpu")
         return {name: t.detach() for name, t in x.items()}
 
     def step(self, x: dict):
-        from livebytes.validate import gdn_harness, runner
+        from livebytes.validate import harnesses
+        from livebytes.validate.harnesses import fla_gdn
         if self.probe:
             return self.probe.step(x)
         if self.gdn:
-            return gdn_harness.gdn_step(x, self.forward_only)
-        h = runner.Harness(self.impl, self.contract, True, self.forward_only)
-        return h.step(x)
+            return fla_gdn.gdn_step(x, self.forward_only)
+        return harnesses.make(self.impl, self.contract, True, self.forward_only).step(x)
 
 
 def take(impl: _Impl, shape: Shape, roots: dict[str, str]) -> dict:
     import torch
-    from livebytes.validate.gdn_harness import to_device
+    from livebytes.validate.harnesses.fla_gdn import to_device
     grad = not impl.forward_only
     warm = to_device(impl.cpu_inputs(shape), grad)
     o = impl.step(warm)
@@ -202,14 +202,14 @@ def main(argv=None) -> int:
     except LivebytesError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    from livebytes.validate.runner import cuda_available
+    from livebytes.validate.environment import cuda_available
     if not cuda_available():
         print("error: no CUDA device: the tracer records the real allocator and needs a GPU", file=sys.stderr)
         return 1
     os.environ.setdefault("TRITON_CACHE_DIR", "/tmp/livebytes-trace-triton-cache")   # keep tuned caches clean
     autotune = "on (Triton autotuning as shipped)" if args.autotune else disable_autotuning()
     import torch
-    from livebytes.validate.runner import environment
+    from livebytes.validate.environment import environment
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env, roots = environment(), _roots()

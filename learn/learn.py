@@ -308,7 +308,7 @@ def device_dependent(b: LearnedBuffer) -> str | None:
 
 def to_model_expr(formula: SizeFormula) -> sp.Expr:
     """The formula in the engine's symbols (S, MBS, H, HV, DK, DV)."""
-    from .symbols import DK, DV, HV, MBS, H, S, cdiv
+    from livebytes.estimator.symbols import DK, DV, HV, MBS, H, S, cdiv
     base = {"T": MBS * S, "N": MBS, "H": H, "HV": HV, "K": DK, "V": DV}
     expr = sp.Integer(formula.coefficient)
     for f in formula.term:

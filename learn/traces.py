@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LivebytesError
+from livebytes.estimator.errors import LivebytesError
 
 FORMAT = "livebytes-trace/1"
 TRACE_SYMBOLS = ("T", "N", "H", "HV", "K", "V")   # packed tokens, sequences, heads, value heads, key/value dims

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .buffers import Buffer, LifetimeModel
-from .symbols import SHAPE_SYMBOLS
+from livebytes.estimator.buffers import Buffer, LifetimeModel
+from livebytes.estimator.symbols import SHAPE_SYMBOLS
 from .traces import FORMAT
 
 
@@ -21,7 +21,7 @@ def in_window(b: Buffer, outside: tuple[str, ...] = ()) -> bool:
 
 def model_shape(values: dict[str, int]):
     """The engine's Shape for a traced shape (T packed tokens in N equal sequences)."""
-    from .shapes import Shape
+    from livebytes.estimator.shapes import Shape
     return Shape(mbs=values["N"], seq=values["T"] // values["N"], heads=values["H"], dim=values["K"],
                  v_heads=values["HV"] if values["HV"] != values["H"] else None,
                  dim_v=values["V"] if values["V"] != values["K"] else None)

@@ -6,7 +6,7 @@ traces. Unsolved buffers are left out and listed in the module's notes.
 """
 from __future__ import annotations
 
-from .buffers import Buffer, Group, LifetimeModel, Source, Step
+from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
 from .learn import Learned, LearnedBuffer, device_dependent, to_model_expr
 
 

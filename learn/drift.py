@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from fractions import Fraction
 
-from .buffers import Buffer, LifetimeModel
-from .dtypes import ITEMSIZE
-from .errors import LivebytesError
+from livebytes.estimator.buffers import Buffer, LifetimeModel
+from livebytes.estimator.dtypes import ITEMSIZE
+from livebytes.estimator.errors import LivebytesError
 from .learn import Learned, LearnedBuffer
 from .synthetic import buffer_bytes, in_window
 

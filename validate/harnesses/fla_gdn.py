@@ -1,6 +1,6 @@
 """Gated DeltaNet inputs and one step, as Qwen3-Next trains with ``chunk_gated_delta_rule``.
 
-Shared by the runner (validation records) and the tracer (``validate/trace.py``). Inputs are seeded on
+Shared by the runner (validation records, ``FlaGdn``) and the tracer (``validate/trace.py``). Inputs are seeded on
 the CPU and copied to the GPU once per tensor, in this order: q, k, v, g, beta, cu_seqlens, dO.
 q, k ``[1, T, H, K]`` bf16 (raw: the kernel L2-normalises them); v ``[1, T, HV, V]`` bf16;
 g ``[1, T, HV]`` fp32 log-space decay; beta ``[1, T, HV]`` bf16 after the sigmoid; int64 boundaries.
@@ -8,6 +8,8 @@ g ``[1, T, HV]`` fp32 log-space decay; beta ``[1, T, HV]`` bf16 after the sigmoi
 from __future__ import annotations
 
 from livebytes.estimator.shapes import Shape
+
+from . import Harness, harness
 
 
 def gdn_cpu_inputs(shape: Shape, grad: bool, seed: int = 0) -> dict:
@@ -65,3 +67,18 @@ def gdn_step(x: dict, forward_only: bool):
     o = gdn_forward(x)
     o.backward(x["dO"].view_as(o))
     return o
+
+
+VERSIONS = ("0.6.0",)    # fla-core releases
+
+
+@harness(*(f"{impl}@{v}" for v in VERSIONS for impl in ("fla-gdn", "fla-gdn-fwd")))
+class FlaGdn(Harness):
+    """Qwen3-Next's recipe, shared with the tracer (one block per input, CPU-seeded)."""
+    package, triton = "fla", True
+
+    def inputs(self, shape: Shape) -> dict:
+        return gdn_inputs(shape, not self.forward_only)
+
+    def forward(self, x: dict):
+        return gdn_forward(x)

@@ -1,0 +1,84 @@
+"""``livebytes diff``: the buffer-level difference between two models of one implementation (estimator/diff.py),
+checked on the two real version pairs by hand arithmetic, and the command's one error path."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from livebytes.cli.app import app
+from livebytes.estimator import Shape, get_model
+from livebytes.estimator.diff import diff_models
+from livebytes.estimator.errors import LivebytesError
+
+runner = CliRunner()
+
+
+def test_the_cudnn_versions_differ_in_the_workspace_lifetime():
+    shape = Shape(1, 247466, 96, 128)
+    d = diff_models(get_model("cudnn-kda-hopper-cuda@1.32.0", "H200"), get_model("cudnn-kda-hopper-cuda@1.31.0", "H200"), shape)
+    assert [(c.kind, c.allocation) for c in d.changes] == [("lives longer", "fwd_workspace"), ("lives longer", "bwd_workspace")]
+    ws = d.changes[1]
+    assert len(ws.regions) == 12 and ws.old.lifetime == "bwd.kernel -> bwd.kernel"
+    assert ws.new.lifetime.startswith("held across calls by the library")
+    assert ws.old_bytes == ws.new_bytes == 76_215_172_096          # the arena of tests/test_cudnn_versions.py, 71 GiB
+    fwd = d.changes[0]
+    assert (fwd.old.source.split()[0], fwd.new.source.split()[0]) == ("cudnn/linear_attention/ops/common.py:72",
+                                                                      "cudnn/linear_attention/ops/common.py:50")
+    assert d.renumbered == 13       # 7 inputs, o and 5 gradients: the same lines, numbered as 1.31.0's ops/kda.py is
+    assert d.peak.new_peak - d.peak.old_peak == 512                 # the one-byte forward workspace's block
+    # held after the call: 5 fp32 [1, 96, 128, 128] plan states = 5 * 6,291,456 = 31,457,280 B; 1.31.0 adds the arena
+    # and the forward workspace's 512-byte block
+    assert (d.peak.old_held, d.peak.new_held) == (31_457_280, 31_457_280 + 76_215_172_096 + 512)
+    assert any("graph_workspace" in n for n in d.notes)
+
+
+def test_the_fla_snapshot_differs_in_three_dtypes():
+    """MBS 1 x 8K, H32: dq2 and dk2 [T, HV, K] fp32 -> bf16 save 2 * 8192 * 32 * 128 * 2 = 134,217,728 B and the
+    sigmoid of beta [T, HV] 8192 * 32 * 2 = 524,288 B, all live at the peak: 134,742,016 B lower."""
+    d = diff_models(get_model("fla-kda@0.6.0", "H200"), get_model("fla-kda@07b80f27", "H200"), Shape(1, 8192, 32, 128))
+    assert {(c.kind, c.allocation, c.old.dtype, c.new.dtype) for c in d.changes} == {
+        ("retyped", "beta_sigmoid", "fp32", "bf16"), ("retyped", "dq2", "fp32", "bf16"), ("retyped", "dk2", "fp32", "bf16")}
+    assert d.peak.old_peak - d.peak.new_peak == 134_217_728 + 524_288 == 134_742_016
+
+
+def test_a_model_against_itself_has_no_difference():
+    m = get_model("fla-gdn@0.6.0", "H200")
+    d = diff_models(m, m, Shape(1, 4096, 16, 128))
+    assert d.changes == () and d.renumbered == 0 and d.peak.old_peak == d.peak.new_peak
+
+
+def test_added_removed_resized_and_longer_are_told_apart():
+    """Two toy models of one implementation: b drops x, adds z, doubles y and keeps w to the end of the call."""
+    from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
+    src = Source("lib.py", "f", 1, "t = torch.empty(n)")
+    steps = (Step("a", "forward"), Step("b", "backward"))
+    a = LifetimeModel("toy@1", "toy", "1", "", steps, (Buffer("x", Group.SCRATCH, (8,), "fp32", src, "a", "a"),
+                                                       Buffer("y", Group.SCRATCH, (8,), "fp32", src, "a", "b"),
+                                                       Buffer("w", Group.SCRATCH, (8,), "fp32", src, "a", "a")))
+    b = LifetimeModel("toy@2", "toy", "2", "", steps, (Buffer("y", Group.SCRATCH, (16,), "fp32", src, "a", "b"),
+                                                       Buffer("w", Group.SCRATCH, (8,), "fp32", src, "a", None),
+                                                       Buffer("z", Group.SCRATCH, (8,), "int64", src, "b", "b")))
+    kinds = {(c.kind, c.allocation) for c in diff_models(a, b).changes}
+    assert kinds == {("removed", "x"), ("resized", "y"), ("lives longer", "w"), ("added", "z")}
+    with pytest.raises(LivebytesError, match="one implementation"):
+        diff_models(a, get_model("fla-gdn@0.6.0", "H200"))
+
+
+def test_the_command_json_and_its_errors():
+    r = runner.invoke(app, ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
+                            "--seq", "247466", "--heads", "96", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert (data["command"], data["peak"]["change_bytes"]) == ("diff", 512)
+    assert [c["allocation"] for c in data["changes"]] == ["fwd_workspace", "bwd_workspace"]
+    for args, code, needle in [(["--impl", "fla-kda@0.6.0"], 2, "two --impl"),
+                               (["--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper@1.32.0"], 1, "one implementation"),
+                               (["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K"], 2, "both --seq and --heads")]:
+        r = runner.invoke(app, ["diff", *args])
+        assert r.exit_code == code and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_a_shape_beyond_any_gpu_is_one_warning_line():
+    r = runner.invoke(app, ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
+                            "--seq", "16M", "--heads", "96", "--json"])
+    assert r.exit_code == 0 and r.stderr.startswith("warning:") and len(r.stderr.strip().splitlines()) == 1
