@@ -17,13 +17,21 @@ MODELS = {                  # the probe's --impl -> (implementation, the package
     "fla-plain": ("fla-kda", "fla", {"contract": "plain"}),
     "fla-report": ("fla-kda", "fla", {"contract": "report"}),
     "kda_hopper_cuda": ("cudnn-kda-hopper-cuda", "cudnn", {}),
+    "fla-gdn": ("fla-gdn", "fla", {}),
 }
 
 
 def model_of(impl: str, head: dict) -> tuple[str, dict]:
-    """(model key, options) a probe ran: its implementation at the library version the probe's process had."""
+    """(model key, options) a probe ran: its implementation (its forward-only model for a ``--forward-only`` probe) at
+    the library version the probe's process had, grouped value heads when the probe had them."""
     implementation, package, options = MODELS[impl]
-    return f"{implementation}@{head[package]}", options
+    suffix = "-fwd" if head.get("forward_only") else ""
+    gva = {"gva": True} if head.get("v_heads", head["heads"]) != head["heads"] else {}
+    return f"{implementation}{suffix}@{head[package]}", {**options, **gva}
+
+
+def _shape(d: dict) -> Shape:
+    return Shape(d["mbs"], d["seq"], d["heads"], d["dim"], d.get("v_heads"))
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class Probe:
     path: Path
     impl: str
     key: str                   # the model the probe ran: implementation@the installed library's version
+    options: dict              # its options (contract, gva)
     allocator_conf: str
     triton_cache: str          # cold | warm | n/a
     total_bytes: int
@@ -50,17 +59,18 @@ class Probe:
 
     def model(self):
         from livebytes.estimator.registry import get_model
-        return get_model(self.key, "H200", **MODELS[self.impl][2])
+        return get_model(self.key, "H200", **self.options)
 
 
 @lru_cache(maxsize=None)
 def load_probe(path: Path) -> Probe:
     lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     head = lines[0]
-    trials = tuple(Trial(i, d["stage"], Shape(d["mbs"], d["seq"], d["heads"], d["dim"]), d)
+    trials = tuple(Trial(i, d["stage"], _shape(d), d)
                    for i, d in enumerate(x for x in lines if "first_call" in x or "fits" in x))
-    return Probe(Path(path), head["impl"], model_of(head["impl"], head)[0], head["allocator_conf"], head["state"],
-                 head["total_memory"], trials)
+    first = trials[0].measured if trials else head
+    key, options = model_of(head["impl"], {**head, **{k: first[k] for k in ("heads", "v_heads") if k in first}})
+    return Probe(Path(path), head["impl"], key, options, head["allocator_conf"], head["state"], head["total_memory"], trials)
 
 
 def probe_files() -> list[Path]:
@@ -77,7 +87,7 @@ def probed_at(model_key: str, contract: str | None, shape: Shape, alloc_conf: st
     out = []
     for path in probe_files():
         probe = load_probe(path)
-        key, options = probe.key, MODELS[probe.impl][2]
+        key, options = probe.key, probe.options
         head = probe.trials[0].measured if probe.trials else {}
         if (key, options.get("contract")) != (model_key, contract) or probe.allocator_conf != alloc_conf \
                 or device not in str(head.get("device", "")).split():
