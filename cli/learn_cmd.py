@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 import typer
-from livebytes.estimator.errors import LivebytesError
 
-from .errors import EXIT_VALIDATION_FAILED
+from .errors import EXIT_VALIDATION_FAILED, UsageProblem
 from .report import envelope
 from rich.console import Console
 from rich.markup import escape
@@ -27,11 +26,6 @@ Draft = typer.Option(None, "--draft", metavar="FILE", help="write the draft mode
 Json = typer.Option(False, "--json", help="machine-readable output")
 HandImpl = typer.Option(..., "--impl", metavar="KEY", help="hand model key to check, e.g. fla-kda@07b80f27")
 TracedImpl = typer.Option(None, "--traced-impl", metavar="KEY", help="use only traces of this implementation")
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(1)
 
 
 def learned_rows(learned) -> list[dict]:
@@ -64,14 +58,14 @@ def learn_command(
     from livebytes.estimator.draft import draft_source
     from livebytes.estimator.learn import learn
     from livebytes.estimator.traces import load_traces
-    try:
-        if probe is not None:
-            from livebytes.validate.trace import main as trace_main
-            if shapes is None or trace_main(["--impl", probe, "--shapes", shapes, "--out", str(traces)]) != 0:
-                raise LivebytesError("tracing failed (needs --shapes and a CUDA device with the library)")
-        learned = learn(load_traces(traces, impl))
-    except LivebytesError as err:
-        _fail(err)
+    if shapes is not None and probe is None:
+        raise UsageProblem("--shapes has no effect without --probe (it names the shapes to trace); leave it out")
+    if probe is not None:
+        if shapes is None:
+            raise UsageProblem("--probe needs --shapes N,S,H,HV,K,V;... (the shapes to trace)")
+        from livebytes.validate.trace import request, write_traces
+        write_traces(*request(probe, shapes), traces)
+    learned = learn(load_traces(traces, impl))
     if draft is not None:
         draft.write_text(draft_source(learned))
     if as_json:
@@ -100,11 +94,8 @@ def drift_command(
     from livebytes.estimator.drift import differences, drift
     from livebytes.estimator.learn import learn
     from livebytes.estimator.traces import load_traces
-    try:
-        learned = learn(load_traces(traces, traced_impl))
-        findings = drift(_hand_model(impl, learned), learned)
-    except LivebytesError as err:
-        _fail(err)
+    learned = learn(load_traces(traces, traced_impl))
+    findings = drift(_hand_model(impl, learned), learned)
     found = differences(findings)
     if as_json:
         typer.echo(json.dumps(envelope("drift", impl=impl, traced_impl=learned.impl, passed=not found,

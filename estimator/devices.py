@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import LivebytesError
+from .fields import show
 
 GiB = 2**30
 TiB = 2**40
@@ -64,6 +65,6 @@ def parse_budget(text: str) -> int:
             except ValueError:
                 break
             if not value > 0 or value * scale >= 2**63:
-                raise LivebytesError(f"memory size must be positive and finite, got {text!r}")
+                raise LivebytesError(f"memory size must be positive and finite, got {show(text)}")
             return int(value * scale)
-    raise LivebytesError(f"memory size {text!r} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")
+    raise LivebytesError(f"memory size {show(text)} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")
