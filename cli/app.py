@@ -47,11 +47,16 @@ def _print(table) -> None:
     console.print(fit(table))
 
 
-def _warn_if_implausible(shape) -> None:
+def _implausible(*shapes) -> list[str]:
+    """The warning lines for shapes beyond anything a GPU holds (each once)."""
     from livebytes.estimator.shapes import implausible
-    reason = implausible(shape)
-    if reason:
-        warn(reason)
+    return list(dict.fromkeys(r for r in map(implausible, shapes) if r))
+
+
+def _warn_all(data: dict) -> None:
+    """Every warning a command's answer carries, one line each on stderr (JSON keeps them in ``warnings``)."""
+    for line in data["warnings"]:
+        warn(line)
 
 
 def _measured(model, shape):
@@ -73,17 +78,19 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
     key = o.single_impl(impl, "predict")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute), shape)
-    _warn_if_implausible(shape)
+    for line in _implausible(shape):
+        warn(line)
     pred = model.predict(shape)
     replayed = replay(model, shape).peak_bytes
     measured = _measured(model, shape)
     verdict = o.verdict_for(model, shape, o.device_of(key, gpu), alloc_conf, triton_cache)
+    data = report.envelope("predict", [report.prediction_data(pred, measured, verdict, replayed)], _implausible(shape))
     if as_json:
-        _print_json(report.envelope("predict", **report.prediction_data(pred, measured, verdict, replayed)))
+        _print_json(data)
     else:
         from . import render
         _print(render.prediction_table(pred, measured, replayed))
-        for line in render.verdict_lines(report.verdict_data(verdict)):
+        for line in render.verdict_lines(data["results"][0]):
             _print(line)
 
 
@@ -102,17 +109,19 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
-    _warn_if_implausible(shape)
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
     measured = [_measured(m, shape) for m in models]
     verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache) for key, m in zip(impl, models)]
-    data = report.compare_data(preds, measured, replayed, verdicts)
+    data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape))
+    _warn_all(data)
     if as_json:
         _print_json(data)
     else:
         from . import render
         _print(render.compare_table(data, preds, measured))
+        for r in data["results"]:
+            _print(render.T(f"assumed: {render.terms_line(r)}"))
         for r in data["results"]:
             _print(render.T(f"{r['impl']}: {render.oom_text(r)}"))
 
@@ -210,6 +219,12 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
+def _terms_verdict(model, device, conf, cache: str):
+    """A verdict object for its terms only (allocator settings, device and process figures): at the smallest shape."""
+    from livebytes.estimator.capacity import process_memory, Verdict
+    return Verdict(device, conf, process_memory(device, model.key, cache), 0, 0, None, model.key, tuple(model.options))
+
+
 @app.command()
 def plan(impl: List[str] = o.Impls,
          solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads", help="seq, mbs or heads: which dimension to maximise"),
@@ -237,7 +252,7 @@ def plan(impl: List[str] = o.Impls,
     what_if = o.what_if(contract, no_recompute)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
-    results, devices = [], []
+    results, devices, verdicts = [], [], []
     for key in impl:
         model = o.model_for(key, gpu, what_if, base)
         device = o.device_of(key, gpu)
@@ -252,7 +267,9 @@ def plan(impl: List[str] = o.Impls,
         results.append(largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
                        largest_running(model, base, solve, device, conf, cache, refuse=refuse))
         devices.append(device)
-    data = report.plan_data(results, solve, base, devices, limit)
+        verdicts.append(_terms_verdict(model, device, conf, cache))
+    data = report.plan_data(results, solve, base, devices, limit, verdicts)
+    _warn_all(data)
     if as_json:
         _print_json(data)
         return
@@ -278,13 +295,15 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
     expr, steps = closed_form(model)
     per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
     if as_json:
-        _print_json(report.envelope("formula", impl=model.key, device=model.device, options=dict(model.options),
-                                    peak_bytes_expression=str(expr), peak_steps=[model.steps[i].name for i in steps],
-                                    group_bytes_expressions={st: {lbl: str(e) for lbl, e in grp.items()}
-                                                             for st, grp in per_group.items()}))
+        _print_json(report.envelope("formula", [{
+            **report.model_terms(model), "shape": None, "peak_bytes_expression": str(expr),
+            "peak_steps": [model.steps[i].name for i in steps],
+            "group_bytes_expressions": {st: {lbl: str(e) for lbl, e in grp.items()} for st, grp in per_group.items()}}]))
         return
+    from .render import options_text
     show = sp.latex if latex else (lambda e: sp.pretty(e, use_unicode=False, wrap_line=False))
-    typer.echo(f"peak bytes of {model.key} on {model.device} ({model.summary})")
+    terms = report.model_terms(model)
+    typer.echo(f"peak bytes of {model.key} on {model.device} ({model.summary}; {terms['phase']}; {options_text(terms)})")
     typer.echo(f"candidate peak steps (every other step is dominated term by term): "
                f"{', '.join(model.steps[i].name for i in steps)}")
     typer.echo(show(expr))
@@ -325,14 +344,11 @@ def sweep(impl: List[str] = o.Impls,
         device = o.device_of(key, gpu)
         rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache))
                  for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims)]
-    data = report.sweep_data(rows)
+    data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)))
+    _warn_all(data)
     if path is not None:
-        with open(path, "w") as fh:
-            fh.write("impl,device,mbs,seq,heads,dim,peak_bytes,fits\n")
-            for r in data["rows"]:
-                s = r["shape"]
-                fh.write(f"{r['impl']},{r['device']},{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']},"
-                         f"{'yes' if r['fits'] else 'no'}\n")
+        from .render import sweep_csv
+        path.write_text(sweep_csv(data))
         typer.echo(f"wrote {len(rows)} rows to {path}", err=as_json)
     if as_json:
         _print_json(data)
@@ -360,15 +376,16 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     path = o.out_file(out, PLOT_SUFFIXES) if out else None
     what_if = o.what_if(contract, no_recompute)
     preds = [run_predict(o.model_for(key, gpu, what_if, shape), shape) for key in impl]
-    _warn_if_implausible(shape)
+    data = report.timeline_data(preds, _implausible(shape))
+    _warn_all(data)
     from . import render
     if path is not None:
         render.timeline_png(preds, path)
         typer.echo(f"wrote {path}", err=as_json)
     if as_json:
-        _print_json(report.timeline_data(preds))
+        _print_json(data)
     elif path is None:
-        _print(render.timeline_text(preds, report.bar_lengths(preds, render.bar_width(preds))))
+        _print(render.timeline_text(preds, report.bar_lengths(preds, render.bar_width(preds)), data))
 
 
 @app.command()
@@ -405,8 +422,7 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         from livebytes.validate.payload import check_measurable
         check_measurable(max(seqs))       # up front: refuse before measuring any row
     rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure)
-    data = report.envelope("payload", fn=fn, shape={"dim": d, "dim_v": dv or d, "block_q": bq, "block_k": bk},
-                           passed=all(r["matches"] is not False for r in rows), rows=rows)
+    data = report.envelope("payload", rows, fn=fn, passed=all(r["matches"] is not False for r in rows))
     if as_json:
         _print_json(data)
     else:

@@ -69,12 +69,20 @@ def learn_command(
     if draft is not None:
         draft.write_text(draft_source(learned))
     if as_json:
-        typer.echo(json.dumps(envelope("learn", impl=learned.impl, ties=learned.ties, buffers=learned_rows(learned),
-                                       unexplained=list(learned.unexplained)), indent=1))
+        typer.echo(json.dumps(envelope("learn", [{
+            **_traced_terms(learned), "ties": learned.ties, "buffers": learned_rows(learned),
+            "unexplained": list(learned.unexplained)}]), indent=1))
         return
     console.print(_learned_table(learned))
     for line in learned.unexplained:
         console.print(escape(f"unexplained: {line}"))
+
+
+def _traced_terms(learned) -> dict:
+    """What a learned model rests on: the traced implementation, options, device and shapes (a result's ``shape`` is
+    null: the traces hold several, listed in ``traced_shapes``)."""
+    return {"impl": learned.impl, "device": learned.traces[0].device or None, "shape": None,
+            "options": dict(learned.traces[0].options), "traced_shapes": [t.values for t in learned.traces]}
 
 
 def _hand_model(key: str, learned):
@@ -98,8 +106,10 @@ def drift_command(
     findings = drift(_hand_model(impl, learned), learned)
     found = differences(findings)
     if as_json:
-        typer.echo(json.dumps(envelope("drift", impl=impl, traced_impl=learned.impl, passed=not found,
-                                       findings=[dict(f.__dict__) for f in findings]), indent=1))
+        hand = {k: v for k, v in _traced_terms(learned).items() if k not in ("impl", "options")}
+        typer.echo(json.dumps(envelope("drift", [{
+            "impl": impl, **hand, "options": dict(_hand_model(impl, learned).options), "traced_impl": learned.impl,
+            "passed": not found, "findings": [dict(f.__dict__) for f in findings]}], passed=not found), indent=1))
     else:
         table = Table(title=escape(f"{impl} vs {len(learned.traces)} traces of {learned.impl}: {len(found)} differences"))
         for col in ("finding", "buffer", "detail"):

@@ -26,7 +26,7 @@ Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300;
 Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")
-Json = typer.Option(False, "--json", help="print JSON (schema 1, see docs/json.md) instead of a table")
+Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")

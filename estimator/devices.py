@@ -20,6 +20,7 @@ class Device:
     sm_count: int
     capacity_bytes: int       # total device memory as the driver reports it, or the datasheet figure
     capacity_source: str      # what a process holds outside PyTorch is estimator/data/process_memory.json's
+    capacity_measured: bool = False   # capacity_bytes measured on our own GPU (else a datasheet or announced figure)
 
     @property
     def blackwell(self) -> bool:
@@ -31,6 +32,7 @@ class Device:
 H200 = Device(
     "H200", "sm90", 132, 150_109_880_320,
     "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
+    capacity_measured=True,
 )
 
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in (

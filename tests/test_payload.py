@@ -70,7 +70,7 @@ def test_payload_command():
     r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--T", "128,256", "--d", "32", "--json"])
     assert r.exit_code == 0, r.output
     import json
-    rows = json.loads(r.stdout)["rows"]
+    rows = json.loads(r.stdout)["results"]
     assert [row["predicted_bytes"] for row in rows] == [row["measured_bytes"] for row in rows] == [213_504, 722_944]
 
 
