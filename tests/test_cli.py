@@ -391,3 +391,47 @@ def test_predict_quotes_the_boundary_probe_that_ran_the_case():
     assert [(p["record"], p["fits"], p["after_warmup"], p["earlier_trials"]) for p in ran] == [
         ("h200_run12c_fla-kda-report_H96_expandable_warm_values.jsonl", True, True, 0)]
     assert json.loads(CliRunner().invoke(app, base + ["--seq", "172700"]).stdout)["results"][0]["probed"] == []
+
+
+def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
+    """Not refused as 'no effect': expandable segments split blocks differently, so the replayed max_memory_allocated,
+    and with it plan --budget's answer for kda_hopper_cuda, changes (142,227 -> 142,239 tokens); the assumed line names it."""
+    base = ["plan", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--budget", "80GiB"]
+    default, expandable = (json.loads(run(*base, *more, "--json").stdout)["results"][0]
+                           for more in ((), ("--alloc-conf", "expandable_segments:True")))
+    assert default["value"] != expandable["value"]
+    assert (default["alloc_conf"], expandable["alloc_conf"]) == ("expandable_segments:False", "expandable_segments:True")
+    assert "expandable_segments:True" in " ".join(run(*base, "--alloc-conf", "expandable_segments:True").stdout.split())
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"), "with no memory limit: it runs out of memory"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 74.506 GiB (assumed: NVIDIA H100 SXM5 datasheet"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"), "process memory 3.997 GiB assumed"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--contract", "plain"), "contract plain"),
+    (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),
+    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "chunk_kda's figure"),
+])
+def test_every_answer_names_what_it_assumed(args, phrase):
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert phrase in " ".join(r.stdout.split()), r.stdout
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", *S8), "differ in contract"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", *S8), "differ in device"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda-fwd@0.6.0", *S8), "differ in phase"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "200GiB", "--gpu", "H200"), "is above the H200's 139.801 GiB"),
+])
+def test_unlike_answers_warn_in_one_line(args, phrase):
+    r = run(*args)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 0 and len(lines) == 1 and lines[0].startswith("warning: ") and phrase in lines[0], r.stderr
+
+
+def test_like_for_like_compare_does_not_warn():
+    r = run("compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain", *S8)
+    assert r.exit_code == 0 and r.stderr == ""
