@@ -358,6 +358,7 @@ def sweep(impl: List[str] = o.Impls,
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+SNAPSHOT_SUFFIX = ".pickle"
 
 
 @app.command()
@@ -365,21 +366,34 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
              v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
-                                            help="write a plot to this file (.png, .svg or .pdf) instead of the terminal view"),
+                                            help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
+                                                 "PyTorch's memory snapshot (.pickle, one --impl: open it in "
+                                                 "pytorch.org/memory_viz), instead of the terminal view"),
              as_json: bool = o.Json) -> None:
-    """Live bytes per step, stacked by storage group, implementations side by side, the peak marked."""
+    """Live bytes per step, stacked by storage group, implementations side by side, the peak marked; or the predicted
+    process as a torch.cuda.memory._snapshot() pickle."""
     from livebytes.estimator.engine import predict as run_predict
 
     from . import report
     o.distinct_impls(impl, "timeline")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
-    path = o.out_file(out, PLOT_SUFFIXES) if out else None
+    path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
+    snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
+    if snapshot and len(impl) != 1:
+        raise UsageProblem(f"--out {out}: a snapshot holds one process: give one --impl (got {len(impl)})")
     what_if = o.what_if(contract, no_recompute)
-    preds = [run_predict(o.model_for(key, gpu, what_if, shape), shape) for key in impl]
+    models = [o.model_for(key, gpu, what_if, shape) for key in impl]
+    preds = [run_predict(m, shape) for m in models]
     data = report.timeline_data(preds, _implausible(shape))
     _warn_all(data)
     from . import render
-    if path is not None:
+    if snapshot:
+        import pickle
+
+        from livebytes.estimator.snapshot import process_snapshot
+        path.write_bytes(pickle.dumps(process_snapshot(models[0], shape)))
+        typer.echo(f"wrote {path} (torch.cuda.memory._snapshot() of the predicted process at its peak)", err=as_json)
+    elif path is not None:
         render.timeline_png(preds, path)
         typer.echo(f"wrote {path}", err=as_json)
     if as_json:
@@ -430,6 +444,34 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         _print(render.payload_table(data))
     if not data["passed"]:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
+
+
+@app.command()
+def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
+                                           help="a torch.cuda.memory._dump_snapshot file (at an out-of-memory or the peak)"),
+            impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
+            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            no_recompute: bool = o.NoRecompute,
+            at: str = typer.Option("peak", "--at", metavar="peak|snapshot",
+                                   help="the blocks live at the trace's peak (default) or the segments' as dumped"),
+            as_json: bool = o.Json) -> None:
+    """Each live block of your own memory snapshot named by the model's buffer, and the blocks the model does not
+    explain."""
+    from pathlib import Path
+
+    from livebytes.validate.explain import explain as run_explain, live_blocks, load_snapshot
+
+    from . import report
+    key = o.single_impl(impl, "explain")
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    model = o.model_for(key, gpu, o.what_if(contract, no_recompute), shape)
+    blocks = live_blocks(load_snapshot(Path(snapshot)), at)
+    data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)
+    if as_json:
+        _print_json(data)
+    else:
+        from . import render
+        _print(render.explain_table(data))
 
 
 from .learn_cmd import register as _register_learn  # noqa: E402  (learn, drift)

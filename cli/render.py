@@ -327,6 +327,27 @@ def sweep_table(data: dict) -> Table:
     return t
 
 
+def explain_table(data: dict) -> Table:
+    """``data``: report.explain_data. One row per live block, largest first: the model's buffer or 'unexplained'."""
+    r = data["results"][0]
+    t = _table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
+               f"{r['impl']} {Shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
+    _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
+    _key_column(t, "buffer", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
+    _text_column(t, "matched by", footer=T(""))
+    _text_column(t, "allocated at (innermost frame)", footer=T(""))
+    for b in r["blocks"]:
+        t.add_row(T(f"{b['bytes']:,}"), T(b["buffer"] or "unexplained", "" if b["buffer"] else "bold red"),
+                  T(b["match"] or "-"), T(b["frames"][0] if b["frames"] else "(no frame)"))
+    _assumed_caption(t, data["results"])
+    return t
+
+
+def Shape_label(shape: dict) -> str:   # noqa: N802 - the Shape's own label
+    from livebytes.estimator.shapes import Shape
+    return Shape.from_dict(shape).label()
+
+
 PEAK_MARK = " ◀ peak"
 TIMELINE_FRAME = 10     # 4 borders and 2 x 3 columns of padding
 

@@ -241,6 +241,17 @@ def timeline_data(preds, warnings: list | None = None) -> dict:
         for p in preds], warnings, shape=preds[0].shape.as_dict())
 
 
+def explain_data(model, shape, explained, snapshot: str, at: str) -> dict:
+    """``validate.explain``'s answer: every live block, the buffer it is (or null) and how it was matched."""
+    blocks = [{"address": e.block.address, "bytes": e.block.size, "requested_bytes": e.block.requested,
+               "buffer": e.buffer, "match": e.match, "frames": list(e.block.frames)} for e in explained]
+    explained_bytes = sum(b["bytes"] for b in blocks if b["buffer"] is not None)
+    live = sum(b["bytes"] for b in blocks)
+    return envelope("explain", [{**model_terms(model), "shape": shape.as_dict(), "snapshot": snapshot, "at": at,
+                                 "live_bytes": live, "explained_bytes": explained_bytes,
+                                 "unexplained_bytes": live - explained_bytes, "blocks": blocks}])
+
+
 def bar_lengths(preds, width: int = 40) -> list[list[int]]:
     """Terminal timeline bars: live bytes per step scaled to the largest peak of all ``preds``."""
     top = max(p.peak_bytes for p in preds)

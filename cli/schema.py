@@ -240,6 +240,21 @@ def schemas() -> dict[str, dict]:
             "difference_bytes": integer("measured - predicted", nullable=True)}),
             "what autograd retains for backward", fn=string("dense, tiled or checkpointed"),
             passed=boolean("every measured row matches the model (else exit code 3)")),
+        "explain": envelope("explain", obj("the snapshot's live blocks against the model", {
+            **terms(), "snapshot": string("the snapshot file's name"),
+            "at": string("peak: the blocks live at the trace's peak; snapshot: the segments' as dumped", enum=("peak", "snapshot")),
+            "live_bytes": integer("bytes of every live block"), "explained_bytes": integer("bytes of the blocks a buffer explains"),
+            "unexplained_bytes": integer("live_bytes - explained_bytes"),
+            "blocks": listof(obj("one live block", {
+                "address": integer("its address (null where the trace gives none)", nullable=True),
+                "bytes": integer("its size as the snapshot gives it (a traced block: the request)"),
+                "requested_bytes": integer("the request, where the snapshot gives it beside the size", nullable=True),
+                "buffer": string("the model's allocation it is (null: unexplained)", nullable=True),
+                "match": string("how: its frames name the source line, the function, or by size alone (null: unexplained)",
+                                nullable=True, enum=("source line", "function", "size")),
+                "frames": listof(string("file:line:function"), "the frames that allocated it, innermost first")}),
+                "every live block, largest first")}),
+            "a memory snapshot's live blocks named by the model's buffers"),
         "learn": envelope("learn", obj("the learned draft", {
             "impl": string("the traced implementation"), "device": string("the GPU the traces were taken on", nullable=True),
             "shape": NO_SHAPE, "options": mapof({}, "the traces' options"),

@@ -61,10 +61,20 @@ def test_learn_and_drift_json(synthetic_kda_traces, args, code):
     assert len(data["results"]) == 1
 
 
+@pytest.mark.parametrize("at", ["peak", "snapshot"])
+def test_explain_json(tmp_path, at):
+    pytest.importorskip("torch")
+    target = tmp_path / "p.pickle"
+    shape = ["--seq", "8K", "--heads", "8"]
+    assert CliRunner().invoke(app, ["timeline", "--impl", "fla-kda@0.6.0", *shape, "--out", str(target)]).exit_code == 0
+    data = validated(["explain", str(target), "--impl", "fla-kda@0.6.0", *shape, "--at", at])
+    assert data["results"][0]["unexplained_bytes"] == 0
+
+
 def test_every_command_has_a_schema_and_a_case():
     from typer.main import get_command
     commands = set(get_command(app).commands)
-    assert commands == set(schema.schemas()) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift"}
+    assert commands == set(schema.schemas()) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift", "explain"}
     assert {p.stem for p in schema.SCHEMA_DIR.glob("*.json")} == commands
 
 
