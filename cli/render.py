@@ -236,7 +236,7 @@ def models_table(data: dict) -> Table:
     _key_column(t, "GPU")
     _text_column(t, "phase, options and what it covers", ratio=1)
     for m in data["results"]:
-        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in m["options"].items()) or "none"
+        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in m["allowed_options"].items()) or "none"
         t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
     return t
 

@@ -188,7 +188,8 @@ def compare_data(preds, measured, replayed, verdicts, warnings: list | None = No
 
 def models_data(specs) -> dict:
     return envelope("models", [
-        {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: list(v) for k, v in s.options.items()},
+        {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: v[0] for k, v in s.options.items()},
+         "allowed_options": {k: list(v) for k, v in s.options.items()},
          "implementation": s.implementation, "version": s.version, "phase": s.phase, "covers": s.covers}
         for s in specs])
 

@@ -154,133 +154,175 @@ def envelope(command: str, results_item: dict, description: str, **fields) -> di
     }
 
 
+PLAN_ITEM = obj("one --impl", {
+    **terms(shape=dict(SHAPE, description="the shape held (the solved field is the starting value)")),
+    **ALLOCATOR,
+    "value": integer("largest value that runs / fits (null: not even 1)", nullable=True),
+    "next_value": integer("value + 1"),
+    "budget_above_device": boolean("with --budget: the budget is above the device's whole memory"),
+    "peak_at_value_bytes": integer("with --budget: replayed max_memory_allocated at value", nullable=True),
+    "peak_at_next_bytes": integer("with --budget: replayed max_memory_allocated at next_value (over the budget)"),
+    "at_value": dict(VERDICT, type=["object", "null"], description="without --budget: the verdict at value (null: none runs)"),
+    "at_next": dict(VERDICT, description="without --budget: the verdict at next_value"),
+}, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next"))
+
+
+def _predict() -> dict:
+    return envelope("predict", obj("the prediction", PREDICTION), "one implementation at one shape")
+
+
+def _compare() -> dict:
+    return envelope("compare", obj("one --impl, in order", {
+        **PREDICTION,
+        "change_vs_first_fraction": number("peak_bytes / first's - 1 (null for the first)", nullable=True),
+        "measured_change_vs_first_fraction": number("the same for the quoted measured peaks, when every "
+                                                    "implementation has one", nullable=True)}),
+        "several implementations at one shape", shape=SHAPE)
+
+
+def _models() -> dict:
+    return envelope("models", obj("one registered model", {
+        "impl": string("model key"), "device": string("default device preset"), "shape": NO_SHAPE,
+        "options": mapof({}, "option -> its default value"),
+        "allowed_options": mapof(listof({}, "allowed values"), "option -> allowed values (first is the default)"),
+        "implementation": string("library and kernel"), "version": string("library version or commit"),
+        "phase": string("fwd+bwd or fwd", enum=("fwd+bwd", "fwd")), "covers": string("what the model covers")}),
+        "the registry")
+
+
+def _validate() -> dict:
+    return envelope("validate", obj("one record (or run)", {
+        "impl": string("model key"), "device": string("device preset (or the GPU's name)"), "shape": SHAPE,
+        "options": mapof({}, "the record's options"), "mode": string("fresh-process, shared-process, or the origin"),
+        "predicted_bytes": integer("replay of the protocol plus earlier shapes' caches"),
+        "measured_bytes": integer("null for an out-of-memory", nullable=True), "oom": RECORD_OOM,
+        "error_bytes": integer("predicted - measured", nullable=True),
+        "error_fraction": number("error_bytes / measured_bytes", nullable=True),
+        "requested_error_bytes": integer("predicted - measured requested bytes", nullable=True),
+        "seconds": number("wall time of the run", nullable=True), "passed": boolean("the row passed"),
+        "criterion": string("tolerance, allocator bounds, or the out-of-memory verdict"),
+        "note": string("the comparison's note"), "record": string("record file name")}),
+        "records checked against their models",
+        tolerance_fraction=number("largest error that passes, a fraction of the measured peak (--tolerance 0.1% = 0.001)"),
+        passed=boolean("every row passed (else exit code 3)"),
+        summary=obj("the summary line's counts", {
+            "passed": integer("rows that passed"), "failed": integer("rows that failed"),
+            "out_of_memory": integer("out-of-memory records"),
+            "device_seconds": number("device time of the runs (null: re-checked records)", nullable=True)},
+            nullable=True))
+
+
+def _plan() -> dict:
+    return envelope("plan", PLAN_ITEM, "the largest value that runs (or fits --budget)",
+                     solve=string("seq, mbs or heads", enum=("seq", "mbs", "heads")),
+                     budget_bytes=integer("--budget in bytes (null: the device simulation)", nullable=True))
+
+
+def _formula() -> dict:
+    return envelope("formula", obj("the closed form", {
+        **terms(shape=NO_SHAPE),
+        "peak_bytes_expression": string("the peak in S, MBS, H, HV, DK, DV (sympy syntax; a Max over candidate steps)"),
+        "peak_steps": listof(string("step"), "candidate peak steps"),
+        "group_bytes_expressions": mapof(mapof(string("expression"), "storage group -> expression"),
+                                         "step -> storage group -> expression (empty with --no-groups)")}),
+        "the peak as a closed form")
+
+
+def _sweep() -> dict:
+    return envelope("sweep", obj("one implementation at one grid point", {
+        **terms(), "peak_bytes": integer("peak allocated bytes (512-byte blocks), as predict's"), **ALLOCATOR,
+        "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
+        "predictions over a grid")
+
+
+def _timeline() -> dict:
+    return envelope("timeline", obj("one --impl", {
+        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"),
+        "steps": listof(obj("one step", {
+            "name": string("step name"), "phase": string("harness, forward or backward"),
+            "live_bytes": integer("bytes live at the step"),
+            "group_bytes": mapof(integer("bytes"), "storage group label -> bytes live at the step")}),
+            "every step in order")}),
+        "live bytes per step", shape=SHAPE)
+
+
+def _payload() -> dict:
+    return envelope("payload", obj("one token count", {
+        "impl": string("dense, tiled or checkpointed"), "device": string("cpu", enum=("cpu",)),
+        "shape": obj("the attention's dimensions", {
+            "seq": integer("tokens T"), "dim": integer("q/k head dim"), "dim_v": integer("v head dim"),
+            "block_q": integer("query block"), "block_k": integer("key block")}),
+        "options": mapof({}, "none"),
+        "predicted_bytes": integer("bytes autograd saves, per the model"),
+        "measured_bytes": integer("measured on the CPU (null with --no-measure)", nullable=True),
+        "save_events": integer("tensors saved, per the model"),
+        "measured_save_events": integer("measured", nullable=True),
+        "largest_elements": integer("largest saved tensor, elements"),
+        "measured_largest_elements": integer("measured", nullable=True),
+        "growth_ratio": number("predicted_bytes / previous row's", nullable=True),
+        "vs_dense_ratio": number("predicted_bytes / dense's"), "vs_tiled_ratio": number("predicted_bytes / tiled's"),
+        "inputs_bytes": integer("q, k, v themselves"),
+        "matches": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
+        "difference_bytes": integer("measured - predicted", nullable=True)}),
+        "what autograd retains for backward", fn=string("dense, tiled or checkpointed"),
+        passed=boolean("every measured row matches the model (else exit code 3)"))
+
+
+def _explain() -> dict:
+    return envelope("explain", obj("the snapshot's live blocks against the model", {
+        **terms(), "snapshot": string("the snapshot file's name"),
+        "at": string("peak: the blocks live at the trace's peak; snapshot: the segments' as dumped", enum=("peak", "snapshot")),
+        "live_bytes": integer("bytes of every live block"), "explained_bytes": integer("bytes of the blocks a buffer explains"),
+        "unexplained_bytes": integer("live_bytes - explained_bytes"),
+        "blocks": listof(obj("one live block", {
+            "address": integer("its address (null where the trace gives none)", nullable=True),
+            "bytes": integer("its size as the snapshot gives it (a traced block: the request)"),
+            "requested_bytes": integer("the request, where the snapshot gives it beside the size", nullable=True),
+            "buffer": string("the model's allocation it is (null: unexplained)", nullable=True),
+            "match": string("how: its frames name the source line, the function, or by size alone (null: unexplained)",
+                            nullable=True, enum=("source line", "function", "size")),
+            "frames": listof(string("file:line:function"), "the frames that allocated it, innermost first")}),
+            "every live block, largest first")}),
+        "a memory snapshot's live blocks named by the model's buffers")
+
+
+def _learn() -> dict:
+    return envelope("learn", obj("the learned draft", {
+        "impl": string("the traced implementation"), "device": string("the GPU the traces were taken on", nullable=True),
+        "shape": NO_SHAPE, "options": mapof({}, "the traces' options"),
+        "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
+        "ties": listof(listof(string("symbol"), "symbols the traces vary together"), "tied symbol groups"),
+        "buffers": listof(obj("one learned buffer", {
+            "name": string("learned name"), "site": string("allocating frame"),
+            "bytes_formula": string("exact byte formula (null: none found)", nullable=True),
+            "alternatives": listof(string("formula"), "other formulas that fit every trace"),
+            "allocated": integer("allocation order"),
+            "freed_after": integer("freed after that allocation (null: at the end)", nullable=True),
+            "device_dependent": string("why its size may depend on the device (null: none)", nullable=True),
+            "observed_bytes": listof(integer("bytes"), "the traced sizes")}), "one per learned buffer"),
+        "unexplained": listof(string("line"), "what the traces show that no buffer explains")}),
+        "a draft model from allocator traces")
+
+
+def _drift() -> dict:
+    return envelope("drift", obj("the hand model against the traces", {
+        "impl": string("the hand model checked"), "device": string("the GPU the traces were taken on", nullable=True),
+        "shape": NO_SHAPE, "options": mapof({}, "the hand model's options"),
+        "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
+        "traced_impl": string("the implementation the traces are of"), "passed": boolean("no difference"),
+        "findings": listof(obj("one finding", {
+            "kind": string("added, removed, resized, re-typed, lifetime or outside-window"),
+            "buffer": string("hand name (learned name for added)"), "detail": string("what differs")}),
+            "every finding, outside-window ones included")}),
+        "traced buffers vs a hand model", passed=boolean("no difference (else exit code 3)"))
+
+
+COMMANDS = {"predict": _predict, "compare": _compare, "models": _models, "validate": _validate, "plan": _plan, "formula": _formula, "sweep": _sweep, "timeline": _timeline, "payload": _payload, "explain": _explain, "learn": _learn, "drift": _drift}
+
+
 def schemas() -> dict[str, dict]:
-    plan_item = obj("one --impl", {
-        **terms(shape=dict(SHAPE, description="the shape held (the solved field is the starting value)")),
-        **ALLOCATOR,
-        "value": integer("largest value that runs / fits (null: not even 1)", nullable=True),
-        "next_value": integer("value + 1"),
-        "budget_above_device": boolean("with --budget: the budget is above the device's whole memory"),
-        "peak_at_value_bytes": integer("with --budget: replayed max_memory_allocated at value", nullable=True),
-        "peak_at_next_bytes": integer("with --budget: replayed max_memory_allocated at next_value (over the budget)"),
-        "at_value": dict(VERDICT, type=["object", "null"], description="without --budget: the verdict at value (null: none runs)"),
-        "at_next": dict(VERDICT, description="without --budget: the verdict at next_value"),
-    }, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next"))
-    return {
-        "predict": envelope("predict", obj("the prediction", PREDICTION), "one implementation at one shape"),
-        "compare": envelope("compare", obj("one --impl, in order", {
-            **PREDICTION,
-            "change_vs_first_fraction": number("peak_bytes / first's - 1 (null for the first)", nullable=True),
-            "measured_change_vs_first_fraction": number("the same for the quoted measured peaks, when every "
-                                                        "implementation has one", nullable=True)}),
-            "several implementations at one shape", shape=SHAPE),
-        "models": envelope("models", obj("one registered model", {
-            "impl": string("model key"), "device": string("default device preset"), "shape": NO_SHAPE,
-            "options": mapof(listof({}, "allowed values"), "option -> allowed values (first is the default)"),
-            "implementation": string("library and kernel"), "version": string("library version or commit"),
-            "phase": string("fwd+bwd or fwd", enum=("fwd+bwd", "fwd")), "covers": string("what the model covers")}),
-            "the registry"),
-        "validate": envelope("validate", obj("one record (or run)", {
-            "impl": string("model key"), "device": string("device preset (or the GPU's name)"), "shape": SHAPE,
-            "options": mapof({}, "the record's options"), "mode": string("fresh-process, shared-process, or the origin"),
-            "predicted_bytes": integer("replay of the protocol plus earlier shapes' caches"),
-            "measured_bytes": integer("null for an out-of-memory", nullable=True), "oom": RECORD_OOM,
-            "error_bytes": integer("predicted - measured", nullable=True),
-            "error_fraction": number("error_bytes / measured_bytes", nullable=True),
-            "requested_error_bytes": integer("predicted - measured requested bytes", nullable=True),
-            "seconds": number("wall time of the run", nullable=True), "passed": boolean("the row passed"),
-            "criterion": string("tolerance, allocator bounds, or the out-of-memory verdict"),
-            "note": string("the comparison's note"), "record": string("record file name")}),
-            "records checked against their models",
-            tolerance_fraction=number("largest error that passes, a fraction of the measured peak (--tolerance 0.1% = 0.001)"),
-            passed=boolean("every row passed (else exit code 3)"),
-            summary=obj("the summary line's counts", {
-                "passed": integer("rows that passed"), "failed": integer("rows that failed"),
-                "out_of_memory": integer("out-of-memory records"),
-                "device_seconds": number("device time of the runs (null: re-checked records)", nullable=True)},
-                nullable=True)),
-        "plan": envelope("plan", plan_item, "the largest value that runs (or fits --budget)",
-                         solve=string("seq, mbs or heads", enum=("seq", "mbs", "heads")),
-                         budget_bytes=integer("--budget in bytes (null: the device simulation)", nullable=True)),
-        "formula": envelope("formula", obj("the closed form", {
-            **terms(shape=NO_SHAPE),
-            "peak_bytes_expression": string("the peak in S, MBS, H, HV, DK, DV (sympy syntax; a Max over candidate steps)"),
-            "peak_steps": listof(string("step"), "candidate peak steps"),
-            "group_bytes_expressions": mapof(mapof(string("expression"), "storage group -> expression"),
-                                             "step -> storage group -> expression (empty with --no-groups)")}),
-            "the peak as a closed form"),
-        "sweep": envelope("sweep", obj("one implementation at one grid point", {
-            **terms(), "peak_bytes": integer("peak allocated bytes (512-byte blocks), as predict's"), **ALLOCATOR,
-            "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
-            "predictions over a grid"),
-        "timeline": envelope("timeline", obj("one --impl", {
-            **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"),
-            "steps": listof(obj("one step", {
-                "name": string("step name"), "phase": string("harness, forward or backward"),
-                "live_bytes": integer("bytes live at the step"),
-                "group_bytes": mapof(integer("bytes"), "storage group label -> bytes live at the step")}),
-                "every step in order")}),
-            "live bytes per step", shape=SHAPE),
-        "payload": envelope("payload", obj("one token count", {
-            "impl": string("dense, tiled or checkpointed"), "device": string("cpu", enum=("cpu",)),
-            "shape": obj("the attention's dimensions", {
-                "seq": integer("tokens T"), "dim": integer("q/k head dim"), "dim_v": integer("v head dim"),
-                "block_q": integer("query block"), "block_k": integer("key block")}),
-            "options": mapof({}, "none"),
-            "predicted_bytes": integer("bytes autograd saves, per the model"),
-            "measured_bytes": integer("measured on the CPU (null with --no-measure)", nullable=True),
-            "save_events": integer("tensors saved, per the model"),
-            "measured_save_events": integer("measured", nullable=True),
-            "largest_elements": integer("largest saved tensor, elements"),
-            "measured_largest_elements": integer("measured", nullable=True),
-            "growth_ratio": number("predicted_bytes / previous row's", nullable=True),
-            "vs_dense_ratio": number("predicted_bytes / dense's"), "vs_tiled_ratio": number("predicted_bytes / tiled's"),
-            "inputs_bytes": integer("q, k, v themselves"),
-            "matches": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
-            "difference_bytes": integer("measured - predicted", nullable=True)}),
-            "what autograd retains for backward", fn=string("dense, tiled or checkpointed"),
-            passed=boolean("every measured row matches the model (else exit code 3)")),
-        "explain": envelope("explain", obj("the snapshot's live blocks against the model", {
-            **terms(), "snapshot": string("the snapshot file's name"),
-            "at": string("peak: the blocks live at the trace's peak; snapshot: the segments' as dumped", enum=("peak", "snapshot")),
-            "live_bytes": integer("bytes of every live block"), "explained_bytes": integer("bytes of the blocks a buffer explains"),
-            "unexplained_bytes": integer("live_bytes - explained_bytes"),
-            "blocks": listof(obj("one live block", {
-                "address": integer("its address (null where the trace gives none)", nullable=True),
-                "bytes": integer("its size as the snapshot gives it (a traced block: the request)"),
-                "requested_bytes": integer("the request, where the snapshot gives it beside the size", nullable=True),
-                "buffer": string("the model's allocation it is (null: unexplained)", nullable=True),
-                "match": string("how: its frames name the source line, the function, or by size alone (null: unexplained)",
-                                nullable=True, enum=("source line", "function", "size")),
-                "frames": listof(string("file:line:function"), "the frames that allocated it, innermost first")}),
-                "every live block, largest first")}),
-            "a memory snapshot's live blocks named by the model's buffers"),
-        "learn": envelope("learn", obj("the learned draft", {
-            "impl": string("the traced implementation"), "device": string("the GPU the traces were taken on", nullable=True),
-            "shape": NO_SHAPE, "options": mapof({}, "the traces' options"),
-            "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
-            "ties": listof(listof(string("symbol"), "symbols the traces vary together"), "tied symbol groups"),
-            "buffers": listof(obj("one learned buffer", {
-                "name": string("learned name"), "site": string("allocating frame"),
-                "bytes_formula": string("exact byte formula (null: none found)", nullable=True),
-                "alternatives": listof(string("formula"), "other formulas that fit every trace"),
-                "allocated": integer("allocation order"),
-                "freed_after": integer("freed after that allocation (null: at the end)", nullable=True),
-                "device_dependent": string("why its size may depend on the device (null: none)", nullable=True),
-                "observed_bytes": listof(integer("bytes"), "the traced sizes")}), "one per learned buffer"),
-            "unexplained": listof(string("line"), "what the traces show that no buffer explains")}),
-            "a draft model from allocator traces"),
-        "drift": envelope("drift", obj("the hand model against the traces", {
-            "impl": string("the hand model checked"), "device": string("the GPU the traces were taken on", nullable=True),
-            "shape": NO_SHAPE, "options": mapof({}, "the hand model's options"),
-            "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
-            "traced_impl": string("the implementation the traces are of"), "passed": boolean("no difference"),
-            "findings": listof(obj("one finding", {
-                "kind": string("added, removed, resized, re-typed, lifetime or outside-window"),
-                "buffer": string("hand name (learned name for added)"), "detail": string("what differs")}),
-                "every finding, outside-window ones included")}),
-            "traced buffers vs a hand model", passed=boolean("no difference (else exit code 3)")),
-    }
+    """Every command's JSON Schema, by command."""
+    return {name: build() for name, build in COMMANDS.items()}
 
 
 # ---------------------------------------------------------------- docs
