@@ -317,7 +317,20 @@ def _drift() -> dict:
         "traced buffers vs a hand model", passed=boolean("no difference (else exit code 3)"))
 
 
-COMMANDS = {"predict": _predict, "compare": _compare, "models": _models, "validate": _validate, "plan": _plan, "formula": _formula, "sweep": _sweep, "timeline": _timeline, "payload": _payload, "explain": _explain, "learn": _learn, "drift": _drift}
+COMMANDS = {
+    "predict": _predict,
+    "compare": _compare,
+    "models": _models,
+    "validate": _validate,
+    "plan": _plan,
+    "formula": _formula,
+    "sweep": _sweep,
+    "timeline": _timeline,
+    "payload": _payload,
+    "explain": _explain,
+    "learn": _learn,
+    "drift": _drift,
+}
 
 
 def schemas() -> dict[str, dict]:
