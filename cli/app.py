@@ -300,18 +300,32 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
             "peak_steps": [model.steps[i].name for i in steps],
             "group_bytes_expressions": {st: {lbl: str(e) for lbl, e in grp.items()} for st, grp in per_group.items()}}]))
         return
-    from .render import options_text
-    show = sp.latex if latex else (lambda e: sp.pretty(e, use_unicode=False, wrap_line=False))
-    terms = report.model_terms(model)
-    typer.echo(f"peak bytes of {model.key} on {model.device} ({model.summary}; {terms['phase']}; {options_text(terms)})")
-    typer.echo(f"candidate peak steps (every other step is dominated term by term): "
-               f"{', '.join(model.steps[i].name for i in steps)}")
+    import textwrap
+
+    from .render import console
+
+    width = max(40, console.width)
+
+    def show(e, indent: int = 0) -> str:
+        """LaTeX as one line (it is pasted, not read); ASCII wrapped to the terminal: a one-line expression between
+        terms (never inside a name or a number), 2-D art in sympy's own blocks of the width."""
+        if latex:
+            return sp.latex(e)
+        flat = sp.pretty(e, use_unicode=False, wrap_line=False)
+        if "\n" not in flat:
+            return "\n".join(textwrap.wrap(flat, width - indent, subsequent_indent="  ", break_long_words=False,
+                                            break_on_hyphens=False))
+        return sp.pretty(e, use_unicode=False, wrap_line=True, num_columns=width - indent)
+    typer.echo(textwrap.fill(f"peak bytes of {model.key} on {model.device} ({model.summary})", width,
+                             break_long_words=False))
+    typer.echo(textwrap.fill(f"candidate peak steps (every other step is dominated term by term): "
+                             f"{', '.join(model.steps[i].name for i in steps)}", width, break_long_words=False))
     typer.echo(show(expr))
     for step, grp in per_group.items():
         typer.echo(f"\nat {step}, by storage group:")
         for label, e in grp.items():
             typer.echo(f"  {label}:")
-            typer.echo("\n".join("    " + line for line in show(e).splitlines()))
+            typer.echo("\n".join("    " + line for line in show(e, 4).splitlines()))
 
 
 @app.command()
@@ -433,8 +447,11 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         except ImportError:
             raise LivebytesError("--measure needs torch (pip install torch, or the [test] extra); "
                                  "pass --no-measure for the model alone") from None
-        from livebytes.validate.payload import check_measurable
+        from livebytes.validate.payload import check_host_memory, check_measurable
         check_measurable(max(seqs))       # up front: refuse before measuring any row
+        check_host_memory(fn, max(seqs), d, dv, bq, bk)
+        from .render import measuring_progress
+        measure = measuring_progress(measure, len(seqs))
     rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure)
     data = report.envelope("payload", rows, fn=fn, passed=all(r["matches"] is not False for r in rows))
     if as_json:

@@ -205,7 +205,7 @@ def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
 
 
 def compare_table(data: dict, preds, measured) -> Table:
-    """``data``: report.compare_data; ``measured``: each implementation's records."""
+    """``data``: report.compare_data; ``measured``: each implementation's records. Every number carries its unit."""
     results = data["results"]
     t = _table(preds[0].shape.label())
     _text_column(t, "storage group", min_width=14)
@@ -216,10 +216,10 @@ def compare_table(data: dict, preds, measured) -> Table:
         groups += [grp for grp in p.groups if grp not in groups]
     order = {grp: i for i, grp in enumerate(type(groups[0]))} if groups else {}
     for grp in sorted(groups, key=order.get):
-        t.add_row(T(grp.label), *[T(g(p.groups.get(grp, 0))) for p in preds])
+        t.add_row(T(grp.label), *[T(f"{g(p.groups.get(grp, 0))} GiB") for p in preds])
     t.add_section()
-    t.add_row(T("peak, 512-B blocks", "bold"), *[T(g(r["peak_bytes"]), "bold") for r in results])
-    t.add_row(T("steady-state replay"), *[T(g(r["replay_peak_bytes"])) for r in results])
+    t.add_row(T("peak, 512-B blocks", "bold"), *[T(f"{g(r['peak_bytes'])} GiB", "bold") for r in results])
+    t.add_row(T("steady-state replay"), *[T(f"{g(r['replay_peak_bytes'])} GiB") for r in results])
     t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
     t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
     if len(results) > 1:
@@ -421,6 +421,21 @@ def timeline_png(preds, path) -> None:
         fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)
+
+
+def measuring_progress(measure, rows: int):
+    """``measure`` that shows, on a terminal's stderr only, which row it measures (a long CPU measurement is not
+    silent); elsewhere (pipes, tests) stderr stays empty, as the exit-code table promises."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return measure
+    done = [0]
+
+    def measured(fn, t, *args, **kwargs):
+        done[0] += 1
+        with err.status(T(f"measuring {fn} at {t:,} tokens ({done[0]}/{rows}) on the CPU")):
+            return measure(fn, t, *args, **kwargs)
+    return measured
 
 
 def payload_table(data: dict) -> Table:
