@@ -219,12 +219,6 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
-def _terms_verdict(model, device, conf, cache: str):
-    """A verdict object for its terms only (allocator settings, device and process figures): at the smallest shape."""
-    from livebytes.estimator.capacity import process_memory, Verdict
-    return Verdict(device, conf, process_memory(device, model.key, cache), 0, 0, None, model.key, tuple(model.options))
-
-
 @app.command()
 def plan(impl: List[str] = o.Impls,
          solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads", help="seq, mbs or heads: which dimension to maximise"),
@@ -239,7 +233,7 @@ def plan(impl: List[str] = o.Impls,
          as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
-    from livebytes.estimator.capacity import allocated_peak
+    from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.planning import SOLVABLE, largest_fitting, largest_running
     from livebytes.estimator.registry import spec
@@ -252,7 +246,7 @@ def plan(impl: List[str] = o.Impls,
     what_if = o.what_if(contract, no_recompute)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
-    results, devices, verdicts = [], [], []
+    results, devices, processes = [], [], []
     for key in impl:
         model = o.model_for(key, gpu, what_if, base)
         device = o.device_of(key, gpu)
@@ -267,8 +261,8 @@ def plan(impl: List[str] = o.Impls,
         results.append(largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
                        largest_running(model, base, solve, device, conf, cache, refuse=refuse))
         devices.append(device)
-        verdicts.append(_terms_verdict(model, device, conf, cache))
-    data = report.plan_data(results, solve, base, devices, limit, verdicts)
+        processes.append(process_memory(device, model.key, cache))
+    data = report.plan_data(results, solve, base, devices, limit, conf, processes)
     _warn_all(data)
     if as_json:
         _print_json(data)

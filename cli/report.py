@@ -55,12 +55,12 @@ def process_memory_data(process) -> dict:
             "figures": figures, "assumptions": assumptions}
 
 
-def allocator_terms(v, model) -> dict:
-    """The allocator simulation's settings and what the device and process figures rest on."""
+def allocator_terms(model, device, conf, process) -> dict:
+    """The allocator simulation's settings (``allocator.AllocatorConf``, the Triton cache) and what the device and
+    process figures (``capacity.ProcessMemory``) rest on."""
     from livebytes.estimator.capacity import triton_cache_matters
-    return {"alloc_conf": v.conf.text,
-            "triton_cache": v.process.triton_cache if triton_cache_matters(model, v.device) else "n/a",
-            "device_memory": device_memory_data(v.device), "process_memory": process_memory_data(v.process)}
+    return {"alloc_conf": conf.text, "triton_cache": process.triton_cache if triton_cache_matters(model, device) else "n/a",
+            "device_memory": device_memory_data(device), "process_memory": process_memory_data(process)}
 
 
 def probed_data(v) -> list[dict]:
@@ -158,7 +158,7 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
         "status": "measured" if measured else "predicted (never measured)",
     }
     if verdict is not None:
-        out |= allocator_terms(verdict, p.model) | verdict_data(verdict)
+        out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process) | verdict_data(verdict)
     return out
 
 
@@ -201,16 +201,14 @@ def budget_warning(budget_bytes: int, device) -> str | None:
             "(its whole memory): an answer that fits the budget may not run there")
 
 
-def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | None, verdicts: list | None = None,
+def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | None, conf, processes: list,
               warnings: list | None = None) -> dict:
     """``results``: planning.PlanResult (with a budget: the allocated peak against it) or planning.CapacityPlan
-    (without: the full simulation of a fresh process on the device, out of memory or not). ``verdicts``: one verdict
-    per result (any shape) for the allocator settings and the device and process figures it assumed."""
+    (without: the full simulation of a fresh process on the device, out of memory or not); ``conf`` the allocator
+    configuration and ``processes`` each result's ``capacity.ProcessMemory``, for what the answer assumed."""
     rows, notes = [], list(warnings or [])
-    for r, d, v in zip(results, devices, verdicts or [None] * len(results)):
-        row = {**model_terms(r.model), "device": d.name, "shape": shape.as_dict()}
-        if v is not None:
-            row |= allocator_terms(v, r.model)
+    for r, d, process in zip(results, devices, processes):
+        row = {**model_terms(r.model), "device": d.name, "shape": shape.as_dict()} | allocator_terms(r.model, d, conf, process)
         row |= {"value": r.value, "next_value": r.next_value}
         if budget_bytes is not None:
             above = budget_warning(budget_bytes, d)
@@ -227,7 +225,7 @@ def sweep_data(rows, warnings: list | None = None) -> dict:
     """rows: (model, shape, peak bytes, ``capacity.Verdict``): the verdict is predict's and plan's."""
     from livebytes.estimator.capacity import oom_dict
     return envelope("sweep", [
-        {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(v, m),
+        {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process),
          "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
         for m, s, peak, v in rows], warnings)
 
