@@ -78,13 +78,14 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
     key = o.single_impl(impl, "predict")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute), shape)
-    for line in _implausible(shape):
+    warnings = _implausible(shape)
+    for line in warnings:           # at once: the simulation of an absurd shape takes a moment
         warn(line)
     pred = model.predict(shape)
     replayed = replay(model, shape).peak_bytes
     measured = _measured(model, shape)
     verdict = o.verdict_for(model, shape, o.device_of(key, gpu), alloc_conf, triton_cache)
-    data = report.envelope("predict", [report.prediction_data(pred, measured, verdict, replayed)], _implausible(shape))
+    data = report.envelope("predict", [report.prediction_data(pred, measured, verdict, replayed)], warnings)
     if as_json:
         _print_json(data)
     else:
@@ -289,10 +290,7 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
     expr, steps = closed_form(model)
     per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
     if as_json:
-        _print_json(report.envelope("formula", [{
-            **report.model_terms(model), "shape": None, "peak_bytes_expression": str(expr),
-            "peak_steps": [model.steps[i].name for i in steps],
-            "group_bytes_expressions": {st: {lbl: str(e) for lbl, e in grp.items()} for st, grp in per_group.items()}}]))
+        _print_json(report.formula_data(model, expr, steps, per_group))
         return
     import textwrap
 

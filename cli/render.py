@@ -135,7 +135,7 @@ def terms_line(r: dict) -> str:
             f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}")
 
 
-def verdict_lines(r: dict, assumptions_inline: bool = False) -> list[Text]:
+def verdict_lines(r: dict) -> list[Text]:
     """``r``: a result with report.allocator_terms and report.verdict_data. Allocated, reserved, process memory, device
     need; what it assumed; the verdict; the boundary probes that ran it."""
     unbounded = "; with no memory limit: it runs out of memory before this" if r["peaks_unbounded"] else ""
@@ -146,9 +146,8 @@ def verdict_lines(r: dict, assumptions_inline: bool = False) -> list[Text]:
              f"process memory {g(pm['bytes'])} GiB ({pm['library']}, {cache}) | "
              f"device need {g(r['device_need_bytes'])} of {g(r['device_memory']['total_bytes'])} GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
-    if not assumptions_inline:
-        lines += [f"assumed: {note}" for note in pm["assumptions"]]
-    lines.append(oom_text(r, assumptions_inline))
+    lines += [f"assumed: {note}" for note in pm["assumptions"]]
+    lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]
     return [T(line) for line in lines]
 
@@ -331,7 +330,7 @@ def explain_table(data: dict) -> Table:
     """``data``: report.explain_data. One row per live block, largest first: the model's buffer or 'unexplained'."""
     r = data["results"][0]
     t = _table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
-               f"{r['impl']} {Shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
+               f"{r['impl']} {shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
     _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
     _key_column(t, "buffer", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
     _text_column(t, "matched by", footer=T(""))
@@ -343,7 +342,8 @@ def explain_table(data: dict) -> Table:
     return t
 
 
-def Shape_label(shape: dict) -> str:   # noqa: N802 - the Shape's own label
+def shape_label(shape: dict) -> str:
+    """A JSON shape as ``Shape.label`` writes it."""
     from livebytes.estimator.shapes import Shape
     return Shape.from_dict(shape).label()
 

@@ -186,6 +186,14 @@ def compare_data(preds, measured, replayed, verdicts, warnings: list | None = No
     return envelope("compare", results, list(warnings or []) + ([unlike] if unlike else []), shape=preds[0].shape.as_dict())
 
 
+def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:
+    """The closed form (``planning.closed_form``) and, per candidate step, each storage group's, as sympy text."""
+    return envelope("formula", [{
+        **model_terms(model), "shape": None, "peak_bytes_expression": str(expr),
+        "peak_steps": [model.steps[i].name for i in steps],
+        "group_bytes_expressions": {st: {lbl: str(e) for lbl, e in grp.items()} for st, grp in per_group.items()}}])
+
+
 def models_data(specs) -> dict:
     return envelope("models", [
         {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: v[0] for k, v in s.options.items()},

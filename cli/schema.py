@@ -1,5 +1,6 @@
 """The JSON vocabulary of schema 2, one JSON Schema per command (docs/schema/<command>.json) and the key tables
-of docs/json.md, both generated from the definitions below: ``python -m livebytes.cli.schema`` rewrites them, and
+of docs/json.md, both generated from the definitions below: ``python -m livebytes.cli.schema [DOCS]`` rewrites them
+(DOCS: the checkout's docs folder, ``docs`` by default), and
 tests/test_json.py checks that the committed files are what this module writes and that every command's output
 validates against its schema.
 
@@ -11,8 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
-SCHEMA_DIR = DOCS / "schema"
 SCHEMA_VERSION = 2
 
 
@@ -391,11 +390,14 @@ def json_doc(current: str) -> str:
     return current.split(TABLES_MARK, 1)[0] + TABLES_MARK + "\n" + key_tables()
 
 
-def main() -> None:
-    SCHEMA_DIR.mkdir(exist_ok=True)
+def main(argv: list[str] | None = None) -> None:
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    docs = Path(args[0] if args else "docs")
+    (docs / "schema").mkdir(parents=True, exist_ok=True)
     for command in schemas():
-        (SCHEMA_DIR / f"{command}.json").write_text(schema_text(command))
-    doc = DOCS / "json.md"
+        (docs / "schema" / f"{command}.json").write_text(schema_text(command))
+    doc = docs / "json.md"
     doc.write_text(json_doc(doc.read_text()))
 
 
