@@ -84,8 +84,8 @@ def _plain_metavars(command, ctx) -> None:
     """Help shows ``--json`` (not ``--json <bool>``) and an option's metavar (``--seq SIZE``) when it has one."""
     _fast_params(command)
     for param in command.get_params(ctx) if command is not None else []:
-        if getattr(param, "is_flag", False):
-            param.display_type_rich = lambda ctx: None
+        if getattr(param, "is_flag", False) or getattr(param, "param_type_name", "") == "argument":
+            param.display_type_rich = lambda ctx: None     # an argument shows its metavar once, as its name
         elif getattr(param, "metavar", None):
             param.display_type_rich = lambda ctx, m=param.metavar: m
 

@@ -94,7 +94,7 @@ def test_every_number_is_whole(monkeypatch, name, width):
 
 def test_help_is_not_cut_at_80_columns(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    for command in ("validate", "plan", "sweep", "payload", "learn", "drift"):
+    for command in ("validate", "plan", "sweep", "payload", "learn", "drift", "explain", "timeline"):
         out = CliRunner().invoke(app, [command, "-h"], terminal_width=80).stdout
         assert "…" not in out and "<str>" not in out, command
 
