@@ -407,6 +407,7 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
 @pytest.mark.parametrize("args,phrase", [
     (("predict", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"), "with no memory limit: it runs out of memory"),
     (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
+    # 80 GB = 80e9 B / 2^30 = 74.506 GiB, a datasheet figure
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 74.506 GiB (assumed: NVIDIA H100 SXM5 datasheet"),
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"), "process memory 3.997 GiB assumed"),
     (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
@@ -424,6 +425,7 @@ def test_every_answer_names_what_it_assumed(args, phrase):
     (("compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", *S8), "differ in contract"),
     (("compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", *S8), "differ in device"),
     (("compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda-fwd@0.6.0", *S8), "differ in phase"),
+    # 150,109,880,320 B measured / 2^30 = 139.801 GiB < 200 GiB
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "200GiB", "--gpu", "H200"), "is above the H200's 139.801 GiB"),
 ])
 def test_unlike_answers_warn_in_one_line(args, phrase):

@@ -139,4 +139,6 @@ def test_payload_refuses_before_measuring_when_the_host_lacks_the_memory(monkeyp
     monkeypatch.setattr(payload, "_measure", lambda *a: pytest.fail("measured although refused"))
     r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", "1024,16384"])
     lines = [line for line in r.stderr.splitlines() if line.strip()]
+    # dense at 16,384: probabilities 16,384^2 * 4 B = 1 GiB and q, k, v 3 * 16,384 * 32 * 4 B = 6 MiB saved, plus 3 more
+    # [T, T] fp32 matrices = 3 GiB: 4 GiB + 6 MiB = 4.006 GiB
     assert r.exit_code == 1 and len(lines) == 1 and "at least 4.01 GiB" in lines[0] and "1.00 GiB is available" in lines[0]

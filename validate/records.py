@@ -8,7 +8,9 @@ cited; the project's own measurements have ``origin == "measured"``.
 Layouts read (nothing measured is ever rewritten): a file holding ``{"records": [...]}`` (runs 1-5 and
 every file this module writes), a bare list, a single record, or JSON lines (the runner's old
 ``records.jsonl``). Record format 2 (protocol v4 on) adds the fields ``REQUIRED_V2`` lists; the writer
-refuses a record without them.
+refuses a record without them, and the reader too (``checked_record``: every field a property reads is held to
+``RECORD_LAYOUT``; a wrong type, a missing field, an unknown format, an unreadable or truncated file, one bad file in
+a folder: one error naming the file and the field, never a traceback).
 """
 from __future__ import annotations
 
