@@ -327,19 +327,25 @@ def sweep_table(data: dict) -> Table:
 
 
 def explain_table(data: dict) -> Table:
-    """``data``: report.explain_data. One row per live block, largest first: the model's buffer or 'unexplained'."""
+    """``data``: report.explain_data. One row per live block, largest first: the model's buffer (and how it was
+    matched) or 'unexplained', and the frame that allocated it."""
     r = data["results"][0]
     t = _table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
                f"{r['impl']} {shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
     _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
-    _key_column(t, "buffer", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
-    _text_column(t, "matched by", footer=T(""))
+    _text_column(t, "buffer (matched by)", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
     _text_column(t, "allocated at (innermost frame)", footer=T(""))
     for b in r["blocks"]:
-        t.add_row(T(f"{b['bytes']:,}"), T(b["buffer"] or "unexplained", "" if b["buffer"] else "bold red"),
-                  T(b["match"] or "-"), T(b["frames"][0] if b["frames"] else "(no frame)"))
+        named = T(f"{b['buffer']} ({b['match']})") if b["buffer"] else T("unexplained", "bold red")
+        t.add_row(T(f"{b['bytes']:,}"), named, T(frame_cell(b["frames"][0]) if b["frames"] else "(no frame)"))
     _assumed_caption(t, data["results"])
     return t
+
+
+def frame_cell(frame: str) -> str:
+    """``file:line:function`` as two lines, ``file:line`` over ``function``: each fits a narrow column whole."""
+    where, _, function = frame.rpartition(":")
+    return f"{where}\n{function}" if where else frame
 
 
 def shape_label(shape: dict) -> str:

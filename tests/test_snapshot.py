@@ -137,3 +137,26 @@ def test_a_bad_snapshot_is_one_line(tmp_path, content, phrase):
     r = run("explain", str(target), "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and phrase in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_explain_golden_table(monkeypatch, tmp_path, width):
+    """Golden output (regenerate with LIVEBYTES_UPDATE_GOLDEN=1 and read the diff); nothing cut at either width."""
+    import io
+    import os
+
+    from rich.console import Console
+
+    from livebytes.cli import render
+    shape = ["--seq", "8K", "--heads", "32"]
+    written(tmp_path, "cudnn-kda-hopper-cuda@1.32.0", shape)
+    console = Console(width=width, file=io.StringIO(), color_system=None, force_terminal=False, legacy_windows=False)
+    monkeypatch.setattr(render, "console", console)
+    r = run("explain", str(tmp_path / "process.pickle"), "--impl", "cudnn-kda-hopper-cuda@1.32.0", *shape)
+    assert r.exit_code == 0, r.output
+    text = console.file.getvalue()
+    golden = Path(__file__).parent / "golden" / f"explain_{width}.txt"
+    if os.environ.get("LIVEBYTES_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
