@@ -47,11 +47,16 @@ def _print(table) -> None:
     console.print(fit(table))
 
 
-def _warn_if_implausible(shape) -> None:
+def _implausible(*shapes) -> list[str]:
+    """The warning lines for shapes beyond anything a GPU holds (each once)."""
     from livebytes.estimator.shapes import implausible
-    reason = implausible(shape)
-    if reason:
-        warn(reason)
+    return list(dict.fromkeys(r for r in map(implausible, shapes) if r))
+
+
+def _warn_all(data: dict) -> None:
+    """Every warning a command's answer carries, one line each on stderr (JSON keeps them in ``warnings``)."""
+    for line in data["warnings"]:
+        warn(line)
 
 
 def _measured(model, shape):
@@ -73,17 +78,20 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
     key = o.single_impl(impl, "predict")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute), shape)
-    _warn_if_implausible(shape)
+    warnings = _implausible(shape)
+    for line in warnings:           # at once: the simulation of an absurd shape takes a moment
+        warn(line)
     pred = model.predict(shape)
     replayed = replay(model, shape).peak_bytes
     measured = _measured(model, shape)
     verdict = o.verdict_for(model, shape, o.device_of(key, gpu), alloc_conf, triton_cache)
+    data = report.envelope("predict", [report.prediction_data(pred, measured, verdict, replayed)], warnings)
     if as_json:
-        _print_json(report.envelope("predict", **report.prediction_data(pred, measured, verdict, replayed)))
+        _print_json(data)
     else:
         from . import render
         _print(render.prediction_table(pred, measured, replayed))
-        for line in render.verdict_lines(report.verdict_data(verdict)):
+        for line in render.verdict_lines(data["results"][0]):
             _print(line)
 
 
@@ -102,17 +110,19 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
-    _warn_if_implausible(shape)
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
     measured = [_measured(m, shape) for m in models]
     verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache) for key, m in zip(impl, models)]
-    data = report.compare_data(preds, measured, replayed, verdicts)
+    data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape))
+    _warn_all(data)
     if as_json:
         _print_json(data)
     else:
         from . import render
         _print(render.compare_table(data, preds, measured))
+        for r in data["results"]:
+            _print(render.T(f"assumed: {render.terms_line(r)}"))
         for r in data["results"]:
             _print(render.T(f"{r['impl']}: {render.oom_text(r)}"))
 
@@ -134,13 +144,22 @@ def models(as_json: bool = o.Json) -> None:
 DEFAULT_RECORDS_DIR = "livebytes-records"
 
 
+def _judge(cmp, record, tolerance: float):
+    """The comparison of one record; a record the models cannot judge (unknown impl, device, option) names its file."""
+    from livebytes.estimator.errors import LivebytesError
+    try:
+        return cmp.compare(record, tolerance)
+    except LivebytesError as err:
+        raise LivebytesError(f"{record.path}: {err}") from None
+
+
 @app.command()
 def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", help=o.IMPL_HELP + "; runs it on this machine's GPU"),
              shapes: Optional[str] = typer.Option(None, "--shapes", metavar="SHAPES",
                                                   help='shapes MBS,SEQ,HEADS[,DIM] separated by ";", each with optional '
                                                        ',hv=HV and ,dv=DV; e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
-             tolerance: str = typer.Option("0.1%", "--tolerance", metavar="FRACTION",
-                                   help="largest error that passes, of the measured peak: 0.1% or 0.001"),
+             tolerance: str = typer.Option("0.1%", "--tolerance", metavar="PERCENT",
+                                   help="largest error that passes, a percentage of the measured peak with its sign: 0.1%"),
              contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
              forward_only: bool = typer.Option(False, "--forward-only", help="measure inference (no grad) peaks"),
              same_process: bool = typer.Option(False, "--same-process", help="all shapes in one process (shared compilation)"),
@@ -187,7 +206,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         done = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
                            same_process=same_process, out=Path(out_dir or DEFAULT_RECORDS_DIR), triton_cache=triton_cache, alloc_conf=alloc_conf)
         recs, device_seconds = done.records, done.device_seconds
-    comparisons = [cmp.compare(r, tol) for r in recs]
+    comparisons = [_judge(cmp, r, tol) for r in recs]
     s = session.summarize(comparisons, device_seconds)
     data = report.validation_data(comparisons, tol, s)
     if as_json:
@@ -215,8 +234,7 @@ def plan(impl: List[str] = o.Impls,
          as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
-    from livebytes.estimator.allocator import parse_alloc_conf
-    from livebytes.estimator.capacity import allocated_peak
+    from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.planning import SOLVABLE, largest_fitting, largest_running
     from livebytes.estimator.registry import spec
@@ -228,8 +246,8 @@ def plan(impl: List[str] = o.Impls,
     base = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
     limit = parse_budget(budget) if budget else None
-    conf = parse_alloc_conf(alloc_conf)
-    results, devices = [], []
+    conf = o.alloc_conf_of(alloc_conf)
+    results, devices, processes = [], [], []
     for key in impl:
         model = o.model_for(key, gpu, what_if, base)
         device = o.device_of(key, gpu)
@@ -244,7 +262,9 @@ def plan(impl: List[str] = o.Impls,
         results.append(largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
                        largest_running(model, base, solve, device, conf, cache, refuse=refuse))
         devices.append(device)
-    data = report.plan_data(results, solve, base, devices, limit)
+        processes.append(process_memory(device, model.key, cache))
+    data = report.plan_data(results, solve, base, devices, limit, conf, processes)
+    _warn_all(data)
     if as_json:
         _print_json(data)
         return
@@ -265,25 +285,39 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
 
     from . import report
     key = o.single_impl(impl, "formula")
+    o.refuse_unused("with --json (the JSON holds sympy's own text of each expression)", latex=latex and as_json)
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute))
     expr, steps = closed_form(model)
     per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
     if as_json:
-        _print_json(report.envelope("formula", impl=model.key, device=model.device, options=dict(model.options),
-                                    peak_bytes_expression=str(expr), peak_steps=[model.steps[i].name for i in steps],
-                                    group_bytes_expressions={st: {lbl: str(e) for lbl, e in grp.items()}
-                                                             for st, grp in per_group.items()}))
+        _print_json(report.formula_data(model, expr, steps, per_group))
         return
-    show = sp.latex if latex else (lambda e: sp.pretty(e, use_unicode=False, wrap_line=False))
-    typer.echo(f"peak bytes of {model.key} on {model.device} ({model.summary})")
-    typer.echo(f"candidate peak steps (every other step is dominated term by term): "
-               f"{', '.join(model.steps[i].name for i in steps)}")
+    import textwrap
+
+    from .render import console
+
+    width = max(40, console.width)
+
+    def show(e, indent: int = 0) -> str:
+        """LaTeX as one line (it is pasted, not read); ASCII wrapped to the terminal: a one-line expression between
+        terms (never inside a name or a number), 2-D art in sympy's own blocks of the width."""
+        if latex:
+            return sp.latex(e)
+        flat = sp.pretty(e, use_unicode=False, wrap_line=False)
+        if "\n" not in flat:
+            return "\n".join(textwrap.wrap(flat, width - indent, subsequent_indent="  ", break_long_words=False,
+                                            break_on_hyphens=False))
+        return sp.pretty(e, use_unicode=False, wrap_line=True, num_columns=width - indent)
+    typer.echo(textwrap.fill(f"peak bytes of {model.key} on {model.device} ({model.summary})", width,
+                             break_long_words=False))
+    typer.echo(textwrap.fill(f"candidate peak steps (every other step is dominated term by term): "
+                             f"{', '.join(model.steps[i].name for i in steps)}", width, break_long_words=False))
     typer.echo(show(expr))
     for step, grp in per_group.items():
         typer.echo(f"\nat {step}, by storage group:")
         for label, e in grp.items():
             typer.echo(f"  {label}:")
-            typer.echo("\n".join("    " + line for line in show(e).splitlines()))
+            typer.echo("\n".join("    " + line for line in show(e, 4).splitlines()))
 
 
 @app.command()
@@ -316,14 +350,11 @@ def sweep(impl: List[str] = o.Impls,
         device = o.device_of(key, gpu)
         rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache))
                  for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims)]
-    data = report.sweep_data(rows)
+    data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)))
+    _warn_all(data)
     if path is not None:
-        with open(path, "w") as fh:
-            fh.write("impl,device,mbs,seq,heads,dim,peak_bytes,fits\n")
-            for r in data["rows"]:
-                s = r["shape"]
-                fh.write(f"{r['impl']},{r['device']},{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']},"
-                         f"{'yes' if r['fits'] else 'no'}\n")
+        from .render import sweep_csv
+        path.write_text(sweep_csv(data))
         typer.echo(f"wrote {len(rows)} rows to {path}", err=as_json)
     if as_json:
         _print_json(data)
@@ -333,6 +364,7 @@ def sweep(impl: List[str] = o.Impls,
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+SNAPSHOT_SUFFIX = ".pickle"
 
 
 @app.command()
@@ -340,26 +372,40 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
              v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
-                                            help="write a plot to this file (.png, .svg or .pdf) instead of the terminal view"),
+                                            help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
+                                                 "PyTorch's memory snapshot (.pickle, one --impl: open it in "
+                                                 "pytorch.org/memory_viz), instead of the terminal view"),
              as_json: bool = o.Json) -> None:
-    """Live bytes per step, stacked by storage group, implementations side by side, the peak marked."""
+    """Live bytes per step, stacked by storage group, implementations side by side, the peak marked; or the predicted
+    process as a torch.cuda.memory._snapshot() pickle."""
     from livebytes.estimator.engine import predict as run_predict
 
     from . import report
     o.distinct_impls(impl, "timeline")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
-    path = o.out_file(out, PLOT_SUFFIXES) if out else None
+    path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
+    snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
+    if snapshot and len(impl) != 1:
+        raise UsageProblem(f"--out {out}: a snapshot holds one process: give one --impl (got {len(impl)})")
     what_if = o.what_if(contract, no_recompute)
-    preds = [run_predict(o.model_for(key, gpu, what_if, shape), shape) for key in impl]
-    _warn_if_implausible(shape)
+    models = [o.model_for(key, gpu, what_if, shape) for key in impl]
+    preds = [run_predict(m, shape) for m in models]
+    data = report.timeline_data(preds, _implausible(shape))
+    _warn_all(data)
     from . import render
-    if path is not None:
+    if snapshot:
+        import pickle
+
+        from livebytes.estimator.snapshot import process_snapshot
+        path.write_bytes(pickle.dumps(process_snapshot(models[0], shape)))
+        typer.echo(f"wrote {path} (torch.cuda.memory._snapshot() of the predicted process at its peak)", err=as_json)
+    elif path is not None:
         render.timeline_png(preds, path)
         typer.echo(f"wrote {path}", err=as_json)
     if as_json:
-        _print_json(report.timeline_data(preds))
+        _print_json(data)
     elif path is None:
-        _print(render.timeline_text(preds, report.bar_lengths(preds, render.bar_width(preds))))
+        _print(render.timeline_text(preds, report.bar_lengths(preds, render.bar_width(preds)), data))
 
 
 @app.command()
@@ -393,11 +439,13 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         except ImportError:
             raise LivebytesError("--measure needs torch (pip install torch, or the [test] extra); "
                                  "pass --no-measure for the model alone") from None
-        from livebytes.validate.payload import check_measurable
+        from livebytes.validate.payload import check_host_memory, check_measurable
         check_measurable(max(seqs))       # up front: refuse before measuring any row
+        check_host_memory(fn, max(seqs), d, dv, bq, bk)
+        from .render import measuring_progress
+        measure = measuring_progress(measure, len(seqs))
     rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure)
-    data = report.envelope("payload", fn=fn, shape={"dim": d, "dim_v": dv or d, "block_q": bq, "block_k": bk},
-                           passed=all(r["matches"] is not False for r in rows), rows=rows)
+    data = report.envelope("payload", rows, fn=fn, passed=all(r["matches"] is not False for r in rows))
     if as_json:
         _print_json(data)
     else:
@@ -405,6 +453,34 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         _print(render.payload_table(data))
     if not data["passed"]:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
+
+
+@app.command()
+def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
+                                           help="a torch.cuda.memory._dump_snapshot file (at an out-of-memory or the peak)"),
+            impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
+            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            no_recompute: bool = o.NoRecompute,
+            at: str = typer.Option("peak", "--at", metavar="peak|snapshot",
+                                   help="the blocks live at the trace's peak (default) or the segments' as dumped"),
+            as_json: bool = o.Json) -> None:
+    """Each live block of your own memory snapshot named by the model's buffer, and the blocks the model does not
+    explain."""
+    from pathlib import Path
+
+    from livebytes.validate.explain import explain as run_explain, live_blocks, load_snapshot
+
+    from . import report
+    key = o.single_impl(impl, "explain")
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    model = o.model_for(key, gpu, o.what_if(contract, no_recompute), shape)
+    blocks = live_blocks(load_snapshot(Path(snapshot)), at)
+    data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)
+    if as_json:
+        _print_json(data)
+    else:
+        from . import render
+        _print(render.explain_table(data))
 
 
 from .diff_cmd import register as _register_diff  # noqa: E402  (diff)

@@ -84,10 +84,46 @@ def _plain_metavars(command, ctx) -> None:
     """Help shows ``--json`` (not ``--json <bool>``) and an option's metavar (``--seq SIZE``) when it has one."""
     _fast_params(command)
     for param in command.get_params(ctx) if command is not None else []:
-        if getattr(param, "is_flag", False):
-            param.display_type_rich = lambda ctx: None
+        if getattr(param, "is_flag", False) or getattr(param, "param_type_name", "") == "argument":
+            param.display_type_rich = lambda ctx: None     # an argument shows its metavar once, as its name
         elif getattr(param, "metavar", None):
             param.display_type_rich = lambda ctx, m=param.metavar: m
+
+
+def given_twice(command, args: list[str]) -> list[str]:
+    """Options of ``command`` that take one value and appear more than once in ``args`` (click keeps the last
+    silently): each by its first name. Repeatable options (``--impl``), flags, and anything after ``--`` are not counted."""
+    names = {}
+    for param in getattr(command, "params", []):
+        if getattr(param, "multiple", False) or getattr(param, "is_flag", False) or not getattr(param, "opts", None):
+            continue
+        for opt in param.opts + getattr(param, "secondary_opts", []):
+            names[opt] = param.opts[0]
+    seen: dict[str, int] = {}
+    for arg in args:
+        if arg == "--":
+            break
+        name = names.get(arg.split("=", 1)[0] if arg.startswith("--") else arg)
+        if name is not None:
+            seen[name] = seen.get(name, 0) + 1
+    return [name for name, n in seen.items() if n > 1]
+
+
+def _refuse_repeats(command) -> None:
+    """Wrap ``command.parse_args``: an option that takes one value, given twice, is a usage error (exit 2)."""
+    if command is None or getattr(command, "_refuses_repeats", False) or not hasattr(command, "parse_args"):
+        return
+    original = command.parse_args
+
+    def parse_args(ctx, args):
+        from typer._click.exceptions import UsageError
+        repeated = given_twice(command, list(args))
+        if repeated:
+            raise UsageError(f"{', '.join(repeated)} given more than once (it takes one value; the last would "
+                             "silently win)", ctx)
+        return original(ctx, args)
+    command.parse_args = parse_args
+    command._refuses_repeats = True
 
 
 class LivebytesGroup(TyperGroup):
@@ -96,6 +132,7 @@ class LivebytesGroup(TyperGroup):
     def get_command(self, ctx, cmd_name):
         command = super().get_command(ctx, cmd_name)
         _plain_metavars(command, ctx)
+        _refuse_repeats(command)
         return command
 
     def format_help(self, ctx, formatter):

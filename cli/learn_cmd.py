@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 import typer
-from livebytes.estimator.errors import LivebytesError
 
-from .errors import EXIT_VALIDATION_FAILED
+from .errors import EXIT_VALIDATION_FAILED, UsageProblem
 from .report import envelope
 from rich.console import Console
 from rich.markup import escape
@@ -27,11 +26,6 @@ Draft = typer.Option(None, "--draft", metavar="FILE", help="write the draft mode
 Json = typer.Option(False, "--json", help="machine-readable output")
 HandImpl = typer.Option(..., "--impl", metavar="KEY", help="hand model key to check, e.g. fla-kda@07b80f27")
 TracedImpl = typer.Option(None, "--traced-impl", metavar="KEY", help="use only traces of this implementation")
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(1)
 
 
 def learned_rows(learned) -> list[dict]:
@@ -64,23 +58,31 @@ def learn_command(
     from livebytes.learn.draft import draft_source
     from livebytes.learn.learn import learn
     from livebytes.learn.traces import load_traces
-    try:
-        if probe is not None:
-            from livebytes.validate.trace import main as trace_main
-            if shapes is None or trace_main(["--impl", probe, "--shapes", shapes, "--out", str(traces)]) != 0:
-                raise LivebytesError("tracing failed (needs --shapes and a CUDA device with the library)")
-        learned = learn(load_traces(traces, impl))
-    except LivebytesError as err:
-        _fail(err)
+    if shapes is not None and probe is None:
+        raise UsageProblem("--shapes has no effect without --probe (it names the shapes to trace); leave it out")
+    if probe is not None:
+        if shapes is None:
+            raise UsageProblem("--probe needs --shapes N,S,H,HV,K,V;... (the shapes to trace)")
+        from livebytes.validate.trace import request, write_traces
+        write_traces(*request(probe, shapes), traces)
+    learned = learn(load_traces(traces, impl))
     if draft is not None:
         draft.write_text(draft_source(learned))
     if as_json:
-        typer.echo(json.dumps(envelope("learn", impl=learned.impl, ties=learned.ties, buffers=learned_rows(learned),
-                                       unexplained=list(learned.unexplained)), indent=1))
+        typer.echo(json.dumps(envelope("learn", [{
+            **_traced_terms(learned), "ties": learned.ties, "buffers": learned_rows(learned),
+            "unexplained": list(learned.unexplained)}]), indent=1))
         return
     console.print(_learned_table(learned))
     for line in learned.unexplained:
         console.print(escape(f"unexplained: {line}"))
+
+
+def _traced_terms(learned) -> dict:
+    """What a learned model rests on: the traced implementation, options, device and shapes (a result's ``shape`` is
+    null: the traces hold several, listed in ``traced_shapes``)."""
+    return {"impl": learned.impl, "device": learned.traces[0].device or None, "shape": None,
+            "options": dict(learned.traces[0].options), "traced_shapes": [t.values for t in learned.traces]}
 
 
 def _hand_model(key: str, learned):
@@ -100,15 +102,14 @@ def drift_command(
     from livebytes.learn.drift import differences, drift
     from livebytes.learn.learn import learn
     from livebytes.learn.traces import load_traces
-    try:
-        learned = learn(load_traces(traces, traced_impl))
-        findings = drift(_hand_model(impl, learned), learned)
-    except LivebytesError as err:
-        _fail(err)
+    learned = learn(load_traces(traces, traced_impl))
+    findings = drift(_hand_model(impl, learned), learned)
     found = differences(findings)
     if as_json:
-        typer.echo(json.dumps(envelope("drift", impl=impl, traced_impl=learned.impl, passed=not found,
-                                       findings=[dict(f.__dict__) for f in findings]), indent=1))
+        hand = {k: v for k, v in _traced_terms(learned).items() if k not in ("impl", "options")}
+        typer.echo(json.dumps(envelope("drift", [{
+            "impl": impl, **hand, "options": dict(_hand_model(impl, learned).options), "traced_impl": learned.impl,
+            "passed": not found, "findings": [dict(f.__dict__) for f in findings]}], passed=not found), indent=1))
     else:
         table = Table(title=escape(f"{impl} vs {len(learned.traces)} traces of {learned.impl}: {len(found)} differences"))
         for col in ("finding", "buffer", "detail"):

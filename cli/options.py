@@ -26,7 +26,7 @@ Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300;
 Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")
-Json = typer.Option(False, "--json", help="print JSON (schema 1, see docs/json.md) instead of a table")
+Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
@@ -130,11 +130,21 @@ def triton_cache_for(model, device, triton_cache: Optional[str]) -> str:
     return triton_cache
 
 
+def alloc_conf_of(text: Optional[str]):
+    """--alloc-conf as the library reads it; a key given twice (``expandable_segments:True,expandable_segments:False``)
+    is a usage error, not the last one silently winning."""
+    from livebytes.estimator.allocator import parse_alloc_conf
+    keys = [item.partition(":")[0].strip() for item in (text or "").split(",") if item.strip()]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise UsageProblem(f"--alloc-conf: {', '.join(repeated)} given more than once (the last would silently win)")
+    return parse_alloc_conf(text)
+
+
 def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str]):
     """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory."""
-    from livebytes.estimator.allocator import parse_alloc_conf
     from livebytes.estimator.capacity import verdict
-    return verdict(model, shape, device, parse_alloc_conf(alloc_conf), triton_cache_for(model, device, triton_cache))
+    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache))
 
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):

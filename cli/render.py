@@ -100,7 +100,7 @@ def measured_text(records) -> str:
         return "predicted (never measured)"
     m = measured_entry(r)
     more = f" (+{len(records) - 1} more records)" if len(records) > 1 else ""
-    if m["oom"]:
+    if m["oom"] is not None:
         return f"{m['origin']} OOM on {m['device']}{more}"
     text = f"{m['origin']} {g(m['peak_bytes'])} GiB on {m['device']}"
     if m["protocol_replay_bytes"] is not None:
@@ -110,16 +110,45 @@ def measured_text(records) -> str:
     return text + more
 
 
-def verdict_lines(v: dict) -> list[Text]:
-    """``v``: report.verdict_data. Allocated, reserved, process memory, device need, assumptions, the verdict."""
-    f = v["fit"]
-    lines = [f"max_memory_allocated {g(v['allocated_peak_bytes'])} GiB (fresh process, first call included) | "
-             f"reserved peak {g(v['reserved_peak_bytes'])} GiB | "
-             f"process memory {g(v['process_bytes'])} GiB ({v['process_library']}, {v['triton_cache']} Triton cache) | "
-             f"device need {g(v['device_need_bytes'])} of {g(f['total_bytes'])} GiB ({v['alloc_conf']})"]
-    lines += [f"assumed: {note}" for note in v["assumptions"]]
-    lines.append(oom_text(v))
-    lines += [probed_text(p, v["fit"]["device"]) for p in v["probed"]]
+def options_text(r: dict) -> str:
+    """The what-if options a result was built with, in the flags' words: contract report, recompute on."""
+    o = r["options"]
+    parts = ([f"contract {o['contract']}"] if "contract" in o else []) + (
+        [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else [])
+    return ", ".join(parts) or "no what-if options"
+
+
+def device_text(r: dict) -> str:
+    d = r["device_memory"]
+    status = "measured" if d["status"] == "measured" else f"assumed: {d['source']}"
+    return f"{r['device']} {g(d['total_bytes'])} GiB ({status})"
+
+
+def terms_line(r: dict) -> str:
+    """What one answer assumed, in one line: the model's phase and options, and with a verdict the allocator
+    settings, the Triton cache, the device's memory and the process memory's status."""
+    line = f"{r['impl']} ({r['phase']}; {options_text(r)}) on {r['device']}"
+    if "device_memory" not in r:
+        return line
+    cache = "no Triton kernels" if r["triton_cache"] == "n/a" else f"{r['triton_cache']} Triton cache"
+    return (f"{line}: {r['alloc_conf']}, {cache}; device {device_text(r)}; process memory "
+            f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}")
+
+
+def verdict_lines(r: dict) -> list[Text]:
+    """``r``: a result with report.allocator_terms and report.verdict_data. Allocated, reserved, process memory, device
+    need; what it assumed; the verdict; the boundary probes that ran it."""
+    unbounded = "; with no memory limit: it runs out of memory before this" if r["peaks_unbounded"] else ""
+    pm = r["process_memory"]
+    cache = "no Triton kernels" if r["triton_cache"] == "n/a" else f"{r['triton_cache']} Triton cache"
+    lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{unbounded}) | "
+             f"reserved peak {g(r['reserved_peak_bytes'])} GiB | "
+             f"process memory {g(pm['bytes'])} GiB ({pm['library']}, {cache}) | "
+             f"device need {g(r['device_need_bytes'])} of {g(r['device_memory']['total_bytes'])} GiB ({r['alloc_conf']})",
+             f"assumed: {terms_line(r)}"]
+    lines += [f"assumed: {note}" for note in pm["assumptions"]]
+    lines.append(oom_text(r, assumptions_inline=False))
+    lines += [probed_text(p, r["device"]) for p in r["probed"]]
     return [T(line) for line in lines]
 
 
@@ -143,14 +172,16 @@ def probed_text(p: dict, device: str) -> str:
     return f"measured on the {device} ({process}, boundary probe {p['record']}): {_outcome(p)}"
 
 
-def oom_text(v: dict) -> str:
-    """The verdict in one line: runs with so much to spare, or where it goes out of memory and PyTorch's figures."""
-    f, o = v["fit"], v["oom"]
-    assumed = " (process memory assumed: not measured on this GPU)" if v["assumptions"] else ""
+def oom_text(r: dict, assumptions_inline: bool = True) -> str:
+    """The verdict in one line: runs with so much to spare, or where it goes out of memory and PyTorch's figures;
+    the process memory's assumptions in its own words (``assumptions_inline``), or a pointer to the lines above."""
+    o, notes = r["oom"], r["process_memory"]["assumptions"]
+    assumed = "" if not notes else (f" (process memory assumed: {'; '.join(notes)})" if assumptions_inline
+                                    else " (process memory assumed, as above)")
     if o is None:
-        return f"{f['device']}: runs, {g(f['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
+        return f"{r['device']}: runs, {g(r['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
     when = "the first call" if o["first_call"] else ("the inputs" if o["run_step"] < 0 else f"step {o['run_step'] + 1}")
-    return (f"{f['device']}: OUT OF MEMORY in {when}, at {o['step']} allocating {o['buffer']}: tried to allocate "
+    return (f"{r['device']}: OUT OF MEMORY in {when}, at {o['step']} allocating {o['buffer']}: tried to allocate "
             f"{g(o['tried_bytes'], 2)} GiB; {g(o['allocated_bytes'], 2)} GiB allocated, "
             f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free{assumed}")
 
@@ -173,7 +204,7 @@ def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
 
 
 def compare_table(data: dict, preds, measured) -> Table:
-    """``data``: report.compare_data; ``measured``: each implementation's records."""
+    """``data``: report.compare_data; ``measured``: each implementation's records. Every number carries its unit."""
     results = data["results"]
     t = _table(preds[0].shape.label())
     _text_column(t, "storage group", min_width=14)
@@ -184,17 +215,17 @@ def compare_table(data: dict, preds, measured) -> Table:
         groups += [grp for grp in p.groups if grp not in groups]
     order = {grp: i for i, grp in enumerate(type(groups[0]))} if groups else {}
     for grp in sorted(groups, key=order.get):
-        t.add_row(T(grp.label), *[T(g(p.groups.get(grp, 0))) for p in preds])
+        t.add_row(T(grp.label), *[T(f"{g(p.groups.get(grp, 0))} GiB") for p in preds])
     t.add_section()
-    t.add_row(T("peak, 512-B blocks", "bold"), *[T(g(r["peak_bytes"]), "bold") for r in results])
-    t.add_row(T("steady-state replay"), *[T(g(r["replay_peak_bytes"])) for r in results])
+    t.add_row(T("peak, 512-B blocks", "bold"), *[T(f"{g(r['peak_bytes'])} GiB", "bold") for r in results])
+    t.add_row(T("steady-state replay"), *[T(f"{g(r['replay_peak_bytes'])} GiB") for r in results])
     t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
     t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
     if len(results) > 1:
         first = results[0]["impl"]
-        t.add_row(T(f"predicted vs {first}"), *[T(pct(r["change_vs_first"])) for r in results])
-        if any(r["measured_change_vs_first"] is not None for r in results):
-            t.add_row(T(f"measured vs {first}"), *[T(pct(r["measured_change_vs_first"])) for r in results])
+        t.add_row(T(f"predicted vs {first}"), *[T(pct(r["change_vs_first_fraction"])) for r in results])
+        if any(r["measured_change_vs_first_fraction"] is not None for r in results):
+            t.add_row(T(f"measured vs {first}"), *[T(pct(r["measured_change_vs_first_fraction"])) for r in results])
     return t
 
 
@@ -203,8 +234,8 @@ def models_table(data: dict) -> Table:
     _key_column(t, "impl")
     _key_column(t, "GPU")
     _text_column(t, "phase, options and what it covers", ratio=1)
-    for m in data["models"]:
-        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in m["options"].items()) or "none"
+    for m in data["results"]:
+        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in m["allowed_options"].items()) or "none"
         t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
     return t
 
@@ -213,7 +244,7 @@ def validation_table(data: dict) -> Table:
     """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
     predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
     from livebytes.estimator.shapes import Shape
-    tol = data["tolerance"]
+    tol = data["tolerance_fraction"]
     t = _table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
                f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
                "(history-dependent records), inside the allocator bounds. GiB: predicted over measured; "
@@ -222,7 +253,7 @@ def validation_table(data: dict) -> Table:
     _number_column(t, "GiB")
     _number_column(t, "error")
     _text_column(t, "result")
-    for r in data["rows"]:
+    for r in data["results"]:
         contract = r["options"].get("contract")
         seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
         lines = [r["impl"], Shape.from_dict(r["shape"]).label(), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
@@ -239,9 +270,8 @@ def validation_table(data: dict) -> Table:
 
 def capacity_plan_table(data: dict) -> Table:
     """plan without --budget: the largest value that runs under the full simulation, and what fails above it."""
-    solve, first = data["solve"], data["results"][0]["at_next"]
-    t = _table(f"largest {solve} that runs ({first['alloc_conf']}, {first['triton_cache']} Triton cache); "
-               "device need in GiB")
+    solve = data["solve"]
+    t = _table(f"largest {solve} that runs on the device (allocator simulation of a fresh process); device need in GiB")
     _key_column(t, "impl\nGPU")
     _number_column(t, f"largest {solve}\nneed there")
     _number_column(t, f"{solve} above")
@@ -253,10 +283,16 @@ def capacity_plan_table(data: dict) -> Table:
         fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
     probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
-    if probed:
-        t.caption = T("\n".join(probed))
-        t.caption_justify = "left"
+    _assumed_caption(t, data["results"], probed)
     return t
+
+
+def _assumed_caption(t: Table, results: list[dict], more: list[str] = ()) -> None:
+    """Below a table: what each row assumed (``terms_line``, the process memory's own assumptions), then ``more``."""
+    lines = [f"assumed: {terms_line(r)}" for r in results]
+    lines += [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("process_memory", {}).get("assumptions", [])]
+    t.caption = T("\n".join(dict.fromkeys(lines + list(more))))
+    t.caption_justify = "left"
 
 
 def plan_table(data: dict, budget_label: str) -> Table:
@@ -270,23 +306,52 @@ def plan_table(data: dict, budget_label: str) -> Table:
         value = "none fits" if r["value"] is None else f"{r['value']:,}"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{g(r['peak_at_value_bytes'])}"),
                   T(f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}"))
+    _assumed_caption(t, data["results"])
     return t
 
 
 def sweep_table(data: dict) -> Table:
-    devices = ", ".join(sorted({r["device"] for r in data["rows"]}))
-    t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices} "
-               f"({data['alloc_conf']}, {data['triton_cache']} Triton cache)")
+    devices = ", ".join(sorted({r["device"] for r in data["results"]}))
+    t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices}")
     _key_column(t, "impl")
     for c in ("MBS", "seq", "heads", "dim", "peak GiB"):
         _number_column(t, c)
     _key_column(t, "runs")
-    for r in data["rows"]:
+    for r in data["results"]:
         s = r["shape"]
         cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"]),
                  "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
+    _assumed_caption(t, list({r["impl"]: r for r in data["results"]}.values()))
     return t
+
+
+def explain_table(data: dict) -> Table:
+    """``data``: report.explain_data. One row per live block, largest first: the model's buffer (and how it was
+    matched) or 'unexplained', and the frame that allocated it."""
+    r = data["results"][0]
+    t = _table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
+               f"{r['impl']} {shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
+    _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
+    _text_column(t, "buffer (matched by)", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
+    _text_column(t, "allocated at (innermost frame)", footer=T(""))
+    for b in r["blocks"]:
+        named = T(f"{b['buffer']} ({b['match']})") if b["buffer"] else T("unexplained", "bold red")
+        t.add_row(T(f"{b['bytes']:,}"), named, T(frame_cell(b["frames"][0]) if b["frames"] else "(no frame)"))
+    _assumed_caption(t, data["results"])
+    return t
+
+
+def frame_cell(frame: str) -> str:
+    """``file:line:function`` as two lines, ``file:line`` over ``function``: each fits a narrow column whole."""
+    where, _, function = frame.rpartition(":")
+    return f"{where}\n{function}" if where else frame
+
+
+def shape_label(shape: dict) -> str:
+    """A JSON shape as ``Shape.label`` writes it."""
+    from livebytes.estimator.shapes import Shape
+    return Shape.from_dict(shape).label()
 
 
 PEAK_MARK = " ◀ peak"
@@ -301,8 +366,21 @@ def bar_width(preds) -> int:
     return max(10, min(40, console.width - names - max(numbers, len("GiB")) - len(PEAK_MARK) - TIMELINE_FRAME))
 
 
-def timeline_text(preds, bars: list[list[int]]) -> Table:
-    """Compact terminal timeline: one bar per step (lengths from report.bar_lengths), the peak marked."""
+def sweep_csv(data: dict) -> str:
+    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named."""
+    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,mbs,seq,heads,dim,peak_bytes,device_need_bytes,fits"]
+    for r in data["results"]:
+        s, o = r["shape"], r["options"]
+        recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
+        lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
+                     f"{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']},{r['device_need_bytes']},"
+                     f"{'yes' if r['fits'] else 'no'}")
+    return "\n".join(lines) + "\n"
+
+
+def timeline_text(preds, bars: list[list[int]], data: dict | None = None) -> Table:
+    """Compact terminal timeline: one bar per step (lengths from report.bar_lengths), the peak marked; below it
+    what each model assumed (``data``: report.timeline_data)."""
     t = _table("live bytes per step")
     _key_column(t, "step")
     _number_column(t, "GiB")
@@ -313,6 +391,8 @@ def timeline_text(preds, bars: list[list[int]]) -> Table:
             mark = T(PEAK_MARK, "bold red") if i == p.peak_index else T("")
             t.add_row(T(step.name), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
         t.add_section()
+    if data is not None:
+        _assumed_caption(t, data["results"])
     return t
 
 
@@ -349,6 +429,21 @@ def timeline_png(preds, path) -> None:
         plt.close(fig)
 
 
+def measuring_progress(measure, rows: int):
+    """``measure`` that shows, on a terminal's stderr only, which row it measures (a long CPU measurement is not
+    silent); elsewhere (pipes, tests) stderr stays empty, as the exit-code table promises."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return measure
+    done = [0]
+
+    def measured(fn, t, *args, **kwargs):
+        done[0] += 1
+        with err.status(T(f"measuring {fn} at {t:,} tokens ({done[0]}/{rows}) on the CPU")):
+            return measure(fn, t, *args, **kwargs)
+    return measured
+
+
 def payload_table(data: dict) -> Table:
     """``data``: the payload command's JSON (rows from report.payload_rows)."""
     t = _table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
@@ -356,11 +451,11 @@ def payload_table(data: dict) -> Table:
     for c in ("seq", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
               "vs dense\nvs tiled", "3Td\nKiB"):
         _number_column(t, c)
-    for r in data["rows"]:
+    for r in data["results"]:
         measured = "-" if r["measured_bytes"] is None else f"{r['measured_bytes'] / 1024:,.1f}"
         match = "-" if r["matches"] is None else ("exact" if r["matches"] else f"{r['difference_bytes']:+,}B")
-        growth = "" if r["growth"] is None else f"x{r['growth']:.2f}"
-        t.add_row(*map(T, (f"{r['seq']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
+        growth = "" if r["growth_ratio"] is None else f"x{r['growth_ratio']:.2f}"
+        t.add_row(*map(T, (f"{r['shape']['seq']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
                            f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
-                           f"{r['vs_dense']:.2f}x\n{r['vs_tiled']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
+                           f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
     return t

@@ -2,8 +2,10 @@
 the library), so rendering only formats. Every command's JSON is ``envelope(command, ...)``: the keys are
 documented in docs/json.md (a test holds the two together).
 
-Vocabulary: ``impl`` (model key), ``device`` (preset name), ``shape`` (``Shape.as_dict``), byte counts
-end in ``_bytes``, ``schema`` is 1.
+Schema 2 (docs/json.md, docs/schema/): every command's envelope holds ``warnings`` and ``results``, a list; each
+result names ``impl`` (model key), ``device`` (preset name), ``shape`` (``Shape.as_dict``, null where none applies)
+and ``options``; byte counts end in ``_bytes``, fractions in ``_fraction``, ratios in ``_ratio``; ``oom`` is an
+object or null and ``passed`` a bool wherever they appear.
 """
 from __future__ import annotations
 
@@ -12,16 +14,53 @@ from pathlib import Path
 
 from livebytes.estimator.devices import GiB
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 def gib(nbytes: int | float) -> float:
     return nbytes / GiB
 
 
-def envelope(command: str, **fields) -> dict:
-    """The one JSON envelope: schema version and command first, then the command's fields."""
-    return {"schema": SCHEMA, "command": command, **fields}
+def envelope(command: str, results: list, warnings: list | None = None, **fields) -> dict:
+    """The one JSON envelope: schema version and command first, the warning lines printed on stderr, the command's
+    own fields, then its results."""
+    return {"schema": SCHEMA, "command": command, "warnings": list(warnings or []), **fields, "results": results}
+
+
+def model_terms(model) -> dict:
+    """What every result built from a model names: the model, its device and options (library names, every option
+    the model was built with, defaults included) and its phase."""
+    from livebytes.estimator.registry import spec
+    s = spec(model.key)
+    return {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
+            "options": {name: allowed[0] for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase}
+
+
+def device_memory_data(device) -> dict:
+    return {"total_bytes": device.capacity_bytes, "status": "measured" if device.capacity_measured else "assumed",
+            "source": device.capacity_source}
+
+
+def process_memory_data(process) -> dict:
+    """The process's memory outside PyTorch as ``capacity.ProcessMemory`` states it: its figures' own status and
+    source, and its assumptions in its own words (rendered unchanged)."""
+    from dataclasses import fields, is_dataclass
+    figures = {}
+    for f in fields(process) if is_dataclass(process) else ():
+        figure = getattr(process, f.name)
+        if hasattr(figure, "status") and hasattr(figure, "bytes"):
+            figures[f.name] = {"bytes": figure.bytes, "status": figure.status, "source": getattr(figure, "source", None)}
+    assumptions = list(process.assumptions)
+    return {"bytes": process.bytes, "library": process.library_name, "status": "assumed" if assumptions else "measured",
+            "figures": figures, "assumptions": assumptions}
+
+
+def allocator_terms(model, device, conf, process) -> dict:
+    """The allocator simulation's settings (``allocator.AllocatorConf``, the Triton cache) and what the device and
+    process figures (``capacity.ProcessMemory``) rest on."""
+    from livebytes.estimator.capacity import triton_cache_matters
+    return {"alloc_conf": conf.text, "triton_cache": process.triton_cache if triton_cache_matters(model, device) else "n/a",
+            "device_memory": device_memory_data(device), "process_memory": process_memory_data(process)}
 
 
 def probed_data(v) -> list[dict]:
@@ -35,14 +74,12 @@ def probed_data(v) -> list[dict]:
 
 def verdict_data(v) -> dict:
     """The three levels (allocated, reserved, device need), the verdict (``capacity.Verdict``), and where a boundary
-    probe ran the very case."""
+    probe ran the very case. Out of memory: the peaks are those of a device without a limit (``peaks_unbounded``)."""
     from livebytes.estimator.capacity import oom_dict
-    return {"alloc_conf": v.conf.text, "triton_cache": v.process.triton_cache, "probed": probed_data(v),
+    return {"fits": v.fits, "oom": oom_dict(v), "probed": probed_data(v),
             "allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
-            "process_bytes": v.process.bytes, "process_library": v.process.library_name,
-            "device_need_bytes": v.device_need_bytes, "assumptions": list(v.process.assumptions), "oom": oom_dict(v),
-            "fit": {"device": v.device.name, "fits": v.fits, "total_bytes": v.total_bytes,
-                    "capacity_bytes": v.capacity_bytes, "headroom_bytes": v.headroom_bytes}}
+            "peaks_unbounded": v.oom is not None, "device_need_bytes": v.device_need_bytes,
+            "capacity_bytes": v.capacity_bytes, "headroom_bytes": v.headroom_bytes}
 
 
 def change_vs_first(values: list[int | None]) -> list[float | None]:
@@ -80,8 +117,16 @@ def measured_entry(record) -> dict:
     produced them (its warmup and earlier shapes included; null for published figures and out-of-memory
     records, which are compared otherwise) and the error."""
     replayed, error = _judged(record)
-    return {"peak_bytes": record.peak_bytes, "oom": record.oom, "origin": record.origin, "device": record.device,
+    return {"peak_bytes": record.peak_bytes, "oom": record_oom(record), "origin": record.origin, "device": record.device,
             "record": record.path.name, "protocol_replay_bytes": replayed, "error_bytes": error}
+
+
+def record_oom(record) -> dict | None:
+    """A record's out-of-memory as an object (null when it ran): the step and PyTorch's request, where recorded."""
+    if not record.oom:
+        return None
+    figures = record.oom_figures
+    return {"step": record.oom_step, "tried_bytes": figures.tried_bytes if figures else None}
 
 
 def measured_data(records) -> list[dict]:
@@ -97,9 +142,7 @@ def quoted_record(records):
 def prediction_data(p, measured: list | None = None, verdict=None, replayed: int | None = None) -> dict:
     fwd_bytes, _ = p.forward_peak()
     out = {
-        "impl": p.model.key,
-        "device": p.model.device,
-        "options": dict(p.model.options),
+        **model_terms(p.model),
         "shape": p.shape.as_dict(),
         "peak_bytes": p.peak_bytes,
         "peak_step": p.peak_step.name,
@@ -115,60 +158,105 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
         "status": "measured" if measured else "predicted (never measured)",
     }
     if verdict is not None:
-        out.update(verdict_data(verdict))
+        out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process) | verdict_data(verdict)
     return out
 
 
-def compare_data(preds, measured, replayed, verdicts) -> dict:
+def unlike_columns(results: list[dict]) -> str | None:
+    """Why ``compare``'s columns are not like for like: they differ in contract (among models that take one),
+    device or phase; None when they agree."""
+    differ = []
+    for what, value in (("contract", lambda r: r["options"].get("contract")), ("device", lambda r: r["device"]),
+                        ("phase", lambda r: r["phase"])):
+        values = [(r["impl"], value(r)) for r in results if value(r) is not None]
+        if len({v for _, v in values}) > 1:
+            differ.append(f"{what} (" + ", ".join(f"{k} {v}" for k, v in values) + ")")
+    return None if not differ else "the columns differ in " + "; ".join(differ) + ": the changes are not like for like"
+
+
+def compare_data(preds, measured, replayed, verdicts, warnings: list | None = None) -> dict:
     """One shape, several implementations: each prediction and its change against the first."""
     predicted_change = change_vs_first([p.peak_bytes for p in preds])
     quoted = [quoted_record(m) for m in measured]
     measured_peaks = [None if (q is None or q.oom) else q.peak_bytes for q in quoted]
     measured_change = change_vs_first(measured_peaks) if None not in measured_peaks else [None] * len(preds)
-    results = [prediction_data(p, m, v, r) | {"change_vs_first": c, "measured_change_vs_first": mc}
+    results = [prediction_data(p, m, v, r) | {"change_vs_first_fraction": c, "measured_change_vs_first_fraction": mc}
                for p, m, r, v, c, mc in zip(preds, measured, replayed, verdicts, predicted_change, measured_change)]
-    return envelope("compare", shape=preds[0].shape.as_dict(), results=results)
+    unlike = unlike_columns(results)
+    return envelope("compare", results, list(warnings or []) + ([unlike] if unlike else []), shape=preds[0].shape.as_dict())
+
+
+def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:
+    """The closed form (``planning.closed_form``) and, per candidate step, each storage group's, as sympy text."""
+    return envelope("formula", [{
+        **model_terms(model), "shape": None, "peak_bytes_expression": str(expr),
+        "peak_steps": [model.steps[i].name for i in steps],
+        "group_bytes_expressions": {st: {lbl: str(e) for lbl, e in grp.items()} for st, grp in per_group.items()}}])
 
 
 def models_data(specs) -> dict:
-    return envelope("models", models=[
-        {"impl": s.key, "implementation": s.implementation, "version": s.version, "phase": s.phase,
-         "options": {k: list(v) for k, v in s.options.items()}, "device": s.default_device, "covers": s.covers}
+    return envelope("models", [
+        {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: v[0] for k, v in s.options.items()},
+         "allowed_options": {k: list(v) for k, v in s.options.items()},
+         "implementation": s.implementation, "version": s.version, "phase": s.phase, "covers": s.covers}
         for s in specs])
 
 
-def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | None) -> dict:
+def budget_warning(budget_bytes: int, device) -> str | None:
+    if budget_bytes <= device.capacity_bytes:
+        return None
+    return (f"--budget {budget_bytes / GiB:,.3f} GiB is above the {device.name}'s {device.capacity_bytes / GiB:,.3f} GiB "
+            "(its whole memory): an answer that fits the budget may not run there")
+
+
+def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | None, conf, processes: list,
+              warnings: list | None = None) -> dict:
     """``results``: planning.PlanResult (with a budget: the allocated peak against it) or planning.CapacityPlan
-    (without: the full simulation of a fresh process on the device, out of memory or not)."""
-    rows = []
-    for r, d in zip(results, devices):
-        row = {"impl": r.model.key, "device": d.name, "shape": shape.as_dict(), "value": r.value, "next_value": r.next_value}
+    (without: the full simulation of a fresh process on the device, out of memory or not); ``conf`` the allocator
+    configuration and ``processes`` each result's ``capacity.ProcessMemory``, for what the answer assumed."""
+    rows, notes = [], list(warnings or [])
+    for r, d, process in zip(results, devices, processes):
+        row = {**model_terms(r.model), "device": d.name, "shape": shape.as_dict()} | allocator_terms(r.model, d, conf, process)
+        row |= {"value": r.value, "next_value": r.next_value}
         if budget_bytes is not None:
-            row |= {"peak_at_value_bytes": r.peak_at_value, "peak_at_next_bytes": r.peak_at_next}
+            above = budget_warning(budget_bytes, d)
+            notes += [above] if above and above not in notes else []
+            row |= {"budget_above_device": above is not None, "peak_at_value_bytes": r.peak_at_value,
+                    "peak_at_next_bytes": r.peak_at_next}
         else:
             row |= {"at_value": None if r.at_value is None else verdict_data(r.at_value), "at_next": verdict_data(r.at_next)}
         rows.append(row)
-    return envelope("plan", solve=solve, shape=shape.as_dict(), budget_bytes=budget_bytes, results=rows)
+    return envelope("plan", rows, notes, solve=solve, budget_bytes=budget_bytes)
 
 
-def sweep_data(rows) -> dict:
+def sweep_data(rows, warnings: list | None = None) -> dict:
     """rows: (model, shape, peak bytes, ``capacity.Verdict``): the verdict is predict's and plan's."""
-    first = rows[0][3] if rows else None
-    return envelope("sweep", alloc_conf=None if first is None else first.conf.text,
-                    triton_cache=None if first is None else first.process.triton_cache, rows=[
-        {"impl": m.key, "device": m.device, "shape": s.as_dict(), "peak_bytes": peak,
-         "device_need_bytes": v.device_need_bytes, "fits": v.fits}
-        for m, s, peak, v in rows])
+    from livebytes.estimator.capacity import oom_dict
+    return envelope("sweep", [
+        {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process),
+         "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
+        for m, s, peak, v in rows], warnings)
 
 
-def timeline_data(preds) -> dict:
-    return envelope("timeline", shape=preds[0].shape.as_dict(), results=[
-        {"impl": p.model.key, "device": p.model.device, "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
+def timeline_data(preds, warnings: list | None = None) -> dict:
+    return envelope("timeline", [
+        {**model_terms(p.model), "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
          "peak_step": p.peak_step.name,
          "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
                     "group_bytes": {g.label: n for g, n in p.groups_at(i).items()}}
                    for i, st in enumerate(p.model.steps)]}
-        for p in preds])
+        for p in preds], warnings, shape=preds[0].shape.as_dict())
+
+
+def explain_data(model, shape, explained, snapshot: str, at: str) -> dict:
+    """``validate.explain``'s answer: every live block, the buffer it is (or null) and how it was matched."""
+    blocks = [{"address": e.block.address, "bytes": e.block.size, "requested_bytes": e.block.requested,
+               "buffer": e.buffer, "match": e.match, "frames": list(e.block.frames)} for e in explained]
+    explained_bytes = sum(b["bytes"] for b in blocks if b["buffer"] is not None)
+    live = sum(b["bytes"] for b in blocks)
+    return envelope("explain", [{**model_terms(model), "shape": shape.as_dict(), "snapshot": snapshot, "at": at,
+                                 "live_bytes": live, "explained_bytes": explained_bytes,
+                                 "unexplained_bytes": live - explained_bytes, "blocks": blocks}])
 
 
 def bar_lengths(preds, width: int = 40) -> list[list[int]]:
@@ -183,12 +271,12 @@ def validation_data(comparisons, tolerance: float, summary=None) -> dict:
         r = c.record
         rows.append({"impl": r.impl, "device": r.gpu or r.device, "shape": r.shape.as_dict(), "options": r.options,
                      "mode": r.mode or r.origin, "predicted_bytes": c.predicted, "measured_bytes": c.measured,
-                     "error_bytes": c.error_bytes, "error_fraction": c.error_fraction,
-                     "requested_error_bytes": c.requested_error, "seconds": r.data.get("seconds_total"),
-                     "passed": c.passed, "criterion": criterion(c), "note": c.note, "record": r.path.name})
+                     "oom": record_oom(r), "error_bytes": c.error_bytes, "error_fraction": c.error_fraction,
+                     "requested_error_bytes": c.requested_error, "seconds": r.seconds_total,
+                     "passed": bool(c.passed), "criterion": criterion(c), "note": c.note, "record": r.path.name})
     counts = None if summary is None else {"passed": summary.passed, "failed": summary.failed,
                                            "out_of_memory": summary.out_of_memory, "device_seconds": summary.device_seconds}
-    return envelope("validate", tolerance=tolerance, passed=all(c.passed for c in comparisons), summary=counts, rows=rows)
+    return envelope("validate", rows, tolerance_fraction=tolerance, passed=all(r["passed"] for r in rows), summary=counts)
 
 
 def criterion(c) -> str:
@@ -212,11 +300,13 @@ def payload_rows(fn: str, seqs: list[int], dim: int, dim_v: int | None, block_q:
         dense = predict_payload(PAYLOAD_MODELS["dense"], **kw).bytes
         tiled = predict_payload(PAYLOAD_MODELS["tiled"], **kw).bytes
         m = measure(fn, t, dim, dim_v, block_q, block_k) if measure else None
-        row = {"seq": t, "predicted_bytes": p.bytes, "measured_bytes": m.bytes if m else None,
+        row = {"impl": fn, "device": "cpu", "options": {},
+               "shape": {"seq": t, "dim": dim, "dim_v": dim_v or dim, "block_q": block_q, "block_k": block_k},
+               "predicted_bytes": p.bytes, "measured_bytes": m.bytes if m else None,
                "save_events": p.events, "measured_save_events": m.save_events if m else None,
                "largest_elements": p.largest, "measured_largest_elements": m.largest if m else None,
-               "growth": None if previous is None else p.bytes / previous, "vs_dense": p.bytes / dense,
-               "vs_tiled": p.bytes / tiled, "inputs_bytes": t * (2 * dim + (dim_v or dim)) * 4}
+               "growth_ratio": None if previous is None else p.bytes / previous, "vs_dense_ratio": p.bytes / dense,
+               "vs_tiled_ratio": p.bytes / tiled, "inputs_bytes": t * (2 * dim + (dim_v or dim)) * 4}
         row["matches"] = None if m is None else (m.bytes, m.save_events, m.largest) == (p.bytes, p.events, p.largest)
         row["difference_bytes"] = None if m is None else m.bytes - p.bytes
         rows.append(row)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import LivebytesError
+from .fields import show
 
 GiB = 2**30
 TiB = 2**40
@@ -19,6 +20,7 @@ class Device:
     sm_count: int
     capacity_bytes: int       # total device memory as the driver reports it, or the datasheet figure
     capacity_source: str      # what a process holds outside PyTorch is estimator/data/process_memory.json's
+    capacity_measured: bool = False   # capacity_bytes measured on our own GPU (else a datasheet or announced figure)
 
     @property
     def blackwell(self) -> bool:
@@ -30,6 +32,7 @@ class Device:
 H200 = Device(
     "H200", "sm90", 132, 150_109_880_320,
     "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
+    capacity_measured=True,
 )
 
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in (
@@ -64,6 +67,6 @@ def parse_budget(text: str) -> int:
             except ValueError:
                 break
             if not value > 0 or value * scale >= 2**63:
-                raise LivebytesError(f"memory size must be positive and finite, got {text!r}")
+                raise LivebytesError(f"memory size must be positive and finite, got {show(text)}")
             return int(value * scale)
-    raise LivebytesError(f"memory size {text!r} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")
+    raise LivebytesError(f"memory size {show(text)} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")

@@ -5,8 +5,12 @@ import re
 from dataclasses import dataclass
 
 from .errors import LivebytesError
+from .fields import show
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+MAX_DIGITS = 18
 
 
 def parse_size(text: str | int, what: str = "value") -> int:
@@ -16,7 +20,9 @@ def parse_size(text: str | int, what: str = "value") -> int:
     else:
         match = re.fullmatch(r"\s*(\d+)\s*([KkMmGg]?)\s*", str(text))
         if not match:
-            raise LivebytesError(f"{what}: {text!r} is not a positive integer (8192, 8K and 128K are)")
+            raise LivebytesError(f"{what}: {show(text)} is not a positive integer (8192, 8K and 128K are)")
+        if len(match.group(1).lstrip("0")) > MAX_DIGITS:     # int() refuses 4,300+ digits; no size needs 19
+            raise LivebytesError(f"{what}: a {len(match.group(1)):,}-digit number is beyond any size (at most {MAX_DIGITS} digits)")
         value = int(match.group(1)) * _SUFFIX[match.group(2).upper()]
     if value <= 0:
         raise LivebytesError(f"{what}: must be positive, got {text!r}")

@@ -19,11 +19,11 @@ exist before the recorded window (reused so the library's caches hit, as in the 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import ListOf, Obj, OneOf, check, read_json, show
 
 FORMAT = "livebytes-trace/1"
 TRACE_SYMBOLS = ("T", "N", "H", "HV", "K", "V")   # packed tokens, sequences, heads, value heads, key/value dims
@@ -80,51 +80,64 @@ def _site(frames: list[str]) -> str:
     return frames[0] if frames else "<no python frame>:<none>:0"
 
 
+TRACE_LAYOUT = Obj({
+    "format": "string", "size_field": OneOf(("requested",)), "impl": "string", "options": "object",
+    "shape": Obj({s: "positive" for s in TRACE_SYMBOLS}, required=TRACE_SYMBOLS), "varied": ListOf("string"),
+    "device": "object", "outside_window": ListOf("string"), "events": ListOf("list"),
+}, required=("format", "size_field", "shape", "events"))
+
+
+def _event(event: list, where: str, field: str) -> None:
+    """``["a", id, bytes, frames]`` or ``["f", id]``, each part of its type."""
+    kind = event[0] if event else None
+    if kind == "a" and len(event) == 4:
+        for part, layout in zip(event[1:], ("count", "count", ListOf("string"))):
+            check(part, layout, where, field)
+    elif kind == "f" and len(event) == 2:
+        check(event[1], "count", where, field)
+    else:
+        raise LivebytesError(f'{where}: {field}: expected ["a", id, bytes, frames] or ["f", id], got {show(event)}')
+
+
 def _allocations(events: list, where: str) -> tuple[Allocation, ...]:
     """Pair each free with its allocation; a free of an unknown id is an error in the file."""
     open_at: dict[int, int] = {}
     rows: list[list] = []
     for position, event in enumerate(events):
-        kind = event[0]
-        if kind == "a":
+        _event(event, where, f"events[{position}]")
+        if event[0] == "a":
             _, ident, size, frames = event
             open_at[ident] = len(rows)
             rows.append([position, _site(list(frames)), tuple(frames), int(size), None])
-        elif kind == "f":
+        else:
             index = open_at.pop(event[1], None)
             if index is None:
-                raise LivebytesError(f"{where}: free of allocation {event[1]} that the trace never allocated")
+                raise LivebytesError(f"{where}: events[{position}]: free of allocation {event[1]} that the trace never allocated")
             rows[index][4] = position
-        else:
-            raise LivebytesError(f"{where}: unknown event kind {kind!r}")
     return tuple(Allocation(*row) for row in rows)
 
 
-def trace_from_dict(data: dict, where: str = "trace") -> Trace:
-    if data.get("format") != FORMAT:
-        raise LivebytesError(f"{where}: not a {FORMAT} file")
+def trace_from_dict(data, where: str = "trace") -> Trace:
+    """One trace, every field held to ``TRACE_LAYOUT`` (an error names ``where`` and the field)."""
+    check(data, Obj({"format": "string"}, required=("format",)), where)
+    if data["format"] != FORMAT:
+        raise LivebytesError(f"{where}: format: {show(data['format'])} is not a version this livebytes reads ({FORMAT})")
     if data.get("size_field") != "requested":
-        raise LivebytesError(f"{where}: sizes must be requested bytes (size_field 'requested'), got {data.get('size_field')!r}")
-    shape = data.get("shape", {})
-    missing = [s for s in TRACE_SYMBOLS if not isinstance(shape.get(s), int) or shape[s] <= 0]
-    if missing:
-        raise LivebytesError(f"{where}: shape lacks positive integer {', '.join(missing)}")
+        raise LivebytesError(f"{where}: size_field: sizes must be requested bytes ('requested'), got {show(data.get('size_field'))}")
+    check(data, TRACE_LAYOUT, where)
+    shape = data["shape"]
     if shape["T"] % shape["N"]:
-        raise LivebytesError(f"{where}: T={shape['T']} is not N={shape['N']} equal-length sequences")
-    return Trace(impl=str(data.get("impl", "")), options=tuple(sorted(data.get("options", {}).items())),
+        raise LivebytesError(f"{where}: shape: T={shape['T']} is not N={shape['N']} equal-length sequences")
+    return Trace(impl=data.get("impl", ""), options=tuple(sorted(data.get("options", {}).items())),
                  shape=tuple((s, shape[s]) for s in TRACE_SYMBOLS),
-                 allocations=_allocations(data.get("events", []), where),
+                 allocations=_allocations(data["events"], where),
                  outside_window=tuple(data.get("outside_window", ())),
-                 device=str(data.get("device", {}).get("name", "")) if isinstance(data.get("device"), dict) else "",
+                 device=str(data.get("device", {}).get("name", "")),
                  source=where)
 
 
 def load_trace(path: Path) -> Trace:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise LivebytesError(f"{path}: cannot read trace ({err})") from None
-    return trace_from_dict(data, str(path))
+    return trace_from_dict(read_json(path), str(path))
 
 
 def load_traces(directory: Path, impl: str | None = None) -> list[Trace]:

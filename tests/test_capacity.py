@@ -245,9 +245,9 @@ def test_predict_json_reports_the_three_levels_and_the_verdict():
     out = CliRunner().invoke(app, ["predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--seq", "175000",
                                    "--heads", "96", "--json"])
     assert out.exit_code == 0, out.output
-    d = json.loads(out.output)
+    (d,) = json.loads(out.output)["results"]
     assert d["reserved_peak_bytes"] >= d["allocated_peak_bytes"] >= d["peak_bytes"]
-    assert d["device_need_bytes"] == d["reserved_peak_bytes"] + d["process_bytes"]
+    assert d["device_need_bytes"] == d["reserved_peak_bytes"] + d["process_memory"]["bytes"]
     assert d["oom"]["buffer"] == "dg2" and d["alloc_conf"] == "expandable_segments:False"
 
 
@@ -256,7 +256,7 @@ def test_plan_json_names_the_failing_allocation_above():
                                    "--alloc-conf", "expandable_segments:True", "--json"])
     assert out.exit_code == 0, out.output
     (row,) = json.loads(out.stdout)["results"]
-    assert row["at_value"]["fit"]["fits"] and row["at_next"]["oom"]["tried_bytes"] > 0
+    assert row["at_value"]["fits"] and row["at_next"]["oom"]["tried_bytes"] > 0
 
 
 @pytest.mark.parametrize("args", [["--alloc-conf", "max_split_size_mb:64"], ["--triton-cache", "lukewarm"]])

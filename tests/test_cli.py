@@ -19,8 +19,9 @@ def run(*args):
 def test_predict_json_has_the_documented_fields():
     r = run("predict", "--impl", "fla-kda@07b80f27", "--mbs", "1", "--seq", "128K", "--heads", "96", "--dim", "128", "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
-    assert (d["schema"], d["command"], d["impl"], d["device"]) == (1, "predict", "fla-kda@07b80f27", "B300")
+    envelope = json.loads(r.stdout)
+    (d,) = envelope["results"]
+    assert (envelope["schema"], envelope["command"], d["impl"], d["device"]) == (2, "predict", "fla-kda@07b80f27", "B300")
     assert d["shape"] == {"mbs": 1, "seq": 131072, "heads": 96, "dim": 128}     # 128K = 128 * 1024
     assert isinstance(d["peak_bytes"], int) and d["peak_step"] == "bwd.intra_db_sum"
     assert sum(d["group_bytes"].values()) == d["peak_bytes"]
@@ -35,21 +36,21 @@ def test_compare_prints_both_report_figures():
     fla, frost = json.loads(r.stdout)["results"]
     assert round(fla["peak_bytes"] / GiB, 3) == 99.422
     assert round(frost["peak_bytes"] / GiB, 2) == 54.06                # report: 54.063
-    assert frost["change_vs_first"] == pytest.approx(-0.456, abs=0.001)   # 54.06 / 99.42 - 1
-    assert fla["change_vs_first"] is None
+    assert frost["change_vs_first_fraction"] == pytest.approx(-0.456, abs=0.001)   # 54.06 / 99.42 - 1
+    assert fla["change_vs_first_fraction"] is None
 
 
 def test_unmeasured_shapes_are_labelled_predicted():
     r = run("predict", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128", "--json")
-    d = json.loads(r.stdout)
+    (d,) = json.loads(r.stdout)["results"]
     assert d["status"] == "predicted (never measured)" and d["measured"] == []
-    assert d["fit"]["fits"] is False and d["fit"]["device"] == "H200" and d["oom"] is not None
-    assert d["fit"]["headroom_bytes"] == d["fit"]["total_bytes"] - d["device_need_bytes"] < 0
+    assert d["fits"] is False and d["device"] == "H200" and d["oom"] is not None and d["peaks_unbounded"]
+    assert d["headroom_bytes"] == d["device_memory"]["total_bytes"] - d["device_need_bytes"] < 0
 
 
 def test_models_lists_the_registry():
     r = run("models", "--json")
-    keys = {m["impl"] for m in json.loads(r.stdout)["models"]}
+    keys = {m["impl"] for m in json.loads(r.stdout)["results"]}
     assert {"fla-kda@07b80f27", "fla-kda@0.6.0", "cudnn-kda-frost@e0b4ce98", "cudnn-kda-hopper-cuda@1.32.0"} <= keys
 
 
@@ -167,7 +168,26 @@ BAD_INPUTS = [
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "/nonexistent-dir/t.png"), 1, "No such file or directory"),
     (("timeline", "--impl", FROST, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
     (("validate", "--from-records", "all", "--tolerance", "-5%"), 1, "at least 0"),
-    (("validate", "--from-records", "all", "--tolerance", "abc"), 1, "not a number"),
+    (("validate", "--from-records", "all", "--tolerance", "abc"), 1, "give a percentage with its sign"),
+    (("validate", "--from-records", "all", "--tolerance", "abc%"), 1, "not a number"),
+    (("validate", "--from-records", "all", "--tolerance", "0.1"), 1, "give a percentage with its sign"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "9" * 5000, "--heads", "8"), 1, "5,000-digit number"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "9" * 5000 + "GiB"), 1, "(5,005 characters)"),
+    # given twice: the last would win silently
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--seq", "16K", "--heads", "8"), 2, "--seq given more than once"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq=8K", "--seq", "16K", "--heads", "8"), 2, "--seq given more than once"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "8GiB", "--budget", "9GiB"), 2, "--budget given more than once"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--out", "{tmp}/a.csv", "--csv", "{tmp}/b.csv"), 2, "--out given more than once"),
+    (("predict", "--impl", "fla-kda@0.6.0", *S8, "--alloc-conf", "expandable_segments:True,expandable_segments:False"), 2,
+     "expandable_segments given more than once"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--alloc-conf", "expandable_segments:True, expandable_segments:True"), 2,
+     "given more than once"),
+    # no effect together
+    (("formula", "--impl", "fla-kda@0.6.0", "--latex", "--json"), 2, "--latex has no effect with --json"),
+    (("learn", "--traces", GDN_TRACES, "--shapes", "2,1024,2,2,64,64"), 2, "--shapes has no effect without --probe"),
+    (("learn", "--traces", "{tmp}", "--probe", "fla-kda@0.6.0"), 2, "--probe needs --shapes"),
+    (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "2,1024,2,2,64,64;2,2048,2,2,64,64"), 1,
+     "unknown implementation 'nope'"),
     (("validate", "--from-records", "/nonexistent/x.json"), 1, "no such file"),
     (("validate", "--impl", "fla-kda@0.6.0"), 2, "--shapes are required"),
     (("payload", "--fn", "sparse", "--no-measure"), 1, "--fn must be one of"),
@@ -209,7 +229,8 @@ def test_an_absurd_shape_answers_with_one_warning():
     assert r.exit_code == 0
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("warning: ") and "implausible" in lines[0]
-    assert json.loads(r.stdout)["fit"]["fits"] is False and json.loads(r.stdout)["oom"] is not None
+    (d,) = json.loads(r.stdout)["results"]
+    assert d["fits"] is False and d["oom"] is not None and json.loads(r.stdout)["warnings"] == [lines[0][len("warning: "):]]
 
 
 @pytest.mark.parametrize("seq,warned", [
@@ -242,7 +263,7 @@ def test_payload_without_torch_is_one_line(monkeypatch):
 def test_payload_keeps_its_old_option_names():
     new = json.loads(run("payload", "--seq", "128,256", "--dim", "16", "--no-measure", "--json").stdout)
     old = json.loads(run("payload", "--T", "128,256", "--d", "16", "--no-measure", "--json").stdout)
-    assert new == old and [r["seq"] for r in new["rows"]] == [128, 256]
+    assert new == old and [r["shape"]["seq"] for r in new["results"]] == [128, 256]
 
 
 def test_timeline_writes_exactly_the_file_named(tmp_path):
@@ -260,19 +281,19 @@ def test_sweep_runs_column_is_predicts_verdict_around_the_plan_answer(key, contr
     seqs = [largest - 1, largest, largest + 1, largest + 2]
     r = run("sweep", "--impl", key, "--contract", contract, "--heads", "96", "--seq", ",".join(map(str, seqs)), "--json")
     assert r.exit_code == 0, r.output
-    swept = {row["shape"]["seq"]: row["fits"] for row in json.loads(r.stdout)["rows"]}
+    swept = {row["shape"]["seq"]: row["fits"] for row in json.loads(r.stdout)["results"]}
     for seq in seqs:
         p = json.loads(run("predict", "--impl", key, "--contract", contract, "--heads", "96", "--seq", str(seq),
-                           "--json").stdout)
-        assert swept[seq] is p["fit"]["fits"], seq
+                           "--json").stdout)["results"][0]
+        assert swept[seq] is p["fits"], seq
     assert swept[largest] and not swept[largest + 1]
 
 
 def test_sweep_no_longer_says_fits_where_predict_says_out_of_memory():
     """The newcomer's case: 175,000 tokens x 96 heads on the H200 (136.6 GiB of blocks, under the old usable-bytes rule)."""
     args = ("--impl", "fla-kda@0.6.0", "--contract", "plain", "--seq", "175000", "--heads", "96", "--gpu", "H200", "--json")
-    row = json.loads(run("sweep", *args).stdout)["rows"][0]
-    assert json.loads(run("predict", *args).stdout)["oom"] is not None
+    row = json.loads(run("sweep", *args).stdout)["results"][0]
+    assert json.loads(run("predict", *args).stdout)["results"][0]["oom"] == row["oom"] is not None
     assert row["fits"] is False
 
 
@@ -287,8 +308,9 @@ def test_sweep_writes_csv(tmp_path):
 def test_plan_defaults_to_each_models_device():
     d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
     assert [r["device"] for r in d["results"]] == ["H200", "B300"]
-    assert [r["at_next"]["fit"]["device"] for r in d["results"]] == ["H200", "B300"]
-    assert d["shape"] == {"mbs": 1, "seq": 8192, "heads": 96, "dim": 128} and d["budget_bytes"] is None
+    assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "assumed"]
+    assert all(r["shape"] == {"mbs": 1, "seq": 8192, "heads": 96, "dim": 128} for r in d["results"])
+    assert d["budget_bytes"] is None
 
 
 def test_plan_budget_with_a_unit():
@@ -305,7 +327,7 @@ def test_plan_budget_bounds_max_memory_allocated_not_the_block_sum(key):
     from livebytes.estimator.planning import largest_fitting
     r = json.loads(run("plan", "--impl", key, "--contract", "plain", "--budget", "80GiB", "--json").stdout)["results"][0]
     at, above = (json.loads(run("predict", "--impl", key, "--contract", "plain", "--heads", "96", "--seq", str(v),
-                                "--json").stdout) for v in (r["value"], r["next_value"]))
+                                "--json").stdout)["results"][0] for v in (r["value"], r["next_value"]))
     assert (r["peak_at_value_bytes"], r["peak_at_next_bytes"]) == (at["allocated_peak_bytes"], above["allocated_peak_bytes"])
     assert at["peak_bytes"] <= at["allocated_peak_bytes"] <= 80 * GiB < above["allocated_peak_bytes"]
     blocks = largest_fitting(get_model(key, contract="plain"), Shape(1, 8192, 96), "seq", 80 * GiB)
@@ -365,7 +387,53 @@ def test_predict_quotes_the_boundary_probe_that_ran_the_case():
     """172,800 (report, warm, expandable segments) ran in run 12c; 172,700 never ran: no such line."""
     base = ["predict", "--impl", "fla-kda@0.6.0", "--gpu", "H200", "--heads", "96", "--dim", "128", "--contract", "report",
             "--alloc-conf", "expandable_segments:True", "--triton-cache", "warm", "--json"]
-    ran = json.loads(CliRunner().invoke(app, base + ["--seq", "172800"]).stdout)["probed"]
+    ran = json.loads(CliRunner().invoke(app, base + ["--seq", "172800"]).stdout)["results"][0]["probed"]
     assert [(p["record"], p["fits"], p["after_warmup"], p["earlier_trials"]) for p in ran] == [
         ("h200_run12c_fla-kda-report_H96_expandable_warm_values.jsonl", True, True, 0)]
-    assert json.loads(CliRunner().invoke(app, base + ["--seq", "172700"]).stdout)["probed"] == []
+    assert json.loads(CliRunner().invoke(app, base + ["--seq", "172700"]).stdout)["results"][0]["probed"] == []
+
+
+def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
+    """Not refused as 'no effect': expandable segments split blocks differently, so the replayed max_memory_allocated,
+    and with it plan --budget's answer for kda_hopper_cuda, changes (142,227 -> 142,239 tokens); the assumed line names it."""
+    base = ["plan", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--budget", "80GiB"]
+    default, expandable = (json.loads(run(*base, *more, "--json").stdout)["results"][0]
+                           for more in ((), ("--alloc-conf", "expandable_segments:True")))
+    assert default["value"] != expandable["value"]
+    assert (default["alloc_conf"], expandable["alloc_conf"]) == ("expandable_segments:False", "expandable_segments:True")
+    assert "expandable_segments:True" in " ".join(run(*base, "--alloc-conf", "expandable_segments:True").stdout.split())
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"), "with no memory limit: it runs out of memory"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
+    # 80 GB = 80e9 B / 2^30 = 74.506 GiB, a datasheet figure
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 74.506 GiB (assumed: NVIDIA H100 SXM5 datasheet"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"), "process memory 3.997 GiB assumed"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--contract", "plain"), "contract plain"),
+    (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),
+    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "chunk_kda's figure"),
+])
+def test_every_answer_names_what_it_assumed(args, phrase):
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert phrase in " ".join(r.stdout.split()), r.stdout
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", *S8), "differ in contract"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", *S8), "differ in device"),
+    (("compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda-fwd@0.6.0", *S8), "differ in phase"),
+    # 150,109,880,320 B measured / 2^30 = 139.801 GiB < 200 GiB
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "200GiB", "--gpu", "H200"), "is above the H200's 139.801 GiB"),
+])
+def test_unlike_answers_warn_in_one_line(args, phrase):
+    r = run(*args)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 0 and len(lines) == 1 and lines[0].startswith("warning: ") and phrase in lines[0], r.stderr
+
+
+def test_like_for_like_compare_does_not_warn():
+    r = run("compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain", *S8)
+    assert r.exit_code == 0 and r.stderr == ""

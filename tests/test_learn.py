@@ -237,7 +237,7 @@ def test_trace_shapes_need_six_fields_and_two_shapes(text):
 def test_drift_command_exits_3_on_drift(synthetic_kda_traces, key, code):
     r = CliRunner().invoke(app, ["drift", "--impl", key, "--traces", str(synthetic_kda_traces), "--json"])
     assert r.exit_code == code, r.output
-    kinds = [f["kind"] for f in json.loads(r.stdout)["findings"] if f["kind"] != "outside-window"]
+    kinds = [f["kind"] for f in json.loads(r.stdout)["results"][0]["findings"] if f["kind"] != "outside-window"]
     assert kinds == ([] if code == 0 else ["re-typed"] * 3)
 
 
@@ -245,7 +245,7 @@ def test_learn_command_writes_the_draft(synthetic_kda_traces, tmp_path):
     draft = tmp_path / "draft.py"
     r = CliRunner().invoke(app, ["learn", "--traces", str(synthetic_kda_traces), "--draft", str(draft), "--json"])
     assert r.exit_code == 0, r.output
-    assert len(json.loads(r.stdout)["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
+    assert len(json.loads(r.stdout)["results"][0]["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
 
 
 def test_learn_on_a_missing_directory_is_one_line_exit_1(tmp_path):

@@ -70,7 +70,7 @@ def test_payload_command():
     r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--T", "128,256", "--d", "32", "--json"])
     assert r.exit_code == 0, r.output
     import json
-    rows = json.loads(r.stdout)["rows"]
+    rows = json.loads(r.stdout)["results"]
     assert [row["predicted_bytes"] for row in rows] == [row["measured_bytes"] for row in rows] == [213_504, 722_944]
 
 
@@ -119,3 +119,26 @@ def test_another_runtime_error_is_not_disguised_as_memory(monkeypatch):
     monkeypatch.setattr(payload, "_measure", fail)
     with pytest.raises(RuntimeError, match="shape mismatch"):
         payload.measure("dense", 128)
+
+
+@pytest.mark.parametrize("fn,more", [("dense", 3), ("tiled", 0), ("checkpointed", 0)])
+def test_host_memory_bound_is_the_payload_and_denses_other_matrices(fn, more):
+    from livebytes.estimator.payload import predict_payload
+    from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
+    from livebytes.validate.payload import host_bytes_needed
+    payload = predict_payload(PAYLOAD_MODELS[fn], T=4096, d=32, dv=None, bq=32, bk=32).bytes
+    assert host_bytes_needed(fn, 4096, 32, None, 32, 32) == payload + more * 4096 * 4096 * 4   # [T, T] fp32
+
+
+def test_payload_refuses_before_measuring_when_the_host_lacks_the_memory(monkeypatch):
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    payload = importlib.import_module("livebytes.validate.payload")     # the module the command imports (sys.modules)
+    monkeypatch.setattr(payload, "available_host_bytes", lambda: 2**30)          # 1 GiB available
+    monkeypatch.setattr(payload, "_measure", lambda *a: pytest.fail("measured although refused"))
+    r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", "1024,16384"])
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    # dense at 16,384: probabilities 16,384^2 * 4 B = 1 GiB and q, k, v 3 * 16,384 * 32 * 4 B = 6 MiB saved, plus 3 more
+    # [T, T] fp32 matrices = 3 GiB: 4 GiB + 6 MiB = 4.006 GiB
+    assert r.exit_code == 1 and len(lines) == 1 and "at least 4.01 GiB" in lines[0] and "1.00 GiB is available" in lines[0]

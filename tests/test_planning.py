@@ -104,7 +104,7 @@ def test_plan_command_json_and_timeline_png(tmp_path):
     assert r.exit_code == 0, r.output
     import json
     (row,) = json.loads(r.stdout)["results"]
-    assert row["at_value"]["fit"]["fits"] and row["at_next"]["oom"] is not None
+    assert row["at_value"]["fits"] and row["at_next"]["oom"] is not None
     assert row["at_value"]["device_need_bytes"] <= get_device("H200").capacity_bytes
     png = tmp_path / "t.png"
     r = runner.invoke(app, ["timeline", "--impl", "fla-kda@07b80f27", "--impl", "cudnn-kda-frost@e0b4ce98",
@@ -120,4 +120,6 @@ def test_formula_and_sweep_commands(tmp_path):
     r = runner.invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "32,64", "--csv", str(csv)])
     assert r.exit_code == 0, r.output
     lines = csv.read_text().splitlines()
-    assert lines[0] == "impl,device,mbs,seq,heads,dim,peak_bytes,fits" and len(lines) == 1 + 3 * 2
+    assert lines[0] == ("impl,device,contract,recompute,alloc_conf,triton_cache,mbs,seq,heads,dim,peak_bytes,"
+                        "device_need_bytes,fits") and len(lines) == 1 + 3 * 2
+    assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,1,8192,32,128,")

@@ -118,7 +118,8 @@ def test_writer_refuses_a_record_without_the_required_fields(tmp_path, data, mis
 
 @pytest.mark.parametrize("layout", ["records", "list", "single", "jsonl"])
 def test_every_old_layout_loads(tmp_path, layout):
-    items = [{"impl": "a", "n": 1}, {"impl": "b", "n": 2}]
+    shape = {"mbs": 1, "seq": 1024, "heads": 2}
+    items = [{"impl": "a", "n": 1, "shape": shape, "peak_bytes": 1}, {"impl": "b", "n": 2, "shape": shape, "peak_bytes": 2}]
     path = tmp_path / ("r.jsonl" if layout == "jsonl" else "r.json")
     text = {"records": json.dumps({"run": 1, "records": items}), "list": json.dumps(items),
             "single": json.dumps(items[0]), "jsonl": "\n".join(map(json.dumps, items)) + "\n"}[layout]

@@ -22,6 +22,7 @@ from livebytes.estimator import get_model, predict
 from livebytes.estimator.allocator import allocated_block_bytes
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import show
 from livebytes.estimator.registry import shape_options
 from livebytes.estimator.engine import requested_peak, unsplit_block_bound
 from livebytes.estimator.shapes import Shape
@@ -93,12 +94,15 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
     if record.oom:
         p = predict(model, record.shape)
         fits = p.peak_bytes <= get_device(record.gpu).capacity_bytes
-        return Comparison(record, p.peak_bytes, None, not fits, None,
+        return Comparison(record, int(p.peak_bytes), None, bool(not fits), None,
                           "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit")
     if record.origin == "published":
         predicted = predict(model, record.shape).peak_bytes
         passed = abs(predicted - record.peak_bytes) <= PUBLISHED_TOLERANCE * record.peak_bytes
-        return Comparison(record, predicted, record.peak_bytes, passed, None, "published figure: steady state within 0.1 %")
+        return Comparison(record, int(predicted), record.peak_bytes, bool(passed), None, "published figure: steady state within 0.1 %")
+    if record.protocol_version not in protocol.PROTOCOLS:
+        raise LivebytesError(f"protocol: {record.protocol_version or 'no version'} is not a protocol this livebytes replays "
+                             f"(versions {min(protocol.PROTOCOLS)}-{max(protocol.PROTOCOLS)}: protocol.version or its name kda-report-vN)")
     replayed, history = protocol.protocol_replay(model, record.shape, record.protocol_version, earlier_shapes(record),
                                                  record.total_memory)
     requested_error = _requested_error(model, record, history)
@@ -111,16 +115,20 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         error = replayed.peak_bytes - record.peak_bytes
         passed = _within(error, _slack(record)) or abs(error) <= tolerance * record.peak_bytes
         note = ""
-    return Comparison(record, replayed.peak_bytes, record.peak_bytes, passed and requested_ok, requested_error, note)
+    return Comparison(record, int(replayed.peak_bytes), record.peak_bytes, bool(passed and requested_ok), requested_error, note)
 
 
 def parse_tolerance(text: str) -> float:
-    """``0.1%`` or ``0.001``: a fraction of the measured peak, zero or more."""
+    """A percentage with its sign, ``0.1%`` -> 0.001 (a fraction of the measured peak, zero or more). A bare number is
+    refused: ``0.1`` read as a fraction is 10 %, a hundred times the default that prints as ``0.1%``."""
     t = text.strip()
+    if not t.endswith("%"):
+        raise LivebytesError(f"tolerance {show(text)}: give a percentage with its sign, e.g. 0.1% (a bare number "
+                             "could mean a fraction or a percent)")
     try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        value = float(t[:-1]) / 100
     except ValueError:
-        raise LivebytesError(f"tolerance {text!r} is not a number or a percentage (0.1% or 0.001)") from None
+        raise LivebytesError(f"tolerance {show(text)} is not a number with a percent sign (0.1%)") from None
     if not 0 <= value < 1:
-        raise LivebytesError(f"tolerance must be at least 0 and below 100%, got {text!r}")
+        raise LivebytesError(f"tolerance must be at least 0% and below 100%, got {show(text)}")
     return value

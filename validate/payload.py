@@ -37,6 +37,41 @@ def check_measurable(T: int) -> None:
                              f"(--seq <= {largest_measurable_tokens():,}); pass --no-measure for the model alone")
 
 
+DENSE_EXTRA_MATRICES = 3      # dense also holds its scores and, in backward, the gradients of scores and probabilities
+
+
+def available_host_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (None where there is none: the check is then skipped)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def host_bytes_needed(fn: str, T: int, d: int, dv: int | None, block_q: int, block_k: int) -> int:
+    """A lower bound on the host memory measuring ``fn`` at ``T`` tokens holds at once: the saved payload (the
+    model's exact figure, ``predict_payload``), plus dense's other [T, T] fp32 matrices (module notes)."""
+    from livebytes.estimator.payload import predict_payload
+    from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
+    payload = predict_payload(PAYLOAD_MODELS[fn], T=T, d=d, dv=dv, bq=block_q, bk=block_k).bytes
+    return payload + (DENSE_EXTRA_MATRICES * T * T * FP32_BYTES if fn == "dense" else 0)
+
+
+def check_host_memory(fn: str, T: int, d: int, dv: int | None, block_q: int, block_k: int,
+                      available: int | None = None) -> None:
+    """Refuse, before measuring anything, when even the lower bound of what the largest row holds exceeds the
+    host memory available (``available``: MemAvailable when None), with both figures."""
+    available = available_host_bytes() if available is None else available
+    need = host_bytes_needed(fn, T, d, dv, block_q, block_k)
+    if available is not None and need > available:
+        raise LivebytesError(f"measuring {fn} at {T:,} tokens holds at least {need / 2**30:,.2f} GiB of host memory "
+                             f"(its saved payload{' and three more [T, T] fp32 matrices' if fn == 'dense' else ''}); "
+                             f"{available / 2**30:,.2f} GiB is available (MemAvailable); pass a smaller --seq or --no-measure")
+
+
 def dense_attention(q, k, v):
     import torch
     scores = (q @ k.transpose(0, 1)) / math.sqrt(q.shape[-1])       # [T, T]

@@ -26,7 +26,7 @@ def model_of(impl: str, head: dict) -> tuple[str, dict]:
     the library version the probe's process had, grouped value heads when the probe had them."""
     implementation, package, options = MODELS[impl]
     suffix = "-fwd" if head.get("forward_only") else ""
-    gva = {"gva": True} if head.get("v_heads", head["heads"]) != head["heads"] else {}
+    gva = {"gva": True} if head.get("v_heads", head.get("heads")) != head.get("heads") else {}
     return f"{implementation}{suffix}@{head[package]}", {**options, **gva}
 
 

@@ -8,7 +8,9 @@ cited; the project's own measurements have ``origin == "measured"``.
 Layouts read (nothing measured is ever rewritten): a file holding ``{"records": [...]}`` (runs 1-5 and
 every file this module writes), a bare list, a single record, or JSON lines (the runner's old
 ``records.jsonl``). Record format 2 (protocol v4 on) adds the fields ``REQUIRED_V2`` lists; the writer
-refuses a record without them.
+refuses a record without them, and the reader too (``checked_record``: every field a property reads is held to
+``RECORD_LAYOUT``; a wrong type, a missing field, an unknown format, an unreadable or truncated file, one bad file in
+a folder: one error naming the file and the field, never a traceback).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from statistics import median
 
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import Either, ListOf, Obj, OneOf, check, read_json, read_json_lines, show
 from livebytes.estimator.shapes import Shape, shape_spec
 
 RECORDS_DIR = Path(__file__).parent / "records"
@@ -199,20 +202,71 @@ class Record:
 
 # ---------------------------------------------------------------- reading
 
-def _items(path: Path) -> list[dict]:
-    text = path.read_text()
+SHAPE_LAYOUT = Obj({"mbs": "positive", "seq": "positive", "heads": "positive", "dim": "positive",
+                    "v_heads": "positive|null", "dim_v": "positive|null"}, required=("mbs", "seq", "heads"))
+# Every field a Record property (or the comparison) reads, with its type; other fields are provenance, never read.
+RECORD_LAYOUT = Obj({
+    "impl": "string", "shape": SHAPE_LAYOUT, "format": OneOf((1, RECORD_FORMAT)), "origin": OneOf(("measured", "published")),
+    "options": "object", "oom": "bool", "peak_bytes": "count", "peak_gib": "number", "peaks_bytes": ListOf("count", nonempty=True),
+    "device": Obj({"name": "string", "total_memory": "positive", "preset": "string", "sm_count": "positive"}),
+    "protocol": Either((Obj({"version": "int", "name": "string", "measured_steps": "count"}), "string")),
+    "mode": "string", "forward_only": "bool", "history_dependent": "string|null",
+    "requested_peak_bytes": ListOf("count"), "allocator_conf": "string|null", "triton_cache": "string",
+    "device_memory": Obj({k: "count" for k in DeviceMemory.__dataclass_fields__}, required=tuple(DeviceMemory.__dataclass_fields__)),
+    "seconds": Obj({k: "number" for k in Seconds.__dataclass_fields__}, required=tuple(Seconds.__dataclass_fields__)),
+    "seconds_total": "number|null",
+    "oom_figures": Obj({k: "count|null" if k == "tried_bytes" else "count" for k in OomFigures.__dataclass_fields__},
+                       required=tuple(OomFigures.__dataclass_fields__)),
+    "oom_step": "string|null", "earlier_shapes_in_process": ListOf(SHAPE_LAYOUT),
+}, required=("impl", "shape"))
+
+
+def checked_record(item, where: str) -> dict:
+    """One record held to ``RECORD_LAYOUT``: types, a peak unless out of memory, format 2's fields, a valid shape."""
+    check(item, RECORD_LAYOUT, where)
+    if item.get("origin", "measured") == "measured" and not isinstance(item.get("protocol", {}), dict):
+        raise LivebytesError(f"{where}: protocol: expected an object (only a published figure cites its protocol in words), "
+                             f"got {show(item['protocol'])}")
+    if not item.get("oom", False) and not any(k in item for k in ("peak_bytes", "peak_gib", "peaks_bytes")):
+        raise LivebytesError(f"{where}: peak_bytes: missing (a record that did not run out of memory needs "
+                             "peak_bytes, peaks_bytes or peak_gib)")
+    if item.get("format", 1) >= 2 and missing_fields(item):
+        raise LivebytesError(f"{where}: {missing_fields(item)[0]}: missing (a format-{item['format']} record needs "
+                             f"{', '.join(missing_fields(item))})")
+    for name, shape in [("shape", item["shape"])] + [(f"earlier_shapes_in_process[{i}]", s)
+                                                     for i, s in enumerate(item.get("earlier_shapes_in_process", []))]:
+        try:
+            Shape.from_dict(shape)
+        except LivebytesError as err:
+            raise LivebytesError(f"{where}: {name}: {err}") from None
+    return item
+
+
+def _items(path: Path) -> list:
+    """The file's record entries, whatever its layout (module notes); a device-probe file (``probe``) holds none."""
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
-    return data if isinstance(data, list) else data.get("records", [data])
+        return read_json_lines(path)
+    data = read_json(path)
+    if isinstance(data, list):
+        return data
+    if not isinstance(data, dict):
+        raise LivebytesError(f"{path}: expected a record, a list of records or {{'records': [...]}}, got {show(data)}")
+    if "records" in data:
+        check(data, Obj({"records": ListOf("object"), "format": OneOf((1, RECORD_FORMAT))}), str(path))
+        return data["records"]
+    return [] if "probe" in data and "impl" not in data else [data]
+
+
+def _read(path: Path) -> list[Record]:
+    items = _items(path)
+    return [Record(path, checked_record(item, f"{path}, record {i}" if len(items) > 1 else str(path)))
+            for i, item in enumerate(items, 1)]
 
 
 def load_file(path: Path) -> list[Record]:
-    """Every record in one file (any layout above); a file that holds none, or is not JSON, is an error."""
-    try:
-        records = [Record(path, item) for item in _items(path) if isinstance(item, dict) and "impl" in item]
-    except (OSError, ValueError) as err:
-        raise LivebytesError(f"cannot read records from {path}: {err}") from None
+    """Every record in one file (any layout above), each checked (``checked_record``); a file that holds none,
+    cannot be read, is not JSON or holds a wrong field is one error naming the file (and the field)."""
+    records = _read(path)
     if not records:
         raise LivebytesError(f"{path} holds no records")
     return records
@@ -225,11 +279,8 @@ def record_files(directory: Path = RECORDS_DIR) -> list[Path]:
 
 
 def load_records(directory: Path = RECORDS_DIR) -> list[Record]:
-    records = []
-    for path in record_files(directory):
-        items = _items(path)
-        records += [Record(path, item) for item in items if isinstance(item, dict) and "impl" in item]
-    return records
+    """Every record of every record file in the folder: one bad file is an error naming it."""
+    return [r for path in record_files(directory) for r in _read(path)]
 
 
 def records_from(source: str) -> list[Record]:

@@ -186,37 +186,30 @@ def _roots() -> dict[str, str]:
     return {str(Path(fla.__file__).parent) + "/": "fla/", str(Path(ours.__file__).parent) + "/": "livebytes/validate/"}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, help=f"{', '.join(IMPLS)}, or a probe file PROBE.py")
-    ap.add_argument("--contract", default="report", choices=("report", "plain"), help="KDA only")
-    ap.add_argument("--shapes", required=True, help="N,S,H,HV,K,V;...")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--autotune", action="store_true", help="keep Triton autotuning (slow)")
-    args = ap.parse_args(argv)
-    try:
-        shapes = parse_trace_shapes(args.shapes)
-        if not args.impl.endswith(".py") and args.impl not in IMPLS:
-            raise LivebytesError(f"unknown implementation {args.impl!r}: {', '.join(IMPLS)} or a probe file")
-        impl = _Impl(args.impl, args.contract)
-    except LivebytesError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+def request(impl: str, shapes_text: str, contract: str = "report"):
+    """What to trace, checked before anything runs: (the implementation, its shapes); one LivebytesError otherwise."""
+    shapes = parse_trace_shapes(shapes_text)
+    if not impl.endswith(".py") and impl not in IMPLS:
+        raise LivebytesError(f"unknown implementation {impl!r}: {', '.join(IMPLS)} or a probe file")
+    chosen = _Impl(impl, contract)
     from livebytes.validate.environment import cuda_available
     if not cuda_available():
-        print("error: no CUDA device: the tracer records the real allocator and needs a GPU", file=sys.stderr)
-        return 1
+        raise LivebytesError("no CUDA device: the tracer records the real allocator and needs a GPU")
+    return chosen, shapes
+
+
+def write_traces(impl: _Impl, shapes: list, out: Path, contract: str = "report", autotune_on: bool = False) -> None:
+    """Trace each shape on the GPU into ``out`` (one file per shape, printing a line each)."""
     os.environ.setdefault("TRITON_CACHE_DIR", "/tmp/livebytes-trace-triton-cache")   # keep tuned caches clean
-    autotune = "on (Triton autotuning as shipped)" if args.autotune else disable_autotuning()
+    autotune = "on (Triton autotuning as shipped)" if autotune_on else disable_autotuning()
     import torch
     from livebytes.validate.environment import environment
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env, roots = environment(), _roots()
     for shape in shapes:
         t0 = time.time()
         body = take(impl, shape, roots)
-        record = {"format": FORMAT, "impl": impl.impl, "options": {"contract": args.contract} if impl.impl.startswith("fla-kda") else {},
+        record = {"format": FORMAT, "impl": impl.impl, "options": {"contract": contract} if impl.impl.startswith("fla-kda") else {},
                   "shape": trace_shape(shape), "varied": varied(shapes), "size_field": "requested",
                   "size_source": "CUDACachingAllocator.cpp malloc: record_trace(TraceEntry::ALLOC, ptr, orig_size)",
                   "device": env["device"], "env": {k: env[k] for k in ("torch", "triton", "fla", "cuda", "driver")},
@@ -227,6 +220,22 @@ def main(argv=None) -> int:
         (out / name).write_text(json.dumps(record, separators=(",", ":")))
         print(f"{name}: {len(body['events'])} events ({time.time() - t0:.1f} s)", flush=True)
         torch.cuda.empty_cache()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, help=f"{', '.join(IMPLS)}, or a probe file PROBE.py")
+    ap.add_argument("--contract", default="report", choices=("report", "plain"), help="KDA only")
+    ap.add_argument("--shapes", required=True, help="N,S,H,HV,K,V;...")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--autotune", action="store_true", help="keep Triton autotuning (slow)")
+    args = ap.parse_args(argv)
+    try:
+        impl, shapes = request(args.impl, args.shapes, args.contract)
+    except LivebytesError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    write_traces(impl, shapes, Path(args.out), args.contract, args.autotune)
     return 0
 
 
