@@ -9,27 +9,43 @@ import typer
 
 from . import options as o
 from .errors import UsageProblem, warn
+from .report import envelope, model_terms
 
+Impls = typer.Option(..., "--impl", help=o.IMPL_HELP + "; twice: the old model, then the new", metavar="KEY")
+Gpu = typer.Option(None, "--gpu", help="device preset of both models: H200, H100, B200 or B300; default: the first "
+                                       "model's own (see: livebytes models)", metavar="GPU")
 Seq = typer.Option(None, "--seq", help="tokens per sequence for the peak's change: 8192, 8K or 128K", metavar="SIZE")
 Heads = typer.Option(None, "--heads", help="query/key heads for the peak's change", metavar="SIZE")
+# the shape's other sizes: None when not given, so that without --seq and --heads they are refused, not ignored
+Mbs = typer.Option(None, "--mbs", help="sequences per micro-batch, with --seq and --heads; default: 1", metavar="SIZE")
+Dim = typer.Option(None, "--dim", help="head dimension, with --seq and --heads; default: 128", metavar="SIZE")
+VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads, with --seq and --heads; default: --heads",
+                      metavar="SIZE")
 
 
-def _side_data(s) -> dict | None:
-    return None if s is None else {"shape": s.shape, "dtype": s.dtype, "lifetime": s.lifetime, "source": s.source, "note": s.note}
+def _side_data(s, nbytes: int | None) -> dict | None:
+    return None if s is None else {"shape": s.shape, "dtype": s.dtype, "lifetime": s.lifetime, "source": s.source,
+                                   "note": s.note, "allocated_bytes": nbytes}
 
 
-def diff_data(d) -> dict:
-    """The JSON view (docs/json.md, ``diff``)."""
-    side = _side_data
-    data = {"old": d.old, "new": d.new, "renumbered_sources": d.renumbered, "notes": list(d.notes),
-            "changes": [{"kind": c.kind, "allocation": c.allocation, "regions": list(c.regions), "old": side(c.old),
-                         "new": side(c.new), "old_bytes": c.old_bytes, "new_bytes": c.new_bytes} for c in d.changes]}
-    if d.peak:
-        p = d.peak
-        data["peak"] = {"shape": p.shape.as_dict(), "old_bytes": p.old_peak, "new_bytes": p.new_peak, "change_bytes": p.change_bytes,
-                        "old_step": p.old_step, "new_step": p.new_step, "old_held_after_call_bytes": p.old_held,
-                        "new_held_after_call_bytes": p.new_held}
-    return data
+def _model_data(model, shape, peak: int | None, step: str | None, held: int | None, change: int | None) -> dict:
+    return {**model_terms(model), "shape": shape.as_dict() if shape else None, "peak_bytes": peak, "peak_step": step,
+            "held_after_call_bytes": held, "change_vs_first_bytes": change}
+
+
+def diff_data(d, old, new, warnings: list | None = None) -> dict:
+    """The JSON view (docs/json.md, ``diff``): ``results`` the two models ``d`` compares in --impl order (``old``,
+    ``new``), each with its peak at the shape (null without one); the changes between them at the top level."""
+    p = d.peak
+    if p is None:
+        results = [_model_data(m, None, None, None, None, None) for m in (old, new)]
+    else:
+        results = [_model_data(old, p.shape, p.old_peak, p.old_step, p.old_held, None),
+                   _model_data(new, p.shape, p.new_peak, p.new_step, p.new_held, p.change_bytes)]
+    changes = [{"kind": c.kind, "allocation": c.allocation, "regions": list(c.regions),
+                "old": _side_data(c.old, c.old_bytes), "new": _side_data(c.new, c.new_bytes)} for c in d.changes]
+    return envelope("diff", results, warnings, shape=p.shape.as_dict() if p else None,
+                    renumbered_sources=d.renumbered, notes=list(d.notes), changes=changes)
 
 
 def _side_text(s, nbytes: int | None) -> str:
@@ -66,33 +82,45 @@ def peak_lines(d) -> list[str]:
     return lines
 
 
-def diff_command(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: Optional[str] = Seq, heads: Optional[str] = Heads,
-                 dim: str = o.Dim, v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu,
-                 contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, as_json: bool = o.Json) -> None:
+def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str]):
+    """The shape of the peak's change, or None: --seq and --heads both or neither; the other sizes only with them."""
+    if (seq is None) != (heads is None):
+        raise UsageProblem("diff: the peak's change needs both --seq and --heads (or neither)")
+    if seq is None:
+        o.refuse_unused("without --seq and --heads (they give the shape of the peak's change)", mbs=mbs is not None,
+                        dim=dim is not None, v_heads=v_heads is not None)
+        return None
+    return o.shape_from(mbs or "1", seq, heads, dim or "128", v_heads)
+
+
+def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str] = Seq,
+                 heads: Optional[str] = Heads, dim: Optional[str] = Dim, v_heads: Optional[str] = VHeads,
+                 gpu: Optional[str] = Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
+                 as_json: bool = o.Json) -> None:
     """Buffer-level difference between two models of one implementation (added, removed, resized, retyped,
     living longer), each side's source, and the peak's change at a shape (--seq and --heads)."""
     from livebytes.estimator.diff import diff_models
+    from livebytes.estimator.shapes import implausible
 
-    from .render import T, console, fit
-    from .report import envelope
+    from .render import T, console, fit, terms_line
     if len(impl) != 2:
         raise UsageProblem(f"diff takes two --impl (got {len(impl)})")
     o.distinct_impls(impl, "diff")
-    if (seq is None) != (heads is None):
-        raise UsageProblem("diff: the peak's change needs both --seq and --heads (or neither)")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads) if seq is not None else None
-    if shape is not None:
-        from livebytes.estimator.shapes import implausible
-        reason = implausible(shape)
-        if reason:
-            warn(reason)
+    shape = _shape(mbs, seq, heads, dim, v_heads)
+    reason = implausible(shape) if shape is not None else None
+    warnings = [reason] if reason else []
+    for line in warnings:           # printed at once, as predict does; the JSON carries them too
+        warn(line)
     device = gpu or o.device_of(impl[0], None).name        # both models on one device
     old, new = (o.model_for(key, device, o.what_if(contract, no_recompute), shape) for key in impl)
     d = diff_models(old, new, shape)
+    data = diff_data(d, old, new, warnings)
     if as_json:
-        typer.echo(json.dumps(envelope("diff", **diff_data(d)), indent=1))
+        typer.echo(json.dumps(data, indent=1))
         return
     console.print(fit(diff_table(d)))
+    for r in data["results"]:
+        console.print(T(f"assumed: {terms_line(r)}"))
     for line in peak_lines(d):
         console.print(T(line))
 

@@ -316,6 +316,41 @@ def _drift() -> dict:
         "traced buffers vs a hand model", passed=boolean("no difference (else exit code 3)"))
 
 
+DIFF_KINDS = ("added", "removed", "resized", "retyped", "lives longer", "lives shorter")     # estimator/diff.py KINDS
+SHAPE_OR_NONE = dict(SHAPE, type=["object", "null"], description="the shape of the peak's change (--seq and --heads; "
+                                                                  "null without them)")
+
+
+def _diff_side(which: str) -> dict:
+    return obj(f"the allocation in {which} (null: absent there)", {
+        "shape": string("its shape as a formula (a carved workspace: its regions' total bytes)"),
+        "dtype": string("bf16, fp32, int64, uint8, ..."), "lifetime": string("allocated -> freed, or held across calls"),
+        "source": string("file:line function of the pinned library that allocates it"),
+        "note": string("the buffer records' notes (empty: none)"),
+        "allocated_bytes": integer("bytes charged at the shape (null without one)", nullable=True)}, nullable=True)
+
+
+def _diff() -> dict:
+    return envelope("diff", obj("one --impl, in order: the first is old, the second new", {
+        **terms(shape=SHAPE_OR_NONE),
+        "peak_bytes": integer("peak allocated bytes at the shape (512-byte blocks), as predict's (null without a shape)",
+                              nullable=True),
+        "peak_step": string("the step where the peak is first reached (null without a shape)", nullable=True),
+        "held_after_call_bytes": integer("bytes the library keeps when the call returns: its cached buffers (null "
+                                         "without a shape)", nullable=True),
+        "change_vs_first_bytes": integer("peak_bytes - the first's (null for the first, or without a shape)",
+                                         nullable=True)}),
+        "what the second model of one implementation allocates differently from the first", shape=SHAPE_OR_NONE,
+        renumbered_sources=integer("allocations whose only difference is the line their source cites (not listed)"),
+        notes=listof(string("one note"), "the second model's notes the first lacks (a version's evidence)"),
+        changes=listof(obj("one change of one allocation (an allocation both resized and retyped: one change each)", {
+            "kind": string("what changed", enum=DIFF_KINDS),
+            "allocation": string("the allocation's name (a carved workspace: the workspace)"),
+            "regions": listof(string("region name"), "a carved workspace's regions (empty: a plain buffer)"),
+            "old": _diff_side("the first (results[0])"), "new": _diff_side("the second (results[1])")}),
+            "every allocation that differs, the first's order, then those only the second has"))
+
+
 COMMANDS = {
     "predict": _predict,
     "compare": _compare,
@@ -329,6 +364,7 @@ COMMANDS = {
     "explain": _explain,
     "learn": _learn,
     "drift": _drift,
+    "diff": _diff,
 }
 
 

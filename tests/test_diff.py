@@ -1,13 +1,14 @@
 """``livebytes diff``: the buffer-level difference between two models of one implementation (estimator/diff.py),
-checked on the two real version pairs by hand arithmetic, and the command's one error path."""
+checked on the two real version pairs by hand arithmetic, and the command's JSON, warnings and error lines."""
 import json
 
 import pytest
 from typer.testing import CliRunner
 
 from livebytes.cli.app import app
+from livebytes.cli.schema import DIFF_KINDS
 from livebytes.estimator import Shape, get_model
-from livebytes.estimator.diff import diff_models
+from livebytes.estimator.diff import KINDS, diff_models
 from livebytes.estimator.errors import LivebytesError
 
 runner = CliRunner()
@@ -64,21 +65,51 @@ def test_added_removed_resized_and_longer_are_told_apart():
         diff_models(a, get_model("fla-gdn@0.6.0", "H200"))
 
 
+def test_the_kinds_the_schema_allows_are_the_library_s():
+    assert DIFF_KINDS == KINDS
+
+
 def test_the_command_json_and_its_errors():
     r = runner.invoke(app, ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
                             "--seq", "247466", "--heads", "96", "--json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 0 and r.stderr == "", r.output
     data = json.loads(r.stdout)
-    assert (data["command"], data["peak"]["change_bytes"]) == ("diff", 512)
+    old, new = data["results"]
+    assert (data["command"], data["warnings"], old["impl"], new["impl"]) == (
+        "diff", [], "cudnn-kda-hopper-cuda@1.32.0", "cudnn-kda-hopper-cuda@1.31.0")
+    assert new["change_vs_first_bytes"] == new["peak_bytes"] - old["peak_bytes"] == 512     # the forward workspace's block
+    # held after the call: the 5 fp32 plan states, 5 * 6,291,456 B; 1.31.0 adds the 71 GiB arena and the 512-byte block
+    assert (old["held_after_call_bytes"], new["held_after_call_bytes"]) == (31_457_280, 31_457_280 + 76_215_172_096 + 512)
     assert [c["allocation"] for c in data["changes"]] == ["fwd_workspace", "bwd_workspace"]
-    for args, code, needle in [(["--impl", "fla-kda@0.6.0"], 2, "two --impl"),
-                               (["--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper@1.32.0"], 1, "one implementation"),
-                               (["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K"], 2, "both --seq and --heads")]:
-        r = runner.invoke(app, ["diff", *args])
-        assert r.exit_code == code and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+    assert data["changes"][1]["old"]["allocated_bytes"] == data["changes"][1]["new"]["allocated_bytes"] == 76_215_172_096
+    assert data["renumbered_sources"] == 13
 
 
-def test_a_shape_beyond_any_gpu_is_one_warning_line():
+PAIR = ["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27"]
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["--impl", "fla-kda@0.6.0"], 2, "two --impl"),
+    ([*PAIR, "--impl", "fla-gdn@0.6.0"], 2, "two --impl"),
+    (["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@0.6.0"], 2, "given more than once"),
+    ([*PAIR, "--seq", "8K", "--seq", "16K", "--heads", "96"], 2, "--seq given more than once"),
+    ([*PAIR, "--seq", "8K"], 2, "both --seq and --heads"),
+    ([*PAIR, "--mbs", "2", "--v-heads", "32"], 2, "--mbs, --v-heads have no effect without --seq and --heads"),
+    ([*PAIR, "--dim", "64"], 2, "--dim has no effect without --seq and --heads"),
+    (["--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper@1.32.0"], 1, "one implementation"),
+    ([*PAIR, "--gpu", "H201"], 1, "H201"),
+    ([*PAIR, "--seq", "8K", "--heads", "0"], 1, "--heads"),
+])
+def test_every_bad_input_is_one_error_line(args, code, needle):
+    r = runner.invoke(app, ["diff", *args, "--json"])
+    assert (r.exit_code, r.stdout) == (code, "") and r.stderr.startswith("error:") and needle in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_shape_beyond_any_gpu_is_one_warning_line(as_json):
     r = runner.invoke(app, ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
-                            "--seq", "16M", "--heads", "96", "--json"])
-    assert r.exit_code == 0 and r.stderr.startswith("warning:") and len(r.stderr.strip().splitlines()) == 1
+                            "--seq", "16M", "--heads", "96"] + (["--json"] if as_json else []))
+    assert r.exit_code == 0 and r.stderr.startswith("warning:") and len(r.stderr.strip().splitlines()) == 1, r.output
+    if as_json:     # the JSON carries the line it printed, word for word
+        assert json.loads(r.stdout)["warnings"] == [r.stderr.strip().removeprefix("warning: ")]

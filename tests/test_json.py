@@ -27,6 +27,11 @@ COMMANDS = {
     "sweep-oom": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"],
     "validate-all": ["validate", "--from-records", "all"],
     "payload": ["payload", "--seq", "128,256"],
+    "diff": ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
+             "--seq", "247466", "--heads", "96"],
+    "diff-gva": ["diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K", "--heads", "16",
+                 "--v-heads", "32"],
+    "diff-unshaped": ["diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27"],
 }
 
 
@@ -56,6 +61,15 @@ def test_json_validates_against_its_schema(name):
         assert data["results"][0]["budget_above_device"] is True and "above the H200" in data["warnings"][0]
     if name == "plan":
         assert data["results"][0]["budget_above_device"] is False and data["warnings"] == []
+    if name.startswith("diff"):
+        old, new = data["results"]
+        assert [old["impl"], new["impl"]] == COMMANDS[name][2:5:2] and old["device"] == new["device"]
+        assert old["change_vs_first_bytes"] is None and old["shape"] == new["shape"] == data["shape"]
+    if name == "diff-gva":          # the --v-heads shape selects the GVA code path in both models
+        assert data["shape"]["v_heads"] == 32 and data["results"][0]["options"]["gva"] is data["results"][1]["options"]["gva"] is True
+    if name == "diff-unshaped":
+        assert data["shape"] is None and {r["peak_bytes"] for r in data["results"]} == {None}
+        assert {c["old"]["allocated_bytes"] for c in data["changes"]} == {None}
 
 
 @pytest.mark.parametrize("args,code", [(["learn"], 0), (["drift", "--impl", "fla-kda@0.6.0"], 0),
@@ -78,7 +92,7 @@ def test_explain_json(tmp_path, at):
 def test_every_command_has_a_schema_and_a_case():
     from typer.main import get_command
     commands = set(get_command(app).commands)
-    assert commands == set(schema.schemas()) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift", "explain", "diff"}
+    assert commands == set(schema.schemas()) == {c.split("-")[0] for c in COMMANDS} | {"learn", "drift", "explain"}
     assert {p.stem for p in SCHEMA_DIR.glob("*.json")} == commands
 
 
