@@ -259,10 +259,12 @@ def plan(impl: List[str] = o.Impls,
 
         def replayed(m, sh, cache=cache):
             return allocated_peak(m, sh, conf, cache)
-        results.append(largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
-                       largest_running(model, base, solve, device, conf, cache, refuse=refuse))
+        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
+                  largest_running(model, base, solve, device, conf, cache, refuse=refuse))
+        results.append(result)
         devices.append(device)
-        processes.append(process_memory(device, model.key, cache))
+        judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
+        processes.append(judged.process if judged is not None else process_memory(device, model, cache, base))
     data = report.plan_data(results, solve, base, devices, limit, conf, processes)
     _warn_all(data)
     if as_json:

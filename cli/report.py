@@ -52,7 +52,8 @@ def process_memory_data(process) -> dict:
             figures[f.name] = {"bytes": figure.bytes, "status": figure.status, "source": getattr(figure, "source", None)}
     assumptions = list(process.assumptions)
     return {"bytes": process.bytes, "library": process.library_name, "status": "assumed" if assumptions else "measured",
-            "figures": figures, "assumptions": assumptions}
+            "figures": figures, "stack_limit_bytes": process.stack_limit_bytes,
+            "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions}
 
 
 def allocator_terms(model, device, conf, process) -> dict:

@@ -86,13 +86,18 @@ ALLOCATOR = {
         "total_bytes": integer("device memory"),
         "status": string("measured on our GPU, or assumed (datasheet or announced figure)", enum=("measured", "assumed")),
         "source": string("where the figure comes from")}),
-    "process_memory": obj("the process's memory outside PyTorch (CUDA context, kernel modules), as the process-memory "
-                          "model states it", {
+    "process_memory": obj("the process's memory outside PyTorch after the first call (CUDA context, loaded kernel "
+                          "modules, the stack reservation of the kernels that launched), as estimator/process.py states it", {
         "bytes": integer("the bytes counted"), "library": string("whose process memory that is"),
         "status": string("measured, or assumed where any figure is", enum=("measured", "assumed")),
-        "figures": mapof(obj("one figure", {"bytes": integer("bytes"), "status": string("measured, or what it assumes"),
+        "figures": mapof(obj("one figure", {"bytes": integer("bytes"),
+                                            "status": string("measured, derived (the stack from frames), or what it assumes"),
                                             "source": string("where it comes from", nullable=True)}),
-                         "figure name (context, library) -> the figure"),
+                         "figure name (context, modules, stack) -> the figure"),
+        "stack_limit_bytes": integer("the per-thread stack limit (cudaLimitStackSize) after the first call"),
+        "growth": listof(obj("one raise of the stack limit", {"step": string("the model step whose launch raises it"),
+                                                               "bytes": integer("the reservation's growth there")}),
+                         "where the first call's launches grow the process's memory (empty: raised before the call)"),
         "assumptions": listof(string("one assumption"), "what it assumes where it is not measured, in its own words")}),
 }
 PROBED = listof(obj("one trial", {

@@ -15,23 +15,20 @@ coarser, as ``history`` (its leftovers put into an empty allocator).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .allocator import DEFAULT_CONF, AllocatorConf
 from .autotune import benchmarking_steps
 from .devices import Device
 from .errors import LivebytesError
+from .process import Figure, ProcessMemory, process_memory  # noqa: F401  (re-exported: the verdict's process)
 from .replay import OomEvent, Prelude, replay
 from .shapes import Shape
 
 if TYPE_CHECKING:
     from .buffers import LifetimeModel
 
-DATA = Path(__file__).parent / "data" / "process_memory.json"
 TRITON_CACHE_STATES = ("cold", "warm")      # --triton-cache
 STEADY_STEPS = 2     # steady steps after the first call: the second one shows any layout the first left
 
@@ -55,63 +52,6 @@ def cold_benchmarks(model: LifetimeModel, shape: Shape, triton_cache: str,
         earlier = Shape(1, tuned_at_tokens, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
         _, tuned = benchmarking_steps(model, earlier, frozenset())
     return benchmarking_steps(model, shape, tuned)[0]
-
-
-@dataclass(frozen=True)
-class Figure:
-    bytes: int
-    status: str            # "measured" or "assumed: ..."
-    source: str
-    record: str | None = None
-
-
-@dataclass(frozen=True)
-class ProcessMemory:
-    """The process's device memory outside the PyTorch allocator."""
-    context: Figure
-    library: Figure | None        # whole non-PyTorch memory once the library is loaded (None: not measured)
-    library_name: str
-    triton_cache: str
-
-    @property
-    def bytes(self) -> int:
-        return self.library.bytes if self.library is not None else self.context.bytes
-
-    @property
-    def assumptions(self) -> list[str]:
-        out = [] if self.context.status == "measured" else [f"CUDA context: {self.context.status}"]
-        if self.library is None:
-            out.append(f"{self.library_name}: its kernels' memory is not measured; counted as the context only")
-        elif self.library.status != "measured":
-            out.append(f"{self.library_name} ({self.triton_cache} cache): {self.library.status}")
-        return out
-
-
-@lru_cache(maxsize=1)
-def _data() -> dict:
-    return json.loads(DATA.read_text())
-
-
-def _figure(entry: dict | None, assumed_from: str | None) -> Figure | None:
-    if entry is None:
-        return None
-    status = entry["status"] if assumed_from is None else f"the {assumed_from}'s figure, not measured on this GPU"
-    return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
-
-
-def process_memory(device: Device, model_key: str, triton_cache: str = "cold") -> ProcessMemory:
-    """Context and library memory for ``model_key`` on ``device`` (GPUs without their own figures take
-    the H200's, labelled as assumptions)."""
-    check_state(triton_cache)
-    devices = _data()["devices"]
-    name = device.name.upper()
-    assumed_from = None if name in devices else "H200"
-    entry = devices.get(name, devices["H200"])
-    context = _figure(entry["context"], assumed_from)
-    for lib in entry["libraries"]:
-        if any(model_key.startswith(p) for p in lib["model_prefixes"]):
-            return ProcessMemory(context, _figure(lib[triton_cache], assumed_from), lib["name"], triton_cache)
-    return ProcessMemory(context, None, model_key.split("@")[0], triton_cache)
 
 
 def triton_cache_matters(model: LifetimeModel, device: Device) -> bool:
@@ -183,13 +123,14 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
     cached segments, or stop at the failing request. ``tuned_at_tokens``: the process's first call, which
     autotuned, came earlier at MBS 1 x that many tokens (``cold_benchmarks``); its memory is the cold one."""
-    proc = process_memory(device, model.key, triton_cache)
+    earlier_call = bool(history) or prelude is not None or protocol or tuned_at_tokens is not None
+    proc = process_memory(device, model, triton_cache, shape, raised_before=earlier_call)
     kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude, tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
     run = replay(model, shape, **kw)
-    capacity = device.capacity_bytes - proc.bytes
-    if run.reserved_peak_bytes > capacity:
-        limited = replay(model, shape, capacity_bytes=capacity, **kw)
+    if run.reserved_peak_bytes > device.capacity_bytes - proc.bytes:
+        # against the capacity the process has at the call's start, shrinking where its launches raise the stack limit
+        limited = replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth, **kw)
         run = limited if limited.oom is None else replace(run, oom=limited.oom)
     return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom, model.key,
                    tuple(getattr(model, "options", ())), shape)

@@ -13,7 +13,8 @@ from livebytes.validate.boundary import CASES, Case, answer, probe_state
 
 BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
 PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report"): "fla-report",
-              ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda"}
+              ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda",
+              ("fla-kda-fwd@0.6.0", "report"): "fla-report", ("fla-gdn-fwd@0.6.0", None): "fla-gdn"}
 
 
 def trials(case: Case) -> list[dict]:
@@ -26,7 +27,9 @@ def trials(case: Case) -> list[dict]:
         for d in lines:
             if (d.get("stage") in ("bisect", "value") and d["impl"] == PROBE_IMPL[(case.impl, case.contract)]
                     and d["allocator_conf"] == case.alloc_conf and d["state"] == state and warmed == warmup
-                    and d["heads"] == case.base.heads
+                    and d["heads"] == case.base.heads and d.get("v_heads") == case.base.v_heads
+                    and d.get("dim", 128) == case.base.dim
+                    and bool(lines[0].get("forward_only")) == case.impl.split("@")[0].endswith("-fwd")
                     and (d["mbs"] == case.base.mbs if case.solve == "seq" else d["seq"] == case.base.seq)):
                 out.append({"value": d[case.solve], "fits": d["fits"], "file": path.name, "stage": d["stage"]})
     return out

@@ -191,12 +191,16 @@ def test_run1_h128_out_of_memory_figures():
 
 
 def test_process_memory_cold_warm_and_not_measured():
-    cold, warm = process_memory(H200, "fla-kda@0.6.0", "cold"), process_memory(H200, "fla-kda@0.6.0", "warm")
-    assert (cold.bytes, warm.bytes) == (4_291_624_960, 764_215_296) and not cold.assumptions   # probes' figures
-    cudnn = process_memory(H200, "cudnn-kda-hopper-cuda@1.32.0")
+    """The model's figures at the probes' case (FLA report H96 D128: run 12's 4,291,624,960 B cold, runs 6a/12b's
+    764,215,296 B warm), cuDNN's one measured figure, a library not listed (context only) and another GPU (labelled)."""
+    model, shape = get_model("fla-kda@0.6.0", "H200", contract="report"), Shape(1, 164_053, 96)
+    cold, warm = process_memory(H200, model, "cold", shape), process_memory(H200, model, "warm", shape)
+    assert (cold.bytes, warm.bytes) == (4_291_624_960, 764_215_296) and not cold.assumptions and not warm.assumptions
+    cudnn = process_memory(H200, get_model("cudnn-kda-hopper-cuda@1.32.0", "H200"), "cold", shape)
     assert cudnn.bytes == 669_843_456 and cudnn.context.bytes == 552_402_944
     assert "not measured" in process_memory(H200, "newlib-kda@1.0").assumptions[0]   # no library entry: context only
-    assert all("not measured on this GPU" in a for a in process_memory(get_device("B300"), "fla-kda@0.6.0").assumptions)
+    assert all("not measured on this GPU" in a or "H200's" in a
+               for a in process_memory(get_device("B300"), get_model("fla-kda@0.6.0", "B300"), "cold", shape).assumptions)
 
 
 # ------------------------------------------------------------------------------ plan and the boundary

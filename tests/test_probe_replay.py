@@ -27,6 +27,22 @@ TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
 MiB = 2**20
 SIMULATED = {path.name: simulate(load_probe(path)) for path in probe_files()}
 TRIALS = [(name, s) for name, sims in SIMULATED.items() for s in sims]
+# Measured out of memory where the replay fits: not explained yet (issue 18's note). Strict: a fix shows as XPASS.
+KNOWN_MISSES = {
+    "h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_240000.jsonl":
+        "D64 H128 report 240,000, cold: the first call replays to the byte (max_allocated 142,625,862,656, max_reserved "
+        "144,250,503,168), but the first steady call ran out of memory at dg2 (tried 7,864,320,000 B, 4.08 GiB free, "
+        "reserved 130.68 GiB) where the replay's steady call fits: the real allocator released 3.66 GiB of segments "
+        "before dg2, so a steady-call request found no cached block that the replay's layout offers. Candidate: "
+        "cudaMalloc's address order (a segment made after the first call's release-and-retry reuses a freed range and "
+        "sorts before older segments of the same block size; not modelled). The segments at the failure are recorded.",
+}
+
+
+def known(items):
+    """Parametrize values, the known misses marked strictly expected to fail."""
+    return [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[i[0]])) if i[0] in KNOWN_MISSES else i
+            for i in items]
 
 
 def ids(item):
@@ -45,14 +61,16 @@ def sim_path(name):
 COLD_WARMUPS = [n for n, sims in SIMULATED.items() if load_probe(sim_path(n)).triton_cache == "cold"
                 and sims[0].trial.stage == "warmup_1x1024"]     # a cold process whose first call was at 1 x 1024
 COLD_AT_THE_SHAPE = [n for n, sims in SIMULATED.items() if load_probe(sim_path(n)).triton_cache == "cold"
-                     and sims[0].trial.stage == "value"]        # ... whose first call was the probed value (run 12)
+                     and sims[0].trial.stage == "value" and "_run12_" in n]   # ... whose first call was the value (run 12)
+COLD_AT_THE_SHAPE_13 = [n for n, sims in SIMULATED.items() if load_probe(sim_path(n)).triton_cache == "cold"
+                        and sims[0].trial.stage == "value" and "_run13" in n]  # run 13: forward-only, D64
 
 
 def test_every_probe_file_is_replayed():
     assert len(SIMULATED) == len(probe_files()) >= 9 and len(TRIALS) >= 40
 
 
-@pytest.mark.parametrize("item", TRIALS, ids=ids)
+@pytest.mark.parametrize("item", known(TRIALS), ids=ids)
 def test_verdict_phase_and_pytorchs_figures(item):
     _, sim = item
     m = sim.trial.measured
@@ -161,7 +179,7 @@ def test_plan_report_cold_is_below_the_measured_oom():
 SEGMENTED = [(n, s) for n, s in TRIALS if s.trial.measured.get("segments_at_oom") or s.trial.measured.get("segments_at_end")]
 
 
-@pytest.mark.parametrize("item", SEGMENTED, ids=ids)
+@pytest.mark.parametrize("item", known(SEGMENTED), ids=ids)
 def test_the_allocators_segments_to_the_byte(item):
     """Where the probe recorded ``memory_snapshot``'s segments, the replay holds the same mapped ranges: sizes,
     allocated bytes, and offsets inside the first expandable reservation."""
@@ -172,11 +190,14 @@ def test_the_allocators_segments_to_the_byte(item):
 
 def test_segments_are_recorded_at_both_allocator_settings():
     """Run 12c's two report processes (each a 1 x 1024 warmup, then 172,800 and 174,528, or 172,819) and run 12d's
-    three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default)."""
-    assert sorted(s.trial.shape.seq for _, s in SEGMENTED) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
+    three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default), before
+    run 13's processes (every later probe records them)."""
+    run12 = [(n, s) for n, s in SEGMENTED if n.split("_")[1] in ("run12c", "run12d")]
+    assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {"run13b", "run13d"}
+    SEGMENTED_12 = run12
+    assert sorted(s.trial.shape.seq for _, s in SEGMENTED_12) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]
-    assert {n.split("_")[1] for n, _ in SEGMENTED} == {"run12c", "run12d"}
-    assert {load_probe(sim_path(n)).allocator_conf for n, _ in SEGMENTED} == {"expandable_segments:True",
+    assert {load_probe(sim_path(n)).allocator_conf for n, _ in SEGMENTED_12} == {"expandable_segments:True",
                                                                               "expandable_segments:False"}
 
 
@@ -220,6 +241,23 @@ def test_a_first_call_at_the_shape_benchmarks_every_declared_kernel(name):
     report = ("fwd.l2norm_q", *both, "bwd.gate_bwd", "bwd.l2norm_q")
     assert sim.benchmarks == (report if "report" in name else both)
     assert sim.trial.measured["first_call"]["stack_limit_bytes"] == 14_464
+
+
+@pytest.mark.parametrize("name", COLD_AT_THE_SHAPE_13)
+def test_run13s_first_calls_benchmark_every_declared_kernel_and_raise_the_predicted_limit(name):
+    """Run 13 (forward-only H16/HV32 D128, report D64 H128): the first call benchmarks every declared autotuned launch once
+    per key, and the stack limit it leaves is the process-memory model's (1,024 B forward: no candidate spills past the
+    default; 18,592 B at D64: wy_dqkg's most-spilling candidate, 18,584 B)."""
+    from livebytes.estimator.capacity import cold_benchmarks
+    from livebytes.estimator.process import process_memory
+    sim, probe = SIMULATED[name][0], load_probe(sim_path(name))
+    model = probe.model()
+    assert sim.benchmarks == cold_benchmarks(model, sim.trial.shape, "cold") and len(sim.benchmarks) >= 5
+    predicted = process_memory(get_device("H200"), model, "cold", sim.trial.shape)
+    m = sim.trial.measured
+    if "first_call" in m:           # a first call that ran out of memory records no phase
+        assert m["first_call"]["stack_limit_bytes"] == predicted.stack_limit_bytes
+    assert m["nonpytorch_after_bytes"] == predicted.bytes
 
 
 def test_cold_at_the_shape_covers_answer_and_above_for_both_contracts():

@@ -23,8 +23,8 @@ from pathlib import Path
 from livebytes.estimator.allocator import parse_alloc_conf
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
-from livebytes.estimator.registry import get_model, spec
-from livebytes.estimator.shapes import Shape
+from livebytes.estimator.registry import get_model, shape_options, spec
+from livebytes.estimator.shapes import Shape, shape_spec
 
 from .protocol import WARMUP_TOKENS
 
@@ -60,11 +60,15 @@ CASES = (
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True", triton_cache="warm"),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "mbs", Shape(1, 32768, 96, 128)),
     Case("cudnn-kda-hopper-cuda@1.32.0", None, "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True"),
+    # issue 18: forward only, grouped value heads, cold (run 13b)
+    Case("fla-kda-fwd@0.6.0", "report", "seq", Shape(1, 8192, 16, 128, 32)),
+    Case("fla-gdn-fwd@0.6.0", None, "seq", Shape(1, 8192, 16, 128, 32)),
 )
 
 
 def model_of(case: Case):
-    return get_model(case.impl, "H200", **({"contract": case.contract} if case.contract else {}))
+    return get_model(case.impl, "H200", **({"contract": case.contract} if case.contract else {}),
+                     **shape_options(case.impl, case.base))
 
 
 def answer(case: Case) -> int:
@@ -82,7 +86,7 @@ def groups() -> list[dict]:
         value = answer(case)
         for role, v, expect in (("answer", value, "fits"), ("answer x 1.01", math.ceil(value * 1.01), "oom")):
             shape = replace(case.base, **{case.solve: v})
-            g = {"impl": case.impl, "shapes": f"{shape.mbs},{shape.seq},{shape.heads},{shape.dim}",
+            g = {"impl": case.impl, "shapes": shape_spec(shape),
                  "alloc_conf": case.alloc_conf,
                  "triton_cache": case.cache_label if case.impl.startswith("fla-") else "n/a", "fresh": True,
                  "boundary": {"solve": case.solve, "role": role, "plan_value": value, "expected": expect}}
@@ -97,7 +101,15 @@ def render(items: list[dict]) -> str:
 
 
 PROBE_IMPL = {("fla-kda", "plain"): "fla-plain", ("fla-kda", "report"): "fla-report",   # implementation -> the probe's
-              ("cudnn-kda-hopper-cuda", None): "kda_hopper_cuda"}                     # --impl (it runs what is installed)
+              ("cudnn-kda-hopper-cuda", None): "kda_hopper_cuda",                     # --impl (it runs what is installed)
+              ("fla-kda-fwd", "report"): "fla-report", ("fla-gdn-fwd", None): "fla-gdn"}
+
+
+def probe_flags(case: Case) -> str:
+    """The probe's shape flags beyond --heads: value heads, head dim, forward only."""
+    base = case.base
+    return ((f" --v-heads {base.v_heads}" if base.v_heads else "") + (f" --dim {base.dim}" if base.dim != 128 else "")
+            + (" --forward-only" if case.impl.split("@")[0].endswith("-fwd") else ""))
 
 
 def probe_state(case: Case) -> tuple[str, bool]:
@@ -144,13 +156,14 @@ def _probe_command(case: Case, values: str, suffix: str) -> str:
     if triton and state == "cold" and not warmup:    # a fresh, empty Triton cache for each process
         env = env.replace("TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or ""), "TRITON_CACHE_DIR=/tmp/tc_" + tag)
     return (f"{env} python3 validate/probes/boundary_probe.py --impl {probe_impl} "
-            f"--heads {case.base.heads} --values {values}{fixed} --state {state}"
+            f"--heads {case.base.heads}{probe_flags(case)} --values {values}{fixed} --state {state}"
             f"{'' if warmup else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
 
 
 def commands() -> list[str]:
-    """Cold cases first: their processes fill the Triton cache the warm cases then reuse."""
-    return [cmd for c in sorted(CASES, key=lambda c: c.triton_cache == "warm") for cmd in probe_commands(c)]
+    """Cold Triton cases first (their processes fill the Triton cache the warm cases then reuse), then cuDNN's, then warm."""
+    order = sorted(CASES, key=lambda c: (c.triton_cache == "warm", not c.impl.startswith("fla-")))
+    return [cmd for c in order for cmd in probe_commands(c)]
 
 
 if __name__ == "__main__":

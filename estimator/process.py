@@ -1,0 +1,211 @@
+"""The process's own device memory, outside PyTorch's allocator: a sum of named parts, each measured or derived.
+
+1. **CUDA context** (per device, measured after ``torch.cuda.init()``): ``data/process_memory.json``.
+2. **Loaded kernel modules** (per library, model family and Triton-cache state, measured: the process's non-PyTorch
+   memory minus the context and the stack reservation; not derived from the cubins, whose code is far smaller than
+   the ~94-100 MiB measured: the driver's module memory is not a sum of cubin sizes).
+3. **Local-memory (stack) reservation**, derived: when a kernel whose per-thread stack frame exceeds the current
+   ``cudaLimitStackSize`` launches, the driver raises the limit to the frame in 16-byte units
+   (``driver_stack_limit``) and keeps local memory of that size for every thread that can be resident on the device
+   (``resident_threads``), mapped in 2 MiB pages (``stack_reservation_bytes``); the limit never comes down by itself.
+   The frames are data (``data/process/*.json``, ``cuobjdump -res-usage`` of every loaded cubin): cold, every
+   autotune candidate launches while it is benchmarked; warm, only the tuned configs. A model's declared autotuned
+   launches (``buffers.Autotune``) say at which step each kernel first launches, so the reservation grows there
+   (``ProcessMemory.growth``), not at the start of the call.
+
+Where a part is neither measured nor derived for the asked case (another GPU, a head count or head dim without
+frames, a library without a module figure), the figure used is the conservative one named in ``assumptions``:
+the largest measured at that head dim (or anywhere) for the library, never silently another case's figure.
+Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
+modules loading as the call goes (charged from its start).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from .devices import Device
+
+DATA = Path(__file__).parent / "data"
+DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
+PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (run 6a: reset freed product + 1 MiB)
+STATES = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class Figure:
+    bytes: int
+    status: str            # "measured", "derived" or "assumed: ..."
+    source: str
+    record: str | None = None
+
+
+def driver_stack_limit(frame_bytes: int) -> int:
+    """The limit the driver sets for a kernel with this per-thread stack frame: the frame rounded up to 16 bytes, never
+    below the default. Measured: 14,456 -> 14,464 (run 12), 18,584 -> 18,592, 18,104 -> 18,112, 1,224 -> 1,232 (run 13;
+    1,232 is no multiple of 32), 14,392 -> 14,400, 14,904 -> 14,912."""
+    return max(DEFAULT_STACK_LIMIT, -(-frame_bytes // 16) * 16)
+
+
+def resident_threads(device: Device) -> int:
+    """Threads that can be resident at once: SMs x 2,048 (the maximum resident threads per multiprocessor of compute
+    capability 9.0 and 10.0, CUDA C++ Programming Guide, 'Features and Technical Specifications'); 270,336 on the H200."""
+    return device.sm_count * 2048
+
+
+def _pages(nbytes: int) -> int:
+    return -(-nbytes // PAGE) * PAGE
+
+
+def stack_reservation_bytes(limit: int, device: Device) -> int:
+    """Local memory held beyond the context's own (the default limit's, part of the context figure): each limit's
+    reservation in whole 2 MiB pages. Run 6a: resetting 14,464 B to 1,024 B freed 3,634,364,416 B = the product
+    3,633,315,840 B rounded to pages."""
+    threads = resident_threads(device)
+    return _pages(limit * threads) - _pages(DEFAULT_STACK_LIMIT * threads)
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """The process's device memory outside the PyTorch allocator after its first call, and where it grows in it."""
+    context: Figure
+    modules: Figure | None             # None: no library figure (a model whose library is not listed)
+    stack: Figure                      # the reservation above the context's default limit
+    library_name: str
+    triton_cache: str
+    stack_limit_bytes: int = DEFAULT_STACK_LIMIT
+    growth: tuple[tuple[str, int], ...] = ()     # (step, bytes) where the first call's launches raise the reservation
+    notes: tuple[str, ...] = field(default=())   # assumptions beyond the figures' own status
+
+    @property
+    def bytes(self) -> int:
+        return self.context.bytes + (self.modules.bytes if self.modules else 0) + self.stack.bytes
+
+    @property
+    def start_bytes(self) -> int:
+        """Before the first call's launches raise the stack limit."""
+        return self.bytes - sum(b for _, b in self.growth)
+
+    @property
+    def assumptions(self) -> list[str]:
+        out = [f"{name}: {f.status.removeprefix('assumed: ')}" for name, f in (("CUDA context", self.context), ("kernel modules", self.modules),
+                                                     ("stack reservation", self.stack))
+               if f is not None and f.status.startswith("assumed")]
+        if self.modules is None:
+            out.append(f"{self.library_name}: its kernels' memory is not measured; counted as the context only")
+        return out + list(self.notes)
+
+
+@lru_cache(maxsize=None)
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _figure(entry: dict, assumed_from: str | None) -> Figure:
+    status = entry["status"] if assumed_from is None else f"assumed: the {assumed_from}'s figure, not measured on this GPU"
+    return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
+
+
+def _library(device_entry: dict, model_key: str) -> tuple[dict | None, list[str]]:
+    """The library entry that lists ``model_key``, and what it says is assumed for that model (its note)."""
+    for lib in device_entry["libraries"]:
+        if model_key in lib["models"]:
+            note = lib["models"][model_key]
+            return lib, [note.removeprefix("assumed: ")] if note else []
+    return None, []
+
+
+def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list[str]]:
+    """Each kernel's largest frame for the case ``prefix`` (family:contract) at ``shape`` in ``state``, and what had to
+    be assumed: another head count's frames at this head dim, else any head dim's; warm without the tuned configs'
+    frames: every candidate's (the cold bound)."""
+    table = data["frames"][state]
+    case = f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
+    if case in table:
+        return table[case], []
+    if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
+        frames, notes = _frame_table(data, prefix, shape, "cold")
+        return frames, [f"tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: every "
+                        "candidate's (the cold frames) assumed"] + notes
+    for scope, keys in ((f"D{shape.dim}", [k for k in table if k.startswith(f"{prefix} D{shape.dim} ")]),
+                        ("any head dim", [k for k in table if k.startswith(f"{prefix} ")])):
+        if keys:
+            merged: dict = {}
+            for k in keys:
+                for kernel, frame in table[k].items():
+                    merged[kernel] = max(merged.get(kernel, 0), frame)
+            where = ", ".join(k.split(" ", 1)[1] for k in keys)
+            return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the largest "
+                            f"measured at {scope} ({where}) assumed"]
+    largest = max((f for entry in table.values() for f in entry.values()), default=0)
+    return {}, [f"no stack frames measured for {prefix}: the library's largest ({largest:,} B) assumed for every kernel"]
+
+
+def stack_timeline(frames: dict, launches: tuple, device: Device,
+                   fallback: int = 0) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
+    """(final limit, (step, reservation growth) per raise, notes) over the launches (kernel, step) in launch order; a
+    kernel without a frame takes the largest of the table (named)."""
+    limit, held, growth = DEFAULT_STACK_LIMIT, 0, []
+    largest = max(frames.values(), default=fallback)
+    unmeasured = [k for k, _ in launches if k not in frames] if frames else []
+    for kernel, step in launches:
+        new = driver_stack_limit(frames.get(kernel, largest))
+        if new > limit:
+            reserved = stack_reservation_bytes(new, device)
+            growth.append((step, reserved - held))
+            limit, held = new, reserved
+    notes = [f"no stack frame measured for {', '.join(dict.fromkeys(unmeasured))}: the case's largest ({largest:,} B) "
+             "assumed"] if unmeasured else []
+    return limit, tuple(growth), notes
+
+
+def _modules(data: dict, family: str, state: str) -> tuple[Figure, list[str]]:
+    entry = data["modules"].get(family, {}).get(state)
+    if entry is not None:
+        return Figure(int(entry["bytes"]), entry["status"], entry["source"]), []
+    top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
+    return Figure(int(top["bytes"]), f"assumed: not measured for {family} ({state}); the library's largest module figure",
+                  top["source"]), []
+
+
+def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False) -> ProcessMemory:
+    """The process memory of ``model`` (a built or compiled model, or a key alone: no launches, no frames) on ``device``
+    after a first call at ``shape`` in ``triton_cache`` state. ``raised_before``: an earlier call of the process launched
+    the same kernels (a warmup): the stack limit is raised from the start, no growth."""
+    key = model if isinstance(model, str) else model.key
+    devices = _json(DATA / "process_memory.json")["devices"]
+    assumed_from = None if device.name.upper() in devices else "H200"
+    entry = devices.get(device.name.upper(), devices["H200"])
+    context = _figure(entry["context"], assumed_from)
+    lib, model_notes = _library(entry, key)
+    none = Figure(0, "measured: no stack beyond the context's", "")
+    if lib is None:
+        return ProcessMemory(context, None, none, key.split("@")[0], triton_cache)
+    if "data" not in lib:                       # no Triton kernels: one measured figure beyond the context
+        return ProcessMemory(context, _figure(lib["modules"][triton_cache], assumed_from),
+                             Figure(0, "measured: within the modules figure", ""), lib["name"], triton_cache,
+                             notes=tuple(model_notes))
+    data = _json(DATA / lib["data"])
+    family = key.split("@")[0]
+    modules, notes = _modules(data, family, triton_cache)
+    notes = model_notes + notes
+    if assumed_from:
+        modules = Figure(modules.bytes, f"assumed: the {assumed_from}'s figure, not measured on this GPU", modules.source)
+    if shape is None or isinstance(model, str):
+        return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
+                             lib["name"], triton_cache, notes=tuple(notes))
+    prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
+    frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
+    launches = tuple((a.kernel, a.step) for a in model.autotuned)
+    library_largest = max((f for entry in data["frames"]["cold"].values() for f in entry.values()), default=0)
+    limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest)
+    assumed = frame_notes + kernel_notes
+    status = "derived" if not assumed and not assumed_from else "assumed: " + "; ".join(
+        assumed + ([f"the {assumed_from}'s frames and thread count rule"] if assumed_from else []))
+    stack = Figure(stack_reservation_bytes(limit, device), status,
+                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, "
+                   f"from {lib['data']}")
+    return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, () if raised_before else growth,
+                         tuple(notes))

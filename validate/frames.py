@@ -1,0 +1,123 @@
+"""The stack frames and loaded-module figures of FLA's kernels on the H200, as committed data for the process-memory
+model (``estimator/data/process/fla-core-0.6.0_triton-3.6.0_H200.json``), regenerated from the GPU records.
+
+Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/probes/process_memory.py``,
+run 13; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
+state, the largest frame of each kernel: cold, over every candidate that launched while autotuning; warm, over the
+configs the tuned cache chose. A warm case counts only where its cold case filled the cache completely (run 13a's
+deadline cut four cold D128/D256 cases: their warm processes autotuned what was missing).
+
+    python -m livebytes.validate.frames            # rewrite the data file
+    python -m livebytes.validate.frames --check    # exit 1 when the committed file differs
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+RECORDS = Path(__file__).parent / "records" / "runs"
+DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process" / "fla-core-0.6.0_triton-3.6.0_H200.json"
+MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl")
+FAMILY = {("fla-report", False): "fla-kda:report", ("fla-plain", False): "fla-kda:plain",
+          ("fla-report", True): "fla-kda-fwd:report", ("fla-gdn", True): "fla-gdn-fwd:-"}
+
+
+def case_key(family: str, dim: int, heads: int, v_heads: int) -> str:
+    return f"{family} D{dim} H{heads} HV{v_heads}"
+
+
+def matrix_rows() -> list[dict]:
+    rows = []
+    for name in MATRICES:
+        rows += [json.loads(line) | {"record": f"validate/records/runs/{name}"}
+                 for line in (RECORDS / name).read_text().splitlines() if '"case"' in line]
+    return rows
+
+
+def complete(rows: list[dict]) -> list[dict]:
+    """Cases that finished their first call; a warm one only over a cache its cold case filled."""
+    done = {r["case"]["cache_dir"] for r in rows if r["case"]["state"] == "cold" and "status" not in r}
+    return [r for r in rows if "status" not in r and (r["case"]["state"] == "cold" or r["case"]["cache_dir"] in done)]
+
+
+def matrix_frames(rows: list[dict]) -> dict:
+    out: dict = {"cold": defaultdict(dict), "warm": defaultdict(dict)}
+    for r in complete(rows):
+        c = r["case"]
+        entry = out[c["state"]][case_key(FAMILY[(c["impl"], c["forward_only"])], c["dim"], c["heads"], c["v_heads"])]
+        for f in r["frames"]:
+            entry[f["name"]] = max(entry.get(f["name"], 0), f["STACK"])
+    return out
+
+
+def run12_frames() -> dict:
+    """Run 12's cold H96 D128 caches (both contracts), every compiled candidate. Warm: the tuned wy_dqkg config's frame
+    (BK 64, BV 64, 4 warps, 3 stages in the committed tuning), the measured warm limit of runs 6a and 12b; every other
+    kernel's tuned frame is bounded by its candidates' largest where that is under the default 1,024-B limit (no raise
+    either way), and by the measured 1,440-B limit for l2norm_bwd (candidates up to 5,544 B; it launches after wy_dqkg)."""
+    cold: dict = defaultdict(dict)
+    for line in (RECORDS / "run12" / "cubin_usage.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        for contract in ("plain", "report"):
+            if f"fla-{contract}_seq_False_cold_answer" in r["folder"]:
+                entry = cold[case_key(f"fla-kda:{contract}", 128, 96, 96)]
+                entry[r["name"]] = max(entry.get(r["name"], 0), r["STACK"])
+    warm = {k: {kernel: frame if frame <= 1024 else 1440 for kernel, frame in v.items()} for k, v in cold.items()}
+    return {"cold": cold, "warm": warm}
+
+
+def modules() -> dict:
+    """Loaded modules (non-PyTorch memory minus the context and the stack reservation), measured in processes alone on
+    the GPU at the edge (the matrix's side-by-side processes read 3.1-3.3 MiB less)."""
+    def fig(nbytes: int, source: str) -> dict:
+        return {"bytes": nbytes, "status": "measured", "source": source}
+    edge_fwd = "run 13b: fla-kda-fwd and fla-gdn-fwd H16/HV32 D128 cold at the edge, 650,969,088 B - context"
+    return {
+        "fla-kda": {
+            "cold": fig(104_857_600, "run 12 (D128 H96, both contracts) and run 13d (D64 H128 report): 4,291,624,960 and "
+                                     "5,407,309,824 B minus the context and each limit's reservation"),
+            "warm": fig(98_566_144, "runs 6a and 12b (D128 H96 warm): 764,215,296 B minus the context and the 1,440-B "
+                                    "limit's reservation")},
+        "fla-kda-fwd": {"cold": fig(98_566_144, edge_fwd),
+                        "warm": fig(95_158_272, "run 13a/13c warm forward-only processes side by side (NVML drop at exit)")},
+        "fla-gdn-fwd": {"cold": fig(98_566_144, edge_fwd),
+                        "warm": fig(95_158_272, "run 13a/13c warm forward-only processes side by side (NVML drop at exit)")},
+    }
+
+
+def build() -> dict:
+    m, r12 = matrix_frames(matrix_rows()), run12_frames()
+    frames = {state: {k: dict(sorted(v.items())) for k, v in sorted({**m[state], **r12[state]}.items())}
+              for state in ("cold", "warm")}
+    return {
+        "about": "fla-core 0.6.0's Triton kernels (triton 3.6.0) on the H200: per case 'FAMILY:CONTRACT D H HV' and "
+                 "Triton-cache state, each kernel's largest stack frame in bytes (cold: every candidate that launched; warm: "
+                 "the tuned configs), and the loaded modules per model family and state. Written by "
+                 "`python -m livebytes.validate.frames` from the records it names; read by estimator/process.py.",
+        "records": [f"validate/records/runs/{n}" for n in MATRICES] + ["validate/records/runs/run12/cubin_usage.jsonl"],
+        "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",
+        "modules": modules(),
+        "frames": frames,
+    }
+
+
+def render(data: dict) -> str:
+    return json.dumps(data, indent=1) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render(build())
+    if argv == ["--check"]:
+        same = DATA.exists() and DATA.read_text() == text
+        print("up to date" if same else f"{DATA} differs from the records: run python -m livebytes.validate.frames")
+        return 0 if same else 1
+    DATA.parent.mkdir(parents=True, exist_ok=True)
+    DATA.write_text(text)
+    print(DATA)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
