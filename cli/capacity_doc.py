@@ -1,5 +1,6 @@
-"""The generated tables of docs/planning.md (between ``<!-- capacity:NAME -->`` markers): which shapes run
-on which GPU, and the longest sequence per GPU, from the full simulation (``estimator.capacity``).
+"""The generated tables of docs/planning.md and docs/capacity.md (between ``<!-- capacity:NAME -->`` markers): which
+shapes run on which GPU and the longest sequence per GPU, from the full simulation (``estimator.capacity``), and every
+measured process's own memory against the process-memory model (``validate.process_check``).
 ``python -m livebytes.cli.capacity_doc`` rewrites them; tests/test_capacity.py keeps them in sync."""
 from __future__ import annotations
 
@@ -58,12 +59,26 @@ def longest_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"fit": fit_table, "longest": longest_table}
+def process_table() -> str:
+    """Every measured process's non-PyTorch bytes and stack limit against the model (``validate.process_check``)."""
+    from livebytes.validate.process_check import rows
+    lines = ["| process (record) | cache | limit measured / model (B) | non-PyTorch measured (B) | model - measured (MiB) |",
+             "|---|---|---:|---:|---:|"]
+    for r in rows():
+        limit = "-" if r.measured_limit is None else f"{r.measured_limit:,}"
+        lines.append(f"| `{r.label}` ({r.record}) | {r.state} | {limit} / {r.predicted_limit:,} | {r.measured_bytes:,} | "
+                     f"{r.difference_bytes / 2**20:+.2f} |")
+    return "\n".join(lines)
+
+
+TABLES = {"fit": fit_table, "longest": longest_table, "process": process_table}
 
 
 def regenerate(text: str) -> str:
     for name, make in TABLES.items():
         pattern = re.compile(rf"(<!-- capacity:{name} -->\n).*?(<!-- /capacity:{name} -->)", re.DOTALL)
+        if not pattern.search(text):
+            continue
         table = make()
         text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
     return text

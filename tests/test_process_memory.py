@@ -236,3 +236,16 @@ def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
     p = process_memory(b300, get_model("fla-kda@0.6.0", "B300"), "cold", Shape(1, 8192, 96, 128))
     assert p.stack.bytes == stack_reservation_bytes(14_464, b300) > stack_reservation_bytes(14_464, H200)
     assert len(p.assumptions) == 3 and all("H200's" in a for a in p.assumptions)    # context, modules, stack
+
+
+def test_every_measured_process_through_the_documented_comparison():
+    """validate.process_check's rows (what docs/capacity.md shows): every measured process within 64 MiB, every recorded
+    stack limit exact, and the document's table is what the comparison gives today."""
+    from livebytes.cli.capacity_doc import regenerate
+    from livebytes.validate.process_check import rows
+    checked = rows()
+    assert len(checked) >= 60
+    assert all(abs(r.difference_bytes) <= TOLERANCE for r in checked)
+    assert all(r.measured_limit in (None, r.predicted_limit) for r in checked)
+    doc = Path(__file__).resolve().parents[1] / "docs" / "capacity.md"
+    assert regenerate(doc.read_text()) == doc.read_text()

@@ -1,0 +1,79 @@
+"""Every measured non-PyTorch figure against the process-memory model (``estimator.process``): run 13's side-by-side
+processes (every head dim, both phases, cold and warm) and each boundary probe process (its first trial, alone on the
+GPU). One row per measured process; ``docs/capacity.md``'s process table and ``tests/test_process_memory.py`` read it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.process import process_memory
+from livebytes.estimator.registry import get_model
+from livebytes.estimator.shapes import Shape
+
+from . import frames as frames_tool
+from .probe_records import load_probe, probe_files
+
+CASE_MODEL = {("fla-report", False): ("fla-kda@0.6.0", {"contract": "report"}),
+              ("fla-plain", False): ("fla-kda@0.6.0", {"contract": "plain"}),
+              ("fla-report", True): ("fla-kda-fwd@0.6.0", {"contract": "report"}),
+              ("fla-gdn", True): ("fla-gdn-fwd@0.6.0", {})}
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    label: str                  # model, contract, shape
+    state: str                  # cold | warm (the Triton cache)
+    record: str
+    measured_limit: int | None  # cudaLimitStackSize after the first call (None: not recorded)
+    predicted_limit: int
+    measured_bytes: int
+    predicted_bytes: int
+    assumptions: tuple[str, ...]
+
+    @property
+    def difference_bytes(self) -> int:
+        return self.predicted_bytes - self.measured_bytes
+
+
+def _label(key: str, options: dict, shape: str) -> str:
+    return " ".join(filter(None, (key, options.get("contract"), shape)))
+
+
+def _row(label, state, record, model, shape, measured_limit, measured_bytes) -> ProcessRow:
+    p = process_memory(get_device("H200"), model, state, shape)
+    return ProcessRow(label, state, record, measured_limit, p.stack_limit_bytes, measured_bytes, p.bytes, tuple(p.assumptions))
+
+
+def matrix_rows() -> list[ProcessRow]:
+    out = []
+    for r in frames_tool.complete(frames_tool.matrix_rows()):
+        c = r["case"]
+        key, options = CASE_MODEL[(c["impl"], c["forward_only"])]
+        gva = c["v_heads"] != c["heads"]
+        shape = Shape(1, c["tokens"], c["heads"], c["dim"], c["v_heads"] if gva else None)
+        model = get_model(key, "H200", **options, **({"gva": True} if gva else {}))
+        label = _label(key, options, f"D{c['dim']} H{c['heads']}/HV{c['v_heads']} T{c['tokens']}")
+        out.append(_row(label, c["state"], r["record"].rsplit("/", 1)[1], model, shape, r["stack_limit_bytes"],
+                        r["nonpytorch_bytes"]))
+    return out
+
+
+def probe_rows() -> list[ProcessRow]:
+    """Each probe process's first trial (later trials hold the same figure or an earlier trial's caches)."""
+    out = []
+    for path in probe_files():
+        probe = load_probe(path)
+        if not probe.trials:
+            continue
+        t = probe.trials[0]
+        state = "warm" if probe.triton_cache == "warm" else "cold"
+        first = t.measured.get("first_call", {})
+        s = t.shape
+        label = _label(probe.key, probe.options, f"D{s.dim} H{s.heads}/HV{s.hv} S{s.seq}")
+        out.append(_row(label, state, path.name, probe.model(), s, first.get("stack_limit_bytes"),
+                        t.measured["nonpytorch_after_bytes"]))
+    return out
+
+
+def rows() -> list[ProcessRow]:
+    return matrix_rows() + probe_rows()
