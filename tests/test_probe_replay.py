@@ -31,11 +31,13 @@ TRIALS = [(name, s) for name, sims in SIMULATED.items() for s in sims]
 KNOWN_MISSES = {
     "h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_240000.jsonl":
         "D64 H128 report 240,000, cold: the first call replays to the byte (max_allocated 142,625,862,656, max_reserved "
-        "144,250,503,168), but the first steady call ran out of memory at dg2 (tried 7,864,320,000 B, 4.08 GiB free, "
-        "reserved 130.68 GiB) where the replay's steady call fits: the real allocator released 3.66 GiB of segments "
-        "before dg2, so a steady-call request found no cached block that the replay's layout offers. Candidate: "
-        "cudaMalloc's address order (a segment made after the first call's release-and-retry reuses a freed range and "
-        "sorts before older segments of the same block size; not modelled). The segments at the failure are recorded.",
+        "144,250,503,168), but the first steady call ran out of memory at dg2 (tried 7,864,320,000 B, 4.08 GiB free) where "
+        "the replay's steady call fits. At the failure the GPU held the replay's 9 segments of 7.32 GiB and 18 of 3.66 GiB "
+        "(one released by the retry), but one 7.32 GiB segment held a 3.66 GiB block: a 3.66 GiB request found no free "
+        "3.66 GiB block in the real process where the replay has one, so some 3.66 GiB tensor lives longer than the "
+        "model says. At D64 the state tensors h/dh [NT, HV, 64, 64] bf16 are exactly the size of the [T, HV, 64] bf16 "
+        "activations (3,932,160,000 B here), so their lifetime order decides placement, as it does at no other head dim. "
+        "Not found yet.",
 }
 
 
