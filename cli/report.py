@@ -51,7 +51,9 @@ def process_memory_data(process) -> dict:
         if hasattr(figure, "status") and hasattr(figure, "bytes"):
             figures[f.name] = {"bytes": figure.bytes, "status": figure.status, "source": getattr(figure, "source", None)}
     assumptions = list(process.assumptions)
-    return {"bytes": process.bytes, "library": process.library_name, "status": "assumed" if assumptions else "measured",
+    derived = any(f["status"] == "derived" for f in figures.values())
+    status = "assumed" if assumptions else ("derived" if derived else "measured")
+    return {"bytes": process.bytes, "library": process.library_name, "status": status,
             "figures": figures, "stack_limit_bytes": process.stack_limit_bytes,
             "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions}
 

@@ -89,7 +89,8 @@ ALLOCATOR = {
     "process_memory": obj("the process's memory outside PyTorch after the first call (CUDA context, loaded kernel "
                           "modules, the stack reservation of the kernels that launched), as estimator/process.py states it", {
         "bytes": integer("the bytes counted"), "library": string("whose process memory that is"),
-        "status": string("measured, or assumed where any figure is", enum=("measured", "assumed")),
+        "status": string("measured; derived where a part is computed from measured data (the stack reservation from the "
+                         "kernels' frames); assumed where any part is", enum=("measured", "derived", "assumed")),
         "figures": mapof(obj("one figure", {"bytes": integer("bytes"),
                                             "status": string("measured, derived (the stack from frames), or what it assumes"),
                                             "source": string("where it comes from", nullable=True)}),
