@@ -140,7 +140,14 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
             return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the largest "
                             f"measured at {scope} ({where}) assumed"]
     largest = max((f for entry in table.values() for f in entry.values()), default=0)
-    return {}, [f"no stack frames measured for {prefix}: the library's largest ({largest:,} B) assumed for every kernel"]
+    return {}, [f"no stack frames measured for {_readable(prefix)}: the library's largest ({largest:,} B) assumed for "
+                "every kernel"]
+
+
+def _readable(prefix: str) -> str:
+    """``fla-kda:report`` -> ``fla-kda (report contract)``; ``fla-gdn:-`` -> ``fla-gdn``."""
+    family, contract = prefix.split(":")
+    return family if contract == "-" else f"{family} ({contract} contract)"
 
 
 def stack_timeline(frames: dict, launches: tuple, device: Device,
