@@ -119,6 +119,7 @@ from livebytes.estimator.process import (  # noqa: E402
 from livebytes.estimator.registry import get_model, specs  # noqa: E402
 from livebytes.estimator.shapes import Shape  # noqa: E402
 from livebytes.validate import frames as frames_tool  # noqa: E402
+from livebytes.validate import process_check  # noqa: E402
 from livebytes.validate.probe_records import load_probe, probe_files  # noqa: E402
 
 H200 = get_device("H200")
@@ -147,30 +148,17 @@ def test_the_frames_data_is_what_the_records_give():
     assert frames_tool.DATA.read_text() == frames_tool.render(frames_tool.build())
 
 
-MATRIX = frames_tool.complete(frames_tool.matrix_rows())
-CASE_MODEL = {("fla-report", False): ("fla-kda@0.6.0", {"contract": "report"}),
-              ("fla-plain", False): ("fla-kda@0.6.0", {"contract": "plain"}),
-              ("fla-report", True): ("fla-kda-fwd@0.6.0", {"contract": "report"}),
-              ("fla-gdn", True): ("fla-gdn-fwd@0.6.0", {})}
+MATRIX = process_check.matrix_rows()
 
 
-def matrix_case(row: dict):
-    c = row["case"]
-    key, options = CASE_MODEL[(c["impl"], c["forward_only"])]
-    shape = Shape(1, c["tokens"], c["heads"], c["dim"], c["v_heads"] if c["v_heads"] != c["heads"] else None)
-    return get_model(key, "H200", **options, **({"gva": True} if shape.v_heads else {})), shape, c["state"]
-
-
-@pytest.mark.parametrize("row", MATRIX, ids=lambda r: r["case"]["tag"])
+@pytest.mark.parametrize("row", MATRIX, ids=lambda r: f"{r.label}:{r.state}")
 def test_every_matrix_process_within_64_mib_and_its_limit_exact(row):
     """Run 13's side-by-side processes (every head dim 32-256, fwd+bwd and forward-only, cold and warm): the stack limit
     each measured is the model's, and its non-PyTorch bytes are within 64 MiB; in fact within 8 MiB: the modules of
     processes side by side read 2.2 MB above to 5.5 MB below those of processes alone on the GPU, which the model carries."""
-    model, shape, state = matrix_case(row)
-    p = process_memory(H200, model, state, shape)
-    assert p.stack_limit_bytes == row["stack_limit_bytes"]
-    assert abs(p.bytes - row["nonpytorch_bytes"]) <= TOLERANCE
-    assert abs(p.bytes - row["nonpytorch_bytes"]) <= 8 * MIB
+    assert row.predicted_limit == row.measured_limit
+    assert abs(row.difference_bytes) <= TOLERANCE
+    assert abs(row.difference_bytes) <= 8 * MIB
 
 
 PROBED = [(path.name, t) for path in probe_files() for t in load_probe(path).trials]
