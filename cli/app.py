@@ -90,7 +90,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
         _print_json(data)
     else:
         from . import render
-        _print(render.prediction_table(pred, measured, replayed))
+        _print(render.prediction_table(pred, measured, replayed, data["results"][0]["peaks_unbounded"]))
         for line in render.verdict_lines(data["results"][0]):
             _print(line)
 
@@ -124,7 +124,7 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
         for r in data["results"]:
             _print(render.T(f"assumed: {render.terms_line(r)}"))
         for r in data["results"]:
-            _print(render.T(f"{r['impl']}: {render.oom_text(r)}"))
+            _print(render.compare_verdict_line(r))
 
 
 @app.command()
@@ -221,7 +221,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
 
 
 @app.command()
-def plan(impl: List[str] = o.Impls,
+def plan(ctx: typer.Context, impl: List[str] = o.Impls,
          solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads", help="seq, mbs or heads: which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
@@ -236,12 +236,13 @@ def plan(impl: List[str] = o.Impls,
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.planning import SOLVABLE, largest_fitting, largest_running
+    from livebytes.estimator.planning import SOLVABLE, answer_shape, largest_fitting, largest_running
     from livebytes.estimator.registry import spec
 
     from . import report
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
+    o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
     o.distinct_impls(impl, "plan")
     base = o.shape_from(mbs, seq, heads, dim, v_heads)
     what_if = o.what_if(contract, no_recompute)
@@ -264,7 +265,8 @@ def plan(impl: List[str] = o.Impls,
         results.append(result)
         devices.append(device)
         judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
-        processes.append(judged.process if judged is not None else process_memory(device, model, cache, base))
+        processes.append(judged.process if judged is not None else process_memory(device, model, cache,
+                                                                                  answer_shape(base, result)))
     data = report.plan_data(results, solve, base, devices, limit, conf, processes)
     _warn_all(data)
     if as_json:
@@ -357,7 +359,7 @@ def sweep(impl: List[str] = o.Impls,
     if path is not None:
         from .render import sweep_csv
         path.write_text(sweep_csv(data))
-        typer.echo(f"wrote {len(rows)} rows to {path}", err=as_json)
+        typer.echo(f"wrote {len(rows)} row{'' if len(rows) == 1 else 's'} to {path}", err=as_json)
     if as_json:
         _print_json(data)
     elif path is None:
@@ -372,14 +374,16 @@ SNAPSHOT_SUFFIX = ".pickle"
 @app.command()
 def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
              v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
-             no_recompute: bool = o.NoRecompute,
+             no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
+             triton_cache: Optional[str] = o.TritonCache,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
                                             help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
                                                  "PyTorch's memory snapshot (.pickle, one --impl: open it in "
                                                  "pytorch.org/memory_viz), instead of the terminal view"),
              as_json: bool = o.Json) -> None:
     """Live bytes per step, stacked by storage group, implementations side by side, the peak marked; or the predicted
-    process as a torch.cuda.memory._snapshot() pickle."""
+    process as a torch.cuda.memory._snapshot() pickle. Warns when a fresh process would run out of memory on the device
+    (predict's verdict: --alloc-conf and --triton-cache set what it simulates; the snapshot uses --alloc-conf too)."""
     from livebytes.estimator.engine import predict as run_predict
 
     from . import report
@@ -392,14 +396,15 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     what_if = o.what_if(contract, no_recompute)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
-    data = report.timeline_data(preds, _implausible(shape))
+    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache) for key, m in zip(impl, models)]
+    data = report.timeline_data(preds, verdicts, _implausible(shape))
     _warn_all(data)
     from . import render
     if snapshot:
         import pickle
 
         from livebytes.estimator.snapshot import process_snapshot
-        path.write_bytes(pickle.dumps(process_snapshot(models[0], shape)))
+        path.write_bytes(pickle.dumps(process_snapshot(models[0], shape, o.alloc_conf_of(alloc_conf))))
         typer.echo(f"wrote {path} (torch.cuda.memory._snapshot() of the predicted process at its peak)", err=as_json)
     elif path is not None:
         render.timeline_png(preds, path)
@@ -470,13 +475,13 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
     explain."""
     from pathlib import Path
 
-    from livebytes.validate.explain import explain as run_explain, live_blocks, load_snapshot
+    from livebytes.validate.explain import explain as run_explain, snapshot_blocks
 
     from . import report
     key = o.single_impl(impl, "explain")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute), shape)
-    blocks = live_blocks(load_snapshot(Path(snapshot)), at)
+    blocks = snapshot_blocks(Path(snapshot), at)
     data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)
     if as_json:
         _print_json(data)

@@ -62,6 +62,20 @@ def refuse_unused(reason: str, **given) -> None:
                            f"{'it' if len(unused) == 1 else 'them'} out")
 
 
+def given(ctx, *names: str) -> dict[str, bool]:
+    """Which of the command's options ``names`` (parameter names) the user wrote on the command line, as opposed to
+    left at their defaults."""
+    from typer._click.core import ParameterSource
+    return {name: ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE for name in names}
+
+
+def refuse_solved(solve: str, given_options: dict[str, bool]) -> None:
+    """``plan --solve heads --heads 7``: the solved dimension's value would be replaced by the answer unannounced;
+    refused (``given_options``: ``given``'s answer for the solvable dimensions)."""
+    if given_options.get(solve):
+        raise UsageProblem(f"--{solve} has no effect with --solve {solve}: plan solves for it; leave it out")
+
+
 def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Optional[str] = None):
     """The shape the shape options describe (sizes accept 8K = 8192)."""
     from livebytes.estimator.shapes import Shape, parse_size

@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from .report import gib
+from .report import gib, oom_when
 
 console = Console()
 
@@ -135,21 +135,40 @@ def terms_line(r: dict) -> str:
             f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}")
 
 
+UNBOUNDED = "with no memory limit"         # a figure of a run that goes out of memory: the device never holds it
+UNBOUNDED_WHY = f"{UNBOUNDED}: it runs out of memory before this"
+
+
+def unbounded_label(r: dict) -> str:
+    """`` (with no memory limit)`` after a figure of a result whose run goes out of memory (``peaks_unbounded``);
+    empty when it runs."""
+    return f" ({UNBOUNDED})" if r["peaks_unbounded"] else ""
+
+
 def verdict_lines(r: dict) -> list[Text]:
     """``r``: a result with report.allocator_terms and report.verdict_data. Allocated, reserved, process memory, device
-    need; what it assumed; the verdict; the boundary probes that ran it."""
-    unbounded = "; with no memory limit: it runs out of memory before this" if r["peaks_unbounded"] else ""
+    need (the three peaks labelled when they are those of a run without a limit); what it assumed; the verdict; the
+    boundary probes that ran it."""
+    unbounded = f"; {UNBOUNDED_WHY}" if r["peaks_unbounded"] else ""
     pm = r["process_memory"]
     cache = "no Triton kernels" if r["triton_cache"] == "n/a" else f"{r['triton_cache']} Triton cache"
     lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{unbounded}) | "
-             f"reserved peak {g(r['reserved_peak_bytes'])} GiB | "
+             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{unbounded_label(r)} | "
              f"process memory {g(pm['bytes'])} GiB ({pm['library']}, {cache}) | "
-             f"device need {g(r['device_need_bytes'])} of {g(r['device_memory']['total_bytes'])} GiB ({r['alloc_conf']})",
+             f"device need {g(r['device_need_bytes'])} GiB{unbounded_label(r)} of {g(r['device_memory']['total_bytes'])} "
+             f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
     lines += [f"assumed: {note}" for note in pm["assumptions"]]
     lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]
     return [T(line) for line in lines]
+
+
+def compare_verdict_line(r: dict) -> Text:
+    """One compare column's verdict (``oom_text``); out of memory, it says that the column's peaks above are those
+    of a device with no memory limit."""
+    tail = f"; its peaks above are {UNBOUNDED}: it runs out of memory before them" if r["peaks_unbounded"] else ""
+    return T(f"{r['impl']}: {oom_text(r)}{tail}")
 
 
 def _outcome(p: dict) -> str:
@@ -180,13 +199,14 @@ def oom_text(r: dict, assumptions_inline: bool = True) -> str:
                                     else " (process memory assumed, as above)")
     if o is None:
         return f"{r['device']}: runs, {g(r['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
-    when = "the first call" if o["first_call"] else ("the inputs" if o["run_step"] < 0 else f"step {o['run_step'] + 1}")
-    return (f"{r['device']}: OUT OF MEMORY in {when}, at {o['step']} allocating {o['buffer']}: tried to allocate "
+    return (f"{r['device']}: OUT OF MEMORY in {oom_when(o)}, at {o['step']} allocating {o['buffer']}: tried to allocate "
             f"{g(o['tried_bytes'], 2)} GiB; {g(o['allocated_bytes'], 2)} GiB allocated, "
             f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free{assumed}")
 
 
-def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
+def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False) -> Table:
+    """The peak's storage groups and buffers; ``unbounded``: the run goes out of memory on the device (the verdict's
+    ``peaks_unbounded``), so the caption says the peaks are those of a device with no memory limit."""
     t = _table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", show_footer=True)
     _text_column(t, "storage group", footer=T("peak, sum of 512-B blocks"), min_width=14)
     _number_column(t, "GiB", footer=T(g(p.peak_bytes)))
@@ -198,13 +218,16 @@ def prediction_table(p, measured=None, replayed: int | None = None) -> Table:
     caption = measured_text(measured)
     if replayed is not None:
         caption += f" | steady-state allocator replay (this shape run repeatedly): {g(replayed)} GiB"
+    if unbounded:
+        caption += f" | these peaks are {UNBOUNDED}: it runs out of memory before them (below)"
     t.caption = T(caption)
     t.caption_justify = "left"
     return t
 
 
 def compare_table(data: dict, preds, measured) -> Table:
-    """``data``: report.compare_data; ``measured``: each implementation's records. Every number carries its unit."""
+    """``data``: report.compare_data; ``measured``: each implementation's records. Every number carries its unit; a
+    column that runs out of memory on its device labels its peaks as those with no memory limit."""
     results = data["results"]
     t = _table(preds[0].shape.label())
     _text_column(t, "storage group", min_width=14)
@@ -217,8 +240,8 @@ def compare_table(data: dict, preds, measured) -> Table:
     for grp in sorted(groups, key=order.get):
         t.add_row(T(grp.label), *[T(f"{g(p.groups.get(grp, 0))} GiB") for p in preds])
     t.add_section()
-    t.add_row(T("peak, 512-B blocks", "bold"), *[T(f"{g(r['peak_bytes'])} GiB", "bold") for r in results])
-    t.add_row(T("steady-state replay"), *[T(f"{g(r['replay_peak_bytes'])} GiB") for r in results])
+    t.add_row(T("peak, 512-B blocks", "bold"), *[T(f"{g(r['peak_bytes'])} GiB{unbounded_label(r)}", "bold") for r in results])
+    t.add_row(T("steady-state replay"), *[T(f"{g(r['replay_peak_bytes'])} GiB{unbounded_label(r)}") for r in results])
     t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
     t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
     if len(results) > 1:

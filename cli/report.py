@@ -216,10 +216,13 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
               warnings: list | None = None) -> dict:
     """``results``: planning.PlanResult (with a budget: the allocated peak against it) or planning.CapacityPlan
     (without: the full simulation of a fresh process on the device, out of memory or not); ``conf`` the allocator
-    configuration and ``processes`` each result's ``capacity.ProcessMemory``, for what the answer assumed."""
+    configuration and ``processes`` each result's ``capacity.ProcessMemory``, for what the answer assumed. Each result's
+    ``shape`` is the shape at its answer (``planning.answer_shape``: ``shape`` with the solved field set to the value)."""
+    from livebytes.estimator.planning import answer_shape
     rows, notes = [], list(warnings or [])
     for r, d, process in zip(results, devices, processes):
-        row = {**model_terms(r.model), "device": d.name, "shape": shape.as_dict()} | allocator_terms(r.model, d, conf, process)
+        row = {**model_terms(r.model), "device": d.name, "shape": answer_shape(shape, r).as_dict()}
+        row |= allocator_terms(r.model, d, conf, process)
         row |= {"value": r.value, "next_value": r.next_value}
         if budget_bytes is not None:
             above = budget_warning(budget_bytes, d)
@@ -241,14 +244,37 @@ def sweep_data(rows, warnings: list | None = None) -> dict:
         for m, s, peak, v in rows], warnings)
 
 
-def timeline_data(preds, warnings: list | None = None) -> dict:
-    return envelope("timeline", [
+def oom_when(o: dict) -> str:
+    """Where in the process an ``oom`` object's failure falls: the inputs, the first call, or a steady step."""
+    return "the first call" if o["first_call"] else ("the inputs" if o["run_step"] < 0 else f"step {o['run_step'] + 1}")
+
+
+def out_of_memory_warning(r: dict) -> str | None:
+    """The warning for a result whose verdict (``verdict_data``'s ``oom``) says the device runs out of memory: its
+    live bytes are those of a device without a memory limit. None when it runs."""
+    o = r["oom"]
+    if o is None:
+        return None
+    from livebytes.estimator.shapes import Shape
+    return (f"{r['impl']} at {Shape.from_dict(r['shape']).label()} runs out of memory on the {r['device']} (in "
+            f"{oom_when(o)}, at {o['step']} allocating {o['buffer']}: tried to allocate {gib(o['tried_bytes']):,.2f} GiB): "
+            "these live bytes are those of a device with no memory limit")
+
+
+def timeline_data(preds, verdicts, warnings: list | None = None) -> dict:
+    """Live bytes per step of each prediction, with its verdict (``capacity.Verdict``, predict's: whether a fresh
+    process runs it on the device) and what that verdict assumed; a warning for each that runs out of memory."""
+    from livebytes.estimator.capacity import oom_dict
+    results = [
         {**model_terms(p.model), "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
-         "peak_step": p.peak_step.name,
+         "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process),
+         "fits": v.fits, "oom": oom_dict(v),
          "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
                     "group_bytes": {g.label: n for g, n in p.groups_at(i).items()}}
                    for i, st in enumerate(p.model.steps)]}
-        for p in preds], warnings, shape=preds[0].shape.as_dict())
+        for p, v in zip(preds, verdicts)]
+    notes = list(warnings or []) + [w for w in map(out_of_memory_warning, results) if w]
+    return envelope("timeline", results, notes, shape=preds[0].shape.as_dict())
 
 
 def explain_data(model, shape, explained, snapshot: str, at: str) -> dict:
@@ -277,8 +303,9 @@ def validation_data(comparisons, tolerance: float, summary=None) -> dict:
                      "oom": record_oom(r), "error_bytes": c.error_bytes, "error_fraction": c.error_fraction,
                      "requested_error_bytes": c.requested_error, "seconds": r.seconds_total,
                      "passed": bool(c.passed), "criterion": criterion(c), "note": c.note, "record": r.path.name})
-    counts = None if summary is None else {"passed": summary.passed, "failed": summary.failed,
-                                           "out_of_memory": summary.out_of_memory, "device_seconds": summary.device_seconds}
+    counts = None if summary is None else {"passed_count": summary.passed, "failed_count": summary.failed,
+                                           "out_of_memory_count": summary.out_of_memory,
+                                           "device_seconds": summary.device_seconds}
     return envelope("validate", rows, tolerance_fraction=tolerance, passed=all(r["passed"] for r in rows), summary=counts)
 
 

@@ -113,7 +113,8 @@ VERDICT_KEYS = {
     "fits": boolean("a fresh process runs it without going out of memory"), "oom": OOM, "probed": PROBED,
     "allocated_peak_bytes": integer("max_memory_allocated over a fresh process's whole run, first call included"),
     "reserved_peak_bytes": integer("max_memory_reserved over that run"),
-    "peaks_unbounded": boolean("true when it goes out of memory: the two peaks are those of a device without a limit"),
+    "peaks_unbounded": boolean("true when it goes out of memory: the two peaks (and device_need_bytes, built on the "
+                               "reserved one) are those of a device without a limit; the printed answer labels each"),
     "device_need_bytes": integer("reserved_peak_bytes + process_memory.bytes"),
     "capacity_bytes": integer("what cudaMalloc can hand the allocator (device total - process memory)"),
     "headroom_bytes": integer("device total - device_need_bytes (negative: short)"),
@@ -160,7 +161,9 @@ def envelope(command: str, results_item: dict, description: str, **fields) -> di
 
 
 PLAN_ITEM = obj("one --impl", {
-    **terms(shape=dict(SHAPE, description="the shape held (the solved field is the starting value)")),
+    **terms(shape=dict(SHAPE, description="the shape at the answer: the dimensions held, the solved field set to value "
+                                          "(when value is null, nothing runs or fits: set to next_value, 1, the shape "
+                                          "at_next judges)")),
     **ALLOCATOR,
     "value": integer("largest value that runs / fits (null: not even 1)", nullable=True),
     "next_value": integer("value + 1"),
@@ -211,8 +214,9 @@ def _validate() -> dict:
         tolerance_fraction=number("largest error that passes, a fraction of the measured peak (--tolerance 0.1% = 0.001)"),
         passed=boolean("every row passed (else exit code 3)"),
         summary=obj("the summary line's counts", {
-            "passed": integer("rows that passed"), "failed": integer("rows that failed"),
-            "out_of_memory": integer("out-of-memory records"),
+            "passed_count": integer("measured rows that passed (an out-of-memory row counts in out_of_memory_count)"),
+            "failed_count": integer("rows that failed, an out-of-memory the model said would fit included"),
+            "out_of_memory_count": integer("out-of-memory rows, whether they passed or failed"),
             "device_seconds": number("device time of the runs (null: re-checked records)", nullable=True)},
             nullable=True))
 
@@ -242,7 +246,9 @@ def _sweep() -> dict:
 
 def _timeline() -> dict:
     return envelope("timeline", obj("one --impl", {
-        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"),
+        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"), **ALLOCATOR,
+        "fits": boolean("predict's verdict: a fresh process runs it on the device (false: a warning says so, and the "
+                        "live bytes are those of a device with no memory limit)"), "oom": OOM,
         "steps": listof(obj("one step", {
             "name": string("step name"), "phase": string("harness, forward or backward"),
             "live_bytes": integer("bytes live at the step"),

@@ -2,6 +2,7 @@
 (capacity and what PyTorch can actually allocate). Every figure says where it comes from."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import LivebytesError
@@ -55,18 +56,37 @@ def get_device(name: str) -> Device:
 MEMORY_UNITS = {"TIB": TiB, "GIB": GiB, "MIB": 2**20, "KIB": 2**10, "TB": TB, "GB": GB, "MB": 10**6, "KB": 10**3, "B": 1}
 
 
+UNIT_NAMES = ("TiB", "GiB", "MiB", "KiB", "TB", "GB", "MB", "KB", "B")     # MEMORY_UNITS as a user writes them
+_NUMBER_THEN_UNIT = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)")
+
+
+def _number_and_unit(text: str) -> tuple[str, str]:
+    """``80GiB`` -> (``80``, ``GiB``), ``80XB`` -> (``80``, ``XB``); a text that does not start with a number keeps a
+    known unit at its end (``lotsGiB`` -> (``lots``, ``GiB``), ``infGiB`` -> (``inf``, ``GiB``)); the unit as written,
+    empty when none."""
+    t = text.strip()
+    m = _NUMBER_THEN_UNIT.fullmatch(t)
+    if m:
+        return m.group(1), m.group(2).strip()
+    unit = next((u for u in MEMORY_UNITS if t.upper().endswith(u)), "")
+    return t[: len(t) - len(unit)].strip(), t[len(t) - len(unit):]
+
+
 def parse_budget(text: str) -> int:
     """``80GiB``, ``141GB``, ``512MiB``, ``2TiB``, ``1TB`` or ``1000B``. A number without a unit is refused: ``80`` could
-    mean 80 bytes or 80 GiB, and a memory size read the wrong way is a silent wrong answer."""
-    t = text.strip()
-    for suffix, scale in MEMORY_UNITS.items():
-        if t.upper().endswith(suffix):
-            number = t[: -len(suffix)].strip()
-            try:
-                value = float(number)
-            except ValueError:
-                break
-            if not value > 0 or value * scale >= 2**63:
-                raise LivebytesError(f"memory size must be positive and finite, got {show(text)}")
-            return int(value * scale)
-    raise LivebytesError(f"memory size {show(text)} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")
+    mean 80 bytes or 80 GiB, and a memory size read the wrong way is a silent wrong answer. Each refusal names what
+    is wrong: no unit (``80``), a unit that is none of ``UNIT_NAMES`` (``80XB``), or no number (``lotsGiB``)."""
+    number, unit = _number_and_unit(text)
+    if not unit:
+        raise LivebytesError(f"memory size {show(text)} needs a unit: 80GiB, 141GB, 512MiB, 2TiB, 1TB or 1000B")
+    if unit.upper() not in MEMORY_UNITS:
+        raise LivebytesError(f"memory size {show(text)}: unknown unit {show(unit)}; the units are {', '.join(UNIT_NAMES)}")
+    try:
+        value = float(number)
+    except ValueError:
+        what = f"{show(number)} is not a number" if number else "no number before the unit"
+        raise LivebytesError(f"memory size {show(text)}: {what}; e.g. 80GiB") from None
+    scale = MEMORY_UNITS[unit.upper()]
+    if not value > 0 or value * scale >= 2**63:
+        raise LivebytesError(f"memory size must be positive and finite, got {show(text)}")
+    return int(value * scale)

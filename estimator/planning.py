@@ -127,6 +127,12 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
     return CapacityPlan(model, solve, value, None if value is None else run(value), nxt, run(nxt))
 
 
+def answer_shape(shape: Shape, plan: PlanResult | CapacityPlan) -> Shape:
+    """The shape a plan answers: ``shape``'s held dimensions with the solved one set to the answer, or to
+    ``next_value`` (1, the shape ``at_next`` judges) when not even 1 runs or fits."""
+    return _with(shape, plan.solve, plan.next_value if plan.value is None else plan.value)
+
+
 CLEAN_WINDOW = 50        # the band below an answer that must run too: 1/50 of it (2 %) ...
 CLEAN_SAMPLES = 128      # ... sampled at this many evenly spaced values
 

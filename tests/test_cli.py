@@ -149,8 +149,17 @@ BAD_INPUTS = [
     (("plan", "--impl", FROST, "--no-recompute"), 1, "does not take --no-recompute"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80"), 1, "needs a unit"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "-5GiB"), 1, "must be positive"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "lotsGiB"), 1, "needs a unit"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "lotsGiB"), 1, "'lots' is not a number"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80XB"), 1,
+     "unknown unit 'XB'; the units are TiB, GiB, MiB, KiB, TB, GB, MB, KB, B"),
     (("plan", "--impl", "fla-kda@0.6.0", "--solve", "dim"), 2, "--solve must be one of"),
+    # the solved dimension given: the answer would replace it unannounced
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "heads", "--seq", "32K", "--heads", "7"), 2,
+     "--heads has no effect with --solve heads: plan solves for it"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "seq", "--seq", "1K"), 2, "--seq has no effect with --solve seq"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--seq=8K"), 2, "--seq has no effect with --solve seq"),   # seq: the default
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "mbs", "--mbs", "1", "--budget", "80GiB"), 2,
+     "--mbs has no effect with --solve mbs"),
     (("formula", "--impl", FROST, "--gpu", "H200"), 1, "Blackwell-only"),
     (("formula", "--impl", FROST, "--contract", "plain"), 1, "does not take --contract"),
     (("formula", "--impl", "fla-kda@0.6.0", "--impl", FROST), 2, "formula takes one --impl"),
@@ -167,6 +176,9 @@ BAD_INPUTS = [
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "{tmp}/"), 1, "is a folder"),
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--out", "/nonexistent-dir/t.png"), 1, "No such file or directory"),
     (("timeline", "--impl", FROST, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
+    (("timeline", "--impl", HOPPER, *S8, "--triton-cache", "warm"), 1, "runs no Triton kernels"),
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--alloc-conf", "expandable_segments:True", "--out", "{tmp}/t.pickle"),
+     1, "a snapshot of expandable segments is not modelled"),
     (("validate", "--from-records", "all", "--tolerance", "-5%"), 1, "at least 0"),
     (("validate", "--from-records", "all", "--tolerance", "abc"), 1, "give a percentage with its sign"),
     (("validate", "--from-records", "all", "--tolerance", "abc%"), 1, "not a number"),
@@ -309,7 +321,7 @@ def test_plan_defaults_to_each_models_device():
     d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
     assert [r["device"] for r in d["results"]] == ["H200", "B300"]
     assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "assumed"]
-    assert all(r["shape"] == {"mbs": 1, "seq": 8192, "heads": 96, "dim": 128} for r in d["results"])
+    assert all(r["shape"] == {"mbs": 1, "seq": r["value"], "heads": 96, "dim": 128} for r in d["results"])
     assert d["budget_bytes"] is None
 
 
@@ -342,6 +354,7 @@ def test_the_two_allocated_figures_carry_two_labels():
     assert "max_memory_allocated" in r.stdout and "max_memory_allocated" not in footer
 
 
+OOM_SHAPE = ("--seq", "256K", "--heads", "128")     # fla-kda@0.6.0 on the H200: 281 GiB of blocks, 139.8 GiB there
 HOPPER_3x8000 = ("--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain", "--mbs", "3", "--seq", "8000", "--heads", "96")
 
 
@@ -405,13 +418,18 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
 
 
 @pytest.mark.parametrize("args,phrase", [
-    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"), "with no memory limit: it runs out of memory"),
+    (("predict", "--impl", "fla-kda@0.6.0", *OOM_SHAPE), "with no memory limit: it runs out of memory"),
     (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
     # 80 GB = 80e9 B / 2^30 = 74.506 GiB, a datasheet figure
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 74.506 GiB (assumed: NVIDIA H100 SXM5 datasheet"),
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"), "the H200's frames and thread count rule"),
     (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--contract", "plain"), "contract plain"),
+    # 150,109,880,320 B measured / 2^30 = 139.801 GiB; the allocator and process terms predict names
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8), "expandable_segments:False, cold Triton cache; device H200 139.801 GiB "
+                                                   "(measured); process memory"),
+    (("timeline", "--impl", HOPPER, *S8, "--alloc-conf", "expandable_segments:True"),
+     "expandable_segments:True, no Triton kernels; device H200 139.801 GiB (measured)"),
     (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),
     (("predict", "--impl", "fla-gdn@0.6.0", *S8), "not measured for fla-gdn"),
 ])
@@ -437,3 +455,147 @@ def test_unlike_answers_warn_in_one_line(args, phrase):
 def test_like_for_like_compare_does_not_warn():
     r = run("compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain", *S8)
     assert r.exit_code == 0 and r.stderr == ""
+
+
+# ----------------------------------------------------------------------------------- review of issue 19, round 2
+def test_plan_refuses_the_solved_dimension_but_takes_the_held_ones():
+    """--heads with --solve seq is held (kept); --heads with --solve heads would be replaced by the answer (refused)."""
+    held = json.loads(run("plan", "--impl", HOPPER, "--heads", "32", "--json").stdout)["results"][0]
+    assert held["shape"]["heads"] == 32
+    assert run("plan", "--impl", HOPPER, "--solve", "heads", "--heads", "32").exit_code == 2
+
+
+def _timeline(tmp_path, out: str | None, *args):
+    """timeline with the terminal view (None), a plot or a snapshot file, or --json."""
+    more = [] if out is None else (["--json"] if out == "json" else ["--out", str(tmp_path / out)])
+    return run("timeline", "--impl", "fla-kda@0.6.0", *args, *more)
+
+
+@pytest.mark.parametrize("out", [None, "t.png", "t.pickle", "json"])
+@pytest.mark.parametrize("shape,runs", [(OOM_SHAPE, False), (S8, True)])
+def test_timeline_warns_when_the_device_runs_out_of_memory(tmp_path, out, shape, runs):
+    """The verdict is predict's (``capacity.verdict``): one warning line for every output, the same in JSON."""
+    r = _timeline(tmp_path, out, *shape)
+    assert r.exit_code == 0, r.output
+    predicted = json.loads(run("predict", "--impl", "fla-kda@0.6.0", *shape, "--json").stdout)["results"][0]
+    assert predicted["fits"] is runs
+    lines = [line for line in r.stderr.splitlines() if line.strip() and not line.startswith("wrote ")]
+    if runs:
+        assert lines == []
+        return
+    assert len(lines) == 1 and lines[0].startswith("warning: fla-kda@0.6.0 at MBS 1 x 256K, H128, D128 runs out of "
+                                                   "memory on the H200"), r.stderr
+    o = predicted["oom"]
+    assert f"at {o['step']} allocating {o['buffer']}" in lines[0] and "no memory limit" in lines[0]
+    if out == "json":
+        data = json.loads(r.stdout)
+        assert data["warnings"] == [lines[0][len("warning: "):]]
+        assert data["results"][0]["oom"] == o and data["results"][0]["fits"] is False
+
+
+HOPPER_EDGE = ("--seq", "165000", "--heads", "96")   # plan's largest seq at H96: 164,053 cold, more warm or expandable
+
+
+@pytest.mark.parametrize("flags", [(), ("--triton-cache", "warm"), ("--alloc-conf", "expandable_segments:True")])
+def test_timelines_verdict_takes_the_allocator_settings_predict_takes(tmp_path, flags):
+    """Near the edge the allocator settings decide the verdict: timeline's is predict's with the same flags, and its
+    JSON names them."""
+    d = json.loads(_timeline(tmp_path, "json", *HOPPER_EDGE, *flags).stdout)
+    p = json.loads(run("predict", "--impl", "fla-kda@0.6.0", *HOPPER_EDGE, *flags, "--json").stdout)["results"][0]
+    r = d["results"][0]
+    assert (r["fits"], r["oom"], r["alloc_conf"], r["triton_cache"]) == (p["fits"], p["oom"], p["alloc_conf"], p["triton_cache"])
+    assert r["process_memory"] == p["process_memory"] and r["device_memory"] == p["device_memory"]
+    assert (d["warnings"] == []) is r["fits"]
+
+
+def test_the_allocator_settings_change_timelines_verdict_at_the_edge(tmp_path):
+    """Cold, the default, runs out of memory at 165,000 tokens; a warm cache (no autotuning buffers, less stack)
+    runs it: a test of the flags above that can fail."""
+    fits = [json.loads(_timeline(tmp_path, "json", *HOPPER_EDGE, *flags).stdout)["results"][0]["fits"]
+            for flags in ((), ("--triton-cache", "warm"))]
+    assert fits == [False, True]
+
+
+def _wide(monkeypatch, *args) -> str:
+    """The command's stdout at 250 columns, table borders and runs of spaces collapsed."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from livebytes.cli import render
+    console = Console(width=250, file=io.StringIO(), color_system=None, force_terminal=False)
+    monkeypatch.setattr(render, "console", console)
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    return " ".join(re.sub(r"[│┃]", " ", console.file.getvalue() + r.stdout).split())
+
+
+@pytest.mark.parametrize("shape,unbounded", [(OOM_SHAPE, True), (S8, False)])
+def test_predict_labels_every_unbounded_figure(monkeypatch, shape, unbounded):
+    """Out of memory, the allocated peak, the reserved peak, the device need and the table's peaks are those of a
+    device with no memory limit, each said so; a shape that runs has no such label."""
+    from livebytes.cli.render import g
+    text = _wide(monkeypatch, "predict", "--impl", "fla-kda@0.6.0", *shape)
+    r = json.loads(run("predict", "--impl", "fla-kda@0.6.0", *shape, "--json").stdout)["results"][0]
+    assert r["peaks_unbounded"] is unbounded
+    labelled = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included; with no "
+                "memory limit: it runs out of memory before this)",
+                f"reserved peak {g(r['reserved_peak_bytes'])} GiB (with no memory limit)",
+                f"device need {g(r['device_need_bytes'])} GiB (with no memory limit) of",
+                "these peaks are with no memory limit: it runs out of memory before them"]
+    assert [phrase in text for phrase in labelled] == [unbounded] * 4, text
+    assert ("with no memory limit" in text) is unbounded
+
+
+@pytest.mark.parametrize("shape,unbounded", [(OOM_SHAPE, True), (S8, False)])
+def test_compare_labels_every_unbounded_figure(monkeypatch, shape, unbounded):
+    """Each column's block peak and steady-state replay carry the label when its verdict is out of memory, and its
+    verdict line says so."""
+    from livebytes.cli.render import g
+    args = ("compare", "--impl", "fla-kda@0.6.0", "--impl", HOPPER, "--contract", "plain", *shape)
+    text = _wide(monkeypatch, *args)
+    results = json.loads(run(*args, "--json").stdout)["results"]
+    assert [r["peaks_unbounded"] for r in results] == [unbounded] * 2
+    for r in results:
+        for figure in (r["peak_bytes"], r["replay_peak_bytes"]):
+            assert (f"{g(figure)} GiB (with no memory limit)" in text) is unbounded, g(figure)
+    assert text.count("its peaks above are with no memory limit: it runs out of memory before them") == 2 * unbounded
+
+
+def test_validate_summary_counts_are_named_as_counts():
+    """``passed`` is a bool everywhere; the summary's counts are ``*_count``: measured rows that passed, rows that
+    failed, out-of-memory rows (a predicted out-of-memory passes but counts only there)."""
+    d = json.loads(run("validate", "--from-records", "all", "--json").stdout)
+    rows, summary = d["results"], d["summary"]
+    assert set(summary) == {"passed_count", "failed_count", "out_of_memory_count", "device_seconds"}
+    assert summary["passed_count"] == sum(r["passed"] and r["measured_bytes"] is not None for r in rows)
+    assert summary["failed_count"] == sum(not r["passed"] for r in rows) and d["passed"] is (summary["failed_count"] == 0)
+    assert summary["out_of_memory_count"] == sum(r["measured_bytes"] is None for r in rows) > 0
+    passed_ooms = sum(r["passed"] and r["measured_bytes"] is None for r in rows)
+    assert summary["passed_count"] + summary["failed_count"] + passed_ooms == len(rows)   # each row counted once
+
+
+@pytest.mark.parametrize("snapshot", [
+    {"segments": []},                                                        # nothing allocated
+    {"segments": [], "device_traces": [[]]},                                 # an empty trace
+    {"segments": [{"address": 0, "blocks": [{"size": 512, "state": "inactive"}]}]},   # cached, nothing live
+])
+@pytest.mark.parametrize("at", ["peak", "snapshot"])
+def test_explain_on_a_snapshot_with_no_live_block_is_one_error(tmp_path, snapshot, at):
+    import pickle
+    target = tmp_path / "empty.pickle"
+    target.write_bytes(pickle.dumps(snapshot))
+    r = run("explain", str(target), "--impl", "fla-kda@0.6.0", *S8, "--at", at)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 1 and r.stdout == ""
+    assert len(lines) == 1 and lines[0].startswith(f"error: {target}: no live block") and "nothing to explain" in lines[0]
+
+
+@pytest.mark.parametrize("seqs,rows", [("8K", 1), ("8K,16K", 2)])      # heads 4: one row per seq
+def test_sweep_counts_the_rows_it_wrote(tmp_path, seqs, rows):
+    target = tmp_path / "grid.csv"
+    r = run("sweep", "--impl", "fla-kda@0.6.0", "--seq", seqs, "--heads", "4", "--out", str(target))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == f"wrote {rows} row{'s' * (rows > 1)} to {target}"
+    assert len(target.read_text().splitlines()) == 1 + rows

@@ -22,6 +22,8 @@ COMMANDS = {
     "plan": ["plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB"],
     "plan-above": ["plan", "--impl", "fla-kda@0.6.0", "--budget", "200GiB", "--gpu", "H200"],
     "plan-device": ["plan", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--solve", "mbs", "--seq", "32K"],
+    "plan-none": ["plan", "--impl", "fla-kda@0.6.0", "--budget", "1KiB"],
+    "timeline-oom": ["timeline", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"],
     "formula": ["formula", "--impl", "cudnn-kda-hopper-cuda@1.32.0"],
     "sweep": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32", "--gpu", "H200"],
     "sweep-oom": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"],
@@ -35,6 +37,15 @@ COMMANDS = {
 }
 
 
+def values_of(data, key: str) -> list:
+    """Every value held under ``key`` at any depth of ``data``."""
+    if isinstance(data, dict):
+        return [v for k, v in data.items() if k == key] + [x for v in data.values() for x in values_of(v, key)]
+    if isinstance(data, list):
+        return [x for v in data for x in values_of(v, key)]
+    return []
+
+
 def validated(args: list[str], code: int = 0) -> dict:
     r = CliRunner().invoke(app, args + ["--json"])
     assert r.exit_code == code, r.output
@@ -44,6 +55,7 @@ def validated(args: list[str], code: int = 0) -> dict:
     assert data["schema"] == schema.SCHEMA_VERSION == 2 and data["command"] == command
     for result in data["results"]:
         assert {"impl", "device", "shape", "options"} <= set(result)
+    assert all(isinstance(v, bool) for v in values_of(data, "passed") + values_of(data, "fits"))   # bools everywhere
     return data
 
 
@@ -61,6 +73,15 @@ def test_json_validates_against_its_schema(name):
         assert data["results"][0]["budget_above_device"] is True and "above the H200" in data["warnings"][0]
     if name == "plan":
         assert data["results"][0]["budget_above_device"] is False and data["warnings"] == []
+    if name.startswith("plan"):         # the shape at the answer: the solved field is the value (next_value, 1, if none)
+        for r in data["results"]:
+            assert r["shape"][data["solve"]] == (r["next_value"] if r["value"] is None else r["value"])
+    if name == "plan-none":
+        assert data["results"][0]["value"] is None and data["results"][0]["shape"]["seq"] == 1
+    if name.startswith("timeline"):     # predict's verdict and what it assumed, a warning when it runs out of memory
+        for r in data["results"]:
+            assert {"alloc_conf", "triton_cache", "device_memory", "process_memory", "fits", "oom"} <= set(r)
+        assert len(data["warnings"]) == sum(not r["fits"] for r in data["results"]) == (name == "timeline-oom")
     if name.startswith("diff"):
         old, new = data["results"]
         assert [old["impl"], new["impl"]] == COMMANDS[name][2:5:2] and old["device"] == new["device"]

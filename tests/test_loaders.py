@@ -140,6 +140,33 @@ def test_the_reported_record_tracebacks_are_one_line(tmp_path, text, phrase):
     assert phrase in one_error_line(validate_file(target), str(target))
 
 
+RECORD = '{"impl": "fla-kda@0.6.0", "shape": {"mbs": 1, "seq": 1024, "heads": 8}, "peak_bytes": 1}'
+NESTED = "the file holds a list where a record object is expected"
+PASTED_FILE = 'the file holds a record file ({"records": [...]}) where a record object is expected'
+
+
+@pytest.mark.parametrize("name,text,phrase", [
+    ("nested.json", f"[[{RECORD}, {RECORD}]]", NESTED),                       # a list of records inside a list
+    ("nested.jsonl", f"[{RECORD}]\n", NESTED),                                # a JSON line holding a list
+    ("files.json", f'[{{"records": [{RECORD}]}}]', PASTED_FILE),               # once reported as "impl: missing"
+    ("files2.json", f'[{{"records": [{RECORD}]}}, {{"records": [{RECORD}]}}]', PASTED_FILE),
+    ("numbers.json", "[1, 2]", "record 1: expected a record object, got 1"),
+])
+def test_a_list_that_holds_something_else_than_records_says_what_it_holds(tmp_path, name, text, phrase):
+    target = tmp_path / name
+    target.write_text(text)
+    line = one_error_line(validate_file(target), str(target))
+    assert phrase in line and "impl: missing" not in line and "top level" not in line
+
+
+@pytest.mark.parametrize("text,count", [(f"[{RECORD}]", 1), (f"[{RECORD}, {RECORD}]", 2)])
+def test_a_list_of_records_is_still_read(tmp_path, text, count):
+    from livebytes.validate.records import load_file
+    target = tmp_path / "hand.json"
+    target.write_text(text)
+    assert [r.peak_bytes for r in load_file(target)] == [1] * count
+
+
 # ---------------------------------------------------------------- traces
 
 def _trace_folder(tmp_path) -> tuple[Path, Path]:

@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 from livebytes.estimator import Shape, get_model, predict, specs
 from livebytes.estimator.devices import get_device, parse_budget
 from livebytes.estimator.engine import evaluate
+from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.planning import closed_form, largest_fitting, largest_running, parse_range, sweep
 from livebytes.cli.app import app
 
@@ -81,6 +82,25 @@ def test_parse_budget_units(text, nbytes):
     assert parse_budget(text) == nbytes
 
 
+UNITS = "the units are TiB, GiB, MiB, KiB, TB, GB, MB, KB, B"
+
+
+@pytest.mark.parametrize("text,phrase", [
+    ("80", "needs a unit"),                              # 80 B or 80 GiB? refused
+    ("80XB", f"unknown unit 'XB'; {UNITS}"),             # a unit was given: it is not one of ours
+    ("80 PiB", f"unknown unit 'PiB'; {UNITS}"),
+    ("lotsGiB", "'lots' is not a number"),               # the unit is known, the number is not
+    ("GiB", "no number before the unit"),
+    ("-5GiB", "must be positive"),
+    ("1e400GiB", "must be positive and finite"),         # float('1e400') is inf
+])
+def test_parse_budget_says_what_is_wrong(text, phrase):
+    with pytest.raises(LivebytesError) as err:
+        parse_budget(text)
+    assert phrase in str(err.value)
+    assert ("needs a unit" in str(err.value)) is (text == "80")      # only a unit that is missing is called missing
+
+
 def test_a_tebibyte_is_more_than_a_terabyte():
     assert parse_budget("1TiB") > parse_budget("1TB") > parse_budget("931GiB")   # 2^40 > 10^12 > 931 * 2^30 = 999,653,638,144
 
@@ -144,3 +164,41 @@ def test_plan_at_d64_is_below_the_h200s_failure_at_240000():
     r = largest_running(get_model("fla-kda@0.6.0", "H200", contract="report"), Shape(1, 8192, 128, 64), "seq",
                         get_device("H200"))
     assert r.value == 234_368 < 240_000 and r.at_value.fits and not r.at_next.fits
+
+
+@pytest.mark.parametrize("args,solve,held", [
+    ((), "seq", {"mbs": 1, "heads": 96, "dim": 128}),                                   # plan's defaults held
+    (("--solve", "heads", "--seq", "32K"), "heads", {"mbs": 1, "seq": 32 * 1024, "dim": 128}),
+    (("--solve", "mbs", "--seq", "32K", "--heads", "16"), "mbs", {"seq": 32 * 1024, "heads": 16, "dim": 128}),
+    (("--budget", "200GiB", "--gpu", "H200"), "seq", {"mbs": 1, "heads": 96, "dim": 128}),
+])
+def test_plans_shape_is_the_shape_at_its_answer(args, solve, held):
+    """Each result's shape is the held dimensions with the solved one set to the answer (not plan's starting 8K); predict
+    at that shape runs (or fits the budget) and at one more it does not."""
+    import json
+    r = runner.invoke(app, ["plan", "--impl", "fla-kda@0.6.0", *args, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    (row,) = data["results"]
+    assert row["shape"] == {**held, solve: row["value"]} and row["value"] != 8192
+
+    gpu = list(args[args.index("--gpu"):][:2]) if "--gpu" in args else []
+
+    def predicted(shape: dict) -> dict:
+        flags = [f for k, v in shape.items() for f in (f"--{k.replace('_', '-')}", str(v))]
+        out = runner.invoke(app, ["predict", "--impl", "fla-kda@0.6.0", *flags, *gpu, "--json"])
+        return json.loads(out.stdout)["results"][0]
+    at, above = predicted(row["shape"]), predicted({**row["shape"], solve: row["next_value"]})
+    if data["budget_bytes"] is None:
+        assert at["fits"] and not above["fits"]
+    else:
+        assert at["allocated_peak_bytes"] <= data["budget_bytes"] < above["allocated_peak_bytes"]
+
+
+def test_plans_shape_when_nothing_fits_is_at_next_value():
+    """1 KiB holds no token (q alone is 96 heads x 128 x 2 B = 24,576 B per token): value null, the shape at 1."""
+    import json
+    (row,) = json.loads(runner.invoke(app, ["plan", "--impl", "fla-kda@0.6.0", "--budget", "1KiB", "--json"]).stdout)["results"]
+    assert (row["value"], row["next_value"]) == (None, 1)
+    assert row["shape"] == {"mbs": 1, "seq": 1, "heads": 96, "dim": 128}
+    assert row["peak_at_next_bytes"] > 96 * 128 * 2 > 1024

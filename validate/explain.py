@@ -77,6 +77,19 @@ def live_blocks(snapshot: dict, at: str = "peak") -> list[LiveBlock]:
                   key=lambda b: -b.size)
 
 
+def snapshot_blocks(path: Path, at: str = "peak") -> list[LiveBlock]:
+    """``live_blocks`` of the snapshot file at ``path``; a snapshot with no live block (no segments, or none with an
+    active block, and no trace that allocates) has nothing to explain: refused, naming the file."""
+    snapshot = load_snapshot(path)
+    blocks = live_blocks(snapshot, at)
+    if not blocks:
+        where = "at the trace's peak" if at == "peak" and any(snapshot.get("device_traces") or []) else "in its segments"
+        segments = len(snapshot["segments"])
+        raise LivebytesError(f"{path}: no live block {where} ({segments} segment{'' if segments == 1 else 's'}): nothing "
+                             "to explain; dump the snapshot at the peak or at an out-of-memory")
+    return blocks
+
+
 @dataclass(frozen=True)
 class Explained:
     block: LiveBlock

@@ -242,25 +242,42 @@ def checked_record(item, where: str) -> dict:
     return item
 
 
-def _items(path: Path) -> list:
-    """The file's record entries, whatever its layout (module notes); a device-probe file (``probe``) holds none."""
+def _items(path: Path) -> tuple[list, bool]:
+    """The file's record entries, whatever its layout (module notes), and whether they came as a list (a bare list or
+    JSON lines, whose entries ``_listed_record`` checks first); a device-probe file (``probe``) holds none."""
     if path.suffix == ".jsonl":
-        return read_json_lines(path)
+        return read_json_lines(path), True
     data = read_json(path)
     if isinstance(data, list):
-        return data
+        return data, True
     if not isinstance(data, dict):
         raise LivebytesError(f"{path}: expected a record, a list of records or {{'records': [...]}}, got {show(data)}")
     if "records" in data:
         check(data, Obj({"records": ListOf("object"), "format": OneOf((1, RECORD_FORMAT))}), str(path))
-        return data["records"]
-    return [] if "probe" in data and "impl" not in data else [data]
+        return data["records"], False
+    return ([] if "probe" in data and "impl" not in data else [data]), False
+
+
+def _listed_record(item, where: str):
+    """An entry of a list of records is a record object: a list in its place (records nested one list too deep), or a
+    whole record file (``{"records": [...]}``) pasted into a list, is named as what it is, not as a record that
+    lacks ``impl``."""
+    if isinstance(item, list):
+        raise LivebytesError(f"{where}: the file holds a list where a record object is expected (a list of records "
+                             "nested in a list?)")
+    if isinstance(item, dict) and "records" in item and "impl" not in item:
+        raise LivebytesError(f"{where}: the file holds a record file ({{\"records\": [...]}}) where a record object is "
+                             "expected; give each file on its own (or a folder of them)")
+    if not isinstance(item, dict):
+        raise LivebytesError(f"{where}: expected a record object, got {show(item)}")
+    return item
 
 
 def _read(path: Path) -> list[Record]:
-    items = _items(path)
-    return [Record(path, checked_record(item, f"{path}, record {i}" if len(items) > 1 else str(path)))
-            for i, item in enumerate(items, 1)]
+    items, listed = _items(path)
+    wheres = [f"{path}, record {i}" if len(items) > 1 else str(path) for i in range(1, len(items) + 1)]
+    return [Record(path, checked_record(_listed_record(item, where) if listed else item, where))
+            for item, where in zip(items, wheres)]
 
 
 def load_file(path: Path) -> list[Record]:
