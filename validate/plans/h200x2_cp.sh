@@ -2,6 +2,7 @@
 # Issue 23: FLA 0.6.0's context parallelism (fla/ops/cp) on nvidia-h200-x2: protocol-v4 records per rank at W = 2,
 # and one boundary. NOT RUN YET (the two-GPU kind was not lent when it was written): run it as the device command
 #   bash validate/plans/h200x2_cp.sh records      (then: bash validate/plans/h200x2_cp.sh boundary)
+# and, on one H200 (kind nvidia-h200), bash validate/plans/h200x2_cp.sh single (W = 1 through the same path)
 # on kind nvidia-h200-x2, with the wheels under .whl/ as the other plans (h200_run13.sh) install them.
 #   records:  3 shapes per implementation and layout, one torchrun (2 ranks, one process per GPU) per layout;
 #             each rank writes $OUT/<case>/rank<r>/*.json (validate/cp_runner.py).
@@ -35,5 +36,10 @@ boundary)   # one fresh torchrun per value: S* must run on both ranks, S_OVER mu
   $CP --impl fla-kda-cp@0.6.0 --cp-layout contiguous --shapes "1,$S_STAR,96,128" --triton-cache cold --out "$OUT/boundary-fits"
   $CP --impl fla-kda-cp@0.6.0 --cp-layout contiguous --shapes "1,$S_OVER,96,128" --triton-cache cold --timeout 120 \
       --out "$OUT/boundary-over" ;;
-*) echo "usage: $0 records | boundary" >&2; exit 1 ;;
+single)     # W = 1 through the same code path, on one H200 (kind nvidia-h200): the per-rank buffers' shapes, no peer
+  for layout in contiguous zigzag; do
+    torchrun --standalone --nproc-per-node 1 -m livebytes.validate.cp_runner --impl fla-kda-cp@0.6.0 --cp-layout $layout \
+        --shapes "1,16K,16,128;1,64K,32,128;1,128K,32,128" --triton-cache cold --out "$OUT/kda-w1-$layout"
+  done ;;
+*) echo "usage: $0 records | boundary | single" >&2; exit 1 ;;
 esac
