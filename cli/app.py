@@ -68,7 +68,8 @@ def _measured(model, shape):
 @app.command()
 def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
-            no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
+            no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+            cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
@@ -77,7 +78,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
     from . import report
     key = o.single_impl(impl, "predict")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
-    model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute), shape)
+    model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout), shape)
     warnings = _implausible(shape)
     for line in warnings:           # at once: the simulation of an absurd shape takes a moment
         warn(line)
@@ -98,7 +99,8 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
 @app.command()
 def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
-            no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
+            no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+            cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
     each runs on its device."""
@@ -108,7 +110,7 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     from . import report
     o.distinct_impls(impl, "compare")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
-    what_if = o.what_if(contract, no_recompute)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
@@ -229,15 +231,18 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
                                                    "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
          mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
          heads: str = typer.Option("96", "--heads", metavar="SIZE", help="query/key heads, held unless solved"), dim: str = o.Dim,
-         v_heads: Optional[str] = o.VHeads, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
+         v_heads: Optional[str] = o.VHeads, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+            cp_layout: Optional[str] = o.CpLayout,
          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
          as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.devices import parse_budget
+    from dataclasses import replace
+
     from livebytes.estimator.planning import SOLVABLE, answer_shape, largest_fitting, largest_running
-    from livebytes.estimator.registry import spec
+    from livebytes.estimator.registry import seq_multiple, spec
 
     from . import report
     if solve not in SOLVABLE:
@@ -245,12 +250,13 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
     o.distinct_impls(impl, "plan")
     base = o.shape_from(mbs, seq, heads, dim, v_heads)
-    what_if = o.what_if(contract, no_recompute)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
     results, devices, processes = [], [], []
     for key in impl:
-        model = o.model_for(key, gpu, what_if, base)
+        multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
+        model = o.model_for(key, gpu, what_if, replace(base, seq=multiple) if multiple > 1 else base)
         device = o.device_of(key, gpu)
         s = spec(key)
 
@@ -260,8 +266,8 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
 
         def replayed(m, sh, cache=cache):
             return allocated_peak(m, sh, conf, cache)
-        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
-                  largest_running(model, base, solve, device, conf, cache, refuse=refuse))
+        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple) if limit is not None else
+                  largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple))
         results.append(result)
         devices.append(device)
         judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
@@ -278,7 +284,8 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
 
 @app.command()
 def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
-            no_recompute: bool = o.NoRecompute,
+            no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+            cp_layout: Optional[str] = o.CpLayout,
             latex: bool = typer.Option(False, "--latex", help="LaTeX instead of ASCII art"),
             groups: bool = typer.Option(True, "--groups/--no-groups", help="also the per-group formulas at each candidate step"),
             as_json: bool = o.Json) -> None:
@@ -290,7 +297,7 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
     from . import report
     key = o.single_impl(impl, "formula")
     o.refuse_unused("with --json (the JSON holds sympy's own text of each expression)", latex=latex and as_json)
-    model = o.model_for(key, gpu, o.what_if(contract, no_recompute))
+    model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout))
     expr, steps = closed_form(model)
     per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
     if as_json:
@@ -330,7 +337,8 @@ def sweep(impl: List[str] = o.Impls,
           heads: str = typer.Option("16,32,64,96,128", "--heads", metavar="SIZES", help="a list of head counts, or a doubling range 16..128"),
           mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
           dim: str = typer.Option("128", "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling range"),
-          gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
+          gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+            cp_layout: Optional[str] = o.CpLayout,
           alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
           out: Optional[str] = typer.Option(None, "--out", "--csv", metavar="FILE", help="write the grid to this .csv file instead of a table"),
           as_json: bool = o.Json) -> None:
@@ -345,12 +353,12 @@ def sweep(impl: List[str] = o.Impls,
     seqs, head_list = parse_range(seq, "--seq"), parse_range(heads, "--heads")
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim, "--dim")
     path = o.out_file(out, (".csv",)) if out else None
-    what_if = o.what_if(contract, no_recompute)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     rows = []
     for key in impl:
         model = o.model_for(key, gpu, what_if)
         for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
-            check_shape(key, Shape(m_, s_, h_, d_), model.device)
+            check_shape(key, Shape(m_, s_, h_, d_), model.device, what_if)
         device = o.device_of(key, gpu)
         rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache))
                  for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims)]
@@ -375,7 +383,8 @@ SNAPSHOT_SUFFIX = ".pickle"
 def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
              v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
-             triton_cache: Optional[str] = o.TritonCache,
+             triton_cache: Optional[str] = o.TritonCache, cp: Optional[str] = o.Cp,
+             cp_layout: Optional[str] = o.CpLayout,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
                                             help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
                                                  "PyTorch's memory snapshot (.pickle, one --impl: open it in "
@@ -393,7 +402,7 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
         raise UsageProblem(f"--out {out}: a snapshot holds one process: give one --impl (got {len(impl)})")
-    what_if = o.what_if(contract, no_recompute)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
     verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache) for key, m in zip(impl, models)]
@@ -467,7 +476,8 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
                                            help="a torch.cuda.memory._dump_snapshot file (at an out-of-memory or the peak)"),
             impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
-            no_recompute: bool = o.NoRecompute,
+            no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+            cp_layout: Optional[str] = o.CpLayout,
             at: str = typer.Option("peak", "--at", metavar="peak|snapshot",
                                    help="the blocks live at the trace's peak (default) or the segments' as dumped"),
             as_json: bool = o.Json) -> None:
@@ -480,7 +490,7 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
     from . import report
     key = o.single_impl(impl, "explain")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads)
-    model = o.model_for(key, gpu, o.what_if(contract, no_recompute), shape)
+    model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout), shape)
     blocks = snapshot_blocks(Path(snapshot), at)
     data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)
     if as_json:

@@ -26,6 +26,10 @@ Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300;
 Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")
+Cp = typer.Option(None, "--cp", metavar="W", help="context-parallel models only (fla-kda-cp, fla-gdn-cp): the world size W; "
+                  "--seq is then the total sequence over the W GPUs (default 2)")
+CpLayout = typer.Option(None, "--cp-layout", metavar="contiguous|zigzag",
+                        help="context-parallel models only: FLA's build_cp_context layout (default contiguous)")
 Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
@@ -35,7 +39,7 @@ TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
                                 "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk")
 
 # what-if options: library option name -> the flag that sets it
-OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute"}
+OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout"}
 
 
 def single_impl(impls: List[str], command: str) -> str:
@@ -83,13 +87,18 @@ def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Option
                  v_heads=parse_size(v_heads, "--v-heads") if v_heads is not None else None)
 
 
-def what_if(contract: Optional[str], no_recompute: bool) -> dict:
+def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str] = None, cp_layout: Optional[str] = None) -> dict:
     """The what-if options the flags set (library names), nothing for flags left at their defaults."""
+    from livebytes.estimator.shapes import parse_size
     options = {}
     if contract is not None:
         options["contract"] = contract
     if no_recompute:
         options["recompute"] = False
+    if cp is not None:
+        options["cp"] = parse_size(cp, "--cp")
+    if cp_layout is not None:
+        options["cp_layout"] = cp_layout
     return options
 
 
@@ -119,7 +128,7 @@ def model_for(key: str, gpu: Optional[str], options: dict, shape=None):
     device = device_of(key, gpu)
     chosen = dict(options)
     if shape is not None:
-        check_shape(key, shape, device)
+        check_shape(key, shape, device, options)
         chosen.update(shape_options(key, shape))
     return get_model(key, device, **chosen)
 
@@ -129,7 +138,7 @@ def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
     from livebytes.estimator.registry import check_shape, get_compiled, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
-    check_shape(key, shape, device)
+    check_shape(key, shape, device, options)
     return get_compiled(key, device, **options, **shape_options(key, shape))
 
 

@@ -114,7 +114,8 @@ def options_text(r: dict) -> str:
     """The what-if options a result was built with, in the flags' words: contract report, recompute on."""
     o = r["options"]
     parts = ([f"contract {o['contract']}"] if "contract" in o else []) + (
-        [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else [])
+        [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else []) + (
+        [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq is the total)"] if "cp" in o else [])
     return ", ".join(parts) or "no what-if options"
 
 

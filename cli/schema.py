@@ -58,8 +58,8 @@ SHAPE = obj("a kernel shape", {
     "v_heads": integer("value heads (when given)"), "dim_v": integer("value head dim (when given)")},
     optional=("v_heads", "dim_v"))
 NO_SHAPE = {"type": "null", "description": "null: the result holds no one shape"}
-OPTIONS = mapof({}, "options the model was built with, library names (contract, recompute, gva, forward_only), "
-                    "defaults included")
+OPTIONS = mapof({}, "options the model was built with, library names (contract, recompute, gva, forward_only; "
+                    "context-parallel models: cp, cp_layout, cp_rank), defaults included")
 
 
 def terms(shape: dict = SHAPE) -> dict:

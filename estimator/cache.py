@@ -206,7 +206,7 @@ def cached(parts: tuple, compute):
 # ----------------------------------------------------------------------------------- the spec index
 
 SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals")
-SPEC_FUNCTIONS = ("refuse", "refuse_device")
+SPEC_FUNCTIONS = ("refuse", "refuse_device", "seq_multiple")
 
 
 def read_spec_index() -> list[dict] | None:

@@ -19,6 +19,7 @@ class Group(Enum):
     SCRATCH = "gate-parameter scratch and metadata"
     WORKSPACE = "other workspace"
     FORWARD = "forward intermediates"
+    COMMUNICATION = "context-parallel summaries and gathers"
 
     @property
     def label(self) -> str:

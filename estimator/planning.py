@@ -61,12 +61,14 @@ def _largest_value(ok) -> int | None:
     return lo
 
 
-def _checked(shape: Shape, solve: str, refuse):
+def _checked(shape: Shape, solve: str, refuse, multiple: int = 1):
+    """The shape at the search's v-th value: ``v * multiple`` of ``solve`` (``multiple``: the step a model takes the
+    dimension in, e.g. a context-parallel model's sequence, a multiple of its ranks)."""
     if solve not in SOLVABLE:
         raise LivebytesError(f"the dimension to solve for must be one of {', '.join(SOLVABLE)}, got {solve!r}")
 
     def at(v: int) -> Shape:
-        s = _with(shape, solve, v)
+        s = _with(shape, solve, v * multiple)
         reason = refuse(s) if refuse is not None else None
         if reason:
             raise LivebytesError(reason)
@@ -80,7 +82,7 @@ def block_peak(model: LifetimeModel, shape: Shape) -> int:
 
 
 def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
-                    refuse=None, peak=block_peak) -> PlanResult:
+                    refuse=None, peak=block_peak, multiple: int = 1) -> PlanResult:
     """Largest value of ``solve`` (seq, mbs or heads) whose ``peak(model, shape)`` fits ``budget_bytes``, the others
     held. ``peak``: the 512-byte block sum by default; the command passes ``capacity.allocated_peak`` (what
     ``max_memory_allocated`` would show).
@@ -88,16 +90,17 @@ def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes
     Exact on the model: the peak is evaluated at integers, ceiling divisions and plan switches
     included. The models are monotone in S, and in MBS and H except where FROST's chain plan switches
     off (a drop of a few fp32 piece states), so the answer is checked: it fits and the next one does not.
-    This is a budget on *allocated* bytes; whether a process runs is ``largest_running``'s question.
+    This is a budget on *allocated* bytes; whether a process runs is ``largest_running``'s question. ``multiple``: only
+    multiples of it are tried (the answer and the next value are multiples).
     """
-    at = _checked(shape, solve, refuse)
+    at = _checked(shape, solve, refuse, multiple)
 
     def peak_at(v: int) -> int:
         return peak(model, at(v))
     value = _largest_value(lambda v: peak_at(v) <= budget_bytes)
     if value is None:
-        return PlanResult(model, solve, budget_bytes, None, None, 1, peak_at(1))
-    return PlanResult(model, solve, budget_bytes, value, peak_at(value), value + 1, peak_at(value + 1))
+        return PlanResult(model, solve, budget_bytes, None, None, multiple, peak_at(1))
+    return PlanResult(model, solve, budget_bytes, value * multiple, peak_at(value), (value + 1) * multiple, peak_at(value + 1))
 
 
 @dataclass(frozen=True)
@@ -112,19 +115,21 @@ class CapacityPlan:
 
 def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
                     conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None,
-                    tuned_at_tokens: int | None = None) -> CapacityPlan:
+                    tuned_at_tokens: int | None = None, multiple: int = 1) -> CapacityPlan:
     """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
     (allocator replay of a fresh process: first call, then steady steps, against the device total minus
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
     near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
-    autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``)."""
-    at = _checked(shape, solve, refuse)
+    autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple``: only multiples of it are
+    tried (as ``largest_fitting``)."""
+    at = _checked(shape, solve, refuse, multiple)
 
     def run(v: int) -> Verdict:
         return verdict(model, at(v), device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
     value = _clean_below(lambda v: run(v).fits, _largest_value(lambda v: run(v).fits))
     nxt = 1 if value is None else value + 1
-    return CapacityPlan(model, solve, value, None if value is None else run(value), nxt, run(nxt))
+    return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),
+                        nxt * multiple, run(nxt))
 
 
 def answer_shape(shape: Shape, plan: PlanResult | CapacityPlan) -> Shape:

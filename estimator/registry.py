@@ -36,6 +36,8 @@ class ModelSpec:
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
     refuse_device: Callable[[Device], str | None] | None = None   # devices the engine cannot run on at any shape
+    # options -> (m, why): the sequence must be a multiple of m at these options (FLA's CP splits it over the ranks)
+    seq_multiple: Callable[[dict], tuple[int, str]] | None = None
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -159,10 +161,22 @@ def check_device(key: str, device: Device | str | None = None) -> None:
         raise RefusedShapeError(f"{key}: {reason}")
 
 
-def check_shape(key: str, shape: Shape, device: Device | str | None = None) -> None:
-    """Raise RefusedShapeError with the implementation's own reason when it refuses the shape."""
+def check_shape(key: str, shape: Shape, device: Device | str | None = None, options: dict | None = None) -> None:
+    """Raise RefusedShapeError with the implementation's own reason when it refuses the shape (at ``options``: the
+    sequence multiple some options impose, ``seq_multiple``)."""
     s = spec(key)
     dev = device if isinstance(device, Device) else get_device(device or s.default_device)
     reason = s.refuse(shape, dev)
     if reason:
         raise RefusedShapeError(f"{key}: {reason}")
+    multiple, why = seq_multiple(key, options or {})
+    if shape.seq % multiple:
+        raise RefusedShapeError(f"{key}: the sequence ({shape.seq:,} tokens) must be a multiple of {multiple:,}: {why}")
+
+
+def seq_multiple(key: str, options: dict) -> tuple[int, str]:
+    """(m, why): the sequence lengths ``key`` takes at ``options`` are the multiples of m (1: every length)."""
+    s = spec(key)
+    if s.seq_multiple is None:
+        return 1, ""
+    return s.seq_multiple(dict(resolve_options(s, options)))

@@ -33,6 +33,9 @@ def test_largest_sequence_by_hand_for_the_hopper_cuda_engine():
 @pytest.mark.parametrize("key,device", KEYS)
 @pytest.mark.parametrize("solve", ["seq", "mbs", "heads"])
 def test_found_value_fits_and_the_next_does_not(key, device, solve):
+    from livebytes.estimator.registry import spec
+    if solve == "mbs" and "cp" in spec(key).options:
+        pytest.skip("a context-parallel model takes one sequence (MBS 1): its refuse() says so")
     model = get_model(key, device)
     base = Shape(1, 8192, 32, 128)
     r = largest_fitting(model, base, solve, 40 * GiB)

@@ -16,9 +16,12 @@ def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0, device: s
     return build_inputs(specs, device, shape.seq, seed)
 
 
-def fla_forward(x: dict, contract: str, recompute: bool = True):
+def fla_forward(x: dict, contract: str, recompute: bool = True, cp_context=None):
+    """One chunk_kda call; ``cp_context`` (fla.ops.cp's): the CP path, which takes its boundaries from the context."""
     from fla.ops.kda import chunk_kda
     kw = {"cu_seqlens": x["cu_seqlens"], "disable_recompute": not recompute}
+    if cp_context is not None:
+        kw["cp_context"] = cp_context
     if contract == "report":
         kw.update(A_log=x["A_log"], dt_bias=x["dt_bias"], use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                   use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
