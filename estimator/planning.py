@@ -52,13 +52,7 @@ def _largest_value(ok) -> int | None:
         lo, hi = hi, hi * 2
         if hi > SEARCH_LIMIT:
             raise LivebytesError(f"everything up to {SEARCH_LIMIT} fits: the budget is not a constraint")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _bisect(ok, lo, hi)
 
 
 def _checked(shape: Shape, solve: str, refuse, multiple: int = 1):
