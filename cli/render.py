@@ -232,8 +232,8 @@ def compare_table(data: dict, preds, measured) -> Table:
     results = data["results"]
     t = _table(preds[0].shape.label())
     _text_column(t, "storage group", min_width=14)
-    for r in results:       # numbers carry no spaces; the measured row's words wrap; the key (header) is never folded
-        t.add_column(T(r["impl"]), justify="right", overflow="fold", min_width=len(r["impl"]))
+    for r in results:       # numbers carry no spaces; the measured row's words wrap; a key folds only where no width is left (rich crops a table whose min_width columns it shrank)
+        t.add_column(T(r["impl"]), justify="right", overflow="fold")
     groups = []
     for p in preds:
         groups += [grp for grp in p.groups if grp not in groups]

@@ -118,3 +118,14 @@ def test_the_validation_docs_table_is_every_records_comparison(monkeypatch):
     table, summary = block.rsplit("\n", 1)
     assert rendered(monkeypatch, ["validate", "--from-records", "all"], 160).rstrip("\n") == table
     assert summary in CliRunner().invoke(app, ["validate", "--from-records", "all"]).output
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_a_long_key_folds_rather_than_the_table_being_cut(monkeypatch, width):
+    """compare with cudnn-kda-hopper-cuda@1.32.0 (28 characters) beside FLA: rich crops a table whose columns carry
+    min_width once it has shrunk them, so the keys carry none; every line fits and the right border is drawn."""
+    text = rendered(monkeypatch, ["compare", "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0",
+                                  "--contract", "plain", "--seq", "8K", "--heads", "96"], width)
+    table = [line for line in text.splitlines() if line[:1] in "┏┃┡│├└"]
+    assert table and all(len(line.rstrip()) <= width for line in text.splitlines())
+    assert all(line.rstrip()[-1] in "┓┃┩│┤┘" for line in table)
