@@ -113,12 +113,12 @@ def test_a_probe_is_the_model_of_the_library_version_it_ran():
 
 
 def test_run_13_probes_plans_answer_and_one_percent_above():
-    """validate/plans/h200_run13_cudnn131.sh probes, per allocator setting, plan's S* for 1.31.0 at H96 and ceil(1.01 S*)."""
+    """validate/plans/h200_run14_cudnn131.sh probes, per allocator setting, plan's S* for 1.31.0 at H96 and ceil(1.01 S*)."""
     import math
     import re
 
     from livebytes.validate.boundary import Case, answer
-    script = (Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_run13_cudnn131.sh").read_text()
+    script = (Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_run14_cudnn131.sh").read_text()
     probed = re.search(r"for conf in ([\w: ]+); do", script).group(1).split()
     expected = []
     for conf in ("False", "True"):
@@ -129,7 +129,7 @@ def test_run_13_probes_plans_answer_and_one_percent_above():
 
 
 def test_the_protocol_replay_holds_the_warmup_graphs_workspace():
-    """What run 13's records must show: under protocol v4 the measured steps of 1.31.0 start holding the 1 x 1024 warmup
+    """What run 14's records must show: under protocol v4 the measured steps of 1.31.0 start holding the 1 x 1024 warmup
     graph's backward arena, ncs = 16: tables 2 * 256 + 2 * 256 = 1,024; gn2 16 * 32 * 512 = 262,144; amat 16 * 32 * 8192 =
     4,194,304; six [1024, 32, 128] bf16 6 * 1024 * 32 * 256 = 50,331,648; three states 3 * 16 * 32 * 32768 = 50,331,648
     (105,120,768 B), and both graphs' one-byte forward workspaces (2 x 512 B); the target graph's arena is live at the

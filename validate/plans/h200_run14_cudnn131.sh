@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 13 (prepared for issue 20, not yet run): nvidia-cudnn-frontend 1.31.0 on the H200.
+# Run 14 (prepared for issue 20, not yet run): nvidia-cudnn-frontend 1.31.0 on the H200.
 # 1. kda_hopper_cuda under the 1.31.0 wheel at the three shapes of h200_v4_cudnn.json's first group, protocol v4 (a fresh
 #    process per shape: 2 warmup steps at 1x1024, 1 target warmup, 3 measured steps): 1.31.0's graph_workspace keeps
 #    each graph's workspace on the graph, so the measured steps start holding the 1x1024 graph's and the target graph's
