@@ -9,6 +9,7 @@ the module at the bottom of this file), take options from ``options``, print JSO
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import List, Optional
 
 import typer
@@ -67,7 +68,9 @@ def _measured(model, shape):
 
 @app.command()
 def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+            gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
@@ -76,7 +79,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
 
     from . import report
     key = o.single_impl(impl, "predict")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute), shape)
     warnings = _implausible(shape)
     for line in warnings:           # at once: the simulation of an absurd shape takes a moment
@@ -97,7 +100,9 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
 
 @app.command()
 def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+            gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
@@ -107,7 +112,7 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
 
     from . import report
     o.distinct_impls(impl, "compare")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     what_if = o.what_if(contract, no_recompute)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
@@ -222,14 +227,17 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
 
 @app.command()
 def plan(impl: List[str] = o.Impls,
-         solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads", help="seq, mbs or heads: which dimension to maximise"),
+         solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads|layers",
+                                   help="seq, mbs, heads or layers (layer models): which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
                                                    "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
          mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
          heads: str = typer.Option("96", "--heads", metavar="SIZE", help="query/key heads, held unless solved"), dim: str = o.Dim,
-         v_heads: Optional[str] = o.VHeads, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
+         v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+         checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+         contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
          as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
@@ -243,7 +251,9 @@ def plan(impl: List[str] = o.Impls,
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.distinct_impls(impl, "plan")
-    base = o.shape_from(mbs, seq, heads, dim, v_heads)
+    base = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
+    if solve == "layers" and base.layers is None:
+        base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
     what_if = o.what_if(contract, no_recompute)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
@@ -259,8 +269,11 @@ def plan(impl: List[str] = o.Impls,
 
         def replayed(m, sh, cache=cache):
             return allocated_peak(m, sh, conf, cache)
-        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed) if limit is not None else
-                  largest_running(model, base, solve, device, conf, cache, refuse=refuse))
+        def model_at(sh, key=key):          # the stack's layers are a build option: one model per tried count
+            return o.model_for(key, gpu, what_if, sh)
+        at = model_at if solve == "layers" else None
+        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, model_at=at) if limit is not None else
+                  largest_running(model, base, solve, device, conf, cache, refuse=refuse, model_at=at))
         results.append(result)
         devices.append(device)
         judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
@@ -371,7 +384,9 @@ SNAPSHOT_SUFFIX = ".pickle"
 
 @app.command()
 def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+             v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
                                             help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
@@ -384,7 +399,7 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
 
     from . import report
     o.distinct_impls(impl, "timeline")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
@@ -461,7 +476,9 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
 def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
                                            help="a torch.cuda.memory._dump_snapshot file (at an out-of-memory or the peak)"),
             impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+            gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute,
             at: str = typer.Option("peak", "--at", metavar="peak|snapshot",
                                    help="the blocks live at the trace's peak (default) or the segments' as dumped"),
@@ -474,7 +491,7 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
 
     from . import report
     key = o.single_impl(impl, "explain")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute), shape)
     blocks = live_blocks(load_snapshot(Path(snapshot)), at)
     data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)

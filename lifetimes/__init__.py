@@ -11,3 +11,4 @@ from . import fla_kda  # noqa: F401
 from . import cudnn_frost  # noqa: F401
 from . import cudnn_hopper  # noqa: F401
 from . import fla_gdn  # noqa: F401
+from . import fla_kda_layer  # noqa: F401
