@@ -170,7 +170,7 @@ NOT_MODELLED = (
     "calls it with safe_gate=False and state_v_first=True (other kernels and keys tuned; no buffer differs)",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32 as the kernel's contract takes them",
-    "the L - 1 layers below are one record per buffer (bytes L - 1 times a layer's, rounded to 512 B once)",
+    "the L - 1 layers below are one record per buffer (L - 1 blocks' bytes: the replay places them as one block)",
     "temporaries of the first call only (tensor_cache misses); the CUDA backend of ShortConvolution",
 )
 

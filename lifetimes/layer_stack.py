@@ -19,7 +19,8 @@ step), and its output's name. The stack declares:
 Not modelled: the steps inside the backward of the layers below the top (each holds one saved set less and one
 layer's parameter gradients more than the step above it: the top layer's backward is the highest of them while a
 layer's saved set outweighs its parameter gradients; the closing step shows the other end), and the L - 1 per-layer
-allocations of a ``below.*`` record are one record (its bytes are L - 1 times the layer's, rounded once).
+allocations of a ``below.*`` record are one record of L - 1 blocks' bytes (each rounded to 512 B: the allocated bytes
+exact, the requested bytes over by that rounding; the allocator replay places them as one block).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source
-from livebytes.estimator.declare import INPUTS_STEP, Declaration
+from livebytes.estimator.declare import INPUTS_STEP, Declaration, ceil_to
 from livebytes.estimator.symbols import MBS, T
 
 BELOW_FWD, BELOW_BWD = "stack.below_fwd", "stack.below_bwd"
@@ -57,6 +58,13 @@ def saved_set(model: LifetimeModel, output: str) -> list[Buffer]:
             and first - 1 in model.live_range(b) and first in model.live_range(b)]
 
 
+def per_layer(d: Declaration, name: str, like: Buffer, count: int, group: Group, freed: str | None, note: str) -> None:
+    """``count`` allocations shaped as ``like``, one record: [count, bytes] uint8 with each layer's bytes rounded to the
+    allocator's 512-B block (CUDACachingAllocator.cpp round_size), so the record charges what the ``count`` blocks do."""
+    d.buffer(name, group, (count, ceil_to(like.nbytes, 512)), "uint8", like.source, freed,
+             note=f"{note}: {count} x {like.shape_text()} {like.dtype}")
+
+
 def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
     d.step(INPUTS_STEP, "harness", note="the stack's input, the output gradient and every parameter exist before the step")
     d.buffer("x", Group.INPUTS, (T, parts.hidden), "bf16", parts.call, note="the stack's input (requires grad)")  # [T, hidden] bf16
@@ -67,8 +75,7 @@ def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
     parts.parameters(d)
     if layers > 1:
         for p in d.buffers[first:]:
-            d.buffer(f"below.{p.name}", Group.PARAMETERS, (layers - 1,) + p.shape, p.dtype, p.source,
-                     note=f"{p.name} of the {layers - 1} layers below the top")
+            per_layer(d, f"below.{p.name}", p, layers - 1, Group.PARAMETERS, None, "the layers below the top")
 
 
 def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: bool, saved: list[Buffer]) -> str:
@@ -83,8 +90,7 @@ def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: b
              note=f"layer {layers - 1}'s output, the top layer's input")                           # [T, hidden] bf16
     if not checkpoint:
         for b in saved:
-            d.buffer(f"below.{b.name}", b.group, (layers - 1,) + b.shape, b.dtype, b.source, BELOW_BWD,
-                     note=f"{b.name} saved by each of the {layers - 1} layers below")
+            per_layer(d, f"below.{b.name}", b, layers - 1, b.group, BELOW_BWD, "saved by each layer below")
     return "x_top"
 
 
@@ -93,8 +99,7 @@ def _below_backward(d: Declaration, parts: LayerParts, layers: int, grads: list[
         return
     d.step(BELOW_BWD, "backward", parts.call, note=f"layers {layers - 1}..1: their backward, as what it leaves")
     for g in grads:
-        d.buffer(f"below.{g.name}", Group.PARAM_GRADS, (layers - 1,) + g.shape, g.dtype, g.source,
-                 note=f"{g.name} of the {layers - 1} layers below")
+        per_layer(d, f"below.{g.name}", g, layers - 1, Group.PARAM_GRADS, None, "the layers below")
     d.buffer("x.grad", Group.ACTIVATION_GRADS, (T, parts.hidden), "bf16", parts.call, note="the stack input's gradient")
 
 

@@ -1,0 +1,164 @@
+"""The KimiDeltaAttention layer model (lifetimes/fla_kda_layer.py) and its stack (lifetimes/layer_stack.py): hand
+arithmetic beside each expected number, the kernel's records inside the layer unchanged, and relational checks."""
+import pytest
+
+from livebytes.estimator.buffers import Group
+from livebytes.estimator.declare import Declaration
+from livebytes.estimator.engine import charged_bytes, evaluate, predict
+from livebytes.estimator.errors import RefusedShapeError
+from livebytes.estimator.registry import get_model, shape_options
+from livebytes.estimator.shapes import Shape, parse_shape_list, shape_spec
+from livebytes.lifetimes import fla_kda, fla_kda_layer
+from livebytes.lifetimes.layer_stack import saved_set
+
+HIDDEN = 2304                      # Kimi-Linear's published hidden size (config.json hidden_size)
+SHAPE = Shape(1, 8192, 32, 128)    # T 8192, H = HV 32, K = V 128
+T = 8192
+
+
+def layer(layers=1, checkpoint=False, hidden=HIDDEN):
+    return fla_kda_layer.build(hidden=hidden, layers=layers, checkpoint=checkpoint)
+
+
+def nbytes(model, name, shape=SHAPE):
+    return evaluate(next(b for b in model.buffers if b.name == name).nbytes, shape)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("q_proj.out", 8192 * 4096 * 2),               # Linear(2304 -> H*K 4096) output, T x 4096 bf16
+    ("q_proj.weight", 4096 * 2304 * 2),            # [key_dim, hidden] bf16
+    ("q_proj.weight.grad", 4096 * 2304 * 2),       # its gradient, the weight's shape and dtype
+    ("g_proj.0.dinput", 8192 * 2304 * 2),          # an input gradient: T x hidden bf16 (the layer input's .grad)
+    ("f_proj.0.out", 8192 * 128 * 2),              # the low-rank gate bottleneck: T x head_v_dim bf16
+    ("g_proj.1.bias.grad", 4096 * 2),              # [value_dim] bf16
+    ("q_conv1d.weight", 4096 * 1 * 4 * 2),         # [D, 1, W] bf16, W = 4
+    ("q_conv1d.dw_partial", 128 * 4096 * 4 * 4),   # [B*NT, D, W] fp32, NT = 8192 / 64 = 128
+    ("q_conv1d.dw_sum", 4096 * 4 * 4),             # its fp32 sum [D, W]
+    ("o_norm.dw_partial", 132 * 128 * 4),          # [min(132 SMs, T*HV), V] fp32
+    ("o_norm.rstd", 8192 * 32 * 4),                # [T*HV] fp32
+    ("conv.chunk_indices", 128 * 2 * 8),           # [NT, 2] int64, the convolutions' own tensor_cache entry
+    ("A_log", 32 * 4),                             # [HV] fp32
+    ("dt_bias", 32 * 128 * 4),                     # [HV*K] fp32
+])
+def test_layer_buffers_by_hand(name, expected):
+    assert nbytes(layer(), name) == expected
+
+
+def test_the_kernels_records_appear_unchanged_inside_the_layer():
+    """Every buffer the kernel model allocates (its caller's tensors aside) is in the layer as kda.NAME: the same
+    shape, dtype, source and group; freed inside the kernel at the same step, renamed."""
+    kernel = fla_kda.build(contract="report")
+    mine = {b.name: b for b in layer().buffers}
+    for b in kernel.buffers:
+        if b.allocated_at == "harness.inputs":
+            assert f"kda.{b.name}" not in mine      # the caller's tensors are the layer's buffers
+            continue
+        ours = mine[f"kda.{b.name}"]
+        assert (ours.shape, ours.dtype, ours.source, ours.group, ours.cached) == (b.shape, b.dtype, b.source, b.group, b.cached)
+        if b.freed_after is not None:
+            assert ours.freed_after == f"kda.{b.freed_after}"
+    steps = [s.name for s in layer().steps]
+    assert [s for s in steps if s.startswith("kda.")] == [f"kda.{s.name}" for s in kernel.steps if s.name != "harness.inputs"]
+
+
+def test_the_kernels_inputs_are_the_layers_buffers():
+    """chunk_kda's q/k/v are the convolutions' outputs, g and beta the gate projections', dO the norm's input gradient;
+    v, g and beta live until the kernel's backward returns (ChunkKDAFunction saves them, chunk.py:118-141)."""
+    mine = {b.name: b for b in layer().buffers}
+    assert mine["v_conv1d.out"].freed_after == "kda.bwd.return"
+    assert mine["f_proj.1.out"].freed_after == "kda.bwd.return" and mine["b_proj.out"].freed_after == "kda.bwd.return"
+    assert mine["o_norm.dx"].freed_after == "kda.bwd.return"
+    assert mine["q_conv1d.out"].freed_after == "fwd.o_proj"          # the kernel keeps its L2-normalised copy instead
+    assert mine["kda.o"].freed_after == "bwd.o_norm"                  # saved by FusedRMSNormGated as x
+
+
+def test_the_layers_peak_is_the_kernels_plus_what_the_layer_holds_there():
+    """At the kernel's peak step the layer holds the kernel's live buffers (its inputs being the layer's) and its own."""
+    m = layer()
+    p = predict(m, SHAPE)
+    assert p.peak_step.name == "kda.bwd.intra_db_sum"
+    kernel = predict(fla_kda.build(contract="report"), SHAPE)
+    assert p.peak_bytes > kernel.peak_bytes
+
+
+def saved_bytes(model, shape=SHAPE):
+    charged = charged_bytes(model)
+    return sum(evaluate(charged[b.name], shape) for b in saved_set(model, "o_proj.out"))
+
+
+def per_layer_parameters(model, shape=SHAPE):
+    charged = charged_bytes(model)
+    return sum(evaluate(charged[b.name], shape) for b in model.buffers if b.group == Group.PARAMETERS)
+
+
+def test_the_saved_set_by_hand():
+    """What one layer keeps from its forward into its backward at T 8192, H = HV 32, K = V 128, hidden 2304: ten
+    [T, 4096] bf16 tensors of 64 MiB (the q/k/v projections, the v convolution, the gate g, the kernel's normalised q
+    and k and its output, g_proj's gate, the norm's output), Aqk and Akk [T, 32, 64] bf16 (32 MiB each), the two
+    low-rank bottlenecks [T, 128] bf16 (2 MiB each), beta [T, 32] bf16 (0.5 MiB) and four [T*32] fp32 vectors (q and k
+    rstd, the sigmoid of beta, the norm's rstd: 1 MiB each)."""
+    mib = 2**20
+    assert saved_bytes(layer()) == (10 * 64 + 2 * 32 + 2 * 2 + 0.5 + 4 * 1) * mib     # 712.5 MiB
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_each_layer_adds_its_output_parameters_and_saved_set(checkpoint):
+    """The top layer's backward is the peak; each layer below adds its output (the next one's input, [T, hidden] bf16),
+    its parameters and, without checkpointing, its saved set; with checkpointing nothing else."""
+    one = layer()
+    per_layer = T * HIDDEN * 2 + per_layer_parameters(one) + (0 if checkpoint else saved_bytes(one))
+    peaks = [predict(layer(n, checkpoint), SHAPE).peak_bytes for n in (1, 2, 3, 4)]
+    assert [b - a for a, b in zip(peaks, peaks[1:])] == [per_layer] * 3
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_checkpointing_lowers_the_peak_by_the_saved_sets_of_the_layers_below(layers):
+    full, ckpt = (predict(layer(layers, c), SHAPE).peak_bytes for c in (False, True))
+    assert full - ckpt == (layers - 1) * saved_bytes(layer())
+    assert ckpt < full
+
+
+def test_checkpointing_one_layer_leaves_its_peak():
+    """One layer alone: its backward (after the recompute) holds what the layer without checkpointing holds there."""
+    assert predict(layer(1, True), SHAPE).peak_bytes == predict(layer(1, False), SHAPE).peak_bytes
+
+
+def test_the_closing_step_holds_every_layers_parameter_gradients():
+    """After the stack's backward every layer's parameter gradients exist: four layers hold four times one layer's
+    (the kernel's dA_log and ddt_bias among them)."""
+    def grads(m):
+        last, charged = len(m.steps) - 1, charged_bytes(m)
+        return sum(evaluate(charged[b.name], SHAPE) for b in m.buffers if last in m.live_range(b)
+                   and (b.group == Group.PARAM_GRADS or b.name.endswith(("dA_log", "ddt_bias"))))
+    assert grads(layer(4)) == 4 * grads(layer(1))
+    assert grads(layer(1)) > 2 * 4096 * 2304 * 2          # at least q_proj's and k_proj's weight gradients
+
+
+def test_the_layer_fields_are_build_options_of_layer_models_only():
+    shape = Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=4, checkpoint=True)
+    assert shape_options("fla-kda-layer@0.6.0", shape) == {"hidden": HIDDEN, "layers": 4, "checkpoint": True}
+    with pytest.raises(RefusedShapeError, match="--checkpoint, --hidden, --layers describe a layer"):
+        shape_options("fla-kda@0.6.0", shape)
+    m = get_model("fla-kda-layer@0.6.0", "H200", **shape_options("fla-kda-layer@0.6.0", shape))
+    assert dict(m.options)["layers"] == 4 and "4 KimiDeltaAttention layers" in m.summary
+
+
+def test_layer_shapes_read_back():
+    shape = parse_shape_list("1,8K,32,128,hidden=2304,layers=4,checkpoint=on,conv=4")[0]
+    assert (shape.hidden, shape.layers, shape.checkpoint, shape.conv_size) == (2304, 4, True, 4)
+    assert parse_shape_list(shape_spec(shape))[0] == shape
+    assert Shape.from_dict(shape.as_dict()) == shape
+
+
+def test_include_maps_every_input_and_frees_only_its_own_buffers():
+    kernel = fla_kda.build(contract="report")
+    d = Declaration()
+    d.step("harness.inputs", "harness")
+    with pytest.raises(ValueError, match="not mapped"):
+        d.include(kernel, "kda", "forward", inputs={"q": "q"})
+    inputs = {b.name: b.name for b in kernel.buffers if b.allocated_at == "harness.inputs"}
+    with pytest.raises(ValueError, match="no buffers"):
+        d.include(kernel, "kda", "forward", inputs, freed={"nonesuch": "x"})
+    d.include(kernel, "kda", "forward", inputs)
+    with pytest.raises(ValueError, match="mapped to no buffer"):
+        d.freeze(key="k", implementation="i", version="v", summary="s")
