@@ -162,3 +162,44 @@ def test_include_maps_every_input_and_frees_only_its_own_buffers():
     d.include(kernel, "kda", "forward", inputs)
     with pytest.raises(ValueError, match="mapped to no buffer"):
         d.freeze(key="k", implementation="i", version="v", summary="s")
+
+
+# ---------------------------------------------------------------- the GatedDeltaNet layer: the same construction
+
+def test_the_gdn_layers_kernel_is_the_gdn_kernel_model_for_the_layers_call():
+    """fla_gdn.build(layer_call=True) is the Qwen3-Next records plus the in-kernel gate and beta sigmoid: the sigmoid's
+    fp32 beta [T, HV] saved, db then fp32, gdn_gate_bwd's bf16 dg and its [cdiv(T, 32), HV] fp32 partials."""
+    from livebytes.lifetimes import fla_gdn
+    plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True)
+    added = {b.name for b in layer_call.buffers} - {b.name for b in plain.buffers}
+    assert added == {"A_log", "dt_bias", "beta_sigmoid", "dg_gate", "dA_log_part", "dt_bias_part", "dA_log", "ddt_bias", "dbeta"}
+    m = {b.name: b for b in layer_call.buffers}
+    shape = Shape(1, 8192, 16, 128, v_heads=32)
+    assert evaluate(m["beta_sigmoid"].nbytes, shape) == 8192 * 32 * 4          # [T, HV] fp32
+    assert evaluate(m["dA_log_part"].nbytes, shape) == 256 * 32 * 4            # [cdiv(8192, 32), HV] fp32
+    assert m["db"].dtype == "fp32" and {b.name: b.dtype for b in plain.buffers}["db"] == "bf16"
+
+
+def test_the_gdn_kernels_records_appear_unchanged_inside_its_layer():
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes import fla_gdn, fla_gdn_layer
+    h200 = get_device("H200")
+    kernel = fla_gdn.build(device=h200, layer_call=True)
+    mine = {b.name: b for b in fla_gdn_layer.build(device=h200, hidden=2048).buffers}
+    for b in kernel.buffers:
+        if b.allocated_at != "harness.inputs":
+            ours = mine[f"gdn.{b.name}"]
+            assert (ours.shape, ours.dtype, ours.source, ours.group) == (b.shape, b.dtype, b.source, b.group)
+    assert mine["a_proj.out"].freed_after == "gdn.bwd.return"      # saved by the kernel as g_input
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_below(layers):
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes import fla_gdn_layer
+    shape = Shape(1, 8192, 16, 128, v_heads=32)
+    h200 = get_device("H200")
+    full, ckpt = (predict(fla_gdn_layer.build(device=h200, gva=True, layers=layers, checkpoint=c), shape).peak_bytes
+                  for c in (False, True))
+    one = fla_gdn_layer.build(device=h200, gva=True)
+    assert full - ckpt == (layers - 1) * saved_bytes(one, shape)
