@@ -203,3 +203,17 @@ def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_below(layers):
                   for c in (False, True))
     one = fla_gdn_layer.build(device=h200, gva=True)
     assert full - ckpt == (layers - 1) * saved_bytes(one, shape)
+
+
+def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
+    """validate/plans/h200_v4_layers.json (run 14, not run yet): every shape a fresh process, the layer fields kept."""
+    from pathlib import Path
+
+    from livebytes.validate.batch import expand, load_plan
+    from livebytes.validate.harnesses import harness_for
+    plan = Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_v4_layers.json"
+    groups = expand(load_plan(plan))
+    shapes = [parse_shape_list(g["shapes"])[0] for g in groups]
+    assert len(groups) == 10 and all(s.hidden for s in shapes)
+    assert {s.layers for s in shapes} == {1, 4} and {bool(s.checkpoint) for s in shapes} == {False, True}
+    assert harness_for("fla-kda-layer@0.6.0").kind == "kda" and harness_for("fla-gdn-layer@0.6.0").kind == "gdn"
