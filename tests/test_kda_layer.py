@@ -217,3 +217,34 @@ def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
     assert len(groups) == 10 and all(s.hidden for s in shapes)
     assert {s.layers for s in shapes} == {1, 4} and {bool(s.checkpoint) for s in shapes} == {False, True}
     assert harness_for("fla-kda-layer@0.6.0").kind == "kda" and harness_for("fla-gdn-layer@0.6.0").kind == "gdn"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describe a layer"),
+    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describe a layer"),
+    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--layers"),
+])
+def test_layer_flags_on_a_kernel_or_bad_are_one_error_line(args, message):
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1, r.output
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+
+
+def test_plan_solves_for_layers_where_one_more_does_not_run():
+    """plan --solve layers: the answer's stack runs on the H200 and one more layer does not (the full simulation)."""
+    from livebytes.estimator.capacity import verdict
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.planning import largest_running
+    h200 = get_device("H200")
+    base = Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=1)
+
+    def model_at(s):
+        return fla_kda_layer.build(device=h200, hidden=HIDDEN, layers=s.layers)
+    plan = largest_running(model_at(base), base, "layers", h200, model_at=model_at)
+    assert plan.value == 9 and plan.at_value.fits and not plan.at_next.fits
+    assert not verdict(model_at(Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=10)), Shape(1, 131072, 32, 128, hidden=HIDDEN,
+                       layers=10), h200).fits
