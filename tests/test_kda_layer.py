@@ -1,5 +1,8 @@
 """The KimiDeltaAttention layer model (lifetimes/fla_kda_layer.py) and its stack (lifetimes/layer_stack.py): hand
 arithmetic beside each expected number, the kernel's records inside the layer unchanged, and relational checks."""
+import os
+from pathlib import Path
+
 import pytest
 
 from livebytes.estimator.buffers import Group
@@ -248,3 +251,28 @@ def test_plan_solves_for_layers_where_one_more_does_not_run():
     assert plan.value == 9 and plan.at_value.fits and not plan.at_next.fits
     assert not verdict(model_at(Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=10)), Shape(1, 131072, 32, 128, hidden=HIDDEN,
                        layers=10), h200).fits
+
+
+FLA_SOURCES = Path(os.environ.get("LIVEBYTES_FLA_SOURCES", "/tmp/fla21/src"))   # the unpacked 0.6.0 wheels (fla/...)
+
+
+def _cited(model):
+    return [b.source for b in model.buffers] + [s.source for s in model.steps if s.source] + [a.source for a in model.autotuned]
+
+
+@pytest.mark.parametrize("key", ["fla-kda-layer@0.6.0", "fla-gdn-layer@0.6.0"])
+def test_every_layer_line_cited_reads_so_in_the_0_6_0_wheels(key):
+    """Each FLA source of the layer's own records quotes its line (flash-linear-attention and fla-core 0.6.0 unpacked
+    under $LIVEBYTES_FLA_SOURCES: pip download --no-deps flash-linear-attention==0.6.0 fla-core==0.6.0; unzip)."""
+    if not (FLA_SOURCES / "fla" / "layers" / "kda.py").is_file():
+        pytest.skip(f"no unpacked flash-linear-attention 0.6.0 under {FLA_SOURCES}")
+    model = get_model(key, "H200", layers=2, checkpoint=True)
+    wrong = []
+    for s in dict.fromkeys(_cited(model)):
+        if not s.file.startswith("fla/") or not s.quote or s.quote.endswith(")") and "..." in s.quote:
+            continue
+        line = (FLA_SOURCES / s.file).read_text().splitlines()[s.line - 1].strip()
+        quote = s.quote.split("...")[0].rstrip()
+        if not line.startswith(quote.replace('"', "'")) and not line.startswith(quote):
+            wrong.append(f"{s.file}:{s.line} {s.quote!r} reads {line!r}")
+    assert not wrong, "\n".join(wrong)
