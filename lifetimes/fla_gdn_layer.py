@@ -173,6 +173,15 @@ def _fields(c: LayerConfig, layers: int, checkpoint: bool) -> dict:
     )
 
 
+def refuse(shape, device) -> str | None:
+    """The kernel's refusals, and a value head dim above 512: FusedRMSNormGated then runs its row kernels
+    (fused_norm_gate.py: ``if D <= 512`` ... else), which this model does not cover."""
+    reason = fla_gdn.refuse(shape, device)
+    if reason is None and shape.dv > 512:
+        reason = f"this model covers value head dims <= 512 (FusedRMSNormGated's blocked kernels), got {shape.dv}"
+    return reason
+
+
 # ---------------------------------------------------------------- registration
 
 from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
@@ -182,5 +191,5 @@ register(ModelSpec(
     key=f"fla-gdn-layer@{VERSION}", implementation="FLA GatedDeltaNet layer (flash-linear-attention 0.6.0)",
     version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--layers), forward + backward (source-derived), "
                             "checkpointing off or per layer (--checkpoint); its chunk_gated_delta_rule is fla-gdn@0.6.0's model",
-    builder=build, refuse=fla_gdn.refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
+    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
 ))

@@ -198,6 +198,15 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
     )
 
 
+def refuse(shape, device) -> str | None:
+    """The kernel's refusals, and a value head dim above 512: FusedRMSNormGated then runs its row kernels
+    (fused_norm_gate.py: ``if D <= 512`` ... else), which this model does not cover."""
+    reason = fla_kda.refuse(shape, device)
+    if reason is None and shape.dv > 512:
+        reason = f"this model covers value head dims <= 512 (FusedRMSNormGated's blocked kernels), got {shape.dv}"
+    return reason
+
+
 # ---------------------------------------------------------------- registration
 
 from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
@@ -207,5 +216,5 @@ register(ModelSpec(
     key=f"fla-kda-layer@{VERSION}", implementation="FLA KimiDeltaAttention layer (flash-linear-attention 0.6.0)",
     version=VERSION, covers="flash-linear-attention 0.6.0 KimiDeltaAttention x L (--layers), forward + backward, "
                             "checkpointing off or per layer (--checkpoint); its chunk_kda is fla-kda@0.6.0's model",
-    builder=build, refuse=fla_kda.refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
+    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
 ))

@@ -276,3 +276,12 @@ def test_every_layer_line_cited_reads_so_in_the_0_6_0_wheels(key):
         if not line.startswith(quote.replace('"', "'")) and not line.startswith(quote):
             wrong.append(f"{s.file}:{s.line} {s.quote!r} reads {line!r}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("key", ["fla-kda-layer@0.6.0", "fla-gdn-layer@0.6.0"])
+def test_a_value_head_dim_above_512_is_refused_by_the_layers(key):
+    """FusedRMSNormGated runs other (row) kernels above D = 512 (fused_norm_gate.py:482): not covered."""
+    from livebytes.estimator.registry import check_shape
+    check_shape(key, Shape(1, 8192, 4, 128, dim_v=512))
+    with pytest.raises(RefusedShapeError, match="value head dims <= 512"):
+        check_shape(key, Shape(1, 8192, 4, 128, dim_v=1024))
