@@ -29,6 +29,7 @@ from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, source_root
 from livebytes.estimator.symbols import DK, DV, H, HV, T
 from livebytes.lifetimes import fla_kda
+from livebytes.lifetimes.fla_kda import refuse as kernel_refuse
 from livebytes.lifetimes.fla_modules import (Linear, conv_backward, conv_chunk_indices, conv_forward, conv_parameters,
                                              linear_backward, linear_forward, linear_parameters, norm_backward,
                                              norm_forward, norm_parameters, parameter)
@@ -199,9 +200,9 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
 
 
 def refuse(shape, device) -> str | None:
-    """The kernel's refusals, and a value head dim above 512: FusedRMSNormGated then runs its row kernels
-    (fused_norm_gate.py: ``if D <= 512`` ... else), which this model does not cover."""
-    reason = fla_kda.refuse(shape, device)
+    """The kernel's refusals (a portable function: the spec index stores it), and a value head dim above 512:
+    FusedRMSNormGated then runs its row kernels (fused_norm_gate.py:482 ``if D <= 512``), not covered here."""
+    reason = kernel_refuse(shape, device)
     if reason is None and shape.dv > 512:
         reason = f"this model covers value head dims <= 512 (FusedRMSNormGated's blocked kernels), got {shape.dv}"
     return reason
