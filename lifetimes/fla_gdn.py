@@ -122,13 +122,14 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
         summary=("forward only, no grad" if forward_only else "forward + backward (backward source-derived, not measured)")
-        + f"; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta); {v.origin}; "
+        + ("; the GatedDeltaNet layer's call (in-kernel q/k L2 norm, gate and beta sigmoid)" if layer_call else
+           "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta)") + f"; {v.origin}; "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
         options=(("forward_only", forward_only), ("gva", gva)),
         not_modelled=("temporaries of the first call only (tensor_cache misses)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "the FlashQLA (TileLang) backend, dispatched instead of Triton when flash_qla is installed",
-                      "in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",
+                      *(() if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
                       "context parallelism",
                       "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
                       "H200; GDN's gated variant was never tuned there: its backward does not run with Triton 3.6.0)"),
