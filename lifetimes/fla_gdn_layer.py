@@ -141,7 +141,8 @@ def parts(c: LayerConfig) -> LayerParts:
 
 
 NOT_MODELLED = (
-    "the layers below the top one step by step in their backward (one closing step: what it leaves)",
+    "the layers below the top one step by step in their backward (one closing step: what it leaves); where that step is "
+    "the peak (short sequences, many layers) the bottom layer's backward transients come on top: a lower bound",
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",

@@ -165,7 +165,8 @@ def parts(c: LayerConfig) -> LayerParts:
 
 
 NOT_MODELLED = (
-    "the layers below the top one step by step in their backward (one closing step: what it leaves)",
+    "the layers below the top one step by step in their backward (one closing step: what it leaves); where that step is "
+    "the peak (short sequences, many layers) the bottom layer's backward transients come on top: a lower bound",
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
     "the kernel's autotune records are the report contract's (safe_gate sub-chunk kernel, STATE_V_FIRST 0): the layer "
     "calls it with safe_gate=False and state_v_first=True (other kernels and keys tuned; no buffer differs)",

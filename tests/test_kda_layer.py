@@ -285,3 +285,12 @@ def test_a_value_head_dim_above_512_is_refused_by_the_layers(key):
     check_shape(key, Shape(1, 8192, 4, 128, dim_v=512))
     with pytest.raises(RefusedShapeError, match="value head dims <= 512"):
         check_shape(key, Shape(1, 8192, 4, 128, dim_v=1024))
+
+
+def test_at_short_sequences_the_closing_step_is_the_peak_and_says_so():
+    """16 layers at 2K tokens: every layer's parameter gradients outweigh a layer's saved set, so the closing step is
+    the model's peak (a lower bound, docs/layers.md); at 8K the top layer's backward is."""
+    m = layer(16)
+    assert predict(m, Shape(1, 2048, 32, 128)).peak_step.name == "stack.below_bwd"
+    assert predict(m, SHAPE).peak_step.name == "kda.bwd.intra_db_sum"
+    assert any("lower bound" in line for line in m.not_modelled)
