@@ -7,8 +7,9 @@ The layer is called as a training step calls it: ``hidden_states [1, T, hidden]`
 use_beta_sigmoid_in_kernel=True, state_v_first=True)`` (kda.py:262-280): the KDA kernel model's ``report``
 contract, included whole from ``lifetimes/fla_kda.py`` (``Declaration.include``: the same buffer records, renamed
 ``kda.*``). The layer's defaults (``safe_gate=False``, ``lower_bound=None``) and ``state_v_first=True`` change which
-Triton kernels the kernel autotunes and their keys, never a buffer: the included kernel keeps the report
-contract's autotune records (the kernel model's safe-gate sub-chunk kernel; not modelled: the token-parallel one).
+Triton kernels the kernel autotunes and their keys, never a buffer: the included kernel is built with the
+layer's kernels and keys (``fla_kda.build(safe_gate=False, state_v_first=True)``: the token-parallel intra kernel,
+STATE_V_FIRST 1 in four keys).
 
 Shapes: ``num_heads`` H, ``num_v_heads`` HV, ``head_dim`` K (DK), ``head_v_dim`` V (DV = K * expand_v);
 ``key_dim = H*K``, ``value_dim = HV*V``, ``gate_dim = HV*K`` (kda.py:118-167); ``hidden`` and the convolution width
@@ -94,8 +95,10 @@ def parameters(d: Declaration, c: LayerConfig) -> None:
 
 
 def kernel(forward_only: bool, gva: bool) -> LifetimeModel:
-    """The chunk kernel inside: the KDA kernel model, report contract (the layer's in-kernel transforms)."""
-    return fla_kda.build(contract="report", forward_only=forward_only, device="H200", gva=gva)
+    """The chunk kernel inside: the KDA kernel model, report contract (the layer's in-kernel transforms), with the
+    layer's safe_gate=False and state_v_first=True (kda.py:276-278: its autotuned kernels and keys)."""
+    return fla_kda.build(contract="report", forward_only=forward_only, device="H200", gva=gva, safe_gate=False,
+                         state_v_first=True)
 
 
 # the kernel's caller tensors are these buffers of the layer
@@ -168,8 +171,8 @@ NOT_MODELLED = (
     "the layers below the top one step by step in their backward (one closing step: what it leaves); where that step is "
     "the peak (short sequences, many layers) the bottom layer's backward transients come on top: a lower bound",
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
-    "the kernel's autotune records are the report contract's (safe_gate sub-chunk kernel, STATE_V_FIRST 0): the layer "
-    "calls it with safe_gate=False and state_v_first=True (other kernels and keys tuned; no buffer differs)",
+    "assumed: the dhu kernel's configs that fail to launch on the H200 (a cold first call keeps dv until the next "
+    "garbage collection) were measured with STATE_V_FIRST 0; the layer's call has 1",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32 as the kernel's contract takes them",
     "the L - 1 layers below are one record per buffer (L - 1 blocks' bytes: the replay places them as one block)",

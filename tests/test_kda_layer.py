@@ -294,3 +294,14 @@ def test_at_short_sequences_the_closing_step_is_the_peak_and_says_so():
     assert predict(m, Shape(1, 2048, 32, 128)).peak_step.name == "stack.below_bwd"
     assert predict(m, SHAPE).peak_step.name == "kda.bwd.intra_db_sum"
     assert any("lower bound" in line for line in m.not_modelled)
+
+
+def test_the_layers_kernel_autotunes_as_the_layer_calls_it():
+    """safe_gate=False picks the token-parallel intra kernel (chunk_intra.py:869), state_v_first=True sets STATE_V_FIRST 1
+    in four keys; the report contract's kernel model keeps the sub-chunk kernel and 0."""
+    report = {(a.kernel, a.key) for a in fla_kda.build(contract="report").autotuned}
+    mine = {(a.kernel, a.key) for a in layer().autotuned if a.step.startswith("kda.")}
+    kernels = {k for k, _ in mine}
+    assert "chunk_kda_fwd_kernel_intra_token_parallel" in kernels and "chunk_kda_fwd_kernel_intra_sub_chunk" not in kernels
+    assert any(k == "chunk_gla_fwd_kernel_o" and key[2] == 1 for k, key in mine)
+    assert any(k == "chunk_gla_fwd_kernel_o" and key[2] == 0 for k, key in report)
