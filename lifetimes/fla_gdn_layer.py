@@ -146,6 +146,7 @@ NOT_MODELLED = (
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",
+    "the kernel's autotune keys carry STATE_V_FIRST 0; the layer passes state_v_first=True (other keys, no buffer differs)",
     "the L - 1 layers below are one record per buffer (L - 1 blocks' bytes: the replay places them as one block)",
     "use_gate=False (RMSNorm instead of FusedRMSNormGated), the fused q/k/v convolution of unpacked inputs, the CUDA "
     "convolution backend",
