@@ -9,6 +9,7 @@ the module at the bottom of this file), take options from ``options``, print JSO
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import List, Optional
 
 import typer
@@ -67,7 +68,9 @@ def _measured(model, shape):
 
 @app.command()
 def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+            gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
@@ -77,7 +80,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
 
     from . import report
     key = o.single_impl(impl, "predict")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout), shape)
     warnings = _implausible(shape)
     for line in warnings:           # at once: the simulation of an absurd shape takes a moment
@@ -98,7 +101,9 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
 
 @app.command()
 def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+            gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
@@ -109,7 +114,7 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
 
     from . import report
     o.distinct_impls(impl, "compare")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
@@ -224,23 +229,24 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
 
 @app.command()
 def plan(ctx: typer.Context, impl: List[str] = o.Impls,
-         solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads", help="seq, mbs or heads: which dimension to maximise"),
+         solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads|layers",
+                                   help="seq, mbs, heads or layers (layer models): which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
                                                    "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
          mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
          heads: str = typer.Option("96", "--heads", metavar="SIZE", help="query/key heads, held unless solved"), dim: str = o.Dim,
-         v_heads: Optional[str] = o.VHeads, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-            cp_layout: Optional[str] = o.CpLayout,
+         v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+         checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+         contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
+         cp_layout: Optional[str] = o.CpLayout,
          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
          as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.devices import parse_budget
-    from dataclasses import replace
-
     from livebytes.estimator.planning import SOLVABLE, answer_shape, largest_fitting, largest_running
     from livebytes.estimator.registry import seq_multiple, spec
 
@@ -249,7 +255,9 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
     o.distinct_impls(impl, "plan")
-    base = o.shape_from(mbs, seq, heads, dim, v_heads)
+    base = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
+    if solve == "layers" and base.layers is None:
+        base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
@@ -266,8 +274,12 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
 
         def replayed(m, sh, cache=cache):
             return allocated_peak(m, sh, conf, cache)
-        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple) if limit is not None else
-                  largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple))
+        def model_at(sh, key=key):          # the stack's layers are a build option: one model per tried count
+            return o.model_for(key, gpu, what_if, sh)
+        at = model_at if solve == "layers" else None
+        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at)
+                  if limit is not None else
+                  largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple, model_at=at))
         results.append(result)
         devices.append(device)
         judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
@@ -381,7 +393,9 @@ SNAPSHOT_SUFFIX = ".pickle"
 
 @app.command()
 def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-             v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+             v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
              triton_cache: Optional[str] = o.TritonCache, cp: Optional[str] = o.Cp,
              cp_layout: Optional[str] = o.CpLayout,
@@ -397,7 +411,7 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
 
     from . import report
     o.distinct_impls(impl, "timeline")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
@@ -475,7 +489,9 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
 def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
                                            help="a torch.cuda.memory._dump_snapshot file (at an out-of-memory or the peak)"),
             impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
+            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
+            gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout,
             at: str = typer.Option("peak", "--at", metavar="peak|snapshot",
@@ -489,7 +505,7 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
 
     from . import report
     key = o.single_impl(impl, "explain")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout), shape)
     blocks = snapshot_blocks(Path(snapshot), at)
     data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)

@@ -22,6 +22,12 @@ Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K or 128K", m
 Heads = typer.Option(..., "--heads", help="query/key heads", metavar="SIZE")
 Dim = typer.Option("128", "--dim", help="head dimension", metavar="SIZE")
 VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention); default: --heads", metavar="SIZE")
+Hidden = typer.Option(None, "--hidden", help="layer models only: the layer's hidden size (default: the layer's own, "
+                      "see livebytes models)", metavar="SIZE")
+Layers = typer.Option(None, "--layers", help="layer models only: layers in the stack (default 1)", metavar="SIZE")
+Checkpoint = typer.Option(False, "--checkpoint", help="layer models only: activation checkpointing per layer "
+                          "(torch.utils.checkpoint, non-reentrant)")
+ConvSize = typer.Option(None, "--conv-size", help="layer models only: the short convolution's width (default 4)", metavar="SIZE")
 Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300; default: each model's own (see: livebytes models)", metavar="GPU")
 Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
@@ -80,11 +86,16 @@ def refuse_solved(solve: str, given_options: dict[str, bool]) -> None:
         raise UsageProblem(f"--{solve} has no effect with --solve {solve}: plan solves for it; leave it out")
 
 
-def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Optional[str] = None):
-    """The shape the shape options describe (sizes accept 8K = 8192)."""
+def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Optional[str] = None, hidden: Optional[str] = None,
+               layers: Optional[str] = None, checkpoint: bool = False, conv_size: Optional[str] = None):
+    """The shape the shape options describe (sizes accept 8K = 8192); the layer flags set the layer fields."""
     from livebytes.estimator.shapes import Shape, parse_size
+
+    def size(text, flag):
+        return parse_size(text, flag) if text is not None else None
     return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"), parse_size(dim, "--dim"),
-                 v_heads=parse_size(v_heads, "--v-heads") if v_heads is not None else None)
+                 v_heads=size(v_heads, "--v-heads"), hidden=size(hidden, "--hidden"), layers=size(layers, "--layers"),
+                 checkpoint=True if checkpoint else None, conv_size=size(conv_size, "--conv-size"))
 
 
 def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str] = None, cp_layout: Optional[str] = None) -> dict:

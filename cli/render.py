@@ -232,7 +232,9 @@ def compare_table(data: dict, preds, measured) -> Table:
     results = data["results"]
     t = _table(preds[0].shape.label())
     _text_column(t, "storage group", min_width=14)
-    for r in results:       # numbers carry no spaces; the measured row's words wrap; a key folds only where no width is left (rich crops a table whose min_width columns it shrank)
+    # numbers carry no spaces; the measured row's words wrap; a key folds only where no width is left (no min_width:
+    # rich crops a table whose min_width columns it shrank)
+    for r in results:
         t.add_column(T(r["impl"]), justify="right", overflow="fold")
     groups = []
     for p in preds:

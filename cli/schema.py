@@ -52,11 +52,15 @@ def obj(d: str, props: dict, nullable: bool = False, optional: tuple = ()) -> di
 
 # ---------------------------------------------------------------- shared parts
 
-SHAPE = obj("a kernel shape", {
+SHAPE = obj("a kernel shape (a layer model's: with its layer fields)", {
     "mbs": integer("sequences per micro-batch"), "seq": integer("tokens per sequence"),
     "heads": integer("query/key heads"), "dim": integer("query/key head dim"),
-    "v_heads": integer("value heads (when given)"), "dim_v": integer("value head dim (when given)")},
-    optional=("v_heads", "dim_v"))
+    "v_heads": integer("value heads (when given)"), "dim_v": integer("value head dim (when given)"),
+    "hidden": integer("a layer's hidden size (layer models, when given)"),
+    "layers": integer("layers in the stack (layer models, when given)"),
+    "checkpoint": boolean("activation checkpointing per layer (layer models, when given)"),
+    "conv_size": integer("the short convolution's width (layer models, when given)")},
+    optional=("v_heads", "dim_v", "hidden", "layers", "checkpoint", "conv_size"))
 NO_SHAPE = {"type": "null", "description": "null: the result holds no one shape"}
 OPTIONS = mapof({}, "options the model was built with, library names (contract, recompute, gva, forward_only; "
                     "context-parallel models: cp, cp_layout, cp_rank), defaults included")
@@ -223,7 +227,7 @@ def _validate() -> dict:
 
 def _plan() -> dict:
     return envelope("plan", PLAN_ITEM, "the largest value that runs (or fits --budget)",
-                     solve=string("seq, mbs or heads", enum=("seq", "mbs", "heads")),
+                     solve=string("seq, mbs, heads or layers", enum=("seq", "mbs", "heads", "layers")),
                      budget_bytes=integer("--budget in bytes (null: the device simulation)", nullable=True))
 
 

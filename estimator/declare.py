@@ -4,6 +4,8 @@ module freezes them into a ``LifetimeModel``.
 - ``Declaration``: ``step`` opens a point of the timeline; ``buffer`` declares one allocation made
   there; ``region`` one region of a workspace carved at that step; ``inputs`` the caller's tensors of a
   ``Contract``. Lifetimes are step names; nothing else is implicit.
+- ``include``: a model that contains another (a layer around its kernel) takes the other's steps, buffers and
+  autotuned launches of one phase, renamed ``prefix.name``, unchanged otherwise: reused, never copied.
 - ``Contract`` / ``Input``: the tensors the caller passes (and keeps), declared once per contract.
 - ``source_root``: one ``Source`` helper per library: file, function, line number and quoted line.
 - ``ceil_to`` (``-(-n // m) * m`` in the sources), ``next_power_of_2`` (``triton.next_power_of_2``),
@@ -12,7 +14,7 @@ module freezes them into a ``LifetimeModel``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import sympy as sp
@@ -87,6 +89,7 @@ class Declaration:
         self.steps: list[Step] = []
         self.buffers: list[Buffer] = []
         self.autotuned: list[Autotune] = []
+        self.aliases: list[tuple[str, str, str]] = []   # (sub-model key, its input, the buffer that is it here)
 
     @property
     def current(self) -> str:
@@ -126,6 +129,36 @@ class Declaration:
         self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note, signature,
                                        tuple(held_until_gc), held_when))
 
+    def include(self, sub: LifetimeModel, prefix: str, phase: str, inputs: dict[str, str],
+                freed: dict[str, str] | None = None, cache_hit: bool = False) -> None:
+        """The steps of ``sub`` in ``phase`` ("forward" or "backward"), with the buffers and autotuned launches
+        made at them, each renamed ``prefix.name``; shapes, dtypes, sources and groups as ``sub`` declares them.
+        ``inputs``: which buffer of this declaration each of ``sub``'s caller tensors is (all of them, checked
+        at ``freeze``); ``freed``: where this declaration frees what ``sub`` leaves alive past its end (its
+        output and gradients, by ``sub``'s buffer names); ``cache_hit``: an earlier call already filled the library's
+        caches (the same arguments): ``sub``'s cached buffers are not allocated again."""
+        missing = {b.name for b in sub.buffers if b.allocated_at == INPUTS_STEP} - set(inputs)
+        if missing:
+            raise ValueError(f"including {sub.key}: its inputs {sorted(missing)} are not mapped to buffers")
+        freed = freed or {}
+        unknown = set(freed) - {b.name for b in sub.buffers}
+        if unknown:
+            raise ValueError(f"including {sub.key}: no buffers {sorted(unknown)} to free")
+        self.aliases += [(sub.key, name, mine) for name, mine in inputs.items()]
+        ours = {s.name for s in sub.steps if s.phase == phase}
+        self.steps += [Step(f"{prefix}.{s.name}", s.phase, s.source, s.note) for s in sub.steps if s.name in ours]
+        for b in sub.buffers:
+            if b.allocated_at in ours and not (cache_hit and b.cached):
+                end = freed.get(b.name, b.freed_after and f"{prefix}.{b.freed_after}")
+                self.buffers.append(replace(b, name=f"{prefix}.{b.name}", allocated_at=f"{prefix}.{b.allocated_at}",
+                                            freed_after=end, carved_from=b.carved_from and f"{prefix}.{b.carved_from}"))
+        self.autotuned += [replace(a, step=f"{prefix}.{a.step}", held_until_gc=tuple(f"{prefix}.{n}" for n in a.held_until_gc))
+                           for a in sub.autotuned if a.step in ours]
+
     def freeze(self, **model: object) -> LifetimeModel:
+        names = {b.name for b in self.buffers}
+        unmapped = [f"{key}'s {name} -> {mine}" for key, name, mine in self.aliases if mine not in names]
+        if unmapped:
+            raise ValueError(f"included inputs mapped to no buffer: {', '.join(unmapped)}")
         return LifetimeModel(steps=tuple(self.steps), buffers=tuple(self.buffers), autotuned=tuple(self.autotuned),
                              **model)

@@ -20,6 +20,10 @@ class Group(Enum):
     WORKSPACE = "other workspace"
     FORWARD = "forward intermediates"
     COMMUNICATION = "context-parallel summaries and gathers"
+    PARAMETERS = "parameters"                  # a layer's weights (layer models)
+    PARAM_GRADS = "parameter gradients"        # their .grad, kept past the step for the optimizer
+    ACTIVATIONS = "layer activations"          # a layer's projections, convolutions and norms, and what they save
+    ACTIVATION_GRADS = "activation gradients"  # gradients flowing between a layer's modules
 
     @property
     def label(self) -> str:

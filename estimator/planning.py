@@ -22,7 +22,7 @@ from .errors import LivebytesError
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
 
-SOLVABLE = ("seq", "mbs", "heads")   # Shape fields the solver may vary
+SOLVABLE = ("seq", "mbs", "heads", "layers")   # Shape fields the solver may vary (layers: a layer model's stack)
 SEARCH_LIMIT = 1 << 40   # no token, batch or head count beyond this is meaningful
 
 
@@ -76,7 +76,7 @@ def block_peak(model: LifetimeModel, shape: Shape) -> int:
 
 
 def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
-                    refuse=None, peak=block_peak, multiple: int = 1) -> PlanResult:
+                    refuse=None, peak=block_peak, multiple: int = 1, model_at=None) -> PlanResult:
     """Largest value of ``solve`` (seq, mbs or heads) whose ``peak(model, shape)`` fits ``budget_bytes``, the others
     held. ``peak``: the 512-byte block sum by default; the command passes ``capacity.allocated_peak`` (what
     ``max_memory_allocated`` would show).
@@ -85,12 +85,15 @@ def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes
     included. The models are monotone in S, and in MBS and H except where FROST's chain plan switches
     off (a drop of a few fp32 piece states), so the answer is checked: it fits and the next one does not.
     This is a budget on *allocated* bytes; whether a process runs is ``largest_running``'s question. ``multiple``: only
-    multiples of it are tried (the answer and the next value are multiples).
+    multiples of it are tried (the answer and the next value are multiples). ``model_at(shape)``: the model for each
+    tried shape, where the solved field is one a model is built from (a layer stack's ``layers``); None: ``model``
+    at every shape.
     """
     at = _checked(shape, solve, refuse, multiple)
 
     def peak_at(v: int) -> int:
-        return peak(model, at(v))
+        s = at(v)
+        return peak(model_at(s) if model_at else model, s)
     value = _largest_value(lambda v: peak_at(v) <= budget_bytes)
     if value is None:
         return PlanResult(model, solve, budget_bytes, None, None, multiple, peak_at(1))
@@ -109,17 +112,18 @@ class CapacityPlan:
 
 def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
                     conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None,
-                    tuned_at_tokens: int | None = None, multiple: int = 1) -> CapacityPlan:
+                    tuned_at_tokens: int | None = None, multiple: int = 1, model_at=None) -> CapacityPlan:
     """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
     (allocator replay of a fresh process: first call, then steady steps, against the device total minus
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
     near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
-    autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple``: only multiples of it are
-    tried (as ``largest_fitting``)."""
+    autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple`` and ``model_at`` as
+    ``largest_fitting``'s."""
     at = _checked(shape, solve, refuse, multiple)
 
     def run(v: int) -> Verdict:
-        return verdict(model, at(v), device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
+        s = at(v)
+        return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
     value = _clean_below(lambda v: run(v).fits, _largest_value(lambda v: run(v).fits))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),

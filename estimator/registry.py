@@ -38,6 +38,7 @@ class ModelSpec:
     refuse_device: Callable[[Device], str | None] | None = None   # devices the engine cannot run on at any shape
     # options -> (m, why): the sequence must be a multiple of m at these options (FLA's CP splits it over the ranks)
     seq_multiple: Callable[[dict], tuple[int, str]] | None = None
+    shape_fields: tuple[str, ...] = ()   # Shape.LAYER_FIELDS the builder takes (layer models): hidden, layers, ...
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -115,7 +116,14 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
                 raise RefusedShapeError(f"{s.key}: {reason}")
             raise RefusedShapeError(f"{s.key}: option {name}={value!r} not supported (choose from {', '.join(map(str, allowed))})")
         resolved[name] = value
-    unknown = {k for k, v in options.items() if v is not None} - set(s.options)
+    for name in s.shape_fields:                 # sizes of a layer: any positive integer (checkpoint: a bool)
+        value = options.get(name)
+        if value is not None:
+            ok = isinstance(value, bool) if name == "checkpoint" else type(value) is int and value > 0
+            if not ok:
+                raise RefusedShapeError(f"{s.key}: {name}={value!r} is not valid")
+            resolved[name] = value
+    unknown = {k for k, v in options.items() if v is not None} - set(s.options) - set(s.shape_fields)
     if unknown:
         raise RefusedShapeError(f"{s.key}: does not take option(s) {', '.join(sorted(unknown))}")
     return tuple(sorted(resolved.items()))
@@ -143,13 +151,23 @@ def get_compiled(key: str, device: Device | str | None = None, **options):
     return compiled_model(key, name, resolved, build=lambda: _build(key, name, resolved))
 
 
+LAYER_FLAGS = {"hidden": "--hidden", "layers": "--layers", "checkpoint": "--checkpoint", "conv_size": "--conv-size"}
+
+
 def shape_options(key: str, shape: Shape) -> dict:
-    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path."""
+    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path; the layer fields
+    (hidden size, layers, checkpointing, convolution width) are the build options of a layer model, refused by
+    any other."""
+    out = dict(shape.layer_fields())
+    foreign = sorted(set(out) - set(spec(key).shape_fields))
+    if foreign:
+        raise RefusedShapeError(f"{key}: {', '.join(LAYER_FLAGS[f] for f in foreign)} describe a layer; this model is a "
+                                "kernel (layer models: livebytes models)")
     if shape.hv != shape.heads:
         if "gva" not in spec(key).options:
             raise RefusedShapeError(f"{key}: value heads != heads (GVA) is not covered by this model")
-        return {"gva": True}
-    return {}
+        out["gva"] = True
+    return out
 
 
 def check_device(key: str, device: Device | str | None = None) -> None:

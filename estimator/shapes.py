@@ -39,7 +39,10 @@ def format_tokens(n: int) -> str:
 
 @dataclass(frozen=True)
 class Shape:
-    """One micro-batch: ``mbs`` sequences of ``seq`` tokens, ``heads`` query/key heads."""
+    """One micro-batch: ``mbs`` sequences of ``seq`` tokens, ``heads`` query/key heads. The layer fields
+    (``LAYER_FIELDS``: hidden size, layers in the stack, activation checkpointing, short-convolution width) are
+    None for a kernel; a layer model takes them as its build options (``registry.shape_options``), so no kernel
+    model and no compiled byte function sees them."""
 
     mbs: int
     seq: int
@@ -47,6 +50,10 @@ class Shape:
     dim: int = 128
     v_heads: int | None = None
     dim_v: int | None = None
+    hidden: int | None = None
+    layers: int | None = None
+    checkpoint: bool | None = None
+    conv_size: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("mbs", "seq", "heads", "dim"):
@@ -57,6 +64,14 @@ class Shape:
             raise LivebytesError(f"value heads ({self.v_heads}) must be a positive multiple of heads ({self.heads})")
         if self.dim_v is not None and self.dim_v <= 0:
             raise LivebytesError(f"dim_v must be positive, got {self.dim_v}")
+        for name in ("hidden", "layers", "conv_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise LivebytesError(f"{name} must be a positive integer, got {value!r}")
+
+    def layer_fields(self) -> dict:
+        """The layer fields that are set (``LAYER_FIELDS`` names)."""
+        return {name: getattr(self, name) for name in LAYER_FIELDS if getattr(self, name) is not None}
 
     @property
     def hv(self) -> int:
@@ -84,7 +99,7 @@ class Shape:
             d["v_heads"] = self.v_heads
         if self.dim_v is not None:
             d["dim_v"] = self.dim_v
-        return d
+        return d | self.layer_fields()
 
     def label(self) -> str:
         text = f"MBS {self.mbs} x {format_tokens(self.seq)}, H{self.heads}"
@@ -93,15 +108,25 @@ class Shape:
         text += f", D{self.dim}"
         if self.dim_v and self.dim_v != self.dim:
             text += f"/DV{self.dim_v}"
+        if self.hidden is not None:
+            text += f", hidden {self.hidden}"
+        if self.layers is not None:
+            text += f", {self.layers} layer{'s' if self.layers != 1 else ''}"
+        if self.checkpoint:
+            text += ", checkpointed"
+        if self.conv_size is not None:
+            text += f", conv {self.conv_size}"
         return text
 
     @classmethod
     def from_dict(cls, d: dict) -> Shape:
         return cls(mbs=int(d["mbs"]), seq=int(d["seq"]), heads=int(d["heads"]), dim=int(d.get("dim", 128)),
-                   v_heads=d.get("v_heads"), dim_v=d.get("dim_v"))
+                   v_heads=d.get("v_heads"), dim_v=d.get("dim_v"), **{k: d[k] for k in LAYER_FIELDS if d.get(k) is not None})
 
 
-_SHAPE_KEYS = {"hv": "v_heads", "dv": "dim_v"}
+LAYER_FIELDS = ("hidden", "layers", "checkpoint", "conv_size")   # Shape fields only layer models take
+_SHAPE_KEYS = {"hv": "v_heads", "dv": "dim_v", "hidden": "hidden", "layers": "layers", "conv": "conv_size",
+               "checkpoint": "checkpoint"}
 
 
 def _parse_one_shape(part: str) -> Shape:
@@ -116,8 +141,14 @@ def _parse_one_shape(part: str) -> Shape:
     for field in keyed:
         key, _, value = (x.strip() for x in field.partition("="))
         if key.lower() not in _SHAPE_KEYS or _SHAPE_KEYS[key.lower()] in extra:
-            raise LivebytesError(f"shape {part!r}: unknown or repeated field {key!r} (hv= and dv= are known)")
-        extra[_SHAPE_KEYS[key.lower()]] = parse_size(value, "value heads" if key.lower() == "hv" else "value dim")
+            raise LivebytesError(f"shape {part!r}: unknown or repeated field {key!r} (known: {', '.join(k + '=' for k in _SHAPE_KEYS)})")
+        name = _SHAPE_KEYS[key.lower()]
+        if name == "checkpoint":
+            if value.lower() not in ("on", "off"):
+                raise LivebytesError(f"shape {part!r}: checkpoint= takes on or off, got {value!r}")
+            extra[name] = value.lower() == "on"
+        else:
+            extra[name] = parse_size(value, name.replace("_", " "))
     return Shape(*sizes, **extra)
 
 
@@ -155,6 +186,9 @@ def shape_spec(shape: Shape) -> str:
         text += f",hv={shape.v_heads}"
     if shape.dim_v is not None:
         text += f",dv={shape.dim_v}"
+    for name, value in shape.layer_fields().items():
+        key = next(k for k, v in _SHAPE_KEYS.items() if v == name)
+        text += f",{key}={('on' if value else 'off') if name == 'checkpoint' else value}"
     return text
 
 

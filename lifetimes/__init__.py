@@ -12,3 +12,5 @@ from . import cudnn_frost  # noqa: F401
 from . import cudnn_hopper  # noqa: F401
 from . import fla_gdn  # noqa: F401
 from . import fla_cp  # noqa: F401
+from . import fla_kda_layer  # noqa: F401
+from . import fla_gdn_layer  # noqa: F401

@@ -71,6 +71,20 @@ QWEN3_NEXT = Contract("qwen3-next", CALL, (
 ))
 
 
+# The call of flash-linear-attention 0.6.0's GatedDeltaNet layer (layers/gated_deltanet.py:302-318): raw a_proj and b_proj
+# outputs, use_gate_in_kernel with the layer's fp32 A_log and dt_bias, use_beta_sigmoid_in_kernel. Not registered as a
+# kernel model: the layer model (lifetimes/fla_gdn_layer.py) includes it (``build(layer_call=True)``).
+LAYER_CALL = Contract("layer", CALL, tuple(
+    Input("g", (T, HV), "bf16", note="raw a_proj output: the gate runs in kernel") if i.name == "g" else
+    Input("beta", (T, HV), "bf16", note="raw b_proj output: the sigmoid runs in kernel") if i.name == "beta" else i
+    for i in QWEN3_NEXT.inputs if i.name != "dO") + (
+    Input("A_log", (HV,), "fp32"),                                              # [HV] fp32
+    Input("dt_bias", (HV,), "fp32"),                                            # [HV] fp32
+    Input("dO", (T, HV, DV), "bf16", backward_only=True),                       # [T, HV, V] bf16
+))
+GATE = "ops/gated_delta_rule/gate.py"
+
+
 def dqkwg_const_tiling(arch: str) -> int:
     """CONST_TILING of chunk_bwd_dqkwg (ops/common/chunk_o.py:741-749) on a device of ``arch``; the Ampere
     branch gives 128 because q, k, v, do, h, dh, w, dv are all bf16 in this configuration."""
@@ -89,29 +103,33 @@ def refuse(shape, device) -> str | None:
     return None
 
 
-def build(forward_only: bool = False, device=None, gva: bool = False, version: "GdnVersion | None" = None) -> LifetimeModel:
+def build(forward_only: bool = False, device=None, gva: bool = False, version: "GdnVersion | None" = None,
+          layer_call: bool = False) -> LifetimeModel:
     """``gva``: HV > H; the backward then sums dq, dk and the WY dk over each group of HV/H value heads;
-    ``version``: an entry of ``VERSIONS`` (default fla-core 0.6.0)."""
+    ``version``: an entry of ``VERSIONS`` (default fla-core 0.6.0); ``layer_call``: as the GatedDeltaNet layer calls it
+    (in-kernel gate and beta sigmoid, ``LAYER_CALL``)."""
     v = version or GDN_0_6_0
     arch = getattr(device, "arch", "sm90")
     const_tiling = dqkwg_const_tiling(arch)
     saved_until = "fwd.output" if forward_only else "bwd.return"
     d = Declaration()
-    d.inputs(QWEN3_NEXT, backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
-    _forward(d, saved_until)
+    d.inputs(LAYER_CALL if layer_call else QWEN3_NEXT, backward=not forward_only,
+             note="inputs, dO and the packed boundaries exist before the step")
+    _forward(d, saved_until, layer_call)
     if not forward_only:
-        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch))
+        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch), layer_call)
     return d.freeze(
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
         summary=("forward only, no grad" if forward_only else "forward + backward (backward source-derived, not measured)")
-        + f"; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta); {v.origin}; "
+        + ("; the GatedDeltaNet layer's call (in-kernel q/k L2 norm, gate and beta sigmoid)" if layer_call else
+           "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta)") + f"; {v.origin}; "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
         options=(("forward_only", forward_only), ("gva", gva)),
         not_modelled=("temporaries of the first call only (tensor_cache misses)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "the FlashQLA (TileLang) backend, dispatched instead of Triton when flash_qla is installed",
-                      "in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",
+                      *(() if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
                       "context parallelism",
                       "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
                       "H200; GDN's gated variant was never tuned there: its backward does not run with Triton 3.6.0)"),
@@ -119,7 +137,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
     )
 
 
-def _forward(d: Declaration, saved_until: str) -> None:
+def _forward(d: Declaration, saved_until: str, layer_call: bool = False) -> None:
     """ChunkGatedDeltaRuleFunction.forward (chunk.py:258) -> chunk_gated_delta_rule_fwd (chunk.py:33)."""
     fwd = "ChunkGatedDeltaRuleFunction.forward"
     for x in ("q", "k"):
@@ -130,10 +148,18 @@ def _forward(d: Declaration, saved_until: str) -> None:
              note="tensor_cache keeps it", cached=True)
     d.buffer("seq_lens", Group.SCRATCH, (MBS,), "int64",                                          # [N] int64
              src("ops/utils/index.py", "prepare_lens", 42, "return torch.diff(cu_seqlens)"), note="tensor_cache keeps it", cached=True)
-    cumsum = src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)")
-    d.step("fwd.g_cumsum", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 63, "g = chunk_local_cumsum(g, ..., scale=RCP_LN2)"))
-    d.autotune("chunk_local_cumsum_scalar_kernel", cumsum_scalar_key(0), CUMSUM_SCALAR_LAUNCH,
-               note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=False")
+    if layer_call:
+        _beta_sigmoid_forward(d, saved_until)
+        cumsum = src(GATE, "gdn_gate_chunk_cumsum", 183, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)")
+        d.step("fwd.g_cumsum", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 53, "g = gdn_gate_chunk_cumsum("),
+               note="output_dtype=torch.float (gate.py:175): fp32 from the raw bf16 gate")
+        d.autotune("gdn_gate_chunk_cumsum_scalar_kernel", (HV, BT, 1, 0), src(GATE, "gdn_gate_chunk_cumsum", 184,
+                   "gdn_gate_chunk_cumsum_scalar_kernel[(NT, B * H)]("), note="key=['H', 'BT', 'IS_VARLEN', 'REVERSE'] (gate.py:59)")
+    else:
+        cumsum = src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278, "o = torch.empty_like(g, dtype=output_dtype or g.dtype)")
+        d.step("fwd.g_cumsum", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 63, "g = chunk_local_cumsum(g, ..., scale=RCP_LN2)"))
+        d.autotune("chunk_local_cumsum_scalar_kernel", cumsum_scalar_key(0), CUMSUM_SCALAR_LAUNCH,
+                   note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=False")
     d.buffer("g_cumsum", Group.SAVED, (T, HV), "fp32", cumsum, saved_until, note="saved for backward")  # [T, HV] fp32
     d.step("fwd.intra", "forward", src(CHUNK, "chunk_gated_delta_rule_fwd", 72, "w, u, A = chunk_gated_delta_rule_fwd_intra("),
            note="fused kkt + solve_tril (BT == 64)")
@@ -189,11 +215,39 @@ def _delta_h(d: Declaration, phase: str, suffix: str, group: Group, freed: str) 
              src(fh, "chunk_gated_delta_rule_fwd_h", 725, "v_new = torch.empty_like(u) if save_new_value else None"), freed)
 
 
-def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int) -> None:
+def _beta_sigmoid_forward(d: Declaration, saved_until: str) -> None:
+    """The layer call: ``beta = fused_beta_sigmoid(beta_raw, ...)`` (chunk.py:288), fp32, saved for backward."""
+    d.step("fwd.beta_sigmoid", "forward", src(CHUNK, "ChunkGatedDeltaRuleFunction.forward", 288,
+                                              "beta = fused_beta_sigmoid(beta_raw, scale=2.0 if allow_neg_eigval else 1.0)"))
+    d.buffer("beta_sigmoid", Group.SAVED, (T, HV), "fp32", src("ops/common/gate.py", "fused_beta_sigmoid_fwd", 59,
+             "y = torch.empty_like(x, dtype=torch.float32)"), saved_until)                          # [T, HV] fp32
+
+
+def _gate_backward(d: Declaration) -> None:
+    """The layer call: ``dg, dA_log, ddt_bias = gdn_gate_bwd(g=g_input, ...)`` (chunk.py:249), its partials and sums."""
+    gb = "gdn_gate_bwd"
+    d.step("bwd.gate_bwd", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 249,
+                                           "dg, dA_log, ddt_bias = gdn_gate_bwd(g=g_input, A_log=A_log, dt_bias=dt_bias, dyg=dg)"),
+           note="the partials die with their reductions inside gdn_gate_bwd; the fp32 dg when the function returns")
+    d.autotune("gdn_gate_bwd_kernel", (HV, 32), src(GATE, gb, 216, "gdn_gate_bwd_kernel[(NT, H)]("),
+               note="key=['H', 'BT'] (gate.py:117), BT = 32")
+    d.buffer("dg_gate", Group.OUTPUT_GRAD, (T, HV), "bf16", src(GATE, gb, 212, "dg = torch.empty_like(g)"),
+             note="the raw gate's gradient")                                                      # [T, HV] bf16
+    d.buffer("dA_log_part", Group.SCRATCH, (cdiv(T, 32), HV), "fp32", src(GATE, gb, 213,
+             "dA = A_log.new_empty(NT, H, dtype=torch.float32)"), "bwd.gate_bwd")                 # [cdiv(T, 32), HV] fp32
+    d.buffer("dt_bias_part", Group.SCRATCH, (cdiv(T, 32), HV), "fp32", src(GATE, gb, 214,
+             "dbias = g.new_empty(NT, H, dtype=torch.float32) if dt_bias is not None else None"), "bwd.gate_bwd")
+    d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", src(GATE, gb, 229, "dA = dA.sum(0).view_as(A_log).type_as(A_log)"))
+    d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV,), "fp32", src(GATE, gb, 230,
+             "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None"))
+
+
+def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False) -> None:
     """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
-    What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``)."""
+    What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``; the layer
+    call: after the gate's backward)."""
     bwd = "chunk_gated_delta_rule_bwd"
-    local_end = "bwd.dg_cumsum"
+    local_end = "bwd.gate_bwd" if layer_call else "bwd.dg_cumsum"
     _w_u(d, "bwd", "", Group.RECOMPUTE, local_end)
     _delta_h(d, "bwd", "", Group.RECOMPUTE, local_end)
     co = "ops/common/chunk_o.py"
@@ -215,15 +269,23 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int) -> N
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(fh, "chunk_gated_delta_rule_bwd_dhu", 796, "dv2 = torch.empty_like(dv)"),
              "bwd.wy_sum_k" if gva else "bwd.wy", note="rebound to prepare_wy_repr_bwd's dv")    # [T, HV, V] bf16
     _dqkwg(d, gva, const_tiling, local_end)
-    _wy_bwd(d, gva, local_end, wy_tiling)
+    _wy_bwd(d, gva, local_end, wy_tiling, layer_call)
     d.step("bwd.dg_cumsum", "backward", src(CHUNK, bwd, 246, "dg = chunk_local_cumsum(dg, ..., reverse=True, ...)"))
     d.autotune("chunk_local_cumsum_scalar_kernel", cumsum_scalar_key(1), CUMSUM_SCALAR_LAUNCH,
                note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=True")
     d.buffer("dg", Group.OUTPUT_GRAD, (T, HV), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278,
-             "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), note="the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
+             "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), "bwd.gate_bwd" if layer_call else None,
+             note="the gate's input gradient" if layer_call else "the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
+    if layer_call:
+        _gate_backward(d)
     for x in ("q", "k"):
         l2norm_backward(d, x, src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
+    if layer_call:
+        d.step("bwd.beta_sigmoid", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 387,
+                                                   "db = fused_beta_sigmoid_bwd(beta_raw, db, ...)"))
+        d.buffer("dbeta", Group.OUTPUT_GRAD, (T, HV), "bf16", src("ops/common/gate.py", "fused_beta_sigmoid_bwd", 75,
+                 "dx = torch.empty_like(x)"), note="the raw beta's gradient")                      # [T, HV] bf16
     d.step("bwd.return", "backward", src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 388, "return (dq.to(q), dk.to(k), ...)"),
            note="the casts are no-ops; autograd frees the saved tensors after this node")
 
@@ -256,7 +318,7 @@ def _dqkwg(d: Declaration, gva: bool, const_tiling: int, local_end: str) -> None
              note="dg.add_(dg2) in place; rebound to the reverse cumsum")                         # [T, HV] fp32
 
 
-def _wy_bwd(d: Declaration, gva: bool, local_end: str, wy_tiling: int) -> None:
+def _wy_bwd(d: Declaration, gva: bool, local_end: str, wy_tiling: int, layer_call: bool = False) -> None:
     """prepare_wy_repr_bwd (ops/gated_delta_rule/wy_fast.py:298): dk2, the final dv, dg2, db."""
     wy, f = "ops/gated_delta_rule/wy_fast.py", "prepare_wy_repr_bwd"
     d.step("bwd.wy", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 233, "dk2, dv, db, dg2 = prepare_wy_repr_bwd("))
@@ -270,8 +332,9 @@ def _wy_bwd(d: Declaration, gva: bool, local_end: str, wy_tiling: int) -> None:
              note="the V gradient")                                                               # [T, HV, V] bf16
     d.buffer("dg2", Group.BETA_REDUCTION, (T, HV), "fp32", src(wy, f, 320, "dg = torch.empty_like(g) if g is not None else None"),
              local_end)                                                                           # [T, HV] fp32
-    d.buffer("db", Group.OUTPUT_GRAD, (T, HV), "bf16", src(wy, f, 321, "db = torch.empty_like(beta)"),
-             note="the beta gradient; db.to(beta_raw) is a no-op")                                # [T, HV] bf16
+    d.buffer("db", Group.OUTPUT_GRAD, (T, HV), "fp32" if layer_call else "bf16", src(wy, f, 321, "db = torch.empty_like(beta)"),
+             "bwd.beta_sigmoid" if layer_call else None,
+             note="beta is the in-kernel sigmoid's fp32" if layer_call else "the beta gradient; db.to(beta_raw) is a no-op")
     if gva:
         d.step("bwd.wy_sum_k", "backward", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"))
         d.buffer("dk2", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"),

@@ -126,6 +126,16 @@ class Config:
     forward_only: bool
     gva: bool
     sm90: bool = True        # H100/H200: where dhu's failing configs were measured (H200) or share the limits (H100)
+    safe_gate: bool | None = None   # None: the contract's (report: on, plain: off); picks the forward intra kernel
+    state_v_first: int = 0          # the state layout flag in four kernels' autotune keys (no buffer changes size)
+
+    @property
+    def safe(self) -> bool:
+        return self.report if self.safe_gate is None else self.safe_gate
+
+    def svf(self, key: tuple, at: int) -> tuple:
+        """``key`` with its STATE_V_FIRST entry (index ``at``) set to this call's flag."""
+        return key[:at] + (self.state_v_first,) + key[at + 1:]
 
     @property
     def intra_dtype(self) -> str:
@@ -149,12 +159,16 @@ def refuse(shape, device) -> str | None:
 
 
 def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: bool = True,
-          forward_only: bool = False, device: str = "", gva: bool = False) -> LifetimeModel:
+          forward_only: bool = False, device: str = "", gva: bool = False, safe_gate: bool | None = None,
+          state_v_first: bool = False) -> LifetimeModel:
     """``gva``: value heads HV are a multiple G > 1 of the q/k heads H (grouped value attention); the
-    backward then sums dq and dk over each group of G value heads into new [T, H, K] tensors."""
+    backward then sums dq and dk over each group of G value heads into new [T, H, K] tensors. ``safe_gate`` and
+    ``state_v_first`` (a caller's other flags: FLA's KimiDeltaAttention layer passes safe_gate=False,
+    state_v_first=True) change which kernels autotune and their keys, no buffer."""
     if contract not in CONTRACTS:
         raise ValueError(f"contract must be one of {tuple(CONTRACTS)}")
-    c = Config(version, contract == "report", recompute, forward_only, gva, device.upper() in SM90_DEVICES)
+    c = Config(version, contract == "report", recompute, forward_only, gva, device.upper() in SM90_DEVICES, safe_gate,
+               int(state_v_first))
     d = Declaration()
     d.inputs(CONTRACTS[contract], backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
     _chunk_indices(d)
@@ -230,13 +244,13 @@ def _forward(d: Declaration, c: Config) -> None:
     kept = not c.recompute and not c.forward_only
     _w_u(d, "fwd", "_fwd", Group.SAVED if kept else Group.FORWARD, c.saved_until if kept else "fwd.output", with_qg=kept)
     _delta_h(d, "fwd", "_fwd", Group.STATE if kept else Group.FORWARD, Group.SAVED if kept else Group.FORWARD,
-             c.saved_until if kept else "fwd.output")
+             c.saved_until if kept else "fwd.output", c.svf(FWD_H_KEY, 5))
     d.buffer("chunk_offsets", Group.SCRATCH, (MBS + 1,), "int64",                                  # [N+1] int64
              src("ops/utils/index.py", "prepare_chunk_offsets", 172,
                  "return F.pad(triton.cdiv(prepare_lens(cu_seqlens), chunk_size), (1, 0), value=0).cumsum(-1)"),
              note="tensor_cache keeps it", cached=True)
     d.step("fwd.output", "forward", src("ops/kda/chunk_fwd.py", "chunk_kda_fwd", 122, "o = chunk_gla_fwd_o_gk("))
-    d.autotune("chunk_gla_fwd_kernel_o", GLA_O_KEY, src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", 1013,
+    d.autotune("chunk_gla_fwd_kernel_o", c.svf(GLA_O_KEY, 2), src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", 1013,
                "chunk_gla_fwd_kernel_o[grid]("), note="key=['BT', 'HV', 'STATE_V_FIRST', 'K', 'V'] (gla/chunk.py:359)")
     d.buffer("o", Group.INPUTS, (T, HV, DV), "bf16", src("ops/gla/chunk.py", "chunk_gla_fwd_o_gk", 1011,
              "o = torch.zeros_like(v)"), note="returned; the caller holds it")                      # [T, HV, V] bf16
@@ -260,7 +274,7 @@ def _tune_fwd_intra(d: Declaration, c: Config) -> None:
     """chunk_kda_fwd_intra (chunk_intra.py:869-930): the diagonal blocks (safe_gate: sub-chunk kernel, else the
     token-parallel one), then the fused inter-block + solve_tril kernel."""
     ci = "ops/kda/chunk_intra.py"
-    if c.report:   # safe_gate=True
+    if c.safe:     # safe_gate=True (the report contract's)
         d.autotune("chunk_kda_fwd_kernel_intra_sub_chunk", SUB_CHUNK_KEY, src(ci, "chunk_kda_fwd_intra", 872,
                    "chunk_kda_fwd_kernel_intra_sub_chunk[grid]("), note="key=['BT', 'BC', 'HV'] (chunk_intra.py:691)")
     else:
@@ -292,12 +306,12 @@ def _w_u(d: Declaration, phase: str, suffix: str, group: Group, freed: str, with
              "kg = torch.empty(B, T, HV, K, device=k.device, dtype=k.dtype)"), freed)             # [T, HV, K] bf16
 
 
-def _delta_h(d: Declaration, phase: str, suffix: str, h_group: Group, v_group: Group, freed: str) -> None:
+def _delta_h(d: Declaration, phase: str, suffix: str, h_group: Group, v_group: Group, freed: str, key: tuple = FWD_H_KEY) -> None:
     """chunk_gated_delta_rule_fwd_h (ops/common/chunk_delta_h.py): the chunk states h and v_new."""
     fh = "ops/common/chunk_delta_h.py"
     d.step(f"{phase}.delta_h", "forward" if phase == "fwd" else "backward",
            src(fh, "chunk_gated_delta_rule_fwd_h", 688, "def chunk_gated_delta_rule_fwd_h("))
-    d.autotune("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", FWD_H_KEY, src(fh, "chunk_gated_delta_rule_fwd_h", 727,
+    d.autotune("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", key, src(fh, "chunk_gated_delta_rule_fwd_h", 727,
                "chunk_gated_delta_rule_fwd_kernel_h_blockdim64[grid]("),
                note="key=['H', 'HV', 'K', 'V', 'BT', 'STATE_V_FIRST'] (chunk_delta_h.py:55), H = kg.shape[2] = HV "
                     "(chunk_delta_h.py:704); the backward's recompute "
@@ -324,7 +338,7 @@ def _backward_recompute(d: Declaration, c: Config) -> None:
         d.buffer("g_cumsum", Group.RECOMPUTE, (T, HV, DK), "fp32", src("ops/kda/gate.py", "kda_gate_chunk_cumsum", 502,
                  "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), end)                  # [T, HV, K] fp32
     _w_u(d, "bwd", "", Group.RECOMPUTE, end, with_qg=True)       # chunk_kda_bwd passes q
-    _delta_h(d, "bwd", "", Group.STATE, Group.RECOMPUTE, end)
+    _delta_h(d, "bwd", "", Group.STATE, Group.RECOMPUTE, end, c.svf(FWD_H_KEY, 5))
 
 
 def _backward_chunk(d: Declaration, c: Config) -> None:
@@ -339,7 +353,7 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
     d.buffer("dv_dAv", Group.DV, (T, HV, DV), "bf16", src(bwd, "chunk_kda_bwd_dAv", 356, "dv = torch.empty_like(do)"), "bwd.dhu")
     dhu = "ops/common/chunk_delta_h.py"
     d.step("bwd.dhu", "backward", src(bwd, "chunk_kda_bwd", 575, "dh, dh0, dv = chunk_gated_delta_rule_bwd_dhu("))
-    d.autotune("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", DHU_KEY, src(dhu, "chunk_gated_delta_rule_bwd_dhu", 799,
+    d.autotune("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", c.svf(DHU_KEY, 6), src(dhu, "chunk_gated_delta_rule_bwd_dhu", 799,
                "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64[grid]("),
                note="key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST'] (chunk_delta_h.py:366), H = qg.shape[2] = "
                     "HV (chunk_delta_h.py:769); BV is a "
@@ -354,7 +368,7 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 796,
              "dv2 = torch.empty_like(dv)"), "bwd.wy_dqkg")
     d.step("bwd.wy_dqkg", "backward", src(bwd, "chunk_kda_bwd", 592, "dq, dk, dv, db, dg, dAkk = chunk_kda_bwd_wy_dqkg_fused("))
-    d.autotune("chunk_kda_bwd_kernel_wy_dqkg_fused", WY_DQKG_KEY, src(bwd, "chunk_kda_bwd_wy_dqkg_fused", 427,
+    d.autotune("chunk_kda_bwd_kernel_wy_dqkg_fused", c.svf(WY_DQKG_KEY, 2), src(bwd, "chunk_kda_bwd_wy_dqkg_fused", 427,
                "chunk_kda_bwd_kernel_wy_dqkg_fused[grid]("), note="key=['BT', 'HV', 'STATE_V_FIRST', 'K', 'V'] (chunk_bwd.py:135)")
     wy, stage_end = "chunk_kda_bwd_wy_dqkg_fused", "bwd.intra_db_sum"   # rebound when chunk_kda_bwd_intra returns
     d.buffer("dq_stage", Group.STAGE, (T, HV, DK), "fp32", src(bwd, wy, 419, "dq = g.new_empty(B, T, HV, K, dtype=torch.float)"), stage_end)

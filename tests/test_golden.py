@@ -27,6 +27,11 @@ COMMANDS = {
     "payload_100000": ["payload", "--seq", "100000", "--no-measure"],
     "diff": ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
              "--seq", "247466", "--heads", "96"],
+    # the layer models: the kernel's buffers inside the layer's breakdown; the stack's plan (docs/layers.md)
+    "predict_layer": ["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304",
+                      "--layers", "2", "--checkpoint"],
+    "plan_layers": ["plan", "--impl", "fla-kda-layer@0.6.0", "--solve", "seq", "--heads", "32", "--hidden", "2304",
+                    "--layers", "4"],
 }
 WIDTHS = (80, 200)
 

@@ -40,6 +40,12 @@ COMMANDS = {
     "diff-gva": ["diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K", "--heads", "16",
                  "--v-heads", "32"],
     "diff-unshaped": ["diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27"],
+    "predict-layer": ["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304",
+                      "--layers", "4", "--checkpoint"],
+    "compare-layer": ["compare", "--impl", "fla-kda-layer@0.6.0", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32"],
+    "timeline-layer": ["timeline", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "2"],
+    "plan-layers": ["plan", "--impl", "fla-kda-layer@0.6.0", "--solve", "layers", "--seq", "128K", "--heads", "32",
+                    "--hidden", "2304"],
 }
 
 
@@ -94,6 +100,12 @@ def test_json_validates_against_its_schema(name):
         assert old["change_vs_first_bytes"] is None and old["shape"] == new["shape"] == data["shape"]
     if name == "diff-gva":          # the --v-heads shape selects the GVA code path in both models
         assert data["shape"]["v_heads"] == 32 and data["results"][0]["options"]["gva"] is data["results"][1]["options"]["gva"] is True
+    if name == "predict-layer":     # the layer fields are the shape's, and the model's build options
+        (r,) = data["results"]
+        assert r["shape"]["layers"] == 4 and r["shape"]["checkpoint"] is True and r["options"]["hidden"] == 2304
+    if name == "plan-layers":
+        (r,) = data["results"]
+        assert data["solve"] == "layers" and r["value"] >= 1
     if name == "diff-unshaped":
         assert data["shape"] is None and {r["peak_bytes"] for r in data["results"]} == {None}
         assert {c["old"]["allocated_bytes"] for c in data["changes"]} == {None}

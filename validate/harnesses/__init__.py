@@ -117,4 +117,4 @@ def decline_reason(impl: str) -> str | None:
     return None
 
 
-from . import cudnn_frost, cudnn_hopper, fla_cp, fla_gdn, fla_kda  # noqa: E402,F401  (each registers its harness)
+from . import cudnn_frost, cudnn_hopper, fla_cp, fla_gdn, fla_kda, fla_layer  # noqa: E402,F401  (each registers its harness)

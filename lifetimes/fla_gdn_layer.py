@@ -1,0 +1,198 @@
+"""flash-linear-attention 0.6.0's ``GatedDeltaNet`` layer (``fla/layers/gated_deltanet.py``), forward + backward in bf16,
+and a stack of L of them, as buffer records (the stack: ``lifetimes/layer_stack.py``, as for the KDA layer).
+
+Called as a training step calls it: ``hidden_states [1, T, hidden]`` bf16 with packed ``cu_seqlens`` (so the three
+short convolutions run apart: ``_use_fused_qkv_conv`` needs ``cu_seqlens is None``, gated_deltanet.py:202),
+``use_gate=True`` (``g_proj`` and ``FusedRMSNormGated``), no cache, mode ``chunk``. Its kernel is
+``chunk_gated_delta_rule(..., use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, use_gate_in_kernel=True,
+state_v_first=True)`` (gated_deltanet.py:302-318): the GDN kernel model built for that call (``fla_gdn.build(
+layer_call=True)``: the in-kernel gate and beta sigmoid on top of its Qwen3-Next records), included whole (``gdn.*``).
+
+Shapes: ``num_heads`` H, ``num_v_heads`` HV, ``head_dim`` K (DK), ``head_v_dim`` V (DV = K * expand_v); ``key_dim = H*K``,
+``value_dim = HV*V`` (gated_deltanet.py:125-128). Source-derived; the kernel's backward is not measured on the H200
+(fla-core 0.6.0's gated ``chunk_bwd_dqkwg`` refuses Hopper with Triton 3.6.0: ``fla-gdn@0.6.0``'s note), so neither
+is the layer's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from livebytes.estimator.buffers import Group, LifetimeModel
+from livebytes.estimator.declare import Declaration, source_root
+from livebytes.estimator.symbols import DK, DV, H, HV, T
+from livebytes.lifetimes import fla_gdn
+from livebytes.lifetimes.fla_gdn import refuse as kernel_refuse
+from livebytes.lifetimes.fla_modules import (Linear, conv_backward, conv_chunk_indices, conv_forward, conv_parameters,
+                                             linear_backward, linear_forward, linear_parameters, norm_backward,
+                                             norm_forward, norm_parameters, parameter)
+from livebytes.lifetimes.layer_stack import DISCARD, RECOMPUTE, LayerParts, declare_stack
+
+src = source_root("fla")
+GDN = "layers/gated_deltanet.py"
+FWD = "GatedDeltaNet.forward"
+INIT = "GatedDeltaNet.__init__"
+VERSION = "0.6.0"
+DEFAULT_HIDDEN = 2048        # GatedDeltaNet(hidden_size=2048) (gated_deltanet.py:93)
+DEFAULT_CONV = 4             # conv_size=4 (gated_deltanet.py:102)
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    hidden: int
+    conv_size: int
+    device: object
+    gva: bool = False
+
+
+def linears(hidden: int) -> dict[str, Linear]:
+    """The layer's nn.Linear modules (gated_deltanet.py:148-198)."""
+    def at(line, quote):
+        return src(GDN, INIT, line, quote)
+    return {lin.name: lin for lin in (
+        Linear("q_proj", hidden, H * DK, at(148, "self.q_proj = nn.Linear(in_features=hidden_size, out_features=self.key_dim, bias=False)")),
+        Linear("k_proj", hidden, H * DK, at(149, "self.k_proj = nn.Linear(in_features=hidden_size, out_features=self.key_dim, bias=False)")),
+        Linear("v_proj", hidden, HV * DV, at(150, "self.v_proj = nn.Linear(in_features=hidden_size, out_features=self.value_dim, bias=False)")),
+        Linear("a_proj", hidden, HV, at(151, "self.a_proj = nn.Linear(in_features=hidden_size, out_features=self.num_v_heads, bias=False)")),
+        Linear("b_proj", hidden, HV, at(152, "self.b_proj = nn.Linear(in_features=hidden_size, out_features=self.num_v_heads, bias=False)")),
+        Linear("g_proj", hidden, HV * DV, at(194, "self.g_proj = nn.Linear(in_features=hidden_size, out_features=self.value_dim, bias=False)")),
+        Linear("o_proj", HV * DV, hidden, at(198, "self.o_proj = nn.Linear(in_features=self.value_dim, out_features=hidden_size, bias=False)")),
+    )}
+
+
+CONVS = (("q_conv1d", H * DK, 170, 272), ("k_conv1d", H * DK, 176, 278), ("v_conv1d", HV * DV, 182, 284))
+LAYER_CALL = src(GDN, FWD, 210, "def forward(self, hidden_states, attention_mask=None, ..., **kwargs)")
+CU_SEQLENS = src(GDN, FWD, 238, "cu_seqlens = kwargs.get('cu_seqlens')")
+KERNEL_CALL = src(GDN, FWD, 302, "o, recurrent_state = chunk_gated_delta_rule(")
+
+
+def parameters(d: Declaration, c: LayerConfig) -> None:
+    lin = linears(c.hidden)
+    for name in ("q_proj", "k_proj", "v_proj", "a_proj", "b_proj"):
+        linear_parameters(d, lin[name])
+    parameter(d, "A_log", (HV,), src(GDN, INIT, 155, "self.A_log = nn.Parameter(torch.log(A))"), "fp32",
+              note="kept fp32, as the kernel's layer call takes it")
+    parameter(d, "dt_bias", (HV,), src(GDN, INIT, 164, "self.dt_bias = nn.Parameter(inv_dt)"), "fp32",
+              note="kept fp32, as the kernel's layer call takes it")
+    for name, channels, line, _ in CONVS:
+        conv_parameters(d, name, channels, c.conv_size, src(GDN, INIT, line, f"self.{name} = ShortConvolution("))
+    linear_parameters(d, lin["g_proj"])
+    norm_parameters(d, "o_norm", DV, src(GDN, INIT, 195, "self.o_norm = FusedRMSNormGated(hidden_size=self.head_v_dim, ...)"))
+    linear_parameters(d, lin["o_proj"])
+
+
+def kernel(forward_only: bool, c: LayerConfig) -> LifetimeModel:
+    return fla_gdn.build(forward_only=forward_only, device=c.device, gva=c.gva, layer_call=True)
+
+
+KERNEL_INPUTS = {"q": "q_conv1d.out", "k": "k_conv1d.out", "v": "v_conv1d.out", "g": "a_proj.out", "beta": "b_proj.out"}
+PASSED = {"A_log": "A_log", "dt_bias": "dt_bias", "cu_seqlens": "cu_seqlens", "dO": "o_norm.dx"}
+
+
+def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
+    """GatedDeltaNet.forward (gated_deltanet.py:210-358) on ``x``; ``mode`` as the KDA layer's (layer_stack)."""
+    saving = mode != DISCARD
+    p = "" if saving else "ckpt."
+    lin = {k: replace(v, name=p + v.name) for k, v in linears(c.hidden).items()}
+
+    def kept(saved_until: str, last_use: str) -> str:
+        return saved_until if saving else f"fwd.{p}{last_use}"
+    end = f"fwd.{p}o_proj"     # the forward's locals (q, k, v, beta) die when it returns
+    for name, channels, _, line in CONVS:
+        proj = name.replace("_conv1d", "_proj")
+        call = src(GDN, FWD, line, f"{name[0]}, conv_state_{name[0]} = self.{name}(")
+        linear_forward(d, lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
+        conv_forward(d, p + name, channels, c.conv_size, call, kept("gdn.bwd.return", "o_proj") if name == "v_conv1d" else end)
+        if name == "q_conv1d" and mode != RECOMPUTE:
+            conv_chunk_indices(d)
+    linear_forward(d, lin["b_proj"], src(GDN, FWD, 298, "beta = self.b_proj(hidden_states)"), kept("gdn.bwd.return", "o_proj"))
+    linear_forward(d, lin["a_proj"], src(GDN, FWD, 306, "g=self.a_proj(hidden_states),"), "gdn.bwd.return" if saving else "ckpt.gdn.fwd.output")
+    inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
+    d.include(kernel(not saving, c), f"{p}gdn", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
+              cache_hit=mode == RECOMPUTE)
+    g_call = src(GDN, FWD, 349, "g = rearrange(self.g_proj(hidden_states), '... (h d) -> ... h d', d=self.head_v_dim)")
+    linear_forward(d, lin["g_proj"], g_call, kept("bwd.o_norm", "o_norm"))
+    norm_forward(d, p + "o_norm", T * HV, DV, src(GDN, FWD, 350, "o = self.o_norm(o, g)"), kept("bwd.o_proj", "o_proj"),
+                 kept("bwd.o_norm", "o_norm"))
+    linear_forward(d, lin["o_proj"], src(GDN, FWD, 354, "o = self.o_proj(o)"), "fwd.o_proj" if mode == RECOMPUTE else None,
+                   Group.INPUTS)
+
+
+def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> None:
+    """Autograd's order (the newest node first): o_proj, o_norm, g_proj (the input gradient's first contribution), the
+    kernel, a_proj, b_proj, then each convolution and its projection, v, k, q."""
+    lin = linears(c.hidden)
+    linear_backward(d, lin["o_proj"], "bwd.o_norm")
+    norm_backward(d, "o_norm", T * HV, DV, getattr(c.device, "sm_count", 132), "gdn.bwd.return", "bwd.g_proj")
+    linear_backward(d, lin["g_proj"], input_grad_until)
+    d.include(kernel(False, c), "gdn", "backward", KERNEL_INPUTS | PASSED,
+              freed={"dq": "bwd.q_conv1d", "dk": "bwd.k_conv1d", "dv": "bwd.v_conv1d", "dg_gate": "bwd.a_proj", "dbeta": "bwd.b_proj"})
+    linear_backward(d, lin["a_proj"], "bwd.a_proj")
+    linear_backward(d, lin["b_proj"], "bwd.b_proj")
+    for name, channels, _, _ in reversed(CONVS):
+        proj = name.replace("_conv1d", "_proj")
+        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}")
+        linear_backward(d, lin[proj], f"bwd.{proj}")
+
+
+def parts(c: LayerConfig) -> LayerParts:
+    return LayerParts(hidden=c.hidden, call=LAYER_CALL, parameters=lambda d: parameters(d, c),
+                      forward=lambda d, x, mode: forward(d, c, x, mode), backward=lambda d, until: backward(d, c, until),
+                      output="o_proj.out", input_grad="g_proj.dinput", cu_seqlens=CU_SEQLENS)
+
+
+NOT_MODELLED = (
+    "the layers below the top one step by step in their backward (one closing step: what it leaves); where that step is "
+    "the peak (short sequences, many layers) the bottom layer's backward transients come on top: a lower bound",
+    "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
+    "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
+    "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",
+    "the kernel's autotune keys carry STATE_V_FIRST 0; the layer passes state_v_first=True (other keys, no buffer differs)",
+    "the L - 1 layers below are one record per buffer (L - 1 blocks' bytes: the replay places them as one block)",
+    "use_gate=False (RMSNorm instead of FusedRMSNormGated), the fused q/k/v convolution of unpacked inputs, the CUDA "
+    "convolution backend",
+)
+
+
+def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: int = 1, checkpoint: bool = False,
+          conv_size: int = DEFAULT_CONV) -> LifetimeModel:
+    """L GatedDeltaNet layers (default 1), forward + backward, checkpointing off or per layer."""
+    c = LayerConfig(hidden, conv_size, device, gva)
+    one = declare_stack(parts(c), 1, False, None).freeze(**_fields(c, 1, False)) if layers > 1 else None
+    return declare_stack(parts(c), layers, checkpoint, one).freeze(**_fields(c, layers, checkpoint))
+
+
+def _fields(c: LayerConfig, layers: int, checkpoint: bool) -> dict:
+    return dict(
+        key=f"fla-gdn-layer@{VERSION}", implementation="FLA GatedDeltaNet layer (flash-linear-attention 0.6.0)",
+        version=VERSION, device=getattr(c.device, "name", ""),
+        summary=f"{layers} GatedDeltaNet layer{'s' if layers > 1 else ''} (hidden {c.hidden}, conv {c.conv_size}), forward + "
+                f"backward, checkpointing {'per layer' if checkpoint else 'off'}; chunk_gated_delta_rule inside: fla-gdn@0.6.0's "
+                "records with the layer's in-kernel gate and beta sigmoid; source-derived (backward not runnable on the "
+                "H200's Triton 3.6.0)",
+        options=(("gva", c.gva), ("hidden", c.hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", c.conv_size)),
+        not_modelled=NOT_MODELLED + fla_gdn.build(layer_call=True).not_modelled,
+        notes=("source-derived from flash-linear-attention 0.6.0 fla/layers/gated_deltanet.py and fla-core 0.6.0; not measured",)
+        + fla_gdn.GDN_0_6_0.notes,
+    )
+
+
+def refuse(shape, device) -> str | None:
+    """The kernel's refusals (a portable function: the spec index stores it), and a value head dim above 512:
+    FusedRMSNormGated then runs its row kernels (fused_norm_gate.py:482 ``if D <= 512``), not covered here."""
+    reason = kernel_refuse(shape, device)
+    if reason is None and shape.dv > 512:
+        reason = f"this model covers value head dims <= 512 (FusedRMSNormGated's blocked kernels), got {shape.dv}"
+    return reason
+
+
+# ---------------------------------------------------------------- registration
+
+from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
+from livebytes.estimator.shapes import LAYER_FIELDS  # noqa: E402
+
+register(ModelSpec(
+    key=f"fla-gdn-layer@{VERSION}", implementation="FLA GatedDeltaNet layer (flash-linear-attention 0.6.0)",
+    version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--layers), forward + backward (source-derived), "
+                            "checkpointing off or per layer (--checkpoint); its chunk_gated_delta_rule is fla-gdn@0.6.0's model",
+    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
+))

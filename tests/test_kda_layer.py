@@ -1,0 +1,307 @@
+"""The KimiDeltaAttention layer model (lifetimes/fla_kda_layer.py) and its stack (lifetimes/layer_stack.py): hand
+arithmetic beside each expected number, the kernel's records inside the layer unchanged, and relational checks."""
+import os
+from pathlib import Path
+
+import pytest
+
+from livebytes.estimator.buffers import Group
+from livebytes.estimator.declare import Declaration
+from livebytes.estimator.engine import charged_bytes, evaluate, predict
+from livebytes.estimator.errors import RefusedShapeError
+from livebytes.estimator.registry import get_model, shape_options
+from livebytes.estimator.shapes import Shape, parse_shape_list, shape_spec
+from livebytes.lifetimes import fla_kda, fla_kda_layer
+from livebytes.lifetimes.layer_stack import saved_set
+
+HIDDEN = 2304                      # Kimi-Linear's published hidden size (config.json hidden_size)
+SHAPE = Shape(1, 8192, 32, 128)    # T 8192, H = HV 32, K = V 128
+T = 8192
+
+
+def layer(layers=1, checkpoint=False, hidden=HIDDEN):
+    return fla_kda_layer.build(hidden=hidden, layers=layers, checkpoint=checkpoint)
+
+
+def nbytes(model, name, shape=SHAPE):
+    return evaluate(next(b for b in model.buffers if b.name == name).nbytes, shape)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("q_proj.out", 8192 * 4096 * 2),               # Linear(2304 -> H*K 4096) output, T x 4096 bf16
+    ("q_proj.weight", 4096 * 2304 * 2),            # [key_dim, hidden] bf16
+    ("q_proj.weight.grad", 4096 * 2304 * 2),       # its gradient, the weight's shape and dtype
+    ("g_proj.0.dinput", 8192 * 2304 * 2),          # an input gradient: T x hidden bf16 (the layer input's .grad)
+    ("f_proj.0.out", 8192 * 128 * 2),              # the low-rank gate bottleneck: T x head_v_dim bf16
+    ("g_proj.1.bias.grad", 4096 * 2),              # [value_dim] bf16
+    ("q_conv1d.weight", 4096 * 1 * 4 * 2),         # [D, 1, W] bf16, W = 4
+    ("q_conv1d.dw_partial", 128 * 4096 * 4 * 4),   # [B*NT, D, W] fp32, NT = 8192 / 64 = 128
+    ("q_conv1d.dw_sum", 4096 * 4 * 4),             # its fp32 sum [D, W]
+    ("o_norm.dw_partial", 132 * 128 * 4),          # [min(132 SMs, T*HV), V] fp32
+    ("o_norm.rstd", 8192 * 32 * 4),                # [T*HV] fp32
+    ("conv.chunk_indices", 128 * 2 * 8),           # [NT, 2] int64, the convolutions' own tensor_cache entry
+    ("A_log", 32 * 4),                             # [HV] fp32
+    ("dt_bias", 32 * 128 * 4),                     # [HV*K] fp32
+])
+def test_layer_buffers_by_hand(name, expected):
+    assert nbytes(layer(), name) == expected
+
+
+def test_the_kernels_records_appear_unchanged_inside_the_layer():
+    """Every buffer the kernel model allocates (its caller's tensors aside) is in the layer as kda.NAME: the same
+    shape, dtype, source and group; freed inside the kernel at the same step, renamed."""
+    kernel = fla_kda.build(contract="report")
+    mine = {b.name: b for b in layer().buffers}
+    for b in kernel.buffers:
+        if b.allocated_at == "harness.inputs":
+            assert f"kda.{b.name}" not in mine      # the caller's tensors are the layer's buffers
+            continue
+        ours = mine[f"kda.{b.name}"]
+        assert (ours.shape, ours.dtype, ours.source, ours.group, ours.cached) == (b.shape, b.dtype, b.source, b.group, b.cached)
+        if b.freed_after is not None:
+            assert ours.freed_after == f"kda.{b.freed_after}"
+    steps = [s.name for s in layer().steps]
+    assert [s for s in steps if s.startswith("kda.")] == [f"kda.{s.name}" for s in kernel.steps if s.name != "harness.inputs"]
+
+
+def test_the_kernels_inputs_are_the_layers_buffers():
+    """chunk_kda's q/k/v are the convolutions' outputs, g and beta the gate projections', dO the norm's input gradient;
+    v, g and beta live until the kernel's backward returns (ChunkKDAFunction saves them, chunk.py:118-141)."""
+    mine = {b.name: b for b in layer().buffers}
+    assert mine["v_conv1d.out"].freed_after == "kda.bwd.return"
+    assert mine["f_proj.1.out"].freed_after == "kda.bwd.return" and mine["b_proj.out"].freed_after == "kda.bwd.return"
+    assert mine["o_norm.dx"].freed_after == "kda.bwd.return"
+    assert mine["q_conv1d.out"].freed_after == "fwd.o_proj"          # the kernel keeps its L2-normalised copy instead
+    assert mine["kda.o"].freed_after == "bwd.o_norm"                  # saved by FusedRMSNormGated as x
+
+
+def test_the_layers_peak_is_the_kernels_plus_what_the_layer_holds_there():
+    """At the kernel's peak step the layer holds the kernel's live buffers (its inputs being the layer's) and its own."""
+    m = layer()
+    p = predict(m, SHAPE)
+    assert p.peak_step.name == "kda.bwd.intra_db_sum"
+    kernel = predict(fla_kda.build(contract="report"), SHAPE)
+    assert p.peak_bytes > kernel.peak_bytes
+
+
+def saved_bytes(model, shape=SHAPE):
+    charged = charged_bytes(model)
+    return sum(evaluate(charged[b.name], shape) for b in saved_set(model, "o_proj.out"))
+
+
+def per_layer_parameters(model, shape=SHAPE):
+    charged = charged_bytes(model)
+    return sum(evaluate(charged[b.name], shape) for b in model.buffers if b.group == Group.PARAMETERS)
+
+
+def test_the_saved_set_by_hand():
+    """What one layer keeps from its forward into its backward at T 8192, H = HV 32, K = V 128, hidden 2304: ten
+    [T, 4096] bf16 tensors of 64 MiB (the q/k/v projections, the v convolution, the gate g, the kernel's normalised q
+    and k and its output, g_proj's gate, the norm's output), Aqk and Akk [T, 32, 64] bf16 (32 MiB each), the two
+    low-rank bottlenecks [T, 128] bf16 (2 MiB each), beta [T, 32] bf16 (0.5 MiB) and four [T*32] fp32 vectors (q and k
+    rstd, the sigmoid of beta, the norm's rstd: 1 MiB each)."""
+    mib = 2**20
+    assert saved_bytes(layer()) == (10 * 64 + 2 * 32 + 2 * 2 + 0.5 + 4 * 1) * mib     # 712.5 MiB
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_each_layer_adds_its_output_parameters_and_saved_set(checkpoint):
+    """The top layer's backward is the peak; each layer below adds its output (the next one's input, [T, hidden] bf16),
+    its parameters and, without checkpointing, its saved set; with checkpointing nothing else."""
+    one = layer()
+    per_layer = T * HIDDEN * 2 + per_layer_parameters(one) + (0 if checkpoint else saved_bytes(one))
+    peaks = [predict(layer(n, checkpoint), SHAPE).peak_bytes for n in (1, 2, 3, 4)]
+    assert [b - a for a, b in zip(peaks, peaks[1:])] == [per_layer] * 3
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_checkpointing_lowers_the_peak_by_the_saved_sets_of_the_layers_below(layers):
+    full, ckpt = (predict(layer(layers, c), SHAPE).peak_bytes for c in (False, True))
+    assert full - ckpt == (layers - 1) * saved_bytes(layer())
+    assert ckpt < full
+
+
+def test_checkpointing_one_layer_leaves_its_peak():
+    """One layer alone: its backward (after the recompute) holds what the layer without checkpointing holds there."""
+    assert predict(layer(1, True), SHAPE).peak_bytes == predict(layer(1, False), SHAPE).peak_bytes
+
+
+def test_the_closing_step_holds_every_layers_parameter_gradients():
+    """After the stack's backward every layer's parameter gradients exist: four layers hold four times one layer's
+    (the kernel's dA_log and ddt_bias among them)."""
+    def grads(m):
+        last, charged = len(m.steps) - 1, charged_bytes(m)
+        return sum(evaluate(charged[b.name], SHAPE) for b in m.buffers if last in m.live_range(b)
+                   and (b.group == Group.PARAM_GRADS or b.name.endswith(("dA_log", "ddt_bias"))))
+    assert grads(layer(4)) == 4 * grads(layer(1))
+    assert grads(layer(1)) > 2 * 4096 * 2304 * 2          # at least q_proj's and k_proj's weight gradients
+
+
+def test_the_layer_fields_are_build_options_of_layer_models_only():
+    shape = Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=4, checkpoint=True)
+    assert shape_options("fla-kda-layer@0.6.0", shape) == {"hidden": HIDDEN, "layers": 4, "checkpoint": True}
+    with pytest.raises(RefusedShapeError, match="--checkpoint, --hidden, --layers describe a layer"):
+        shape_options("fla-kda@0.6.0", shape)
+    m = get_model("fla-kda-layer@0.6.0", "H200", **shape_options("fla-kda-layer@0.6.0", shape))
+    assert dict(m.options)["layers"] == 4 and "4 KimiDeltaAttention layers" in m.summary
+
+
+def test_layer_shapes_read_back():
+    shape = parse_shape_list("1,8K,32,128,hidden=2304,layers=4,checkpoint=on,conv=4")[0]
+    assert (shape.hidden, shape.layers, shape.checkpoint, shape.conv_size) == (2304, 4, True, 4)
+    assert parse_shape_list(shape_spec(shape))[0] == shape
+    assert Shape.from_dict(shape.as_dict()) == shape
+
+
+def test_include_maps_every_input_and_frees_only_its_own_buffers():
+    kernel = fla_kda.build(contract="report")
+    d = Declaration()
+    d.step("harness.inputs", "harness")
+    with pytest.raises(ValueError, match="not mapped"):
+        d.include(kernel, "kda", "forward", inputs={"q": "q"})
+    inputs = {b.name: b.name for b in kernel.buffers if b.allocated_at == "harness.inputs"}
+    with pytest.raises(ValueError, match="no buffers"):
+        d.include(kernel, "kda", "forward", inputs, freed={"nonesuch": "x"})
+    d.include(kernel, "kda", "forward", inputs)
+    with pytest.raises(ValueError, match="mapped to no buffer"):
+        d.freeze(key="k", implementation="i", version="v", summary="s")
+
+
+# ---------------------------------------------------------------- the GatedDeltaNet layer: the same construction
+
+def test_the_gdn_layers_kernel_is_the_gdn_kernel_model_for_the_layers_call():
+    """fla_gdn.build(layer_call=True) is the Qwen3-Next records plus the in-kernel gate and beta sigmoid: the sigmoid's
+    fp32 beta [T, HV] saved, db then fp32, gdn_gate_bwd's bf16 dg and its [cdiv(T, 32), HV] fp32 partials."""
+    from livebytes.lifetimes import fla_gdn
+    plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True)
+    added = {b.name for b in layer_call.buffers} - {b.name for b in plain.buffers}
+    assert added == {"A_log", "dt_bias", "beta_sigmoid", "dg_gate", "dA_log_part", "dt_bias_part", "dA_log", "ddt_bias", "dbeta"}
+    m = {b.name: b for b in layer_call.buffers}
+    shape = Shape(1, 8192, 16, 128, v_heads=32)
+    assert evaluate(m["beta_sigmoid"].nbytes, shape) == 8192 * 32 * 4          # [T, HV] fp32
+    assert evaluate(m["dA_log_part"].nbytes, shape) == 256 * 32 * 4            # [cdiv(8192, 32), HV] fp32
+    assert m["db"].dtype == "fp32" and {b.name: b.dtype for b in plain.buffers}["db"] == "bf16"
+
+
+def test_the_gdn_kernels_records_appear_unchanged_inside_its_layer():
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes import fla_gdn, fla_gdn_layer
+    h200 = get_device("H200")
+    kernel = fla_gdn.build(device=h200, layer_call=True)
+    mine = {b.name: b for b in fla_gdn_layer.build(device=h200, hidden=2048).buffers}
+    for b in kernel.buffers:
+        if b.allocated_at != "harness.inputs":
+            ours = mine[f"gdn.{b.name}"]
+            assert (ours.shape, ours.dtype, ours.source, ours.group) == (b.shape, b.dtype, b.source, b.group)
+    assert mine["a_proj.out"].freed_after == "gdn.bwd.return"      # saved by the kernel as g_input
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_below(layers):
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes import fla_gdn_layer
+    shape = Shape(1, 8192, 16, 128, v_heads=32)
+    h200 = get_device("H200")
+    full, ckpt = (predict(fla_gdn_layer.build(device=h200, gva=True, layers=layers, checkpoint=c), shape).peak_bytes
+                  for c in (False, True))
+    one = fla_gdn_layer.build(device=h200, gva=True)
+    assert full - ckpt == (layers - 1) * saved_bytes(one, shape)
+
+
+def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
+    """validate/plans/h200_v4_layers.json (run 14, not run yet): every shape a fresh process, the layer fields kept."""
+    from pathlib import Path
+
+    from livebytes.validate.batch import expand, load_plan
+    from livebytes.validate.harnesses import harness_for
+    plan = Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_v4_layers.json"
+    groups = expand(load_plan(plan))
+    shapes = [parse_shape_list(g["shapes"])[0] for g in groups]
+    assert len(groups) == 10 and all(s.hidden for s in shapes)
+    assert {s.layers for s in shapes} == {1, 4} and {bool(s.checkpoint) for s in shapes} == {False, True}
+    assert harness_for("fla-kda-layer@0.6.0").kind == "kda" and harness_for("fla-gdn-layer@0.6.0").kind == "gdn"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describe a layer"),
+    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describe a layer"),
+    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--layers"),
+])
+def test_layer_flags_on_a_kernel_or_bad_are_one_error_line(args, message):
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1, r.output
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+
+
+def test_plan_solves_for_layers_where_one_more_does_not_run():
+    """plan --solve layers: the answer's stack runs on the H200 and one more layer does not (the full simulation)."""
+    from livebytes.estimator.capacity import verdict
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.planning import largest_running
+    h200 = get_device("H200")
+    base = Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=1)
+
+    def model_at(s):
+        return fla_kda_layer.build(device=h200, hidden=HIDDEN, layers=s.layers)
+    plan = largest_running(model_at(base), base, "layers", h200, model_at=model_at)
+    assert plan.value == 9 and plan.at_value.fits and not plan.at_next.fits
+    assert not verdict(model_at(Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=10)), Shape(1, 131072, 32, 128, hidden=HIDDEN,
+                       layers=10), h200).fits
+
+
+FLA_SOURCES = Path(os.environ.get("LIVEBYTES_FLA_SOURCES", "/tmp/fla21/src"))   # the unpacked 0.6.0 wheels (fla/...)
+
+
+def _cited(model):
+    return [b.source for b in model.buffers] + [s.source for s in model.steps if s.source] + [a.source for a in model.autotuned]
+
+
+@pytest.mark.parametrize("key", ["fla-kda-layer@0.6.0", "fla-gdn-layer@0.6.0"])
+def test_every_layer_line_cited_reads_so_in_the_0_6_0_wheels(key):
+    """Each FLA source of the layer's own records quotes its line (flash-linear-attention and fla-core 0.6.0 unpacked
+    under $LIVEBYTES_FLA_SOURCES: pip download --no-deps flash-linear-attention==0.6.0 fla-core==0.6.0; unzip)."""
+    if not (FLA_SOURCES / "fla" / "layers" / "kda.py").is_file():
+        pytest.skip(f"no unpacked flash-linear-attention 0.6.0 under {FLA_SOURCES}")
+    model = get_model(key, "H200", layers=2, checkpoint=True)
+    wrong = []
+    for s in dict.fromkeys(_cited(model)):
+        if not s.file.startswith("fla/") or not s.quote or s.quote.endswith(")") and "..." in s.quote:
+            continue
+        line = (FLA_SOURCES / s.file).read_text().splitlines()[s.line - 1].strip()
+        quote = s.quote.split("...")[0].rstrip()
+        if not line.startswith(quote.replace('"', "'")) and not line.startswith(quote):
+            wrong.append(f"{s.file}:{s.line} {s.quote!r} reads {line!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("key", ["fla-kda-layer@0.6.0", "fla-gdn-layer@0.6.0"])
+def test_a_value_head_dim_above_512_is_refused_by_the_layers(key):
+    """FusedRMSNormGated runs other (row) kernels above D = 512 (fused_norm_gate.py:482): not covered."""
+    from livebytes.estimator.registry import check_shape
+    check_shape(key, Shape(1, 8192, 4, 128, dim_v=512))
+    with pytest.raises(RefusedShapeError, match="value head dims <= 512"):
+        check_shape(key, Shape(1, 8192, 4, 128, dim_v=1024))
+
+
+def test_at_short_sequences_the_closing_step_is_the_peak_and_says_so():
+    """16 layers at 2K tokens: every layer's parameter gradients outweigh a layer's saved set, so the closing step is
+    the model's peak (a lower bound, docs/layers.md); at 8K the top layer's backward is."""
+    m = layer(16)
+    assert predict(m, Shape(1, 2048, 32, 128)).peak_step.name == "stack.below_bwd"
+    assert predict(m, SHAPE).peak_step.name == "kda.bwd.intra_db_sum"
+    assert any("lower bound" in line for line in m.not_modelled)
+
+
+def test_the_layers_kernel_autotunes_as_the_layer_calls_it():
+    """safe_gate=False picks the token-parallel intra kernel (chunk_intra.py:869), state_v_first=True sets STATE_V_FIRST 1
+    in four keys; the report contract's kernel model keeps the sub-chunk kernel and 0."""
+    report = {(a.kernel, a.key) for a in fla_kda.build(contract="report").autotuned}
+    mine = {(a.kernel, a.key) for a in layer().autotuned if a.step.startswith("kda.")}
+    kernels = {k for k, _ in mine}
+    assert "chunk_kda_fwd_kernel_intra_token_parallel" in kernels and "chunk_kda_fwd_kernel_intra_sub_chunk" not in kernels
+    assert any(k == "chunk_gla_fwd_kernel_o" and key[2] == 1 for k, key in mine)
+    assert any(k == "chunk_gla_fwd_kernel_o" and key[2] == 0 for k, key in report)
