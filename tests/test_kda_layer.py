@@ -209,7 +209,7 @@ def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_below(layers):
 
 
 def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
-    """validate/plans/h200_v4_layers.json (run 14, not run yet): every shape a fresh process, the layer fields kept."""
+    """validate/plans/h200_v4_layers.json (run 15, not run yet): every shape a fresh process, the layer fields kept."""
     from pathlib import Path
 
     from livebytes.validate.batch import expand, load_plan

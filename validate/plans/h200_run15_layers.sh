@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 14 (prepared in session issue21, NOT RUN YET): issue 21's proof of the layer models on the H200. Carry .whl with
+# Run 15 (prepared in session issue21, NOT RUN YET): issue 21's proof of the layer models on the H200. Carry .whl with
 # the flash-linear-attention 0.6.0 and fla-core 0.6.0 wheels (the layers import einops and transformers: on the image).
 #   records:  protocol-v4 records of fla-kda-layer@0.6.0 (Kimi-Linear's layer: hidden 2304, H32, K128, conv 4; and
 #             H16 with and without grouped value heads), 1 and 4 layers, checkpointing on and off, cold, a fresh process
