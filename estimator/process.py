@@ -168,13 +168,14 @@ def stack_timeline(frames: dict, launches: tuple, device: Device,
     return limit, tuple(growth), notes
 
 
-def _modules(data: dict, family: str, state: str) -> tuple[Figure, list[str]]:
+def _modules(data: dict, family: str, state: str) -> Figure:
+    """The family's measured module figure in ``state``, else the library's largest (named as assumed)."""
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
-        return Figure(int(entry["bytes"]), entry["status"], entry["source"]), []
+        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
     return Figure(int(top["bytes"]), f"assumed: not measured for {family} ({state}); the library's largest module figure",
-                  top["source"]), []
+                  top["source"])
 
 
 def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False) -> ProcessMemory:
@@ -196,8 +197,7 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              notes=tuple(model_notes))
     data = _json(DATA / lib["data"])
     family = key.split("@")[0]
-    modules, notes = _modules(data, family, triton_cache)
-    notes = model_notes + notes
+    modules, notes = _modules(data, family, triton_cache), model_notes
     if assumed_from:
         modules = Figure(modules.bytes, f"assumed: the {assumed_from}'s figure, not measured on this GPU", modules.source)
     if shape is None or isinstance(model, str):
@@ -206,7 +206,7 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
-    library_largest = max((f for entry in data["frames"]["cold"].values() for f in entry.values()), default=0)
+    library_largest = max((f for case in data["frames"]["cold"].values() for f in case.values()), default=0)
     limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest)
     assumed = frame_notes + kernel_notes
     status = "derived" if not assumed and not assumed_from else "assumed: " + "; ".join(
