@@ -103,7 +103,8 @@ def worker(case: dict, out: Path) -> int:
     _hook_triton(log)
     torch.empty(1, device="cuda")
     t0 = time.time()
-    rec = {"case": case, "context_stack_limit_bytes": bp.stack_limit()}
+    rec = {"case": case, "context_stack_limit_bytes": bp.stack_limit(),
+           "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", "")}
     try:
         x = bp.make_inputs(case["impl"], case["tokens"], case["heads"], case["dim"], 1, v_heads=case["v_heads"],
                            grad=not case["forward_only"])
