@@ -20,8 +20,19 @@ from pathlib import Path
 RECORDS = Path(__file__).parent / "records" / "runs"
 DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process" / "fla-core-0.6.0_triton-3.6.0_H200.json"
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl")
-FAMILY = {("fla-report", False): "fla-kda:report", ("fla-plain", False): "fla-kda:plain",
-          ("fla-report", True): "fla-kda-fwd:report", ("fla-gdn", True): "fla-gdn-fwd:-"}
+
+
+def case_model(case: dict) -> tuple[str, dict]:
+    """(model key, options) a matrix case ran: the probes' own mapping (``probe_records.model_of``), fla-core 0.6.0."""
+    from .probe_records import model_of
+    return model_of(case["impl"], {"fla": "0.6.0", "forward_only": case["forward_only"], "heads": case["heads"],
+                                   "v_heads": case["v_heads"]})
+
+
+def family(case: dict) -> str:
+    """'FAMILY:CONTRACT' of a case (``-``: no contract), the prefix the process-memory model looks frames up by."""
+    key, options = case_model(case)
+    return f"{key.split('@')[0]}:{options.get('contract') or '-'}"
 
 
 def case_key(family: str, dim: int, heads: int, v_heads: int) -> str:
@@ -46,7 +57,7 @@ def matrix_frames(rows: list[dict]) -> dict:
     out: dict = {"cold": defaultdict(dict), "warm": defaultdict(dict)}
     for r in complete(rows):
         c = r["case"]
-        entry = out[c["state"]][case_key(FAMILY[(c["impl"], c["forward_only"])], c["dim"], c["heads"], c["v_heads"])]
+        entry = out[c["state"]][case_key(family(c), c["dim"], c["heads"], c["v_heads"])]
         for f in r["frames"]:
             entry[f["name"]] = max(entry.get(f["name"], 0), f["STACK"])
     return out

@@ -13,11 +13,6 @@ from livebytes.estimator.shapes import Shape
 from . import frames as frames_tool
 from .probe_records import load_probe, probe_files
 
-CASE_MODEL = {("fla-report", False): ("fla-kda@0.6.0", {"contract": "report"}),
-              ("fla-plain", False): ("fla-kda@0.6.0", {"contract": "plain"}),
-              ("fla-report", True): ("fla-kda-fwd@0.6.0", {"contract": "report"}),
-              ("fla-gdn", True): ("fla-gdn-fwd@0.6.0", {})}
-
 
 @dataclass(frozen=True)
 class ProcessRow:
@@ -48,10 +43,9 @@ def matrix_rows() -> list[ProcessRow]:
     out = []
     for r in frames_tool.complete(frames_tool.matrix_rows()):
         c = r["case"]
-        key, options = CASE_MODEL[(c["impl"], c["forward_only"])]
-        gva = c["v_heads"] != c["heads"]
-        shape = Shape(1, c["tokens"], c["heads"], c["dim"], c["v_heads"] if gva else None)
-        model = get_model(key, "H200", **options, **({"gva": True} if gva else {}))
+        key, options = frames_tool.case_model(c)
+        shape = Shape(1, c["tokens"], c["heads"], c["dim"], c["v_heads"] if options.get("gva") else None)
+        model = get_model(key, "H200", **options)
         label = _label(key, options, f"D{c['dim']} H{c['heads']}/HV{c['v_heads']} T{c['tokens']}")
         out.append(_row(label, c["state"], r["record"].rsplit("/", 1)[1], model, shape, r["stack_limit_bytes"],
                         r["nonpytorch_bytes"]))
