@@ -24,7 +24,7 @@ from livebytes.lifetimes import fla_gdn
 from livebytes.lifetimes.fla_gdn import refuse as kernel_refuse
 from livebytes.lifetimes.fla_modules import (Linear, conv_backward, conv_chunk_indices, conv_forward, conv_parameters,
                                              linear_backward, linear_forward, linear_parameters, norm_backward,
-                                             norm_forward, norm_parameters, parameter)
+                                             norm_forward, norm_gate_refusal, norm_parameters, parameter)
 from livebytes.lifetimes.layer_stack import DISCARD, RECOMPUTE, LayerParts, declare_stack
 
 src = source_root("fla")
@@ -177,12 +177,8 @@ def _fields(c: LayerConfig, layers: int, checkpoint: bool) -> dict:
 
 
 def refuse(shape, device) -> str | None:
-    """The kernel's refusals (a portable function: the spec index stores it), and a value head dim above 512:
-    FusedRMSNormGated then runs its row kernels (fused_norm_gate.py:482 ``if D <= 512``), not covered here."""
-    reason = kernel_refuse(shape, device)
-    if reason is None and shape.dv > 512:
-        reason = f"this model covers value head dims <= 512 (FusedRMSNormGated's blocked kernels), got {shape.dv}"
-    return reason
+    """The kernel's refusals (a portable function: the spec index stores it), then the norm's (``norm_gate_refusal``)."""
+    return kernel_refuse(shape, device) or norm_gate_refusal(shape)
 
 
 # ---------------------------------------------------------------- registration

@@ -191,3 +191,11 @@ def norm_backward(d: Declaration, name: str, rows, dim, sms: int, dx_until: str,
     d.buffer(f"{name}.dw_sum", Group.SCRATCH, (dim,), "fp32", fla(NORM, bwd, 623, "dw = dw.sum(0).to(weight.dtype)"), step)
     d.buffer(f"{name}.weight.grad", Group.PARAM_GRADS, (dim,), "bf16", fla(NORM, bwd, 623, "dw = dw.sum(0).to(weight.dtype)"))
     return dx, dg
+
+
+def norm_gate_refusal(shape) -> str | None:
+    """A value head dim above 512: FusedRMSNormGated then runs its row kernels (fused_norm_gate.py:482
+    ``if D <= 512``), which the layer models do not cover."""
+    if shape.dv > 512:
+        return f"this model covers value head dims <= 512 (FusedRMSNormGated's blocked kernels), got {shape.dv}"
+    return None
