@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 CHUNK_TOKENS = 8192    # normalisation in token chunks: temporaries of at most [8192, H, D] fp32
+LAYER_DEFAULTS = {"hidden": 2304, "layers": 1, "checkpoint": False, "conv_size": 4}   # Kimi-Linear's layer
 
 
 def _torch():
@@ -113,11 +114,40 @@ def gdn_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, 
     return x
 
 
+def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, layer: dict) -> dict:
+    """flash-linear-attention's KimiDeltaAttention x ``layer["layers"]``, as ``validate/harnesses/fla_layer.py`` builds
+    it: x, cu_seqlens, dY, then each layer (built on the CPU, bf16 but A_log and dt_bias fp32, moved one parameter at
+    a time, bottom layer first)."""
+    torch = _torch()
+    from fla.layers.kda import KimiDeltaAttention
+    hidden = layer["hidden"]
+    x = {"x": torch.empty(1, tokens, hidden, dtype=torch.bfloat16, device="cuda").normal_(generator=gen),     # [1, T, hidden] bf16
+         "cu_seqlens": torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs),
+         "dO": torch.empty(1, tokens, hidden, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)}   # [1, T, hidden] bf16
+    x["x"].requires_grad_(True)
+    layers = []
+    for i in range(layer["layers"]):
+        torch.manual_seed(i)
+        m = KimiDeltaAttention(hidden_size=hidden, head_dim=dim, num_heads=heads, num_v_heads=v_heads,
+                               conv_size=layer["conv_size"], mode="chunk", expand_v=1.0)
+        for name, p in m.named_parameters():
+            if name not in ("A_log", "dt_bias"):
+                p.data = p.data.to(torch.bfloat16)
+        layers.append(m.to("cuda"))
+    x["layers"], x["checkpoint"] = layers, layer["checkpoint"]
+    return x
+
+
 def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: int = 0, v_heads: int | None = None,
-                grad: bool = True) -> dict:
+                grad: bool = True, layer: dict | None = None) -> dict:
     """Plain contract in place on the GPU: q, k L2-normalised bf16, v bf16, g log-space fp32, beta fp32."""
     torch = _torch()
     gen = torch.Generator(device="cuda").manual_seed(seed)
+    if impl == "fla-kda-layer":
+        x = layer_inputs(tokens, heads, dim, seqs, gen, v_heads or heads, {**LAYER_DEFAULTS, **(layer or {})})
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        return x
     if impl in ("fla-report", "fla-gdn"):
         make = report_inputs if impl == "fla-report" else gdn_inputs
         x = make(tokens, heads, dim, seqs, gen, v_heads or heads, grad)
@@ -162,6 +192,14 @@ def step(impl: str, x: dict, forward_only: bool = False):
 
 
 def forward(impl: str, x: dict):
+    if impl == "fla-kda-layer":
+        from torch.utils.checkpoint import checkpoint
+        h = x["x"]
+        for layer in x["layers"]:
+            def run(h, layer=layer):
+                return layer(h, cu_seqlens=x["cu_seqlens"])[0]
+            h = checkpoint(run, h, use_reentrant=False) if x["checkpoint"] else run(h)
+        return h
     if impl == "fla-gdn":
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
         o, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"],
@@ -182,11 +220,15 @@ def forward(impl: str, x: dict):
 
 def release(x: dict) -> None:
     for t in x.values():
-        t.grad = None
+        if hasattr(t, "grad"):
+            t.grad = None
+    for layer in x.get("layers", ()):
+        for p in layer.parameters():
+            p.grad = None
 
 
 def trial(impl: str, seq: int, heads: int, dim: int, seqs: int, oom_calls: list, v_heads: int | None = None,
-          forward_only: bool = False) -> dict:
+          forward_only: bool = False, layer: dict | None = None) -> dict:
     """Fresh inputs, a first call at the shape, two steady calls; an out-of-memory is a result."""
     torch = _torch()
     out = {"seq": seq, "mbs": seqs, "heads": heads, "dim": dim, "tokens": seq * seqs}
@@ -197,7 +239,7 @@ def trial(impl: str, seq: int, heads: int, dim: int, seqs: int, oom_calls: list,
     oom_calls.clear()
     try:
         t0 = time.time()
-        x = make_inputs(impl, seq * seqs, heads, dim, seqs, v_heads=v_heads, grad=not forward_only)
+        x = make_inputs(impl, seq * seqs, heads, dim, seqs, v_heads=v_heads, grad=not forward_only, layer=layer)
         out["inputs_allocated_bytes"] = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         for phase in ("first_call", "steady_1", "steady_2"):
@@ -246,7 +288,11 @@ def pretune_l2norm(tokens: int, heads: int, dim: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "fla-gdn", "kda_hopper_cuda"))
+    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "fla-gdn", "fla-kda-layer", "kda_hopper_cuda"))
+    ap.add_argument("--hidden", type=int, default=LAYER_DEFAULTS["hidden"], help="fla-kda-layer: hidden size")
+    ap.add_argument("--layers", type=int, default=LAYER_DEFAULTS["layers"], help="fla-kda-layer: layers chained")
+    ap.add_argument("--checkpoint", action="store_true", help="fla-kda-layer: torch.utils.checkpoint per layer")
+    ap.add_argument("--conv-size", type=int, default=LAYER_DEFAULTS["conv_size"], help="fla-kda-layer: conv width")
     ap.add_argument("--heads", type=int, default=96)
     ap.add_argument("--v-heads", type=int, help="value heads (grouped value heads: a multiple of --heads)")
     ap.add_argument("--forward-only", action="store_true", help="the forward alone under torch.no_grad (the -fwd models)")
@@ -277,6 +323,10 @@ def main(argv=None) -> int:
     base = {"probe": "boundary-v1", "impl": args.impl, "state": args.state, "forward_only": args.forward_only,
             "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
             "device": props.name, "total_memory": props.total_memory, "torch": torch.__version__}
+    layer = None
+    if args.impl == "fla-kda-layer":
+        layer = {"hidden": args.hidden, "layers": args.layers, "checkpoint": args.checkpoint, "conv_size": args.conv_size}
+        base["layer"] = layer
     for mod in ("triton", "fla", "cudnn"):
         try:
             base[mod] = __import__(mod).__version__
@@ -298,7 +348,7 @@ def main(argv=None) -> int:
     write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes(), "stack_limit_bytes": context_stack})
     if not args.no_warmup:
         t0 = time.time()
-        warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls, args.v_heads, args.forward_only)
+        warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls, args.v_heads, args.forward_only, layer)
         write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
 
     def shape(v):
@@ -306,7 +356,7 @@ def main(argv=None) -> int:
     for value in [int(v) for v in (args.values or "").split(",") if v.strip()]:
         seq, mbs = shape(value)
         t0 = time.time()
-        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only)
+        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only, layer)
         write({"stage": "value", "solve": args.solve, "value": value, "wall_seconds": round(time.time() - t0, 1), **r})
     if args.reset_stack and context_stack is not None:
         before = nonpytorch_bytes()
@@ -320,7 +370,7 @@ def main(argv=None) -> int:
         mid = (lo + hi) // 2
         seq, mbs = shape(mid)
         t0 = time.time()
-        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only)
+        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only, layer)
         write({"stage": "bisect", "solve": args.solve, "value": mid, "wall_seconds": round(time.time() - t0, 1), **r})
         if r["fits"]:
             lo = mid
