@@ -193,9 +193,9 @@ def test_the_allocators_segments_to_the_byte(item):
 def test_segments_are_recorded_at_both_allocator_settings():
     """Run 12c's two report processes (each a 1 x 1024 warmup, then 172,800 and 174,528, or 172,819) and run 12d's
     three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default), before
-    run 13's processes (every later probe records them)."""
+    run 13's and run 16c's processes (every later probe records them)."""
     run12 = [(n, s) for n, s in SEGMENTED if n.split("_")[1] in ("run12c", "run12d")]
-    assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {"run13b", "run13d"}
+    assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {"run13b", "run13d", "run16c"}
     SEGMENTED_12 = run12
     assert sorted(s.trial.shape.seq for _, s in SEGMENTED_12) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]

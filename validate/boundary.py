@@ -63,6 +63,9 @@ CASES = (
     # issue 18: forward only, grouped value heads, cold (run 13b)
     Case("fla-kda-fwd@0.6.0", "report", "seq", Shape(1, 8192, 16, 128, 32)),
     Case("fla-gdn-fwd@0.6.0", None, "seq", Shape(1, 8192, 16, 128, 32)),
+    # issue 20: nvidia-cudnn-frontend 1.31.0, whose graph keeps its backward workspace (run 16c)
+    Case("cudnn-kda-hopper-cuda@1.31.0", None, "seq", Shape(1, 8192, 96, 128)),
+    Case("cudnn-kda-hopper-cuda@1.31.0", None, "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True"),
 )
 
 
