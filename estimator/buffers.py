@@ -50,7 +50,8 @@ class Buffer:
     first call allocates and the library keeps (tensor caches, plan scratch, module-level dicts),
     ``cache_key`` the expressions that cache is keyed by (``None``: keyed by the identity of the
     call's tensors, so a call with new inputs never hits), and ``retained=True`` an input that a
-    library cache holds a reference to after the call (FLA's ``tensor_cache`` keeps its arguments).
+    library cache holds a reference to after the call (FLA's ``tensor_cache`` keeps its arguments). ``cache_fn``
+    names the function whose bounded queue an identity-keyed entry sits in: entries of one function share it.
     A validator that ran other shapes first derives their leftovers from these declarations.
     """
 
@@ -66,6 +67,8 @@ class Buffer:
     cached: bool = False   # allocated by the first call and kept by the library across calls (tensor_cache, plan caches)
     cache_key: tuple[sp.Expr, ...] | None = None   # what the cache is keyed by; None = the call's tensors' identity
     retained: bool = False  # an input a library cache keeps referenced after the call
+    cache_fn: str | None = None   # the memoised function whose bounded queue holds an identity-keyed entry (FLA's
+                                  # tensor_cache: one queue per decorated function, shared by its argument signatures)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))

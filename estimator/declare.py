@@ -101,10 +101,10 @@ class Declaration:
 
     def buffer(self, name: str, group: Group, shape: tuple, dtype: str, source: Source, freed: str | None = None,
                *, note: str = "", cached: bool = False, cache_key: tuple | None = None, carved_from: str | None = None,
-               retained: bool = False) -> None:
+               retained: bool = False, cache_fn: str | None = None) -> None:
         """One allocation at the current step, live until ``freed`` (inclusive; None: past the step's end)."""
         self.buffers.append(Buffer(name, group, shape, dtype, source, self.current, freed, carved_from, note,
-                                   cached, cache_key, retained))
+                                   cached, cache_key, retained, cache_fn))
 
     def region(self, workspace: str, name: str, group: Group, nbytes: sp.Expr, source: Source, note: str = "",
                *, cached: bool = False, cache_key: tuple | None = None) -> None:

@@ -145,7 +145,7 @@ def _forward(d: Declaration, saved_until: str, layer_call: bool = False) -> None
     d.step("fwd.chunk_indices", "forward", src(CHUNK, fwd, 291, "chunk_indices = prepare_chunk_indices(cu_seqlens, ...)"))
     d.buffer("chunk_indices", Group.SCRATCH, (NT, 2), "int64",                                    # [NT, 2] int64
              src("ops/utils/index.py", "prepare_chunk_indices", 164, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
-             note="tensor_cache keeps it", cached=True)
+             note="tensor_cache keeps it", cached=True, cache_fn="prepare_chunk_indices")
     d.buffer("seq_lens", Group.SCRATCH, (MBS,), "int64",                                          # [N] int64
              src("ops/utils/index.py", "prepare_lens", 42, "return torch.diff(cu_seqlens)"), note="tensor_cache keeps it", cached=True)
     if layer_call:

@@ -16,6 +16,7 @@ is the layer's.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, source_root
@@ -93,6 +94,7 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
     saving = mode != DISCARD
     p = "" if saving else "ckpt."
     lin = {k: replace(v, name=p + v.name) for k, v in linears(c.hidden).items()}
+    linear = partial(linear_forward, d, thread="backward" if mode == RECOMPUTE else "forward")   # recompute: autograd thread
 
     def kept(saved_until: str, last_use: str) -> str:
         return saved_until if saving else f"fwd.{p}{last_use}"
@@ -100,20 +102,20 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
     for name, channels, _, line in CONVS:
         proj = name.replace("_conv1d", "_proj")
         call = src(GDN, FWD, line, f"{name[0]}, conv_state_{name[0]} = self.{name}(")
-        linear_forward(d, lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
+        linear(lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
         conv_forward(d, p + name, channels, c.conv_size, call, kept("gdn.bwd.return", "o_proj") if name == "v_conv1d" else end)
         if name == "q_conv1d" and mode != RECOMPUTE:
             conv_chunk_indices(d)
-    linear_forward(d, lin["b_proj"], src(GDN, FWD, 298, "beta = self.b_proj(hidden_states)"), kept("gdn.bwd.return", "o_proj"))
-    linear_forward(d, lin["a_proj"], src(GDN, FWD, 306, "g=self.a_proj(hidden_states),"), "gdn.bwd.return" if saving else "ckpt.gdn.fwd.output")
+    linear(lin["b_proj"], src(GDN, FWD, 298, "beta = self.b_proj(hidden_states)"), kept("gdn.bwd.return", "o_proj"))
+    linear(lin["a_proj"], src(GDN, FWD, 306, "g=self.a_proj(hidden_states),"), "gdn.bwd.return" if saving else "ckpt.gdn.fwd.output")
     inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
     d.include(kernel(not saving, c), f"{p}gdn", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
               cache_hit=mode == RECOMPUTE)
     g_call = src(GDN, FWD, 349, "g = rearrange(self.g_proj(hidden_states), '... (h d) -> ... h d', d=self.head_v_dim)")
-    linear_forward(d, lin["g_proj"], g_call, kept("bwd.o_norm", "o_norm"))
+    linear(lin["g_proj"], g_call, kept("bwd.o_norm", "o_norm"))
     norm_forward(d, p + "o_norm", T * HV, DV, src(GDN, FWD, 350, "o = self.o_norm(o, g)"), kept("bwd.o_proj", "o_proj"),
                  kept("bwd.o_norm", "o_norm"))
-    linear_forward(d, lin["o_proj"], src(GDN, FWD, 354, "o = self.o_proj(o)"), "fwd.o_proj" if mode == RECOMPUTE else None,
+    linear(lin["o_proj"], src(GDN, FWD, 354, "o = self.o_proj(o)"), "fwd.o_proj" if mode == RECOMPUTE else None,
                    Group.INPUTS)
 
 
@@ -147,7 +149,6 @@ NOT_MODELLED = (
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",
     "the kernel's autotune keys carry STATE_V_FIRST 0; the layer passes state_v_first=True (other keys, no buffer differs)",
-    "the L - 1 layers below are one record per buffer (L - 1 blocks' bytes: the replay places them as one block)",
     "use_gate=False (RMSNorm instead of FusedRMSNormGated), the fused q/k/v convolution of unpacked inputs, the CUDA "
     "convolution backend",
 )

@@ -201,7 +201,7 @@ def _chunk_indices(d: Declaration) -> None:
                                                "chunk_indices = prepare_chunk_indices("))
     d.buffer("chunk_indices", Group.SCRATCH, (NT, 2), "int64",                                   # [NT, 2] int64
              src("ops/utils/index.py", "prepare_chunk_indices", 164, "return torch.stack([seg_id, intra_chunk_idx], 1).to(cu_seqlens)"),
-             note="tensor_cache keeps it", cached=True)
+             note="tensor_cache keeps it", cached=True, cache_fn="prepare_chunk_indices")
     d.buffer("seq_lens", Group.SCRATCH, (MBS,), "int64",                                         # [N] int64
              src("ops/utils/index.py", "prepare_lens", 42, "return torch.diff(cu_seqlens)"),
              note="tensor_cache keeps it", cached=True)

@@ -25,6 +25,7 @@ checkpoint keeps). Their backward is one closing step: their saved sets die, the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, source_root
@@ -113,6 +114,7 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
     saving = mode != DISCARD
     p = "" if saving else "ckpt."
     lin = {k: replace(v, name=p + v.name) for k, v in linears(c.hidden).items()}
+    linear = partial(linear_forward, d, thread="backward" if mode == RECOMPUTE else "forward")   # recompute: autograd thread
 
     def kept(saved_until: str, last_use: str) -> str:
         return saved_until if saving else f"fwd.{p}{last_use}"
@@ -120,21 +122,21 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
     for name, channels, _, line in CONVS:
         proj = name.replace("_conv1d", "_proj")
         call = src(KDA, FWD, line, f"{name[0]}, conv_state_{name[0]} = self.{name}(")
-        linear_forward(d, lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
+        linear(lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
         conv_forward(d, p + name, channels, c.conv_size, call, kept("kda.bwd.return", "o_proj") if name == "v_conv1d" else end)
         if name == "q_conv1d" and mode != RECOMPUTE:    # a recompute hits the cache the first forward filled
             conv_chunk_indices(d)
-    linear_forward(d, lin["f_proj.0"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("bwd.f_proj.1", "f_proj.1"))
-    linear_forward(d, lin["f_proj.1"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
-    linear_forward(d, lin["b_proj"], src(KDA, FWD, 253, "beta = self.b_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
+    linear(lin["f_proj.0"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("bwd.f_proj.1", "f_proj.1"))
+    linear(lin["f_proj.1"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
+    linear(lin["b_proj"], src(KDA, FWD, 253, "beta = self.b_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
     inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
     d.include(kernel(not saving, c.gva), f"{p}kda", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
               cache_hit=mode == RECOMPUTE)
     g_call = src(KDA, FWD, 311, 'o = self.o_norm(o, rearrange(self.g_proj(hidden_states), "... (h d) -> ... h d", d=self.head_v_dim))')
-    linear_forward(d, lin["g_proj.0"], g_call, kept("bwd.g_proj.1", "g_proj.1"))
-    linear_forward(d, lin["g_proj.1"], g_call, kept("bwd.o_norm", "o_norm"))               # the gate g, saved by the norm
+    linear(lin["g_proj.0"], g_call, kept("bwd.g_proj.1", "g_proj.1"))
+    linear(lin["g_proj.1"], g_call, kept("bwd.o_norm", "o_norm"))               # the gate g, saved by the norm
     norm_forward(d, p + "o_norm", T * HV, DV, g_call, kept("bwd.o_proj", "o_proj"), kept("bwd.o_norm", "o_norm"))
-    linear_forward(d, lin["o_proj"], src(KDA, FWD, 313, "o = self.o_proj(o)"), "fwd.o_proj" if mode == RECOMPUTE else None,
+    linear(lin["o_proj"], src(KDA, FWD, 313, "o = self.o_proj(o)"), "fwd.o_proj" if mode == RECOMPUTE else None,
                    Group.INPUTS)
 
 
@@ -164,7 +166,8 @@ INPUT_GRAD = "g_proj.0.dinput"
 def parts(c: LayerConfig) -> LayerParts:
     return LayerParts(hidden=c.hidden, call=LAYER_CALL, parameters=lambda d: parameters(d, c),
                       forward=lambda d, x, mode: forward(d, c, x, mode), backward=lambda d, until: backward(d, c, until),
-                      output="o_proj.out", input_grad=INPUT_GRAD, cu_seqlens=CU_SEQLENS)
+                      output="o_proj.out", input_grad=INPUT_GRAD, cu_seqlens=CU_SEQLENS,
+                      biased_linear=True)
 
 
 NOT_MODELLED = (
@@ -175,7 +178,6 @@ NOT_MODELLED = (
     "garbage collection) were measured with STATE_V_FIRST 0; the layer's call has 1",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32 as the kernel's contract takes them",
-    "the L - 1 layers below are one record per buffer (L - 1 blocks' bytes: the replay places them as one block)",
     "temporaries of the first call only (tensor_cache misses); the CUDA backend of ShortConvolution",
 )
 

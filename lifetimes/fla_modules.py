@@ -11,6 +11,16 @@ installed torch 2.13 ``nn/modules/linear.py``) allocates the input gradient
 sum of the output gradient over tokens. ``AccumulateGrad`` keeps the weight gradient as ``.grad`` (the first
 backward of a step: no copy). PyTorch's C++ sources are not line-cited (the wheel ships none).
 
+Every thread that runs a GEMM gets its own cuBLAS handle, and PyTorch gives each (handle, stream) a workspace from
+the caching allocator, kept for the process (``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``setWorkspaceForHandle``,
+``getChosenWorkspaceSize``: 4096 KiB x 8 = 32 MiB on sm90 unless ``CUBLAS_WORKSPACE_CONFIG``), and a separate cuBLASLt
+workspace per (handle, stream) where a GEMM takes the Lt path (``getCUDABlasLtWorkspace``: 1,024 KiB unless
+``CUBLASLT_WORKSPACE_SIZE``, separate unless ``TORCH_CUBLASLT_UNIFIED_WORKSPACE=1``): ``addmm`` with a 1-D bias, as
+a biased ``nn.Linear`` runs. The forward runs on the caller's thread, the backward (and checkpoint's recompute) on
+autograd's device thread: two cuBLAS workspaces, and one Lt workspace per thread whose GEMMs include a biased Linear
+(``blas_workspace``). Measured on the H200 (run 16): 65 MiB over the model without them in every KimiDeltaAttention
+record, 66 MiB with checkpointing (the recompute's biased Linear runs on the backward thread).
+
 Parameters are bf16 (the layer cast with ``.to(torch.bfloat16)``, as FLA's benchmarks train it), except where
 a layer says otherwise.
 """
@@ -60,12 +70,39 @@ def linear_parameters(d: Declaration, lin: Linear) -> None:
         parameter(d, f"{lin.name}.bias", (lin.out_features,), lin.init)                         # [out] bf16
 
 
-def linear_forward(d: Declaration, lin: Linear, call: Source, kept_until: str | None, group: Group = Group.ACTIVATIONS) -> str:
+BLAS_POOL = "aten/src/ATen/cuda/CublasHandlePool.cpp"
+CUBLAS_WORKSPACE_BYTES = 4096 * 8 * 1024     # getChosenWorkspaceSize's sm90 default (:4096:8)
+CUBLASLT_WORKSPACE_BYTES = 1024 * 1024       # parseCUDABlasLtWorkspaceSize's default, 1,024 KiB
+THREADS = ("forward", "backward")            # the caller's thread; autograd's device thread
+# lines of pytorch/pytorch's main-line file as read (torch 2.11's own copy is not in the wheel: not checked)
+CUBLAS_SIZE = torch_src(BLAS_POOL, "parseChosenWorkspaceSize", 150,
+                        "const size_t default_size = sm90 ? 4096 * 8 * 1024 : 4096 * 1024 * 2 + 16 * 1024 * 8;")
+CUBLASLT_SIZE = torch_src(BLAS_POOL, "parseCUDABlasLtWorkspaceSize", 186,
+                          "size_t workspace_size = 1024; /* default size in KiB according to #73328 */")
+
+
+def blas_workspace(d: Declaration, thread: str, lt: bool) -> None:
+    """The cuBLAS workspace of ``thread``'s handle, and its cuBLASLt workspace when ``lt`` (a biased Linear), at the
+    current step if that thread has none yet: the GEMM's output comes first, then the handle's workspace; kept for
+    the process (a cache keyed by nothing that changes between calls)."""
+    assert thread in THREADS, thread
+    have = {b.name for b in d.buffers}
+    for name, nbytes, source, wanted in ((f"cublas.workspace.{thread}", CUBLAS_WORKSPACE_BYTES, CUBLAS_SIZE, True),
+                                         (f"cublaslt.workspace.{thread}", CUBLASLT_WORKSPACE_BYTES, CUBLASLT_SIZE, lt)):
+        if wanted and name not in have:
+            d.buffer(name, Group.WORKSPACE, (nbytes,), "uint8", source,                         # [bytes] uint8
+                     note=f"the {thread} thread's handle: kept for the process", cached=True, cache_key=())
+
+
+def linear_forward(d: Declaration, lin: Linear, call: Source, kept_until: str | None, group: Group = Group.ACTIVATIONS,
+                   thread: str = "forward") -> str:
     """``y = lin(x)`` at ``call``: the output ``[T, out]`` bf16 (autograd saves x and the weight: no new bytes);
-    ``kept_until``: where its last reference dies. Returns the output's buffer name."""
+    ``kept_until``: where its last reference dies; ``thread``: where it runs (checkpoint's recompute: the backward's).
+    Returns the output's buffer name."""
     d.step(f"fwd.{lin.name}", "forward", call)
     out = f"{lin.name}.out"
     d.buffer(out, group, (T, lin.out_features), "bf16", LINEAR_FWD, kept_until)                 # [T, out] bf16
+    blas_workspace(d, thread, lin.bias)
     return out
 
 
@@ -81,6 +118,7 @@ def linear_backward(d: Declaration, lin: Linear, input_grad_until: str | None, i
     if input_grad:
         d.buffer(name, Group.ACTIVATION_GRADS, (T, lin.in_features), "bf16", MM_BWD, input_grad_until,
                  note="mat1's gradient: grad @ weight")                                         # [T, in] bf16
+    blas_workspace(d, "backward", False)      # the bias's gradient is a sum: the backward's GEMMs are plain mm
     return name
 
 
@@ -102,8 +140,9 @@ def conv_chunk_indices(d: Declaration) -> None:
     d.buffer("conv.chunk_indices", Group.SCRATCH, (NT_CONV, 2), "int64",                       # [NT, 2] int64
              fla(CONV, "CausalConv1dFunction.forward", 951,
                  "chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu=cu_seqlens_cpu)"),
-             note="tensor_cache keeps it (utils/decorators.py: a hit needs the same positional count and keywords)",
-             cached=True)
+             note="tensor_cache keeps it (utils/decorators.py: a hit needs the same positional count and keywords), in "
+                  "prepare_chunk_indices' one queue beside chunk_kda's entry: two entries a call",
+             cached=True, cache_fn="prepare_chunk_indices")
 
 
 def conv_forward(d: Declaration, name: str, channels, width: int, call: Source, kept_until: str | None) -> str:

@@ -5,7 +5,7 @@ keeps what each op saves; a ``tag`` renames a second forward), its backward (the
 step), and its output's name. The stack declares:
 
 - the caller's tensors: the stack's input ``x`` [T, hidden] bf16, ``cu_seqlens``, the output gradient ``dY``, the top
-  layer's parameters and, for the L - 1 layers below it, each parameter once more per layer (``below.*``);
+  layer's parameters and, for each of the L - 1 layers below it, its own copy of each (``below{i}.*``);
 - ``stack.below_fwd`` (L > 1): what the forward of the layers below leaves alive when the top layer starts: each
   one's output (the next one's input: saved by its projections, or kept by checkpoint) and, without checkpointing,
   each one's saved set: every buffer of the layer alive from its last forward step into its first backward step
@@ -18,9 +18,10 @@ step), and its output's name. The stack declares:
 
 Not modelled: the steps inside the backward of the layers below the top (each holds one saved set less and one
 layer's parameter gradients more than the step above it: the top layer's backward is the highest of them while a
-layer's saved set outweighs its parameter gradients; the closing step shows the other end), and the L - 1 per-layer
-allocations of a ``below.*`` record are one record of L - 1 blocks' bytes (each rounded to 512 B: the allocated bytes
-exact, the requested bytes over by that rounding; the allocator replay places them as one block).
+layer's saved set outweighs its parameter gradients; the closing step shows the other end), and the transients of
+the layers below the top (their forward's and backward's short-lived buffers). Each layer below has its own records
+(``below{i}.*``), in the order the process allocates them (layer by layer, bottom first; their gradients top
+first): one merged record per buffer placed its L - 1 blocks as one and missed the measured peak by up to 3 MiB (run 16).
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source
-from livebytes.estimator.declare import INPUTS_STEP, Declaration, ceil_to
+from livebytes.estimator.declare import INPUTS_STEP, Declaration
 from livebytes.estimator.symbols import MBS, T
+from livebytes.lifetimes.fla_modules import blas_workspace
 
 BELOW_FWD, BELOW_BWD = "stack.below_fwd", "stack.below_bwd"
 SAVE = "save"              # a forward under autograd: each op keeps what it saves; the output is the layer's
@@ -47,6 +49,7 @@ class LayerParts:
     output: str                                    # the output buffer's name (a DISCARD forward prefixes "ckpt.")
     input_grad: str                                # the input gradient's name
     cu_seqlens: Source
+    biased_linear: bool = False                    # a Linear with a bias: its GEMM takes cuBLASLt (blas_workspace)
 
 
 def saved_set(model: LifetimeModel, output: str) -> list[Buffer]:
@@ -58,11 +61,9 @@ def saved_set(model: LifetimeModel, output: str) -> list[Buffer]:
             and first - 1 in model.live_range(b) and first in model.live_range(b)]
 
 
-def per_layer(d: Declaration, name: str, like: Buffer, count: int, group: Group, freed: str | None, note: str) -> None:
-    """``count`` allocations shaped as ``like``, one record: [count, bytes] uint8 with each layer's bytes rounded to the
-    allocator's 512-B block (CUDACachingAllocator.cpp round_size), so the record charges what the ``count`` blocks do."""
-    d.buffer(name, group, (count, ceil_to(like.nbytes, 512)), "uint8", like.source, freed,
-             note=f"{note}: {count} x {like.shape_text()} {like.dtype}")
+def per_layer(d: Declaration, name: str, like: Buffer, group: Group, freed: str | None, note: str) -> None:
+    """One layer's copy of ``like`` (a layer below the top): the same shape, dtype and source."""
+    d.buffer(name, group, like.shape, like.dtype, like.source, freed, note=f"{note} {like.name}")
 
 
 def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
@@ -73,9 +74,10 @@ def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
     d.buffer("dY", Group.INPUTS, (T, parts.hidden), "bf16", parts.call, note="the top layer's output gradient")  # [T, hidden] bf16
     first = len(d.buffers)
     parts.parameters(d)
-    if layers > 1:
-        for p in d.buffers[first:]:
-            per_layer(d, f"below.{p.name}", p, layers - 1, Group.PARAMETERS, None, "the layers below the top")
+    params = d.buffers[first:]
+    for i in range(1, layers):
+        for p in params:
+            per_layer(d, f"below{i}.{p.name}", p, Group.PARAMETERS, None, f"layer {i}'s")
 
 
 def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: bool, saved: list[Buffer]) -> str:
@@ -83,14 +85,14 @@ def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: b
     if layers == 1:
         return "x"
     d.step(BELOW_FWD, "forward", parts.call, note=f"layers 1..{layers - 1}: what their forward leaves alive")
-    if layers > 2:
-        d.buffer("below.outputs", Group.ACTIVATIONS, (layers - 2, T, parts.hidden), "bf16", parts.call, BELOW_BWD,
-                 note=f"outputs of layers 1..{layers - 2}, each the next layer's input")           # [L-2, T, hidden] bf16
-    d.buffer("x_top", Group.ACTIVATIONS, (T, parts.hidden), "bf16", parts.call, BELOW_BWD,
-             note=f"layer {layers - 1}'s output, the top layer's input")                           # [T, hidden] bf16
-    if not checkpoint:
-        for b in saved:
-            per_layer(d, f"below.{b.name}", b, layers - 1, b.group, BELOW_BWD, "saved by each layer below")
+    blas_workspace(d, "forward", parts.biased_linear)      # layer 1's first projection: the caller thread's handle
+    for i in range(1, layers):       # layer by layer, bottom first: what its forward saves, then its output
+        if not checkpoint:
+            for b in saved:
+                per_layer(d, f"below{i}.{b.name}", b, b.group, BELOW_BWD, f"saved by layer {i}")
+        top_input = i == layers - 1
+        d.buffer("x_top" if top_input else f"below{i}.output", Group.ACTIVATIONS, (T, parts.hidden), "bf16",  # [T, hidden] bf16
+                 parts.call, BELOW_BWD, note=f"layer {i}'s output, the {'top' if top_input else 'next'} layer's input")
     return "x_top"
 
 
@@ -98,8 +100,9 @@ def _below_backward(d: Declaration, parts: LayerParts, layers: int, grads: list[
     if layers == 1:
         return
     d.step(BELOW_BWD, "backward", parts.call, note=f"layers {layers - 1}..1: their backward, as what it leaves")
-    for g in grads:
-        per_layer(d, f"below.{g.name}", g, layers - 1, Group.PARAM_GRADS, None, "the layers below")
+    for i in range(layers - 1, 0, -1):
+        for g in grads:
+            per_layer(d, f"below{i}.{g.name}", g, Group.PARAM_GRADS, None, f"layer {i}'s")
     d.buffer("x.grad", Group.ACTIVATION_GRADS, (T, parts.hidden), "bf16", parts.call, note="the stack input's gradient")
 
 

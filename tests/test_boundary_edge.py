@@ -10,11 +10,15 @@ from pathlib import Path
 import pytest
 
 from livebytes.validate.boundary import CASES, Case, answer, probe_state
+from livebytes.validate.probe_records import model_of
 
 BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
-PROBE_IMPL = {("fla-kda@0.6.0", "plain"): "fla-plain", ("fla-kda@0.6.0", "report"): "fla-report",
-              ("cudnn-kda-hopper-cuda@1.32.0", None): "kda_hopper_cuda",
-              ("fla-kda-fwd@0.6.0", "report"): "fla-report", ("fla-gdn-fwd@0.6.0", None): "fla-gdn"}
+
+
+def ran(case: Case, head: dict, line: dict) -> bool:
+    """The probe line ran this case's model (implementation, phase and library version: the probes' own mapping)."""
+    key, options = model_of(line["impl"], {**head, **line})
+    return key == case.impl and options.get("contract") == case.contract
 
 
 def trials(case: Case) -> list[dict]:
@@ -25,11 +29,10 @@ def trials(case: Case) -> list[dict]:
         lines = [json.loads(line) for line in path.read_text().splitlines()]
         warmed = any(d.get("stage", "").startswith("warmup") for d in lines)
         for d in lines:
-            if (d.get("stage") in ("bisect", "value") and d["impl"] == PROBE_IMPL[(case.impl, case.contract)]
+            if (d.get("stage") in ("bisect", "value") and ran(case, lines[0], d)
                     and d["allocator_conf"] == case.alloc_conf and d["state"] == state and warmed == warmup
                     and d["heads"] == case.base.heads and d.get("v_heads") == case.base.v_heads
                     and d.get("dim", 128) == case.base.dim
-                    and bool(lines[0].get("forward_only")) == case.impl.split("@")[0].endswith("-fwd")
                     and (d["mbs"] == case.base.mbs if case.solve == "seq" else d["seq"] == case.base.seq)):
                 out.append({"value": d[case.solve], "fits": d["fits"], "file": path.name, "stage": d["stage"]})
     return out

@@ -109,7 +109,11 @@ def test_a_probe_is_the_model_of_the_library_version_it_ran():
     assert model_of("kda_hopper_cuda", {"cudnn": "1.31.0"}) == ("cudnn-kda-hopper-cuda@1.31.0", {})
     assert model_of("fla-plain", {"fla": "0.6.0", "cudnn": "1.31.0"}) == ("fla-kda@0.6.0", {"contract": "plain"})
     hopper = [load_probe(p) for p in probe_files() if load_probe(p).impl == "kda_hopper_cuda"]
-    assert hopper and all(p.key == "cudnn-kda-hopper-cuda@1.32.0" for p in hopper)     # every committed one ran 1.32.0
+    ran = {p.path.name: p.trials[0].measured["cudnn"] for p in hopper}
+    assert all(p.key == f"cudnn-kda-hopper-cuda@{ran[p.path.name]}" for p in hopper)
+    assert sorted(n for n, v in ran.items() if v == "1.31.0") == [       # run 16c: S* and 1.01 S*, both settings
+        f"h200_run16c_cudnn-kda-hopper-cuda-1.31.0_H96_{conf}_nowarmup_{role}.jsonl"
+        for conf in ("default", "expandable") for role in ("above", "answer")]
 
 
 def test_run_13_probes_plans_answer_and_one_percent_above():

@@ -116,14 +116,18 @@ def test_each_layer_adds_its_output_parameters_and_saved_set(checkpoint):
 
 @pytest.mark.parametrize("layers", [2, 4, 8])
 def test_checkpointing_lowers_the_peak_by_the_saved_sets_of_the_layers_below(layers):
+    """Less the recompute's cuBLASLt workspace: g_proj.1's biased GEMM then runs on autograd's thread too (1,024 KiB)."""
     full, ckpt = (predict(layer(layers, c), SHAPE).peak_bytes for c in (False, True))
-    assert full - ckpt == (layers - 1) * saved_bytes(layer())
+    assert full - ckpt == (layers - 1) * saved_bytes(layer()) - 1024 * 1024
     assert ckpt < full
 
 
 def test_checkpointing_one_layer_leaves_its_peak():
-    """One layer alone: its backward (after the recompute) holds what the layer without checkpointing holds there."""
-    assert predict(layer(1, True), SHAPE).peak_bytes == predict(layer(1, False), SHAPE).peak_bytes
+    """One layer alone: its backward (after the recompute) holds what the layer without checkpointing holds there, and
+    the backward thread's cuBLASLt workspace (1,024 KiB), as run 16's two 1 x 8K records show: 2,680,648,192 B
+    checkpointed, 2,679,596,544 B not (1,051,648 B apart: the workspace and the other shapes' cache entries)."""
+    one, ckpt = (predict(layer(1, c), SHAPE).peak_bytes for c in (False, True))
+    assert ckpt - one == 1024 * 1024
 
 
 def test_the_closing_step_holds_every_layers_parameter_gradients():

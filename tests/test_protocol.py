@@ -168,8 +168,8 @@ TOY = Shape(1, 8192, 512, 16)      # x 8192 x 512 x 2 = 8 MiB; c 512 x 1024 x 4 
 
 
 @pytest.mark.parametrize("capacity,fails_at,kept", [
-    (None, None, {("c", (512,)), ("cu", "call", 0)}),     # it ran: the library keeps c and cu
-    (64 * MIB, "w", {("cu", "call", 0)}),                 # failed at b after caching c there: c goes with the step
+    (None, None, {("c", (512,)), ("cu", "call", 0, "cu", 0)}),     # it ran: the library keeps c and cu
+    (64 * MIB, "w", {("cu", "call", 0, "cu", 0)}),                 # failed at b after caching c there: c goes with it
     (4 * MIB, "x", set()),                                # failed making its inputs: no library saw cu
 ])
 def test_what_a_call_leaves_in_library_caches(capacity, fails_at, kept):
@@ -193,7 +193,20 @@ def test_a_later_call_hits_the_kept_entry():
             first_c = process.held[("c", (512,))]
         process.end_call()
     assert process.held[("c", (512,))] is first_c and {k for k in process.held if k[0] == "cu"} == {
-        ("cu", "call", 0), ("cu", "call", 1)}
+        ("cu", "call", 0, "cu", 0), ("cu", "call", 1, "cu", 0)}
+
+
+@pytest.mark.parametrize("per_call,call,kept_calls", [
+    (1, 4, {1, 2, 3}),     # one entry a call: the queue of 4 keeps 3 earlier calls beside call 4's own
+    (2, 2, {1}),           # two a call (the layer's prepare_chunk_indices): 4 - 2 = 2 earlier entries, call 1's
+    (2, 3, {2}),
+])
+def test_one_bounded_queue_per_memoised_function(per_call, call, kept_calls):
+    """fla/utils/decorators.py tensor_cache: deque(maxlen=4) per decorated function; its argument signatures share it."""
+    keys = [(f"e{i}", "call", c, "prepare_chunk_indices", i) for c in range(call) for i in range(per_call)]
+    gone = set(protocol.evicted(keys, call))
+    assert {k[2] for k in keys if k not in gone} == kept_calls
+    assert len(keys) - len(gone) == protocol.IDENTITY_CACHE_CALLS - per_call
 
 
 def test_the_process_refuses_misuse():

@@ -2,7 +2,7 @@
 model (``estimator/data/process/fla-core-0.6.0_triton-3.6.0_H200.json``), regenerated from the GPU records.
 
 Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/probes/process_memory.py``,
-run 13; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
+runs 13 and 16b; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
 state, the largest frame of each kernel: cold, over every candidate that launched while autotuning; warm, over the
 configs the tuned cache chose. A warm case counts only where its cold case filled the cache completely (run 13a's
 deadline cut four cold D128/D256 cases: their warm processes autotuned what was missing).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 RECORDS = Path(__file__).parent / "records" / "runs"
 DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process" / "fla-core-0.6.0_triton-3.6.0_H200.json"
-MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl")
+MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl")
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -95,6 +95,14 @@ def modules() -> dict:
                         "warm": fig(95_158_272, "run 13a/13c warm forward-only processes side by side (NVML drop at exit)")},
         "fla-gdn-fwd": {"cold": fig(98_566_144, edge_fwd),
                         "warm": fig(95_158_272, "run 13a/13c warm forward-only processes side by side (NVML drop at exit)")},
+        # the records process read its own figure alone on the GPU (the probe beside it had exited), at the probe's
+        # 11,712-B limit: its autotune keys hold no T, so its 8K first shape launched the probe's candidates
+        "fla-kda-layer": {
+            "cold": fig(243_335_168, "run 16b: the KimiDeltaAttention records process (H32 D128 hidden 2304, cold, "
+                                     "first shape 1 x 8K), 3,685,613,568 B before its measured steps, minus the context "
+                                     "and the 11,712-B limit's reservation (the probe beside it read 239,861,760)"),
+            "warm": fig(229_376_000, "run 16b: the layer's warm probe process beside the records process (NVML drop at "
+                                     "exit), 874,053,632 B minus the context and the 1,360-B limit's reservation")},
     }
 
 

@@ -18,6 +18,7 @@ MODELS = {                  # the probe's --impl -> (implementation, the package
     "fla-report": ("fla-kda", "fla", {"contract": "report"}),
     "kda_hopper_cuda": ("cudnn-kda-hopper-cuda", "cudnn", {}),
     "fla-gdn": ("fla-gdn", "fla", {}),
+    "fla-kda-layer": ("fla-kda-layer", "fla", {}),
 }
 
 

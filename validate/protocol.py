@@ -14,8 +14,10 @@ in order) is what the allocator bounds of ``compare`` use:
 - every input of an earlier call that a library cache retains (FLA's ``tensor_cache`` keeps the
   warmup's ``cu_seqlens``); caches keyed by tensor identity never match a later call.
 
-FLA's ``tensor_cache`` is bounded (4 entries per function): entries keyed by tensor identity older than
-the last three calls are evicted (``evicted``, the one rule both descriptions use). The calls are walked by the
+FLA's ``tensor_cache`` is bounded (4 entries per decorated function, one queue shared by every argument signature
+of that function): a call that appends k entries to a function's queue keeps the newest 4 - k of the earlier ones
+(``evicted``, the one rule both descriptions use): the last three calls where a call appends one entry, the last
+one where it appends two (the layer's ``prepare_chunk_indices``: the convolution's keyword call and chunk_kda's). The calls are walked by the
 estimator's ``replay.Process`` (the one walk of a call through the allocator model); this module says which calls,
 with which cache keys.
 
@@ -91,8 +93,10 @@ def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tupl
     kept = _kept(model)
     sizes = _values([b.nbytes for b in kept], shape)
     out = []
-    for b, nbytes in zip(kept, sizes):
-        key = (b.name, _values(b.cache_key, shape)) if b.cache_key is not None else (b.name, "call", call)
+    for i, (b, nbytes) in enumerate(zip(kept, sizes)):
+        # an identity entry: (name, "call", the call, the queue it sits in, its place in the call's appends)
+        key = (b.name, _values(b.cache_key, shape)) if b.cache_key is not None else \
+            (b.name, "call", call, getattr(b, "cache_fn", None) or b.name, i)
         out.append((key, nbytes))
     return out
 
@@ -121,10 +125,18 @@ def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ())
 
 def evicted(keys: Iterable[tuple], call: int) -> tuple[tuple, ...]:
     """Of the held cache ``keys``, the identity-keyed entries (``cache_entries``: FLA's ``tensor_cache``) that call
-    number ``call`` of the process pushes out of the bounded deque: those of calls more than
-    ``IDENTITY_CACHE_CALLS - 1`` before it. Its own entry is appended in its first steps, so the oldest goes after
-    the call's inputs and before its steps allocate anything (``replay.Process._evict``)."""
-    return tuple(key for key in keys if key[1] == "call" and key[2] < call - (IDENTITY_CACHE_CALLS - 1))
+    number ``call`` of the process pushes out of their function's bounded deque (``fla/utils/decorators.py``
+    ``tensor_cache``: ``deque(maxlen=FLA_TENSOR_CACHE_SIZE)``): the call appends as many entries to each queue as an
+    earlier call did (k), so the newest ``IDENTITY_CACHE_CALLS - k`` earlier entries stay. Its own entries are
+    appended in its first steps, so the oldest go after the call's inputs and before its steps allocate anything
+    (``replay.Process._evict``)."""
+    identity = [k for k in keys if k[1] == "call" and k[2] < call]
+    gone: set = set()
+    for queue in {k[3] for k in identity}:
+        mine = sorted((k for k in identity if k[3] == queue), key=lambda k: (k[2], k[4]), reverse=True)
+        per_call = max(sum(1 for k in mine if k[2] == c) for c in {k[2] for k in mine})
+        gone |= set(mine[max(0, IDENTITY_CACHE_CALLS - per_call):])
+    return tuple(key for key in keys if key in gone)
 
 
 WARMUP_STEPS, MEASURED_STEPS = 2, 3    # runner.measure_shape: 2 steps at the warmup shape; PROTOCOL["measured_steps"]
