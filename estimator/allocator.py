@@ -17,8 +17,10 @@ c10/cuda/CUDACachingAllocator.cpp (torch 2.11): one device, one stream, no CUDA 
    segments: unmap every free page), then ``alloc_block`` once more;
 6. otherwise the out-of-memory error, with the figures PyTorch prints (``OutOfMemory``).
 
-Addresses: a new segment lies above every earlier one (``cudaMalloc``'s and ``cuMemAddressReserve``'s
-order is not modelled: it only breaks ties between free blocks of equal size). Expandable segments: one
+Addresses break ties between free blocks of equal size (best fit orders by (size, address)), so where the
+driver puts a segment matters: a ``cudaMalloc`` segment lies below every earlier one (``cuda_malloc_address``,
+driver behaviour read off the recorded addresses; the driver's gaps and its reuse of freed ranges are not
+modelled). Expandable segments: one
 per pool while its address range lasts (``expandable_address_space``: 1.125x the device memory, when the
 device total is given); pages unmapped in an out-of-memory retry leave holes that push later mappings up
 that range, and when no range has room a new segment is reserved above the others.
@@ -90,6 +92,21 @@ def expandable_address_space(device_total_bytes: int | None, small: bool) -> int
         return ES_ADDRESS_SPACE
     page = page_size(small)
     return page * -(-(device_total_bytes + device_total_bytes // 8) // page)
+
+
+CUDA_MALLOC_TOP = 1 << 20          # segment numbers below this get addresses counting down from it
+
+
+def cuda_malloc_address(segment_number: int) -> int:
+    """Where the ``segment_number``-th segment (1, 2, ...) starts: below every earlier one, one
+    ``2 * ES_ADDRESS_SPACE`` stride each (``snapshot`` keys segments by that stride). Not
+    CUDACachingAllocator.cpp, which takes whatever ``cudaMalloc`` returns: the driver's placement, as the
+    probes' ``memory_snapshot`` addresses show it (validate/records/boundary, every ``expandable_segments:False``
+    record): in a fresh process each new segment starts below the one before, by its size rounded up to 32 MiB
+    (run 13d, D64: 3.66 GiB segments every 3,776 MiB, 7.32 GiB ones every 7,520 MiB). Not modelled: segments
+    of a few hundred MiB fill a free range near the top first (runs 12d, 13b, 13d: 118 then 256 MiB above the
+    inputs), and a later trial's segments pack upwards from the bottom of the range the earlier trial freed (run 12d)."""
+    return (CUDA_MALLOC_TOP - segment_number) * ES_ADDRESS_SPACE * 2
 
 
 @dataclass(eq=False)
@@ -189,6 +206,7 @@ class CachingAllocator:
         return True
 
     def _new_address(self) -> int:
+        """An expandable segment's reservation (``cuMemAddressReserve``): above every earlier one (run 12c)."""
         self._segments += 1
         return self._segments * ES_ADDRESS_SPACE * 2
 
@@ -213,7 +231,8 @@ class CachingAllocator:
             return self.try_allocate_expandable_block(size, small)
         if not self._reserve(alloc_size):
             return None
-        return Block(self._new_address(), alloc_size, small)
+        self._segments += 1
+        return Block(cuda_malloc_address(self._segments), alloc_size, small)
 
     def release_available_cached_blocks(self) -> bool:
         """``release_available_cached_blocks``: returns false at once while ``max_split_size`` is unlimited."""

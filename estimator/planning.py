@@ -142,8 +142,8 @@ CLEAN_SAMPLES = 128      # ... sampled at this many evenly spaced values
 
 def _clean_below(ok, value: int | None) -> int | None:
     """The largest value that runs with no failure sampled in the 2 % below it. Near the edge fragmentation makes the
-    verdict flip with a few tokens (D64 H128: the replay fails at scattered sizes from 234,403 up, fits at others; the
-    H200 ran out of memory at 240,000, run 13d): an answer in an island of fits above failures is one layout away from
+    verdict flip with a few tokens (D64 H128: the replay fails at scattered sizes from 234,368 up, fits at others; the
+    H200 ran out of memory at 240,000, run 13d, as the replay does): an answer in an island of fits above failures is one layout away from
     failing. Each sampled failure restarts the search below it; none of the measured D128 answers has one in its band."""
     while value is not None and value > 1:
         band = max(1, value // CLEAN_WINDOW)

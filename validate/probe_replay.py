@@ -78,7 +78,8 @@ def _normalised(ranges: list[tuple], total_bytes: int) -> list[tuple]:
     """(pool, bytes, allocated bytes, offset) per segment, comparable between the probe and the replay. Expandable:
     in address order, the offset from the pool's lowest mapped range while within one reservation's span
     (1.125x the device memory), None past it (a later reservation, whose address the driver chooses).
-    cudaMalloc segments: sorted by size, no offset (cudaMalloc's address order is not modelled)."""
+    cudaMalloc segments: sorted by size, no offset (the driver's order is modelled, its gaps and reuse of freed ranges
+    are not: ``allocator.cuda_malloc_address``)."""
     out = []
     for pool in ("large", "small"):
         mine = sorted((r for r in ranges if r[0] == pool), key=lambda r: r[1])
