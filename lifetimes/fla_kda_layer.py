@@ -198,10 +198,11 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
         version=VERSION, device=getattr(device, "name", ""),
         summary=f"{layers} KimiDeltaAttention layer{'s' if layers > 1 else ''} (hidden {hidden}, conv {conv_size}), forward + "
                 f"backward, checkpointing {'per layer' if checkpoint else 'off'}; chunk_kda inside: fla-kda@0.6.0, report "
-                "contract; source-derived (no H200 record of the layer yet)",
+                "contract; measured on the H200 (run 16: seven records to the byte)",
         options=(("gva", gva), ("hidden", hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", conv_size)),
         not_modelled=NOT_MODELLED + fla_kda.build(contract="report").not_modelled,
-        notes=("source-derived from flash-linear-attention 0.6.0 fla/layers/kda.py and fla-core 0.6.0; not yet measured",),
+        notes=("from flash-linear-attention 0.6.0 fla/layers/kda.py and fla-core 0.6.0; run 16's seven H200 records (1 and "
+               "4 layers, checkpointing on and off) replay to the byte; their reserved peaks do not yet",),
     )
 
 

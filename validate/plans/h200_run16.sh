@@ -14,7 +14,9 @@
 #        NVML figures are taken while other processes start and end: only its per-process facts (stack limit, loaded
 #        cubins and their frames, memory_reserved) are read from this run.
 #   boundary S [--checkpoint] (carry .whl): one fresh process, empty Triton cache, no warmup: 4 KDA layers (H32 D128,
-#        hidden 2304) at S tokens, the first call and two steady calls (validate/probes/boundary_probe.py).
+#        hidden 2304) at S tokens, the first call and two steady calls (validate/probes/boundary_probe.py). Not run yet
+#        (the session's device time was spent): plan's S* 239,232 and ceil(1.01 S*) 241,625 without checkpointing
+#        (422,272 / 426,495 with), about 280 s each cold; commit the probe files to validate/records/boundary/.
 set -u
 export PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 case "${1:-}" in
