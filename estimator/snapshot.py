@@ -13,8 +13,8 @@ library), then at the model's step.
 
 Not modelled: streams (one), CUDA graphs' private pools, ``time_us`` (events are numbered instead),
 expandable segments (refused: their mapped ranges are not logged as trace events here). Addresses are compact
-(segments back to back from ``BASE_ADDRESS`` in the order they were made): the allocator model's own addresses
-only order segments.
+(segments back to back from ``BASE_ADDRESS`` in the allocator model's address order: a later cudaMalloc segment
+lower, as the driver places them); the model's own addresses only order segments.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .buffers import LifetimeModel
 
 BASE_ADDRESS = 0x7F00_0000_0000
-SEGMENT_STRIDE = 1 << 51          # allocator._new_address: segment k starts at k * 2 * ES_ADDRESS_SPACE
+SEGMENT_STRIDE = 1 << 51          # one segment per 2 * ES_ADDRESS_SPACE (allocator.cuda_malloc_address, _new_address)
 MODEL_FRAME_FILE = "<livebytes model {key}>"
 
 
@@ -152,12 +152,16 @@ def _peak_event(events: list[dict], last_run_start: int) -> int:
 
 
 def _compact(events: list[dict]):
-    """Allocator-model address -> the snapshot's compact address (segments back to back, in the order made)."""
-    base, next_base = {}, BASE_ADDRESS
+    """Allocator-model address -> the snapshot's compact address: segments back to back in the model's address
+    order, which keeps best fit's address ties (a cudaMalloc segment lies below the earlier ones)."""
+    sizes: dict[int, int] = {}
     for e in events:
-        if e["action"] == "segment_alloc" and e["addr"] // SEGMENT_STRIDE not in base:
-            base[e["addr"] // SEGMENT_STRIDE] = next_base
-            next_base += e["size"]
+        if e["action"] == "segment_alloc":
+            sizes.setdefault(e["addr"] // SEGMENT_STRIDE, e["size"])
+    base, next_base = {}, BASE_ADDRESS
+    for stride in sorted(sizes):
+        base[stride] = next_base
+        next_base += sizes[stride]
 
     def where(addr: int) -> int:
         return base[addr // SEGMENT_STRIDE] + addr % SEGMENT_STRIDE

@@ -166,8 +166,7 @@ INPUT_GRAD = "g_proj.0.dinput"
 def parts(c: LayerConfig) -> LayerParts:
     return LayerParts(hidden=c.hidden, call=LAYER_CALL, parameters=lambda d: parameters(d, c),
                       forward=lambda d, x, mode: forward(d, c, x, mode), backward=lambda d, until: backward(d, c, until),
-                      output="o_proj.out", input_grad=INPUT_GRAD, cu_seqlens=CU_SEQLENS,
-                      biased_linear=True)
+                      output="o_proj.out", input_grad=INPUT_GRAD, cu_seqlens=CU_SEQLENS)
 
 
 NOT_MODELLED = (

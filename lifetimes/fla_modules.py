@@ -9,7 +9,8 @@ backward (``mm`` / ``addmm``'s formulas in ``tools/autograd/derivatives.yaml``, 
 installed torch 2.13 ``nn/modules/linear.py``) allocates the input gradient
 ``[T, in]`` and the weight gradient ``[out, in]`` in the input's dtype, and the bias gradient ``[out]`` as the
 sum of the output gradient over tokens. ``AccumulateGrad`` keeps the weight gradient as ``.grad`` (the first
-backward of a step: no copy). PyTorch's C++ sources are not line-cited (the wheel ships none).
+backward of a step: no copy). PyTorch's C++ sources are not in the wheel: the two cuBLAS workspace sizes cite the
+lines of pytorch/pytorch's main-line ``CublasHandlePool.cpp`` as read, not checked against torch 2.11's copy.
 
 Every thread that runs a GEMM gets its own cuBLAS handle, and PyTorch gives each (handle, stream) a workspace from
 the caching allocator, kept for the process (``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``setWorkspaceForHandle``,
@@ -74,6 +75,7 @@ BLAS_POOL = "aten/src/ATen/cuda/CublasHandlePool.cpp"
 CUBLAS_WORKSPACE_BYTES = 4096 * 8 * 1024     # getChosenWorkspaceSize's sm90 default (:4096:8)
 CUBLASLT_WORKSPACE_BYTES = 1024 * 1024       # parseCUDABlasLtWorkspaceSize's default, 1,024 KiB
 THREADS = ("forward", "backward")            # the caller's thread; autograd's device thread
+FORWARD_WORKSPACES = ("cublas.workspace.forward", "cublaslt.workspace.forward")
 # lines of pytorch/pytorch's main-line file as read (torch 2.11's own copy is not in the wheel: not checked)
 CUBLAS_SIZE = torch_src(BLAS_POOL, "parseChosenWorkspaceSize", 150,
                         "const size_t default_size = sm90 ? 4096 * 8 * 1024 : 4096 * 1024 * 2 + 16 * 1024 * 8;")
@@ -86,10 +88,9 @@ def blas_workspace(d: Declaration, thread: str, lt: bool) -> None:
     current step if that thread has none yet: the GEMM's output comes first, then the handle's workspace; kept for
     the process (a cache keyed by nothing that changes between calls)."""
     assert thread in THREADS, thread
-    have = {b.name for b in d.buffers}
     for name, nbytes, source, wanted in ((f"cublas.workspace.{thread}", CUBLAS_WORKSPACE_BYTES, CUBLAS_SIZE, True),
                                          (f"cublaslt.workspace.{thread}", CUBLASLT_WORKSPACE_BYTES, CUBLASLT_SIZE, lt)):
-        if wanted and name not in have:
+        if wanted and not any(b.name == name or b.name.endswith("." + name) for b in d.buffers):   # prefixed: included
             d.buffer(name, Group.WORKSPACE, (nbytes,), "uint8", source,                         # [bytes] uint8
                      note=f"the {thread} thread's handle: kept for the process", cached=True, cache_key=())
 
@@ -141,7 +142,7 @@ def conv_chunk_indices(d: Declaration) -> None:
              fla(CONV, "CausalConv1dFunction.forward", 951,
                  "chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu=cu_seqlens_cpu)"),
              note="tensor_cache keeps it (utils/decorators.py: a hit needs the same positional count and keywords), in "
-                  "prepare_chunk_indices' one queue beside chunk_kda's entry: two entries a call",
+                  "prepare_chunk_indices' one queue beside the chunk kernel's entry: two entries a call",
              cached=True, cache_fn="prepare_chunk_indices")
 
 

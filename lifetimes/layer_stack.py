@@ -31,7 +31,7 @@ from typing import Callable
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source
 from livebytes.estimator.declare import INPUTS_STEP, Declaration
 from livebytes.estimator.symbols import MBS, T
-from livebytes.lifetimes.fla_modules import blas_workspace
+from livebytes.lifetimes.fla_modules import FORWARD_WORKSPACES
 
 BELOW_FWD, BELOW_BWD = "stack.below_fwd", "stack.below_bwd"
 SAVE = "save"              # a forward under autograd: each op keeps what it saves; the output is the layer's
@@ -49,7 +49,6 @@ class LayerParts:
     output: str                                    # the output buffer's name (a DISCARD forward prefixes "ckpt.")
     input_grad: str                                # the input gradient's name
     cu_seqlens: Source
-    biased_linear: bool = False                    # a Linear with a bias: its GEMM takes cuBLASLt (blas_workspace)
 
 
 def saved_set(model: LifetimeModel, output: str) -> list[Buffer]:
@@ -80,15 +79,21 @@ def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
             per_layer(d, f"below{i}.{p.name}", p, Group.PARAMETERS, None, f"layer {i}'s")
 
 
-def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: bool, saved: list[Buffer]) -> str:
-    """The forward of the layers below the top: what stays. Returns the top layer's input."""
+def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: bool, saved: list[Buffer],
+                   one_layer: LifetimeModel | None) -> str:
+    """The forward of the layers below the top: what stays, layer by layer in the order the process allocates it
+    (layer 1 also makes the caller thread's cuBLAS workspaces, where its first GEMMs run). Returns the top layer's
+    input."""
     if layers == 1:
         return "x"
     d.step(BELOW_FWD, "forward", parts.call, note=f"layers 1..{layers - 1}: what their forward leaves alive")
-    blas_workspace(d, "forward", parts.biased_linear)      # layer 1's first projection: the caller thread's handle
-    for i in range(1, layers):       # layer by layer, bottom first: what its forward saves, then its output
-        if not checkpoint:
-            for b in saved:
+    kept = {b.name for b in saved}
+    first = [b for b in one_layer.buffers if b.name in kept or (b.cached and b.name.endswith(FORWARD_WORKSPACES))]
+    for i in range(1, layers):       # bottom first: what its forward saves, then its output
+        for b in first if i == 1 else saved:
+            if b.cached:             # a forward-thread workspace, kept for the process
+                d.buffer(b.name, b.group, b.shape, b.dtype, b.source, note=b.note, cached=True, cache_key=b.cache_key)
+            elif not checkpoint:
                 per_layer(d, f"below{i}.{b.name}", b, b.group, BELOW_BWD, f"saved by layer {i}")
         top_input = i == layers - 1
         d.buffer("x_top" if top_input else f"below{i}.output", Group.ACTIVATIONS, (T, parts.hidden), "bf16",  # [T, hidden] bf16
@@ -112,7 +117,7 @@ def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: L
     saved = saved_set(one_layer, parts.output) if layers > 1 and one_layer is not None else []
     d = Declaration()
     _inputs(d, parts, layers)
-    x = _below_forward(d, parts, layers, checkpoint, saved)
+    x = _below_forward(d, parts, layers, checkpoint, saved, one_layer)
     if checkpoint:
         parts.forward(d, x, DISCARD)
     parts.forward(d, x, RECOMPUTE if checkpoint else SAVE)

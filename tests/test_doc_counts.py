@@ -36,3 +36,11 @@ def test_validation_doc_counts():
     assert number(text, r"\((\d+) to the byte\)") == sum(c.measured == c.predicted for c in fitted)
     assert number(text, r"Every one of the (\d+) controlled-history records") == len(CONTROLLED)
     assert number(text, r"(\d+) v4 records") == len(V4)
+    carried = [c for c in (compare(r) for r in MEASURED) if c.requested_error is not None]
+    assert number(text, r"Of the (\d+) records that carry it") == len(carried)
+    assert number(text, r"records that carry it, (\d+) show") == sum(c.requested_error == 0 for c in carried)
+
+
+def test_capacity_doc_counts():
+    text = " ".join((ROOT / "docs" / "capacity.md").read_text().split())
+    assert number(text, r"each measured step \((\d+) records\)") == len(CONTROLLED)

@@ -122,7 +122,7 @@ def test_checkpointing_lowers_the_peak_by_the_saved_sets_of_the_layers_below(lay
     assert ckpt < full
 
 
-def test_checkpointing_one_layer_leaves_its_peak():
+def test_checkpointing_one_layer_adds_the_backward_threads_cublaslt_workspace():
     """One layer alone: its backward (after the recompute) holds what the layer without checkpointing holds there, and
     the backward thread's cuBLASLt workspace (1,024 KiB), as run 16's two 1 x 8K records show: 2,680,648,192 B
     checkpointed, 2,679,596,544 B not (1,051,648 B apart: the workspace and the other shapes' cache entries)."""

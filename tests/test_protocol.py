@@ -220,3 +220,14 @@ def test_the_process_refuses_misuse():
         process.prelude((), ())
     with pytest.raises(ValueError, match="before"):
         Process(model, record=True).before((), None)
+
+
+def test_queues_beside_each_other_evict_on_their_own():
+    """The layer's call: prepare_chunk_indices takes two entries a call (the convolution's, chunk_kda's), prepare_lens
+    one. Before call 3: the shared queue keeps call 2's two (4 - 2), prepare_lens calls 0-2's three (4 - 1)."""
+    keys = [k for c in range(3) for k in (("conv.ci", "call", c, "prepare_chunk_indices", 0),
+                                          ("kda.ci", "call", c, "prepare_chunk_indices", 1),
+                                          ("kda.lens", "call", c, "kda.lens", 2))]
+    gone = set(protocol.evicted(keys, 3))
+    assert {(k[0], k[2]) for k in keys if k not in gone} == {("conv.ci", 2), ("kda.ci", 2), ("kda.lens", 0),
+                                                               ("kda.lens", 1), ("kda.lens", 2)}

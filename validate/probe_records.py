@@ -24,11 +24,12 @@ MODELS = {                  # the probe's --impl -> (implementation, the package
 
 def model_of(impl: str, head: dict) -> tuple[str, dict]:
     """(model key, options) a probe ran: its implementation (its forward-only model for a ``--forward-only`` probe) at
-    the library version the probe's process had, grouped value heads when the probe had them."""
+    the library version the probe's process had, grouped value heads when the probe had them, a layer probe's stack."""
     implementation, package, options = MODELS[impl]
     suffix = "-fwd" if head.get("forward_only") else ""
     gva = {"gva": True} if head.get("v_heads", head.get("heads")) != head.get("heads") else {}
-    return f"{implementation}{suffix}@{head[package]}", {**options, **gva}
+    layer = head.get("layer") or {}          # a layer probe's stack: hidden, layers, checkpoint, conv_size
+    return f"{implementation}{suffix}@{head[package]}", {**options, **gva, **layer}
 
 
 def _shape(d: dict) -> Shape:

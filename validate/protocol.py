@@ -96,7 +96,7 @@ def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tupl
     for i, (b, nbytes) in enumerate(zip(kept, sizes)):
         # an identity entry: (name, "call", the call, the queue it sits in, its place in the call's appends)
         key = (b.name, _values(b.cache_key, shape)) if b.cache_key is not None else \
-            (b.name, "call", call, getattr(b, "cache_fn", None) or b.name, i)
+            (b.name, "call", call, b.cache_fn or b.name, i)
         out.append((key, nbytes))
     return out
 

@@ -20,8 +20,8 @@ chunks), then the allocator cache is emptied, so no input temporary shapes the l
 ``--state`` only labels the Triton cache: the caller points TRITON_CACHE_DIR at a fresh folder for
 ``cold`` (this process autotunes) or at one an earlier process filled for ``warm``.
 
-Needs torch (and fla-core or nvidia-cudnn-frontend); it imports nothing else of livebytes, so the
-same file runs wherever the kernels do.
+Needs torch (and fla-core, flash-linear-attention for ``fla-kda-layer``, or nvidia-cudnn-frontend); it imports
+nothing else of livebytes, so the same file runs wherever the kernels do.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int
     from fla.layers.kda import KimiDeltaAttention
     hidden = layer["hidden"]
     x = {"x": torch.empty(1, tokens, hidden, dtype=torch.bfloat16, device="cuda").normal_(generator=gen),     # [1, T, hidden] bf16
-         "cu_seqlens": torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs),
+         "cu_seqlens": torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs),        # [N+1] int64
          "dO": torch.empty(1, tokens, hidden, dtype=torch.bfloat16, device="cuda").normal_(generator=gen)}   # [1, T, hidden] bf16
     x["x"].requires_grad_(True)
     layers = []
@@ -286,13 +286,24 @@ def pretune_l2norm(tokens: int, heads: int, dim: int) -> dict:
     return {"tokens": tokens, "rows": rows, "NB": -(-rows // 65536)}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "fla-gdn", "fla-kda-layer", "kda_hopper_cuda"))
+def layer_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--hidden", type=int, default=LAYER_DEFAULTS["hidden"], help="fla-kda-layer: hidden size")
     ap.add_argument("--layers", type=int, default=LAYER_DEFAULTS["layers"], help="fla-kda-layer: layers chained")
     ap.add_argument("--checkpoint", action="store_true", help="fla-kda-layer: torch.utils.checkpoint per layer")
     ap.add_argument("--conv-size", type=int, default=LAYER_DEFAULTS["conv_size"], help="fla-kda-layer: conv width")
+
+
+def layer_of(args) -> dict | None:
+    """A layer probe's stack, recorded in every line (probe_records.model_of builds the model with it)."""
+    if args.impl != "fla-kda-layer":
+        return None
+    return {"hidden": args.hidden, "layers": args.layers, "checkpoint": args.checkpoint, "conv_size": args.conv_size}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "fla-gdn", "fla-kda-layer", "kda_hopper_cuda"))
+    layer_arguments(ap)
     ap.add_argument("--heads", type=int, default=96)
     ap.add_argument("--v-heads", type=int, help="value heads (grouped value heads: a multiple of --heads)")
     ap.add_argument("--forward-only", action="store_true", help="the forward alone under torch.no_grad (the -fwd models)")
@@ -309,6 +320,11 @@ def main(argv=None) -> int:
     ap.add_argument("--pretune", help="report contract: only tune FLA's l2norm at these token counts (comma-separated)")
     ap.add_argument("--state", required=True, help="label: cold | warm | n/a")
     ap.add_argument("--out", required=True)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     torch = _torch()
     out = Path(args.out)
@@ -323,9 +339,8 @@ def main(argv=None) -> int:
     base = {"probe": "boundary-v1", "impl": args.impl, "state": args.state, "forward_only": args.forward_only,
             "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
             "device": props.name, "total_memory": props.total_memory, "torch": torch.__version__}
-    layer = None
-    if args.impl == "fla-kda-layer":
-        layer = {"hidden": args.hidden, "layers": args.layers, "checkpoint": args.checkpoint, "conv_size": args.conv_size}
+    layer = layer_of(args)
+    if layer:
         base["layer"] = layer
     for mod in ("triton", "fla", "cudnn"):
         try:

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Run 17 (prepared in session 6, NOT RUN): issue 18's edges that no device time was left for. Carry .whl (fla-core
+# 0.6.0 and the livebytes wheel). One fresh process per value, empty TRITON_CACHE_DIR, the first call at the shape,
+# then two steady calls (validate/probes/boundary_probe.py --no-warmup); each cold process takes about 300 s, so one
+# or two per device call, in quick succession (the machine keeps /tmp 30 s after a call).
+#   cold64 S   fla-kda@0.6.0 report D64 H128 at S tokens, cold; its filled cache stays in /tmp/tc64 for warm64.
+#              plan (session 6): S* 234,367, ceil(1.01 S*) 236,711.
+#   cold256 S  the same at D256 H96 (plan: S* 76,672, ceil(1.01 S*) 77,439; D256's frames are measured at H16 only:
+#              the model assumes D256's largest for H96, named in plan's output).
+#   frames64   the process-memory probe of report D64 H128 (T 4,096), cold then warm over its own cache: the tuned
+#              configs' frames at D64 H128, which plan's warm answer needs (today it assumes the cold frames, 234,752,
+#              which 1.01x would likely still fit). Commit its jsonl under validate/records/runs/run17/, add it to
+#              validate/frames.py's MATRICES, regenerate (python -m livebytes.validate.frames), then plan
+#              --triton-cache warm gives warm64's S.
+#   warm64 S   report D64 H128 at S tokens over a copy of /tmp/tc64 (warm: the tuned configs only).
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+probe() {   # $1 dim, $2 heads, $3 value, $4 state, $5 cache dir
+  TRITON_CACHE_DIR="$5" timeout 560 python3 validate/probes/boundary_probe.py --impl fla-report --heads "$2" --dim "$1" \
+    --values "$3" --state "$4" --no-warmup --out "$OUT/fla-report_D$1_H$2_$4_$3"
+}
+case "${1:-}" in
+cold64)  rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 "$2" cold /tmp/tc64 ;;
+cold256) d=$(mktemp -d /tmp/tc.XXXX) && probe 256 96 "$2" cold "$d" ;;
+frames64)
+  python3 validate/probes/process_memory.py --cases "fla-report:64:128:128:4096:cold" \
+    --warm-cases "fla-report:64:128:128:4096:warm" --deadline 520 --cache-root /tmp/pm17 --out /tmp/pmwork17 \
+    --summary "$OUT/process_memory_17.jsonl" && tar -C /tmp -czf "$OUT/kernels_17.tgz" pmwork17 ;;
+warm64)  d=$(mktemp -d /tmp/tcw.XXXX) && cp -r /tmp/tc64/. "$d"/ && probe 64 128 "$2" warm "$d" ;;
+*) echo "usage: $0 cold64 S | cold256 S | frames64 | warm64 S" >&2; exit 1 ;;
+esac
