@@ -299,3 +299,34 @@ def test_captures_of_several_processes_merge():
     assert m["fla_configs"]["k"]["autotune_entries"] == {"h1": {"n": 1}, "h2": {"n": 2}}
     with pytest.raises(ValueError, match="different GPUs or versions"):
         autotune.merge([a, {**b, "triton": "3.7.1"}])
+
+
+def _boundary_probe():
+    import importlib.util
+    path = Path(batch.__file__).parent / "probes" / "boundary_probe.py"
+    spec = importlib.util.spec_from_file_location("boundary_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)        # imports torch only when a probe runs
+    return module
+
+
+def test_the_probes_bisection_closes_on_the_edge_and_writes_every_trial():
+    """fits below 1,000: [900, 1,100] halves to 1,000 / 1,012 (mid 1000 fits, 1050, 1025, 1012 do not: 4 trials)."""
+    bp = _boundary_probe()
+    args = bp.parser().parse_args(["--impl", "fla-report", "--state", "cold", "--out", "x", "--lo", "900", "--hi", "1100",
+                                   "--step", "16"])
+    lines: list = []
+    bp.bisect(args, lambda v: {"fits": v <= 1000}, lines.append)
+    assert [d["value"] for d in lines[:-1]] == [1000, 1050, 1025, 1012]
+    assert lines[-1] == {"stage": "result", "solve": "seq", "largest_fit": 1000, "smallest_oom": 1012}
+
+
+def test_a_layer_probe_records_its_stack_and_a_kernel_probe_none():
+    bp = _boundary_probe()
+    layer = bp.parser().parse_args(["--impl", "fla-kda-layer", "--state", "cold", "--out", "x", "--layers", "4"])
+    kernel = bp.parser().parse_args(["--impl", "fla-report", "--state", "cold", "--out", "x"])
+    assert bp.layer_of(layer) == {"hidden": 2304, "layers": 4, "checkpoint": False, "conv_size": 4}
+    assert bp.layer_of(kernel) is None
+    from livebytes.validate.probe_records import model_of
+    assert model_of("fla-kda-layer", {"fla": "0.6.0", "layer": bp.layer_of(layer)}) == (
+        "fla-kda-layer@0.6.0", {"hidden": 2304, "layers": 4, "checkpoint": False, "conv_size": 4})

@@ -323,18 +323,9 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv=None) -> int:
-    ap = parser()
-    args = ap.parse_args(argv)
+def process_head(args) -> dict:
+    """What every line of the probe's file carries: the probe, the case's settings, the device and library versions."""
     torch = _torch()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    log = out / "probe.jsonl"
-    oom_calls: list = []
-    torch._C._cuda_attach_out_of_memory_observer(
-        lambda device, alloc, device_allocated, device_free: oom_calls.append(
-            {"tried_bytes": int(alloc), "device_allocated": int(device_allocated), "device_free": int(device_free)}))
-    torch.empty(1, device="cuda")
     props = torch.cuda.get_device_properties(0)
     base = {"probe": "boundary-v1", "impl": args.impl, "state": args.state, "forward_only": args.forward_only,
             "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
@@ -347,11 +338,45 @@ def main(argv=None) -> int:
             base[mod] = __import__(mod).__version__
         except (ImportError, AttributeError):
             base[mod] = None
+    return base
+
+
+def bisect(args, run, write) -> None:
+    """Halve [lo, hi] until hi - lo <= step: ``run(value)`` is one trial, each written as it ends."""
+    lo, hi = args.lo, args.hi
+    while hi - lo > args.step:
+        mid = (lo + hi) // 2
+        t0 = time.time()
+        r = run(mid)
+        write({"stage": "bisect", "solve": args.solve, "value": mid, "wall_seconds": round(time.time() - t0, 1), **r})
+        lo, hi = (mid, hi) if r["fits"] else (lo, mid)
+    write({"stage": "result", "solve": args.solve, "largest_fit": lo, "smallest_oom": hi})
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    torch = _torch()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "probe.jsonl"
+    oom_calls: list = []
+    torch._C._cuda_attach_out_of_memory_observer(
+        lambda device, alloc, device_allocated, device_free: oom_calls.append(
+            {"tried_bytes": int(alloc), "device_allocated": int(device_allocated), "device_free": int(device_free)}))
+    torch.empty(1, device="cuda")
+    base = process_head(args)
+    layer = base.get("layer")
 
     def write(entry: dict) -> None:
         with open(log, "a") as fh:
             fh.write(json.dumps({**base, **entry}) + "\n")
         print(json.dumps(entry)[:300], flush=True)
+
+    def run(value: int, seqs: int | None = None) -> dict:
+        seq, mbs = (value, args.mbs) if args.solve == "seq" else (args.seq, value)
+        if seqs is not None:
+            seq, mbs = value, seqs
+        return trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only, layer)
 
     context_stack = stack_limit()
     if args.pretune:    # a separate process fills the Triton cache; the probe's process stays warm
@@ -363,37 +388,20 @@ def main(argv=None) -> int:
     write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes(), "stack_limit_bytes": context_stack})
     if not args.no_warmup:
         t0 = time.time()
-        warm = trial(args.impl, 1024, args.heads, args.dim, 1, oom_calls, args.v_heads, args.forward_only, layer)
+        warm = run(1024, seqs=1)
         write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
-
-    def shape(v):
-        return (v, args.mbs) if args.solve == "seq" else (args.seq, v)
     for value in [int(v) for v in (args.values or "").split(",") if v.strip()]:
-        seq, mbs = shape(value)
         t0 = time.time()
-        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only, layer)
+        r = run(value)
         write({"stage": "value", "solve": args.solve, "value": value, "wall_seconds": round(time.time() - t0, 1), **r})
     if args.reset_stack and context_stack is not None:
         before = nonpytorch_bytes()
         ok = set_stack_limit(context_stack)
         write({"stage": "reset_stack", "ok": ok, "stack_limit_bytes": stack_limit(), "nonpytorch_before_bytes": before,
                "nonpytorch_bytes": nonpytorch_bytes()})
-    if args.values:
-        return 0
-    lo, hi = args.lo, args.hi
-    while hi - lo > args.step:
-        mid = (lo + hi) // 2
-        seq, mbs = shape(mid)
-        t0 = time.time()
-        r = trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only, layer)
-        write({"stage": "bisect", "solve": args.solve, "value": mid, "wall_seconds": round(time.time() - t0, 1), **r})
-        if r["fits"]:
-            lo = mid
-        else:
-            hi = mid
-    write({"stage": "result", "solve": args.solve, "largest_fit": lo, "smallest_oom": hi})
+    if not args.values:
+        bisect(args, run, write)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
