@@ -19,6 +19,15 @@
 #        (422,272 / 426,495 with), about 280 s each cold; commit the probe files to validate/records/boundary/.
 set -u
 export PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
+# plan's 1.31.0 boundary at H96, S* and ceil(1.01 S*) at both allocator settings, one fresh process each, tarred
+probes_131() {
+  for conf in False:247466 False:249941 True:247476 True:249951; do
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:${conf%%:*} timeout 90 python3 validate/probes/boundary_probe.py \
+      --impl kda_hopper_cuda --heads 96 --values ${conf##*:} --state n/a --no-warmup \
+      --out "$OUT/probes131/kda_hopper_cuda_131_seq_${conf%%:*}_na_${conf##*:}" 2>> "$OUT/probes131.err" | cut -c1-200
+  done
+  tar -czf "$OUT/probes131.tgz" -C "$OUT" probes131 && rm -rf "$OUT/probes131"
+}
 case "${1:-}" in
 install)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -56,12 +65,7 @@ probes131)   # run 16b: the 1.31.0 boundary probes again, their folders tarred (
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site131 .whl131/*.whl || exit 1
   export PYTHONPATH=/tmp/site131:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
   python3 -c "import cudnn; assert cudnn.__version__ == '1.31.0', cudnn.__version__" || exit 1
-  for conf in False:247466 False:249941 True:247476 True:249951; do
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:${conf%%:*} timeout 90 python3 validate/probes/boundary_probe.py \
-      --impl kda_hopper_cuda --heads 96 --values ${conf##*:} --state n/a --no-warmup \
-      --out "$OUT/probes131/kda_hopper_cuda_131_seq_${conf%%:*}_na_${conf##*:}" 2>> "$OUT/probes131.err" | cut -c1-200
-  done
-  tar -czf "$OUT/probes131.tgz" -C "$OUT" probes131 && rm -rf "$OUT/probes131" ;;
+  probes_131 ;;
 layers)   # run 16b, after probes131: run 16a's ten cold processes side by side did not finish a first call in 405 s
           # (each autotunes on the one GPU): the layer shapes in one process (cold first shape, then warm in-process),
           # beside the process-memory probe of one layer (cold, then warm over its cache)
@@ -84,12 +88,7 @@ finish)   # run 16c, after install (a fresh machine): run 16a's cu13 parts were 
   (
     export PYTHONPATH=/tmp/site131:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
     python3 -c "import cudnn; assert cudnn.__version__ == '1.31.0', cudnn.__version__" || exit 1
-    for conf in False:247466 False:249941 True:247476 True:249951; do
-      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:${conf%%:*} timeout 90 python3 validate/probes/boundary_probe.py \
-        --impl kda_hopper_cuda --heads 96 --values ${conf##*:} --state n/a --no-warmup \
-        --out "$OUT/probes131/kda_hopper_cuda_131_seq_${conf%%:*}_na_${conf##*:}" 2>> "$OUT/probes131.err" | cut -c1-200
-    done
-    tar -czf "$OUT/probes131.tgz" -C "$OUT" probes131 && rm -rf "$OUT/probes131"
+    probes_131
   )
   export PYTHONPATH=/tmp/site
   left=$((${2:-480} - ($(date +%s) - T0)))

@@ -372,11 +372,11 @@ def main(argv=None) -> int:
             fh.write(json.dumps({**base, **entry}) + "\n")
         print(json.dumps(entry)[:300], flush=True)
 
-    def run(value: int, seqs: int | None = None) -> dict:
-        seq, mbs = (value, args.mbs) if args.solve == "seq" else (args.seq, value)
-        if seqs is not None:
-            seq, mbs = value, seqs
+    def at(seq: int, mbs: int) -> dict:
         return trial(args.impl, seq, args.heads, args.dim, mbs, oom_calls, args.v_heads, args.forward_only, layer)
+
+    def run(value: int) -> dict:      # the solved dimension at ``value``, the other one held
+        return at(value, args.mbs) if args.solve == "seq" else at(args.seq, value)
 
     context_stack = stack_limit()
     if args.pretune:    # a separate process fills the Triton cache; the probe's process stays warm
@@ -388,7 +388,7 @@ def main(argv=None) -> int:
     write({"stage": "context", "nonpytorch_bytes": nonpytorch_bytes(), "stack_limit_bytes": context_stack})
     if not args.no_warmup:
         t0 = time.time()
-        warm = run(1024, seqs=1)
+        warm = at(1024, 1)
         write({"stage": "warmup_1x1024", "seconds": round(time.time() - t0, 1), "stack_limit_bytes": stack_limit(), **warm})
     for value in [int(v) for v in (args.values or "").split(",") if v.strip()]:
         t0 = time.time()
