@@ -48,9 +48,11 @@ def matrix_rows() -> list[dict]:
 
 
 def complete(rows: list[dict]) -> list[dict]:
-    """Cases that finished their first call; a warm one only over a cache its cold case filled."""
+    """Cases that finished their first call; a warm one only over a cache its cold case filled, or over a copy of one
+    that a named process filled at the same shape (``filled_by``: a cold boundary probe, ``--warm-over``)."""
     done = {r["case"]["cache_dir"] for r in rows if r["case"]["state"] == "cold" and "status" not in r}
-    return [r for r in rows if "status" not in r and (r["case"]["state"] == "cold" or r["case"]["cache_dir"] in done)]
+    return [r for r in rows if "status" not in r and (r["case"]["state"] == "cold" or r["case"]["cache_dir"] in done
+                                                       or r["case"].get("filled_by"))]
 
 
 def matrix_frames(rows: list[dict]) -> dict:

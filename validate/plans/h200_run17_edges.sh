@@ -16,11 +16,38 @@
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-probe() {   # $1 dim, $2 heads, $3 value, $4 state, $5 cache dir
-  TRITON_CACHE_DIR="$5" timeout 560 python3 validate/probes/boundary_probe.py --impl fla-report --heads "$2" --dim "$1" \
+probe() {   # $1 dim, $2 heads, $3 value, $4 state, $5 cache dir, $6 seconds (default 560)
+  TRITON_CACHE_DIR="$5" timeout "${6:-560}" python3 validate/probes/boundary_probe.py --impl fla-report --heads "$2" --dim "$1" \
     --values "$3" --state "$4" --no-warmup --out "$OUT/fla-report_D$1_H$2_$4_$3"
 }
+# The warm chain over /tmp/tc64 (filled by cold64 at $1 tokens): the tuned configs' frames at that shape, plan's warm
+# answer from them (the installed copy's frames regenerated with this file), l2norm tuned ahead at S and ceil(1.01 S)
+# in a separate process, then one fresh warm process per value.
+warmchain() {
+  python3 validate/probes/process_memory.py --warm-cases "fla-report:64:128:128:$1:warm" --warm-over /tmp/tc64 \
+    --filled-by "run 17a: validate/probes/boundary_probe.py --impl fla-report --dim 64 --heads 128 --values $1 --state cold --no-warmup" \
+    --deadline 120 --cache-root /tmp/pm17 --out /tmp/pmwork17 --summary "$OUT/process_memory_17.jsonl" || return 1
+  tar -C /tmp -czf "$OUT/kernels_17.tgz" pmwork17
+  site=/tmp/site/livebytes
+  mkdir -p $site/validate/records/runs/run17 && cp "$OUT/process_memory_17.jsonl" $site/validate/records/runs/run17/
+  sed -i 's|"run16/process_memory_16b.jsonl")|"run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")|' $site/validate/frames.py
+  python3 -m livebytes.validate.frames || return 1
+  /tmp/site/bin/livebytes plan --impl fla-kda@0.6.0 --gpu H200 --heads 128 --dim 64 --contract report --triton-cache warm \
+    --json > "$OUT/plan_warm64.json" || return 1
+  local s a
+  s=$(python3 -c "import json; print(json.load(open('$OUT/plan_warm64.json'))['results'][0]['shape']['seq'])")
+  a=$(( (s * 101 + 99) / 100 ))
+  echo "warm plan: S* $s, ceil(1.01 S*) $a"
+  rm -rf /tmp/tcw && cp -r /tmp/tc64 /tmp/tcw
+  TRITON_CACHE_DIR=/tmp/tcw timeout 90 python3 validate/probes/boundary_probe.py --impl fla-report --heads 128 --dim 64 \
+    --pretune "$s,$a" --state warm --out "$OUT/fla-report_D64_H128_pretune" || return 1
+  for v in $s $a; do
+    d=$(mktemp -d /tmp/tcw.XXXX) && cp -r /tmp/tcw/. "$d"/ && probe 64 128 "$v" warm "$d" 120
+  done
+}
 case "${1:-}" in
+a)       rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 "${2:-234367}" cold /tmp/tc64 400; warmchain "${2:-234367}" ;;
+warmchain) warmchain "$2" ;;
 cold64)  rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 "$2" cold /tmp/tc64 ;;
 cold256) d=$(mktemp -d /tmp/tc.XXXX) && probe 256 96 "$2" cold "$d" ;;
 frames64)
@@ -28,5 +55,7 @@ frames64)
     --warm-cases "fla-report:64:128:128:4096:warm" --deadline 520 --cache-root /tmp/pm17 --out /tmp/pmwork17 \
     --summary "$OUT/process_memory_17.jsonl" && tar -C /tmp -czf "$OUT/kernels_17.tgz" pmwork17 ;;
 warm64)  d=$(mktemp -d /tmp/tcw.XXXX) && cp -r /tmp/tc64/. "$d"/ && probe 64 128 "$2" warm "$d" ;;
-*) echo "usage: $0 cold64 S | cold256 S | frames64 | warm64 S" >&2; exit 1 ;;
+layer)   TRITON_CACHE_DIR=$(mktemp -d /tmp/tcl.XXXX) timeout 570 python3 validate/probes/boundary_probe.py --impl fla-kda-layer \
+           --heads 32 --dim 128 --hidden 2304 --layers 4 --values "$2" --state cold --no-warmup --out "$OUT/fla-kda-layer_L4_$2" ;;
+*) echo "usage: $0 a [S] | warmchain S | cold64 S | cold256 S | frames64 | warm64 S | layer S" >&2; exit 1 ;;
 esac

@@ -224,6 +224,17 @@ def run_group(cases: list[dict], out: Path, deadline: float, summary: Path) -> s
     return {r["case"]["cache_dir"] for r in results if "status" not in r}
 
 
+def warm_over(cases: list[dict], args, out: Path, summary: Path) -> int:
+    """Warm cases over a copy of a cache another process filled; each case names that process (``filled_by``), which
+    ``validate/frames.py`` requires of a warm case whose cold case is not in the same file."""
+    for case in cases:
+        shutil.rmtree(case["cache_dir"], ignore_errors=True)
+        shutil.copytree(args.warm_over, case["cache_dir"])
+        case["filled_by"] = args.filled_by or args.warm_over
+    run_group(cases, out, time.time() + args.deadline, summary)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases")
@@ -233,6 +244,9 @@ def main(argv=None) -> int:
     ap.add_argument("--worker")
     ap.add_argument("--out", required=True, help="the workers' files (kernel logs, stderr)")
     ap.add_argument("--summary", help="the JSON lines of results (default OUT/process_memory.jsonl)")
+    ap.add_argument("--warm-over", metavar="DIR", help="the warm cases run over a copy of DIR, a Triton cache another "
+                    "process filled (a cold boundary probe at the same shape); no cold group needed")
+    ap.add_argument("--filled-by", default="", help="with --warm-over: which process filled DIR (kept in each case)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -242,7 +256,9 @@ def main(argv=None) -> int:
     with open(summary, "a") as fh:
         fh.write(json.dumps({"baseline_nvml_used_bytes": settled_used()}) + "\n")
     t0 = time.time()
-    filled = run_group(parse_cases(args.cases, args.cache_root), out, t0 + args.deadline, summary)
+    if args.warm_over:
+        return warm_over(parse_cases(args.warm_cases or "", args.cache_root), args, out, summary)
+    filled = run_group(parse_cases(args.cases or "", args.cache_root), out, t0 + args.deadline, summary)
     warm = [c for c in parse_cases(args.warm_cases or "", args.cache_root) if c["cache_dir"] in filled]
     if warm:     # only over a cache a cold case filled completely: a partial one would autotune the rest
         run_group(warm, out, time.time() + 120, summary)
