@@ -13,9 +13,12 @@
    launches (``buffers.Autotune``) say at which step each kernel first launches, so the reservation grows there
    (``ProcessMemory.growth``), not at the start of the call.
 
-Where a part is neither measured nor derived for the asked case (another GPU, a head count or head dim without
-frames, a library without a module figure), the figure used is the conservative one named in ``assumptions``:
-the largest measured at that head dim (or anywhere) for the library, never silently another case's figure.
+Where an edge probe ran a case whose kernels were not logged, the stack limit it read after the first call is that
+case's measurement (``_measured_limit``). Where a part is neither measured nor derived for the asked case (another
+GPU, a head count or head dim without frames, a library without a module figure), the figure used is the
+conservative one named in ``assumptions``: each kernel's largest frame over the measured cases at that head dim when
+they bracket the asked head counts, else over every head dim and head count the library measured
+(``_bound_cases``); never silently another case's figure.
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
@@ -119,8 +122,8 @@ def _library(device_entry: dict, model_key: str) -> tuple[dict | None, list[str]
 
 def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list[str]]:
     """Each kernel's largest frame for the case ``prefix`` (family:contract) at ``shape`` in ``state``, and what had to
-    be assumed: another head count's frames at this head dim, else any head dim's; warm without the tuned configs'
-    frames: every candidate's (the cold bound)."""
+    be assumed: the cases that bound it (``_bound_cases``); warm without the tuned configs' frames: every candidate's
+    (the cold bound)."""
     table = data["frames"][state]
     case = f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
     if case in table:
@@ -129,19 +132,56 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
         frames, notes = _frame_table(data, prefix, shape, "cold")
         return frames, [f"tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: every "
                         "candidate's (the cold frames) assumed"] + notes
-    for scope, keys in ((f"D{shape.dim}", [k for k in table if k.startswith(f"{prefix} D{shape.dim} ")]),
-                        ("any head dim", [k for k in table if k.startswith(f"{prefix} ")])):
-        if keys:
-            merged: dict = {}
-            for k in keys:
-                for kernel, frame in table[k].items():
-                    merged[kernel] = max(merged.get(kernel, 0), frame)
-            where = ", ".join(k.split(" ", 1)[1] for k in keys)
-            return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the largest "
-                            f"measured at {scope} ({where}) assumed"]
+    scope, keys = _bound_cases(table, prefix, shape)
+    if keys:
+        merged: dict = {}
+        for k in keys:
+            for kernel, frame in table[k].items():
+                merged[kernel] = max(merged.get(kernel, 0), frame)
+        where = ", ".join(k.split(" ", 1)[1] for k in keys)
+        return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the largest "
+                        f"measured at {scope} ({where}) assumed"]
     largest = max((f for entry in table.values() for f in entry.values()), default=0)
     return {}, [f"no stack frames measured for {_readable(prefix)}: the library's largest ({largest:,} B) assumed for "
                 "every kernel"]
+
+
+def _measured_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, tuple, str, list[str]] | None:
+    """(limit, growth, status, records) where the case has no frames in ``state`` but an edge probe measured its stack
+    limit after the first call (``limits``): the reservation is that limit's, charged from the call's start (the probe
+    did not log which kernel raised it, so not where in the call: earlier is the conservative side). Warm without a
+    warm figure: the cold limit bounds it (the tuned configs are among the candidates)."""
+    case = f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
+    if case in data["frames"][state]:
+        return None
+    limits = data.get("limits", {})
+    entry = limits.get(state, {}).get(case)
+    status = ("measured: the stack limit after the first call at this case (edge probes); charged from the call's "
+              "start, the raising kernel not logged")
+    if entry is None and state == "warm" and case not in data["frames"]["cold"]:
+        entry = limits.get("cold", {}).get(case)
+        status = ("assumed: tuned configs' frames not measured at this case: the cold stack limit measured here (edge "
+                  "probes) bounds them, charged from the call's start")
+    if entry is None:
+        return None
+    return int(entry["limit_bytes"]), (), status, list(entry["records"])
+
+
+def _heads(key: str) -> tuple[int, int]:
+    """(H, HV) of a frames case key 'FAMILY:CONTRACT D.. H.. HV..'."""
+    parts = key.split(" ")
+    return int(parts[2][1:]), int(parts[3][2:])
+
+
+def _bound_cases(table: dict, prefix: str, shape) -> tuple[str, list[str]]:
+    """The measured cases that bound an unmeasured one: at its head dim when measured head counts lie on both sides
+    of its (H, HV) (a kernel's frame changes with H, a constexpr: D256 H16 launched 14,904 B, D256 H96 raised the
+    limit to 15,184 B, runs 13a and 17c); otherwise every measured case of the family, at any head dim."""
+    same_dim = [k for k in table if k.startswith(f"{prefix} D{shape.dim} ")]
+    heads = [_heads(k) for k in same_dim]
+    if heads and all(min(h[i] for h in heads) <= v <= max(h[i] for h in heads) for i, v in enumerate((shape.heads, shape.hv))):
+        return f"D{shape.dim}, head counts on both sides", same_dim
+    return "any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
 
 
 def _readable(prefix: str) -> str:
@@ -204,6 +244,12 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
         return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
                              lib["name"], triton_cache, notes=tuple(notes))
     prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
+    measured = _measured_limit(data, prefix, shape, triton_cache)
+    if measured is not None and not assumed_from:
+        limit, growth, status, records = measured
+        source = f"limit {limit:,} B per thread (measured: {', '.join(records)}) x {resident_threads(device):,} resident threads, 2 MiB pages"
+        return ProcessMemory(context, modules, Figure(stack_reservation_bytes(limit, device), status, source), lib["name"],
+                             triton_cache, limit, growth, tuple(notes))
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     library_largest = max((f for case in data["frames"]["cold"].values() for f in case.values()), default=0)

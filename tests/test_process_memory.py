@@ -178,16 +178,45 @@ def test_every_probe_trials_process_within_64_mib(item):
 
 
 def test_growth_is_where_the_spilling_kernel_first_launches():
-    """Cold D64 (report, H128): nothing before chunk_kda_bwd_wy_dqkg_fused spills past 1,024 B, so the whole 4,750,049,280 B
-    reservation grows at bwd.wy_dqkg; the process starts its first call with the context and modules only. Forward only:
-    no candidate spills at D128, no growth."""
-    kda = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", Shape(1, 240_000, 128, 64))
+    """Cold D64 (report, H16, frames logged by run 13a): nothing before chunk_kda_bwd_wy_dqkg_fused spills past 1,024 B,
+    so the whole reservation grows at bwd.wy_dqkg: limit 18,592 B (frame 18,584 rounded to 16) x 270,336 threads =
+    5,026,086,912 B -> 2,397 pages minus the default's 1,024 x 270,336 = 276,824,064 B (132 pages) = 4,750,049,280 B.
+    The process starts its first call with the context and modules only. Forward only: no candidate spills at D128."""
+    kda = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", Shape(1, 8192, 16, 64))
     assert kda.growth == (("bwd.wy_dqkg", 4_750_049_280),)
-    assert (kda.start_bytes, kda.bytes) == (552_402_944 + 104_857_600, 5_407_309_824)   # run 13d measured 5,407,309,824
-    assert process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", Shape(1, 240_000, 128, 64),
+    assert (kda.start_bytes, kda.bytes) == (552_402_944 + 104_857_600, 552_402_944 + 104_857_600 + 4_750_049_280)
+    assert process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", Shape(1, 8192, 16, 64),
                           raised_before=True).growth == ()
     fwd = process_memory(H200, get_model("fla-kda-fwd@0.6.0", "H200", gva=True), "cold", Shape(1, 1_296_896, 16, 128, 32))
     assert fwd.growth == () and fwd.bytes == 650_969_088
+
+
+@pytest.mark.parametrize("shape,limit,measured", [
+    (Shape(1, 240_000, 128, 64), 18_592, 5_407_309_824),    # runs 13d, 17a, 17b: context + 104,857,600 + 4,750,049,280
+    (Shape(1, 76_672, 96, 256), 15_184, 4_486_660_096)])    # runs 17c, 17d: 15,184 x 270,336 -> 1,958 pages - 132 = 3,829,399,552
+def test_an_edge_probes_measured_limit_is_the_cases_own(shape, limit, measured):
+    """Where only an edge probe ran a case (no kernel log), the limit it read after the first call is charged from the
+    call's start, named measured: D256 H96 no longer takes D256 H16's 14,912 B, 72 MiB short of the H200's figure."""
+    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
+    assert (p.stack_limit_bytes, p.bytes, p.start_bytes, p.growth) == (limit, measured, measured, ())
+    assert p.stack.status.startswith("measured") and not p.assumptions
+
+
+@pytest.mark.parametrize("shape,scope", [
+    (Shape(1, 8192, 32, 128), "at D128, head counts on both sides"),     # D128 H16 and H96 frames bracket H32
+    (Shape(1, 8192, 16, 128, 32), "at D128, head counts on both sides"),  # and HV32
+    (Shape(1, 8192, 64, 256), "at any head dim and head count"),         # D256: H16 only, H64 above it
+    (Shape(1, 8192, 96, 64), "at any head dim and head count")])         # D64: H16 only
+def test_an_unmeasured_case_is_bounded_by_the_cases_around_it(shape, scope):
+    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
+    assert any(f"largest measured {scope}" in a for a in p.assumptions), p.assumptions
+
+
+def test_an_extrapolated_head_count_takes_the_librarys_largest_frames():
+    """D256 H64 (beyond the measured H16): each kernel's largest frame at any case, D64's wy_dqkg 18,584 B among them,
+    so the limit is 18,592 B, above both D256 figures measured (14,912 at H16, 15,184 at H96): the conservative side."""
+    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", Shape(1, 8192, 64, 256))
+    assert p.stack_limit_bytes == 18_592 > 15_184 > 14_912
 
 
 def test_no_model_borrows_another_models_figure_unlabelled():
@@ -206,16 +235,28 @@ def test_no_model_borrows_another_models_figure_unlabelled():
 
 @pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 128, 128), "not measured at D128 H128 HV128"),
                                         (Shape(1, 8192, 16, 48), "not measured at D48"),
-                                        (Shape(1, 8192, 96, 64), "largest measured at D64")])
+                                        (Shape(1, 8192, 96, 64), "largest measured at any head dim")])
 def test_an_unmeasured_case_names_what_it_assumes(shape, note):
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
     assert any(note in a for a in p.assumptions), p.assumptions
 
 
-def test_warm_without_tuned_frames_takes_every_candidates():
-    """Warm D64 H128: no warm process measured that case; the candidates' (cold) frames bound what a tuned config needs."""
-    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "warm", Shape(1, 8192, 128, 64))
-    assert p.stack_limit_bytes == 18_592 and any("not measured" in a for a in p.assumptions)
+@pytest.mark.parametrize("shape,limit,note", [
+    (Shape(1, 8192, 96, 64), 18_592, "every candidate's (the cold frames)"),       # no warm nor cold frames at D64 H96
+    (Shape(1, 8192, 96, 256), 15_184, "the cold stack limit measured here")])      # runs 17c/17d's cold limit
+def test_warm_without_tuned_frames_takes_the_cold_bound(shape, limit, note):
+    """No warm process measured the case: the candidates' (cold) frames, or the cold limit an edge probe measured there,
+    bound what a tuned config needs."""
+    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "warm", shape)
+    assert p.stack_limit_bytes == limit and any(note in a for a in p.assumptions), p.assumptions
+
+
+def test_warm_d64_h128_takes_its_tuned_configs():
+    """Run 17a's warm process at D64 H128 (over a copy of the cold edge probe's cache): no tuned config spills past
+    1,024 B, so the process holds the context and the warm modules alone: 552,402,944 + 98,566,144 = 650,969,088 B, as
+    both of its warm edge probes measured."""
+    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "warm", Shape(1, 242_559, 128, 64))
+    assert (p.stack_limit_bytes, p.bytes, p.stack.status) == (1024, 650_969_088, "derived")
 
 
 def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():

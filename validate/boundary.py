@@ -41,6 +41,7 @@ class Case:
     alloc_conf: str = "expandable_segments:False"
     triton_cache: str = "cold"
     tuned_at_tokens: int | None = None     # cold, but the process autotuned at the probe's 1 x WARMUP_TOKENS first
+    no_warmup: bool = False                # warm, and each value its process's first call (issue 18's protocol)
 
     @property
     def cache_label(self) -> str:
@@ -66,6 +67,10 @@ CASES = (
     # issue 20: nvidia-cudnn-frontend 1.31.0, whose graph keeps its backward workspace (run 16c)
     Case("cudnn-kda-hopper-cuda@1.31.0", None, "seq", Shape(1, 8192, 96, 128)),
     Case("cudnn-kda-hopper-cuda@1.31.0", None, "seq", Shape(1, 8192, 96, 128), alloc_conf="expandable_segments:True"),
+    # issue 18: other head dims, each value its process's first call (run 17): D64 H128 cold and warm, D256 H96 cold
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 128, 64)),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 128, 64), triton_cache="warm", no_warmup=True),
+    Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 256)),
 )
 
 
@@ -121,18 +126,20 @@ def probe_state(case: Case) -> tuple[str, bool]:
         return "n/a", False
     if case.tuned_at_tokens is not None:
         return "cold", True
-    return case.triton_cache, case.triton_cache == "warm"
+    return case.triton_cache, case.triton_cache == "warm" and not case.no_warmup
 
 
 def probe_commands(case: Case) -> list[str]:
     """The probe runs proving one case: S* and ceil(S* x 1.01), in one fresh process (a warm or cold-after-warmup
     Triton case warms up at 1x1024 first; cuDNN starts at the answer, as plan simulates), or, for a cold case,
-    one fresh process per value: each must be that process's first call, with an empty Triton cache."""
+    one fresh process per value: each must be that process's first call, with an empty Triton cache (a ``no_warmup``
+    warm case: one process per value over the cold case's cache, l2norm tuned ahead)."""
     value = answer(case)
     state, _ = probe_state(case)
-    if state == "cold" and case.tuned_at_tokens is None:
-        return [_probe_command(case, str(v), f"_{role}") for v, role in ((value, "answer"), (math.ceil(value * 1.01), "above"))]
     values = f"{value},{math.ceil(value * 1.01)}"
+    if (state == "cold" and case.tuned_at_tokens is None) or case.no_warmup:
+        return [*_pretune_command(case, values)] + [_probe_command(case, str(v), f"_{role}")
+                                                    for v, role in ((value, "answer"), (math.ceil(value * 1.01), "above"))]
     return [*_pretune_command(case, values), _probe_command(case, values, "")]
 
 

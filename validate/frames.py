@@ -5,7 +5,11 @@ Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``vali
 runs 13 and 16b; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
 state, the largest frame of each kernel: cold, over every candidate that launched while autotuning; warm, over the
 configs the tuned cache chose. A warm case counts only where its cold case filled the cache completely (run 13a's
-deadline cut four cold D128/D256 cases: their warm processes autotuned what was missing).
+deadline cut four cold D128/D256 cases: their warm processes autotuned what was missing). Run 17's warm D64 H128 case
+ran over a copy of the cache a cold edge probe filled at the same shape (``filled_by``).
+
+Limits: at cases only an edge probe ran (no kernel log), the stack limit that probe read after its first call
+(``LIMIT_PROBES``: D64 H128 and D256 H96, report contract, cold).
 
     python -m livebytes.validate.frames            # rewrite the data file
     python -m livebytes.validate.frames --check    # exit 1 when the committed file differs
@@ -19,7 +23,15 @@ from pathlib import Path
 
 RECORDS = Path(__file__).parent / "records" / "runs"
 DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process" / "fla-core-0.6.0_triton-3.6.0_H200.json"
-MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl")
+BOUNDARY = Path(__file__).parent / "records" / "boundary"
+# Cold edge probes at cases no matrix logged kernels for: the stack limit after the first call at the shape (no
+# warmup) is the case's own measurement, though not which kernel set it.
+LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_240000.jsonl",
+                "h200_run17a_fla-kda-report_H128_D64_default_cold_firstcall_answer.jsonl",
+                "h200_run17b_fla-kda-report_H128_D64_default_cold_firstcall_above.jsonl",
+                "h200_run17c_fla-kda-report_H96_D256_default_cold_firstcall_answer.jsonl",
+                "h200_run17d_fla-kda-report_H96_D256_default_cold_firstcall_above.jsonl")
+MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -81,6 +93,24 @@ def run12_frames() -> dict:
     return {"cold": cold, "warm": warm}
 
 
+def probe_limits() -> dict:
+    """{state: {case: {limit_bytes, records}}} from ``LIMIT_PROBES``: each file's first trial (its process's first call at
+    the shape), ``first_call.stack_limit_bytes``; the files of one case must agree."""
+    out: dict = {"cold": {}, "warm": {}}
+    for name in LIMIT_PROBES:
+        lines = [json.loads(line) for line in (BOUNDARY / name).read_text().splitlines()]
+        first = next(r for r in lines if r["stage"] == "value")
+        case = {"impl": first["impl"], "forward_only": first["forward_only"], "heads": first["heads"],
+                "v_heads": first.get("v_heads") or first["heads"]}
+        key = case_key(family(case), first["dim"], case["heads"], case["v_heads"])
+        limit = first["first_call"]["stack_limit_bytes"]
+        entry = out[first["state"]].setdefault(key, {"limit_bytes": limit, "records": []})
+        if entry["limit_bytes"] != limit:
+            raise SystemExit(f"{name}: stack limit {limit} differs from {entry['limit_bytes']} of {entry['records']}")
+        entry["records"].append(f"validate/records/boundary/{name}")
+    return out
+
+
 def modules() -> dict:
     """Loaded modules (non-PyTorch memory minus the context and the stack reservation), measured in processes alone on
     the GPU at the edge (the matrix's side-by-side processes read 3.1-3.3 MiB less)."""
@@ -115,12 +145,14 @@ def build() -> dict:
     return {
         "about": "fla-core 0.6.0's Triton kernels (triton 3.6.0) on the H200: per case 'FAMILY:CONTRACT D H HV' and "
                  "Triton-cache state, each kernel's largest stack frame in bytes (cold: every candidate that launched; warm: "
-                 "the tuned configs), and the loaded modules per model family and state. Written by "
+                 "the tuned configs), the stack limit measured at cases whose kernels were not logged (limits), and the loaded "
+                 "modules per model family and state. Written by "
                  "`python -m livebytes.validate.frames` from the records it names; read by estimator/process.py.",
         "records": [f"validate/records/runs/{n}" for n in MATRICES] + ["validate/records/runs/run12/cubin_usage.jsonl"],
         "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",
         "modules": modules(),
         "frames": frames,
+        "limits": probe_limits(),
     }
 
 
