@@ -120,12 +120,17 @@ def _library(device_entry: dict, model_key: str) -> tuple[dict | None, list[str]
     return None, []
 
 
+def _case_key(prefix: str, shape) -> str:
+    """The data file's case key, 'FAMILY:CONTRACT D.. H.. HV..' (``validate/frames.py``'s ``case_key``)."""
+    return f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
+
+
 def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list[str]]:
     """Each kernel's largest frame for the case ``prefix`` (family:contract) at ``shape`` in ``state``, and what had to
     be assumed: the cases that bound it (``_bound_cases``); warm without the tuned configs' frames: every candidate's
     (the cold bound)."""
     table = data["frames"][state]
-    case = f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
+    case = _case_key(prefix, shape)
     if case in table:
         return table[case], []
     if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
@@ -146,12 +151,12 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
                 "every kernel"]
 
 
-def _measured_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, tuple, str, list[str]] | None:
-    """(limit, growth, status, records) where the case has no frames in ``state`` but an edge probe measured its stack
-    limit after the first call (``limits``): the reservation is that limit's, charged from the call's start (the probe
-    did not log which kernel raised it, so not where in the call: earlier is the conservative side). Warm without a
-    warm figure: the cold limit bounds it (the tuned configs are among the candidates)."""
-    case = f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
+def _measured_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, list[str]] | None:
+    """(limit, status, records) where the case has no frames in ``state`` but an edge probe measured its stack limit
+    after the first call (``limits``): the reservation is that limit's, charged from the call's start (the probe did
+    not log which kernel raised it, so not where in the call: earlier is the conservative side). Warm without a warm
+    figure: the cold limit bounds it (the tuned configs are among the candidates)."""
+    case = _case_key(prefix, shape)
     if case in data["frames"][state]:
         return None
     limits = data.get("limits", {})
@@ -160,11 +165,11 @@ def _measured_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, tu
               "start, the raising kernel not logged")
     if entry is None and state == "warm" and case not in data["frames"]["cold"]:
         entry = limits.get("cold", {}).get(case)
-        status = ("assumed: tuned configs' frames not measured at this case: the cold stack limit measured here (edge "
-                  "probes) bounds them, charged from the call's start")
+        status = (f"assumed: tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the cold "
+                  "stack limit measured there (edge probes) bounds them, charged from the call's start")
     if entry is None:
         return None
-    return int(entry["limit_bytes"]), (), status, list(entry["records"])
+    return int(entry["limit_bytes"]), status, list(entry["records"])
 
 
 def _heads(key: str) -> tuple[int, int]:
@@ -245,11 +250,13 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              lib["name"], triton_cache, notes=tuple(notes))
     prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
     measured = _measured_limit(data, prefix, shape, triton_cache)
-    if measured is not None and not assumed_from:
-        limit, growth, status, records = measured
+    if measured is not None:
+        limit, status, records = measured
+        if assumed_from:
+            status = f"assumed: the {assumed_from}'s stack limit at this case ({status}), this GPU's thread count"
         source = f"limit {limit:,} B per thread (measured: {', '.join(records)}) x {resident_threads(device):,} resident threads, 2 MiB pages"
         return ProcessMemory(context, modules, Figure(stack_reservation_bytes(limit, device), status, source), lib["name"],
-                             triton_cache, limit, growth, tuple(notes))
+                             triton_cache, limit, (), tuple(notes))
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     library_largest = max((f for case in data["frames"]["cold"].values() for f in case.values()), default=0)

@@ -6,6 +6,7 @@ limit (cudaLimitStackSize); launching a kernel that needs more local memory than
 limit, and the reservation stays. Autotuning launches every candidate config, including ones that spill
 registers, so a cold process keeps the largest candidate's stack for the rest of its life."""
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -196,7 +197,7 @@ def test_growth_is_where_the_spilling_kernel_first_launches():
     (Shape(1, 76_672, 96, 256), 15_184, 4_486_660_096)])    # runs 17c, 17d: 15,184 x 270,336 -> 1,958 pages - 132 = 3,829,399,552
 def test_an_edge_probes_measured_limit_is_the_cases_own(shape, limit, measured):
     """Where only an edge probe ran a case (no kernel log), the limit it read after the first call is charged from the
-    call's start, named measured: D256 H96 no longer takes D256 H16's 14,912 B, 72 MiB short of the H200's figure."""
+    call's start, named measured: D256 H96 no longer takes D256 H16's 14,912 B: 1,923 pages against 15,184 B's 1,958, 70 MiB short."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
     assert (p.stack_limit_bytes, p.bytes, p.start_bytes, p.growth) == (limit, measured, measured, ())
     assert p.stack.status.startswith("measured") and not p.assumptions
@@ -205,6 +206,7 @@ def test_an_edge_probes_measured_limit_is_the_cases_own(shape, limit, measured):
 @pytest.mark.parametrize("shape,scope", [
     (Shape(1, 8192, 32, 128), "at D128, head counts on both sides"),     # D128 H16 and H96 frames bracket H32
     (Shape(1, 8192, 16, 128, 32), "at D128, head counts on both sides"),  # and HV32
+    (Shape(1, 8192, 128, 128), "at any head dim and head count"),        # D128: H128 above the measured H96
     (Shape(1, 8192, 64, 256), "at any head dim and head count"),         # D256: H16 only, H64 above it
     (Shape(1, 8192, 96, 64), "at any head dim and head count")])         # D64: H16 only
 def test_an_unmeasured_case_is_bounded_by_the_cases_around_it(shape, scope):
@@ -212,11 +214,13 @@ def test_an_unmeasured_case_is_bounded_by_the_cases_around_it(shape, scope):
     assert any(f"largest measured {scope}" in a for a in p.assumptions), p.assumptions
 
 
-def test_an_extrapolated_head_count_takes_the_librarys_largest_frames():
-    """D256 H64 (beyond the measured H16): each kernel's largest frame at any case, D64's wy_dqkg 18,584 B among them,
-    so the limit is 18,592 B, above both D256 figures measured (14,912 at H16, 15,184 at H96): the conservative side."""
-    p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", Shape(1, 8192, 64, 256))
-    assert p.stack_limit_bytes == 18_592 > 15_184 > 14_912
+def test_an_extrapolated_head_count_takes_every_measured_cases_largest_frames():
+    """D256 H64 (beyond the measured H16): each kernel's largest frame over every measured case, D64's wy_dqkg 18,584 B
+    among them, so the limit is 18,592 B, above both D256 figures measured (H16's frames, H96's limit)."""
+    def limit(heads):
+        return process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold",
+                              Shape(1, 8192, heads, 256)).stack_limit_bytes
+    assert limit(64) == 18_592 > limit(96) == 15_184 > limit(16) == 14_912
 
 
 def test_no_model_borrows_another_models_figure_unlabelled():
@@ -234,8 +238,7 @@ def test_no_model_borrows_another_models_figure_unlabelled():
 
 
 @pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 128, 128), "not measured at D128 H128 HV128"),
-                                        (Shape(1, 8192, 16, 48), "not measured at D48"),
-                                        (Shape(1, 8192, 96, 64), "largest measured at any head dim")])
+                                        (Shape(1, 8192, 16, 48), "not measured at D48")])
 def test_an_unmeasured_case_names_what_it_assumes(shape, note):
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
     assert any(note in a for a in p.assumptions), p.assumptions
@@ -243,7 +246,7 @@ def test_an_unmeasured_case_names_what_it_assumes(shape, note):
 
 @pytest.mark.parametrize("shape,limit,note", [
     (Shape(1, 8192, 96, 64), 18_592, "every candidate's (the cold frames)"),       # no warm nor cold frames at D64 H96
-    (Shape(1, 8192, 96, 256), 15_184, "the cold stack limit measured here")])      # runs 17c/17d's cold limit
+    (Shape(1, 8192, 96, 256), 15_184, "the cold stack limit measured there")])      # runs 17c/17d's cold limit
 def test_warm_without_tuned_frames_takes_the_cold_bound(shape, limit, note):
     """No warm process measured the case: the candidates' (cold) frames, or the cold limit an edge probe measured there,
     bound what a tuned config needs."""
@@ -278,3 +281,52 @@ def test_every_measured_process_through_the_documented_comparison():
     assert all(r.measured_limit in (None, r.predicted_limit) for r in checked)
     doc = Path(__file__).resolve().parents[1] / "docs" / "capacity.md"
     assert regenerate(doc.read_text()) == doc.read_text()
+
+
+def _row(state: str, cache_dir: str, **case) -> dict:
+    return {"case": {"state": state, "cache_dir": cache_dir, **case}, "frames": []}
+
+
+def test_a_warm_case_counts_only_over_a_filled_cache():
+    """frames.complete: a warm row counts over its cold case's folder (the cold row finished its first call) or over a
+    copy a named process filled (``filled_by``, run 17a); not over a folder whose cold case did not finish."""
+    cold_done, cold_cut = _row("cold", "/a"), {**_row("cold", "/b"), "status": "did not finish"}
+    warm_a, warm_b, warm_copy = _row("warm", "/a"), _row("warm", "/b"), _row("warm", "/c", filled_by="run 17a")
+    kept = frames_tool.complete([cold_done, cold_cut, warm_a, warm_b, warm_copy])
+    assert kept == [cold_done, warm_a, warm_copy]
+
+
+def test_edge_probe_limits_come_from_each_files_first_call(tmp_path, monkeypatch):
+    """frames.probe_limits: D64 H128 cold read 18,592 B in runs 13d, 17a and 17b, D256 H96 15,184 B in 17c and 17d; a
+    file that disagrees with its case, or that warmed up first, stops the regeneration."""
+    limits = frames_tool.probe_limits()["cold"]
+    assert limits["fla-kda:report D64 H128 HV128"]["limit_bytes"] == 18_592
+    assert len(limits["fla-kda:report D64 H128 HV128"]["records"]) == 3
+    assert limits["fla-kda:report D256 H96 HV96"]["limit_bytes"] == 15_184
+    src = frames_tool.BOUNDARY / frames_tool.LIMIT_PROBES[0]
+    lines = [json.loads(line) for line in src.read_text().splitlines()]
+    for name, edit in (("other.jsonl", lambda r: r["first_call"].update(stack_limit_bytes=20_000)),
+                       ("warm.jsonl", lambda r: r.update(state="warm"))):
+        changed = [dict(r, first_call=dict(r["first_call"])) if r["stage"] == "value" else r for r in lines]
+        edit(next(r for r in changed if r["stage"] == "value"))
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in changed))
+        shutil.copy(src, tmp_path / src.name)
+        monkeypatch.setattr(frames_tool, "BOUNDARY", tmp_path)
+        monkeypatch.setattr(frames_tool, "LIMIT_PROBES", (src.name, name))
+        with pytest.raises(SystemExit, match="differs|must be cold"):
+            frames_tool.probe_limits()
+
+
+@pytest.mark.parametrize("argv", [["--warm-over", "/nonexistent", "--warm-cases", "fla-report:64:128:128:4096:warm"],
+                                  ["--warm-over", ".", "--cases", "fla-report:64:128:128:4096:cold"],
+                                  ["--warm-over", "."],
+                                  ["--filled-by", "x", "--warm-cases", "fla-report:64:128:128:4096:warm"]])
+def test_the_process_probe_refuses_warm_over_misuse(argv, tmp_path):
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "validate" / "probes" / "process_memory.py"   # a script, not installed
+    spec = importlib.util.spec_from_file_location("process_memory_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit) as err:
+        module.main([*argv, "--out", str(tmp_path)])
+    assert err.value.code == 2

@@ -178,7 +178,7 @@ def test_the_boundary_plan_is_refused_by_the_batch_driver_and_names_the_probe():
 
 
 def test_the_boundary_commands_run_every_case_at_plans_answer_and_one_percent_above():
-    from livebytes.validate.boundary import CASES, answer, commands
+    from livebytes.validate.boundary import CASES, answer, commands, probe_flags
     lines = commands()
     first_calls = [c for c in CASES if c.impl.startswith("fla-") and (c.cache_label == "cold" or c.no_warmup)]   # a process per value
     warm_report = [c for c in CASES if c.contract == "report" and c.triton_cache == "warm"]    # + l2norm's pretuning
@@ -191,6 +191,10 @@ def test_the_boundary_commands_run_every_case_at_plans_answer_and_one_percent_ab
             assert sum(f"--values {v} " in line and "--no-warmup" in line for v in (value, above) for line in lines) == 2
         else:
             assert any(f"--values {value},{above}" in line for line in lines), value
+    cold_dirs = [line.split("TRITON_CACHE_DIR=")[1].split()[0] for line in lines if "--no-warmup" in line and "--state cold" in line]
+    assert len(cold_dirs) == len(set(cold_dirs)) == 2 * len([c for c in first_calls if c.cache_label == "cold"])
+    for case in warm_report:        # each pretuning at its own head count and head dim
+        assert any(f"--heads {case.base.heads}{probe_flags(case)} --pretune" in line for line in lines)
     cold_first = [("--state cold" in line) for line in lines]
     assert cold_first == sorted(cold_first, reverse=True)     # the cold processes fill the Triton cache first
 

@@ -133,7 +133,7 @@ def probe_commands(case: Case) -> list[str]:
     """The probe runs proving one case: S* and ceil(S* x 1.01), in one fresh process (a warm or cold-after-warmup
     Triton case warms up at 1x1024 first; cuDNN starts at the answer, as plan simulates), or, for a cold case,
     one fresh process per value: each must be that process's first call, with an empty Triton cache (a ``no_warmup``
-    warm case: one process per value over the cold case's cache, l2norm tuned ahead)."""
+    warm case: one process per value, each over its own copy of the cold case's cache, l2norm tuned ahead in it)."""
     value = answer(case)
     state, _ = probe_state(case)
     values = f"{value},{math.ceil(value * 1.01)}"
@@ -143,29 +143,53 @@ def probe_commands(case: Case) -> list[str]:
     return [*_pretune_command(case, values), _probe_command(case, values, "")]
 
 
+def _shape_tag(case: Case) -> str:
+    """Head count, value heads and head dim in a folder name: cases of one contract differ there."""
+    base = case.base
+    return f"H{base.heads}" + (f"_HV{base.v_heads}" if base.v_heads else "") + (f"_D{base.dim}" if base.dim != 128 else "")
+
+
+def _cache_dir(case: Case) -> str:
+    """The Triton cache a warm case reuses (its cold case's: the cold processes run first, ``commands``)."""
+    if case.no_warmup:     # the cold case's own first-call folder: the cold answer process fills it
+        return f"/tmp/tc_{_tag(replace(case, triton_cache='cold', no_warmup=False), 'cold', False)}_answer"
+    return "/tmp/tc_" + (case.contract or "")
+
+
 def _pretune_command(case: Case, values: str) -> list[str]:
     """Warm report contract: l2norm's autotune key is a token bucket (``fla_l2norm.L2NORM_KEY``), so a separate process
     first tunes it at the warmup's 1024 tokens and at both values; the probe's own process then benchmarks nothing."""
     if case.contract != "report" or case.triton_cache != "warm":
         return []
-    tag = f"fla-report_pretune_{case.alloc_conf.split(':')[1]}"
-    return [f"TRITON_CACHE_DIR=/tmp/tc_report python3 validate/probes/boundary_probe.py --impl fla-report "
-            f"--heads {case.base.heads} --pretune {WARMUP_TOKENS},{values} --state warm --out \"$OUT/{tag}\""]
+    tag = f"fla-report_pretune_{case.alloc_conf.split(':')[1]}" + ("" if case.base.heads == 96 and case.base.dim == 128
+                                                                    else f"_{_shape_tag(case)}")
+    return [f"TRITON_CACHE_DIR={_cache_dir(case)} python3 validate/probes/boundary_probe.py --impl fla-report "
+            f"--heads {case.base.heads}{probe_flags(case)} --pretune {WARMUP_TOKENS},{values} --state warm --out \"$OUT/{tag}\""]
+
+
+def _tag(case: Case, state: str, warmup: bool) -> str:
+    probe_impl = PROBE_IMPL[(case.impl.split("@")[0], case.contract)]
+    tag = f"{probe_impl}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}" + ("_warmup" if warmup else "")
+    plain = case.base.heads == 96 and case.base.dim == 128 and not case.base.v_heads      # the first cases' names
+    return (tag if plain else f"{tag}_{_shape_tag(case)}").replace("/", "")
 
 
 def _probe_command(case: Case, values: str, suffix: str) -> str:
     triton = case.impl.startswith("fla-")
-    env = f"PYTORCH_CUDA_ALLOC_CONF={case.alloc_conf}"
-    if triton:   # a cold case starts from an empty Triton cache; a warm one reuses the cold case's folder
-        env += " TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or "")
-    fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
     state, warmup = probe_state(case)
-    probe_impl = PROBE_IMPL[(case.impl.split("@")[0], case.contract)]
-    tag = f"{probe_impl}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}"
-    tag = (tag + ("_warmup" if warmup else "") + suffix).replace("/", "")
+    tag = _tag(case, state, warmup) + suffix
+    env = f"PYTORCH_CUDA_ALLOC_CONF={case.alloc_conf}"
+    copy = ""
     if triton and state == "cold" and not warmup:    # a fresh, empty Triton cache for each process
-        env = env.replace("TRITON_CACHE_DIR=/tmp/tc_" + (case.contract or ""), "TRITON_CACHE_DIR=/tmp/tc_" + tag)
-    return (f"{env} python3 validate/probes/boundary_probe.py --impl {probe_impl} "
+        env += f" TRITON_CACHE_DIR=/tmp/tc_{tag}"
+    elif triton and case.no_warmup:                  # a copy of the cold case's cache for each process
+        copy = f"d=$(mktemp -d /tmp/tcw.XXXX) && cp -r {_cache_dir(case)}/. \"$d\"/ && "
+        env += ' TRITON_CACHE_DIR="$d"'
+    elif triton:     # a warm or cold-after-warmup case reuses the cold case's folder
+        env += f" TRITON_CACHE_DIR={_cache_dir(case)}"
+    fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
+    probe_impl = PROBE_IMPL[(case.impl.split("@")[0], case.contract)]
+    return (f"{copy}{env} python3 validate/probes/boundary_probe.py --impl {probe_impl} "
             f"--heads {case.base.heads}{probe_flags(case)} --values {values}{fixed} --state {state}"
             f"{'' if warmup else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
 

@@ -100,6 +100,8 @@ def probe_limits() -> dict:
     for name in LIMIT_PROBES:
         lines = [json.loads(line) for line in (BOUNDARY / name).read_text().splitlines()]
         first = next(r for r in lines if r["stage"] == "value")
+        if first["state"] != "cold" or any(r["stage"].startswith("warmup") for r in lines):
+            raise SystemExit(f"{name}: a limit probe must be cold with no warmup (its first call at the shape)")
         case = {"impl": first["impl"], "forward_only": first["forward_only"], "heads": first["heads"],
                 "v_heads": first.get("v_heads") or first["heads"]}
         key = case_key(family(case), first["dim"], case["heads"], case["v_heads"])

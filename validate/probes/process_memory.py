@@ -238,7 +238,8 @@ def warm_over(cases: list[dict], args, out: Path, summary: Path) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases")
-    ap.add_argument("--warm-cases", help="run after the --cases group, reusing its Triton cache folders")
+    ap.add_argument("--warm-cases", help="run after the --cases group, reusing its Triton cache folders (with --warm-over: "
+                    "over copies of that folder instead)")
     ap.add_argument("--cache-root", default="/tmp/pm")
     ap.add_argument("--deadline", type=float, default=420.0, help="seconds for a group's first calls")
     ap.add_argument("--worker")
@@ -248,6 +249,10 @@ def main(argv=None) -> int:
                     "process filled (a cold boundary probe at the same shape); no cold group needed")
     ap.add_argument("--filled-by", default="", help="with --warm-over: which process filled DIR (kept in each case)")
     args = ap.parse_args(argv)
+    if args.warm_over and (args.cases or not args.warm_cases or not Path(args.warm_over).is_dir()):
+        ap.error("--warm-over DIR takes --warm-cases and no --cases, and DIR must be a folder")
+    if args.filled_by and not args.warm_over:
+        ap.error("--filled-by names the process that filled --warm-over's folder")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.worker:
