@@ -95,6 +95,21 @@ def fake_h200() -> None:
     torch.cuda.current_device = lambda: 0
 
 
+def cpu_tensors_on_device_0() -> None:
+    """fla picks block sizes by ``check_shared_mem(arch, k.device.index)``; a CPU tensor's index is None, which would
+    fail the lookup (so: not Hopper) where a GPU tensor's 0 passes. Device None reads as device 0."""
+    import fla.utils.hardware as hardware
+
+    class AnyIndex(list):
+        def __getitem__(self, i):
+            return list.__getitem__(self, 0 if i is None else i)
+    every_device = hardware.get_all_max_shared_mem
+    hardware.get_all_max_shared_mem = lambda: AnyIndex(every_device())
+    hardware.check_shared_mem.cache_clear()
+    if not hardware.check_shared_mem("hopper", None):
+        raise SystemExit("error: fla does not see the fake H200's shared memory")
+
+
 def compile_only(log: list) -> None:
     """Every launch compiles and returns (never loads); every autotune candidate compiles in turn, logged with its
     config; a kernel whose shared memory the device could not give raises OutOfResources as ``_init_handles`` would."""
@@ -207,6 +222,7 @@ def worker(case: dict, out: Path) -> int:
     sys.path.insert(0, str(HERE))
     import boundary_probe as bp
     import triton
+    cpu_tensors_on_device_0()
     t0 = time.time()
     x = cpu_inputs(case["impl"], case["tokens"], case["heads"], case["dim"], case["v_heads"], not case["forward_only"])
     rec = {"case": case}
