@@ -13,12 +13,13 @@
    launches (``buffers.Autotune``) say at which step each kernel first launches, so the reservation grows there
    (``ProcessMemory.growth``), not at the start of the call.
 
-Where an edge probe ran a case whose kernels were not logged, the stack limit it read after the first call is that
-case's measurement (``_measured_limit``). Where a part is neither measured nor derived for the asked case (another
-GPU, a head count or head dim without frames, a library without a module figure), the figure used is the
-conservative one named in ``assumptions``: each kernel's largest frame over the measured cases at that head dim when
-they bracket the asked head counts, else over every head dim and head count the library measured
-(``_bound_cases``); never silently another case's figure.
+Frames come from the H200's logs, or, for cases no GPU process logged, from every candidate compiled for sm90 on
+the CPU (``derived_on_cpu``; equal to the H200's wherever both exist). Where an edge probe ran a case whose kernels
+were not logged, the stack limit it read after the first call is that case's measurement (``_measured_limit``). Where a
+part is neither measured nor derived for the asked case (another GPU, a head count or head dim without frames, a
+library without a module figure), the figure used is the conservative one named in ``assumptions``: each kernel's
+largest frame over every known case of the family (``_bound_cases``: frames do not grow monotonically with the head
+count, so no neighbour bounds them); never silently another case's figure.
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
@@ -137,15 +138,15 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
         frames, notes = _frame_table(data, prefix, shape, "cold")
         return frames, [f"tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: every "
                         "candidate's (the cold frames) assumed"] + notes
-    scope, keys = _bound_cases(table, prefix, shape)
+    scope, keys = _bound_cases(table, prefix)
     if keys:
         merged: dict = {}
         for k in keys:
             for kernel, frame in table[k].items():
                 merged[kernel] = max(merged.get(kernel, 0), frame)
-        where = ", ".join(k.split(" ", 1)[1] for k in keys)
-        return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the largest "
-                        f"measured at {scope} ({where}) assumed"]
+        return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: each kernel's "
+                        f"largest known {scope} ({len(keys)} cases, up to {max(merged.values()):,} B) assumed "
+                        "(validate/probes/cpu_frames.py derives the case)"]
     largest = max((f for entry in table.values() for f in entry.values()), default=0)
     return {}, [f"no stack frames measured for {_readable(prefix)}: the library's largest ({largest:,} B) assumed for "
                 "every kernel"]
@@ -172,21 +173,12 @@ def _measured_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, st
     return int(entry["limit_bytes"]), status, list(entry["records"])
 
 
-def _heads(key: str) -> tuple[int, int]:
-    """(H, HV) of a frames case key 'FAMILY:CONTRACT D.. H.. HV..'."""
-    parts = key.split(" ")
-    return int(parts[2][1:]), int(parts[3][2:])
-
-
-def _bound_cases(table: dict, prefix: str, shape) -> tuple[str, list[str]]:
-    """The measured cases that bound an unmeasured one: at its head dim when measured head counts lie on both sides
-    of its (H, HV) (a kernel's frame changes with H, a constexpr: D256 H16 launched 14,904 B, D256 H96 raised the
-    limit to 15,184 B, runs 13a and 17c); otherwise every measured case of the family, at any head dim."""
-    same_dim = [k for k in table if k.startswith(f"{prefix} D{shape.dim} ")]
-    heads = [_heads(k) for k in same_dim]
-    if heads and all(min(h[i] for h in heads) <= v <= max(h[i] for h in heads) for i, v in enumerate((shape.heads, shape.hv))):
-        return f"D{shape.dim}, head counts on both sides", same_dim
-    return "any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
+def _bound_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
+    """The known cases that bound an unknown one: every case of the family, at any head dim and head count. A frame
+    changes with the head count (a constexpr) and not monotonically (CPU-derived, sm90: D64 H16 and H128 need 18,584 B,
+    H96 19,232 B; D128 H96 14,456 B, H16, H64 and H128 14,392 B), so no neighbour bounds it; the case itself is one
+    ``validate/probes/cpu_frames.py`` run away."""
+    return "at any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
 
 
 def _readable(prefix: str) -> str:
@@ -195,12 +187,15 @@ def _readable(prefix: str) -> str:
     return family if contract == "-" else f"{family} ({contract} contract)"
 
 
-def stack_timeline(frames: dict, launches: tuple, device: Device,
-                   fallback: int = 0) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
+def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int = 0,
+                   partial: bool = False) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
     """(final limit, (step, reservation growth) per raise, notes) over the launches (kernel, step) in launch order; a
-    kernel without a frame takes the largest of the table (named)."""
+    kernel without a frame takes the largest of the table (named), or, where the table is ``partial`` (its call
+    stopped before those kernels), the larger of that and ``fallback``, the library's largest."""
     limit, held, growth = DEFAULT_STACK_LIMIT, 0, []
     largest = max(frames.values(), default=fallback)
+    if partial:
+        largest = max(largest, fallback)
     unmeasured = [k for k, _ in launches if k not in frames] if frames else []
     for kernel, step in launches:
         new = driver_stack_limit(frames.get(kernel, largest))
@@ -208,7 +203,8 @@ def stack_timeline(frames: dict, launches: tuple, device: Device,
             reserved = stack_reservation_bytes(new, device)
             growth.append((step, reserved - held))
             limit, held = new, reserved
-    notes = [f"no stack frame measured for {', '.join(dict.fromkeys(unmeasured))}: the case's largest ({largest:,} B) "
+    whose = "the larger of the case's and the library's largest" if partial else "the case's largest"
+    notes = [f"no stack frame measured for {', '.join(dict.fromkeys(unmeasured))}: {whose} ({largest:,} B) "
              "assumed"] if unmeasured else []
     return limit, tuple(growth), notes
 
@@ -259,11 +255,16 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              triton_cache, limit, (), tuple(notes))
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
-    library_largest = max((f for case in data["frames"]["cold"].values() for f in case.values()), default=0)
-    limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest)
+    on_cpu = data.get("derived_on_cpu", {})
+    library_largest = max((f for key, case in data["frames"]["cold"].items() if not on_cpu.get(key, {}).get("partial")
+                           for f in case.values()), default=0)      # over complete cases
+    derived = on_cpu.get(_case_key(prefix, shape)) if not frame_notes and triton_cache == "cold" else None   # cold only
+    partial = any(v["partial"] for k, v in on_cpu.items() if k.startswith(f"{prefix} "))   # the family's call stopped
+    limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest, partial=partial)
     assumed = frame_notes + kernel_notes
-    status = "derived" if not assumed and not assumed_from else "assumed: " + "; ".join(
-        assumed + ([f"the {assumed_from}'s frames and thread count rule"] if assumed_from else []))
+    status = ("derived" + (f" ({derived['note']})" if derived else "") if not assumed and not assumed_from
+              else "assumed: " + "; ".join(assumed + ([f"the {assumed_from}'s frames and thread count rule"] if assumed_from
+                                                      else [])))
     stack = Figure(stack_reservation_bytes(limit, device), status,
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, "
                    f"from {lib['data']}")

@@ -31,6 +31,10 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
                 "h200_run17b_fla-kda-report_H128_D64_default_cold_firstcall_above.jsonl",
                 "h200_run17c_fla-kda-report_H96_D256_default_cold_firstcall_answer.jsonl",
                 "h200_run17d_fla-kda-report_H96_D256_default_cold_firstcall_above.jsonl")
+# Frames compiled for sm90 on the CPU (validate/probes/cpu_frames.py): 166/166 kernels and 3,220/3,220 candidates equal
+# the H200's where both exist (runs/cpu_frames/README.md); used for cases no GPU process logged. A case whose call
+# raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
+CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl")
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
 
 
@@ -140,20 +144,40 @@ def modules() -> dict:
     }
 
 
+def cpu_frames(measured: dict) -> tuple[dict, dict]:
+    """({case: frames}, {case: provenance}) of the CPU-derived cold cases the GPU did not log; a partial case's
+    provenance says where its call stopped."""
+    frames, source = {}, {}
+    for name in CPU_SUMMARIES:
+        for line in (RECORDS / name).read_text().splitlines():
+            r = json.loads(line)
+            if r["key"] in measured:
+                continue
+            frames[r["key"]] = r["frames"]
+            stop = f"; partial: the kernels launched before the call raised ({r['error'][:100]}...)" if "error" in r else ""
+            source[r["key"]] = {"record": f"validate/records/runs/{name}", "partial": bool(stop),
+                                "note": f"compiled for sm90 on the CPU (validate/probes/cpu_frames.py){stop}"}
+    return frames, source
+
+
 def build() -> dict:
     m, r12 = matrix_frames(matrix_rows()), run12_frames()
-    frames = {state: {k: dict(sorted(v.items())) for k, v in sorted({**m[state], **r12[state]}.items())}
-              for state in ("cold", "warm")}
+    gpu = {**m["cold"], **r12["cold"]}
+    derived, derived_source = cpu_frames(gpu)
+    merged = {"cold": {**derived, **gpu}, "warm": {**m["warm"], **r12["warm"]}}
+    frames = {state: {k: dict(sorted(v.items())) for k, v in sorted(merged[state].items())} for state in ("cold", "warm")}
     return {
         "about": "fla-core 0.6.0's Triton kernels (triton 3.6.0) on the H200: per case 'FAMILY:CONTRACT D H HV' and "
                  "Triton-cache state, each kernel's largest stack frame in bytes (cold: every candidate that launched; warm: "
-                 "the tuned configs), the stack limit measured at cases whose kernels were not logged (limits), and the loaded "
+                 "the tuned configs; derived_on_cpu: cold cases compiled for sm90 on the CPU, not logged on a GPU), the stack "
+                 "limit measured at cases whose kernels were not logged (limits), and the loaded "
                  "modules per model family and state. Written by "
                  "`python -m livebytes.validate.frames` from the records it names; read by estimator/process.py.",
         "records": [f"validate/records/runs/{n}" for n in MATRICES] + ["validate/records/runs/run12/cubin_usage.jsonl"],
         "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",
         "modules": modules(),
         "frames": frames,
+        "derived_on_cpu": dict(sorted(derived_source.items())),
         "limits": probe_limits(),
     }
 
