@@ -14,12 +14,11 @@
    (``ProcessMemory.growth``), not at the start of the call.
 
 Frames come from the H200's logs, or, for cases no GPU process logged, from every candidate compiled for sm90 on
-the CPU (``derived_on_cpu``; equal to the H200's wherever both exist). Where an edge probe ran a case whose kernels
-were not logged, the stack limit it read after the first call is that case's measurement (``_measured_limit``). Where a
-part is neither measured nor derived for the asked case (another GPU, a head count or head dim without frames, a
-library without a module figure), the figure used is the conservative one named in ``assumptions``: each kernel's
-largest frame over every known case of the family (``_bound_cases``: frames do not grow monotonically with the head
-count, so no neighbour bounds them); never silently another case's figure.
+the CPU (``derived_on_cpu``; equal to the H200's wherever both exist, and to the stack limits the edge probes read,
+``limits``, a cross-check only). Where a part is neither measured nor derived for the asked case (another GPU, a head
+count or head dim without frames, a library without a module figure), the figure used is the conservative one named
+in ``assumptions``: each kernel's largest frame over every known case of the family (``_bound_cases``: frames do not
+grow monotonically with the head count, so no neighbour bounds them); never silently another case's figure.
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
@@ -152,27 +151,6 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
                 "every kernel"]
 
 
-def _measured_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, list[str]] | None:
-    """(limit, status, records) where the case has no frames in ``state`` but an edge probe measured its stack limit
-    after the first call (``limits``): the reservation is that limit's, charged from the call's start (the probe did
-    not log which kernel raised it, so not where in the call: earlier is the conservative side). Warm without a warm
-    figure: the cold limit bounds it (the tuned configs are among the candidates)."""
-    case = _case_key(prefix, shape)
-    if case in data["frames"][state]:
-        return None
-    limits = data.get("limits", {})
-    entry = limits.get(state, {}).get(case)
-    status = ("measured: the stack limit after the first call at this case (edge probes); charged from the call's "
-              "start, the raising kernel not logged")
-    if entry is None and state == "warm" and case not in data["frames"]["cold"]:
-        entry = limits.get("cold", {}).get(case)
-        status = (f"assumed: tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: the cold "
-                  "stack limit measured there (edge probes) bounds them, charged from the call's start")
-    if entry is None:
-        return None
-    return int(entry["limit_bytes"]), status, list(entry["records"])
-
-
 def _bound_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
     """The known cases that bound an unknown one: every case of the family, at any head dim and head count. A frame
     changes with the head count (a constexpr) and not monotonically (CPU-derived, sm90: D64 H16 and H128 need 18,584 B,
@@ -245,14 +223,6 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
         return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
                              lib["name"], triton_cache, notes=tuple(notes))
     prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
-    measured = _measured_limit(data, prefix, shape, triton_cache)
-    if measured is not None:
-        limit, status, records = measured
-        if assumed_from:
-            status = f"assumed: the {assumed_from}'s stack limit at this case ({status}), this GPU's thread count"
-        source = f"limit {limit:,} B per thread (measured: {', '.join(records)}) x {resident_threads(device):,} resident threads, 2 MiB pages"
-        return ProcessMemory(context, modules, Figure(stack_reservation_bytes(limit, device), status, source), lib["name"],
-                             triton_cache, limit, (), tuple(notes))
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     on_cpu = data.get("derived_on_cpu", {})

@@ -9,7 +9,7 @@ deadline cut four cold D128/D256 cases: their warm processes autotuned what was 
 ran over a copy of the cache a cold edge probe filled at the same shape (``filled_by``).
 
 Limits: at cases only an edge probe ran (no kernel log), the stack limit that probe read after its first call
-(``LIMIT_PROBES``: D64 H128 and D256 H96, report contract, cold).
+(``LIMIT_PROBES``: D64 H128 and D256 H96, report contract, cold): a check of those cases' CPU-derived frames.
 
     python -m livebytes.validate.frames            # rewrite the data file
     python -m livebytes.validate.frames --check    # exit 1 when the committed file differs
