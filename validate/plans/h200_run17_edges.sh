@@ -1,8 +1,8 @@
 #!/bin/bash
 # Run 17 (session 7, 2026-12-01; ran: `a 234367` (17a), `cold64 236711` (17b), `cold256 76672` (17c), `cold256 77439`
-# (17d); records in validate/records/boundary/h200_run17*, validate/records/runs/run17/). Prepared for the next
-# session, NOT RUN: `pocket64` (the warm D64 H128 band the replay says fails, 242,560-244,500, and fits at 246,500) and
-# `cold256 76629` (plan's D256 H96 answer with the measured stack limit).
+# (17d); records in validate/records/boundary/h200_run17*, validate/records/runs/run17/). Run 19 (session 8,
+# 2026-12-01; ran: `fill64` (19a), `pocket64 76629` (19b), `layer 239232` (19c), `layer 215000` (19d); records in
+# validate/records/boundary/h200_run19*, validate/records/runs/run19/).
 # First written in session 6 for issue 18's edges that no device time was left for. Carry .whl (fla-core
 # 0.6.0 and the livebytes wheel). One fresh process per value, empty TRITON_CACHE_DIR, the first call at the shape,
 # then two steady calls (validate/probes/boundary_probe.py --no-warmup); each cold process takes about 300 s, so one
@@ -49,21 +49,29 @@ warmchain() {
     d=$(mktemp -d /tmp/tcw.XXXX) && cp -r /tmp/tcw/. "$d"/ && probe 64 128 "$v" warm "$d" 120
   done
 }
-# pocket64: fill a D64 H128 cache cold at 1 x 8192 (a cold record of its own), tune l2norm ahead at every value, then
-# one fresh warm process per value: the replay says 242,560, 243,500, 244,500 and 248,500 fail, 246,500 fits.
-pocket64() {
-  local vals="242560 243500 244500 246500 248500"
-  rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 8192 cold /tmp/tc64 320 || return 1
+# pocket64, in two device calls in quick succession (the machine keeps /tmp 30 s after a call; session 8):
+#   fill64: fill a D64 H128 cache cold at 1 x 8192 (a cold record of its own), tune l2norm ahead at every value into
+#           /tmp/tcw;
+#   pocket64 [cold256 S]: one fresh warm process per value over a copy of /tmp/tcw (the replay says 242,560, 243,500,
+#           244,500 and 248,500 fail, 246,500 fits), each tarred as it ends; then, if given, D256 H96 cold at S.
+POCKET="242560 243500 244500 246500 248500"
+fill64() {
+  rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 8192 cold /tmp/tc64 380 || return 1
   rm -rf /tmp/tcw && cp -r /tmp/tc64 /tmp/tcw
-  TRITON_CACHE_DIR=/tmp/tcw timeout 150 python3 validate/probes/boundary_probe.py --impl fla-report --heads 128 --dim 64 \
-    --pretune "${vals// /,}" --state warm --out "$OUT/fla-report_D64_H128_pretune" || return 1
-  for v in $vals; do
+  TRITON_CACHE_DIR=/tmp/tcw timeout 170 python3 validate/probes/boundary_probe.py --impl fla-report --heads 128 --dim 64 \
+    --pretune "${POCKET// /,}" --state warm --out "$OUT/fla-report_D64_H128_pretune"
+}
+pocket64() {
+  [ -d /tmp/tcw ] || { echo "no /tmp/tcw: run fill64 first, within 30 s" >&2; return 1; }
+  for v in $POCKET; do
     d=$(mktemp -d /tmp/tcw.XXXX) && cp -r /tmp/tcw/. "$d"/ && probe 64 128 "$v" warm "$d" 90
+    tar -czf "$OUT/pocket64.tgz" -C "$OUT" $(cd "$OUT" && ls -d fla-report_D64_H128_warm_*)
   done
-  tar -czf "$OUT/pocket64.tgz" -C "$OUT" $(cd "$OUT" && ls -d fla-report_D64_H128_warm_*) && rm -rf "$OUT"/fla-report_D64_H128_warm_*
+  rm -rf "$OUT"/fla-report_D64_H128_warm_*
 }
 case "${1:-}" in
-pocket64) pocket64 ;;
+fill64)  fill64 ;;
+pocket64) pocket64; [ -n "${2:-}" ] && { d=$(mktemp -d /tmp/tc.XXXX) && probe 256 96 "$2" cold "$d" 400; } ;;
 a)       rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 "${2:-234367}" cold /tmp/tc64 400; warmchain "${2:-234367}" ;;
 warmchain) warmchain "$2" ;;
 cold64)  rm -rf /tmp/tc64 && mkdir -p /tmp/tc64 && probe 64 128 "$2" cold /tmp/tc64 ;;
@@ -75,5 +83,5 @@ frames64)
 warm64)  d=$(mktemp -d /tmp/tcw.XXXX) && cp -r /tmp/tc64/. "$d"/ && probe 64 128 "$2" warm "$d" ;;
 layer)   TRITON_CACHE_DIR=$(mktemp -d /tmp/tcl.XXXX) timeout 570 python3 validate/probes/boundary_probe.py --impl fla-kda-layer \
            --heads 32 --dim 128 --hidden 2304 --layers 4 --values "$2" --state cold --no-warmup --out "$OUT/fla-kda-layer_L4_$2" ;;
-*) echo "usage: $0 a [S] | warmchain S | pocket64 | cold64 S | cold256 S | frames64 | warm64 S | layer S" >&2; exit 1 ;;
+*) echo "usage: $0 a [S] | warmchain S | fill64 | pocket64 [S256] | cold64 S | cold256 S | frames64 | warm64 S | layer S" >&2; exit 1 ;;
 esac
