@@ -68,11 +68,12 @@ def allocator_terms(model, device, conf, process) -> dict:
 
 def probed_data(v) -> list[dict]:
     """The H200 boundary-probe trials that ran this verdict's very case (``validate.probe_records.probed_at``)."""
-    from livebytes.validate.probe_records import probed_at
+    from livebytes.validate.probe_records import layer_options, probed_at
     if v.shape is None:
         return []
-    return probed_at(v.model_key, dict(v.options).get("contract"), v.shape, v.conf.text, v.process.triton_cache,
-                     v.device.name)
+    options = dict(v.options)
+    return probed_at(v.model_key, options.get("contract"), v.shape, v.conf.text, v.process.triton_cache,
+                     v.device.name, layer_options(options))
 
 
 def verdict_data(v) -> dict:

@@ -406,6 +406,21 @@ def test_predict_quotes_the_boundary_probe_that_ran_the_case():
     assert json.loads(CliRunner().invoke(app, base + ["--seq", "172700"]).stdout)["results"][0]["probed"] == []
 
 
+@pytest.mark.parametrize("layers,extra,quoted", [
+    ("4", [], [("h200_run19c_fla-kda-layer_L4_H32_D128_default_cold_firstcall_answer.jsonl", False, "first_call")]),
+    ("4", ["--checkpoint"], []),           # the probe ran the stack without checkpointing: another case
+    ("2", [], []),
+])
+def test_predict_quotes_a_layer_probe_only_for_its_own_stack(layers, extra, quoted):
+    """Run 19c: 4 KDA layers (H32 D128 hidden 2304, conv 4, no checkpointing) ran out of memory at 239,232 in the first
+    call; the probe's trials carry the kernel fields, its stack options are matched against the model's resolved ones."""
+    result = CliRunner().invoke(app, ["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "239232", "--heads", "32",
+                                      "--dim", "128", "--hidden", "2304", "--layers", layers, "--json", *extra])
+    assert result.exit_code == 0, result.output
+    probed = json.loads(result.stdout)["results"][0]["probed"]
+    assert [(p["record"], p["fits"], p["phase"]) for p in probed] == quoted
+
+
 def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     """Not refused as 'no effect': expandable segments split blocks differently, so the replayed max_memory_allocated,
     and with it plan --budget's answer for kda_hopper_cuda, changes (142,227 -> 142,239 tokens); the assumed line names it."""

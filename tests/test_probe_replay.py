@@ -27,15 +27,24 @@ TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
 MiB = 2**20
 SIMULATED = {path.name: simulate(load_probe(path)) for path in probe_files()}
 TRIALS = [(name, s) for name, sims in SIMULATED.items() for s in sims]
-# Measured out of memory where the replay fits: not explained yet (issue 18's note). Strict: a fix shows as XPASS.
-# None now: run 13d's D64 miss was the driver's address order (allocator.cuda_malloc_address).
-KNOWN_MISSES: dict[str, str] = {}
+# Where the replay misses a measurement: not explained yet. Strict: a fix shows as XPASS. Per file, per check.
+# Run 19 (issue 21's layer boundary, 4 KDA layers H32 D128 hidden 2304, cold): the layer's short-lived buffers are not
+# all declared, so the replay opens other segments than the GPU did (at 215,000 it reserves 1,572,864,000 B less: nine
+# 1,680 MiB, three 946 MiB and 21 small segments more, six 3,360 MiB fewer) and holds 2,432,512 B more at the peak; at
+# plan's 239,232 the GPU ran out of memory in the first call (kda.dg2, 3.65 GiB) where the replay fits.
+LAYER_BOUNDARY = "4 KDA layers: the layer's transients are not all declared (run 19, issue 21)"
+KNOWN_MISSES: dict[str, dict[str, str]] = {
+    "h200_run19c_fla-kda-layer_L4_H32_D128_default_cold_firstcall_answer.jsonl":
+        {"verdict": LAYER_BOUNDARY, "segments": LAYER_BOUNDARY},
+    "h200_run19d_fla-kda-layer_L4_H32_D128_default_cold_firstcall_below.jsonl":
+        {"phases": LAYER_BOUNDARY, "segments": LAYER_BOUNDARY},
+}
 
 
-def known(items):
-    """Parametrize values, the known misses marked strictly expected to fail."""
-    return [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[i[0]])) if i[0] in KNOWN_MISSES else i
-            for i in items]
+def known(items, check: str):
+    """Parametrize values, this check's known misses marked strictly expected to fail."""
+    return [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[i[0]][check]))
+            if check in KNOWN_MISSES.get(i[0], {}) else i for i in items]
 
 
 def ids(item):
@@ -63,7 +72,7 @@ def test_every_probe_file_is_replayed():
     assert len(SIMULATED) == len(probe_files()) >= 9 and len(TRIALS) >= 40
 
 
-@pytest.mark.parametrize("item", known(TRIALS), ids=ids)
+@pytest.mark.parametrize("item", known(TRIALS, "verdict"), ids=ids)
 def test_verdict_phase_and_pytorchs_figures(item):
     _, sim = item
     m = sim.trial.measured
@@ -75,7 +84,7 @@ def test_verdict_phase_and_pytorchs_figures(item):
         assert (f.allocated_bytes, f.reserved_bytes) == (unwind["allocated"], unwind["reserved"])
 
 
-@pytest.mark.parametrize("item", TRIALS, ids=ids)
+@pytest.mark.parametrize("item", known(TRIALS, "phases"), ids=ids)
 def test_every_completed_phase_to_the_byte(item):
     name, sim = item
     m = sim.trial.measured
@@ -172,7 +181,7 @@ def test_plan_report_cold_is_below_the_measured_oom():
 SEGMENTED = [(n, s) for n, s in TRIALS if s.trial.measured.get("segments_at_oom") or s.trial.measured.get("segments_at_end")]
 
 
-@pytest.mark.parametrize("item", known(SEGMENTED), ids=ids)
+@pytest.mark.parametrize("item", known(SEGMENTED, "segments"), ids=ids)
 def test_the_allocators_segments_to_the_byte(item):
     """Where the probe recorded ``memory_snapshot``'s segments, the replay holds the same mapped ranges: sizes,
     allocated bytes, and offsets inside the first expandable reservation."""
@@ -199,10 +208,11 @@ def test_d64s_segments_lie_in_the_drivers_order():
 def test_segments_are_recorded_at_both_allocator_settings():
     """Run 12c's two report processes (each a 1 x 1024 warmup, then 172,800 and 174,528, or 172,819) and run 12d's
     three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default), before
-    run 13's, run 16c's and run 17's processes (every later probe records them)."""
+    run 13's, run 16c's, run 17's and run 19's processes (every later probe records them)."""
     run12 = [(n, s) for n, s in SEGMENTED if n.split("_")[1] in ("run12c", "run12d")]
     assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {"run13b", "run13d", "run16c", "run17a", "run17b",
-                                                                                        "run17c", "run17d"}
+                                                                                        "run17c", "run17d", "run19a",
+                                                                                        "run19b", "run19c", "run19d"}
     SEGMENTED_12 = run12
     assert sorted(s.trial.shape.seq for _, s in SEGMENTED_12) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from livebytes.estimator.shapes import Shape
+import dataclasses
+
+from livebytes.estimator.shapes import LAYER_FIELDS, Shape
 
 BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
 PHASES = ("first_call", "steady_1", "steady_2")
@@ -79,27 +81,34 @@ def probe_files() -> list[Path]:
     return sorted(BOUNDARY_DIR.glob("*.jsonl"))
 
 
+def layer_options(options: dict) -> dict:
+    """A layer model's stack options (hidden, layers, checkpoint, conv_size), as resolved: empty for a kernel."""
+    return {k: options[k] for k in LAYER_FIELDS if options.get(k) is not None}
+
+
 def probed_at(model_key: str, contract: str | None, shape: Shape, alloc_conf: str, triton_cache: str,
-              device: str) -> list[dict]:
+              device: str, layer: dict | None = None) -> list[dict]:
     """The boundary-probe trials that ran this very case on ``device`` (a preset: H200): implementation, contract,
     shape, allocator configuration, and the Triton-cache state (cold: the trial was its process's first call; warm: a
     warm process; cuDNN: no Triton). ``after_warmup``: that process ran its 1 x 1024 warmup first; ``earlier_trials``:
     the trials it ran before this one besides (their leftovers a fresh process would not hold). What ``predict``,
-    ``compare`` and ``plan`` quote."""
+    ``compare`` and ``plan`` quote. ``layer``: a layer model's resolved stack options, matched against the probe's
+    (its trials' shapes carry the kernel fields only)."""
+    kernel_shape = dataclasses.replace(shape, **dict.fromkeys(LAYER_FIELDS))
     out = []
     for path in probe_files():
         probe = load_probe(path)
         key, options = probe.key, probe.options
         head = probe.trials[0].measured if probe.trials else {}
         if (key, options.get("contract")) != (model_key, contract) or probe.allocator_conf != alloc_conf \
-                or device not in str(head.get("device", "")).split():
+                or device not in str(head.get("device", "")).split() or layer_options(options) != (layer or {}):
             continue
         warmed = int(probe.trials[0].stage == "warmup_1x1024") if probe.trials else 0
         for t in probe.trials:
             # a cold process tunes at its first call's keys: a later trial of a cold process is in another state
             state_ok = probe.triton_cache == "n/a" or (probe.triton_cache == triton_cache
                                                       and not (triton_cache == "cold" and t.index > 0))
-            if t.shape == shape and t.stage != "warmup_1x1024" and state_ok:
+            if t.shape == kernel_shape and t.stage != "warmup_1x1024" and state_ok:
                 m = t.measured
                 out.append({"record": path.name, "fits": m["fits"], "phase": m.get("oom_phase"),
                             "tried_bytes": m["oom_observer"][0]["tried_bytes"] if m.get("oom_observer") else None,
