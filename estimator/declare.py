@@ -130,9 +130,11 @@ class Declaration:
                                        tuple(held_until_gc), held_when))
 
     def include(self, sub: LifetimeModel, prefix: str, phase: str, inputs: dict[str, str],
-                freed: dict[str, str] | None = None, cache_hit: bool = False) -> None:
-        """The steps of ``sub`` in ``phase`` ("forward" or "backward"), with the buffers and autotuned launches
-        made at them, each renamed ``prefix.name``; shapes, dtypes, sources and groups as ``sub`` declares them.
+                freed: dict[str, str] | None = None, cache_hit: bool = False,
+                steps: frozenset[str] | None = None) -> None:
+        """The steps of ``sub`` in ``phase`` ("forward" or "backward"; ``steps``: these of its steps instead), with the
+        buffers and autotuned launches made at them, each renamed ``prefix.name``; shapes, dtypes, sources and groups
+        as ``sub`` declares them.
         ``inputs``: which buffer of this declaration each of ``sub``'s caller tensors is (all of them, checked
         at ``freeze``); ``freed``: where this declaration frees what ``sub`` leaves alive past its end (its
         output and gradients, by ``sub``'s buffer names); ``cache_hit``: an earlier call already filled the library's
@@ -145,7 +147,7 @@ class Declaration:
         if unknown:
             raise ValueError(f"including {sub.key}: no buffers {sorted(unknown)} to free")
         self.aliases += [(sub.key, name, mine) for name, mine in inputs.items()]
-        ours = {s.name for s in sub.steps if s.phase == phase}
+        ours = set(steps) if steps is not None else {s.name for s in sub.steps if s.phase == phase}
         self.steps += [Step(f"{prefix}.{s.name}", s.phase, s.source, s.note) for s in sub.steps if s.name in ours]
         for b in sub.buffers:
             if b.allocated_at in ours and not (cache_hit and b.cached):

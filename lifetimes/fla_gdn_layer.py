@@ -89,7 +89,7 @@ KERNEL_INPUTS = {"q": "q_conv1d.out", "k": "k_conv1d.out", "v": "v_conv1d.out", 
 PASSED = {"A_log": "A_log", "dt_bias": "dt_bias", "cu_seqlens": "cu_seqlens", "dO": "o_norm.dx"}
 
 
-def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
+def forward(d: Declaration, c: LayerConfig, x: str, mode: str, filled: bool = False) -> None:
     """GatedDeltaNet.forward (gated_deltanet.py:210-358) on ``x``; ``mode`` as the KDA layer's (layer_stack)."""
     saving = mode != DISCARD
     p = "" if saving else "ckpt."
@@ -104,13 +104,13 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
         call = src(GDN, FWD, line, f"{name[0]}, conv_state_{name[0]} = self.{name}(")
         linear(lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
         conv_forward(d, p + name, channels, c.conv_size, call, kept("gdn.bwd.return", "o_proj") if name == "v_conv1d" else end)
-        if name == "q_conv1d" and mode != RECOMPUTE:
+        if name == "q_conv1d" and not (mode == RECOMPUTE or filled):    # a hit: the first forward or a layer below filled it
             conv_chunk_indices(d)
     linear(lin["b_proj"], src(GDN, FWD, 298, "beta = self.b_proj(hidden_states)"), kept("gdn.bwd.return", "o_proj"))
     linear(lin["a_proj"], src(GDN, FWD, 306, "g=self.a_proj(hidden_states),"), "gdn.bwd.return" if saving else "ckpt.gdn.fwd.output")
     inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
     d.include(kernel(not saving, c), f"{p}gdn", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
-              cache_hit=mode == RECOMPUTE)
+              cache_hit=mode == RECOMPUTE or filled)
     g_call = src(GDN, FWD, 349, "g = rearrange(self.g_proj(hidden_states), '... (h d) -> ... h d', d=self.head_v_dim)")
     linear(lin["g_proj"], g_call, kept("bwd.o_norm", "o_norm"))
     norm_forward(d, p + "o_norm", T * HV, DV, src(GDN, FWD, 350, "o = self.o_norm(o, g)"), kept("bwd.o_proj", "o_proj"),
@@ -138,13 +138,11 @@ def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> No
 
 def parts(c: LayerConfig) -> LayerParts:
     return LayerParts(hidden=c.hidden, call=LAYER_CALL, parameters=lambda d: parameters(d, c),
-                      forward=lambda d, x, mode: forward(d, c, x, mode), backward=lambda d, until: backward(d, c, until),
+                      forward=lambda d, x, mode, filled: forward(d, c, x, mode, filled), backward=lambda d, until: backward(d, c, until),
                       output="o_proj.out", input_grad="g_proj.dinput", cu_seqlens=CU_SEQLENS)
 
 
 NOT_MODELLED = (
-    "the layers below the top one step by step in their backward (one closing step: what it leaves); where that step is "
-    "the peak (short sequences, many layers) the bottom layer's backward transients come on top: a lower bound",
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",
@@ -158,7 +156,7 @@ def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: 
           conv_size: int = DEFAULT_CONV) -> LifetimeModel:
     """L GatedDeltaNet layers (default 1), forward + backward, checkpointing off or per layer."""
     c = LayerConfig(hidden, conv_size, device, gva)
-    one = declare_stack(parts(c), 1, False, None).freeze(**_fields(c, 1, False)) if layers > 1 else None
+    one = declare_stack(parts(c), 1, checkpoint, None).freeze(**_fields(c, 1, checkpoint)) if layers > 1 else None
     return declare_stack(parts(c), layers, checkpoint, one).freeze(**_fields(c, layers, checkpoint))
 
 

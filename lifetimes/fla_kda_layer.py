@@ -16,11 +16,9 @@ Shapes: ``num_heads`` H, ``num_v_heads`` HV, ``head_dim`` K (DK), ``head_v_dim``
 are the shape's layer fields (``Shape.hidden``, ``Shape.conv_size``): concrete integers in the formulas.
 
 The stack (``layers`` L, ``checkpoint``): L of these blocks chained output to input, the linear-attention block
-alone (no pre-norm, MLP or residual add between them: not modelled). The top layer is declared step by step; the
-L - 1 layers below it are declared by what they leave alive: without checkpointing each keeps its saved set
-(every buffer of the layer alive from its forward into its backward) and its output; with checkpointing
-(``torch.utils.checkpoint``, non-reentrant, per layer) only its output (the next layer's input, which
-checkpoint keeps). Their backward is one closing step: their saved sets die, their parameter gradients exist.
+alone (no pre-norm, MLP or residual add between them: not modelled). The top layer is declared step by step; each of
+the L - 1 layers below it is this one-layer model (with the same checkpointing) included whole, its forward before the
+top's and its backward after, step by step (``lifetimes/layer_stack.py``).
 """
 from __future__ import annotations
 
@@ -107,7 +105,7 @@ KERNEL_INPUTS = {"q": "q_conv1d.out", "k": "k_conv1d.out", "v": "v_conv1d.out", 
 PASSED = {"A_log": "A_log", "dt_bias": "dt_bias", "cu_seqlens": "cu_seqlens", "dO": "o_norm.dx"}
 
 
-def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
+def forward(d: Declaration, c: LayerConfig, x: str, mode: str, filled: bool = False) -> None:
     """KimiDeltaAttention.forward (kda.py:194-316) on the input buffer ``x`` (read by every projection: autograd saves
     it, no new bytes). ``mode``: SAVE (each op keeps what it saves), DISCARD (checkpoint's first forward: each buffer
     dies with its last reference; names ``ckpt.*``; the kernel is its forward-only model) or RECOMPUTE."""
@@ -124,14 +122,14 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str) -> None:
         call = src(KDA, FWD, line, f"{name[0]}, conv_state_{name[0]} = self.{name}(")
         linear(lin[proj], call, kept(f"bwd.{name}", name))                            # saved by the conv
         conv_forward(d, p + name, channels, c.conv_size, call, kept("kda.bwd.return", "o_proj") if name == "v_conv1d" else end)
-        if name == "q_conv1d" and mode != RECOMPUTE:    # a recompute hits the cache the first forward filled
+        if name == "q_conv1d" and not (mode == RECOMPUTE or filled):    # a hit: the first forward or a layer below filled it
             conv_chunk_indices(d)
     linear(lin["f_proj.0"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("bwd.f_proj.1", "f_proj.1"))
     linear(lin["f_proj.1"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
     linear(lin["b_proj"], src(KDA, FWD, 253, "beta = self.b_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
     inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
     d.include(kernel(not saving, c.gva), f"{p}kda", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
-              cache_hit=mode == RECOMPUTE)
+              cache_hit=mode == RECOMPUTE or filled)
     g_call = src(KDA, FWD, 311, 'o = self.o_norm(o, rearrange(self.g_proj(hidden_states), "... (h d) -> ... h d", d=self.head_v_dim))')
     linear(lin["g_proj.0"], g_call, kept("bwd.g_proj.1", "g_proj.1"))
     linear(lin["g_proj.1"], g_call, kept("bwd.o_norm", "o_norm"))               # the gate g, saved by the norm
@@ -165,14 +163,15 @@ INPUT_GRAD = "g_proj.0.dinput"
 
 def parts(c: LayerConfig) -> LayerParts:
     return LayerParts(hidden=c.hidden, call=LAYER_CALL, parameters=lambda d: parameters(d, c),
-                      forward=lambda d, x, mode: forward(d, c, x, mode), backward=lambda d, until: backward(d, c, until),
+                      forward=lambda d, x, mode, filled: forward(d, c, x, mode, filled), backward=lambda d, until: backward(d, c, until),
                       output="o_proj.out", input_grad=INPUT_GRAD, cu_seqlens=CU_SEQLENS)
 
 
 NOT_MODELLED = (
-    "the layers below the top one step by step in their backward (one closing step: what it leaves); where that step is "
-    "the peak (short sequences, many layers) the bottom layer's backward transients come on top: a lower bound",
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
+    "autograd's first accumulation into a layer's input gradient is out of place (one [T, hidden] bf16 add, "
+    "input_buffer.cpp), the model adds in place; the CPU allocation trace moves no peak with it "
+    "(validate/records/runs/cpu_alloc_trace/)",
     "assumed: the dhu kernel's configs that fail to launch on the H200 (a cold first call keeps dv until the next "
     "garbage collection) were measured with STATE_V_FIRST 0; the layer's call has 1",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
@@ -186,7 +185,7 @@ def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: 
     """L KimiDeltaAttention layers (default 1), forward + backward, checkpointing off or per layer."""
     sms = getattr(device, "sm_count", 132)
     c = LayerConfig(hidden, conv_size, sms, gva)
-    one = declare_stack(parts(c), 1, False, None).freeze(**_fields(device, gva, hidden, 1, False, conv_size)) if layers > 1 else None
+    one = declare_stack(parts(c), 1, checkpoint, None).freeze(**_fields(device, gva, hidden, 1, checkpoint, conv_size)) if layers > 1 else None
     d = declare_stack(parts(c), layers, checkpoint, one)
     return d.freeze(**_fields(device, gva, hidden, layers, checkpoint, conv_size))
 
@@ -197,7 +196,8 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
         version=VERSION, device=getattr(device, "name", ""),
         summary=f"{layers} KimiDeltaAttention layer{'s' if layers > 1 else ''} (hidden {hidden}, conv {conv_size}), forward + "
                 f"backward, checkpointing {'per layer' if checkpoint else 'off'}; chunk_kda inside: fla-kda@0.6.0, report "
-                "contract; measured on the H200 (run 16: seven records to the byte)",
+                "contract; measured on the H200 (run 16: seven records, allocated to the byte; run 19: 4 layers at the edge, "
+                "every figure to the byte)",
         options=(("gva", gva), ("hidden", hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", conv_size)),
         not_modelled=NOT_MODELLED + fla_kda.build(contract="report").not_modelled,
         notes=("from flash-linear-attention 0.6.0 fla/layers/kda.py and fla-core 0.6.0; run 16's seven H200 records (1 and "

@@ -1,27 +1,24 @@
 """A stack of L layers around one layer's declaration, with activation checkpointing off or per layer.
 
-What a layer model supplies (``LayerParts``): its parameters, its forward on an input buffer (``saving``: autograd
-keeps what each op saves; a ``tag`` renames a second forward), its backward (the input gradient kept until a given
-step), and its output's name. The stack declares:
+What a layer model supplies (``LayerParts``): its parameters, its forward on an input buffer (``mode``: SAVE, DISCARD
+or RECOMPUTE; ``filled``: a layer below already filled the library caches this call), its backward (the input
+gradient kept until a given step), and its output's name. The stack declares:
 
 - the caller's tensors: the stack's input ``x`` [T, hidden] bf16, ``cu_seqlens``, the output gradient ``dY``, the top
   layer's parameters and, for each of the L - 1 layers below it, its own copy of each (``below{i}.*``);
-- ``stack.below_fwd`` (L > 1): what the forward of the layers below leaves alive when the top layer starts: each
-  one's output (the next one's input: saved by its projections, or kept by checkpoint) and, without checkpointing,
-  each one's saved set: every buffer of the layer alive from its last forward step into its first backward step
-  (derived from the layer's own one-layer model, so nothing is listed twice by hand);
+- the forward of the layers below, bottom first, step by step: each is the layer's own one-layer model (with the same
+  checkpointing) included whole (``below{i}.*``), so its transients open and reuse blocks as the process's do. Layer
+  1 fills the caches (the caller thread's cuBLAS workspaces, tensor_cache's entries); the layers above it hit them;
 - the top layer step by step: without checkpointing its forward saving, then its backward; with checkpointing its
   first forward keeping nothing (named ``ckpt.*``), then in the backward the recompute (a forward that saves) and the
   backward;
-- ``stack.below_bwd`` (L > 1): the backward of the layers below, as what it leaves: their saved sets and outputs die,
-  their parameter gradients and the stack input's gradient exist.
+- the backward of the layers below, top first, step by step (each included layer's second pass: with checkpointing
+  its recompute, then its backward). A layer's output (the next one's input, saved by the next one's projections or
+  kept by checkpoint) dies after the next layer's last backward step; its input gradient (the one above's output
+  gradient) after the next lower layer's first backward step consumed it; layer 1's is the stack input's ``.grad``.
 
-Not modelled: the steps inside the backward of the layers below the top (each holds one saved set less and one
-layer's parameter gradients more than the step above it: the top layer's backward is the highest of them while a
-layer's saved set outweighs its parameter gradients; the closing step shows the other end), and the transients of
-the layers below the top (their forward's and backward's short-lived buffers). Each layer below has its own records
-(``below{i}.*``), in the order the process allocates them (layer by layer, bottom first; their gradients top
-first): one merged record per buffer placed its L - 1 blocks as one and missed the measured peak by up to 3 MiB (run 16).
+Run 19 (4 layers at 215,000 tokens, H200) reserved 1,500 MiB more than the stack whose layers below were declared only
+by what they leave alive (their saved sets, allocated at one step): their transients were missing.
 """
 from __future__ import annotations
 
@@ -31,9 +28,7 @@ from typing import Callable
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source
 from livebytes.estimator.declare import INPUTS_STEP, Declaration
 from livebytes.estimator.symbols import MBS, T
-from livebytes.lifetimes.fla_modules import FORWARD_WORKSPACES
 
-BELOW_FWD, BELOW_BWD = "stack.below_fwd", "stack.below_bwd"
 SAVE = "save"              # a forward under autograd: each op keeps what it saves; the output is the layer's
 DISCARD = "discard"        # checkpoint's first forward: nothing saved, names prefixed "ckpt."; the output is the layer's
 RECOMPUTE = "recompute"    # checkpoint's recompute in the backward: saves; its output dies at once
@@ -44,7 +39,7 @@ class LayerParts:
     hidden: int
     call: Source                                   # the layer's forward
     parameters: Callable[[Declaration], None]
-    forward: Callable[[Declaration, str, str], None]     # (d, input, mode): mode SAVE, DISCARD or RECOMPUTE
+    forward: Callable[[Declaration, str, str, bool], None]   # (d, input, mode, filled): SAVE, DISCARD or RECOMPUTE
     backward: Callable[[Declaration, str | None], None]        # (d, input gradient kept until)
     output: str                                    # the output buffer's name (a DISCARD forward prefixes "ckpt.")
     input_grad: str                                # the input gradient's name
@@ -65,7 +60,8 @@ def per_layer(d: Declaration, name: str, like: Buffer, group: Group, freed: str 
     d.buffer(name, group, like.shape, like.dtype, like.source, freed, note=f"{note} {like.name}")
 
 
-def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
+def _inputs(d: Declaration, parts: LayerParts, layers: int) -> list[str]:
+    """The caller's tensors; returns the top layer's parameter names (each layer below has its own copies)."""
     d.step(INPUTS_STEP, "harness", note="the stack's input, the output gradient and every parameter exist before the step")
     d.buffer("x", Group.INPUTS, (T, parts.hidden), "bf16", parts.call, note="the stack's input (requires grad)")  # [T, hidden] bf16
     d.buffer("cu_seqlens", Group.INPUTS, (MBS + 1,), "int64", parts.cu_seqlens, note="tensor_cache keeps it referenced",
@@ -77,52 +73,62 @@ def _inputs(d: Declaration, parts: LayerParts, layers: int) -> None:
     for i in range(1, layers):
         for p in params:
             per_layer(d, f"below{i}.{p.name}", p, Group.PARAMETERS, None, f"layer {i}'s")
+    return [p.name for p in params]
 
 
-def _below_forward(d: Declaration, parts: LayerParts, layers: int, checkpoint: bool, saved: list[Buffer],
-                   one_layer: LifetimeModel | None) -> str:
-    """The forward of the layers below the top: what stays, layer by layer in the order the process allocates it
-    (layer 1 also makes the caller thread's cuBLAS workspaces, where its first GEMMs run). Returns the top layer's
-    input."""
-    if layers == 1:
-        return "x"
-    d.step(BELOW_FWD, "forward", parts.call, note=f"layers 1..{layers - 1}: what their forward leaves alive")
-    kept = {b.name for b in saved}
-    first = [b for b in one_layer.buffers if b.name in kept or (b.cached and b.name.endswith(FORWARD_WORKSPACES))]
-    for i in range(1, layers):       # bottom first: what its forward saves, then its output
-        for b in first if i == 1 else saved:
-            if b.cached:             # a forward-thread workspace, kept for the process
-                d.buffer(b.name, b.group, b.shape, b.dtype, b.source, note=b.note, cached=True, cache_key=b.cache_key)
-            elif not checkpoint:
-                per_layer(d, f"below{i}.{b.name}", b, b.group, BELOW_BWD, f"saved by layer {i}")
-        top_input = i == layers - 1
-        d.buffer("x_top" if top_input else f"below{i}.output", Group.ACTIVATIONS, (T, parts.hidden), "bf16",  # [T, hidden] bf16
-                 parts.call, BELOW_BWD, note=f"layer {i}'s output, the {'top' if top_input else 'next'} layer's input")
-    return "x_top"
+def first_pass(model: LifetimeModel, checkpoint: bool) -> frozenset[str]:
+    """The steps a one-layer model runs in the stack's forward pass: its forward, or with checkpointing the first
+    forward, whose names carry ``ckpt.`` (DISCARD); the rest (recompute, backward) runs in the backward pass."""
+    return frozenset(s.name for s in model.steps if s.phase == "forward" and (not checkpoint or "ckpt." in s.name))
 
 
-def _below_backward(d: Declaration, parts: LayerParts, layers: int, grads: list[Buffer]) -> None:
-    if layers == 1:
-        return
-    d.step(BELOW_BWD, "backward", parts.call, note=f"layers {layers - 1}..1: their backward, as what it leaves")
-    for i in range(layers - 1, 0, -1):
-        for g in grads:
-            per_layer(d, f"below{i}.{g.name}", g, Group.PARAM_GRADS, None, f"layer {i}'s")
-    d.buffer("x.grad", Group.ACTIVATION_GRADS, (T, parts.hidden), "bf16", parts.call, note="the stack input's gradient")
+def second_pass(model: LifetimeModel, checkpoint: bool) -> frozenset[str]:
+    first = first_pass(model, checkpoint)
+    return frozenset(s.name for s in model.steps if s.name != INPUTS_STEP and s.name not in first)
+
+
+def _output(parts: LayerParts, checkpoint: bool) -> str:
+    return ("ckpt." if checkpoint else "") + parts.output
+
+
+def _include_layer(d: Declaration, one_layer: LifetimeModel, i: int, steps: frozenset[str], x: str, grad_above: str,
+                   params: list[str], freed: dict[str, str | None], cache_hit: bool) -> None:
+    """Layer ``i`` below the top: ``steps`` of the one-layer model, named ``below{i}.*``, on the input ``x`` with the
+    output gradient ``grad_above``; its parameters are its own copies. ``cache_hit``: an earlier layer made the
+    library's caches (tensor_cache's entries, the threads' cuBLAS workspaces)."""
+    inputs = {"x": x, "cu_seqlens": "cu_seqlens", "dY": grad_above} | {p: f"below{i}.{p}" for p in params}
+    d.include(one_layer, f"below{i}", "", inputs, freed, cache_hit=cache_hit, steps=steps)
+
+
+def _input_of(i: int, out: str) -> str:
+    return "x" if i == 1 else f"below{i - 1}.{out}"
 
 
 def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: LifetimeModel | None) -> Declaration:
-    """The stack's declaration; ``one_layer``: the layer's own one-layer model without checkpointing (its saved set),
-    needed when layers > 1."""
-    saved = saved_set(one_layer, parts.output) if layers > 1 and one_layer is not None else []
+    """The stack's declaration; ``one_layer``: the layer's own one-layer model with the same checkpointing (each layer
+    below the top is it, included), needed when layers > 1."""
     d = Declaration()
-    _inputs(d, parts, layers)
-    x = _below_forward(d, parts, layers, checkpoint, saved, one_layer)
+    params = _inputs(d, parts, layers)
+    below = range(1, layers)
+    out = _output(parts, checkpoint)
+    last_bwd = one_layer.steps[-1].name if one_layer is not None else None      # a layer's last backward step
+    first_bwd = next((s.name for s in one_layer.steps if s.phase == "backward"), None) if one_layer else None
+    fwd, bwd = (first_pass(one_layer, checkpoint), second_pass(one_layer, checkpoint)) if one_layer else ((), ())
+
+    def prefix(i):
+        return "" if i == layers else f"below{i}."
+
+    x = "x"
+    for i in below:
+        grad_above = f"{prefix(i + 1)}{parts.input_grad}"
+        _include_layer(d, one_layer, i, fwd, x, grad_above, params, {out: f"{prefix(i + 1)}{last_bwd}"}, i > 1)
+        x = f"below{i}.{out}"
     if checkpoint:
-        parts.forward(d, x, DISCARD)
-    parts.forward(d, x, RECOMPUTE if checkpoint else SAVE)
-    first_grad = len(d.buffers)
-    parts.backward(d, None if layers == 1 else BELOW_BWD)
-    grads = [b for b in d.buffers[first_grad:] if b.freed_after is None and not b.cached and b.name != parts.input_grad]
-    _below_backward(d, parts, layers, grads)
+        parts.forward(d, x, DISCARD, layers > 1)
+    parts.forward(d, x, RECOMPUTE if checkpoint else SAVE, layers > 1)
+    parts.backward(d, None if layers == 1 else f"below{layers - 1}.{first_bwd}")
+    for i in reversed(below):
+        until = f"below{i - 1}.{first_bwd}" if i > 1 else None      # layer 1's input gradient is x.grad
+        _include_layer(d, one_layer, i, bwd, _input_of(i, out), f"{prefix(i + 1)}{parts.input_grad}", params,
+                       {parts.input_grad: until}, True)     # the top layer's backward made the backward thread's
     return d

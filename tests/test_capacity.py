@@ -136,11 +136,14 @@ def protocol_verdict(model, shape, *args):
                    tuned_at_tokens=protocol.WARMUP_TOKENS)
 
 
-# Run 16's KimiDeltaAttention records replay their allocated and requested peaks to the byte, but each real process
-# reserved more than the replay: 10-298 MiB (16 MiB at 1 x 8K, 48 MiB at 32K one layer, 222-298 MiB at 32K four
-# layers): segments opened by short-lived buffers the layer model does not declare (the layers below the top run as
-# one step each way; the modules' own temporaries). Not found yet: strict, so a fix shows.
-RESERVED_MISSES = {"fla-kda-layer@0.6.0": "the layer's transients (not declared) open segments the replay does not"}
+# Run 16's KimiDeltaAttention records replay their allocated and requested peaks to the byte, but each validator
+# process reserved other than the replay: 16 MiB more at 1 x 8K one layer (20 checkpointed), 48 MiB at 32K one layer,
+# 26 MiB at 8K four layers, 12 MiB at 2 x 8K four layers; 14 and 38 MiB less at 32K four layers (without and with
+# checkpointing). A fresh process's first call at 215,000 (run 19d) replays to the byte since the layers below the top
+# are declared step by step, and so does a first call, empty_cache, steady call of the CPU allocation trace
+# (validate/probes/cpu_alloc_trace.py) at 8K: the miss lies in the validator's earlier calls (its 1 x 1024 warmup and
+# the shapes before), not traced yet. Strict, so a fix shows.
+RESERVED_MISSES = {"fla-kda-layer@0.6.0": "the validator process's earlier calls reserve other segments (not traced yet)"}
 
 
 def reserved_case(r):

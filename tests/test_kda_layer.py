@@ -104,21 +104,34 @@ def test_the_saved_set_by_hand():
     assert saved_bytes(layer()) == (10 * 64 + 2 * 32 + 2 * 2 + 0.5 + 4 * 1) * mib     # 712.5 MiB
 
 
-@pytest.mark.parametrize("checkpoint", [False, True])
-def test_each_layer_adds_its_output_parameters_and_saved_set(checkpoint):
-    """The top layer's backward is the peak; each layer below adds its output (the next one's input, [T, hidden] bf16),
-    its parameters and, without checkpointing, its saved set; with checkpointing nothing else."""
+def test_each_layer_adds_its_output_parameters_and_saved_set():
+    """Without checkpointing the top layer's backward is the peak: each layer below adds its output (the next one's
+    input, [T, hidden] bf16 = 8192 x 2304 x 2 = 37,748,736 B), its parameters and its saved set (712.5 MiB)."""
     one = layer()
-    per_layer = T * HIDDEN * 2 + per_layer_parameters(one) + (0 if checkpoint else saved_bytes(one))
-    peaks = [predict(layer(n, checkpoint), SHAPE).peak_bytes for n in (1, 2, 3, 4)]
+    per_layer = T * HIDDEN * 2 + per_layer_parameters(one) + saved_bytes(one)
+    peaks = [predict(layer(n), SHAPE).peak_bytes for n in (1, 2, 3, 4)]
     assert [b - a for a, b in zip(peaks, peaks[1:])] == [per_layer] * 3
 
 
+def test_checkpointed_each_layer_adds_its_parameters_and_their_gradients():
+    """With checkpointing the bottom layer's backward is the peak (its recompute's saved set, as one layer's): every
+    layer above it has run its backward, so each adds its parameters and their gradients (79,045,632 B each at hidden
+    2304: the bf16 weights, A_log and dt_bias fp32, and gradients of the same dtypes), its output and saved set gone."""
+    params = per_layer_parameters(layer())
+    assert params == 79_045_632
+    peaks = [predict(layer(n, True), SHAPE) for n in (1, 2, 3, 4)]
+    assert [b.peak_bytes - a.peak_bytes for a, b in zip(peaks, peaks[1:])] == [2 * params] * 3
+    assert [p.peak_step.name for p in peaks] == ["kda.bwd.intra_db_sum"] + ["below1.kda.bwd.intra_db_sum"] * 3
+
+
 @pytest.mark.parametrize("layers", [2, 4, 8])
-def test_checkpointing_lowers_the_peak_by_the_saved_sets_of_the_layers_below(layers):
-    """Less the recompute's cuBLASLt workspace: g_proj.1's biased GEMM then runs on autograd's thread too (1,024 KiB)."""
+def test_checkpointing_lowers_the_peak_by_the_saved_sets_and_outputs_less_the_gradients(layers):
+    """full - checkpointed = (L - 1) x (saved set + output - parameters) - the recompute's cuBLASLt workspace
+    (g_proj.1's biased GEMM then runs on autograd's thread too, 1,024 KiB): the two peaks lie at the top layer's
+    backward and the bottom one's (the previous test). At 8K: (L - 1) x (747,110,400 + 37,748,736 - 79,045,632)."""
     full, ckpt = (predict(layer(layers, c), SHAPE).peak_bytes for c in (False, True))
-    assert full - ckpt == (layers - 1) * saved_bytes(layer()) - 1024 * 1024
+    one = layer()
+    assert full - ckpt == (layers - 1) * (saved_bytes(one) + T * HIDDEN * 2 - per_layer_parameters(one)) - 1024 * 1024
     assert ckpt < full
 
 
@@ -201,7 +214,8 @@ def test_the_gdn_kernels_records_appear_unchanged_inside_its_layer():
 
 
 @pytest.mark.parametrize("layers", [2, 4])
-def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_below(layers):
+def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_and_outputs_less_the_gradients(layers):
+    """As the KDA layer's (no biased Linear in GatedDeltaNet: no cuBLASLt workspace on autograd's thread)."""
     from livebytes.estimator.devices import get_device
     from livebytes.lifetimes import fla_gdn_layer
     shape = Shape(1, 8192, 16, 128, v_heads=32)
@@ -209,7 +223,8 @@ def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_below(layers):
     full, ckpt = (predict(fla_gdn_layer.build(device=h200, gva=True, layers=layers, checkpoint=c), shape).peak_bytes
                   for c in (False, True))
     one = fla_gdn_layer.build(device=h200, gva=True)
-    assert full - ckpt == (layers - 1) * saved_bytes(one, shape)
+    output = 8192 * 2048 * 2                  # [T, hidden] bf16, GatedDeltaNet's default hidden 2048
+    assert full - ckpt == (layers - 1) * (saved_bytes(one, shape) + output - per_layer_parameters(one, shape))
 
 
 def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
@@ -252,9 +267,9 @@ def test_plan_solves_for_layers_where_one_more_does_not_run():
     def model_at(s):
         return fla_kda_layer.build(device=h200, hidden=HIDDEN, layers=s.layers)
     plan = largest_running(model_at(base), base, "layers", h200, model_at=model_at)
-    assert plan.value == 9 and plan.at_value.fits and not plan.at_next.fits
-    assert not verdict(model_at(Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=10)), Shape(1, 131072, 32, 128, hidden=HIDDEN,
-                       layers=10), h200).fits
+    assert plan.value == 8 and plan.at_value.fits and not plan.at_next.fits
+    assert not verdict(model_at(Shape(1, 131072, 32, 128, hidden=HIDDEN, layers=9)), Shape(1, 131072, 32, 128, hidden=HIDDEN,
+                       layers=9), h200).fits
 
 
 FLA_SOURCES = Path(os.environ.get("LIVEBYTES_FLA_SOURCES", "/tmp/fla21/src"))   # the unpacked 0.6.0 wheels (fla/...)
@@ -291,13 +306,13 @@ def test_a_value_head_dim_above_512_is_refused_by_the_layers(key):
         check_shape(key, Shape(1, 8192, 4, 128, dim_v=1024))
 
 
-def test_at_short_sequences_the_closing_step_is_the_peak_and_says_so():
-    """16 layers at 2K tokens: every layer's parameter gradients outweigh a layer's saved set, so the closing step is
-    the model's peak (a lower bound, docs/layers.md); at 8K the top layer's backward is."""
+def test_at_short_sequences_the_bottom_layers_backward_is_the_peak():
+    """16 layers at 512 tokens: every layer's parameter gradients (75.4 MiB) outweigh a layer's saved set (44.5 MiB),
+    so the peak lies in the bottom layer's backward, which the stack declares step by step; at 1K the top layer's."""
     m = layer(16)
-    assert predict(m, Shape(1, 2048, 32, 128)).peak_step.name == "stack.below_bwd"
-    assert predict(m, SHAPE).peak_step.name == "kda.bwd.intra_db_sum"
-    assert any("lower bound" in line for line in m.not_modelled)
+    assert predict(m, Shape(1, 512, 32, 128)).peak_step.name == "below1.kda.bwd.intra_db_sum"
+    assert predict(m, Shape(1, 1024, 32, 128)).peak_step.name == "kda.bwd.intra_db_sum"
+    assert not any("lower bound" in line for line in m.not_modelled)
 
 
 def test_the_layers_kernel_autotunes_as_the_layer_calls_it():

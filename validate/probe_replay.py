@@ -104,3 +104,31 @@ def simulated_segments(ranges: tuple[MappedRange, ...], total_bytes: int) -> lis
     """The replay's segments (``Replay.segments``), ``_normalised``."""
     return _normalised([("small" if r.small else "large", r.addr, r.size, r.allocated, r.expandable) for r in ranges],
                        total_bytes)
+
+
+def _node_steps(model, step: str) -> set[str]:
+    """The autograd node a backward step belongs to: a kernel's whole backward (``bwd.*`` in a kernel model,
+    ``kda.bwd.*`` once a layer includes it: one autograd Function)."""
+    node = step[: step.index("bwd.") + len("bwd.")]
+    return {s.name for s in model.steps if s.phase == "backward" and s.name.startswith(node)}
+
+
+def unwound_bytes(model, shape, step: str) -> int:
+    """Bytes the autograd engine frees as an out-of-memory error at backward ``step`` unwinds, before the probe reads
+    ``memory_stats`` (its ``after_unwind``): the gradients it holds for nodes that have not run (torch/csrc/autograd/
+    engine.cpp: a GraphTask's not-ready InputBuffers die with the task). The failing Function's own tensors stay (the
+    exception's traceback keeps its frame), so do the gradients it was handed. Here: activation gradients made before
+    the failing node and consumed after it. Not modelled: a failure in a layer's own module steps (each its own
+    node, which this counts with the layer's other module steps)."""
+    from livebytes.estimator.buffers import Group
+    from livebytes.estimator.replay import request_sizes
+    from livebytes.estimator.rounding import round_size
+    if "bwd." not in step:
+        return 0
+    order = {s.name: i for i, s in enumerate(model.steps)}
+    node = _node_steps(model, step)
+    first, last = min(order[s] for s in node), max(order[s] for s in node)
+    sizes = request_sizes(model, shape)
+    held = [b.name for b in model.buffers if b.group == Group.ACTIVATION_GRADS and order[b.allocated_at] < first
+            and b.freed_after is not None and order[b.freed_after] > last]
+    return sum(round_size(sizes[name]) for name in held)
