@@ -127,7 +127,7 @@ def rid(r):
 def protocol_replay(r):
     """The record's process: the protocol's history (warmup and earlier shapes' leftovers), then this shape."""
     return protocol.protocol_replay(model_of(r), r.shape, protocol.version_of(r.protocol), earlier_shapes(r),
-                                    r.total_memory)[0]
+                                    r.total_memory, r.data.get("triton_cache"))[0]
 
 
 def protocol_verdict(model, shape, *args):
@@ -136,18 +136,28 @@ def protocol_verdict(model, shape, *args):
                    tuned_at_tokens=protocol.WARMUP_TOKENS)
 
 
-# Run 16's KimiDeltaAttention records replay their allocated and requested peaks to the byte, but each validator
-# process reserved other than the replay: 16 MiB more at 1 x 8K one layer (20 checkpointed), 48 MiB at 32K one layer,
-# 26 MiB at 8K four layers, 12 MiB at 2 x 8K four layers; 14 and 38 MiB less at 32K four layers (without and with
-# checkpointing). A fresh process's first call at 215,000 (run 19d) replays to the byte since the layers below the top
-# are declared step by step, and so does a first call, empty_cache, steady call of the CPU allocation trace
-# (validate/probes/cpu_alloc_trace.py) at 8K: the miss lies in the validator's earlier calls (its 1 x 1024 warmup and
-# the shapes before), not traced yet. Strict, so a fix shows.
-RESERVED_MISSES = {"fla-kda-layer@0.6.0": "the validator process's earlier calls reserve other segments (not traced yet)"}
+# Run 16's KimiDeltaAttention records replay their allocated and requested peaks to the byte; their reserved peaks
+# since the validator's warmup benchmarks as the cold process did (protocol.process_benchmarks: the backward thread's
+# cuBLAS workspace splits a freed 256 MiB L2-flush segment, which it then pins across empty_cache): before that the
+# replay reserved 16, 20, 48, 26 and 12 MiB less and 14 and 38 MiB more. Left: every 8K record reserves 4 MiB more than
+# the replay (a CPU trace of the whole validator process with validate/probes/cpu_alloc_trace.py's Recorder, a scratch
+# script not committed, replays the same 4 MiB short: not in the layer code's allocations), and 32K x 4 checkpointed 2 MiB less (the replay runs every
+# earlier call with the record's stack; the harness's warmup is one layer of hidden 2048, the earlier shapes their own
+# stacks: replay.Process takes one model). Strict, so a fix shows.
+_AT_8K = "every 8K record: 4 MiB more reserved than the replay (not traced on the CPU)"
+RESERVED_MISSES = {
+    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 1 layer"): _AT_8K,
+    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 1 layer, checkpointed"): _AT_8K,
+    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 4 layers"): _AT_8K,
+    ("fla-kda-layer@0.6.0", "MBS 2 x 8K, H16, D128, hidden 2048, 4 layers"): _AT_8K,
+    ("fla-kda-layer@0.6.0", "MBS 1 x 32K, H32, D128, hidden 2304, 4 layers, checkpointed"):
+        "earlier calls replayed with the record's stack, not the harness's warmup layer and the earlier shapes' own: "
+        "2 MiB more reserved",
+}
 
 
 def reserved_case(r):
-    reason = RESERVED_MISSES.get(r.impl)
+    reason = RESERVED_MISSES.get((r.impl, r.shape.label()))
     return pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else r
 
 

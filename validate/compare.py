@@ -104,7 +104,7 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         raise LivebytesError(f"protocol: {record.protocol_version or 'no version'} is not a protocol this livebytes replays "
                              f"(versions {min(protocol.PROTOCOLS)}-{max(protocol.PROTOCOLS)}: protocol.version or its name kda-report-vN)")
     replayed, history = protocol.protocol_replay(model, record.shape, record.protocol_version, earlier_shapes(record),
-                                                 record.total_memory)
+                                                 record.total_memory, record.data.get("triton_cache"))
     requested_error = _requested_error(model, record, history)
     requested_ok = _within(requested_error, _slack(record))
     if record.history_dependent:

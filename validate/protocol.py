@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import sympy as sp
 
+from livebytes.estimator.autotune import benchmarking_steps
 from livebytes.estimator.buffers import Buffer, LifetimeModel
 from livebytes.estimator.replay import Call, Prelude, Process, Replay, replay
 from livebytes.estimator.shapes import Shape
@@ -147,10 +148,29 @@ def cache_keys(model: LifetimeModel, shape: Shape, call: int) -> tuple[tuple[str
     return tuple((key[0], key) for key, _ in cache_entries(model, shape, call))
 
 
-def _validator_call(process: Process, shape: Shape, runs: int, empty_cache_after_first: bool) -> Call:
-    """The validator's next call at ``shape``: its cache identities, and the entries it evicts from ``process``."""
-    return Call(shape, runs, 1 if empty_cache_after_first else None,
+def _validator_call(process: Process, shape: Shape, runs: int, empty_cache_after_first: bool,
+                    benchmarks: tuple[str, ...] = ()) -> Call:
+    """The validator's next call at ``shape``: its benchmarking steps, its cache identities, and the entries it
+    evicts from ``process``."""
+    return Call(shape, runs, 1 if empty_cache_after_first else None, benchmarks,
                 cache_keys=cache_keys(process.model, shape, process.calls), evicts=evicted(process.held, process.calls))
+
+
+def process_benchmarks(model: LifetimeModel, shapes: list[Shape], triton_cache: str | None) -> list[tuple[str, ...]]:
+    """The benchmarking steps of each of a validator process's calls at ``shapes``, in order (``runner.measure_shape``
+    records the cache state it asked for as ``triton_cache``). A ``cold`` process starts with an empty Triton cache:
+    its first call (the 1 x 1024 warmup) benchmarks every autotuned kernel and each later call the keys new to the
+    process (``autotune.benchmarking_steps``), each with Triton's 256 MiB L2-flush buffer, whose freed segment the
+    call's later blocks split (the backward thread's cuBLAS workspace, kept for the process, pins it: ``empty_cache``
+    cannot give it back). Any other state (warm on disk, n/a, not recorded): no call benchmarks."""
+    if triton_cache != "cold":
+        return [()] * len(shapes)
+    tuned: frozenset = frozenset()
+    out = []
+    for s in shapes:
+        steps, tuned = benchmarking_steps(model, s, tuned)
+        out.append(steps)
+    return out
 
 
 def _earlier_calls(shape: Shape, version: int, earlier: tuple[Shape, ...]) -> list[tuple[Shape, int, bool]]:
@@ -163,22 +183,30 @@ def _earlier_calls(shape: Shape, version: int, earlier: tuple[Shape, ...]) -> li
     return calls + [(warmup_shape(shape), WARMUP_STEPS, False)]
 
 
-def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = ()) -> Prelude:
+def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
+            triton_cache: str | None = None) -> Prelude:
     """The validator process before this shape's inputs, call by call: each earlier shape's warmup and its own
-    measured call, then this shape's warmup (``runner.measure_shape``)."""
+    measured call, then this shape's warmup (``runner.measure_shape``), each benchmarking as ``process_benchmarks``
+    says for a process whose Triton cache was ``triton_cache``."""
+    calls = _earlier_calls(shape, version, earlier)
+    benchmarks = process_benchmarks(model, [s for s, _, _ in calls], triton_cache)
     process = Process(model, record=True)
-    for call in _earlier_calls(shape, version, earlier):
-        process.call(_validator_call(process, *call))
+    for call, steps in zip(calls, benchmarks):
+        process.call(_validator_call(process, *call, steps))
         process.end_call()    # the runner drops the call's tensors and empties the cache
     return process.prelude(cache_keys(model, shape, process.calls), evicted(process.held, process.calls))
 
 
 def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
-                    device_total_bytes: int | None = None) -> tuple[Replay, tuple[int, ...]]:
+                    device_total_bytes: int | None = None, triton_cache: str | None = None) -> tuple[Replay, tuple[int, ...]]:
     """The replay of a validator process under protocol ``version``: its earlier calls replayed whole
     (``prelude``); and the request sizes they leave allocated (``history``, for the allocator bounds).
     ``device_total_bytes`` (the record's GPU) bounds an expandable segment's address range: the protocol's
-    ``empty_cache`` unmaps pages, and later mappings land in the holes or above them."""
+    ``empty_cache`` unmaps pages, and later mappings land in the holes or above them. ``triton_cache``: the record's
+    (``cold``: every call autotunes the keys new to the process, this shape's first run too)."""
+    calls = [s for s, _, _ in _earlier_calls(shape, version, earlier)] + [shape]
+    measured = process_benchmarks(model, calls, triton_cache)[-1]
     return (replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup,
-                   prelude=prelude(model, shape, version, earlier), device_total_bytes=device_total_bytes),
+                   prelude=prelude(model, shape, version, earlier, triton_cache), device_total_bytes=device_total_bytes,
+                   benchmarks=measured),
             history(model, shape, earlier))

@@ -3,6 +3,10 @@
 # (17d); records in validate/records/boundary/h200_run17*, validate/records/runs/run17/). Run 19 (session 8,
 # 2026-12-01; ran: `fill64` (19a), `pocket64 76629` (19b), `layer 239232` (19c), `layer 215000` (19d); records in
 # validate/records/boundary/h200_run19*, validate/records/runs/run19/).
+# Prepared, NOT RUN (issue 21, the 4-layer boundary with the layers below declared step by step): `layer 232448`
+# (plan's S*; the replay fits) and `layer 234773` (ceil(1.01 S*); the replay runs out of memory), one device call each
+# (~300 s cold), carry .whl; then commit both probe files as h200_run20*_fla-kda-layer_L4_H32_D128_* and check
+# tests/test_probe_replay.py.
 # First written in session 6 for issue 18's edges that no device time was left for. Carry .whl (fla-core
 # 0.6.0 and the livebytes wheel). One fresh process per value, empty TRITON_CACHE_DIR, the first call at the shape,
 # then two steady calls (validate/probes/boundary_probe.py --no-warmup); each cold process takes about 300 s, so one
