@@ -94,7 +94,8 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
         _print_json(data)
     else:
         from . import render
-        _print(render.prediction_table(pred, measured, replayed, data["results"][0]["peaks_unbounded"]))
+        first = data["results"][0]
+        _print(render.prediction_table(pred, measured, replayed, first["peaks_unbounded"], bool(first.get("probed"))))
         for line in render.verdict_lines(data["results"][0]):
             _print(line)
 

@@ -92,12 +92,13 @@ def fit(renderable):
     return renderable
 
 
-def measured_text(records) -> str:
-    """The quoted record as validate judges it: measured GiB, and the replay of the validator's process with the error."""
+def measured_text(records, probed: bool = False) -> str:
+    """The quoted record as validate judges it: measured GiB, and the replay of the validator's process with the error.
+    ``probed``: no record, but a boundary probe ran the case (its verdict is printed below the table)."""
     from .report import measured_entry, quoted_record
     r = quoted_record(records)
     if r is None:
-        return "predicted (never measured)"
+        return "predicted (no peak record; a boundary probe ran this case: below)" if probed else "predicted (never measured)"
     m = measured_entry(r)
     more = f" (+{len(records) - 1} more records)" if len(records) > 1 else ""
     if m["oom"] is not None:
@@ -205,7 +206,8 @@ def oom_text(r: dict, assumptions_inline: bool = True) -> str:
             f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free{assumed}")
 
 
-def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False) -> Table:
+def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False,
+                     probed: bool = False) -> Table:
     """The peak's storage groups and buffers; ``unbounded``: the run goes out of memory on the device (the verdict's
     ``peaks_unbounded``), so the caption says the peaks are those of a device with no memory limit."""
     t = _table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", show_footer=True)
@@ -216,7 +218,7 @@ def prediction_table(p, measured=None, replayed: int | None = None, unbounded: b
     for group, nbytes in p.groups.items():
         names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, n in live if b.group is group and n]
         t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
-    caption = measured_text(measured)
+    caption = measured_text(measured, probed)
     if replayed is not None:
         caption += f" | steady-state allocator replay (this shape run repeatedly): {g(replayed)} GiB"
     if unbounded:

@@ -35,7 +35,8 @@ def charged_bytes(model: LifetimeModel) -> dict[str, sp.Expr]:
 
 
 def live_buffers(model: LifetimeModel, step: int) -> list[Buffer]:
-    return [b for b in model.buffers if step in model.live_range(b)]
+    index = model.step_positions()
+    return [b for b in model.buffers if step in model.live_range(b, index)]
 
 
 def step_expressions(model: LifetimeModel) -> list[sp.Expr]:
@@ -90,4 +91,6 @@ def requested_peak(model: LifetimeModel, shape: Shape) -> int:
     subs = shape.subs()
     fn = sp.lambdify(SHAPE_SYMBOLS, [b.nbytes for b in model.buffers], modules="math")
     sizes = [int(v) for v in fn(*(subs[s] for s in SHAPE_SYMBOLS))]
-    return max(sum(n for b, n in zip(model.buffers, sizes) if i in model.live_range(b)) for i in range(len(model.steps)))
+    index = model.step_positions()
+    ranges = [model.live_range(b, index) for b in model.buffers]
+    return max(sum(n for r, n in zip(ranges, sizes) if i in r) for i in range(len(model.steps)))

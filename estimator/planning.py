@@ -24,6 +24,7 @@ from .symbols import SHAPE_SYMBOLS
 
 SOLVABLE = ("seq", "mbs", "heads", "layers")   # Shape fields the solver may vary (layers: a layer model's stack)
 SEARCH_LIMIT = 1 << 40   # no token, batch or head count beyond this is meaningful
+LAYER_SEARCH_LIMIT = 128   # a stack's model grows with its layers (a 128-layer verdict replays ~10 s): searched up to this
 
 
 @dataclass(frozen=True)
@@ -41,17 +42,21 @@ def _with(shape: Shape, solve: str, value: int) -> Shape:
     return replace(shape, **{solve: value})
 
 
-def _largest_value(ok) -> int | None:
+def _largest_value(ok, solve: str = "seq") -> int | None:
     """Largest v >= 1 with ok(v), searching for the first value that fails (doubling, then bisection);
     None when even 1 fails. Assumes ok does not come back once it failed (checked by the callers'
     answer: the value passes and the next one does not)."""
+    limit = LAYER_SEARCH_LIMIT if solve == "layers" else SEARCH_LIMIT
     if not ok(1):
         return None
     lo, hi = 1, 2
     while ok(hi):
         lo, hi = hi, hi * 2
-        if hi > SEARCH_LIMIT:
-            raise LivebytesError(f"everything up to {SEARCH_LIMIT} fits: the budget is not a constraint")
+        if hi > limit:
+            if solve == "layers":
+                raise LivebytesError(f"{limit} layers fit at this shape: --solve layers searches up to {limit}; "
+                                     "ask predict for a deeper stack")
+            raise LivebytesError(f"everything up to {limit} fits: the budget is not a constraint")
     return _bisect(ok, lo, hi)
 
 
@@ -94,7 +99,7 @@ def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes
     def peak_at(v: int) -> int:
         s = at(v)
         return peak(model_at(s) if model_at else model, s)
-    value = _largest_value(lambda v: peak_at(v) <= budget_bytes)
+    value = _largest_value(lambda v: peak_at(v) <= budget_bytes, solve)
     if value is None:
         return PlanResult(model, solve, budget_bytes, None, None, multiple, peak_at(1))
     return PlanResult(model, solve, budget_bytes, value * multiple, peak_at(value), (value + 1) * multiple, peak_at(value + 1))
@@ -124,7 +129,7 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
     def run(v: int) -> Verdict:
         s = at(v)
         return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
-    value = _clean_below(lambda v: run(v).fits, _largest_value(lambda v: run(v).fits))
+    value = _clean_below(lambda v: run(v).fits, _largest_value(lambda v: run(v).fits, solve))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),
                         nxt * multiple, run(nxt))

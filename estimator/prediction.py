@@ -39,7 +39,8 @@ class Prediction:
         return self.model.steps[self.peak_index]
 
     def live_at(self, step: int) -> list[tuple]:
-        return [(b, n) for b, n in zip(self.model.buffers, self.buffer_bytes) if step in self.model.live_range(b)]
+        index = self.model.step_positions()
+        return [(b, n) for b, n in zip(self.model.buffers, self.buffer_bytes) if step in self.model.live_range(b, index)]
 
     @property
     def at_peak(self) -> list[tuple]:

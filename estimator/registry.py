@@ -161,7 +161,8 @@ def shape_options(key: str, shape: Shape) -> dict:
     out = dict(shape.layer_fields())
     foreign = sorted(set(out) - set(spec(key).shape_fields))
     if foreign:
-        raise RefusedShapeError(f"{key}: {', '.join(LAYER_FLAGS[f] for f in foreign)} describe a layer; this model is a "
+        verb = "describes" if len(foreign) == 1 else "describe"
+        raise RefusedShapeError(f"{key}: {', '.join(LAYER_FLAGS[f] for f in foreign)} {verb} a layer; this model is a "
                                 "kernel (layer models: livebytes models)")
     if shape.hv != shape.heads:
         if "gva" not in spec(key).options:

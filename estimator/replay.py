@@ -114,8 +114,9 @@ def _schedule(model: LifetimeModel) -> _Schedule:
         exprs = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
         fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math")
     first = [groups[n][0] for n in names]
-    alloc_at = [model.step_index(b.allocated_at) for b in first]
-    free_at = [None if b.freed_after is None else model.step_index(b.freed_after) for b in first]
+    index = model.step_positions()
+    alloc_at = [index[b.allocated_at] for b in first]
+    free_at = [None if b.freed_after is None else index[b.freed_after] for b in first]
 
     def made(i):
         return tuple(k for k in range(len(names)) if alloc_at[k] == i)

@@ -13,6 +13,9 @@ _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 MAX_DIGITS = 18
 
 
+TOKEN_FIELDS = ("value", "sequence", "--seq", "--block-q", "--block-k", "seq")   # sizes written in tokens: 8K, 128K
+
+
 def parse_size(text: str | int, what: str = "value") -> int:
     """``8K`` -> 8192, ``128K`` -> 131072, ``5000`` -> 5000. Zero, negatives and junk are errors."""
     if isinstance(text, int):
@@ -20,7 +23,8 @@ def parse_size(text: str | int, what: str = "value") -> int:
     else:
         match = re.fullmatch(r"\s*(\d+)\s*([KkMmGg]?)\s*", str(text))
         if not match:
-            raise LivebytesError(f"{what}: {show(text)} is not a positive integer (8192, 8K and 128K are)")
+            examples = "8192, 8K and 128K are" if what in TOKEN_FIELDS else "1, 4 and 32 are"
+            raise LivebytesError(f"{what}: {show(text)} is not a positive integer ({examples})")
         if len(match.group(1).lstrip("0")) > MAX_DIGITS:     # int() refuses 4,300+ digits; no size needs 19
             raise LivebytesError(f"{what}: a {len(match.group(1)):,}-digit number is beyond any size (at most {MAX_DIGITS} digits)")
         value = int(match.group(1)) * _SUFFIX[match.group(2).upper()]

@@ -15,17 +15,27 @@ class Timeline:
                 return i
         raise KeyError(name)
 
-    def live_range(self, buffer) -> range:
+    def live_range(self, buffer, index: dict[str, int] | None = None) -> range:
         """Steps at which ``buffer`` is live: from its allocation through ``freed_after`` inclusive (None: to
-        the end); a cached buffer is kept by the library since an earlier call: live through the whole step."""
+        the end); a cached buffer is kept by the library since an earlier call: live through the whole step.
+        ``index``: step name -> position, when the caller has it (``step_positions``)."""
         if buffer.cached:
             return range(0, len(self.steps))
-        start = self.step_index(buffer.allocated_at)
-        stop = len(self.steps) if buffer.freed_after is None else self.step_index(buffer.freed_after) + 1
+        at = index.__getitem__ if index is not None else self.step_index
+        start = at(buffer.allocated_at)
+        stop = len(self.steps) if buffer.freed_after is None else at(buffer.freed_after) + 1
         return range(start, stop)
+
+    def step_positions(self) -> dict[str, int]:
+        return {s.name: i for i, s in enumerate(self.steps)}
 
     @property
     def membership(self) -> list[list[bool]]:
-        """``membership[b][i]``: buffer b live at step i."""
-        n = len(self.steps)
-        return [[i in self.live_range(b) for i in range(n)] for b in self.buffers]
+        """``membership[b][i]``: buffer b live at step i (one range per buffer: a stack of layers has thousands of
+        buffers and hundreds of steps)."""
+        n, index = len(self.steps), self.step_positions()
+        out = []
+        for b in self.buffers:
+            live = self.live_range(b, index)
+            out.append([live.start <= i < live.stop for i in range(n)])
+        return out

@@ -144,6 +144,8 @@ def parts(c: LayerConfig) -> LayerParts:
 
 NOT_MODELLED = (
     "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
+    "autograd's first accumulation into a layer's input gradient is out of place (one [T, hidden] bf16 add, "
+    "input_buffer.cpp), the model adds in place (the KDA layer's CPU allocation trace moves no peak with it)",
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",
     "the kernel's autotune keys carry STATE_V_FIRST 0; the layer passes state_v_first=True (other keys, no buffer differs)",

@@ -22,7 +22,7 @@ by what they leave alive (their saved sets, allocated at one step): their transi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source
@@ -77,9 +77,17 @@ def _inputs(d: Declaration, parts: LayerParts, layers: int) -> list[str]:
 
 
 def first_pass(model: LifetimeModel, checkpoint: bool) -> frozenset[str]:
-    """The steps a one-layer model runs in the stack's forward pass: its forward, or with checkpointing the first
-    forward, whose names carry ``ckpt.`` (DISCARD); the rest (recompute, backward) runs in the backward pass."""
-    return frozenset(s.name for s in model.steps if s.phase == "forward" and (not checkpoint or "ckpt." in s.name))
+    """The steps a one-layer model runs in the stack's forward pass, a prefix of its steps after the inputs: its
+    forward, or with checkpointing the first forward, whose names carry ``ckpt.`` (DISCARD). The rest (the recompute,
+    the backward) runs in the backward pass; a ``ckpt.`` step or a forward one out of that order is refused."""
+    def first(s):
+        return s.phase == "forward" and (not checkpoint or "ckpt." in s.name)
+    steps = [s for s in model.steps if s.name != INPUTS_STEP]
+    n = next((i for i, s in enumerate(steps) if not first(s)), len(steps))
+    stray = [s.name for s in steps[n:] if first(s) or (not checkpoint and s.phase == "forward")]
+    if stray:
+        raise ValueError(f"{model.key}: steps {stray[:3]} belong to the forward pass but follow the backward's first step")
+    return frozenset(s.name for s in steps[:n])
 
 
 def second_pass(model: LifetimeModel, checkpoint: bool) -> frozenset[str]:
@@ -98,6 +106,11 @@ def _include_layer(d: Declaration, one_layer: LifetimeModel, i: int, steps: froz
     library's caches (tensor_cache's entries, the threads' cuBLAS workspaces)."""
     inputs = {"x": x, "cu_seqlens": "cu_seqlens", "dY": grad_above} | {p: f"below{i}.{p}" for p in params}
     d.include(one_layer, f"below{i}", "", inputs, freed, cache_hit=cache_hit, steps=steps)
+
+
+def _as_activation(d: Declaration, name: str) -> None:
+    """A lower layer's output is the next layer's input: an activation, not the stack's output."""
+    d.buffers = [replace(b, group=Group.ACTIVATIONS) if b.name == name else b for b in d.buffers]
 
 
 def _input_of(i: int, out: str) -> str:
@@ -123,6 +136,7 @@ def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: L
         grad_above = f"{prefix(i + 1)}{parts.input_grad}"
         _include_layer(d, one_layer, i, fwd, x, grad_above, params, {out: f"{prefix(i + 1)}{last_bwd}"}, i > 1)
         x = f"below{i}.{out}"
+        _as_activation(d, x)        # the layer's output is the stack's only at the top
     if checkpoint:
         parts.forward(d, x, DISCARD, layers > 1)
     parts.forward(d, x, RECOMPUTE if checkpoint else SAVE, layers > 1)
@@ -130,5 +144,5 @@ def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: L
     for i in reversed(below):
         until = f"below{i - 1}.{first_bwd}" if i > 1 else None      # layer 1's input gradient is x.grad
         _include_layer(d, one_layer, i, bwd, _input_of(i, out), f"{prefix(i + 1)}{parts.input_grad}", params,
-                       {parts.input_grad: until}, True)     # the top layer's backward made the backward thread's
+                       {parts.input_grad: until}, True)     # the top layer's backward made the backward thread's caches
     return d

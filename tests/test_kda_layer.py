@@ -116,7 +116,9 @@ def test_each_layer_adds_its_output_parameters_and_saved_set():
 def test_checkpointed_each_layer_adds_its_parameters_and_their_gradients():
     """With checkpointing the bottom layer's backward is the peak (its recompute's saved set, as one layer's): every
     layer above it has run its backward, so each adds its parameters and their gradients (79,045,632 B each at hidden
-    2304: the bf16 weights, A_log and dt_bias fp32, and gradients of the same dtypes), its output and saved set gone."""
+    2304: the bf16 weights, A_log and dt_bias fp32, and gradients of the same dtypes), its output and saved set gone.
+    By hand: 39,514,240 bf16 values x 2 B + (32 + 4,096) fp32 x 4 B = 79,044,992 B, and the 512-B blocks add 640 B
+    (A_log 128 -> 512 B, o_norm.weight 256 -> 512 B)."""
     params = per_layer_parameters(layer())
     assert params == 79_045_632
     peaks = [predict(layer(n, True), SHAPE) for n in (1, 2, 3, 4)]
@@ -242,8 +244,8 @@ def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describe a layer"),
-    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describe a layer"),
+    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describes a layer"),
+    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describes a layer"),
     (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--layers"),
 ])
 def test_layer_flags_on_a_kernel_or_bad_are_one_error_line(args, message):
@@ -324,3 +326,37 @@ def test_the_layers_kernel_autotunes_as_the_layer_calls_it():
     assert "chunk_kda_fwd_kernel_intra_token_parallel" in kernels and "chunk_kda_fwd_kernel_intra_sub_chunk" not in kernels
     assert any(k == "chunk_gla_fwd_kernel_o" and key[2] == 1 for k, key in mine)
     assert any(k == "chunk_gla_fwd_kernel_o" and key[2] == 0 for k, key in report)
+
+
+def _stack(module, layers, checkpoint):
+    from livebytes.estimator.devices import get_device
+    return module.build(device=get_device("H200"), layers=layers, checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["full", "checkpointed"])
+@pytest.mark.parametrize("module,input_grad", [("kda", "g_proj.0.dinput"), ("gdn", "g_proj.dinput")])
+def test_a_stack_is_its_one_layer_model_three_times(module, input_grad, checkpoint):
+    """Three layers: 1 + 3 x (the one-layer model's steps - the inputs step); every buffer the layer allocates, once per
+    layer (``below1.*``, ``below2.*``, the top's own names), a cached one once (layer 1 or the top's backward makes it);
+    layer i's output lives until layer i+1's last backward step, its input gradient until layer i-1's first backward
+    step (layer 1's is x.grad: to the end); the forward pass runs every layer's first pass before the backward pass."""
+    from livebytes.lifetimes import fla_gdn_layer
+    from livebytes.lifetimes.layer_stack import first_pass
+    mod = fla_kda_layer if module == "kda" else fla_gdn_layer
+    one, stack = _stack(mod, 1, checkpoint), _stack(mod, 3, checkpoint)
+    assert len(stack.steps) == 1 + 3 * (len(one.steps) - 1)
+    names = {b.name for b in stack.buffers}
+    made = [b for b in one.buffers if b.allocated_at != "harness.inputs"]
+    for b in made:
+        copies = [n for n in (f"below1.{b.name}", f"below2.{b.name}", b.name) if n in names]
+        assert len(copies) == (1 if b.cached else 3), (b.name, copies)
+    buf = {b.name: b for b in stack.buffers}
+    out = ("ckpt." if checkpoint else "") + "o_proj.out"
+    last = one.steps[-1].name
+    first_bwd = next(s.name for s in one.steps if s.phase == "backward")
+    assert (buf[f"below1.{out}"].freed_after, buf[f"below2.{out}"].freed_after) == (f"below2.{last}", last)
+    assert (buf[f"below1.{input_grad}"].freed_after, buf[f"below2.{input_grad}"].freed_after,
+            buf[input_grad].freed_after) == (None, f"below1.{first_bwd}", f"below2.{first_bwd}")
+    passes = first_pass(one, checkpoint)
+    forward = [f"{p}{s.name}" for p in ("below1.", "below2.") for s in one.steps if s.name in passes]
+    assert [s.name for s in stack.steps][1:1 + len(forward)] == forward

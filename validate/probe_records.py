@@ -5,11 +5,9 @@ reading them imports no model and no sympy; ``probe_replay`` replays them."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-
-import dataclasses
 
 from livebytes.estimator.shapes import LAYER_FIELDS, Shape
 
@@ -94,7 +92,7 @@ def probed_at(model_key: str, contract: str | None, shape: Shape, alloc_conf: st
     the trials it ran before this one besides (their leftovers a fresh process would not hold). What ``predict``,
     ``compare`` and ``plan`` quote. ``layer``: a layer model's resolved stack options, matched against the probe's
     (its trials' shapes carry the kernel fields only)."""
-    kernel_shape = dataclasses.replace(shape, **dict.fromkeys(LAYER_FIELDS))
+    kernel_shape = replace(shape, **dict.fromkeys(LAYER_FIELDS))
     out = []
     for path in probe_files():
         probe = load_probe(path)

@@ -119,7 +119,8 @@ def unwound_bytes(model, shape, step: str) -> int:
     engine.cpp: a GraphTask's not-ready InputBuffers die with the task). The failing Function's own tensors stay (the
     exception's traceback keeps its frame), so do the gradients it was handed. Here: activation gradients made before
     the failing node and consumed after it. Not modelled: a failure in a layer's own module steps (each its own
-    node, which this counts with the layer's other module steps)."""
+    node, which this counts with the layer's other module steps), and one in checkpoint's recompute (forward steps run
+    inside the backward: counted 0)."""
     from livebytes.estimator.buffers import Group
     from livebytes.estimator.replay import request_sizes
     from livebytes.estimator.rounding import round_size
