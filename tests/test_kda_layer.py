@@ -360,3 +360,18 @@ def test_a_stack_is_its_one_layer_model_three_times(module, input_grad, checkpoi
     passes = first_pass(one, checkpoint)
     forward = [f"{p}{s.name}" for p in ("below1.", "below2.") for s in one.steps if s.name in passes]
     assert [s.name for s in stack.steps][1:1 + len(forward)] == forward
+
+
+def test_a_first_pass_step_after_the_backward_began_is_refused():
+    """first_pass is a prefix: a checkpointed layer's ``ckpt.`` step moved behind its recompute is refused, not
+    silently run in the backward pass."""
+    from types import SimpleNamespace
+
+    from livebytes.lifetimes.layer_stack import first_pass
+    one = _stack(fla_kda_layer, 1, True)
+    steps = list(one.steps)
+    i = next(k for k, s in enumerate(steps) if s.name.startswith("fwd.ckpt."))
+    moved = SimpleNamespace(key=one.key, steps=tuple(steps[:i] + steps[i + 1:] + [steps[i]]))   # only its steps
+    assert len(first_pass(one, True)) > 0
+    with pytest.raises(ValueError, match="follow the backward's first step"):
+        first_pass(moved, True)
