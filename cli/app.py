@@ -96,7 +96,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
         from . import render
         first = data["results"][0]
         _print(render.prediction_table(pred, measured, replayed, first["peaks_unbounded"], bool(first.get("probed"))))
-        for line in render.verdict_lines(data["results"][0]):
+        for line in render.verdict_lines(first):
             _print(line)
 
 

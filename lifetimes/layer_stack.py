@@ -113,10 +113,6 @@ def _as_activation(d: Declaration, name: str) -> None:
     d.buffers = [replace(b, group=Group.ACTIVATIONS) if b.name == name else b for b in d.buffers]
 
 
-def _input_of(i: int, out: str) -> str:
-    return "x" if i == 1 else f"below{i - 1}.{out}"
-
-
 def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: LifetimeModel | None) -> Declaration:
     """The stack's declaration; ``one_layer``: the layer's own one-layer model with the same checkpointing (each layer
     below the top is it, included), needed when layers > 1."""
@@ -131,9 +127,10 @@ def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: L
     def prefix(i):
         return "" if i == layers else f"below{i}."
 
-    x = "x"
+    x, inputs = "x", {}         # layer i's input, for its backward too
     for i in below:
         grad_above = f"{prefix(i + 1)}{parts.input_grad}"
+        inputs[i] = x
         _include_layer(d, one_layer, i, fwd, x, grad_above, params, {out: f"{prefix(i + 1)}{last_bwd}"}, i > 1)
         x = f"below{i}.{out}"
         _as_activation(d, x)        # the layer's output is the stack's only at the top
@@ -143,6 +140,6 @@ def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: L
     parts.backward(d, None if layers == 1 else f"below{layers - 1}.{first_bwd}")
     for i in reversed(below):
         until = f"below{i - 1}.{first_bwd}" if i > 1 else None      # layer 1's input gradient is x.grad
-        _include_layer(d, one_layer, i, bwd, _input_of(i, out), f"{prefix(i + 1)}{parts.input_grad}", params,
+        _include_layer(d, one_layer, i, bwd, inputs[i], f"{prefix(i + 1)}{parts.input_grad}", params,
                        {parts.input_grad: until}, True)     # the top layer's backward made the backward thread's caches
     return d

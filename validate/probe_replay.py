@@ -126,7 +126,7 @@ def unwound_bytes(model, shape, step: str) -> int:
     from livebytes.estimator.rounding import round_size
     if "bwd." not in step:
         return 0
-    order = {s.name: i for i, s in enumerate(model.steps)}
+    order = model.step_positions()
     node = _node_steps(model, step)
     first, last = min(order[s] for s in node), max(order[s] for s in node)
     sizes = request_sizes(model, shape)
