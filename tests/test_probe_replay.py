@@ -222,11 +222,11 @@ def test_d64s_segments_lie_in_the_drivers_order():
 def test_segments_are_recorded_at_both_allocator_settings():
     """Run 12c's two report processes (each a 1 x 1024 warmup, then 172,800 and 174,528, or 172,819) and run 12d's
     three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default), before
-    run 13's, run 16c's, run 17's and run 19's processes (every later probe records them)."""
+    run 13's, run 16c's, run 17's, run 19's and run 20's processes (every later probe records them)."""
     run12 = [(n, s) for n, s in SEGMENTED if n.split("_")[1] in ("run12c", "run12d")]
     assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {"run13b", "run13d", "run16c", "run17a", "run17b",
                                                                                         "run17c", "run17d", "run19a",
-                                                                                        "run19b", "run19c", "run19d"}
+                                                                                        "run19b", "run19c", "run19d", "run20a", "run20b"}
     SEGMENTED_12 = run12
     assert sorted(s.trial.shape.seq for _, s in SEGMENTED_12) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]
