@@ -20,6 +20,7 @@ from functools import partial
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, source_root
+from livebytes.estimator.devices import get_device
 from livebytes.estimator.symbols import DK, DV, H, HV, T
 from livebytes.lifetimes import fla_gdn
 from livebytes.lifetimes.fla_gdn import refuse as kernel_refuse
@@ -35,6 +36,7 @@ INIT = "GatedDeltaNet.__init__"
 VERSION = "0.6.0"
 DEFAULT_HIDDEN = 2048        # GatedDeltaNet(hidden_size=2048) (gated_deltanet.py:93)
 DEFAULT_CONV = 4             # conv_size=4 (gated_deltanet.py:102)
+DEFAULT_DEVICE = "H200"      # the device a model built without one describes (the registry's default_device)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class LayerConfig:
     hidden: int
     conv_size: int
     device: object
+    sms: int                 # the device's SM count (FusedRMSNormGated's partials, ATen's global reduces)
     gva: bool = False
 
 
@@ -124,7 +127,7 @@ def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> No
     kernel, a_proj, b_proj, then each convolution and its projection, v, k, q."""
     lin = linears(c.hidden)
     linear_backward(d, lin["o_proj"], "bwd.o_norm")
-    norm_backward(d, "o_norm", T * HV, DV, getattr(c.device, "sm_count", 132), "gdn.bwd.return", "bwd.g_proj")
+    norm_backward(d, "o_norm", T * HV, DV, c.sms, "gdn.bwd.return", "bwd.g_proj")
     linear_backward(d, lin["g_proj"], input_grad_until)
     d.include(kernel(False, c), "gdn", "backward", KERNEL_INPUTS | PASSED,
               freed={"dq": "bwd.q_conv1d", "dk": "bwd.k_conv1d", "dv": "bwd.v_conv1d", "dg_gate": "bwd.a_proj", "dbeta": "bwd.b_proj"})
@@ -132,7 +135,7 @@ def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> No
     linear_backward(d, lin["b_proj"], "bwd.b_proj")
     for name, channels, _, _ in reversed(CONVS):
         proj = name.replace("_conv1d", "_proj")
-        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}")
+        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}", c.sms)
         linear_backward(d, lin[proj], f"bwd.{proj}")
 
 
@@ -157,7 +160,7 @@ NOT_MODELLED = (
 def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: int = 1, checkpoint: bool = False,
           conv_size: int = DEFAULT_CONV) -> LifetimeModel:
     """L GatedDeltaNet layers (default 1), forward + backward, checkpointing off or per layer."""
-    c = LayerConfig(hidden, conv_size, device, gva)
+    c = LayerConfig(hidden, conv_size, device, (device or get_device(DEFAULT_DEVICE)).sm_count, gva)
     one = declare_stack(parts(c), 1, checkpoint, None).freeze(**_fields(c, 1, checkpoint)) if layers > 1 else None
     return declare_stack(parts(c), layers, checkpoint, one).freeze(**_fields(c, layers, checkpoint))
 
@@ -191,5 +194,5 @@ register(ModelSpec(
     key=f"fla-gdn-layer@{VERSION}", implementation="FLA GatedDeltaNet layer (flash-linear-attention 0.6.0)",
     version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--layers), forward + backward (source-derived), "
                             "checkpointing off or per layer (--checkpoint); its chunk_gated_delta_rule is fla-gdn@0.6.0's model",
-    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
+    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,
 ))

@@ -27,6 +27,7 @@ from functools import partial
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Declaration, source_root
+from livebytes.estimator.devices import get_device
 from livebytes.estimator.symbols import DK, DV, H, HV, T
 from livebytes.lifetimes import fla_kda
 from livebytes.lifetimes.fla_kda import refuse as kernel_refuse
@@ -42,6 +43,7 @@ INIT = "KimiDeltaAttention.__init__"
 VERSION = "0.6.0"
 DEFAULT_HIDDEN = 2048        # KimiDeltaAttention(hidden_size=2048) (kda.py:85)
 DEFAULT_CONV = 4             # conv_size=4 (kda.py:95)
+DEFAULT_DEVICE = "H200"      # the device a model built without one describes (the registry's default_device)
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> No
     lin = linears(c.hidden)
     linear_backward(d, lin["o_proj"], "bwd.o_norm")
     norm_backward(d, "o_norm", T * HV, DV, c.sms, "kda.bwd.return", "bwd.g_proj.1")
-    linear_backward(d, lin["g_proj.1"], "bwd.g_proj.0")
+    linear_backward(d, lin["g_proj.1"], "bwd.g_proj.0", sms=c.sms)
     linear_backward(d, lin["g_proj.0"], input_grad_until)
     d.include(kernel(False, c.gva), "kda", "backward", KERNEL_INPUTS | PASSED,
               freed={"dq": "bwd.q_conv1d", "dk": "bwd.k_conv1d", "dv": "bwd.v_conv1d", "dg": "bwd.f_proj.1", "dbeta": "bwd.b_proj"})
@@ -154,7 +156,7 @@ def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> No
     linear_backward(d, lin["f_proj.0"], "bwd.f_proj.0")
     for name, channels, _, _ in reversed(CONVS):
         proj = name.replace("_conv1d", "_proj")
-        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}")
+        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}", c.sms)
         linear_backward(d, lin[proj], f"bwd.{proj}")
 
 
@@ -183,7 +185,7 @@ NOT_MODELLED = (
 def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: int = 1, checkpoint: bool = False,
           conv_size: int = DEFAULT_CONV) -> LifetimeModel:
     """L KimiDeltaAttention layers (default 1), forward + backward, checkpointing off or per layer."""
-    sms = getattr(device, "sm_count", 132)
+    sms = (device or get_device(DEFAULT_DEVICE)).sm_count
     c = LayerConfig(hidden, conv_size, sms, gva)
     one = declare_stack(parts(c), 1, checkpoint, None).freeze(**_fields(device, gva, hidden, 1, checkpoint, conv_size)) if layers > 1 else None
     d = declare_stack(parts(c), layers, checkpoint, one)
@@ -201,7 +203,8 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
         options=(("gva", gva), ("hidden", hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", conv_size)),
         not_modelled=NOT_MODELLED + fla_kda.build(contract="report").not_modelled,
         notes=("from flash-linear-attention 0.6.0 fla/layers/kda.py and fla-core 0.6.0; run 16's seven H200 records (1 and "
-               "4 layers, checkpointing on and off) replay to the byte; their reserved peaks do not yet",),
+               "4 layers, checkpointing on and off) replay to the byte, and their reserved peaks too but 32K x 4 "
+               "checkpointed's (2 MiB: its earlier calls are replayed with its own stack)",),
     )
 
 
@@ -219,5 +222,5 @@ register(ModelSpec(
     key=f"fla-kda-layer@{VERSION}", implementation="FLA KimiDeltaAttention layer (flash-linear-attention 0.6.0)",
     version=VERSION, covers="flash-linear-attention 0.6.0 KimiDeltaAttention x L (--layers), forward + backward, "
                             "checkpointing off or per layer (--checkpoint); its chunk_kda is fla-kda@0.6.0's model",
-    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device="H200", shape_fields=LAYER_FIELDS,
+    builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,
 ))

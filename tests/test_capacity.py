@@ -139,17 +139,12 @@ def protocol_verdict(model, shape, *args):
 # Run 16's KimiDeltaAttention records replay their allocated and requested peaks to the byte; their reserved peaks
 # since the validator's warmup benchmarks as the cold process did (protocol.process_benchmarks: the backward thread's
 # cuBLAS workspace splits a freed 256 MiB L2-flush segment, which it then pins across empty_cache): before that the
-# replay reserved 16, 20, 48, 26 and 12 MiB less and 14 and 38 MiB more. Left: every 8K record reserves 4 MiB more than
-# the replay (a CPU trace of the whole validator process with validate/probes/cpu_alloc_trace.py's Recorder, a scratch
-# script not committed, replays the same 4 MiB short: not in the layer code's allocations), and 32K x 4 checkpointed 2 MiB less (the replay runs every
+# replay reserved 16, 20, 48, 26 and 12 MiB less and 14 and 38 MiB more. The 8K records' last 4 MiB was g_proj.1's
+# bias-gradient sum: ATen's global reduce stages 132 MiB through the allocator (lifetimes/aten_reduce.py), a segment the
+# later transients reuse in place of a 128 MiB one. Left: 32K x 4 checkpointed 2 MiB less (the replay runs every
 # earlier call with the record's stack; the harness's warmup is one layer of hidden 2048, the earlier shapes their own
 # stacks: replay.Process takes one model). Strict, so a fix shows.
-_AT_8K = "every 8K record: 4 MiB more reserved than the replay (not traced on the CPU)"
 RESERVED_MISSES = {
-    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 1 layer"): _AT_8K,
-    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 1 layer, checkpointed"): _AT_8K,
-    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 4 layers"): _AT_8K,
-    ("fla-kda-layer@0.6.0", "MBS 2 x 8K, H16, D128, hidden 2048, 4 layers"): _AT_8K,
     ("fla-kda-layer@0.6.0", "MBS 1 x 32K, H32, D128, hidden 2304, 4 layers, checkpointed"):
         "earlier calls replayed with the record's stack, not the harness's warmup layer and the earlier shapes' own: "
         "2 MiB more reserved",

@@ -34,6 +34,10 @@ def nbytes(model, name, shape=SHAPE):
     ("g_proj.0.dinput", 8192 * 2304 * 2),          # an input gradient: T x hidden bf16 (the layer input's .grad)
     ("f_proj.0.out", 8192 * 128 * 2),              # the low-rank gate bottleneck: T x head_v_dim bf16
     ("g_proj.1.bias.grad", 4096 * 2),              # [value_dim] bf16
+    # its sum over T = 8192 rows: 32 x 4 threads a CTA, each output split over 66 CTAs (cdiv(132 SMs x 16, grid 32)):
+    ("g_proj.1.bias.grad.reduce_staging", 4096 * 66 * 32 * 4 * 4),   # outputs x CTAs x block.x x vec, fp32: 132 MiB
+    ("g_proj.1.bias.grad.reduce_semaphores", 32 * 4),                # grid.x = 4096 / 4 / 32 int32
+    ("q_conv1d.dw_sum.reduce_staging", 0),         # NT 128 rows over 4 warps: 32 values a thread < 256, one CTA
     ("q_conv1d.weight", 4096 * 1 * 4 * 2),         # [D, 1, W] bf16, W = 4
     ("q_conv1d.dw_partial", 128 * 4096 * 4 * 4),   # [B*NT, D, W] fp32, NT = 8192 / 64 = 128
     ("q_conv1d.dw_sum", 4096 * 4 * 4),             # its fp32 sum [D, W]

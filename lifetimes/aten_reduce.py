@@ -1,0 +1,101 @@
+"""ATen's CUDA sum over the leading dim of a contiguous ``[R, M]`` tensor (``x.sum(0)``, autograd's ``sum_to`` of a
+bias gradient), as buffer records: when ``setReduceConfig`` splits each output's inputs over several CTAs
+(``ctas_per_output > 1``), ``gpu_reduce_kernel`` allocates a staging buffer and semaphores through the caching
+allocator, after the sum's output, and frees them when it returns (Reduce.cuh:1251-1256).
+
+The configuration below is ``setReduceConfig`` (torch 2.11.0+cu130, ``ATen/native/cuda/Reduce.cuh`` as the wheel
+ships it, lines 1033-1176) for that one iterator: ``reorder_dimensions`` puts the reduced dim first, so the
+iterator is ``[R, M]`` with input strides ``[M * size, size]``; the reduction is not on the fastest-striding dim,
+so ``block.x`` maps to outputs, vectorised along the output (``get_output_vec_size``: 4, halved until it divides M;
+the input's base address is a multiple of the allocator's 512 bytes). The accumulator is fp32 for bf16 and fp32
+inputs (``reduce_dispatch``: ``OpFunctor<at::BFloat16, float>``; ``sum_functor<float>``), so ``element_size_bytes``
+is 4.
+
+Device properties: ``multiProcessorCount`` (the device's SM count) and ``maxThreadsPerMultiProcessor`` (2048 on
+compute capability 9.0 and 10.0, the devices modelled here).
+
+Not modelled: a sum of more than 2**31 elements (``can_use_32bit_indexing`` false: sub-iterators, each with its own
+configuration, and an fp32 accumulation buffer when the output is bf16); ROCm's minimum of 64 CTAs.
+"""
+from __future__ import annotations
+
+from livebytes.estimator.buffers import Group
+from livebytes.estimator.declare import Declaration, source_root, vectorised
+
+torch_src = source_root("torch")
+REDUCE = "include/ATen/native/cuda/Reduce.cuh"
+MAX_THREADS_PER_SM = 2048     # cudaDeviceProp.maxThreadsPerMultiProcessor, compute capability 9.0 and 10.0
+MAX_NUM_THREADS = 512         # mnt_wrapper<scalar_t>::MAX_NUM_THREADS (Reduce.cuh:62), every scalar but complex<double>
+WARP = 32
+MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD = 16, 256     # Reduce.cuh:1131, 1133 (CUDA)
+
+STAGING_SOURCE = torch_src(REDUCE, "gpu_reduce_kernel", 1255, "buffer = allocator.allocate(config.global_memory_size());")
+SEMAPHORE_SOURCE = torch_src(REDUCE, "gpu_reduce_kernel", 1256, "semaphores = allocator.allocate(config.semaphore_size());")
+
+
+def _last_pow2(n: int) -> int:
+    """``last_pow2`` (Reduce.cuh:29): floor(log2(n)) as a power of 2, at least 1."""
+    return max(1, 1 << (n.bit_length() - 1)) if n > 0 else 1
+
+
+def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = MAX_THREADS_PER_SM) -> dict:
+    """``setReduceConfig`` for the sum over dim 0 of a contiguous ``[rows, outputs]`` tensor: block, grid, vector
+    size and ``ctas_per_output`` (Reduce.cuh:1033-1176)."""
+    if outputs < 2:
+        raise ValueError("a sum to one value reduces along the fastest dim (Reduce.cuh:1066): not this configuration")
+    vec = 4                                                      # get_output_vec_size (Reduce.cuh:1008, 1107)
+    while outputs % vec:
+        vec //= 2
+    dim0, dim1 = outputs // vec, rows                            # Reduce.cuh:1073-1074, 1108
+    mnt = MAX_NUM_THREADS // vec                                 # set_block_dimension (Reduce.cuh:100-108)
+    dim0_pow2 = _last_pow2(dim0) if dim0 < mnt else mnt
+    dim1_pow2 = _last_pow2(dim1) if dim1 < mnt else mnt
+    width = min(dim0_pow2, WARP)
+    height = min(dim1_pow2, mnt // width)
+    width = min(dim0_pow2, mnt // height)
+    step_input, step_output = 1, width                           # output_mult[0] = split_output(block_width)
+    split_warps = -(-rows // step_input) >= min(height * 16, MAX_VALUES_PER_THREAD)
+    if split_warps:                                              # input_mult[1] = split_input(block_height)
+        step_input *= height
+    else:
+        step_output *= height
+    values_per_thread = -(-rows // step_input)
+    target_grid = sms * (threads_per_sm // (width * height))
+    grid_x = -(-(outputs // vec) // step_output)
+    ctas = 1
+    if split_warps and values_per_thread >= MAX_VALUES_PER_THREAD and grid_x <= target_grid:
+        ctas = max(min(-(-target_grid // grid_x), -(-values_per_thread // MIN_VALUES_PER_THREAD)),
+                   -(-values_per_thread // MAX_VALUES_PER_THREAD))                      # Reduce.cuh:1169
+    return {"vec": vec, "block": (width, height), "grid": (grid_x, ctas)}
+
+
+def staging_elements(rows: int, outputs: int, sms: int) -> int:
+    """``global_memory_size() / element_size_bytes`` (Reduce.cuh:193-201): outputs * ctas_per_output * block.x *
+    output_vec_size fp32 values when the reduce is global, else 0."""
+    cfg = leading_sum_config(rows, outputs, sms)
+    (width, _), (_, ctas) = cfg["block"], cfg["grid"]
+    return outputs * ctas * width * cfg["vec"] if ctas > 1 else 0
+
+
+def semaphore_count(rows: int, outputs: int, sms: int) -> int:
+    """``semaphore_size() / sizeof(int)`` (Reduce.cuh:204-209): grid.x ints when the reduce is global, else 0."""
+    cfg = leading_sum_config(rows, outputs, sms)
+    grid_x, ctas = cfg["grid"]
+    return grid_x if ctas > 1 else 0
+
+
+# the two sizes as sympy functions of (rows, outputs, SM count): docgen shows them so
+reduce_staging = vectorised("reduce_staging", staging_elements)
+reduce_semaphores = vectorised("reduce_semaphores", semaphore_count)
+
+
+def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int) -> None:
+    """The staging buffer and semaphores of ``x.sum(0)`` over ``[rows, outputs]`` at the current step, after its
+    output; freed at the step (``gpu_reduce_kernel`` returns). Zero bytes, no allocation, when one CTA per output."""
+    at = d.current
+    staging = reduce_staging(rows, outputs, sms)          # outputs * ctas_per_output * block.x * vec, fp32
+    d.buffer(f"{name}.reduce_staging", Group.SCRATCH, (staging,), "fp32", STAGING_SOURCE, at,      # [staging] fp32
+             note=f"global reduce over {sms} SMs; 0 bytes when ctas_per_output is 1")
+    semaphores = reduce_semaphores(rows, outputs, sms)    # grid.x
+    d.buffer(f"{name}.reduce_semaphores", Group.SCRATCH, (semaphores,), "int32", SEMAPHORE_SOURCE, at,  # [grid.x] int32
+             note="cudaMemsetAsync to 0 before the launch")

@@ -1,0 +1,52 @@
+"""ATen's leading-dim sum and its global-reduce staging (lifetimes/aten_reduce.py): setReduceConfig by hand at
+the shapes the layer models sum, and where the buffers sit in the layer's timeline."""
+import pytest
+
+from livebytes.estimator.engine import evaluate
+from livebytes.estimator.shapes import Shape
+from livebytes.lifetimes import aten_reduce, fla_kda_layer
+
+H200_SMS = 132
+
+
+@pytest.mark.parametrize("rows, outputs, expected", [
+    # block 32 x 4 (128 threads: 16 CTAs an SM, target grid 132 x 16 = 2112), vec 4, grid.x = outputs / 4 / 32;
+    # values a thread = rows / 4 warps; CTAs an output = max(min(cdiv(2112, grid.x), cdiv(vpt, 16)), cdiv(vpt, 256))
+    (8192, 4096, 4096 * 66 * 32 * 4),      # g_proj.1's bias at 8K: grid.x 32, vpt 2048, CTAs max(min(66, 128), 8) = 66
+    (32768, 4096, 4096 * 66 * 32 * 4),     # at 32K: vpt 8192, max(min(66, 512), 32) = 66: the same 132 MiB
+    (16384, 2048, 2048 * 132 * 32 * 4),    # 2 x 8K, H16: grid.x 16, vpt 4096, max(min(132, 256), 16) = 132
+    (1024, 4096, 4096 * 16 * 32 * 4),      # the warmup's 1 x 1024: vpt 256, max(min(66, 16), 1) = 16: 32 MiB
+    (256, 4096, 0),                        # kda_gate_bwd's dbias at 8K (NT = 8192 / 32): vpt 64 < 256, one CTA
+    (3360, 16384, 16384 * 17 * 32 * 4),    # a conv's dw at 215,000 (NT 3360): grid.x 128, vpt 840, max(min(17, 53), 4)
+    (132, 128, 0),                         # FusedRMSNormGated's [NS, V] partials: vpt 33
+])
+def test_staging_by_hand(rows, outputs, expected):
+    assert aten_reduce.staging_elements(rows, outputs, H200_SMS) == expected
+
+
+def test_semaphores_are_one_int_a_column_of_ctas_and_none_without_a_global_reduce():
+    assert aten_reduce.semaphore_count(8192, 4096, H200_SMS) == 4096 // 4 // 32      # grid.x 32
+    assert aten_reduce.semaphore_count(256, 4096, H200_SMS) == 0
+
+
+def test_fewer_sms_split_into_fewer_ctas():
+    """ctas_per_output follows the SM count (target grid = SMs x 16): 66 CTAs on 132 SMs, 33 on 66."""
+    assert aten_reduce.staging_elements(8192, 4096, 66) * 2 == aten_reduce.staging_elements(8192, 4096, H200_SMS)
+
+
+def test_a_sum_to_one_value_is_refused():
+    with pytest.raises(ValueError, match="fastest dim"):
+        aten_reduce.leading_sum_config(8192, 1, H200_SMS)
+
+
+def test_the_staging_follows_the_bias_gradient_and_dies_in_its_step():
+    """gpu_reduce_kernel allocates after the sum's output and frees before it returns: the last allocations of
+    g_proj.1's backward step, live at that step only."""
+    m = fla_kda_layer.build(hidden=2304)
+    step = "bwd.g_proj.1"
+    made = [b.name for b in m.buffers if b.allocated_at == step]
+    assert made[-2:] == ["g_proj.1.bias.grad.reduce_staging", "g_proj.1.bias.grad.reduce_semaphores"]
+    assert made.index("g_proj.1.bias.grad") < made.index("g_proj.1.bias.grad.reduce_staging")
+    staging = next(b for b in m.buffers if b.name == "g_proj.1.bias.grad.reduce_staging")
+    assert list(m.live_range(staging)) == [m.step_index(step)]
+    assert evaluate(staging.nbytes, Shape(1, 8192, 32, 128, hidden=2304)) == 138_412_032    # 132 MiB
