@@ -120,6 +120,9 @@ def drift_command(
         outside = [f.buffer for f in findings if f.kind == "outside-window"]
         if outside:
             console.print(escape(f"not compared (exist before the traced window): {', '.join(outside)}"))
+        empty = [f.buffer for f in findings if f.kind == "empty"]
+        if empty:
+            console.print(escape(f"not compared (0 bytes at every traced shape): {', '.join(empty)}"))
     if found:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 

@@ -326,9 +326,10 @@ def _drift() -> dict:
         "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
         "traced_impl": string("the implementation the traces are of"), "passed": boolean("no difference"),
         "findings": listof(obj("one finding", {
-            "kind": string("added, removed, resized, re-typed, lifetime or outside-window"),
+            "kind": string("added, removed, resized, re-typed, lifetime, outside-window or empty (0 bytes at every traced "
+                           "shape: not compared)"),
             "buffer": string("hand name (learned name for added)"), "detail": string("what differs")}),
-            "every finding, outside-window ones included")}),
+            "every finding, outside-window and empty ones included")}),
         "traced buffers vs a hand model", passed=boolean("no difference (else exit code 3)"))
 
 

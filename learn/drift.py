@@ -29,7 +29,7 @@ ELEMENT_RATIOS = {Fraction(a, b) for a in set(ITEMSIZE.values()) for b in set(IT
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str          # added | removed | resized | re-typed | lifetime | outside-window
+    kind: str          # added | removed | resized | re-typed | lifetime | outside-window | empty
     buffer: str        # hand name, or the learned name for added
     detail: str
 
@@ -149,13 +149,16 @@ def drift(model: LifetimeModel, learned: Learned) -> list[Finding]:
     """Every difference between ``model`` and the traced buffers (empty: the model matches the traces)."""
     check_same_implementation(model.key, learned.impl)
     outside = tuple(sorted(set().union(*[set(t.outside_window) for t in learned.traces])))
-    hand = [b for b in model.buffers if in_window(b, outside)]
     per_shape = [buffer_bytes(model, s) for s in learned.shapes]
+    empty = {b.name for b in model.buffers if all(sizes[b.name] == 0 for sizes in per_shape)}
+    hand = [b for b in model.buffers if in_window(b, outside) and b.name not in empty]
     hand_sizes = {b.name: tuple(sizes[b.name] for sizes in per_shape) for b in hand}
     pairs = pair(_hand_order(model, hand), list(learned.buffers), hand_sizes)
     findings = [Finding("outside-window", b.name, "exists before the traced window (library cache, warmup or reused "
                                                   "harness tensor): not compared")
                 for b in model.buffers if not in_window(b, outside)]
+    findings += [Finding("empty", b.name, "0 bytes at every traced shape (allocate(0) takes no block: no event to "
+                                          "compare)") for b in model.buffers if b.name in empty and in_window(b, outside)]
     paired_h = {b.name for b, _ in pairs}
     paired_l = {id(lb) for _, lb in pairs}
     findings += [Finding("removed", b.name, f"{b.shape_text()} {b.dtype} from {b.source}: no traced allocation")
@@ -167,5 +170,5 @@ def drift(model: LifetimeModel, learned: Learned) -> list[Finding]:
 
 
 def differences(findings: list[Finding]) -> list[Finding]:
-    """The findings that are drift (everything but the outside-window notes)."""
-    return [f for f in findings if f.kind != "outside-window"]
+    """The findings that are drift (everything but the outside-window and empty-buffer notes)."""
+    return [f for f in findings if f.kind not in ("outside-window", "empty")]

@@ -47,12 +47,13 @@ def synthetic_trace(model: LifetimeModel, values: dict[str, int], outside: tuple
     lines: dict = {}
     events: list = []
     ids = {b.name: i for i, b in enumerate(model.buffers)}
+    traced = [b for b in model.buffers if in_window(b, outside) and sizes[b.name] > 0]   # allocate(0) takes no block
     for step in model.steps:
-        for b in model.buffers:
-            if b.allocated_at == step.name and in_window(b, outside):
+        for b in traced:
+            if b.allocated_at == step.name:
                 events.append(["a", ids[b.name], sizes[b.name], [_frame(b, lines)]])
-        for b in model.buffers:
-            if b.freed_after == step.name and in_window(b, outside):
+        for b in traced:
+            if b.freed_after == step.name:
                 events.append(["f", ids[b.name]])
     return {"format": FORMAT, "impl": model.key, "options": {k: v for k, v in model.options},
             "shape": dict(values), "size_field": "requested", "device": {"name": model.device or "synthetic"},

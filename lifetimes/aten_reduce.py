@@ -14,7 +14,9 @@ is 4.
 Device properties: ``multiProcessorCount`` (the device's SM count) and ``maxThreadsPerMultiProcessor`` (2048 on
 compute capability 9.0 and 10.0, the devices modelled here).
 
-Not modelled: a sum of more than 2**31 elements (``can_use_32bit_indexing`` false: sub-iterators, each with its own
+Not modelled: a sum to one output (``[R, 1]``, e.g. ``dA_log`` at HV = 1): the iterator reduces along its fastest
+dim, block.x splits the inputs, and a global reduce stages a few KiB at most (one fp32 per CTA): counted as 0; a
+sum of more than 2**31 elements (``can_use_32bit_indexing`` false: sub-iterators, each with its own
 configuration, and an fp32 accumulation buffer when the output is bf16); ROCm's minimum of 64 CTAs.
 """
 from __future__ import annotations
@@ -72,6 +74,8 @@ def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = 
 def staging_elements(rows: int, outputs: int, sms: int) -> int:
     """``global_memory_size() / element_size_bytes`` (Reduce.cuh:193-201): outputs * ctas_per_output * block.x *
     output_vec_size fp32 values when the reduce is global, else 0."""
+    if outputs < 2:
+        return 0                                                 # the one-output case: not modelled (module doc)
     cfg = leading_sum_config(rows, outputs, sms)
     (width, _), (_, ctas) = cfg["block"], cfg["grid"]
     return outputs * ctas * width * cfg["vec"] if ctas > 1 else 0
@@ -79,6 +83,8 @@ def staging_elements(rows: int, outputs: int, sms: int) -> int:
 
 def semaphore_count(rows: int, outputs: int, sms: int) -> int:
     """``semaphore_size() / sizeof(int)`` (Reduce.cuh:204-209): grid.x ints when the reduce is global, else 0."""
+    if outputs < 2:
+        return 0
     cfg = leading_sum_config(rows, outputs, sms)
     grid_x, ctas = cfg["grid"]
     return grid_x if ctas > 1 else 0

@@ -30,6 +30,8 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
+from livebytes.estimator.devices import get_device
+from livebytes.lifetimes.aten_reduce import leading_sum_scratch
 from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
@@ -128,6 +130,7 @@ class Config:
     sm90: bool = True        # H100/H200: where dhu's failing configs were measured (H200) or share the limits (H100)
     safe_gate: bool | None = None   # None: the contract's (report: on, plain: off); picks the forward intra kernel
     state_v_first: int = 0          # the state layout flag in four kernels' autotune keys (no buffer changes size)
+    sms: int = 0                    # the device's SM count: ATen's global reduce of the gate's sums (aten_reduce)
 
     @property
     def safe(self) -> bool:
@@ -160,15 +163,16 @@ def refuse(shape, device) -> str | None:
 
 def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: bool = True,
           forward_only: bool = False, device: str = "", gva: bool = False, safe_gate: bool | None = None,
-          state_v_first: bool = False) -> LifetimeModel:
+          state_v_first: bool = False, sms: int | None = None) -> LifetimeModel:
     """``gva``: value heads HV are a multiple G > 1 of the q/k heads H (grouped value attention); the
     backward then sums dq and dk over each group of G value heads into new [T, H, K] tensors. ``safe_gate`` and
     ``state_v_first`` (a caller's other flags: FLA's KimiDeltaAttention layer passes safe_gate=False,
     state_v_first=True) change which kernels autotune and their keys, no buffer."""
     if contract not in CONTRACTS:
         raise ValueError(f"contract must be one of {tuple(CONTRACTS)}")
+    sms = sms or get_device(device or version.default_device).sm_count
     c = Config(version, contract == "report", recompute, forward_only, gva, device.upper() in SM90_DEVICES, safe_gate,
-               int(state_v_first))
+               int(state_v_first), sms)
     d = Declaration()
     d.inputs(CONTRACTS[contract], backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
     _chunk_indices(d)
@@ -432,9 +436,11 @@ def _backward_report_tail(d: Declaration, c: Config) -> None:
     reduce_a = src(gate, gb, 319, "dA = dA.sum(0).view_as(A_log).type_as(A_log) if A_log is not None else None")
     d.step("bwd.gate_reduce_a", "backward", reduce_a, note="rebinding dA frees the [NT, H] partials")
     d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", reduce_a)
+    leading_sum_scratch(d, "dA_log", NT_GATE, HV, c.sms)           # the sum of the [NT, HV] partials
     reduce_bias = src(gate, gb, 320, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
     d.step("bwd.gate_reduce_bias", "backward", reduce_bias)
     d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV * DK,), "fp32", reduce_bias)
+    leading_sum_scratch(d, "ddt_bias", NT_GATE, HV * DK, c.sms)    # the sum of the [NT, HV*K] partials: 132 MiB from 32K
     for x, line in (("q", 204), ("k", 205)):
         l2norm_backward(d, x, src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line, f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
     d.step("bwd.beta_sigmoid", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 207,
@@ -466,7 +472,7 @@ FORWARD_OPTIONS = {"contract": ("report", "plain"), "gva": (False, True)}
 def _builder(version: FlaVersion, forward_only: bool):
     def build_for(device, contract="report", recompute=True, gva=False):
         return build(version=version, contract=contract, recompute=recompute, forward_only=forward_only,
-                     device=device.name, gva=gva)
+                     device=device.name, gva=gva, sms=device.sm_count)
     return build_for
 
 

@@ -50,8 +50,12 @@ DEFAULT_DEVICE = "H200"      # the device a model built without one describes (t
 class LayerConfig:
     hidden: int
     conv_size: int
-    sms: int                 # the device's SM count (FusedRMSNormGated's backward partials)
+    device: object           # the Device: its SM count sizes FusedRMSNormGated's partials and ATen's global reduces
     gva: bool = False        # HV > H: the kernel's grouped-value path
+
+    @property
+    def sms(self) -> int:
+        return self.device.sm_count
 
 
 def linears(hidden: int) -> dict[str, Linear]:
@@ -95,11 +99,11 @@ def parameters(d: Declaration, c: LayerConfig) -> None:
     linear_parameters(d, lin["o_proj"])
 
 
-def kernel(forward_only: bool, gva: bool) -> LifetimeModel:
+def kernel(forward_only: bool, c: LayerConfig) -> LifetimeModel:
     """The chunk kernel inside: the KDA kernel model, report contract (the layer's in-kernel transforms), with the
     layer's safe_gate=False and state_v_first=True (kda.py:276-278: its autotuned kernels and keys)."""
-    return fla_kda.build(contract="report", forward_only=forward_only, device="H200", gva=gva, safe_gate=False,
-                         state_v_first=True)
+    return fla_kda.build(contract="report", forward_only=forward_only, device=c.device.name, gva=c.gva, safe_gate=False,
+                         state_v_first=True, sms=c.sms)
 
 
 # the kernel's caller tensors are these buffers of the layer
@@ -130,7 +134,7 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str, filled: bool = Fa
     linear(lin["f_proj.1"], src(KDA, FWD, 252, "g = self.f_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
     linear(lin["b_proj"], src(KDA, FWD, 253, "beta = self.b_proj(hidden_states)"), kept("kda.bwd.return", "o_proj"))
     inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
-    d.include(kernel(not saving, c.gva), f"{p}kda", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
+    d.include(kernel(not saving, c), f"{p}kda", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
               cache_hit=mode == RECOMPUTE or filled)
     g_call = src(KDA, FWD, 311, 'o = self.o_norm(o, rearrange(self.g_proj(hidden_states), "... (h d) -> ... h d", d=self.head_v_dim))')
     linear(lin["g_proj.0"], g_call, kept("bwd.g_proj.1", "g_proj.1"))
@@ -149,7 +153,7 @@ def backward(d: Declaration, c: LayerConfig, input_grad_until: str | None) -> No
     norm_backward(d, "o_norm", T * HV, DV, c.sms, "kda.bwd.return", "bwd.g_proj.1")
     linear_backward(d, lin["g_proj.1"], "bwd.g_proj.0", sms=c.sms)
     linear_backward(d, lin["g_proj.0"], input_grad_until)
-    d.include(kernel(False, c.gva), "kda", "backward", KERNEL_INPUTS | PASSED,
+    d.include(kernel(False, c), "kda", "backward", KERNEL_INPUTS | PASSED,
               freed={"dq": "bwd.q_conv1d", "dk": "bwd.k_conv1d", "dv": "bwd.v_conv1d", "dg": "bwd.f_proj.1", "dbeta": "bwd.b_proj"})
     linear_backward(d, lin["b_proj"], "bwd.b_proj")
     linear_backward(d, lin["f_proj.1"], "bwd.f_proj.0")
@@ -185,8 +189,7 @@ NOT_MODELLED = (
 def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: int = 1, checkpoint: bool = False,
           conv_size: int = DEFAULT_CONV) -> LifetimeModel:
     """L KimiDeltaAttention layers (default 1), forward + backward, checkpointing off or per layer."""
-    sms = (device or get_device(DEFAULT_DEVICE)).sm_count
-    c = LayerConfig(hidden, conv_size, sms, gva)
+    c = LayerConfig(hidden, conv_size, device or get_device(DEFAULT_DEVICE), gva)
     one = declare_stack(parts(c), 1, checkpoint, None).freeze(**_fields(device, gva, hidden, 1, checkpoint, conv_size)) if layers > 1 else None
     d = declare_stack(parts(c), layers, checkpoint, one)
     return d.freeze(**_fields(device, gva, hidden, layers, checkpoint, conv_size))
@@ -198,8 +201,8 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
         version=VERSION, device=getattr(device, "name", ""),
         summary=f"{layers} KimiDeltaAttention layer{'s' if layers > 1 else ''} (hidden {hidden}, conv {conv_size}), forward + "
                 f"backward, checkpointing {'per layer' if checkpoint else 'off'}; chunk_kda inside: fla-kda@0.6.0, report "
-                "contract; measured on the H200 (run 16: seven records, allocated to the byte; run 19: 4 layers at the edge, "
-                "every figure to the byte)",
+                "contract; measured on the H200 (run 16: seven records; runs 19 and 20: 4 layers at the edge, plan's 232,448 "
+                "fitted and 234,773 ran out of memory; every figure to the byte)",
         options=(("gva", gva), ("hidden", hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", conv_size)),
         not_modelled=NOT_MODELLED + fla_kda.build(contract="report").not_modelled,
         notes=("from flash-linear-attention 0.6.0 fla/layers/kda.py and fla-core 0.6.0; run 16's seven H200 records (1 and "

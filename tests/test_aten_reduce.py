@@ -4,6 +4,7 @@ import pytest
 
 from livebytes.estimator.engine import evaluate
 from livebytes.estimator.shapes import Shape
+from livebytes.estimator import get_model
 from livebytes.lifetimes import aten_reduce, fla_kda_layer
 
 H200_SMS = 132
@@ -50,3 +51,27 @@ def test_the_staging_follows_the_bias_gradient_and_dies_in_its_step():
     staging = next(b for b in m.buffers if b.name == "g_proj.1.bias.grad.reduce_staging")
     assert list(m.live_range(staging)) == [m.step_index(step)]
     assert evaluate(staging.nbytes, Shape(1, 8192, 32, 128, hidden=2304)) == 138_412_032    # 132 MiB
+
+
+@pytest.mark.parametrize("seq, heads, name, expected", [
+    # kda_gate_bwd's dbias partials [cdiv(T, 32), H*K] fp32 summed over dim 0 (gate.py:320), H96 K128: 12,288 outputs,
+    # grid.x = 12288 / 4 / 32 = 96, target grid 2112
+    (8192, 96, "ddt_bias.reduce_staging", 0),                          # NT 256: 64 values a thread < 256, one CTA
+    (32768, 96, "ddt_bias.reduce_staging", 12288 * 16 * 32 * 4 * 4),    # NT 1024: vpt 256, max(min(22, 16), 1) = 16 CTAs
+    (32768, 96, "ddt_bias.reduce_semaphores", 96 * 4),                  # grid.x int32
+    # dA partials [NT, H] fp32 (gate.py:319), H96: vec 4, block 24 -> 16 wide x 8 high (dim0 = 24 < 128: last_pow2 16)
+    (32768, 96, "dA_log.reduce_staging", 0),                            # vpt = 1024 / 8 = 128 < 256, one CTA
+])
+def test_the_kda_gates_sums_stage_from_32k(seq, heads, name, expected):
+    model = get_model("fla-kda@0.6.0", "H200", contract="report")
+    (b,) = [b for b in model.buffers if b.name == name]
+    assert evaluate(b.nbytes, Shape(1, seq, heads, 128)) == expected
+
+
+def test_the_layers_kernel_sums_on_the_layers_device():
+    """The layer passes its device to the chunk kernel inside: at 128K (NT 4,096, 1,024 values a thread) the gate's
+    CTAs an output are cdiv(SMs x 16, grid.x 96): 22 on the H200's 132 SMs, 27 on the B300's 160 (the preset)."""
+    shape = Shape(1, 131072, 96, 128, hidden=2304)
+    staging = {gpu: next(evaluate(b.nbytes, shape) for b in get_model("fla-kda-layer@0.6.0", gpu).buffers
+                         if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300")}
+    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 27 * 32 * 4 * 4}

@@ -113,7 +113,7 @@ def explain(model, shape, blocks: list[LiveBlock]) -> list[Explained]:
     (``MATCHES``: every block a source line names, then a function, then the rest by size), so a block found by size
     alone never takes an allocation another block's frames name."""
     requests = request_sizes(model, shape)
-    unused = dict(allocations(model))
+    unused = {name: regions for name, regions in allocations(model).items() if requests[name]}   # 0 B: no block
     found: dict[int, tuple[str, str]] = {}
     for level in MATCHES:
         for i, block in enumerate(blocks):
