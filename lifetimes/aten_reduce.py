@@ -14,10 +14,10 @@ is 4.
 Device properties: ``multiProcessorCount`` (the device's SM count) and ``maxThreadsPerMultiProcessor`` (2048 on
 compute capability 9.0 and 10.0, the devices modelled here).
 
-Not modelled: a sum to one output (``[R, 1]``, e.g. ``dA_log`` at HV = 1): the iterator reduces along its fastest
-dim, block.x splits the inputs, and a global reduce stages a few KiB at most (one fp32 per CTA): counted as 0; a
-sum of more than 2**31 elements (``can_use_32bit_indexing`` false: sub-iterators, each with its own
-configuration, and an fp32 accumulation buffer when the output is bf16); ROCm's minimum of 64 CTAs.
+Not modelled: a sum of more than 2**31 elements (``can_use_32bit_indexing`` false: sub-iterators, each with its own
+configuration, and an fp32 accumulation buffer when the output is bf16); ROCm's minimum of 64 CTAs; a sum to one value
+(``outputs`` 1: the iterator reduces along its fastest dim, another branch of ``setReduceConfig``), whose staging the
+sizes below count as 0 bytes (``ONE_OUTPUT_NOT_MODELLED``: a model that can sum to one value says so).
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD = 16, 256     # Reduce.cuh:1131, 11
 
 STAGING_SOURCE = torch_src(REDUCE, "gpu_reduce_kernel", 1255, "buffer = allocator.allocate(config.global_memory_size());")
 SEMAPHORE_SOURCE = torch_src(REDUCE, "gpu_reduce_kernel", 1256, "semaphores = allocator.allocate(config.semaphore_size());")
+ONE_OUTPUT_NOT_MODELLED = ("ATen's global-reduce staging of a sum to one value (an [R, 1] tensor's sum(0): setReduceConfig's "
+                           "fastest-dim branch), counted as 0 bytes")
 
 
 def _last_pow2(n: int) -> int:
@@ -73,16 +75,17 @@ def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = 
 
 def staging_elements(rows: int, outputs: int, sms: int) -> int:
     """``global_memory_size() / element_size_bytes`` (Reduce.cuh:193-201): outputs * ctas_per_output * block.x *
-    output_vec_size fp32 values when the reduce is global, else 0."""
+    output_vec_size fp32 values when the reduce is global, else 0; 0 for one output (``ONE_OUTPUT_NOT_MODELLED``)."""
     if outputs < 2:
-        return 0                                                 # the one-output case: not modelled (module doc)
+        return 0
     cfg = leading_sum_config(rows, outputs, sms)
     (width, _), (_, ctas) = cfg["block"], cfg["grid"]
     return outputs * ctas * width * cfg["vec"] if ctas > 1 else 0
 
 
 def semaphore_count(rows: int, outputs: int, sms: int) -> int:
-    """``semaphore_size() / sizeof(int)`` (Reduce.cuh:204-209): grid.x ints when the reduce is global, else 0."""
+    """``semaphore_size() / sizeof(int)`` (Reduce.cuh:204-209): grid.x ints when the reduce is global, else 0; 0 for one
+    output (``ONE_OUTPUT_NOT_MODELLED``)."""
     if outputs < 2:
         return 0
     cfg = leading_sum_config(rows, outputs, sms)

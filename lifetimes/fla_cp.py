@@ -352,7 +352,8 @@ register(ModelSpec(
 register(ModelSpec(
     key="fla-gdn-cp@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton) under fla.ops.cp", version="0.6.0",
     covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it, one rank of context parallelism "
-           "(contiguous or zigzag); the shape's S is the total sequence over W ranks; backward not measured on Hopper",
+           "(contiguous or zigzag); the shape's S is the total sequence over W ranks; not measured under context parallelism "
+           "(the single-GPU backward is, on the H200 with Triton 3.9.0)",
     builder=_gdn_builder, refuse=refuse_gdn, options={**fla_gdn.OPTIONS, **CP_OPTIONS},
     default_device="H200", seq_multiple=seq_multiple,
 ))

@@ -18,13 +18,17 @@ and ``CONST_TILING`` from the shared-memory class (``check_shared_mem``): 128 fr
 per block up, and on Ampere's class when every tensor the kernel loads is 16-bit (as here); 64 on Ada's
 class; 32 below. Either way ``NK = cdiv(K, CONST_TILING)``.
 
-Measured on the H200: the forward. The backward is source-derived and NOT measured there: fla-core 0.6.0
-raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640); the H200 image has 3.6.0.
+Measured on the H200: the forward (Triton 3.6.0, runs 6 and 6b); forward + backward with Triton 3.9.0 (run 20): fla-core
+0.6.0 raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640), and the H200 image has 3.6.0.
+Run 20's three records (H16/HV32 D128: 1 x 8K, 1 x 32K, 2 x 8K, one cold process) replay allocated, requested and
+reserved to the byte; its traces (seven shapes) match the records below. Not measured: equal heads (H = HV), head dims
+other than 128 on the GPU (traced at 64 and 128), the out-of-memory boundary.
 """
 from __future__ import annotations
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
+from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, leading_sum_scratch
 from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
@@ -104,11 +108,15 @@ def refuse(shape, device) -> str | None:
 
 
 def build(forward_only: bool = False, device=None, gva: bool = False, version: "GdnVersion | None" = None,
-          layer_call: bool = False) -> LifetimeModel:
+          layer_call: bool = False, sms: int | None = None) -> LifetimeModel:
     """``gva``: HV > H; the backward then sums dq, dk and the WY dk over each group of HV/H value heads;
     ``version``: an entry of ``VERSIONS`` (default fla-core 0.6.0); ``layer_call``: as the GatedDeltaNet layer calls it
-    (in-kernel gate and beta sigmoid, ``LAYER_CALL``)."""
+    (in-kernel gate and beta sigmoid, ``LAYER_CALL``), whose gate-gradient sums need the device's SM count ``sms``
+    (default: the device's)."""
     v = version or GDN_0_6_0
+    sms = sms if sms is not None else getattr(device, "sm_count", None)
+    if layer_call and not forward_only and sms is None:
+        raise ValueError("the layer call's backward needs the device's SM count (its gate gradients' sums: aten_reduce)")
     arch = getattr(device, "arch", "sm90")
     const_tiling = dqkwg_const_tiling(arch)
     saved_until = "fwd.output" if forward_only else "bwd.return"
@@ -117,11 +125,12 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
              note="inputs, dO and the packed boundaries exist before the step")
     _forward(d, saved_until, layer_call)
     if not forward_only:
-        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch), layer_call)
+        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch), layer_call, sms)
     return d.freeze(
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
-        summary=("forward only, no grad" if forward_only else "forward + backward (backward source-derived, not measured)")
+        summary=("forward only, no grad" if forward_only else
+                 "forward + backward (backward measured on the H200 with Triton 3.9.0 at H16/HV32 D128 only)")
         + ("; the GatedDeltaNet layer's call (in-kernel q/k L2 norm, gate and beta sigmoid)" if layer_call else
            "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta)") + f"; {v.origin}; "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
@@ -129,10 +138,12 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
         not_modelled=("temporaries of the first call only (tensor_cache misses)",
                       "initial state, final state and their gradients (the configuration has none)",
                       "the FlashQLA (TileLang) backend, dispatched instead of Triton when flash_qla is installed",
-                      *(() if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
+                      *((f"HV = 1: {ONE_OUTPUT_NOT_MODELLED} (the gate gradients' dA.sum(0) and dbias.sum(0), gate.py:229-230)",)
+                        if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
                       "context parallelism",
                       "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
-                      "H200; GDN's gated variant was never tuned there: its backward does not run with Triton 3.6.0)"),
+                      "H200 under Triton 3.6.0; run 20 kept no autotune timings of GDN's under Triton 3.9.0, and its cold "
+                      "1 x 8K record replays to the byte without a held argument)"),
         notes=v.notes,
     )
 
@@ -223,31 +234,42 @@ def _beta_sigmoid_forward(d: Declaration, saved_until: str) -> None:
              "y = torch.empty_like(x, dtype=torch.float32)"), saved_until)                          # [T, HV] fp32
 
 
-def _gate_backward(d: Declaration) -> None:
-    """The layer call: ``dg, dA_log, ddt_bias = gdn_gate_bwd(g=g_input, ...)`` (chunk.py:249), its partials and sums."""
+GATE_END = "bwd.gate_dbias_sum"     # gdn_gate_bwd's last step: it returns, chunk_gated_delta_rule_bwd's locals die
+
+
+def _gate_backward(d: Declaration, sms: int) -> None:
+    """The layer call: ``dg, dA_log, ddt_bias = gdn_gate_bwd(g=g_input, ...)`` (chunk.py:249): the kernel, then each
+    partial's ``sum(0)`` over its ``[cdiv(T, 32), HV]`` rows, whose global reduce on ``sms`` SMs stages through the
+    allocator (``aten_reduce``) after the sum's output; each partial dies when its name is rebound to the sum."""
     gb = "gdn_gate_bwd"
     d.step("bwd.gate_bwd", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 249,
                                            "dg, dA_log, ddt_bias = gdn_gate_bwd(g=g_input, A_log=A_log, dt_bias=dt_bias, dyg=dg)"),
-           note="the partials die with their reductions inside gdn_gate_bwd; the fp32 dg when the function returns")
+           note="the kernel; the fp32 dg dies when gdn_gate_bwd returns (after the two sums)")
     d.autotune("gdn_gate_bwd_kernel", (HV, 32), src(GATE, gb, 216, "gdn_gate_bwd_kernel[(NT, H)]("),
                note="key=['H', 'BT'] (gate.py:117), BT = 32")
     d.buffer("dg_gate", Group.OUTPUT_GRAD, (T, HV), "bf16", src(GATE, gb, 212, "dg = torch.empty_like(g)"),
              note="the raw gate's gradient")                                                      # [T, HV] bf16
     d.buffer("dA_log_part", Group.SCRATCH, (cdiv(T, 32), HV), "fp32", src(GATE, gb, 213,
-             "dA = A_log.new_empty(NT, H, dtype=torch.float32)"), "bwd.gate_bwd")                 # [cdiv(T, 32), HV] fp32
-    d.buffer("dt_bias_part", Group.SCRATCH, (cdiv(T, 32), HV), "fp32", src(GATE, gb, 214,
-             "dbias = g.new_empty(NT, H, dtype=torch.float32) if dt_bias is not None else None"), "bwd.gate_bwd")
-    d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", src(GATE, gb, 229, "dA = dA.sum(0).view_as(A_log).type_as(A_log)"))
-    d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV,), "fp32", src(GATE, gb, 230,
-             "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None"))
+             "dA = A_log.new_empty(NT, H, dtype=torch.float32)"), "bwd.gate_dA_sum")              # [cdiv(T, 32), HV] fp32
+    d.buffer("dt_bias_part", Group.SCRATCH, (cdiv(T, 32), HV), "fp32", src(GATE, gb, 214,       # [cdiv(T, 32), HV] fp32
+             "dbias = g.new_empty(NT, H, dtype=torch.float32) if dt_bias is not None else None"), GATE_END)
+    sum_a = src(GATE, gb, 229, "dA = dA.sum(0).view_as(A_log).type_as(A_log)")
+    d.step("bwd.gate_dA_sum", "backward", sum_a, note="type_as(A_log) is a no-op (fp32)")
+    d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", sum_a)                                   # [HV] fp32
+    leading_sum_scratch(d, "dA_log", cdiv(T, 32), HV, sms)          # the sum of the [cdiv(T, 32), HV] partials
+    sum_b = src(GATE, gb, 230, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
+    d.step(GATE_END, "backward", sum_b, note=".to(dt_bias) is a no-op (fp32)")
+    d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV,), "fp32", sum_b)                                 # [HV] fp32
+    leading_sum_scratch(d, "ddt_bias", cdiv(T, 32), HV, sms)        # the sum of the [cdiv(T, 32), HV] partials
 
 
-def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False) -> None:
+def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False,
+              sms: int | None = None) -> None:
     """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
     What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``; the layer
-    call: after the gate's backward)."""
+    call: after the gate's backward and its two sums on ``sms`` SMs)."""
     bwd = "chunk_gated_delta_rule_bwd"
-    local_end = "bwd.gate_bwd" if layer_call else "bwd.dg_cumsum"
+    local_end = GATE_END if layer_call else "bwd.dg_cumsum"
     _w_u(d, "bwd", "", Group.RECOMPUTE, local_end)
     _delta_h(d, "bwd", "", Group.RECOMPUTE, local_end)
     co = "ops/common/chunk_o.py"
@@ -274,10 +296,10 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
     d.autotune("chunk_local_cumsum_scalar_kernel", cumsum_scalar_key(1), CUMSUM_SCALAR_LAUNCH,
                note="key=['B', 'H', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:30), REVERSE=True")
     d.buffer("dg", Group.OUTPUT_GRAD, (T, HV), "fp32", src("ops/utils/cumsum.py", "chunk_local_cumsum_scalar", 278,
-             "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), "bwd.gate_bwd" if layer_call else None,
+             "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), GATE_END if layer_call else None,
              note="the gate's input gradient" if layer_call else "the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
     if layer_call:
-        _gate_backward(d)
+        _gate_backward(d, sms)
     for x in ("q", "k"):
         l2norm_backward(d, x, src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
@@ -364,11 +386,16 @@ class GdnVersion:
 
 GDN_0_6_0 = GdnVersion(
     version="0.6.0", origin="fla-core 0.6.0 (PyPI)",
-    covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; backward not measured on Hopper",
+    covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; measured on the H200 with Triton 3.9.0 "
+           "at H16/HV32 D128 (not at equal heads or other head dims)",
     covers_forward="fla-core 0.6.0 Gated DeltaNet forward only under torch.no_grad (inference peak)",
     notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
-           "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there; it was not "
-           "measured on the H200 (Triton 3.6.0)",),
+           "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there",
+           "measured on the H200 with Triton 3.9.0 (run 20, validate/records/runs/run20): forward + backward at H16/HV32 "
+           "D128, MBS 1 x 8K, 1 x 32K and 2 x 8K in one cold process, allocated, requested and reserved peaks to the byte; "
+           "its process memory cold and warm at T 4,096; traces at seven shapes (D64 and D128, H1-2, HV2-4) with no "
+           "difference from these records",
+           "not measured: equal heads (H = HV), D64 or D256 on the GPU, the out-of-memory boundary (plan's S*)"),
 )
 
 VERSIONS: tuple[GdnVersion, ...] = (GDN_0_6_0,)

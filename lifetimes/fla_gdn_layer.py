@@ -9,9 +9,10 @@ state_v_first=True)`` (gated_deltanet.py:302-318): the GDN kernel model built fo
 layer_call=True)``: the in-kernel gate and beta sigmoid on top of its Qwen3-Next records), included whole (``gdn.*``).
 
 Shapes: ``num_heads`` H, ``num_v_heads`` HV, ``head_dim`` K (DK), ``head_v_dim`` V (DV = K * expand_v); ``key_dim = H*K``,
-``value_dim = HV*V`` (gated_deltanet.py:125-128). Source-derived; the kernel's backward is not measured on the H200
-(fla-core 0.6.0's gated ``chunk_bwd_dqkwg`` refuses Hopper with Triton 3.6.0: ``fla-gdn@0.6.0``'s note), so neither
-is the layer's.
+``value_dim = HV*V`` (gated_deltanet.py:125-128). Source-derived: no layer record exists. The kernel's Qwen3-Next call
+is measured forward + backward on the H200 with Triton 3.9.0 (``fla-gdn@0.6.0``'s notes; fla-core 0.6.0 refuses its
+backward on Hopper with Triton 3.4-3.7.0); the layer's own records (projections, convolutions, norm) and the kernel's
+in-kernel gate and beta sigmoid, which that call does not run, are not.
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def parameters(d: Declaration, c: LayerConfig) -> None:
 
 
 def kernel(forward_only: bool, c: LayerConfig) -> LifetimeModel:
-    return fla_gdn.build(forward_only=forward_only, device=c.device, gva=c.gva, layer_call=True)
+    return fla_gdn.build(forward_only=forward_only, device=c.device, gva=c.gva, layer_call=True, sms=c.sms)
 
 
 KERNEL_INPUTS = {"q": "q_conv1d.out", "k": "k_conv1d.out", "v": "v_conv1d.out", "g": "a_proj.out", "beta": "b_proj.out"}
@@ -171,11 +172,12 @@ def _fields(c: LayerConfig, layers: int, checkpoint: bool) -> dict:
         version=VERSION, device=getattr(c.device, "name", ""),
         summary=f"{layers} GatedDeltaNet layer{'s' if layers > 1 else ''} (hidden {c.hidden}, conv {c.conv_size}), forward + "
                 f"backward, checkpointing {'per layer' if checkpoint else 'off'}; chunk_gated_delta_rule inside: fla-gdn@0.6.0's "
-                "records with the layer's in-kernel gate and beta sigmoid; source-derived (backward not runnable on the "
-                "H200's Triton 3.6.0)",
+                "records with the layer's in-kernel gate and beta sigmoid; source-derived (no layer record; the kernel's "
+                "Qwen3-Next call measured with Triton 3.9.0)",
         options=(("gva", c.gva), ("hidden", c.hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", c.conv_size)),
-        not_modelled=NOT_MODELLED + fla_gdn.build(layer_call=True).not_modelled,
-        notes=("source-derived from flash-linear-attention 0.6.0 fla/layers/gated_deltanet.py and fla-core 0.6.0; not measured",)
+        not_modelled=NOT_MODELLED + fla_gdn.build(layer_call=True, sms=c.sms).not_modelled,
+        notes=("source-derived from flash-linear-attention 0.6.0 fla/layers/gated_deltanet.py and fla-core 0.6.0; the layer "
+               "is not measured (its kernel's Qwen3-Next call is, with Triton 3.9.0: the notes below)",)
         + fla_gdn.GDN_0_6_0.notes,
     )
 

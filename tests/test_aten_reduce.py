@@ -40,6 +40,42 @@ def test_a_sum_to_one_value_is_refused():
         aten_reduce.leading_sum_config(8192, 1, H200_SMS)
 
 
+def test_a_sum_to_one_value_stages_nothing_modelled():
+    """The configuration refuses one output; the sizes count it as 0 bytes (ONE_OUTPUT_NOT_MODELLED says so)."""
+    assert aten_reduce.staging_elements(32_768, 1, H200_SMS) == aten_reduce.semaphore_count(32_768, 1, H200_SMS) == 0
+
+
+@pytest.mark.parametrize("tokens, expected", [
+    # gdn_gate_bwd's [cdiv(T, 32), HV 32] fp32 partials: vec 4, dim0 8 -> block 8 x 16 (128 threads, target grid 2112),
+    # grid.x 1; split over warps from 256 rows; CTAs from vpt = cdiv(rows, 16) >= 256, i.e. rows >= 4,081
+    (8192, 0),                             # rows 256, vpt 16: one CTA
+    (130_560, 0),                          # rows 4,080, vpt 255
+    (130_561, 32 * 16 * 8 * 4 * 4),        # rows 4,081, vpt 256: CTAs max(min(2112, 16), 1) = 16: 65,536 B
+    (1 << 20, 32 * 128 * 8 * 4 * 4),       # rows 32,768, vpt 2,048: max(min(2112, 128), 8) = 128: 524,288 B
+])
+def test_the_gdn_gate_gradients_sums_stage_from_130561_tokens(tokens, expected):
+    """fla_gdn's layer call: dA.sum(0) and dbias.sum(0) (gate.py:229-230), each after its output and dying at its own
+    step, the partial it sums alive beside it; the two stagings never overlap."""
+    from livebytes.lifetimes import fla_gdn
+    m = fla_gdn.build(layer_call=True, sms=H200_SMS)
+    b = {x.name: x for x in m.buffers}
+    shape = Shape(1, tokens, 16, 128, v_heads=32)
+    for name, step, part in (("dA_log", "bwd.gate_dA_sum", "dA_log_part"), ("ddt_bias", "bwd.gate_dbias_sum", "dt_bias_part")):
+        staging = b[f"{name}.reduce_staging"]
+        assert evaluate(staging.nbytes, shape) == expected
+        assert list(m.live_range(staging)) == [m.step_index(step)] and m.step_index(step) in m.live_range(b[part])
+    assert evaluate(b["dA_log.reduce_semaphores"].nbytes, shape) == (4 if expected else 0)     # grid.x 1: one int32
+
+
+def test_gdn_gate_sums_at_one_value_head_are_zero_and_said_so():
+    """HV = 1 is a valid shape: [cdiv(T, 32), 1].sum(0) reduces to one value, a branch not modelled: 0 bytes, named."""
+    from livebytes.lifetimes import fla_gdn
+    m = fla_gdn.build(layer_call=True, sms=H200_SMS)
+    staging = next(x for x in m.buffers if x.name == "dA_log.reduce_staging")
+    assert evaluate(staging.nbytes, Shape(1, 1 << 20, 1, 128)) == 0
+    assert any(n.startswith("HV = 1: ") and aten_reduce.ONE_OUTPUT_NOT_MODELLED in n for n in m.not_modelled)
+
+
 def test_the_staging_follows_the_bias_gradient_and_dies_in_its_step():
     """gpu_reduce_kernel allocates after the sum's output and frees before it returns: the last allocations of
     g_proj.1's backward step, live at that step only."""

@@ -1,4 +1,6 @@
-"""Gated DeltaNet models (fla-core 0.6.0): hand arithmetic, the device-dependent dg tiles, refusals."""
+"""Gated DeltaNet models (fla-core 0.6.0): hand arithmetic, the device-dependent dg tiles, refusals, run 20's records."""
+from pathlib import Path
+
 import pytest
 from livebytes.estimator import Shape, get_model, predict
 from livebytes.estimator.devices import Device, get_device
@@ -53,6 +55,32 @@ def test_key_dim_above_256_is_refused_with_the_library_reason():
         check_shape("fla-gdn@0.6.0", Shape(1, 1024, 2, 512))
 
 
-def test_backward_is_labelled_not_measured():
+def test_backward_is_labelled_with_what_run_20_measured_and_what_it_did_not():
+    """Measured with Triton 3.9.0 at H16/HV32 D128 (run 20's three records); equal heads, D64 and the boundary not."""
     m = get_model("fla-gdn@0.6.0")
-    assert "not measured" in m.summary and any("#640" in n for n in m.notes)
+    assert "not measured" not in m.summary and "Triton 3.9.0 at H16/HV32 D128" in m.summary
+    assert any("#640" in n for n in m.notes) and any("run 20" in n and "1 x 32K" in n for n in m.notes)
+    assert any(n.startswith("not measured: equal heads") and "D64" in n and "boundary" in n for n in m.notes)
+
+
+RUN20 = sorted((Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "run20").glob("fla-gdn_*.json"))
+
+
+@pytest.mark.parametrize("path", RUN20, ids=lambda p: p.stem)
+def test_run_20s_records_ran_the_backward_under_a_triton_fla_core_accepts_on_hopper(path):
+    """fla-core 0.6.0 raises in chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 (chunk_o.py:727): each
+    fwd+bwd record ran 3.9.0, at the Qwen3-Next layout the notes name."""
+    from livebytes.validate.records import load_file
+    (r,) = load_file(path)
+    assert (r.impl, r.data["triton"], r.gpu) == ("fla-gdn@0.6.0", "3.9.0", "H200") and not r.forward_only
+    assert (r.shape.heads, r.shape.hv, r.shape.dim) == (16, 32, 128)
+
+
+def test_run_20s_8k_peak_by_hand():
+    """1 x 8K H16/HV32 D128 (run 20's first record, 1.1309 GiB measured): the backward's peak at bwd.dqkwg is above the
+    forward's 611.5 MiB (test_forward_peak_by_hand), and the measured figure is the model's to the byte."""
+    from livebytes.validate.compare import compare
+    from livebytes.validate.records import load_file
+    (r,) = load_file(next(p for p in RUN20 if "_1_8192_" in p.name))
+    p = predict(get_model("fla-gdn@0.6.0", gva=True), QWEN_LIKE)
+    assert p.peak_bytes > int(611.5 * MiB) and compare(r).error_bytes == 0 and compare(r).requested_error == 0

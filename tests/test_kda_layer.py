@@ -194,11 +194,14 @@ def test_include_maps_every_input_and_frees_only_its_own_buffers():
 
 def test_the_gdn_layers_kernel_is_the_gdn_kernel_model_for_the_layers_call():
     """fla_gdn.build(layer_call=True) is the Qwen3-Next records plus the in-kernel gate and beta sigmoid: the sigmoid's
-    fp32 beta [T, HV] saved, db then fp32, gdn_gate_bwd's bf16 dg and its [cdiv(T, 32), HV] fp32 partials."""
+    fp32 beta [T, HV] saved, db then fp32, gdn_gate_bwd's bf16 dg and its [cdiv(T, 32), HV] fp32 partials, and their sums'
+    global-reduce staging (aten_reduce)."""
     from livebytes.lifetimes import fla_gdn
-    plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True)
+    plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True, sms=132)
     added = {b.name for b in layer_call.buffers} - {b.name for b in plain.buffers}
-    assert added == {"A_log", "dt_bias", "beta_sigmoid", "dg_gate", "dA_log_part", "dt_bias_part", "dA_log", "ddt_bias", "dbeta"}
+    staging = {f"{x}.reduce_{part}" for x in ("dA_log", "ddt_bias") for part in ("staging", "semaphores")}
+    assert added == {"A_log", "dt_bias", "beta_sigmoid", "dg_gate", "dA_log_part", "dt_bias_part", "dA_log", "ddt_bias",
+                     "dbeta"} | staging
     m = {b.name: b for b in layer_call.buffers}
     shape = Shape(1, 8192, 16, 128, v_heads=32)
     assert evaluate(m["beta_sigmoid"].nbytes, shape) == 8192 * 32 * 4          # [T, HV] fp32

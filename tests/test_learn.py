@@ -260,6 +260,7 @@ CHECKS = {  # traced implementation directory -> (hand model, options, expected 
     "fla-kda_0.6.0": [("fla-kda@0.6.0", set()),
                       ("fla-kda@07b80f27", {("re-typed", "dq2"), ("re-typed", "dk2"), ("re-typed", "beta_sigmoid")})],
     "fla-gdn-fwd_0.6.0": [("fla-gdn-fwd@0.6.0", set())],
+    "fla-gdn_0.6.0": [("fla-gdn@0.6.0", set())],          # run 20f: the backward, Triton 3.9.0
 }
 
 
@@ -276,6 +277,22 @@ def test_committed_gpu_traces(folder):
         from livebytes.cli.learn_cmd import _hand_model
         found = {(f.kind, f.buffer) for f in differences(drift(_hand_model(key, learned), learned))}
         assert found == expected, key
+
+
+def test_gdn_backward_traces_hold_the_forward_traces_buffers_then_the_backwards():
+    """Run 20f (fwd+bwd, Triton 3.9.0) against run 6b (forward, Triton 3.6.0) at the same seven shapes: 66 events a shape
+    (39 allocations, 27 frees); 39 buffers = the forward's 16 + dO + the backward's 22 (recompute 4, dv_local, dhu 2, dqkwg 4 + 2 group sums + dg's
+    sum, WY 4 + its group sum, the reverse cumsum, l2norm's 2); the first 17 solve to the forward's formulas in order
+    (dO among the inputs): a second Triton allocates the forward alike."""
+    fwd, both = (learn(load_traces(TRACES / f)) for f in ("fla-gdn-fwd_0.6.0", "fla-gdn_0.6.0"))
+    assert len(fwd.buffers) == 16 and len(both.buffers) == 39 == 16 + 1 + 22
+    assert all(len(t.allocations) == 39 for t in both.traces)
+    tritons = {folder: {json.loads(p.read_text())["env"]["triton"] for p in (TRACES / folder).glob("*.json")}
+               for folder in ("fla-gdn-fwd_0.6.0", "fla-gdn_0.6.0")}
+    assert tritons == {"fla-gdn-fwd_0.6.0": {"3.6.0"}, "fla-gdn_0.6.0": {"3.9.0"}}
+    forward = [b.formula for b in both.buffers[:17]]
+    del forward[5]                                           # dO, the sixth input: [T, HV, V] bf16
+    assert forward == [b.formula for b in fwd.buffers]
 
 
 @pytest.mark.skipif(__import__("livebytes.validate.environment", fromlist=["x"]).cuda_available(), reason="a GPU is present")

@@ -144,9 +144,55 @@ def test_the_reservation_is_whole_pages_of_the_limit_for_every_resident_thread()
     assert stack_reservation_bytes(1_024, H200) == 0
 
 
-def test_the_frames_data_is_what_the_records_give():
-    """estimator/data/process/*.json is ``python -m livebytes.validate.frames``'s output from the committed records."""
-    assert frames_tool.DATA.read_text() == frames_tool.render(frames_tool.build())
+@pytest.mark.parametrize("triton", sorted(frames_tool.LIBRARIES))
+def test_the_frames_data_is_what_the_records_give(triton):
+    """estimator/data/process/*.json, one file a Triton version, is ``python -m livebytes.validate.frames``'s output from
+    the committed records."""
+    path, builder = frames_tool.LIBRARIES[triton]
+    assert path.name == f"fla-core-0.6.0_triton-{triton}_H200.json"
+    assert path.read_text() == frames_tool.render(builder())
+
+
+def test_a_row_of_another_triton_is_refused():
+    """Run 20's rows ran Triton 3.9.0: read as 3.6.0 rows they would mix two compilers' frames in one file."""
+    with pytest.raises(SystemExit, match="not of Triton 3.6.0"):
+        frames_tool.rows_of_triton(frames_tool.MATRICES_TRITON_39, "3.6.0")
+
+
+# run 20g, GDN forward+backward H16/HV32 D128 T 4,096 alone on the GPU, Triton 3.9.0 (its legacy ptxas)
+GDN_T4096 = Shape(1, 4096, 16, 128, 32)
+
+
+def test_gdn_fwd_bwd_takes_triton_39s_frames_and_reproduces_run_20_cold():
+    """Cold: chunk_bwd_kernel_dqkwg's most-spilling candidate, 21,848 B, -> limit 21,856 B (the measured one); 21,856 x
+    270,336 = 5,908,463,616 B -> 2,818 pages of 2 MiB, less the default's 132: 5,632,950,272 B. It grows twice: at bwd.dhu
+    (its 1,496-B frame -> 1,504 B: 406,585,344 B -> 194 pages - 132 = 130,023,424 B), then at bwd.dqkwg by the rest. Every
+    launched kernel has its own frame (no kernel borrows); the modules are run 20's residue, 100,663,296 B (96 MiB):
+    552,402,944 + 100,663,296 + 5,632,950,272 = 6,286,016,512 B, what the process measured."""
+    p = process_memory(H200, get_model("fla-gdn@0.6.0", "H200", gva=True), "cold", GDN_T4096)
+    assert p.library_name == "fla-core 0.6.0 (Triton 3.9.0 kernels)" and p.stack.status == "derived"
+    assert (p.stack_limit_bytes, p.stack.bytes, p.modules.bytes) == (21_856, 5_632_950_272, 100_663_296)
+    assert p.growth == (("bwd.dhu", 130_023_424), ("bwd.dqkwg", 5_632_950_272 - 130_023_424))
+    assert p.bytes == 552_402_944 + 100_663_296 + 5_632_950_272 == 6_286_016_512
+    assert [a for a in p.assumptions if "no stack frame measured" in a] == []
+    assert any("legacy ptxas" in a and ">= 3.7.1" in a for a in p.assumptions)
+
+
+def test_gdn_fwd_bwd_warm_holds_the_context_and_its_modules_only():
+    """Warm: the tuned configs' largest frame is dqkwg's 680 B < 1,024 B: no reservation; 552,402,944 + 98,566,144 =
+    650,969,088 B, run 20's warm figure; the cold process holds 5,635,047,424 B more (the reservation and 2 MiB of
+    modules)."""
+    model = get_model("fla-gdn@0.6.0", "H200", gva=True)
+    warm, cold = (process_memory(H200, model, state, GDN_T4096) for state in ("warm", "cold"))
+    assert (warm.stack_limit_bytes, warm.bytes) == (1024, 552_402_944 + 98_566_144) == (1024, 650_969_088)
+    assert cold.bytes - warm.bytes == 5_632_950_272 + 2 * MIB
+
+
+def test_gdn_forward_only_keeps_triton_36s_figures():
+    """The forward runs under Triton 3.6.0 (run 13): fla-gdn-fwd@0.6.0 stays in that library; only the fwd+bwd model,
+    whose backward 3.6.0 refuses on Hopper, moved to 3.9.0."""
+    fwd = process_memory(H200, get_model("fla-gdn-fwd@0.6.0", "H200", gva=True), "cold", GDN_T4096)
+    assert fwd.library_name == "fla-core 0.6.0 (Triton 3.6.0 kernels)"
 
 
 MATRIX = process_check.matrix_rows()
@@ -218,16 +264,26 @@ def test_every_edge_probe_limit_is_what_the_cases_frames_give():
 
 
 def test_a_partial_case_bounds_its_missing_kernels_by_the_librarys_largest():
-    """GDN forward+backward: fla-core 0.6.0 raises on Hopper with Triton 3.6.0 after its backward's dhu and dv_local
-    launched; the CPU compile has those kernels' frames only. The missing ones (dqkwg, the WY backward, l2norm's) take
-    the larger of the case's and the complete cases' largest: at D128 19,232 B (D64 H96's wy_dqkg, CPU-derived), at D256
-    the case's own dhu, 22,608 B (22,608 x 270,336 = 6,111,756,288 B -> 2,915 pages - 132 = 5,836,374,016 B)."""
-    gdn = get_model("fla-gdn@0.6.0", "H200")
-    d128 = process_memory(H200, gdn, "cold", Shape(1, 8192, 16, 128, 32))
-    d256 = process_memory(H200, gdn, "cold", Shape(1, 8192, 16, 256, 32))
-    assert (d128.stack_limit_bytes, d256.stack_limit_bytes) == (19_232, 22_608)
-    assert d256.stack.bytes == 5_836_374_016
-    assert all(any("the larger of the case's and the library's largest" in a for a in p.assumptions) for p in (d128, d256))
+    """The Triton 3.6.0 file's GDN forward+backward cases (CPU-derived): fla-core 0.6.0 raises on Hopper with Triton 3.6.0
+    after its backward's dhu and dv_local launched, so those cases hold the kernels before the raise. Read through that
+    file (no model maps to it since run 20 measured the backward under 3.9.0), the missing ones (dqkwg, the WY backward,
+    l2norm's) take the larger of the case's and the complete cases' largest: at D128 19,232 B (D64 H96's wy_dqkg,
+    CPU-derived), at D256 the case's own dhu, 22,608 B (22,608 x 270,336 = 6,111,756,288 B -> 2,915 pages - 132 =
+    5,836,374,016 B)."""
+    from livebytes.estimator.process import stack_timeline
+    data = json.loads(frames_tool.DATA.read_text())
+    complete = [f for k, case in data["frames"]["cold"].items() if not data["derived_on_cpu"].get(k, {}).get("partial")
+                for f in case.values()]
+    launches = tuple((a.kernel, a.step) for a in get_model("fla-gdn@0.6.0", "H200", gva=True).autotuned)
+    limits = {}
+    for dim in (128, 256):
+        case = data["frames"]["cold"][f"fla-gdn:- D{dim} H16 HV32"]
+        assert data["derived_on_cpu"][f"fla-gdn:- D{dim} H16 HV32"]["partial"]
+        limit, _, notes = stack_timeline(case, launches, H200, max(complete), partial=True)
+        assert any("the larger of the case's and the library's largest" in n for n in notes)
+        limits[dim] = limit
+    assert limits == {128: 19_232, 256: 22_608}
+    assert stack_reservation_bytes(22_608, H200) == 5_836_374_016
 
 
 @pytest.mark.parametrize("shape", [Shape(1, 8192, 48, 128), Shape(1, 8192, 80, 64), Shape(1, 8192, 192, 128),
@@ -253,18 +309,17 @@ def test_the_head_count_moves_the_largest_frame_but_not_monotonically(dim, frame
 
 def test_no_model_borrows_another_models_figure_unlabelled():
     """Every registered model's process memory is its own library's, or each borrowed part is named as assumed: GDN
-    forward+backward (its backward never ran on Hopper) assumes the library's largest modules, and for the kernels past
-    fla's refusal the library's largest frame."""
+    forward+backward at H16/HV16 (run 20 measured H16/HV32) takes Triton 3.9.0's frames of that case as a bound, and
+    says so, with its modules measured."""
     shape = Shape(1, 8192, 16, 128)
     for s in specs():
         model = get_model(s.key, "H200")
         p = process_memory(H200, model, "cold", shape)
         assert p.modules is not None or p.assumptions, s.key
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200"), "cold", shape)
-    assert any("not measured for fla-gdn" in a for a in gdn.assumptions)
-    assert any("the larger of the case's and the library's largest" in a for a in gdn.assumptions)
-    # H16/HV16 lies outside the H16/HV32 the CPU compiled: every GDN case's frames, D256's dhu (22,608 B) among them
-    assert gdn.stack_limit_bytes == 22_608
+    assert gdn.modules.status == "measured" and not any("not measured for fla-gdn" in a for a in gdn.assumptions)
+    assert any("not measured at D128 H16 HV16" in a and "1 cases, up to 21,848 B" in a for a in gdn.assumptions)
+    assert gdn.stack_limit_bytes == 21_856            # the one Triton 3.9.0 case's dqkwg, 21,848 B, rounded to 16
 
 
 @pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not measured at D128 H48 HV48"),

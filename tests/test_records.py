@@ -24,7 +24,8 @@ def rid(r):
 
 def test_there_are_records_of_every_measured_implementation():
     impls = {r.impl for r in MEASURED}
-    assert {"fla-kda@0.6.0", "fla-kda-fwd@0.6.0", "cudnn-kda-hopper-cuda@1.32.0", "cudnn-kda-hopper@1.32.0"} <= impls
+    assert {"fla-kda@0.6.0", "fla-kda-fwd@0.6.0", "cudnn-kda-hopper-cuda@1.32.0", "cudnn-kda-hopper@1.32.0",
+            "fla-gdn@0.6.0", "fla-gdn-fwd@0.6.0"} <= impls
     assert all(r.gpu == "H200" and r.data["fla"] == "0.6.0" for r in MEASURED)
 
 

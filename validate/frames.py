@@ -1,5 +1,7 @@
 """The stack frames and loaded-module figures of FLA's kernels on the H200, as committed data for the process-memory
-model (``estimator/data/process/fla-core-0.6.0_triton-3.6.0_H200.json``), regenerated from the GPU records.
+model, one file per Triton version the kernels were compiled by (``estimator/data/process/fla-core-0.6.0_triton-
+{3.6.0,3.9.0}_H200.json``; ``LIBRARIES``), regenerated from the GPU records. Every matrix row names its Triton; a row
+under another Triton than its file's is refused.
 
 Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/probes/process_memory.py``,
 runs 13 and 16b; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
@@ -11,8 +13,13 @@ ran over a copy of the cache a cold edge probe filled at the same shape (``fille
 Limits: at cases only an edge probe ran (no kernel log), the stack limit that probe read after its first call
 (``LIMIT_PROBES``: D64 H128 and D256 H96, report contract, cold): a check of those cases' CPU-derived frames.
 
-    python -m livebytes.validate.frames            # rewrite the data file
-    python -m livebytes.validate.frames --check    # exit 1 when the committed file differs
+Triton 3.9.0 (run 20, fla-core 0.6.0's GDN backward, which it refuses on Hopper with Triton 3.4-3.7.0): the GPU's frames
+of GDN forward+backward D128 H16/HV32, cold and warm, and its modules, which ``modules_from_rows`` derives from those
+rows (non-PyTorch bytes minus the context and the measured limit's reservation). Its kernels were compiled by the
+legacy ``ptxas`` Triton 3.9.0 bundles, not its ``ptxas-blackwell`` (run 20's README).
+
+    python -m livebytes.validate.frames            # rewrite the data files
+    python -m livebytes.validate.frames --check    # exit 1 when a committed file differs
 """
 from __future__ import annotations
 
@@ -22,7 +29,9 @@ from collections import defaultdict
 from pathlib import Path
 
 RECORDS = Path(__file__).parent / "records" / "runs"
-DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process" / "fla-core-0.6.0_triton-3.6.0_H200.json"
+PROCESS_DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process"
+DATA = PROCESS_DATA / "fla-core-0.6.0_triton-3.6.0_H200.json"
+DATA_TRITON_39 = PROCESS_DATA / "fla-core-0.6.0_triton-3.9.0_H200.json"
 BOUNDARY = Path(__file__).parent / "records" / "boundary"
 # Cold edge probes at cases no matrix logged kernels for: the stack limit after the first call at the shape (no
 # warmup) is the case's own measurement, though not which kernel set it.
@@ -36,6 +45,7 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
 # raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
 CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl")
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
+MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl",)
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -55,11 +65,22 @@ def case_key(family: str, dim: int, heads: int, v_heads: int) -> str:
     return f"{family} D{dim} H{heads} HV{v_heads}"
 
 
-def matrix_rows() -> list[dict]:
+def matrix_rows(names: tuple[str, ...] | None = None) -> list[dict]:
+    """The case rows of ``names`` (default: every Triton version's matrices, ``LIBRARIES``)."""
     rows = []
-    for name in MATRICES:
+    for name in names if names is not None else MATRICES + MATRICES_TRITON_39:
         rows += [json.loads(line) | {"record": f"validate/records/runs/{name}"}
                  for line in (RECORDS / name).read_text().splitlines() if '"case"' in line]
+    return rows
+
+
+def rows_of_triton(names: tuple[str, ...], triton: str) -> list[dict]:
+    """The complete rows of ``names``, each held to ``triton`` (a row from another Triton's process would mix two
+    compilers' frames into one file)."""
+    rows = complete(matrix_rows(names))
+    wrong = [f"{r['record']} {r['case']['tag']}: triton {r.get('triton')}" for r in rows if r.get("triton") != triton]
+    if wrong:
+        raise SystemExit(f"rows not of Triton {triton}: {'; '.join(wrong)}")
     return rows
 
 
@@ -161,7 +182,7 @@ def cpu_frames(measured: dict) -> tuple[dict, dict]:
 
 
 def build() -> dict:
-    m, r12 = matrix_frames(matrix_rows()), run12_frames()
+    m, r12 = matrix_frames(rows_of_triton(MATRICES, "3.6.0")), run12_frames()
     gpu = {**m["cold"], **r12["cold"]}
     derived, derived_source = cpu_frames(gpu)
     merged = {"cold": {**derived, **gpu}, "warm": {**m["warm"], **r12["warm"]}}
@@ -182,19 +203,70 @@ def build() -> dict:
     }
 
 
+def modules_from_rows(rows: list[dict]) -> dict:
+    """{family: {state: figure}} of processes alone on the GPU: non-PyTorch bytes minus the H200's context and the
+    reservation of the stack limit the process measured (``estimator.process``'s rules). The rows of one family and
+    state must agree."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.process import process_memory, stack_reservation_bytes
+    h200 = get_device("H200")
+    context = process_memory(h200, "no-library@0").context.bytes
+    out: dict = {}
+    for r in rows:
+        c, alone = r["case"], r["in_process_alone"]["nonpytorch_bytes"]
+        reservation = stack_reservation_bytes(r["stack_limit_bytes"], h200)
+        figure = {"bytes": alone - context - reservation, "status": "measured",
+                  "source": f"{r['record'].rsplit('/', 1)[1]} {c['tag']} (Triton {r['triton']}), alone on the GPU: "
+                            f"{alone:,} B minus the context ({context:,}) and the {r['stack_limit_bytes']:,}-B limit's "
+                            f"reservation ({reservation:,})"}
+        held = out.setdefault(family(c).split(":")[0], {}).setdefault(c["state"], figure)
+        if held["bytes"] != figure["bytes"]:
+            raise SystemExit(f"{c['tag']}: modules {figure['bytes']:,} B differ from {held['source']}")
+    return out
+
+
+def build_triton_39() -> dict:
+    """The Triton 3.9.0 file: run 20's GPU frames and modules; no CPU-derived cases, no edge-probe limits."""
+    rows = rows_of_triton(MATRICES_TRITON_39, "3.9.0")
+    m = matrix_frames(rows)
+    return {
+        "about": "fla-core 0.6.0's Triton kernels (triton 3.9.0, compiled by its bundled legacy ptxas) on the H200: per "
+                 "case 'FAMILY:CONTRACT D H HV' and Triton-cache state, each kernel's largest stack frame in bytes (cold: "
+                 "every candidate that launched; warm: the tuned configs), and the loaded modules per model family and "
+                 "state. Written by `python -m livebytes.validate.frames` from the records it names; read by "
+                 "estimator/process.py for the models estimator/data/process_memory.json lists under Triton 3.9.0.",
+        "records": [f"validate/records/runs/{n}" for n in MATRICES_TRITON_39],
+        "library": "fla-core 0.6.0 (Triton 3.9.0 kernels)",
+        "modules": modules_from_rows(rows),
+        "frames": {state: {k: dict(sorted(v.items())) for k, v in sorted(m[state].items())} for state in ("cold", "warm")},
+        "derived_on_cpu": {},
+        "limits": {"cold": {}, "warm": {}},
+    }
+
+
+# Triton version -> (data file, its builder)
+LIBRARIES = {"3.6.0": (DATA, build), "3.9.0": (DATA_TRITON_39, build_triton_39)}
+
+
 def render(data: dict) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
 def main(argv: list[str]) -> int:
-    text = render(build())
+    stale = []
+    for path, builder in LIBRARIES.values():
+        text = render(builder())
+        if argv == ["--check"]:
+            if not (path.exists() and path.read_text() == text):
+                stale.append(path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(path)
     if argv == ["--check"]:
-        same = DATA.exists() and DATA.read_text() == text
-        print("up to date" if same else f"{DATA} differs from the records: run python -m livebytes.validate.frames")
-        return 0 if same else 1
-    DATA.parent.mkdir(parents=True, exist_ok=True)
-    DATA.write_text(text)
-    print(DATA)
+        print("up to date" if not stale else
+              "\n".join(f"{p} differs from the records: run python -m livebytes.validate.frames" for p in stale))
+        return 1 if stale else 0
     return 0
 
 
