@@ -31,7 +31,7 @@ import sympy as sp
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
 from livebytes.estimator.devices import get_device
-from livebytes.lifetimes.aten_reduce import leading_sum_scratch
+from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, leading_sum_scratch
 from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
@@ -195,7 +195,9 @@ def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: 
                       "initial state, final state and their gradients (the configuration has none)",
                       "context parallelism and CUDA-graph static buffers (use_graph)",
                       "off sm90 (H100/H200): which autotune configs fail to launch, so which arguments a cold first "
-                      "call keeps until the next garbage collection (measured on the H200 only)"),
+                      "call keeps until the next garbage collection (measured on the H200 only)",
+                      *((f"HV = 1: {ONE_OUTPUT_NOT_MODELLED} (kda_gate_bwd's dA.sum(0), gate.py:319)",)
+                        if c.report and not forward_only else ())),
     )
 
 
