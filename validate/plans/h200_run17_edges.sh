@@ -3,7 +3,7 @@
 # (17d); records in validate/records/boundary/h200_run17*, validate/records/runs/run17/). Run 19 (session 8,
 # 2026-12-01; ran: `fill64` (19a), `pocket64 76629` (19b), `layer 239232` (19c), `layer 215000` (19d); records in
 # validate/records/boundary/h200_run19*, validate/records/runs/run19/).
-# Prepared, NOT RUN (issue 21, the 4-layer boundary with the layers below declared step by step): `layer 232448`
+# Ran as run 20 (session 9; validate/records/runs/run20/, via validate/plans/h200_run20.sh): `layer 232448`
 # (plan's S*; the replay fits) and `layer 234773` (ceil(1.01 S*); the replay runs out of memory), one device call each
 # (~300 s cold), carry .whl; then commit both probe files as h200_run20*_fla-kda-layer_L4_H32_D128_* and check
 # tests/test_probe_replay.py.
