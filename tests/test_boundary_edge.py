@@ -11,7 +11,8 @@ import pytest
 
 from livebytes.estimator.shapes import Shape
 from livebytes.validate.boundary import CASES, Case, answer, probe_state
-from livebytes.validate.probe_records import model_of
+from livebytes.validate.boundary import model_of as model_of_case
+from livebytes.validate.probe_records import layer_options, model_of
 
 BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
 
@@ -22,6 +23,13 @@ def ran(case: Case, head: dict, line: dict) -> bool:
     return key == case.impl and options.get("contract") == case.contract
 
 
+def stack(case: Case, head: dict) -> bool:
+    """A layer probe ran this case's stack (its head's ``layer``: hidden, layers, checkpoint, conv size, as the model
+    resolves them); a kernel case and a kernel probe have none."""
+    resolved = layer_options(dict(model_of_case(case).options))
+    return resolved == layer_options(model_of(head["impl"], head)[1]) if resolved or head.get("layer") else True
+
+
 def trials(case: Case) -> list[dict]:
     """Every measured trial of this case: value -> fits, from bisections and --values runs alike."""
     state, warmup = probe_state(case)
@@ -30,7 +38,7 @@ def trials(case: Case) -> list[dict]:
         lines = [json.loads(line) for line in path.read_text().splitlines()]
         warmed = any(d.get("stage", "").startswith("warmup") for d in lines)
         for d in lines:
-            if (d.get("stage") in ("bisect", "value") and ran(case, lines[0], d)
+            if (d.get("stage") in ("bisect", "value") and ran(case, lines[0], d) and stack(case, lines[0])
                     and d["allocator_conf"] == case.alloc_conf and d["state"] == state and warmed == warmup
                     and d["heads"] == case.base.heads and d.get("v_heads") == case.base.v_heads
                     and d.get("dim", 128) == case.base.dim
@@ -57,7 +65,8 @@ NON_MONOTONE: dict[Case, tuple[str, bool | None]] = {
 def cid(case: Case) -> str:
     b = case.base
     return (f"{case.impl}:{case.contract}:{case.solve}:{case.alloc_conf}:{case.cache_label}:H{b.heads}"
-            + (f"/HV{b.v_heads}" if b.v_heads else "") + f":D{b.dim}")
+            + (f"/HV{b.v_heads}" if b.v_heads else "") + f":D{b.dim}"
+            + "".join(f":{k}={v}" for k, v in b.layer_fields().items()))
 
 
 def marked(cases):

@@ -71,6 +71,8 @@ CASES = (
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 128, 64)),
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 128, 64), triton_cache="warm", no_warmup=True),
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 256)),
+    # issue 21: 4 KimiDeltaAttention layers (Kimi-Linear's: hidden 2304, H32 D128, conv 4), no checkpointing (run 20)
+    Case("fla-kda-layer@0.6.0", None, "seq", Shape(1, 8192, 32, 128, hidden=2304, layers=4)),
 )
 
 
@@ -110,14 +112,19 @@ def render(items: list[dict]) -> str:
 
 PROBE_IMPL = {("fla-kda", "plain"): "fla-plain", ("fla-kda", "report"): "fla-report",   # implementation -> the probe's
               ("cudnn-kda-hopper-cuda", None): "kda_hopper_cuda",                     # --impl (it runs what is installed)
-              ("fla-kda-fwd", "report"): "fla-report", ("fla-gdn-fwd", None): "fla-gdn"}
+              ("fla-kda-fwd", "report"): "fla-report", ("fla-gdn-fwd", None): "fla-gdn",
+              ("fla-kda-layer", None): "fla-kda-layer"}
+LAYER_FLAGS = {"hidden": "--hidden", "layers": "--layers", "conv_size": "--conv-size"}    # boundary_probe.py's
 
 
 def probe_flags(case: Case) -> str:
-    """The probe's shape flags beyond --heads: value heads, head dim, forward only."""
+    """The probe's shape flags beyond --heads: value heads, head dim, forward only, a layer stack's fields."""
     base = case.base
+    stack = base.layer_fields()
     return ((f" --v-heads {base.v_heads}" if base.v_heads else "") + (f" --dim {base.dim}" if base.dim != 128 else "")
-            + (" --forward-only" if case.impl.split("@")[0].endswith("-fwd") else ""))
+            + (" --forward-only" if case.impl.split("@")[0].endswith("-fwd") else "")
+            + "".join(f" {LAYER_FLAGS[k]} {v}" for k, v in stack.items() if k in LAYER_FLAGS)
+            + (" --checkpoint" if stack.get("checkpoint") else ""))
 
 
 def probe_state(case: Case) -> tuple[str, bool]:
@@ -146,7 +153,8 @@ def probe_commands(case: Case) -> list[str]:
 def _shape_tag(case: Case) -> str:
     """Head count, value heads and head dim in a folder name: cases of one contract differ there."""
     base = case.base
-    return f"H{base.heads}" + (f"_HV{base.v_heads}" if base.v_heads else "") + (f"_D{base.dim}" if base.dim != 128 else "")
+    return (f"H{base.heads}" + (f"_HV{base.v_heads}" if base.v_heads else "") + (f"_D{base.dim}" if base.dim != 128 else "")
+            + (f"_L{base.layers}" if base.layers else "") + ("_ckpt" if base.checkpoint else ""))
 
 
 def _cache_dir(case: Case) -> str:
