@@ -20,9 +20,10 @@ With ``capacity_bytes`` the allocator runs out of memory the way PyTorch does; t
 failing request and says where (``OomEvent``).
 
 One walk of a call serves every caller: ``Process`` runs a sequence of calls (``Call``: shape, runs, when the cache
-is emptied, benchmarks, capacity, library-cache keys) in one allocator, and keeps what library caches hold by key
-across them; ``replay`` is its one-call form. Callers that know a process's earlier calls (``validate.protocol``:
-the validator's; ``validate.probe_replay``: a boundary probe's trials) choose the keys and evictions.
+is emptied, benchmarks, capacity, library-cache keys, the model it runs when not the process's) in one allocator, and
+keeps what library caches hold by key across them; ``replay`` is its one-call form. Callers that know a process's
+earlier calls (``validate.protocol``: the validator's; ``validate.probe_replay``: a boundary probe's trials) choose the
+keys, evictions and models.
 
 The byte formulas are compiled once per model (``_schedule``); a replay costs a few hundred
 allocator operations (well under 5 ms), which the out-of-memory planner bisects over.
@@ -165,7 +166,9 @@ class Call:
     drops (a bounded library cache). ``growth``: (step, bytes) where the process's memory outside PyTorch grows during
     the first run (the driver raising the stack limit when a kernel with a larger frame launches,
     ``estimator.process``): the capacity shrinks by that much at the step's launch, after its allocations and before
-    its benchmarks."""
+    its benchmarks. ``model``: what this call runs (None: the process's model); a process whose calls run different
+    models (a layer harness's warmup is one default layer, its shapes their own stacks) shares library-cache entries
+    between them through ``cache_keys`` alone."""
     shape: Shape
     runs: int
     empty_cache_before_run: int | None = None
@@ -174,6 +177,7 @@ class Call:
     cache_keys: tuple[tuple[str, object], ...] = ()
     evicts: tuple[object, ...] = ()
     growth: tuple[tuple[str, int], ...] = ()
+    model: LifetimeModel | None = None
 
 
 @dataclass(frozen=True)
@@ -195,10 +199,13 @@ class _EmptyTensor:
 
 
 class _CallState:
-    """What a call in progress holds, by allocation index, and where it is (for an OOM)."""
+    """What a call in progress runs (its model and compiled schedule), holds, by allocation index, and where it is
+    (for an OOM)."""
 
     def __init__(self, process: Process, call: Call, number: int):
-        sch, model = process.sch, process.model
+        model = call.model if call.model is not None else process.model
+        sch = _schedule(model)
+        self.model, self.sch = model, sch
         self.call, self.number = call, number
         self.sizes = [int(v) for v in sch.sizes_fn(*call.shape.values())]
         self.keys = dict(call.cache_keys)
@@ -219,11 +226,11 @@ class Process:
     key (``held``); everything else a call allocated is dropped at its end (``end_call``), as the harness does.
     ``record``: log the calls' allocator operations, so that they can be handed to ``replay`` as a ``Prelude``
     (a recording process takes no ``before``). ``capacity_bytes``: what the allocator may reserve, until a
-    ``Call`` says otherwise."""
+    ``Call`` says otherwise. ``model``: what a ``Call`` without its own model runs."""
 
     def __init__(self, model: LifetimeModel, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
                  device_total_bytes: int | None = None, record: bool = False):
-        self.model, self.sch = model, _schedule(model)
+        self.model = model
         self.alloc = CachingAllocator(conf, capacity_bytes, device_total_bytes)
         self.held: dict[object, object] = {}        # library-cache key -> block
         self.calls = 0
@@ -303,7 +310,7 @@ class Process:
 
     # ------------------------------------------------------------------ one call
     def _malloc_at(self, st: _CallState, i: int, k: int, run: int) -> object:
-        st.where = (self.model.steps[i].name, self.sch.names[k], run)
+        st.where = (st.model.steps[i].name, st.sch.names[k], run)
         return self._malloc(st.sizes[k])
 
     def _evict(self, st: _CallState) -> None:
@@ -315,13 +322,13 @@ class Process:
     def _step(self, st: _CallState, i: int, made: tuple[int, ...], freed: tuple[int, ...], run: int) -> None:
         """One model step; in the first run also benchmarks and arguments held until a GC. A cached buffer is
         allocated only when no entry with its key is held (a cache hit reuses the block)."""
-        name, first = self.model.steps[i].name, run == 0
+        name, first = st.model.steps[i].name, run == 0
         st.at = (run, i)
         for k in made:
-            if k not in self.sch.cached:
+            if k not in st.sch.cached:
                 st.live[k] = self._malloc_at(st, i, k, run)
-            elif st.keys[self.sch.names[k]] not in self.held:
-                key = st.keys[self.sch.names[k]]
+            elif st.keys[st.sch.names[k]] not in self.held:
+                key = st.keys[st.sch.names[k]]
                 self.held[key] = self._malloc_at(st, i, k, run)
                 st.made_at[key] = (run, i)
         if first:
@@ -346,12 +353,12 @@ class Process:
 
     def _end_of_run(self, st: _CallState) -> None:
         self._collect(st.awaiting_gc)     # no later compile in the first run: collected by its end at the latest
-        for k in self.sch.released:
+        for k in st.sch.released:
             if k in st.live:
                 self._free(st.live.pop(k))    # the harness drops the output and the gradients
 
     def _runs(self, st: _CallState, peaks: list, reserved_peaks: list) -> None:
-        for i, made in self.sch.harness:
+        for i, made in st.sch.harness:
             for k in made:
                 st.inputs[k] = self._malloc_at(st, i, k, -1)
         for run in range(st.call.runs):
@@ -360,7 +367,7 @@ class Process:
             self.reset_peak()
             if run == 0:
                 self._evict(st)
-            for i, made, freed in self.sch.work:
+            for i, made, freed in st.sch.work:
                 self._step(st, i, made, freed, run)
             self._end_of_run(st)
             peaks.append(self.alloc.peak)
@@ -398,7 +405,7 @@ class Process:
         if failed:
             self._collect([self.held.pop(key) for key, at in st.made_at.items() if at >= st.at])
         for k, handle in st.inputs.items():
-            key = st.keys.get(self.sch.names[k])
+            key = st.keys.get(st.sch.names[k])
             if key is not None and key not in self.held and not (failed and st.at[0] < 0):
                 self.held[key] = handle
             else:

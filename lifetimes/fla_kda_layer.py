@@ -206,8 +206,8 @@ def _fields(device, gva, hidden, layers, checkpoint, conv_size) -> dict:
         options=(("gva", gva), ("hidden", hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", conv_size)),
         not_modelled=NOT_MODELLED + fla_kda.build(contract="report").not_modelled,
         notes=("from flash-linear-attention 0.6.0 fla/layers/kda.py and fla-core 0.6.0; run 16's seven H200 records (1 and "
-               "4 layers, checkpointing on and off) replay to the byte, and their reserved peaks too but 32K x 4 "
-               "checkpointed's (2 MiB: its earlier calls are replayed with its own stack)",),
+               "4 layers, checkpointing on and off) replay to the byte, and their reserved peaks too but 8K x 4 "
+               "layers' (2 MiB: one small-pool segment more)",),
     )
 
 

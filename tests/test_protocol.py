@@ -231,3 +231,83 @@ def test_queues_beside_each_other_evict_on_their_own():
     gone = set(protocol.evicted(keys, 3))
     assert {(k[0], k[2]) for k in keys if k not in gone} == {("conv.ci", 2), ("kda.ci", 2), ("kda.lens", 0),
                                                                ("kda.lens", 1), ("kda.lens", 2)}
+
+
+# ---------------------------------------------------------------- each call runs the harness's model (model_at)
+
+LAYER = "fla-kda-layer@0.6.0"
+
+
+def layer_at(shape):
+    """The model the layer harness runs at ``shape`` (compare.model_at without a record): its layer fields build it."""
+    return get_model(LAYER, "H200", **shape.layer_fields())
+
+
+@pytest.mark.parametrize("name,library", [
+    ("below1.cublas.workspace.forward", "cublas.workspace.forward"),    # layer 1 of a stack made the caller's workspace
+    ("below1.ckpt.kda.seq_lens", "kda.seq_lens"),                      # checkpoint's first forward, layer 1
+    ("ckpt.kda.chunk_indices", "kda.chunk_indices"),
+    ("cublas.workspace.backward", "cublas.workspace.backward"),        # the top layer's: already the library's
+    ("kda.xbelow1.y", "kda.xbelow1.y"),                                 # only whole dotted segments are prefixes
+])
+def test_library_name_drops_the_stacks_prefixes(name, library):
+    assert protocol.library_name(name) == library
+
+
+def test_a_layer_records_warmup_runs_the_harnesss_one_layer_of_hidden_2048():
+    """fla_layer.FlaLayer.inputs builds the warmup from warmup_shape (no layer fields): hidden 2048, one layer. Its first
+    mallocs are x and dY [1024, 2048] bf16 = 4,194,304 B each around cu_seqlens [2] int64 = 16 B, then q_proj.weight
+    [4096, 2048] bf16 = 16,777,216 B; the record's own 4-layer stack of hidden 2304 would give 1024 x 2304 x 2 =
+    4,718,592 B and [4096, 2304] bf16 = 18,874,368 B. The measured call hits the warmup's three keyed entries (the
+    caller's cuBLAS and cuBLASLt workspaces, the backward thread's cuBLAS workspace) under its own names; the one-model
+    warmup makes the caller's cuBLAS workspace 48 mallocs later: its 3 more layers' parameters, 16 each."""
+    shape = Shape(1, 8192, 32, hidden=2304, layers=4)
+    model = layer_at(shape)
+    per_call, one = protocol.prelude(model, shape, model_at=layer_at), protocol.prelude(model, shape)
+    mallocs = [op[2] for op in per_call.ops if op[0] == "malloc"]
+    assert mallocs[:4] == [4_194_304, 16, 4_194_304, 16_777_216]
+    assert [op[2] for op in one.ops if op[0] == "malloc"][:4] == [4_718_592, 16, 4_718_592, 18_874_368]
+    hits = dict(per_call.reused)
+    assert set(hits) == {"below1.cublas.workspace.forward", "below1.cublaslt.workspace.forward", "cublas.workspace.backward"}
+    assert dict(one.reused)["below1.cublas.workspace.forward"] - hits["below1.cublas.workspace.forward"] == 3 * 16
+    assert mallocs[hits["below1.cublas.workspace.forward"]] == 32 * MIB       # CublasHandlePool.cpp: 4096 KiB x 8
+
+
+def test_a_checkpointed_stack_makes_the_backward_lt_workspace_the_warmup_did_not():
+    """Checkpointing recomputes g_proj's biased Linear on autograd's thread: its cuBLASLt workspace (1 MiB) is the
+    checkpointed call's own, since the warmup's one layer without checkpointing runs no addmm there."""
+    shape = Shape(1, 8192, 32, hidden=2304, layers=4, checkpoint=True)
+    p = protocol.prelude(layer_at(shape), shape, model_at=layer_at)
+    assert "cublaslt.workspace.backward" not in dict(p.reused)
+    assert "cublaslt.workspace.backward" in dict(protocol.cache_keys(layer_at(shape), shape, 1))
+
+
+def test_tuned_keys_accumulate_across_the_calls_models():
+    """A cold process: the 1 x 1024 warmup (one layer) benchmarks its 19 distinct (kernel, key) launches; the 4-layer
+    call at 8K the 4 whose key is bucketed by T (l2norm_fwd, layer_norm_gated_fwd and _bwd with NB = cdiv(8192 x 32,
+    65536) = 4 where the warmup's was 1, l2norm_bwd), at its own steps (layer 1's forward, the top layer's backward).
+    The keys name kernels, not steps, so the record's stack in both calls benchmarks the same."""
+    shape = Shape(1, 8192, 32, hidden=2304, layers=4)
+    warmup = protocol.warmup_shape(shape)
+    first, second = protocol.process_benchmarks(layer_at(shape), [warmup, shape], "cold", layer_at)
+    assert len(first) == 19 and "fwd.q_conv1d" in first                    # the one-layer model's step names
+    assert second == ("below1.kda.fwd.l2norm_q", "below1.fwd.o_norm", "bwd.o_norm", "kda.bwd.l2norm_q")
+    assert protocol.process_benchmarks(layer_at(shape), [warmup, shape], "cold")[1] == second
+
+
+def test_a_kernel_models_calls_all_run_its_one_model():
+    """No layer fields: the warmup's model is the record's, so model_at changes nothing (cuDNN's plan-cache case)."""
+    model, shape = get_model("cudnn-kda-hopper-cuda@1.32.0", "H200"), Shape(1, 8192, 32)
+    at = lambda s: get_model("cudnn-kda-hopper-cuda@1.32.0", "H200")          # noqa: E731
+    assert protocol.prelude(model, shape, model_at=at) == protocol.prelude(model, shape)
+
+
+def test_no_two_kept_buffers_of_a_model_share_a_library_name():
+    """library_name is an identity only if a model's kept buffers stay apart under it: every model at its defaults, and
+    the layer models at 1, 2 and 4 layers with checkpointing off and on (a stack declares layer 1's caches only)."""
+    from livebytes.estimator import specs
+    for s in specs():
+        for options in ([{}] if not s.shape_fields else
+                        [dict(layers=n, checkpoint=c) for n in (1, 2, 4) for c in (False, True)]):
+            names = [protocol.library_name(b.name) for b in protocol._kept(get_model(s.key, **options))]
+            assert len(names) == len(set(names)), (s.key, options)

@@ -55,9 +55,16 @@ class Comparison:
         return None if self.measured is None else self.error_bytes / self.measured
 
 
+def model_at(record: Record) -> protocol.ModelAt:
+    """The model the record's harness runs at a shape of its process: the record's options, and what the shape implies
+    (``shape_options``: a GVA shape (HV > H) selects the GVA path, as predict does; a layer shape's fields build the
+    stack, and the warmup's shape, which has none, builds the harness's default layer)."""
+    return lambda shape: get_model(record.impl, record.gpu or None, **record.options, **shape_options(record.impl, shape))
+
+
 def model_of(record: Record):
-    """The record's model; a GVA shape (HV > H) selects the model's GVA path, as predict does."""
-    return get_model(record.impl, record.gpu or None, **record.options, **shape_options(record.impl, record.shape))
+    """The record's model: its harness's at the record's shape."""
+    return model_at(record)(record.shape)
 
 
 def earlier_shapes(record: Record) -> tuple[Shape, ...]:
@@ -104,7 +111,7 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         raise LivebytesError(f"protocol: {record.protocol_version or 'no version'} is not a protocol this livebytes replays "
                              f"(versions {min(protocol.PROTOCOLS)}-{max(protocol.PROTOCOLS)}: protocol.version or its name kda-report-vN)")
     replayed, history = protocol.protocol_replay(model, record.shape, record.protocol_version, earlier_shapes(record),
-                                                 record.total_memory, record.data.get("triton_cache"))
+                                                 record.total_memory, record.data.get("triton_cache"), model_at(record))
     requested_error = _requested_error(model, record, history)
     requested_ok = _within(requested_error, _slack(record))
     if record.history_dependent:

@@ -21,13 +21,19 @@ one where it appends two (the layer's ``prepare_chunk_indices``: the convolution
 estimator's ``replay.Process`` (the one walk of a call through the allocator model); this module says which calls,
 with which cache keys.
 
+Each call runs the model the harness runs at its shape (``model_at``: a Shape -> model function; by default the
+measured model at every shape, which is exact for a model that does not read the layer fields). A layer harness builds
+its warmup from ``warmup_shape``, which has no layer fields: one layer of the default hidden size, no checkpointing; an
+earlier shape runs its own stack. Entries are shared across such models by their library identity
+(``library_name``).
+
 Versions are integers. v1 (runs 1-3): inputs drawn on the GPU. v2 (run 4): inputs seeded on the
 CPU and copied once. v3 (run 5): also ``torch.cuda.empty_cache()`` after the target-shape warmup.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -40,6 +46,8 @@ from livebytes.estimator.shapes import Shape
 from livebytes.estimator.symbols import SHAPE_SYMBOLS
 
 WARMUP_MBS, WARMUP_TOKENS = 1, 1024
+
+ModelAt = Callable[[Shape], LifetimeModel]      # the model the validator's harness runs at a shape
 
 
 @dataclass(frozen=True)
@@ -88,16 +96,33 @@ def _kept(model: LifetimeModel) -> list[Buffer]:
     return [b for b in model.buffers if b.cached or b.retained]
 
 
+_STACK_PREFIX = re.compile(r"(?:^|(?<=\.))(?:below\d+|ckpt)\.")
+
+
+def library_name(name: str) -> str:
+    """The library's name for a kept buffer: its name without the layer stack's prefixes (``lifetimes/layer_stack.py``:
+    ``below{i}.`` for a layer under the top, ``ckpt.`` for checkpoint's first forward). Those prefixes say where in one
+    call the stack made the entry, not which entry: the backward thread's cuBLAS workspace is one per (handle, stream)
+    for the process (``CublasHandlePool.cpp``), whichever layer's GEMM made it, and FLA's ``tensor_cache`` has one
+    queue per decorated function (``fla/utils/decorators.py``), whichever layer called it. So a warmup that runs one
+    layer and a measured call that runs four name the same entry alike: ``below1.cublas.workspace.forward`` ->
+    ``cublas.workspace.forward``, ``below1.ckpt.kda.seq_lens`` -> ``kda.seq_lens``."""
+    return _STACK_PREFIX.sub("", name)
+
+
 def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tuple[tuple, int]]:
     """(identity, request bytes) of what one call at ``shape`` leaves allocated, in allocation order.
-    A keyed cache's identity is (buffer, key values); anything else is unique to the call."""
+    A keyed cache's identity is (its library name, key values): a later call whose entry has it hits, whatever model
+    it runs. Anything else is unique to the call: FLA's ``tensor_cache`` hits only on the same argument objects, and
+    each call has new inputs; its identity names the queue it sits in (``cache_fn``, else its library name)."""
     kept = _kept(model)
     sizes = _values([b.nbytes for b in kept], shape)
     out = []
     for i, (b, nbytes) in enumerate(zip(kept, sizes)):
+        name = library_name(b.name)
         # an identity entry: (name, "call", the call, the queue it sits in, its place in the call's appends)
-        key = (b.name, _values(b.cache_key, shape)) if b.cache_key is not None else \
-            (b.name, "call", call, b.cache_fn or b.name, i)
+        key = (name, _values(b.cache_key, shape)) if b.cache_key is not None else \
+            (name, "call", call, b.cache_fn or name, i)
         out.append((key, nbytes))
     return out
 
@@ -105,23 +130,31 @@ def cache_entries(model: LifetimeModel, shape: Shape, call: object) -> list[tupl
 IDENTITY_CACHE_CALLS = 4    # fla-core 0.6.0 utils/env.py:30 FLA_TENSOR_CACHE_SIZE = 4: tensor_cache's deque maxlen
 
 
-def held_before(model: LifetimeModel, earlier: list[Shape], shape: Shape) -> tuple[int, ...]:
-    """Request sizes a process holds before a call at ``shape``, after its ``earlier`` calls (shapes, in order), walked
-    by ``replay.Process``: keyed cache entries once per key, unless this call's own entry has the key (it reuses
-    it); identity-keyed entries no call has ``evicted``, this one included. In the order the process allocated them."""
+def _one_model(model: LifetimeModel) -> ModelAt:
+    return lambda shape: model
+
+
+def held_before(model: LifetimeModel, earlier: list[Shape], shape: Shape, model_at: ModelAt | None = None) -> tuple[int, ...]:
+    """Request sizes a process holds before a call at ``shape`` (running ``model``), after its ``earlier`` calls
+    (shapes, in order, each running ``model_at``'s model), walked by ``replay.Process``: keyed cache entries once per
+    key, unless this call's own entry has the key (it reuses it); identity-keyed entries no call has ``evicted``, this
+    one included. In the order the process allocated them."""
+    at = model_at or _one_model(model)
     process = Process(model)
     for n, s in enumerate(earlier):
-        process.call(Call(s, 1, cache_keys=cache_keys(model, s, n), evicts=evicted(process.held, n)))
+        process.call(Call(s, 1, cache_keys=cache_keys(at(s), s, n), evicts=evicted(process.held, n), model=at(s)))
         process.end_call()
     gone = set(evicted(process.held, len(earlier))) | {key for _, key in cache_keys(model, shape, len(earlier))}
     kept = sorted(process.made(block) for key, block in process.held.items() if key not in gone)
     return tuple(nbytes for _, nbytes in kept)      # in malloc order: a retained input came before the entries
 
 
-def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = ()) -> tuple[int, ...]:
+def history(model: LifetimeModel, shape: Shape, earlier: tuple[Shape, ...] = (),
+            model_at: ModelAt | None = None) -> tuple[int, ...]:
     """Request sizes of what the validator's process holds before this shape's inputs: each earlier shape's
-    warmup call and its own call (one set of inputs each), then this shape's warmup call."""
-    return held_before(model, [s for s, _, _ in _earlier_calls(shape, CURRENT, earlier)], shape)
+    warmup call and its own call (one set of inputs each), then this shape's warmup call (each running ``model_at``'s
+    model; None: ``model``)."""
+    return held_before(model, [s for s, _, _ in _earlier_calls(shape, CURRENT, earlier)], shape, model_at)
 
 
 def evicted(keys: Iterable[tuple], call: int) -> tuple[tuple, ...]:
@@ -144,31 +177,37 @@ WARMUP_STEPS, MEASURED_STEPS = 2, 3    # runner.measure_shape: 2 steps at the wa
 
 
 def cache_keys(model: LifetimeModel, shape: Shape, call: int) -> tuple[tuple[str, tuple], ...]:
-    """Buffer name -> cache identity of what call number ``call`` keeps (``cache_entries``)."""
-    return tuple((key[0], key) for key, _ in cache_entries(model, shape, call))
+    """Buffer name -> cache identity of what call number ``call`` keeps (``cache_entries``: the model's own names, the
+    identities the library's)."""
+    return tuple((b.name, key) for b, (key, _) in zip(_kept(model), cache_entries(model, shape, call)))
 
 
-def _validator_call(process: Process, shape: Shape, runs: int, empty_cache_after_first: bool,
+def _validator_call(process: Process, model: LifetimeModel, shape: Shape, runs: int, empty_cache_after_first: bool,
                     benchmarks: tuple[str, ...] = ()) -> Call:
-    """The validator's next call at ``shape``: its benchmarking steps, its cache identities, and the entries it
-    evicts from ``process``."""
+    """The validator's next call at ``shape``, running ``model``: its benchmarking steps, its cache identities, and the
+    entries it evicts from ``process``."""
     return Call(shape, runs, 1 if empty_cache_after_first else None, benchmarks,
-                cache_keys=cache_keys(process.model, shape, process.calls), evicts=evicted(process.held, process.calls))
+                cache_keys=cache_keys(model, shape, process.calls), evicts=evicted(process.held, process.calls),
+                model=model)
 
 
-def process_benchmarks(model: LifetimeModel, shapes: list[Shape], triton_cache: str | None) -> list[tuple[str, ...]]:
+def process_benchmarks(model: LifetimeModel, shapes: list[Shape], triton_cache: str | None,
+                       model_at: ModelAt | None = None) -> list[tuple[str, ...]]:
     """The benchmarking steps of each of a validator process's calls at ``shapes``, in order (``runner.measure_shape``
     records the cache state it asked for as ``triton_cache``). A ``cold`` process starts with an empty Triton cache:
     its first call (the 1 x 1024 warmup) benchmarks every autotuned kernel and each later call the keys new to the
     process (``autotune.benchmarking_steps``), each with Triton's 256 MiB L2-flush buffer, whose freed segment the
     call's later blocks split (the backward thread's cuBLAS workspace, kept for the process, pins it: ``empty_cache``
-    cannot give it back). Any other state (warm on disk, n/a, not recorded): no call benchmarks."""
+    cannot give it back). Any other state (warm on disk, n/a, not recorded): no call benchmarks.
+    Each call runs ``model_at``'s model (None: ``model``): the tuned keys are (Triton kernel, key values), the same
+    whichever model launches the kernel, so they accumulate across the calls' models; the steps are each model's own."""
     if triton_cache != "cold":
         return [()] * len(shapes)
+    at = model_at or _one_model(model)
     tuned: frozenset = frozenset()
     out = []
     for s in shapes:
-        steps, tuned = benchmarking_steps(model, s, tuned)
+        steps, tuned = benchmarking_steps(at(s), s, tuned)
         out.append(steps)
     return out
 
@@ -184,29 +223,35 @@ def _earlier_calls(shape: Shape, version: int, earlier: tuple[Shape, ...]) -> li
 
 
 def prelude(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
-            triton_cache: str | None = None) -> Prelude:
+            triton_cache: str | None = None, model_at: ModelAt | None = None) -> Prelude:
     """The validator process before this shape's inputs, call by call: each earlier shape's warmup and its own
     measured call, then this shape's warmup (``runner.measure_shape``), each benchmarking as ``process_benchmarks``
-    says for a process whose Triton cache was ``triton_cache``."""
+    says for a process whose Triton cache was ``triton_cache``, and each running ``model_at``'s model at its shape
+    (None: ``model`` at every shape). The next call at ``shape`` runs ``model``."""
+    at = model_at or _one_model(model)
     calls = _earlier_calls(shape, version, earlier)
-    benchmarks = process_benchmarks(model, [s for s, _, _ in calls], triton_cache)
+    benchmarks = process_benchmarks(model, [s for s, _, _ in calls], triton_cache, at)
     process = Process(model, record=True)
-    for call, steps in zip(calls, benchmarks):
-        process.call(_validator_call(process, *call, steps))
+    for (s, runs, empty), steps in zip(calls, benchmarks):
+        process.call(_validator_call(process, at(s), s, runs, empty, steps))
         process.end_call()    # the runner drops the call's tensors and empties the cache
     return process.prelude(cache_keys(model, shape, process.calls), evicted(process.held, process.calls))
 
 
 def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT, earlier: tuple[Shape, ...] = (),
-                    device_total_bytes: int | None = None, triton_cache: str | None = None) -> tuple[Replay, tuple[int, ...]]:
+                    device_total_bytes: int | None = None, triton_cache: str | None = None,
+                    model_at: ModelAt | None = None) -> tuple[Replay, tuple[int, ...]]:
     """The replay of a validator process under protocol ``version``: its earlier calls replayed whole
     (``prelude``); and the request sizes they leave allocated (``history``, for the allocator bounds).
     ``device_total_bytes`` (the record's GPU) bounds an expandable segment's address range: the protocol's
     ``empty_cache`` unmaps pages, and later mappings land in the holes or above them. ``triton_cache``: the record's
-    (``cold``: every call autotunes the keys new to the process, this shape's first run too)."""
-    calls = [s for s, _, _ in _earlier_calls(shape, version, earlier)] + [shape]
-    measured = process_benchmarks(model, calls, triton_cache)[-1]
+    (``cold``: every call autotunes the keys new to the process, this shape's first run too). ``model_at``: the model
+    the harness runs at each earlier call's shape (``model`` is its model at ``shape``); None: ``model`` throughout."""
+    at = model_at or _one_model(model)
+    calls = [s for s, _, _ in _earlier_calls(shape, version, earlier)]
+    measured_last = lambda s: model if s is shape else at(s)      # noqa: E731  (the measured call runs ``model``)
+    measured = process_benchmarks(model, calls + [shape], triton_cache, measured_last)[-1]
     return (replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup,
-                   prelude=prelude(model, shape, version, earlier, triton_cache), device_total_bytes=device_total_bytes,
-                   benchmarks=measured),
-            history(model, shape, earlier))
+                   prelude=prelude(model, shape, version, earlier, triton_cache, at),
+                   device_total_bytes=device_total_bytes, benchmarks=measured),
+            history(model, shape, earlier, at))
