@@ -14,10 +14,17 @@ is 4.
 Device properties: ``multiProcessorCount`` (the device's SM count) and ``maxThreadsPerMultiProcessor`` (2048 on
 compute capability 9.0 and 10.0, the devices modelled here).
 
-Not modelled: a sum of more than 2**31 elements (``can_use_32bit_indexing`` false: sub-iterators, each with its own
-configuration, and an fp32 accumulation buffer when the output is bf16); ROCm's minimum of 64 CTAs; a sum to one value
-(``outputs`` 1: the iterator reduces along its fastest dim, another branch of ``setReduceConfig``), whose staging the
-sizes below count as 0 bytes (``ONE_OUTPUT_NOT_MODELLED``: a model that can sum to one value says so).
+Above 32-bit indexing (``TensorIteratorBase::can_use_32bit_indexing``: the input's largest byte offset,
+``(rows * outputs - 1) * element size``, over 2**31 - 1) ``gpu_reduce_kernel`` runs sub-iterators
+(``with_32bit_indexing``: the dim of largest extent, here the rows, halved until each piece fits), one after
+another, each configured, staged and freed in turn: the model declares the largest sub-iterator's staging, once
+(the others are as large or one row smaller, freed before the next allocates). When the output cannot hold the
+accumulation (bf16 in and out: ``can_accumulate_in_output`` false) the sub-iterators share an fp32
+``AccumulationBuffer`` of the output's size (Reduce.cuh:1213-1222, 975-990), allocated before them.
+
+Not modelled: ROCm's minimum of 64 CTAs; a sum to one value (``outputs`` 1: the iterator reduces along its fastest
+dim, another branch of ``setReduceConfig``), whose staging the sizes below count as 0 bytes
+(``ONE_OUTPUT_NOT_MODELLED``: a model that can sum to one value says so).
 """
 from __future__ import annotations
 
@@ -31,7 +38,10 @@ MAX_NUM_THREADS = 512         # mnt_wrapper<scalar_t>::MAX_NUM_THREADS (Reduce.c
 WARP = 32
 MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD = 16, 256     # Reduce.cuh:1131, 1133 (CUDA)
 
+INT32_MAX = 2**31 - 1        # can_use_32bit_indexing's bound on a byte offset (and on numel)
+ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 STAGING_SOURCE = torch_src(REDUCE, "gpu_reduce_kernel", 1255, "buffer = allocator.allocate(config.global_memory_size());")
+ACCUMULATION_SOURCE = torch_src(REDUCE, "AccumulationBuffer::AccumulationBuffer", 985, "buffer_ = allocator.allocate(size);")
 SEMAPHORE_SOURCE = torch_src(REDUCE, "gpu_reduce_kernel", 1256, "semaphores = allocator.allocate(config.semaphore_size());")
 ONE_OUTPUT_NOT_MODELLED = ("ATen's global-reduce staging of a sum to one value (an [R, 1] tensor's sum(0): setReduceConfig's "
                            "fastest-dim branch), counted as 0 bytes")
@@ -73,22 +83,41 @@ def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = 
     return {"vec": vec, "block": (width, height), "grid": (grid_x, ctas)}
 
 
-def staging_elements(rows: int, outputs: int, sms: int) -> int:
+def fits_32bit(elements: int, element_bytes: int) -> bool:
+    """``can_use_32bit_indexing`` for one contiguous operand: numel and its largest byte offset within INT32_MAX."""
+    return elements <= INT32_MAX and (elements - 1) * element_bytes <= INT32_MAX
+
+
+def sub_iterator_rows(rows: int, outputs: int, element_bytes: int) -> int:
+    """The largest sub-iterator's rows (``with_32bit_indexing``: halve the rows, the larger half ceil(r / 2), until
+    its ``[r, outputs]`` input fits 32-bit indexing); ``rows`` when it fits already."""
+    while rows > 1 and not fits_32bit(rows * outputs, element_bytes):
+        rows -= rows // 2
+    return rows
+
+
+def accumulation_elements(in_elements: int, out_elements: int, element_bytes: int) -> int:
+    """fp32 values of the ``AccumulationBuffer`` a bf16-to-bf16 sum allocates when its input needs sub-iterators
+    (Reduce.cuh:1213-1222: ``!can_accumulate_in_output && !can_use_32bit_indexing``): the output's size, else 0."""
+    return out_elements if element_bytes == 2 and not fits_32bit(in_elements, element_bytes) else 0
+
+
+def staging_elements(rows: int, outputs: int, sms: int, element_bytes: int = 4) -> int:
     """``global_memory_size() / element_size_bytes`` (Reduce.cuh:193-201): outputs * ctas_per_output * block.x *
     output_vec_size fp32 values when the reduce is global, else 0; 0 for one output (``ONE_OUTPUT_NOT_MODELLED``)."""
     if outputs < 2:
         return 0
-    cfg = leading_sum_config(rows, outputs, sms)
+    cfg = leading_sum_config(sub_iterator_rows(rows, outputs, element_bytes), outputs, sms)
     (width, _), (_, ctas) = cfg["block"], cfg["grid"]
     return outputs * ctas * width * cfg["vec"] if ctas > 1 else 0
 
 
-def semaphore_count(rows: int, outputs: int, sms: int) -> int:
+def semaphore_count(rows: int, outputs: int, sms: int, element_bytes: int = 4) -> int:
     """``semaphore_size() / sizeof(int)`` (Reduce.cuh:204-209): grid.x ints when the reduce is global, else 0; 0 for one
     output (``ONE_OUTPUT_NOT_MODELLED``)."""
     if outputs < 2:
         return 0
-    cfg = leading_sum_config(rows, outputs, sms)
+    cfg = leading_sum_config(sub_iterator_rows(rows, outputs, element_bytes), outputs, sms)
     grid_x, ctas = cfg["grid"]
     return grid_x if ctas > 1 else 0
 
@@ -96,15 +125,30 @@ def semaphore_count(rows: int, outputs: int, sms: int) -> int:
 # the two sizes as sympy functions of (rows, outputs, SM count): docgen shows them so
 reduce_staging = vectorised("reduce_staging", staging_elements)
 reduce_semaphores = vectorised("reduce_semaphores", semaphore_count)
+reduce_accumulation = vectorised("reduce_accumulation", accumulation_elements)
 
 
-def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int) -> None:
-    """The staging buffer and semaphores of ``x.sum(0)`` over ``[rows, outputs]`` at the current step, after its
-    output; freed at the step (``gpu_reduce_kernel`` returns). Zero bytes, no allocation, when one CTA per output."""
+def accumulation_scratch(d: Declaration, name: str, in_elements, out_elements, dtype: str) -> None:
+    """The fp32 ``AccumulationBuffer`` of a sum whose input (``in_elements`` of ``dtype``) needs 32-bit
+    sub-iterators and whose output cannot accumulate (bf16), at the current step after the sum's output; freed at the
+    step. Zero bytes, no allocation, otherwise."""
+    acc = reduce_accumulation(in_elements, out_elements, ELEMENT_BYTES[dtype])       # the output's numel, fp32
+    d.buffer(f"{name}.reduce_accumulation", Group.SCRATCH, (acc,), "fp32", ACCUMULATION_SOURCE, d.current,  # [out] fp32
+             note="bf16 in and out over 2**31 - 1 bytes of input: the sub-iterators accumulate in fp32; else 0 bytes")
+
+
+def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtype: str) -> None:
+    """The scratch of ``x.sum(0)`` over a ``[rows, outputs]`` ``dtype`` tensor at the current step, after its output,
+    freed at the step (``gpu_reduce_kernel`` returns): the accumulation buffer (``accumulation_scratch``), then the
+    (largest sub-iterator's) staging buffer and semaphores. Zero bytes, no allocation, when one CTA per output. The
+    accumulation buffer is declared for a bf16 sum only (a float one accumulates in its output)."""
     at = d.current
-    staging = reduce_staging(rows, outputs, sms)          # outputs * ctas_per_output * block.x * vec, fp32
+    if dtype == "bf16":          # an fp32 output accumulates in place (can_accumulate_in_output): no buffer
+        accumulation_scratch(d, name, rows * outputs, outputs, dtype)
+    size = ELEMENT_BYTES[dtype]
+    staging = reduce_staging(rows, outputs, sms, size)    # outputs * ctas_per_output * block.x * vec, fp32
     d.buffer(f"{name}.reduce_staging", Group.SCRATCH, (staging,), "fp32", STAGING_SOURCE, at,      # [staging] fp32
              note=f"global reduce over {sms} SMs; 0 bytes when ctas_per_output is 1")
-    semaphores = reduce_semaphores(rows, outputs, sms)    # grid.x
+    semaphores = reduce_semaphores(rows, outputs, sms, size)    # grid.x
     d.buffer(f"{name}.reduce_semaphores", Group.SCRATCH, (semaphores,), "int32", SEMAPHORE_SOURCE, at,  # [grid.x] int32
              note="cudaMemsetAsync to 0 before the launch")

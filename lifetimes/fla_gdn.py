@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
-from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, leading_sum_scratch
+from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, accumulation_scratch, leading_sum_scratch
 from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
@@ -144,7 +144,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
                       "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
                       "H200 under Triton 3.6.0; run 20 kept no autotune timings of GDN's under Triton 3.9.0, and its cold "
                       "1 x 8K record replays to the byte without a held argument)"),
-        notes=v.notes,
+        notes=v.notes_forward if forward_only else v.notes,
     )
 
 
@@ -256,11 +256,11 @@ def _gate_backward(d: Declaration, sms: int) -> None:
     sum_a = src(GATE, gb, 229, "dA = dA.sum(0).view_as(A_log).type_as(A_log)")
     d.step("bwd.gate_dA_sum", "backward", sum_a, note="type_as(A_log) is a no-op (fp32)")
     d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", sum_a)                                   # [HV] fp32
-    leading_sum_scratch(d, "dA_log", cdiv(T, 32), HV, sms)          # the sum of the [cdiv(T, 32), HV] partials
+    leading_sum_scratch(d, "dA_log", cdiv(T, 32), HV, sms, "fp32")  # the sum of the [cdiv(T, 32), HV] partials
     sum_b = src(GATE, gb, 230, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
     d.step(GATE_END, "backward", sum_b, note=".to(dt_bias) is a no-op (fp32)")
     d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV,), "fp32", sum_b)                                 # [HV] fp32
-    leading_sum_scratch(d, "ddt_bias", cdiv(T, 32), HV, sms)        # the sum of the [cdiv(T, 32), HV] partials
+    leading_sum_scratch(d, "ddt_bias", cdiv(T, 32), HV, sms, "fp32")  # the sum of the [cdiv(T, 32), HV] partials
 
 
 def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False,
@@ -335,6 +335,7 @@ def _dqkwg(d: Declaration, gva: bool, const_tiling: int, local_end: str) -> None
             d.step(f"bwd.dqkwg_sum_{x}", "backward", src(co, f, line, f"d{x} = d{x}.view(B, T, H, HV // H, K).sum(3)"))
             d.buffer(f"d{x}_pre", Group.OUTPUT_GRAD, (T, H, DK), "bf16",
                      src(co, f, line, f"d{x} = d{x}.view(B, T, H, HV // H, K).sum(3)"), end)       # [T, H, K] bf16
+            accumulation_scratch(d, f"d{x}_pre", T * HV * DK, T * H * DK, "bf16")   # fp32 [T, H, K] above 2**31 B
     d.step("bwd.dqkwg_sum_g", "backward", src(co, f, 792, "dg = dg.sum(0)"))
     d.buffer("dg_sum", Group.STAGE, (T, HV), "fp32", src(co, f, 792, "dg = dg.sum(0)"), "bwd.dg_cumsum",
              note="dg.add_(dg2) in place; rebound to the reverse cumsum")                         # [T, HV] fp32
@@ -361,6 +362,7 @@ def _wy_bwd(d: Declaration, gva: bool, local_end: str, wy_tiling: int, layer_cal
         d.step("bwd.wy_sum_k", "backward", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"))
         d.buffer("dk2", Group.OUTPUT_GRAD, (T, H, DK), "bf16", src(wy, f, 346, "dk = dk.view(B, T, H, HV // H, K).sum(3)"),
                  local_end)                                                                       # [T, H, K] bf16
+        accumulation_scratch(d, "dk2", T * HV * DK, T * H * DK, "bf16")     # fp32 [T, H, K] above 2**31 B of input
 
 
 # ---------------------------------------------------------------- versions and registration
@@ -378,7 +380,8 @@ class GdnVersion:
     origin: str                    # where the code was read
     covers: str                    # forward + backward
     covers_forward: str            # forward only
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()    # forward + backward
+    notes_forward: tuple[str, ...] = ()
 
     def derive(self, **overrides) -> "GdnVersion":
         return replace(self, **overrides)
@@ -391,11 +394,12 @@ GDN_0_6_0 = GdnVersion(
     covers_forward="fla-core 0.6.0 Gated DeltaNet forward only under torch.no_grad (inference peak)",
     notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
            "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there",
-           "measured on the H200 with Triton 3.9.0 (run 20, validate/records/runs/run20): forward + backward at H16/HV32 "
-           "D128, MBS 1 x 8K, 1 x 32K and 2 x 8K in one cold process, allocated, requested and reserved peaks to the byte; "
-           "its process memory cold and warm at T 4,096; traces at seven shapes (D64 and D128, H1-2, HV2-4) with no "
-           "difference from these records",
-           "not measured: equal heads (H = HV), D64 or D256 on the GPU, the out-of-memory boundary (plan's S*)"),
+           "measured on the H200 with Triton 3.9.0 (run 20): forward + backward at H16/HV32 D128, MBS 1 x 8K, 1 x 32K and "
+           "2 x 8K in one cold process, allocated, requested and reserved peaks to the byte; its process memory cold and "
+           "warm at T 4,096; traces at seven shapes (D64 and D128, H1-2, HV2-4) with no difference from these records",
+           "not measured: equal heads (H = HV), D64 or D256 on the GPU, the out-of-memory boundary"),
+    notes_forward=("measured on the H200 with Triton 3.6.0 (runs 6 and 6b): H16/HV32 D128 records and traces at seven "
+                   "shapes, to the byte; the out-of-memory boundary at H16/HV32 D128, cold (run 13b)",),
 )
 
 VERSIONS: tuple[GdnVersion, ...] = (GDN_0_6_0,)

@@ -31,7 +31,7 @@ import sympy as sp
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
 from livebytes.estimator.devices import get_device
-from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, leading_sum_scratch
+from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, accumulation_scratch, leading_sum_scratch
 from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
 
@@ -415,6 +415,8 @@ def _backward_intra(d: Declaration, c: Config) -> None:
             d.step(f"bwd.gva_reduce_{x}", "backward", src(bwd, "chunk_kda_bwd", line, quote),
                    note=f"d{x} summed over each group of value heads")
             d.buffer(f"d{x}_heads", Group.OUTPUT_GRAD, (T, H, DK), c.intra_dtype, src(bwd, "chunk_kda_bwd", line, quote), end)  # [T, H, K]
+            if c.intra_dtype == "bf16":     # the report snapshot's: 0.6.0 sums fp32 stage buffers in place
+                accumulation_scratch(d, f"d{x}_heads", T * HV * DK, T * H * DK, "bf16")   # fp32 [T, H, K] over 2**31 B
     d.step("bwd.dg_cumsum", "backward", src(bwd, "chunk_kda_bwd", 637, "dg = chunk_local_cumsum("), note="reverse cumsum of dg")
     d.autotune("chunk_local_cumsum_vector_kernel", cumsum_vector_key(1), CUMSUM_VECTOR_LAUNCH,
                note="key=['B', 'H', 'S', 'BT', 'IS_VARLEN', 'REVERSE'] (cumsum.py:86), REVERSE=True")
@@ -438,11 +440,11 @@ def _backward_report_tail(d: Declaration, c: Config) -> None:
     reduce_a = src(gate, gb, 319, "dA = dA.sum(0).view_as(A_log).type_as(A_log) if A_log is not None else None")
     d.step("bwd.gate_reduce_a", "backward", reduce_a, note="rebinding dA frees the [NT, H] partials")
     d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", reduce_a)
-    leading_sum_scratch(d, "dA_log", NT_GATE, HV, c.sms)           # the sum of the [NT, HV] partials
+    leading_sum_scratch(d, "dA_log", NT_GATE, HV, c.sms, "fp32")           # the sum of the [NT, HV] partials
     reduce_bias = src(gate, gb, 320, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
     d.step("bwd.gate_reduce_bias", "backward", reduce_bias)
     d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV * DK,), "fp32", reduce_bias)
-    leading_sum_scratch(d, "ddt_bias", NT_GATE, HV * DK, c.sms)    # the sum of the [NT, HV*K] partials: 132 MiB from 32K
+    leading_sum_scratch(d, "ddt_bias", NT_GATE, HV * DK, c.sms, "fp32")    # the sum of the [NT, HV*K] partials
     for x, line in (("q", 204), ("k", 205)):
         l2norm_backward(d, x, src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line, f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
     d.step("bwd.beta_sigmoid", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 207,

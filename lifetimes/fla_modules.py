@@ -126,7 +126,7 @@ def linear_backward(d: Declaration, lin: Linear, input_grad_until: str | None, i
         d.buffer(name, Group.ACTIVATION_GRADS, (T, lin.in_features), "bf16", MM_BWD, input_grad_until,
                  note="mat1's gradient: grad @ weight")                                         # [T, in] bf16
     if lin.bias:
-        leading_sum_scratch(d, f"{lin.name}.bias.grad", T, lin.out_features, sms)     # sum of the [T, out] gradient
+        leading_sum_scratch(d, f"{lin.name}.bias.grad", T, lin.out_features, sms, "bf16")   # sum of the [T, out] gradient
     blas_workspace(d, "backward", False)      # the bias's gradient is a sum: the backward's GEMMs are plain mm
     return name
 
@@ -189,7 +189,7 @@ def conv_backward(d: Declaration, name: str, channels, width: int, dx_until: str
              step)
     d.buffer(f"{name}.dw_sum", Group.SCRATCH, (channels, width), "fp32",                        # [D, W] fp32
              fla(CONV, bwd, 797, "dw = dw.sum(0).to(weight)"), step, note="the fp32 sum before .to(weight)")
-    leading_sum_scratch(d, f"{name}.dw_sum", NT_CONV, channels * width, sms)    # the sum of the [NT, D*W] partials
+    leading_sum_scratch(d, f"{name}.dw_sum", NT_CONV, channels * width, sms, "fp32")   # the [NT, D*W] partials' sum
     d.buffer(f"{name}.weight.grad", Group.PARAM_GRADS, (channels, width), "bf16",               # [D, W] bf16
              fla(CONV, bwd, 797, "dw = dw.sum(0).to(weight)"), note="viewed as [D, 1, W], kept as .grad")
     return dx

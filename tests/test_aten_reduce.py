@@ -20,6 +20,10 @@ H200_SMS = 132
     (256, 4096, 0),                        # kda_gate_bwd's dbias at 8K (NT = 8192 / 32): vpt 64 < 256, one CTA
     (3360, 16384, 16384 * 17 * 32 * 4),    # a conv's dw at 215,000 (NT 3360): grid.x 128, vpt 840, max(min(17, 53), 4)
     (132, 128, 0),                         # FusedRMSNormGated's [NS, V] partials: vpt 33
+    # 4,097 outputs: vec 1 (4 and 2 do not divide it), block 32 x 16, grid.x cdiv(4097, 32) = 129, vpt 512,
+    # CTAs max(min(cdiv(2112 // 4 ... = 4 CTAs an SM: 528 target, cdiv(528, 129) = 5), 32), 2) = 5
+    (8192, 4097, 4097 * 5 * 32 * 1),
+    (8192, 6, 0),                          # 6 outputs: vec 2, 3 columns; vpt 8192 / 128 = 64 < 256: one CTA
 ])
 def test_staging_by_hand(rows, outputs, expected):
     assert aten_reduce.staging_elements(rows, outputs, H200_SMS) == expected
@@ -111,3 +115,41 @@ def test_the_layers_kernel_sums_on_the_layers_device():
     staging = {gpu: next(evaluate(b.nbytes, shape) for b in get_model("fla-kda-layer@0.6.0", gpu).buffers
                          if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300")}
     assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 27 * 32 * 4 * 4}
+
+
+@pytest.mark.parametrize("rows, expected", [
+    (262144, 262144),     # [262144, 4096] bf16: (2**30 - 1) x 2 = 2**31 - 2 <= INT32_MAX: one iterator
+    (262145, 131073),     # one row more crosses: halved, the larger half ceil(262145 / 2)
+    (453888, 226944),     # 1-layer plan answer: 453,888 x 4,096 x 2 B = 3.5 GiB, halved once
+])
+def test_a_sum_over_2_31_bytes_runs_halved_sub_iterators(rows, expected):
+    assert aten_reduce.sub_iterator_rows(rows, 4096, 2) == expected
+
+
+def test_many_rows_a_thread_split_into_more_ctas():
+    """g_proj.1's bf16 bias gradient at plan's 4-layer answer 232,448 (1.9 GB: one iterator): vpt 232,448 / 4 =
+    58,112, and cdiv(vpt, 256) = 227 CTAs wins over cdiv(2112, 32) = 66."""
+    assert aten_reduce.staging_elements(232448, 4096, H200_SMS, 2) == 4096 * 227 * 32 * 4
+
+
+def test_the_staging_above_2_31_bytes_is_the_largest_sub_iterators():
+    """At 453,888 rows the sub-iterator has 226,944: vpt 56,736, CTAs cdiv(56736, 256) = 222 (not 444)."""
+    assert aten_reduce.staging_elements(453888, 4096, H200_SMS, 2) == 4096 * 222 * 32 * 4
+
+
+@pytest.mark.parametrize("in_elements, size, expected", [
+    (262144 * 32 * 128, 2, 0),                       # GDN's dq at 262,144 tokens, HV32 K128: 2**30 bf16 fit
+    (262145 * 32 * 128, 2, 262145 * 16 * 128),       # one token more: fp32 [T, H, K] accumulation, H16
+    (262145 * 32 * 128, 4, 0),                       # fp32 in and out accumulates in the output
+])
+def test_a_bf16_sum_over_2_31_bytes_accumulates_in_fp32(in_elements, size, expected):
+    assert aten_reduce.accumulation_elements(in_elements, in_elements // 2, size) == expected
+
+
+def test_gdns_group_sums_hold_the_accumulation_beside_their_output():
+    """fla-gdn@0.6.0, H16/HV32 K128 at 969,856 tokens (run 21's first plan, before this buffer): each of the three
+    .sum(3) steps allocates 969,856 x 16 x 128 x 4 = 7,945,060,352 B after its output, freed in the step."""
+    model = get_model("fla-gdn@0.6.0", "H200", gva=True)
+    shape = Shape(1, 969856, 16, 128, 32)
+    acc = {b.allocated_at: evaluate(b.nbytes, shape) for b in model.buffers if b.name.endswith("reduce_accumulation")}
+    assert acc == dict.fromkeys(("bwd.dqkwg_sum_q", "bwd.dqkwg_sum_k", "bwd.wy_sum_k"), 969856 * 16 * 128 * 4)

@@ -195,7 +195,7 @@ def test_include_maps_every_input_and_frees_only_its_own_buffers():
 def test_the_gdn_layers_kernel_is_the_gdn_kernel_model_for_the_layers_call():
     """fla_gdn.build(layer_call=True) is the Qwen3-Next records plus the in-kernel gate and beta sigmoid: the sigmoid's
     fp32 beta [T, HV] saved, db then fp32, gdn_gate_bwd's bf16 dg and its [cdiv(T, 32), HV] fp32 partials, and their sums'
-    global-reduce staging (aten_reduce)."""
+    global-reduce staging (aten_reduce; fp32 sums accumulate in their outputs)."""
     from livebytes.lifetimes import fla_gdn
     plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True, sms=132)
     added = {b.name for b in layer_call.buffers} - {b.name for b in plain.buffers}
@@ -237,7 +237,8 @@ def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_and_outputs_less_th
 
 
 def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
-    """validate/plans/h200_v4_layers.json (run 15, not run yet): every shape a fresh process, the layer fields kept."""
+    """validate/plans/h200_v4_layers.json (its KDA entries ran as run 16; its GDN entry is run 21's,
+    validate/plans/h200_run21.sh): every shape a fresh process, the layer fields kept."""
     from pathlib import Path
 
     from livebytes.validate.batch import expand, load_plan

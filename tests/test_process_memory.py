@@ -415,3 +415,13 @@ def test_the_process_probe_refuses_warm_over_misuse(argv, tmp_path):
     with pytest.raises(SystemExit) as err:
         module.main([*argv, "--out", str(tmp_path)])
     assert err.value.code == 2
+
+
+def test_gdn_fwd_bwd_under_triton_39_at_another_shape_and_process():
+    """Run 20g's T 4,096 processes calibrated the Triton 3.9.0 modules; run 20e's batch process is an independent
+    check: its first call (1 x 8K, H16/HV32 D128, cold) left 6,286,016,512 B outside PyTorch, the model's figure at
+    that shape (context 552,402,944 + modules + the 21,856-B limit's reservation). Its later 2 x 8K call added 2 MiB,
+    which no model buffer explains (not modelled: a later call's growth outside PyTorch)."""
+    shape = Shape(1, 8192, 16, 128, 32)
+    pm = process_memory(get_device("H200"), get_model("fla-gdn@0.6.0", "H200", gva=True), "cold", shape)
+    assert pm.bytes == 6_286_016_512 and pm.stack_limit_bytes == 21_856

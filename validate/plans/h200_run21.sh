@@ -8,9 +8,11 @@
 #             L: give any second argument to skip the records and only append)
 #   install   (carry .whl, .t39 = the last part) append, unpack (h200_run18_triton39.sh install)
 #   gdnedge S (no carry) issue 22 point 3: fla-gdn@0.6.0 H16/HV32 D128 cold at S tokens, one fresh process, the
-#             first call at the shape, then two steady calls. plan (session 9): S* 969,856 (fails above in bwd.wy, dv
-#             7.40 GiB); ceil(1.01 S*) = 979,555. Under the ptxas of run 20 (TRITON_PTXAS_BLACKWELL_PATH: the
-#             process-memory data are of kernels compiled so).
+#             first call at the shape, then two steady calls. plan (session 9, with the fp32 accumulation buffer of
+#             the three bf16 group sums above 2**31 B of input: lifetimes/aten_reduce.py): S* 918,912 (fails above in
+#             bwd.wy_sum_k, dk2.reduce_accumulation 7.01 GiB); ceil(1.01 S*) = 928,102. Re-plan first if the model
+#             changed. Under the ptxas of run 20 (TRITON_PTXAS_BLACKWELL_PATH: the process-memory data are of kernels
+#             compiled so).
 #   gdnrest   (no carry) the GDN records run 20's deadline left (equal heads H32 D128 8K and 32K, H16/HV32 D64), then
 #             the GDN-layer records (validate/plans/h200_v4_layers.json's GDN entry), then kda39 in what is left.
 set -u
