@@ -14,6 +14,11 @@ GB = 10**9
 TB = 10**12
 
 
+# cudaDeviceProp.maxThreadsPerMultiProcessor of compute capability 9.0 and 10.0, every device here (CUDA C++
+# Programming Guide, 'Features and Technical Specifications'): resident threads, and ATen's reduce grid target
+MAX_THREADS_PER_SM = 2048
+
+
 @dataclass(frozen=True)
 class Device:
     name: str

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .devices import Device
+from .devices import MAX_THREADS_PER_SM, Device
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
@@ -53,9 +53,8 @@ def driver_stack_limit(frame_bytes: int) -> int:
 
 
 def resident_threads(device: Device) -> int:
-    """Threads that can be resident at once: SMs x 2,048 (the maximum resident threads per multiprocessor of compute
-    capability 9.0 and 10.0, CUDA C++ Programming Guide, 'Features and Technical Specifications'); 270,336 on the H200."""
-    return device.sm_count * 2048
+    """Threads that can be resident at once: SMs x 2,048 (``devices.MAX_THREADS_PER_SM``); 270,336 on the H200."""
+    return device.sm_count * MAX_THREADS_PER_SM
 
 
 def _pages(nbytes: int) -> int:

@@ -4,7 +4,7 @@ bias gradient), as buffer records: when ``setReduceConfig`` splits each output's
 allocator, after the sum's output, and frees them when it returns (Reduce.cuh:1251-1256).
 
 The configuration below is ``setReduceConfig`` (torch 2.11.0+cu130, ``ATen/native/cuda/Reduce.cuh`` as the wheel
-ships it, lines 1033-1176) for that one iterator: ``reorder_dimensions`` puts the reduced dim first, so the
+ships it, lines 1033-1178) for that one iterator: ``reorder_dimensions`` puts the reduced dim first, so the
 iterator is ``[R, M]`` with input strides ``[M * size, size]``; the reduction is not on the fastest-striding dim,
 so ``block.x`` maps to outputs, vectorised along the output (``get_output_vec_size``: 4, halved until it divides M;
 the input's base address is a multiple of the allocator's 512 bytes). The accumulator is fp32 for bf16 and fp32
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from livebytes.estimator.buffers import Group
 from livebytes.estimator.declare import Declaration, source_root, vectorised
+from livebytes.estimator.devices import MAX_THREADS_PER_SM     # maxThreadsPerMultiProcessor
 
 torch_src = source_root("torch")
 REDUCE = "include/ATen/native/cuda/Reduce.cuh"
-MAX_THREADS_PER_SM = 2048     # cudaDeviceProp.maxThreadsPerMultiProcessor, compute capability 9.0 and 10.0
 MAX_NUM_THREADS = 512         # mnt_wrapper<scalar_t>::MAX_NUM_THREADS (Reduce.cuh:62), every scalar but complex<double>
 WARP = 32
 MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD = 16, 256     # Reduce.cuh:1131, 1133 (CUDA)
@@ -48,13 +48,13 @@ ONE_OUTPUT_NOT_MODELLED = ("ATen's global-reduce staging of a sum to one value (
 
 
 def _last_pow2(n: int) -> int:
-    """``last_pow2`` (Reduce.cuh:29): floor(log2(n)) as a power of 2, at least 1."""
+    """``last_pow2`` (Reduce.cuh:31): floor(log2(n)) as a power of 2, at least 1."""
     return max(1, 1 << (n.bit_length() - 1)) if n > 0 else 1
 
 
 def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = MAX_THREADS_PER_SM) -> dict:
     """``setReduceConfig`` for the sum over dim 0 of a contiguous ``[rows, outputs]`` tensor: block, grid, vector
-    size and ``ctas_per_output`` (Reduce.cuh:1033-1176)."""
+    size and ``ctas_per_output`` (Reduce.cuh:1033-1178)."""
     if outputs < 2:
         raise ValueError("a sum to one value reduces along the fastest dim (Reduce.cuh:1066): not this configuration")
     vec = 4                                                      # get_output_vec_size (Reduce.cuh:1008, 1107)
@@ -133,7 +133,7 @@ def accumulation_scratch(d: Declaration, name: str, in_elements, out_elements, d
     sub-iterators and whose output cannot accumulate (bf16), at the current step after the sum's output; freed at the
     step. Zero bytes, no allocation, otherwise."""
     acc = reduce_accumulation(in_elements, out_elements, ELEMENT_BYTES[dtype])       # the output's numel, fp32
-    d.buffer(f"{name}.reduce_accumulation", Group.SCRATCH, (acc,), "fp32", ACCUMULATION_SOURCE, d.current,  # [out] fp32
+    d.buffer(f"{name}.reduce_accumulation", Group.WORKSPACE, (acc,), "fp32", ACCUMULATION_SOURCE, d.current,  # [out] fp32
              note="bf16 in and out over 2**31 - 1 bytes of input: the sub-iterators accumulate in fp32; else 0 bytes")
 
 
@@ -147,8 +147,8 @@ def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtyp
         accumulation_scratch(d, name, rows * outputs, outputs, dtype)
     size = ELEMENT_BYTES[dtype]
     staging = reduce_staging(rows, outputs, sms, size)    # outputs * ctas_per_output * block.x * vec, fp32
-    d.buffer(f"{name}.reduce_staging", Group.SCRATCH, (staging,), "fp32", STAGING_SOURCE, at,      # [staging] fp32
+    d.buffer(f"{name}.reduce_staging", Group.WORKSPACE, (staging,), "fp32", STAGING_SOURCE, at,      # [staging] fp32
              note=f"global reduce over {sms} SMs; 0 bytes when ctas_per_output is 1")
     semaphores = reduce_semaphores(rows, outputs, sms, size)    # grid.x
-    d.buffer(f"{name}.reduce_semaphores", Group.SCRATCH, (semaphores,), "int32", SEMAPHORE_SOURCE, at,  # [grid.x] int32
+    d.buffer(f"{name}.reduce_semaphores", Group.WORKSPACE, (semaphores,), "int32", SEMAPHORE_SOURCE, at,  # [grid.x] int32
              note="cudaMemsetAsync to 0 before the launch")
