@@ -1,7 +1,8 @@
 #!/bin/bash
 # Run 21 (prepared in session 9, NOT RUN): what issues 21 and 22 still lack, on one warm H200 in consecutive calls.
 # Triton 3.9.0 travels as in run 20 (validate/plans/h200_run18_triton39.sh prepare: three 40 MiB parts, each carried
-# as .t39 in its own call; .whl holds fla-core, flash-linear-attention and livebytes only). The first calls carry a
+# as .t39 in its own call: keep them in .t39parts/ (git-ignored) and move the next one alone into .t39/ before each
+# call; .whl holds fla-core, flash-linear-attention and livebytes only). The first calls carry a
 # part beside work that needs only the image's Triton 3.6.0:
 #   part  L   (carry .whl, .t39 = one part) append it to /tmp/t39.tar.xz, then the KDA-layer records at H16/HV32
 #             hidden 2048 (Qwen3-Next-like layout; validate/plans/h200_v4_layers_h16.json, one cold process, ~300 s;
