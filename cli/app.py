@@ -350,6 +350,8 @@ def sweep(impl: List[str] = o.Impls,
           heads: str = typer.Option("16,32,64,96,128", "--heads", metavar="SIZES", help="a list of head counts, or a doubling range 16..128"),
           mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
           dim: str = typer.Option("128", "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling range"),
+          hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
+          conv_size: Optional[str] = o.ConvSize,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout,
           alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
@@ -367,14 +369,15 @@ def sweep(impl: List[str] = o.Impls,
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim, "--dim")
     path = o.out_file(out, (".csv",)) if out else None
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
+    stack = o.shape_from("1", "1", "1", "128", None, hidden, layers, checkpoint, conv_size).layer_fields()  # one stack
     rows = []
     for key in impl:
-        model = o.model_for(key, gpu, what_if)
+        model = o.model_for(key, gpu, what_if, Shape(mbs_list[0], seqs[0], head_list[0], dims[0], **stack))
         for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
-            check_shape(key, Shape(m_, s_, h_, d_), model.device, what_if)
+            check_shape(key, Shape(m_, s_, h_, d_, **stack), model.device, what_if)
         device = o.device_of(key, gpu)
         rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache))
-                 for shape, peak in run_sweep(model, mbs_list, seqs, head_list, dims)]
+                 for shape, peak in ((replace(sh, **stack), pk) for sh, pk in run_sweep(model, mbs_list, seqs, head_list, dims))]
     data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)))
     _warn_all(data)
     if path is not None:

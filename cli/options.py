@@ -23,7 +23,7 @@ Heads = typer.Option(..., "--heads", help="query/key heads", metavar="SIZE")
 Dim = typer.Option("128", "--dim", help="head dimension", metavar="SIZE")
 VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention); default: --heads", metavar="SIZE")
 Hidden = typer.Option(None, "--hidden", help="layer models only: the layer's hidden size (default: the layer's own, "
-                      "see livebytes models)", metavar="SIZE")
+                      "2048 for fla-kda-layer and fla-gdn-layer; JSON options say which)", metavar="SIZE")
 Layers = typer.Option(None, "--layers", help="layer models only: layers in the stack (default 1)", metavar="SIZE")
 Checkpoint = typer.Option(False, "--checkpoint", help="layer models only: activation checkpointing per layer "
                           "(torch.utils.checkpoint, non-reentrant)")

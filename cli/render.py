@@ -117,6 +117,10 @@ def options_text(r: dict) -> str:
     parts = ([f"contract {o['contract']}"] if "contract" in o else []) + (
         [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else []) + (
         [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq is the total)"] if "cp" in o else [])
+    if "hidden" in o:           # a layer model: the stack it describes (defaults included)
+        n = o["layers"]
+        parts.append(f"hidden {o['hidden']}, {n} layer{'' if n == 1 else 's'}, checkpointing "
+                     f"{'per layer' if o['checkpoint'] else 'off'}, conv {o['conv_size']}")
     return ", ".join(parts) or "no what-if options"
 
 
@@ -311,8 +315,13 @@ def capacity_plan_table(data: dict) -> Table:
         fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
     probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
-    _assumed_caption(t, data["results"], probed)
+    _assumed_caption(t, data["results"], _held(data) + probed)
     return t
+
+
+def _held(data: dict) -> list[str]:
+    """The shape each answer holds, the solved field at its value: a flag left out shows here as its default."""
+    return [f"{r['impl']} at its answer: {shape_label(r['shape'])}" for r in data["results"] if r["value"] is not None]
 
 
 def _assumed_caption(t: Table, results: list[dict], more: list[str] = ()) -> None:
@@ -334,7 +343,7 @@ def plan_table(data: dict, budget_label: str) -> Table:
         value = "none fits" if r["value"] is None else f"{r['value']:,}"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{g(r['peak_at_value_bytes'])}"),
                   T(f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}"))
-    _assumed_caption(t, data["results"])
+    _assumed_caption(t, data["results"], _held(data))
     return t
 
 

@@ -222,7 +222,10 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
     from livebytes.estimator.planning import answer_shape
     rows, notes = [], list(warnings or [])
     for r, d, process in zip(results, devices, processes):
-        row = {**model_terms(r.model), "device": d.name, "shape": answer_shape(shape, r).as_dict()}
+        at = answer_shape(shape, r)
+        row = {**model_terms(r.model), "device": d.name, "shape": at.as_dict()}
+        if solve == "layers":         # the searched model's own build options hold its first depth: the answer's
+            row["options"] = row["options"] | {"layers": at.layers}
         row |= allocator_terms(r.model, d, conf, process)
         row |= {"value": r.value, "next_value": r.next_value}
         if budget_bytes is not None:

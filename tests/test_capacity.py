@@ -229,11 +229,12 @@ def test_process_memory_cold_warm_and_not_measured():
 # ------------------------------------------------------------------------------ plan and the boundary
 
 @pytest.mark.parametrize("case", boundary.CASES, ids=lambda c: f"{c.impl}:{c.contract}:{c.solve}:{c.alloc_conf}:{c.cache_label}")
-def test_plan_answer_runs_the_next_does_not_in_under_2_s(case):
+def test_plan_answer_runs_the_next_does_not_quickly(case):
+    """Under 2 s of CPU for a kernel; a stack of L layers replays about L layers' steps (205 for the 4-layer case, 52 for one): 8 s."""
     t0 = time.process_time()
     r = largest_running(boundary.model_of(case), case.base, case.solve, H200, parse_alloc_conf(case.alloc_conf),
                         case.triton_cache, tuned_at_tokens=case.tuned_at_tokens)
-    assert time.process_time() - t0 < 2
+    assert time.process_time() - t0 < (8 if case.base.layers else 2)
     assert r.at_value.fits and not r.at_next.fits and r.next_value == r.value + 1
     assert r.at_value.device_need_bytes <= H200.capacity_bytes
 

@@ -616,3 +616,21 @@ def test_sweep_counts_the_rows_it_wrote(tmp_path, seqs, rows):
     assert r.exit_code == 0, r.output
     assert r.stdout.strip() == f"wrote {rows} row{'s' * (rows > 1)} to {target}"
     assert len(target.read_text().splitlines()) == 1 + rows
+
+
+def test_sweep_takes_the_stack_and_agrees_with_predict():
+    """sweep builds the layer model for --hidden/--layers (one stack for the grid): its peak at 64K is predict's."""
+    stack = ["--heads", "32", "--hidden", "2304", "--layers", "4"]
+    swept = json.loads(run("sweep", "--impl", "fla-kda-layer@0.6.0", "--seq", "64K", *stack, "--json").stdout)["results"]
+    one = json.loads(run("predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "64K", *stack, "--json").stdout)["results"][0]
+    assert [(r["shape"]["layers"], r["shape"]["hidden"], r["peak_bytes"]) for r in swept] == [(4, 2304, one["peak_bytes"])]
+
+
+def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
+    """--solve layers: JSON options carry the answer's depth (the searched model was built at 1 layer), and the table's
+    caption names the shape held at the answer (a flag left out shows as its default: here H96)."""
+    args = ["plan", "--impl", "fla-kda-layer@0.6.0", "--solve", "layers", "--seq", "128K", "--hidden", "2304"]
+    (r,) = json.loads(run(*args, "--heads", "32", "--json").stdout)["results"]
+    assert r["options"]["layers"] == r["shape"]["layers"] == r["value"] == 8
+    text = " ".join(run(*args).stdout.split())
+    assert "fla-kda-layer@0.6.0 at its answer: MBS 1 x 128K, H96, D128, hidden 2304" in text
