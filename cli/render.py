@@ -117,6 +117,8 @@ def options_text(r: dict) -> str:
     parts = ([f"contract {o['contract']}"] if "contract" in o else []) + (
         [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else []) + (
         [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq is the total)"] if "cp" in o else [])
+    if o.get("gva"):
+        parts.append("grouped value heads")
     if "hidden" in o:           # a layer model: the stack it describes (defaults included)
         n = o["layers"]
         parts.append(f"hidden {o['hidden']}, {n} layer{'' if n == 1 else 's'}, checkpointing "
@@ -207,7 +209,14 @@ def oom_text(r: dict, assumptions_inline: bool = True) -> str:
         return f"{r['device']}: runs, {g(r['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
     return (f"{r['device']}: OUT OF MEMORY in {oom_when(o)}, at {o['step']} allocating {o['buffer']}: tried to allocate "
             f"{g(o['tried_bytes'], 2)} GiB; {g(o['allocated_bytes'], 2)} GiB allocated, "
-            f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free{assumed}")
+            f"{g(o['reserved_unallocated_bytes'], 2)} GiB reserved but unallocated, {g(o['free_bytes'], 2)} GiB free"
+            f"{_short(o)}{assumed}")
+
+
+def _short(o: dict) -> str:
+    """The shortfall in MiB where the rounded GiB figures would look as if the request fitted."""
+    short = o["tried_bytes"] - o["free_bytes"]
+    return f" ({short / 2**20:,.1f} MiB short)" if 0 < short < 0.01 * 2**30 else ""
 
 
 def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False,

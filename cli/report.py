@@ -250,7 +250,10 @@ def sweep_data(rows, warnings: list | None = None) -> dict:
 
 def oom_when(o: dict) -> str:
     """Where in the process an ``oom`` object's failure falls: the inputs, the first call, or a steady step."""
-    return "the first call" if o["first_call"] else ("the inputs" if o["run_step"] < 0 else f"step {o['run_step'] + 1}")
+    if o["first_call"]:
+        return "the first call"
+    n = o["run_step"]            # 0 is the first call: 1 the first steady call (a boundary probe's steady_1)
+    return "the inputs" if n < 0 else f"steady call {n} (the process's call {n + 1})"
 
 
 def out_of_memory_warning(r: dict) -> str | None:

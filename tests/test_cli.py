@@ -634,3 +634,15 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     assert r["options"]["layers"] == r["shape"]["layers"] == r["value"] == 8
     text = " ".join(run(*args).stdout.split())
     assert "fla-kda-layer@0.6.0 at its answer: MBS 1 x 128K, H96, D128, hidden 2304" in text
+
+
+@pytest.mark.parametrize("args, words", [
+    # run 20b's failure: the process's second call, the boundary probe's steady_1
+    (["--impl", "fla-kda-layer@0.6.0", "--seq", "234773", "--heads", "32", "--hidden", "2304", "--layers", "4"],
+     "OUT OF MEMORY in steady call 1 (the process's call 2)"),
+    # one token above plan's GDN answer: 7,528,775,680 B tried, 7,525,761,024 B free: both print as 7.01 GiB
+    (["--impl", "fla-gdn@0.6.0", "--seq", "918913", "--heads", "16", "--v-heads", "32"],
+     f"7.01 GiB free ({(7_528_775_680 - 7_525_761_024) / 2**20:,.1f} MiB short)"),
+])
+def test_an_out_of_memory_verdict_says_which_call_and_how_short(args, words):
+    assert words in " ".join(run("predict", *args).stdout.split())
