@@ -369,7 +369,7 @@ def sweep(impl: List[str] = o.Impls,
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim, "--dim")
     path = o.out_file(out, (".csv",)) if out else None
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
-    stack = o.shape_from("1", "1", "1", "128", None, hidden, layers, checkpoint, conv_size).layer_fields()  # one stack
+    stack = o.stack_from(hidden, layers, checkpoint, conv_size)     # one stack for the whole grid
     rows = []
     for key in impl:
         model = o.model_for(key, gpu, what_if, Shape(mbs_list[0], seqs[0], head_list[0], dims[0], **stack))

@@ -91,11 +91,18 @@ def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Option
     """The shape the shape options describe (sizes accept 8K = 8192); the layer flags set the layer fields."""
     from livebytes.estimator.shapes import Shape, parse_size
 
-    def size(text, flag):
-        return parse_size(text, flag) if text is not None else None
+    v = parse_size(v_heads, "--v-heads") if v_heads is not None else None
     return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"), parse_size(dim, "--dim"),
-                 v_heads=size(v_heads, "--v-heads"), hidden=size(hidden, "--hidden"), layers=size(layers, "--layers"),
-                 checkpoint=True if checkpoint else None, conv_size=size(conv_size, "--conv-size"))
+                 v_heads=v, **stack_from(hidden, layers, checkpoint, conv_size))
+
+
+def stack_from(hidden: Optional[str] = None, layers: Optional[str] = None, checkpoint: bool = False,
+               conv_size: Optional[str] = None) -> dict:
+    """The layer fields the layer flags set (``Shape``'s keyword names), the flags left out absent."""
+    from livebytes.estimator.shapes import parse_size
+    fields = {"hidden": (hidden, "--hidden"), "layers": (layers, "--layers"), "conv_size": (conv_size, "--conv-size")}
+    out = {name: parse_size(text, flag) for name, (text, flag) in fields.items() if text is not None}
+    return out | ({"checkpoint": True} if checkpoint else {})
 
 
 def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str] = None, cp_layout: Optional[str] = None) -> dict:

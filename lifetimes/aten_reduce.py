@@ -122,7 +122,7 @@ def semaphore_count(rows: int, outputs: int, sms: int, element_bytes: int = 4) -
     return grid_x if ctas > 1 else 0
 
 
-# the two sizes as sympy functions of (rows, outputs, SM count): docgen shows them so
+# the sizes as sympy functions of their integer arguments: docgen shows them so
 reduce_staging = vectorised("reduce_staging", staging_elements)
 reduce_semaphores = vectorised("reduce_semaphores", semaphore_count)
 reduce_accumulation = vectorised("reduce_accumulation", accumulation_elements)

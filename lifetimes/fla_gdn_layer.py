@@ -44,9 +44,13 @@ DEFAULT_DEVICE = "H200"      # the device a model built without one describes (t
 class LayerConfig:
     hidden: int
     conv_size: int
-    device: object
-    sms: int                 # the device's SM count (FusedRMSNormGated's partials, ATen's global reduces)
+    device: object           # None: the registry's default device
     gva: bool = False
+
+    @property
+    def sms(self) -> int:
+        """The device's SM count (FusedRMSNormGated's partials, ATen's global reduces)."""
+        return (self.device or get_device(DEFAULT_DEVICE)).sm_count
 
 
 def linears(hidden: int) -> dict[str, Linear]:
@@ -161,7 +165,7 @@ NOT_MODELLED = (
 def build(device=None, gva: bool = False, hidden: int = DEFAULT_HIDDEN, layers: int = 1, checkpoint: bool = False,
           conv_size: int = DEFAULT_CONV) -> LifetimeModel:
     """L GatedDeltaNet layers (default 1), forward + backward, checkpointing off or per layer."""
-    c = LayerConfig(hidden, conv_size, device, (device or get_device(DEFAULT_DEVICE)).sm_count, gva)
+    c = LayerConfig(hidden, conv_size, device, gva)
     one = declare_stack(parts(c), 1, checkpoint, None).freeze(**_fields(c, 1, checkpoint)) if layers > 1 else None
     return declare_stack(parts(c), layers, checkpoint, one).freeze(**_fields(c, layers, checkpoint))
 

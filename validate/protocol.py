@@ -246,11 +246,10 @@ def protocol_replay(model: LifetimeModel, shape: Shape, version: int = CURRENT, 
     ``device_total_bytes`` (the record's GPU) bounds an expandable segment's address range: the protocol's
     ``empty_cache`` unmaps pages, and later mappings land in the holes or above them. ``triton_cache``: the record's
     (``cold``: every call autotunes the keys new to the process, this shape's first run too). ``model_at``: the model
-    the harness runs at each earlier call's shape (``model`` is its model at ``shape``); None: ``model`` throughout."""
+    the harness runs at each call's shape (at ``shape`` it is ``model``); None: ``model`` throughout."""
     at = model_at or _one_model(model)
-    calls = [s for s, _, _ in _earlier_calls(shape, version, earlier)]
-    measured_last = lambda s: model if s is shape else at(s)      # noqa: E731  (the measured call runs ``model``)
-    measured = process_benchmarks(model, calls + [shape], triton_cache, measured_last)[-1]
+    calls = [s for s, _, _ in _earlier_calls(shape, version, earlier)] + [shape]
+    measured = process_benchmarks(model, calls, triton_cache, at)[-1]
     return (replay(model, shape, empty_cache_after_warmup=PROTOCOLS[version].empty_cache_after_warmup,
                    prelude=prelude(model, shape, version, earlier, triton_cache, at),
                    device_total_bytes=device_total_bytes, benchmarks=measured),
