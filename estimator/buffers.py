@@ -69,6 +69,9 @@ class Buffer:
     retained: bool = False  # an input a library cache keeps referenced after the call
     cache_fn: str | None = None   # the memoised function whose bounded queue holds an identity-keyed entry (FLA's
                                   # tensor_cache: one queue per decorated function, shared by its argument signatures)
+    scratch_of: str | None = None   # the buffer whose ATen operator allocates this one internally, after that output
+                                    # (e.g. a reduction's accumulation buffer): if this request fails, the output, not
+                                    # yet handed to Python, dies as the C++ exception unwinds
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))
@@ -161,3 +164,8 @@ class LifetimeModel(Timeline):
                     raise ValueError(f"{self.key}: {b.name} freed after unknown step {b.freed_after}")
                 if index[b.freed_after] < index[b.allocated_at]:
                     raise ValueError(f"{self.key}: {b.name} is freed before it is allocated")
+        made_at = {b.name: b.allocated_at for b in self.buffers}
+        for b in self.buffers:
+            if b.scratch_of is not None and made_at.get(b.scratch_of) != b.allocated_at:
+                raise ValueError(f"{self.key}: {b.name} is scratch of {b.scratch_of}, which is not allocated at "
+                                 f"{b.allocated_at}")

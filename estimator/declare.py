@@ -101,10 +101,10 @@ class Declaration:
 
     def buffer(self, name: str, group: Group, shape: tuple, dtype: str, source: Source, freed: str | None = None,
                *, note: str = "", cached: bool = False, cache_key: tuple | None = None, carved_from: str | None = None,
-               retained: bool = False, cache_fn: str | None = None) -> None:
+               retained: bool = False, cache_fn: str | None = None, scratch_of: str | None = None) -> None:
         """One allocation at the current step, live until ``freed`` (inclusive; None: past the step's end)."""
         self.buffers.append(Buffer(name, group, shape, dtype, source, self.current, freed, carved_from, note,
-                                   cached, cache_key, retained, cache_fn))
+                                   cached, cache_key, retained, cache_fn, scratch_of))
 
     def region(self, workspace: str, name: str, group: Group, nbytes: sp.Expr, source: Source, note: str = "",
                *, cached: bool = False, cache_key: tuple | None = None) -> None:
@@ -153,7 +153,8 @@ class Declaration:
             if b.allocated_at in ours and not (cache_hit and b.cached):
                 end = freed.get(b.name, b.freed_after and f"{prefix}.{b.freed_after}")
                 self.buffers.append(replace(b, name=f"{prefix}.{b.name}", allocated_at=f"{prefix}.{b.allocated_at}",
-                                            freed_after=end, carved_from=b.carved_from and f"{prefix}.{b.carved_from}"))
+                                            freed_after=end, carved_from=b.carved_from and f"{prefix}.{b.carved_from}",
+                                            scratch_of=b.scratch_of and f"{prefix}.{b.scratch_of}"))
         self.autotuned += [replace(a, step=f"{prefix}.{a.step}", held_until_gc=tuple(f"{prefix}.{n}" for n in a.held_until_gc))
                            for a in sub.autotuned if a.step in ours]
 

@@ -134,7 +134,8 @@ def accumulation_scratch(d: Declaration, name: str, in_elements, out_elements, d
     step. Zero bytes, no allocation, otherwise."""
     acc = reduce_accumulation(in_elements, out_elements, ELEMENT_BYTES[dtype])       # the output's numel, fp32
     d.buffer(f"{name}.reduce_accumulation", Group.WORKSPACE, (acc,), "fp32", ACCUMULATION_SOURCE, d.current,  # [out] fp32
-             note="bf16 in and out over 2**31 - 1 bytes of input: the sub-iterators accumulate in fp32; else 0 bytes")
+             note="bf16 in and out over 2**31 - 1 bytes of input: the sub-iterators accumulate in fp32; else 0 bytes",
+             scratch_of=name)
 
 
 def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtype: str) -> None:
@@ -148,7 +149,7 @@ def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtyp
     size = ELEMENT_BYTES[dtype]
     staging = reduce_staging(rows, outputs, sms, size)    # outputs * ctas_per_output * block.x * vec, fp32
     d.buffer(f"{name}.reduce_staging", Group.WORKSPACE, (staging,), "fp32", STAGING_SOURCE, at,      # [staging] fp32
-             note=f"global reduce over {sms} SMs; 0 bytes when ctas_per_output is 1")
+             note=f"global reduce over {sms} SMs; 0 bytes when ctas_per_output is 1", scratch_of=name)
     semaphores = reduce_semaphores(rows, outputs, sms, size)    # grid.x
     d.buffer(f"{name}.reduce_semaphores", Group.WORKSPACE, (semaphores,), "int32", SEMAPHORE_SOURCE, at,  # [grid.x] int32
-             note="cudaMemsetAsync to 0 before the launch")
+             note="cudaMemsetAsync to 0 before the launch", scratch_of=name)

@@ -26,6 +26,8 @@ other than 128 on the GPU (traced at 64 and 128), the out-of-memory boundary.
 """
 from __future__ import annotations
 
+import sympy as sp
+
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
 from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, accumulation_scratch, leading_sum_scratch
@@ -125,7 +127,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
              note="inputs, dO and the packed boundaries exist before the step")
     _forward(d, saved_until, layer_call)
     if not forward_only:
-        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch), layer_call, sms)
+        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch), layer_call, sms, sm90=arch == "sm90")
     return d.freeze(
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
@@ -141,9 +143,8 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
                       *((f"HV = 1: {ONE_OUTPUT_NOT_MODELLED} (the gate gradients' dA.sum(0) and dbias.sum(0), gate.py:229-230)",)
                         if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
                       "context parallelism",
-                      "a cold first call's arguments kept by failing autotune configs (KDA's dhu variant keeps dv on the "
-                      "H200 under Triton 3.6.0; run 20 kept no autotune timings of GDN's under Triton 3.9.0, and its cold "
-                      "1 x 8K record replays to the byte without a held argument)"),
+                      "off Hopper, or below K = 128: which dhu configs fail to launch (none assumed; measured on the H200 "
+                      "at K = 128 only)"),
         notes=v.notes_forward if forward_only else v.notes,
     )
 
@@ -264,10 +265,11 @@ def _gate_backward(d: Declaration, sms: int) -> None:
 
 
 def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False,
-              sms: int | None = None) -> None:
+              sms: int | None = None, sm90: bool = True) -> None:
     """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
     What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``; the layer
-    call: after the gate's backward and its two sums on ``sms`` SMs)."""
+    call: after the gate's backward and its two sums on ``sms`` SMs). ``sm90``: Hopper, where dhu has a config
+    that fails to launch at K = V = 128."""
     bwd = "chunk_gated_delta_rule_bwd"
     local_end = GATE_END if layer_call else "bwd.dg_cumsum"
     _w_u(d, "bwd", "", Group.RECOMPUTE, local_end)
@@ -285,7 +287,12 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
     d.autotune("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", DHU_KEY, src(fh, "chunk_gated_delta_rule_bwd_dhu", 799,
                "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64[grid]("),
                note="key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST'] (chunk_delta_h.py:366); BV is a config "
-                    "parameter, not an argument: Triton leaves it out of the key")
+                    "parameter, not an argument: Triton leaves it out of the key. On the H200 under Triton 3.9.0 at K = V = "
+                    "128 its config num_warps 4, num_stages 4, BV 64 compiles but never loads (OutOfResources: run 20's "
+                    "cold kernel list, validate/records/runs/run20/kernels_20.tgz), so dv_local, which the step drops, lives "
+                    "until the next compile's garbage collection, as in KDA's variant (run 21c's boundary probe: the free "
+                    "7.01 GiB block it leaves at chunk_bwd_dqkwg takes dq's sum); below K = 128 assumed to fit (not measured)",
+               held_until_gc=("dv_local",) if sm90 else (), held_when=sp.Ge(DK, 128))
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_bwd_dhu", 794, "dh = q.new_empty(B, NT, HV, K, V)"), local_end)  # [NT, HV, K, V] bf16
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(fh, "chunk_gated_delta_rule_bwd_dhu", 796, "dv2 = torch.empty_like(dv)"),

@@ -74,7 +74,8 @@ def test_verdict_phase_and_pytorchs_figures(item):
         f, observer, unwind = sim.run.oom.figures, m["oom_observer"][0], m["after_unwind"]
         assert sim.oom_phase == m["oom_phase"]
         assert (f.tried_bytes, f.free_bytes) == (observer["tried_bytes"], observer["device_free"])
-        dropped = unwound_bytes(load_probe(sim_path(name)).model(), sim.trial.shape, sim.run.oom.step)   # engine's
+        dropped = unwound_bytes(load_probe(sim_path(name)).model(), sim.trial.shape, sim.run.oom.step,   # engine's
+                                sim.run.oom.buffer)
         assert (f.allocated_bytes - dropped, f.reserved_bytes) == (unwind["allocated"], unwind["reserved"])
 
 
@@ -183,7 +184,8 @@ def test_the_allocators_segments_to_the_byte(item):
     name, sim = item
     total = load_probe(sim_path(name)).total_bytes
     replayed, measured = simulated_segments(sim.run.segments, total), measured_segments(sim.trial, total)
-    dropped = unwound_bytes(load_probe(sim_path(name)).model(), sim.trial.shape, sim.run.oom.step) if sim.run.oom else 0
+    dropped = (unwound_bytes(load_probe(sim_path(name)).model(), sim.trial.shape, sim.run.oom.step, sim.run.oom.buffer)
+               if sim.run.oom else 0)
     assert [(r[0], r[1], r[3]) for r in replayed] == [(m[0], m[1], m[3]) for m in measured]     # kind, size, offset
     gone = [r[2] - m[2] for r, m in zip(replayed, measured) if r[2] != m[2]]
     assert all(g > 0 for g in gone) and sum(gone) == dropped
@@ -222,11 +224,11 @@ def test_d64s_segments_lie_in_the_drivers_order():
 def test_segments_are_recorded_at_both_allocator_settings():
     """Run 12c's two report processes (each a 1 x 1024 warmup, then 172,800 and 174,528, or 172,819) and run 12d's
     three kda_hopper_cuda ones (247,476 / 249,951 expandable, 247,466 / 249,941 and MBS 7 / 8 at 32K default), before
-    run 13's, run 16c's, run 17's, run 19's and run 20's processes (every later probe records them)."""
+    run 13's, run 16c's, run 17's, run 19's, run 20's and run 21's processes (every later probe records them)."""
     run12 = [(n, s) for n, s in SEGMENTED if n.split("_")[1] in ("run12c", "run12d")]
-    assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {"run13b", "run13d", "run16c", "run17a", "run17b",
-                                                                                        "run17c", "run17d", "run19a",
-                                                                                        "run19b", "run19c", "run19d", "run20a", "run20b"}
+    assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {
+        "run13b", "run13d", "run16c", "run17a", "run17b", "run17c", "run17d", "run19a", "run19b", "run19c", "run19d",
+        "run20a", "run20b", "run21c"}
     SEGMENTED_12 = run12
     assert sorted(s.trial.shape.seq for _, s in SEGMENTED_12) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]

@@ -113,23 +113,28 @@ def _node_steps(model, step: str) -> set[str]:
     return {s.name for s in model.steps if s.phase == "backward" and s.name.startswith(node)}
 
 
-def unwound_bytes(model, shape, step: str) -> int:
+def unwound_bytes(model, shape, step: str, buffer: str | None = None) -> int:
     """Bytes the autograd engine frees as an out-of-memory error at backward ``step`` unwinds, before the probe reads
     ``memory_stats`` (its ``after_unwind``): the gradients it holds for nodes that have not run (torch/csrc/autograd/
     engine.cpp: a GraphTask's not-ready InputBuffers die with the task). The failing Function's own tensors stay (the
     exception's traceback keeps its frame), so do the gradients it was handed. Here: activation gradients made before
-    the failing node and consumed after it. Not modelled: a failure in a layer's own module steps (each its own
-    node, which this counts with the layer's other module steps), and one in checkpoint's recompute (forward steps run
-    inside the backward: counted 0)."""
+    the failing node and consumed after it. And where the failing request (``buffer``) is an ATen operator's internal
+    scratch (its ``scratch_of``: a reduction's accumulation buffer), that operator's output, allocated first and not
+    yet handed to Python, dies as the C++ exception unwinds (run 21c: the WY dk's group sum). Not modelled: a failure
+    in a layer's own module steps (each its own node, which this counts with the layer's other module steps), and one
+    in checkpoint's recompute (forward steps run inside the backward: counted 0)."""
     from livebytes.estimator.buffers import Group
     from livebytes.estimator.replay import request_sizes
     from livebytes.estimator.rounding import round_size
+    sizes = request_sizes(model, shape)
+    by_name = {b.name: b for b in model.buffers}
+    failed = by_name.get(buffer)
+    own = round_size(sizes[failed.scratch_of]) if failed is not None and failed.scratch_of else 0   # the op's output
     if "bwd." not in step:
-        return 0
+        return own
     order = model.step_positions()
     node = _node_steps(model, step)
     first, last = min(order[s] for s in node), max(order[s] for s in node)
-    sizes = request_sizes(model, shape)
     held = [b.name for b in model.buffers if b.group == Group.ACTIVATION_GRADS and order[b.allocated_at] < first
             and b.freed_after is not None and order[b.freed_after] > last]
-    return sum(round_size(sizes[name]) for name in held)
+    return own + sum(round_size(sizes[name]) for name in held)
