@@ -132,7 +132,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
         summary=("forward only, no grad" if forward_only else
-                 "forward + backward (backward measured on the H200 with Triton 3.9.0 at H16/HV32 D128 only)")
+                 "forward + backward (backward measured on the H200 with Triton 3.9.0 at D128 only: H16/HV32 and H32)")
         + ("; the GatedDeltaNet layer's call (in-kernel q/k L2 norm, gate and beta sigmoid)" if layer_call else
            "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta)") + f"; {v.origin}; "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
@@ -143,8 +143,8 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
                       *((f"HV = 1: {ONE_OUTPUT_NOT_MODELLED} (the gate gradients' dA.sum(0) and dbias.sum(0), gate.py:229-230)",)
                         if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
                       "context parallelism",
-                      "off Hopper, or below K = 128: which dhu configs fail to launch (none assumed; measured on the H200 "
-                      "at K = 128 only)"),
+                      *(() if forward_only else ("off Hopper, or below K = 128: which dhu configs fail to launch (none "
+                                                 "assumed; measured on the H200 at K = 128 only)",))),
         notes=v.notes_forward if forward_only else v.notes,
     )
 

@@ -640,9 +640,9 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     # run 20b's failure: the process's second call, the boundary probe's steady_1
     (["--impl", "fla-kda-layer@0.6.0", "--seq", "234773", "--heads", "32", "--hidden", "2304", "--layers", "4"],
      "OUT OF MEMORY in steady call 1 (the process's call 2)"),
-    # one token above plan's GDN answer: 7,528,775,680 B tried, 7,525,761,024 B free: both print as 7.01 GiB
-    (["--impl", "fla-gdn@0.6.0", "--seq", "918913", "--heads", "16", "--v-heads", "32"],
-     f"7.01 GiB free ({(7_528_775_680 - 7_525_761_024) / 2**20:,.1f} MiB short)"),
+    # one token above plan's GDN answer at D64: 8,128,561,152 B tried, 8,127,643,648 B free: both print as 7.57 GiB
+    (["--impl", "fla-gdn@0.6.0", "--seq", "1984001", "--heads", "16", "--v-heads", "32", "--dim", "64"],
+     f"7.57 GiB free ({(8_128_561_152 - 8_127_643_648) / 2**20:,.1f} MiB short)"),
 ])
 def test_an_out_of_memory_verdict_says_which_call_and_how_short(args, words):
     assert words in " ".join(run("predict", *args).stdout.split())

@@ -90,3 +90,34 @@ def test_run_20s_8k_peak_by_hand():
     assert p.peak_step.name == "bwd.wy_sum_k" and p.peak_bytes == int(mib * MiB) + 3 * 512 + 2048
     checked = compare(r)
     assert checked.error_bytes == 0 and checked.requested_error == 0
+
+
+KERNELS_20 = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "run20" / "kernels_20.tgz"
+
+
+def test_dhus_config_that_never_loads_is_in_run_20s_cold_kernel_list():
+    """Under Triton 3.9.0 at K = V = 128, dhu compiled 12 configs in run 20's cold process and loaded 11: the missing
+    one (num_warps 4, num_stages 4, BV 64) fails to launch, which is what ``held_until_gc`` rests on."""
+    import json
+    import tarfile
+    with tarfile.open(KERNELS_20) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("_cold.kernels.jsonl"))
+        events = [json.loads(line) for line in tar.extractfile(member).read().decode().splitlines()]
+    dhu = "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64"
+    compiled = {e["hash"]: e for e in events if e["event"] == "compile" and e["fn"] == dhu}
+    loaded = {e["hash"] for e in events if e["event"] == "load" and e["name"] == dhu}
+    never = [(e["num_warps"], e["num_stages"], e["constexprs"]["BV"]) for h, e in compiled.items() if h not in loaded]
+    assert (len(compiled), len(loaded), never) == (12, 11, [(4, 4, 64)])
+
+
+@pytest.mark.parametrize("device,dim,held", [
+    (get_device("H200"), 128, True),    # measured: a config fails (run 20's kernel list; run 21c's probe)
+    (get_device("H200"), 64, False),    # assumed to fit below K = 128, as KDA's variant
+    (get_device("B300"), 128, False),   # off Hopper: not measured, none assumed
+])
+def test_dhu_holds_dv_local_until_the_next_compile_on_hopper_at_k128(device, dim, held):
+    from livebytes.estimator.autotune import held_until_gc
+    shape = Shape(1, 8192, 16, dim, v_heads=32)
+    model = get_model("fla-gdn@0.6.0", device.name, gva=True)
+    expected = {"bwd.dhu": ("dv_local",)} if held else {}
+    assert held_until_gc(model, shape, ("bwd.dhu", "bwd.dqkwg")) == expected

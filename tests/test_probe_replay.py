@@ -228,7 +228,7 @@ def test_segments_are_recorded_at_both_allocator_settings():
     run12 = [(n, s) for n, s in SEGMENTED if n.split("_")[1] in ("run12c", "run12d")]
     assert {n.split("_")[1] for n, _ in SEGMENTED} - {"run12c", "run12d"} == {
         "run13b", "run13d", "run16c", "run17a", "run17b", "run17c", "run17d", "run19a", "run19b", "run19c", "run19d",
-        "run20a", "run20b", "run21c"}
+        "run20a", "run20b", "run21c", "run21e", "run21f"}
     SEGMENTED_12 = run12
     assert sorted(s.trial.shape.seq for _, s in SEGMENTED_12) == [1024, 1024, 32_768, 32_768, 172_800, 172_819, 174_528,
                                                                247_466, 247_476, 249_941, 249_951]
@@ -322,3 +322,29 @@ def test_run12s_mis_keyed_warm_processes_benchmarked_l2norm_bwd(path):
     as_if_warm = simulate(probe)       # every key on disk: no L2-flush segment, which the measured reserved peaks hold
     assert any(w.phase(p) != (w.trial.measured[p]["max_allocated"], w.trial.measured[p]["max_reserved"])
                for w in as_if_warm for p in PHASES if p in w.trial.measured and w.phase(p) is not None)
+
+
+def test_an_error_in_a_sums_scratch_drops_the_sums_output():
+    """Run 21c: GDN at 918,912 ran out of memory allocating the WY dk's group-sum accumulation buffer; the sum's own
+    bf16 output, which ATen allocated first and never handed to Python, died as the error unwound:
+    918,912 x 16 x 128 x 2 = 3,763,863,552 B between the replay's figure at the failure and the probe's after-error one."""
+    name = "h200_run21c_fla-gdn_H16_HV32_D128_default_cold_firstcall_918912.jsonl"
+    (sim,) = SIMULATED[name]
+    assert (sim.run.oom.step, sim.run.oom.buffer) == ("bwd.wy_sum_k", "dk2.reduce_accumulation")
+    model = load_probe(sim_path(name)).model()
+    assert unwound_bytes(model, sim.trial.shape, "bwd.wy_sum_k", "dk2.reduce_accumulation") == 918_912 * 16 * 128 * 2
+    assert unwound_bytes(model, sim.trial.shape, "bwd.wy_sum_k") == 0          # not a scratch: nothing of the op's
+    assert sim.run.oom.figures.allocated_bytes - 918_912 * 16 * 128 * 2 == sim.trial.measured["after_unwind"]["allocated"]
+
+
+def test_gdns_boundary_needs_dhus_held_dv_local():
+    """Without dhu's held dv_local (a failing config's traceback, ``held_until_gc``) the replay fits run 21c's 918,912,
+    which ran out of memory on the H200: the rule is what makes the verdict."""
+    name = "h200_run21c_fla-gdn_H16_HV32_D128_default_cold_firstcall_918912.jsonl"
+    probe = load_probe(sim_path(name))
+    model = probe.model()
+    bare = dataclasses.replace(model, autotuned=tuple(dataclasses.replace(a, held_until_gc=()) for a in model.autotuned))
+    object.__setattr__(probe, "model", lambda: bare)     # this probe's process, replayed with the bare model
+    (held,), (free,) = SIMULATED[name], simulate(probe)
+    assert held.run.oom is not None and not held.trial.measured["fits"]
+    assert free.run.oom is None

@@ -5,7 +5,10 @@ A plan file is a JSON list of groups ``{"impl", "shapes", "contract"?, "forward_
 "no_recompute"?, "fresh"?, "triton_cache"?, "alloc_conf"?, "autotune_capture"?}``; ``shapes`` takes the shape strings of
 ``parse_shape_list`` (``"1,8K,16,128,hv=32;2,8K,64,128"``). A group marked ``fresh`` runs each shape in a
 process of its own (the protocol's default). Groups run side by side (compilation and autotuning
-overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another.
+overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another. Side by side, a
+record's ``device_memory`` (``mem_get_info``: the whole device) also holds the other processes' memory: it is not the
+process's own (run 21d); measure process memory with ``validate/probes/process_memory.py``, alone. Record file names
+hold the shape's ``hv=``: pack them into an archive before they leave a device machine that refuses such names.
 
     python -m livebytes.validate.batch PLAN.json --out DIR [--deadline SECONDS]
 """

@@ -73,6 +73,9 @@ CASES = (
     Case("fla-kda@0.6.0", "report", "seq", Shape(1, 8192, 96, 256)),
     # issue 21: 4 KimiDeltaAttention layers (Kimi-Linear's: hidden 2304, H32 D128, conv 4), no checkpointing (run 20)
     Case("fla-kda-layer@0.6.0", None, "seq", Shape(1, 8192, 32, 128, hidden=2304, layers=4)),
+    # issue 22: Gated DeltaNet forward+backward, grouped value heads (Qwen3-Next's H16/HV32), under Triton 3.9.0, whose
+    # backward fla-core 0.6.0 runs on Hopper (run 21e/f: validate/plans/h200_run21.sh gdnedge sets up that Triton)
+    Case("fla-gdn@0.6.0", None, "seq", Shape(1, 8192, 16, 128, 32)),
 )
 
 
@@ -113,7 +116,7 @@ def render(items: list[dict]) -> str:
 PROBE_IMPL = {("fla-kda", "plain"): "fla-plain", ("fla-kda", "report"): "fla-report",   # implementation -> the probe's
               ("cudnn-kda-hopper-cuda", None): "kda_hopper_cuda",                     # --impl (it runs what is installed)
               ("fla-kda-fwd", "report"): "fla-report", ("fla-gdn-fwd", None): "fla-gdn",
-              ("fla-kda-layer", None): "fla-kda-layer"}
+              ("fla-kda-layer", None): "fla-kda-layer", ("fla-gdn", None): "fla-gdn"}
 LAYER_FLAGS = {"hidden": "--hidden", "layers": "--layers", "conv_size": "--conv-size"}    # boundary_probe.py's
 
 
@@ -179,7 +182,8 @@ def _tag(case: Case, state: str, warmup: bool) -> str:
     probe_impl = PROBE_IMPL[(case.impl.split("@")[0], case.contract)]
     tag = f"{probe_impl}_{case.solve}_{case.alloc_conf.split(':')[1]}_{state}" + ("_warmup" if warmup else "")
     plain = case.base.heads == 96 and case.base.dim == 128 and not case.base.v_heads      # the first cases' names
-    return (tag if plain else f"{tag}_{_shape_tag(case)}").replace("/", "")
+    fwd = "_fwd" if case.impl.split("@")[0].endswith("-fwd") else ""    # the probe runs both phases under one --impl
+    return (tag if plain else f"{tag}_{_shape_tag(case)}{fwd}").replace("/", "")
 
 
 def _probe_command(case: Case, values: str, suffix: str) -> str:

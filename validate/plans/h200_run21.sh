@@ -1,21 +1,22 @@
 #!/bin/bash
-# Run 21 (prepared in session 9, NOT RUN): what issues 21 and 22 still lack, on one warm H200 in consecutive calls.
-# Triton 3.9.0 travels as in run 20 (validate/plans/h200_run18_triton39.sh prepare: three 40 MiB parts, each carried
-# as .t39 in its own call: keep them in .t39parts/ (git-ignored) and move the next one alone into .t39/ before each
-# call; .whl holds fla-core, flash-linear-attention and livebytes only). The first calls carry a
-# part beside work that needs only the image's Triton 3.6.0:
+# Run 21 (prepared in session 9, run in session 10: validate/records/runs/run21/README.md): what issue 22 still lacked,
+# on a warm H200 in consecutive calls. Triton 3.9.0 travels as in run 20 (validate/plans/h200_run18_triton39.sh
+# prepare: three 40 MiB parts, each carried as .t39 in its own call: keep them in .t39parts/ (git-ignored) and move the
+# next one alone into .t39/ before each call; .whl holds fla-core, flash-linear-attention and livebytes only). A call
+# must follow the last within 30 s, or the machine (and /tmp with the parts) is gone.
 #   part  L   (carry .whl, .t39 = one part) append it to /tmp/t39.tar.xz, then the KDA-layer records at H16/HV32
-#             hidden 2048 (Qwen3-Next-like layout; validate/plans/h200_v4_layers_h16.json, one cold process, ~300 s;
-#             L: give any second argument to skip the records and only append)
+#             hidden 2048 (validate/plans/h200_v4_layers_h16.json, one cold process, ~300 s; L: any second argument
+#             skips the records and only appends, as run 21 did)
 #   install   (carry .whl, .t39 = the last part) append, unpack (h200_run18_triton39.sh install)
 #   gdnedge S (no carry) issue 22 point 3: fla-gdn@0.6.0 H16/HV32 D128 cold at S tokens, one fresh process, the
-#             first call at the shape, then two steady calls. plan (session 9, with the fp32 accumulation buffer of
-#             the three bf16 group sums above 2**31 B of input: lifetimes/aten_reduce.py): S* 918,912 (fails above in
-#             bwd.wy_sum_k, dk2.reduce_accumulation 7.01 GiB); ceil(1.01 S*) = 928,102. Re-plan first if the model
-#             changed. Under the ptxas of run 20 (TRITON_PTXAS_BLACKWELL_PATH: the process-memory data are of kernels
-#             compiled so).
-#   gdnrest   (no carry) the GDN records run 20's deadline left (equal heads H32 D128 8K and 32K, H16/HV32 D64), then
-#             the GDN-layer records (validate/plans/h200_v4_layers.json's GDN entry), then kda39 in what is left.
+#             first call at the shape, then two steady calls (~220-235 s). Run 21: 918,912 (then plan's answer) failed
+#             in its first call, which found dhu's held dv_local; plan's 895,488 fitted, 904,443 failed. Under the ptxas
+#             of run 20 (TRITON_PTXAS_BLACKWELL_PATH: the process-memory data are of kernels compiled so).
+#   gdnrest   (no carry) GDN records (equal heads H32 D128 8K and 32K, H16/HV32 D64: run 21d ran these three, and lost
+#             the D64 record by not packing it), then the GDN-layer records (validate/plans/h200_v4_layers.json's GDN
+#             entry), packed into records21.tgz: record names hold '=', which the transfer refuses
+#   Left for a later run (each needs about 250-350 s cold): kda39 (h200_run18_triton39.sh kda39: its first shape did
+#   not finish in 341 s under 3.9.0), the D64 GDN record, GDN's process memory at D64, the GDN-layer records.
 set -u
 here=$(dirname "$0")
 t39() {
