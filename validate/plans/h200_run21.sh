@@ -19,11 +19,7 @@
 #   not finish in 341 s under 3.9.0), the D64 GDN record, GDN's process memory at D64, the GDN-layer records.
 set -u
 here=$(dirname "$0")
-t39() {
-  export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/t39site:/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
-  export TRITON_PTXAS_BLACKWELL_PATH=/tmp/t39site/triton/backends/nvidia/bin/ptxas
-  python3 -c "import triton; assert triton.__version__ == '3.9.0', triton.__version__" || exit 1
-}
+. "$here/t39_env.sh"
 case "${1:-}" in
 part)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
