@@ -164,8 +164,11 @@ class LifetimeModel(Timeline):
                     raise ValueError(f"{self.key}: {b.name} freed after unknown step {b.freed_after}")
                 if index[b.freed_after] < index[b.allocated_at]:
                     raise ValueError(f"{self.key}: {b.name} is freed before it is allocated")
-        made_at = {b.name: b.allocated_at for b in self.buffers}
-        for b in self.buffers:
-            if b.scratch_of is not None and made_at.get(b.scratch_of) != b.allocated_at:
-                raise ValueError(f"{self.key}: {b.name} is scratch of {b.scratch_of}, which is not allocated at "
-                                 f"{b.allocated_at}")
+        made = {b.name: (i, b.allocated_at) for i, b in enumerate(self.buffers)}
+        for i, b in enumerate(self.buffers):
+            if b.scratch_of is None:
+                continue
+            at, step = made.get(b.scratch_of, (None, None))
+            if step != b.allocated_at or at > i:
+                raise ValueError(f"{self.key}: {b.name} is scratch of {b.scratch_of}, which is not declared before it "
+                                 f"at {b.allocated_at}")

@@ -293,7 +293,9 @@ def build(target: Target, inner: LifetimeModel, cp: Cp, options: dict, device: s
             "NCCL's own memory (communicators, channel and proxy buffers): outside PyTorch's allocator, not a figure here",
             "a freed communication tensor's reuse deferred by the NCCL stream (recordStream): assumed not deferred "
             "(a synchronous all-gather)",
-            "several packed sequences (MBS > 1) and CUDA graphs (use_graph)"),
+            "several packed sequences (MBS > 1) and CUDA graphs (use_graph)",
+            "the local kernel's failing autotune configs (dhu's held dv, a cold first call's) as measured without CP: "
+            "assumed the same under CP"),
     )
 
 

@@ -18,11 +18,12 @@ and ``CONST_TILING`` from the shared-memory class (``check_shared_mem``): 128 fr
 per block up, and on Ampere's class when every tensor the kernel loads is 16-bit (as here); 64 on Ada's
 class; 32 below. Either way ``NK = cdiv(K, CONST_TILING)``.
 
-Measured on the H200: the forward (Triton 3.6.0, runs 6 and 6b); forward + backward with Triton 3.9.0 (run 20): fla-core
-0.6.0 raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640), and the H200 image has 3.6.0.
-Run 20's three records (H16/HV32 D128: 1 x 8K, 1 x 32K, 2 x 8K, one cold process) replay allocated, requested and
-reserved to the byte; its traces (seven shapes) match the records below. Not measured: equal heads (H = HV), head dims
-other than 128 on the GPU (traced at 64 and 128), the out-of-memory boundary.
+Measured on the H200: the forward (Triton 3.6.0, runs 6 and 6b); forward + backward with Triton 3.9.0 (runs 20-21):
+fla-core 0.6.0 raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640), and the H200 image has
+3.6.0. Run 20's three records (H16/HV32 D128: 1 x 8K, 1 x 32K, 2 x 8K, one cold process) and run 21's two (H32 D128:
+1 x 8K, 1 x 32K) replay allocated, requested and reserved to the byte; run 20's traces (seven shapes) match the records
+below; plan's H16/HV32 D128 boundary, cold, held (run 21e/f) once dhu's failing config was declared. Not measured: head
+dims other than 128 on the GPU (traced at 64 and 128).
 """
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
                         if layer_call else ("in-kernel gate (use_gate_in_kernel, A_log, dt_bias) and in-kernel beta sigmoid",)),
                       "context parallelism",
                       *(() if forward_only else ("off Hopper, or below K = 128: which dhu configs fail to launch (none "
-                                                 "assumed; measured on the H200 at K = 128 only)",))),
+                                                 "assumed); at K > 128 or V != 128 the K = V = 128 failure is assumed",))),
         notes=v.notes_forward if forward_only else v.notes,
     )
 
@@ -265,11 +266,11 @@ def _gate_backward(d: Declaration, sms: int) -> None:
 
 
 def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False,
-              sms: int | None = None, sm90: bool = True) -> None:
+              sms: int | None = None, *, sm90: bool) -> None:
     """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
     What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``; the layer
     call: after the gate's backward and its two sums on ``sms`` SMs). ``sm90``: Hopper, where dhu has a config
-    that fails to launch at K = V = 128."""
+    that fails to launch at K = V = 128 (assumed at every K >= 128 and any V)."""
     bwd = "chunk_gated_delta_rule_bwd"
     local_end = GATE_END if layer_call else "bwd.dg_cumsum"
     _w_u(d, "bwd", "", Group.RECOMPUTE, local_end)
@@ -291,7 +292,8 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
                     "128 its config num_warps 4, num_stages 4, BV 64 compiles but never loads (OutOfResources: run 20's "
                     "cold kernel list, validate/records/runs/run20/kernels_20.tgz), so dv_local, which the step drops, lives "
                     "until the next compile's garbage collection, as in KDA's variant (run 21c's boundary probe: the free "
-                    "7.01 GiB block it leaves at chunk_bwd_dqkwg takes dq's sum); below K = 128 assumed to fit (not measured)",
+                    "7.01 GiB block it leaves at chunk_bwd_dqkwg takes dq's sum); below K = 128 assumed to fit, at K > 128 "
+                    "and any V assumed to fail as at K = V = 128 (not measured)",
                held_until_gc=("dv_local",) if sm90 else (), held_when=sp.Ge(DK, 128))
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_bwd_dhu", 794, "dh = q.new_empty(B, NT, HV, K, V)"), local_end)  # [NT, HV, K, V] bf16
@@ -397,14 +399,17 @@ class GdnVersion:
 GDN_0_6_0 = GdnVersion(
     version="0.6.0", origin="fla-core 0.6.0 (PyPI)",
     covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; measured on the H200 with Triton 3.9.0 "
-           "at H16/HV32 D128 (not at equal heads or other head dims)",
+           "at D128, H16/HV32 and H32 (not at other head dims)",
     covers_forward="fla-core 0.6.0 Gated DeltaNet forward only under torch.no_grad (inference peak)",
     notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
            "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there",
            "measured on the H200 with Triton 3.9.0 (run 20): forward + backward at H16/HV32 D128, MBS 1 x 8K, 1 x 32K and "
            "2 x 8K in one cold process, allocated, requested and reserved peaks to the byte; its process memory cold and "
            "warm at T 4,096; traces at seven shapes (D64 and D128, H1-2, HV2-4) with no difference from these records",
-           "not measured: equal heads (H = HV), D64 or D256 on the GPU, the out-of-memory boundary"),
+           "measured on the H200 with Triton 3.9.0 (run 21): equal heads H32 D128 at 1 x 8K and 1 x 32K, each a fresh cold "
+           "process, to the byte; plan's boundary at H16/HV32 D128, cold: 895,488 fitted all three calls, 904,443 ran out "
+           "of memory in the first (run 21c's 918,912 failure found dhu's held dv_local)",
+           "not measured: D64 or D256 on the GPU (run 21's D64 record was lost in transfer), the process memory off D128"),
     notes_forward=("measured on the H200 with Triton 3.6.0 (runs 6 and 6b): H16/HV32 D128 records and traces at seven "
                    "shapes, to the byte; the out-of-memory boundary at H16/HV32 D128, cold (run 13b)",),
 )

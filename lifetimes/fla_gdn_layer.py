@@ -157,6 +157,8 @@ NOT_MODELLED = (
     "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",
     "A_log and dt_bias in bf16 (a layer cast whole with .to(torch.bfloat16)): kept fp32",
     "the kernel's autotune keys carry STATE_V_FIRST 0; the layer passes state_v_first=True (other keys, no buffer differs)",
+    "assumed: dhu's config that never loads at K = V = 128 (measured in the Qwen3-Next call, STATE_V_FIRST 0) fails with "
+    "the layer's state_v_first=True too: gdn.dv_local waits for the next compile in a cold first call",
     "use_gate=False (RMSNorm instead of FusedRMSNormGated), the fused q/k/v convolution of unpacked inputs, the CUDA "
     "convolution backend",
 )

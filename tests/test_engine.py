@@ -44,6 +44,21 @@ def test_model_rejects_bad_lifetimes():
                       (Buffer("x", Group.INPUTS, (1,), "fp32", SRC, "b", "a"),))
 
 
+def _scratch(of: str, at: str) -> Buffer:
+    return Buffer("s", Group.WORKSPACE, (8,), "fp32", SRC, at, at, scratch_of=of)
+
+
+@pytest.mark.parametrize("buffers", [
+    (_scratch("nothing", "c"),),                                                              # names no buffer
+    (_scratch("y", "b"), Buffer("y", Group.STAGE, (1,), "fp32", SRC, "c")),                  # its output is at c
+    (_scratch("y", "c"), Buffer("y", Group.STAGE, (1,), "fp32", SRC, "c")),                  # declared before it
+], ids=["unknown", "other step", "before its output"])
+def test_a_scratch_follows_its_output_at_its_step(buffers):
+    with pytest.raises(ValueError, match="scratch of"):
+        LifetimeModel("bad@1", "bad", "1", "", (Step("a", "forward"), Step("b", "forward"), Step("c", "backward")),
+                      buffers)
+
+
 MODELS = [(s.key, s.default_device) for s in specs()]
 SHAPES = [Shape(1, 8192, 64), Shape(2, 8192, 96), Shape(3, 5000, 32, 128), Shape(1, 131072, 128)]
 

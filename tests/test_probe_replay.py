@@ -333,8 +333,23 @@ def test_an_error_in_a_sums_scratch_drops_the_sums_output():
     assert (sim.run.oom.step, sim.run.oom.buffer) == ("bwd.wy_sum_k", "dk2.reduce_accumulation")
     model = load_probe(sim_path(name)).model()
     assert unwound_bytes(model, sim.trial.shape, "bwd.wy_sum_k", "dk2.reduce_accumulation") == 918_912 * 16 * 128 * 2
-    assert unwound_bytes(model, sim.trial.shape, "bwd.wy_sum_k") == 0          # not a scratch: nothing of the op's
+    assert unwound_bytes(model, sim.trial.shape, "bwd.wy_sum_k") == 0          # no failing buffer named: no op's
+    assert unwound_bytes(model, sim.trial.shape, "bwd.wy_sum_k", "dk2") == 0   # the output itself: nothing before it
     assert sim.run.oom.figures.allocated_bytes - 918_912 * 16 * 128 * 2 == sim.trial.measured["after_unwind"]["allocated"]
+
+
+def test_a_failing_semaphore_request_drops_the_sums_output_and_its_staging():
+    """The GDN layer's dA_log gradient, an fp32 sum over [cdiv(T, 32), HV] partials (fp32: no accumulation buffer): a
+    failing semaphore request drops the [HV] fp32 output and the staging before it, a failing staging the output alone.
+    By hand at 1 x 256K, HV 32 on the H200: output 32 x 4 = 128 B -> one 512-byte block; staging 131,072 B (a global
+    reduce over 8,192 rows: ``aten_reduce``, tests/test_aten_reduce.py); 512 + 131,072 = 131,584."""
+    model = get_model("fla-gdn-layer@0.6.0", "H200", gva=True, hidden=2048, layers=1)
+    shape = Shape(1, 262_144, 16, 128, 32, hidden=2048, layers=1)
+    sizes = request_sizes(model, shape)
+    assert (sizes["gdn.dA_log"], sizes["gdn.dA_log.reduce_staging"]) == (128, 131_072)
+    step = next(b.allocated_at for b in model.buffers if b.name == "gdn.dA_log")
+    assert unwound_bytes(model, shape, step, "gdn.dA_log.reduce_semaphores") == 131_584
+    assert unwound_bytes(model, shape, step, "gdn.dA_log.reduce_staging") == 512
 
 
 def test_gdns_boundary_needs_dhus_held_dv_local():

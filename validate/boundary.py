@@ -74,7 +74,8 @@ CASES = (
     # issue 21: 4 KimiDeltaAttention layers (Kimi-Linear's: hidden 2304, H32 D128, conv 4), no checkpointing (run 20)
     Case("fla-kda-layer@0.6.0", None, "seq", Shape(1, 8192, 32, 128, hidden=2304, layers=4)),
     # issue 22: Gated DeltaNet forward+backward, grouped value heads (Qwen3-Next's H16/HV32), under Triton 3.9.0, whose
-    # backward fla-core 0.6.0 runs on Hopper (run 21e/f: validate/plans/h200_run21.sh gdnedge sets up that Triton)
+    # backward fla-core 0.6.0 runs on Hopper (run 21e/f). Its --commands line needs that Triton first: run them after
+    # validate/plans/h200_run21.sh install, in its t39 environment (t39_env.sh), as its gdnedge step does
     Case("fla-gdn@0.6.0", None, "seq", Shape(1, 8192, 16, 128, 32)),
 )
 

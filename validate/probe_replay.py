@@ -113,6 +113,18 @@ def _node_steps(model, step: str) -> set[str]:
     return {s.name for s in model.steps if s.phase == "backward" and s.name.startswith(node)}
 
 
+def _op_made_before(model, buffer: str | None) -> list[str]:
+    """What the failing request's ATen operator allocated before it: its output (``scratch_of``) and that output's
+    scratch declared ahead of ``buffer`` (the accumulation buffer before the staging, both before the semaphores);
+    none where ``buffer`` is no operator's scratch."""
+    names = [b.name for b in model.buffers]
+    failed = next((b for b in model.buffers if b.name == buffer), None)
+    if failed is None or failed.scratch_of is None:
+        return []
+    earlier = [b.name for b in model.buffers[:names.index(buffer)] if b.scratch_of == failed.scratch_of]
+    return [failed.scratch_of, *earlier]
+
+
 def unwound_bytes(model, shape, step: str, buffer: str | None = None) -> int:
     """Bytes the autograd engine frees as an out-of-memory error at backward ``step`` unwinds, before the probe reads
     ``memory_stats`` (its ``after_unwind``): the gradients it holds for nodes that have not run (torch/csrc/autograd/
@@ -120,16 +132,15 @@ def unwound_bytes(model, shape, step: str, buffer: str | None = None) -> int:
     exception's traceback keeps its frame), so do the gradients it was handed. Here: activation gradients made before
     the failing node and consumed after it. And where the failing request (``buffer``) is an ATen operator's internal
     scratch (its ``scratch_of``: a reduction's accumulation buffer), that operator's output, allocated first and not
-    yet handed to Python, dies as the C++ exception unwinds (run 21c: the WY dk's group sum). Not modelled: a failure
-    in a layer's own module steps (each its own node, which this counts with the layer's other module steps), and one
-    in checkpoint's recompute (forward steps run inside the backward: counted 0)."""
+    yet handed to Python, and the operator's earlier scratch die as the C++ exception unwinds (run 21c: the WY dk's
+    group sum). Not modelled: a failure in a layer's own module steps (each its own node, which this counts with the
+    layer's other module steps; a Linear's bias sum failing also drops its node's weight and input gradients), and
+    one in checkpoint's recompute (forward steps run inside the backward: counted 0)."""
     from livebytes.estimator.buffers import Group
     from livebytes.estimator.replay import request_sizes
     from livebytes.estimator.rounding import round_size
     sizes = request_sizes(model, shape)
-    by_name = {b.name: b for b in model.buffers}
-    failed = by_name.get(buffer)
-    own = round_size(sizes[failed.scratch_of]) if failed is not None and failed.scratch_of else 0   # the op's output
+    own = sum(round_size(sizes[name]) for name in _op_made_before(model, buffer))
     if "bwd." not in step:
         return own
     order = model.step_positions()

@@ -9,11 +9,12 @@
 #             skips the records and only appends, as run 21 did)
 #   install   (carry .whl, .t39 = the last part) append, unpack (h200_run18_triton39.sh install)
 #   gdnedge S (no carry) issue 22 point 3: fla-gdn@0.6.0 H16/HV32 D128 cold at S tokens, one fresh process, the
-#             first call at the shape, then two steady calls (~220-235 s). Run 21: 918,912 (then plan's answer) failed
+#             first call at the shape, then two steady calls (~215-235 s). Run 21: 918,912 (then plan's answer) failed
 #             in its first call, which found dhu's held dv_local; plan's 895,488 fitted, 904,443 failed. Under the ptxas
 #             of run 20 (TRITON_PTXAS_BLACKWELL_PATH: the process-memory data are of kernels compiled so).
-#   gdnrest   (no carry) GDN records (equal heads H32 D128 8K and 32K, H16/HV32 D64: run 21d ran these three, and lost
-#             the D64 record by not packing it), then the GDN-layer records (validate/plans/h200_v4_layers.json's GDN
+#   gdnrest   (no carry) GDN records (equal heads H32 D128 8K and 32K, H16/HV32 D64) in one cold process; run 21d ran
+#             these three instead as three fresh groups side by side, from an inline command that lost the D64 record
+#             by not packing it, then the GDN-layer records (validate/plans/h200_v4_layers.json's GDN
 #             entry), packed into records21.tgz: record names hold '=', which the transfer refuses
 #   Left for a later run (each needs about 250-350 s cold): kda39 (h200_run18_triton39.sh kda39: its first shape did
 #   not finish in 341 s under 3.9.0), the D64 GDN record, GDN's process memory at D64, the GDN-layer records.
