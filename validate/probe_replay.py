@@ -117,12 +117,11 @@ def _op_made_before(model, buffer: str | None) -> list[str]:
     """What the failing request's ATen operator allocated before it: its output (``scratch_of``) and that output's
     scratch declared ahead of ``buffer`` (the accumulation buffer before the staging, both before the semaphores);
     none where ``buffer`` is no operator's scratch."""
-    names = [b.name for b in model.buffers]
-    failed = next((b for b in model.buffers if b.name == buffer), None)
-    if failed is None or failed.scratch_of is None:
+    at = next((i for i, b in enumerate(model.buffers) if b.name == buffer), None)
+    output = None if at is None else model.buffers[at].scratch_of
+    if output is None:
         return []
-    earlier = [b.name for b in model.buffers[:names.index(buffer)] if b.scratch_of == failed.scratch_of]
-    return [failed.scratch_of, *earlier]
+    return [output, *(b.name for b in model.buffers[:at] if b.scratch_of == output)]
 
 
 def unwound_bytes(model, shape, step: str, buffer: str | None = None) -> int:
