@@ -16,7 +16,7 @@ it loaded (``knobs.runtime.kernel_load_end_hook``: a config that fails ``OutOfRe
 ``cuobjdump -res-usage`` gives each loaded cubin's stack frame: the data ``lifetimes/data`` frames come from.
 
     python3 validate/probes/process_memory.py --cases CASES --cache-root /tmp/pm --out DIR --deadline 420
-      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn,
+      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn, fla-kda-layer,
       optionally suffixed -fwd (forward only); state cold (an empty TRITON_CACHE_DIR) or warm (the folder an
       earlier cold case of the same impl and dim filled).
 """
@@ -130,12 +130,19 @@ def worker(case: dict, out: Path) -> int:
 
 # ---- the coordinator -------------------------------------------------------------------------------------------
 
+IMPLS = ("fla-report", "fla-plain", "fla-gdn", "fla-kda-layer")   # boundary_probe's FLA harnesses (its --impl choices)
+
+
 def parse_cases(text: str, cache_root: str) -> list[dict]:
+    """The cases of ``--cases``; an unknown impl or state stops the probe before any process starts (run 22g's
+    ``fla-kda`` ran no kernel and read the bare context as if measured)."""
     cases = []
     for item in filter(None, (c.strip() for c in text.split(";"))):
         impl, dim, heads, v_heads, tokens, state = item.split(":")
         forward_only = impl.endswith("-fwd")
         base = impl.removesuffix("-fwd")
+        if base not in IMPLS or state not in ("cold", "warm"):
+            raise SystemExit(f"case {item!r}: impl must be one of {', '.join(IMPLS)} (optionally -fwd), state cold or warm")
         tag = f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}_{state}"
         folder = f"{cache_root}/tc_{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}"
         cases.append({"impl": base, "forward_only": forward_only, "dim": int(dim), "heads": int(heads),
