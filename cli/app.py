@@ -73,7 +73,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
-            triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
+            triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
     from livebytes.estimator.replay import replay
@@ -88,7 +88,7 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
     pred = model.predict(shape)
     replayed = replay(model, shape).peak_bytes
     measured = _measured(model, shape)
-    verdict = o.verdict_for(model, shape, o.device_of(key, gpu), alloc_conf, triton_cache)
+    verdict = o.verdict_for(model, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton)
     data = report.envelope("predict", [report.prediction_data(pred, measured, verdict, replayed)], warnings)
     if as_json:
         _print_json(data)
@@ -107,7 +107,7 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
-            triton_cache: Optional[str] = o.TritonCache, as_json: bool = o.Json) -> None:
+            triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
     each runs on its device."""
     from livebytes.estimator.engine import predict as run_predict
@@ -121,7 +121,8 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
     measured = [_measured(m, shape) for m in models]
-    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache) for key, m in zip(impl, models)]
+    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton)
+                for key, m in zip(impl, models)]
     data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape))
     _warn_all(data)
     if as_json:
@@ -131,6 +132,8 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
         _print(render.compare_table(data, preds, measured))
         for r in data["results"]:
             _print(render.T(f"assumed: {render.terms_line(r)}"))
+            for note in r.get("autotune_assumptions", []):
+                _print(render.T(f"assumed: {r['impl']}: {note}"))
         for r in data["results"]:
             _print(render.compare_verdict_line(r))
 
@@ -228,6 +231,35 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
+def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton):
+    """plan's answer for one model: (result, device, the process memory its verdict counted)."""
+    from livebytes.estimator.capacity import allocated_peak, process_memory
+    from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
+    from livebytes.estimator.registry import seq_multiple, spec
+    multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
+    model = o.model_for(key, gpu, what_if, replace(base, seq=multiple) if multiple > 1 else base)
+    device, s = o.device_of(key, gpu), spec(key)
+    cache, version = o.triton_cache_for(model, device, triton_cache), o.triton_for(key, device, triton)
+
+    def refuse(sh):
+        return s.refuse(sh, device)
+
+    def replayed(m, sh):
+        return allocated_peak(m, sh, conf, cache)
+
+    def model_at(sh):          # the stack's layers are a build option: one model per tried count
+        return o.model_for(key, gpu, what_if, sh)
+    at = model_at if solve == "layers" else None
+    result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at)
+              if limit is not None else
+              largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple, model_at=at,
+                              triton=version))
+    judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
+    process = judged.process if judged is not None else process_memory(device, model, cache, answer_shape(base, result),
+                                                                         triton=version)
+    return result, device, process
+
+
 @app.command()
 def plan(ctx: typer.Context, impl: List[str] = o.Impls,
          solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads|layers",
@@ -243,13 +275,11 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
          contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
          cp_layout: Optional[str] = o.CpLayout,
          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
-         as_json: bool = o.Json) -> None:
+         triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
-    from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.planning import SOLVABLE, answer_shape, largest_fitting, largest_running
-    from livebytes.estimator.registry import seq_multiple, spec
+    from livebytes.estimator.planning import SOLVABLE
 
     from . import report
     if solve not in SOLVABLE:
@@ -264,28 +294,10 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
     conf = o.alloc_conf_of(alloc_conf)
     results, devices, processes = [], [], []
     for key in impl:
-        multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
-        model = o.model_for(key, gpu, what_if, replace(base, seq=multiple) if multiple > 1 else base)
-        device = o.device_of(key, gpu)
-        s = spec(key)
-
-        def refuse(sh, s=s, d=device):
-            return s.refuse(sh, d)
-        cache = o.triton_cache_for(model, device, triton_cache)
-
-        def replayed(m, sh, cache=cache):
-            return allocated_peak(m, sh, conf, cache)
-        def model_at(sh, key=key):          # the stack's layers are a build option: one model per tried count
-            return o.model_for(key, gpu, what_if, sh)
-        at = model_at if solve == "layers" else None
-        result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at)
-                  if limit is not None else
-                  largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple, model_at=at))
+        result, device, process = _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton)
         results.append(result)
         devices.append(device)
-        judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
-        processes.append(judged.process if judged is not None else process_memory(device, model, cache,
-                                                                                  answer_shape(base, result)))
+        processes.append(process)
     data = report.plan_data(results, solve, base, devices, limit, conf, processes)
     _warn_all(data)
     if as_json:
@@ -355,6 +367,7 @@ def sweep(impl: List[str] = o.Impls,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout,
           alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
+          triton: Optional[str] = o.Triton,
           out: Optional[str] = typer.Option(None, "--out", "--csv", metavar="FILE", help="write the grid to this .csv file instead of a table"),
           as_json: bool = o.Json) -> None:
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
@@ -376,7 +389,7 @@ def sweep(impl: List[str] = o.Impls,
         for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
             check_shape(key, Shape(m_, s_, h_, d_, **stack), model.device, what_if)
         device = o.device_of(key, gpu)
-        rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache))
+        rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache, triton))
                  for shape, peak in ((replace(sh, **stack), pk) for sh, pk in run_sweep(model, mbs_list, seqs, head_list, dims))]
     data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)))
     _warn_all(data)
@@ -401,7 +414,7 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
              checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
              gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
-             triton_cache: Optional[str] = o.TritonCache, cp: Optional[str] = o.Cp,
+             triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, cp: Optional[str] = o.Cp,
              cp_layout: Optional[str] = o.CpLayout,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
                                             help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
@@ -423,7 +436,8 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
-    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache) for key, m in zip(impl, models)]
+    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton)
+                for key, m in zip(impl, models)]
     data = report.timeline_data(preds, verdicts, _implausible(shape))
     _warn_all(data)
     from . import render

@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import show
 
 from .errors import UsageProblem
 
@@ -40,6 +41,10 @@ Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.m
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
+Triton = typer.Option(None, "--triton", metavar="VERSION",
+                      help="Triton models only: the Triton version whose kernels' process memory counts (stack frames, "
+                           "modules): 3.6.0 (default) or 3.9.0 for fla-kda; 3.9.0 alone for fla-gdn, whose backward "
+                           "fla-core 0.6.0 runs on Hopper only with Triton >= 3.7.1")
 TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
                            help="Triton models only: cold (default), the process's first call is at this shape and "
                                 "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk")
@@ -182,10 +187,28 @@ def alloc_conf_of(text: Optional[str]):
     return parse_alloc_conf(text)
 
 
-def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str]):
-    """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory."""
+def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str], triton: Optional[str] = None):
+    """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory, with the
+    process memory of ``triton``'s kernels (``triton_for``)."""
     from livebytes.estimator.capacity import verdict
-    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache))
+    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache),
+                   triton=triton_for(model.key, device, triton))
+
+
+def triton_for(key: str, device, triton: Optional[str]) -> Optional[str]:
+    """--triton, None when not given; refused for a model without Triton kernels or a version the data lacks (one line:
+    the versions it has)."""
+    from livebytes.estimator.process import triton_versions
+    if triton is None:
+        return None
+    known = triton_versions(key, device.name)
+    if not known:
+        raise LivebytesError(f"{key} runs no Triton kernels that the process-memory data hold: --triton changes nothing "
+                             "for it; leave the flag out")
+    if triton not in known:
+        raise LivebytesError(f"{key}: no process-memory data for Triton {show(triton)} (measured on the H200: "
+                             f"{', '.join(known)})")
+    return triton
 
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):

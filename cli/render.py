@@ -167,6 +167,7 @@ def verdict_lines(r: dict) -> list[Text]:
              f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
     lines += [f"assumed: {note}" for note in pm["assumptions"]]
+    lines += [f"assumed: {note}" for note in r.get("autotune_assumptions", [])]
     lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]
     return [T(line) for line in lines]
@@ -337,8 +338,14 @@ def _assumed_caption(t: Table, results: list[dict], more: list[str] = ()) -> Non
     """Below a table: what each row assumed (``terms_line``, the process memory's own assumptions), then ``more``."""
     lines = [f"assumed: {terms_line(r)}" for r in results]
     lines += [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("process_memory", {}).get("assumptions", [])]
+    lines += _autotune_notes(results)
     t.caption = T("\n".join(dict.fromkeys(lines + list(more))))
     t.caption_justify = "left"
+
+
+def _autotune_notes(results: list[dict]) -> list[str]:
+    """Each result's unmeasured autotune assumptions (``report.allocator_terms``), naming its model."""
+    return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
 
 
 def plan_table(data: dict, budget_label: str) -> Table:
@@ -368,7 +375,7 @@ def sweep_table(data: dict) -> Table:
         cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"]),
                  "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
-    _assumed_caption(t, list({r["impl"]: r for r in data["results"]}.values()))
+    _assumed_caption(t, list({r["impl"]: r for r in data["results"]}.values()), _autotune_notes(data["results"]))
     return t
 
 

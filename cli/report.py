@@ -58,12 +58,18 @@ def process_memory_data(process) -> dict:
             "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions}
 
 
-def allocator_terms(model, device, conf, process) -> dict:
+def allocator_terms(model, device, conf, process, shape=None) -> dict:
     """The allocator simulation's settings (``allocator.AllocatorConf``, the Triton cache) and what the device and
-    process figures (``capacity.ProcessMemory``) rest on."""
+    process figures (``capacity.ProcessMemory``) rest on; cold, what autotuning at ``shape`` assumes unmeasured
+    (``autotune.held_assumptions``)."""
+    from livebytes.estimator.autotune import held_assumptions
     from livebytes.estimator.capacity import triton_cache_matters
-    return {"alloc_conf": conf.text, "triton_cache": process.triton_cache if triton_cache_matters(model, device) else "n/a",
-            "device_memory": device_memory_data(device), "process_memory": process_memory_data(process)}
+    matters = triton_cache_matters(model, device)
+    cold = matters and process.triton_cache == "cold" and shape is not None
+    return {"alloc_conf": conf.text, "triton_cache": process.triton_cache if matters else "n/a",
+            "triton": (getattr(process, "triton", None) or "n/a") if matters else "n/a",
+            "device_memory": device_memory_data(device), "process_memory": process_memory_data(process),
+            "autotune_assumptions": list(held_assumptions(model, shape)) if cold else []}
 
 
 def probed_data(v) -> list[dict]:
@@ -162,7 +168,7 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
         "status": "measured" if measured else "predicted (never measured)",
     }
     if verdict is not None:
-        out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process) | verdict_data(verdict)
+        out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process, p.shape) | verdict_data(verdict)
     return out
 
 
@@ -226,7 +232,7 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
         row = {**model_terms(r.model), "device": d.name, "shape": at.as_dict()}
         if solve == "layers":         # the searched model's own build options hold its first depth: the answer's
             row["options"] = row["options"] | {"layers": at.layers}
-        row |= allocator_terms(r.model, d, conf, process)
+        row |= allocator_terms(r.model, d, conf, process, at)
         row |= {"value": r.value, "next_value": r.next_value}
         if budget_bytes is not None:
             above = budget_warning(budget_bytes, d)
@@ -243,7 +249,7 @@ def sweep_data(rows, warnings: list | None = None) -> dict:
     """rows: (model, shape, peak bytes, ``capacity.Verdict``): the verdict is predict's and plan's."""
     from livebytes.estimator.capacity import oom_dict
     return envelope("sweep", [
-        {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process),
+        {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process, s),
          "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
         for m, s, peak, v in rows], warnings)
 
@@ -274,7 +280,7 @@ def timeline_data(preds, verdicts, warnings: list | None = None) -> dict:
     from livebytes.estimator.capacity import oom_dict
     results = [
         {**model_terms(p.model), "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
-         "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process),
+         "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process, p.shape),
          "fits": v.fits, "oom": oom_dict(v),
          "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
                     "group_bytes": {g.label: n for g, n in p.groups_at(i).items()}}

@@ -86,6 +86,8 @@ ALLOCATOR = {
     "alloc_conf": string("PYTORCH_CUDA_ALLOC_CONF simulated (expandable_segments:False by default)"),
     "triton_cache": string("cold (the first call autotunes every kernel), warm (tuned configs on disk), n/a (no "
                            "Triton kernels)", enum=("cold", "warm", "n/a")),
+    "triton": string("the Triton version whose kernels' process memory is counted (--triton; the model's default "
+                     "otherwise), n/a (no Triton kernels)"),
     "device_memory": obj("the device's memory and where the figure comes from", {
         "total_bytes": integer("device memory"),
         "status": string("measured on our GPU, or assumed (datasheet or announced figure)", enum=("measured", "assumed")),
@@ -104,6 +106,9 @@ ALLOCATOR = {
                                                                "bytes": integer("the reservation's growth there")}),
                          "where the first call's launches grow the process's memory (empty: raised before the call)"),
         "assumptions": listof(string("one assumption"), "what it assumes where it is not measured, in its own words")}),
+    "autotune_assumptions": listof(string("one assumption"), "a cold first call's autotuned launches whose failing "
+                                   "configs were not measured at this shape, call and GPU: what the answer assumes "
+                                   "(estimator/autotune.py held_assumptions); empty when warm or measured"),
 }
 PROBED = listof(obj("one trial", {
     "record": string("the probe file (validate/records/boundary/)"),

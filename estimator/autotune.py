@@ -90,3 +90,71 @@ def held_until_gc(model: LifetimeModel, shape: Shape, benchmarks: tuple[str, ...
         if a.held_until_gc and next(fails) and a.step in benchmarks:
             out[a.step] = out.get(a.step, ()) + tuple(a.held_until_gc)
     return out
+
+
+_NAMES = {"DK": "K", "DV": "V", "S": "seq", "MBS": "MBS", "H": "H", "HV": "HV"}
+
+
+def _rules(model) -> tuple:
+    """The autotuned launches that declare a failing-config question (``buffers.Autotune.held_measured``)."""
+    return tuple(a for a in getattr(model, "autotuned", ()) if getattr(a, "held_measured", None) is not None)
+
+
+@lru_cache(maxsize=256)
+def _measured_fn(model: LifetimeModel):
+    """(measured, held) per rule, over the shape symbols (a CompiledModel carries it compiled: ``measured_fn``)."""
+    import sympy as sp
+
+    from .symbols import SHAPE_SYMBOLS
+    exprs = [sp.sympify(e) for a in _rules(model) for e in (a.held_measured, a.held_when if a.held_until_gc else False)]
+    return sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math") if exprs else None
+
+
+def equal_head_dims(*dims: int):
+    """The shapes K = V = one of ``dims``: where a kernel's failing configs were measured (``held_measured``)."""
+    import sympy as sp
+
+    from .symbols import DK, DV
+    return sp.Or(*(sp.And(sp.Eq(DK, d), sp.Eq(DV, d)) for d in dims))
+
+
+def measured_text(condition) -> str:
+    """A measured condition in words: "Eq(DK, 128) & Eq(DV, 128)" -> "K = V = 128", an Or of those joined by "or"; its
+    text where not equalities; "" where never measured (false). A CompiledModel stores these words."""
+    import sympy as sp
+    expr = sp.sympify(condition)
+    if expr is sp.false:
+        return ""
+    if isinstance(expr, sp.Or):
+        parts = sorted((measured_text(a) for a in expr.args), key=lambda t: (len(t), t))
+        return ", ".join(parts[:-1]) + f" or {parts[-1]}" if len(parts) > 1 else parts[0]
+    eqs = expr.args if isinstance(expr, sp.And) else (expr,)
+    if not all(isinstance(e, sp.Eq) and e.lhs.is_Symbol and e.rhs.is_Number for e in eqs):
+        return str(condition)
+    values = {str(e.rhs) for e in eqs}
+    names = [_NAMES.get(e.lhs.name, e.lhs.name) for e in eqs]
+    if len(values) == 1:
+        return " = ".join(names + [values.pop()])
+    return " and ".join(f"{n} = {e.rhs}" for n, e in zip(names, eqs))
+
+
+def held_assumptions(model, shape: Shape) -> tuple[str, ...]:
+    """For each failing-config rule not measured at ``shape`` (on the model's device, in its call) whose launch
+    benchmarks in a fresh process's cold first call: what that call assumes there, one sentence each."""
+    rules = _rules(model)
+    if not rules:
+        return ()
+    fn = model.measured_fn if hasattr(model, "measured_fn") else _measured_fn(model)   # compiled: no sympy
+    values = iter(fn(*shape.values()))
+    benchmarks = benchmarking_steps(model, shape, frozenset())[0]   # a later launch at a tuned key does not benchmark
+    out = []
+    for a, measured, held in ((a, next(values), next(values)) for a in rules):
+        if measured or a.step not in benchmarks:
+            continue
+        words = a.held_measured if isinstance(a.held_measured, str) else measured_text(a.held_measured)
+        where = (f"measured only at {words} for this call on this GPU architecture" if words else
+                 "never measured for this call on this GPU architecture")
+        what = (f"a config assumed to fail to launch in a cold first call, keeping {', '.join(a.held_until_gc)} until "
+                "the next compile's garbage collection" if held else "every config assumed to launch in a cold first call")
+        out.append(f"{a.kernel} ({a.step}): {what} ({where})")
+    return tuple(out)

@@ -114,10 +114,13 @@ class Autotune:
     signature: str = ""
     held_until_gc: tuple[str, ...] = ()   # buffers the step drops that a failing config's traceback keeps alive
     held_when: sp.Expr = sp.true          # the shapes at which some config fails (shape symbols)
+    held_measured: sp.Expr | None = None  # where held_when was measured on the model's device; None: no such question
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", tuple(sp.sympify(k) for k in self.key))
         object.__setattr__(self, "held_when", sp.sympify(self.held_when))
+        if self.held_measured is not None:
+            object.__setattr__(self, "held_measured", sp.sympify(self.held_measured))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from pathlib import Path
 from .evaluation import CompiledModel, compile_model
 from .groups import Group
 
-FORMAT = 4   # 2: autotuned kernels and their compiled key function; 3: their argument signature; 4: held_until_gc
+FORMAT = 6   # 2: autotuned kernels and their compiled key function; 3: their argument signature; 4: held_until_gc;
+#              5: held_measured (where the failing-config rule was measured); 6: its compiled function (measured_fn)
 
 
 class NotPortable(Exception):
@@ -106,14 +107,16 @@ def _to_disk(cm: CompiledModel) -> dict:
                                                     "steps", "buffers", "allocation_names", "autotuned")},
             "charged_fn": portable(cm.charged_fn), "requested_fn": portable(cm.requested_fn),
             "autotune_key_fn": None if cm.autotune_key_fn is None else portable(cm.autotune_key_fn),
-            "held_fn": None if cm.held_fn is None else portable(cm.held_fn)}
+            "held_fn": None if cm.held_fn is None else portable(cm.held_fn),
+            "measured_fn": None if cm.measured_fn is None else portable(cm.measured_fn)}
 
 
 def _from_disk(d: dict) -> CompiledModel:
-    key_fn, held = d.get("autotune_key_fn"), d.get("held_fn")
+    key_fn, held, measured = d.get("autotune_key_fn"), d.get("held_fn"), d.get("measured_fn")
     return CompiledModel(**d["fields"], charged_fn=restore(d["charged_fn"]), requested_fn=restore(d["requested_fn"]),
                          autotune_key_fn=None if key_fn is None else restore(key_fn),
-                         held_fn=None if held is None else restore(held))
+                         held_fn=None if held is None else restore(held),
+                         measured_fn=None if measured is None else restore(measured))
 
 
 # ------------------------------------------------------------------------------------------ the cache

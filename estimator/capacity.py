@@ -118,13 +118,14 @@ def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEF
 
 def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
             triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False,
-            prelude: Prelude | None = None, tuned_at_tokens: int | None = None) -> Verdict:
+            prelude: Prelude | None = None, tuned_at_tokens: int | None = None, triton: str | None = None) -> Verdict:
     """Run the process's sequence (or the validator's, ``protocol=True``) without a limit, then, when its
     reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
     cached segments, or stop at the failing request. ``tuned_at_tokens``: the process's first call, which
-    autotuned, came earlier at MBS 1 x that many tokens (``cold_benchmarks``); its memory is the cold one."""
+    autotuned, came earlier at MBS 1 x that many tokens (``cold_benchmarks``); its memory is the cold one. ``triton``:
+    the Triton version whose kernels' process memory counts (``process.process_memory``; None: the model's default)."""
     earlier_call = bool(history) or prelude is not None or protocol or tuned_at_tokens is not None
-    proc = process_memory(device, model, triton_cache, shape, raised_before=earlier_call)
+    proc = process_memory(device, model, triton_cache, shape, raised_before=earlier_call, triton=triton)
     kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude, tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
     run = replay(model, shape, **kw)

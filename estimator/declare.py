@@ -122,23 +122,26 @@ class Declaration:
             self.buffer(i.name, Group.INPUTS, i.shape, i.dtype, contract.source, note=i.note, retained=i.retained)
 
     def autotune(self, kernel: str, key: tuple, source: Source, note: str = "", signature: str = "",
-                 held_until_gc: tuple = (), held_when: object = True) -> None:
+                 held_until_gc: tuple = (), held_when: object = True, held_measured: object = None) -> None:
         """The current step launches ``kernel``, ``triton.autotune``'d with ``key`` (shape expressions);
         ``signature``: which argument set, where the model launches the kernel with two; ``held_until_gc`` and
-        ``held_when``: buffers a failing config keeps alive until the next garbage collection (``buffers.Autotune``)."""
+        ``held_when``: buffers a failing config keeps alive until the next garbage collection (``buffers.Autotune``);
+        ``held_measured``: the shapes where that rule was measured (None: the kernel has no failing-config rule)."""
         self.autotuned.append(Autotune(kernel, self.current, tuple(key), source, note, signature,
-                                       tuple(held_until_gc), held_when))
+                                       tuple(held_until_gc), held_when, held_measured))
 
     def include(self, sub: LifetimeModel, prefix: str, phase: str, inputs: dict[str, str],
                 freed: dict[str, str] | None = None, cache_hit: bool = False,
-                steps: frozenset[str] | None = None) -> None:
+                steps: frozenset[str] | None = None, hits: tuple[str, ...] = ()) -> None:
         """The steps of ``sub`` in ``phase`` ("forward" or "backward"; ``steps``: these of its steps instead), with the
         buffers and autotuned launches made at them, each renamed ``prefix.name``; shapes, dtypes, sources and groups
         as ``sub`` declares them.
         ``inputs``: which buffer of this declaration each of ``sub``'s caller tensors is (all of them, checked
         at ``freeze``); ``freed``: where this declaration frees what ``sub`` leaves alive past its end (its
         output and gradients, by ``sub``'s buffer names); ``cache_hit``: an earlier call already filled the library's
-        caches (the same arguments): ``sub``'s cached buffers are not allocated again."""
+        caches (the same arguments): ``sub``'s cached buffers are not allocated again; ``hits``: these of ``sub``'s cached
+        buffers only, whose lookup finds an entry this declaration made (``tensor_cache``: the same function called with
+        the same argument objects in the same form)."""
         missing = {b.name for b in sub.buffers if b.allocated_at == INPUTS_STEP} - set(inputs)
         if missing:
             raise ValueError(f"including {sub.key}: its inputs {sorted(missing)} are not mapped to buffers")
@@ -146,11 +149,14 @@ class Declaration:
         unknown = set(freed) - {b.name for b in sub.buffers}
         if unknown:
             raise ValueError(f"including {sub.key}: no buffers {sorted(unknown)} to free")
+        not_cached = set(hits) - {b.name for b in sub.buffers if b.cached}
+        if not_cached:
+            raise ValueError(f"including {sub.key}: hits {sorted(not_cached)} are not cached buffers")
         self.aliases += [(sub.key, name, mine) for name, mine in inputs.items()]
         ours = set(steps) if steps is not None else {s.name for s in sub.steps if s.phase == phase}
         self.steps += [Step(f"{prefix}.{s.name}", s.phase, s.source, s.note) for s in sub.steps if s.name in ours]
         for b in sub.buffers:
-            if b.allocated_at in ours and not (cache_hit and b.cached):
+            if b.allocated_at in ours and not (b.cached and (cache_hit or b.name in hits)):
                 end = freed.get(b.name, b.freed_after and f"{prefix}.{b.freed_after}")
                 self.buffers.append(replace(b, name=f"{prefix}.{b.name}", allocated_at=f"{prefix}.{b.allocated_at}",
                                             freed_after=end, carved_from=b.carved_from and f"{prefix}.{b.carved_from}",

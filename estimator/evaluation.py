@@ -58,6 +58,7 @@ class CompiledModel(Timeline):
     autotuned: tuple = ()     # AutotuneInfo: autotuned kernels (estimator/autotune.py)
     autotune_key_fn: object = None   # (S, MBS, H, HV, DK, DV) -> every autotuned kernel's key values, in order
     held_fn: object = None    # (S, MBS, H, HV, DK, DV) -> whether each held_until_gc declaration applies, in order
+    measured_fn: object = None   # (S, MBS, H, HV, DK, DV) -> (measured, held) per failing-config rule (autotune.py)
 
     def predict(self, shape: Shape):
         from .prediction import evaluate
@@ -86,16 +87,19 @@ class AutotuneInfo:
     signature: str = ""   # the argument set, where a model launches the kernel with two (buffers.Autotune)
     held_until_gc: tuple = ()   # buffers a failing config keeps alive until the next garbage collection
     held_when: str = "True"     # where configs fail, as a sympy expression's text
+    held_measured: str | None = None   # where that was measured, in words (autotune.measured_text; "": never; None: no rule)
 
 
 def compile_model(model) -> CompiledModel:
-    from .autotune import _held_fn, _key_fn
+    from .autotune import _held_fn, _key_fn, _measured_fn, measured_text
     charged_fn, requested_fn, names = _functions(model)
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
                                b.carved_from, b.cached, b.note) for b in model.buffers)
     autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key), a.signature, a.held_until_gc,
-                                   str(a.held_when)) for a in model.autotuned)
+                                   str(a.held_when), None if a.held_measured is None else measured_text(a.held_measured))
+                      for a in model.autotuned)
     return CompiledModel(model.key, model.implementation, model.version, model.summary, model.device, model.options,
                          steps, buffers, charged_fn, requested_fn, names, autotuned,
-                         _key_fn(model) if autotuned else None, _held_fn(model) if autotuned else None)
+                         _key_fn(model) if autotuned else None, _held_fn(model) if autotuned else None,
+                         _measured_fn(model) if autotuned else None)

@@ -117,18 +117,20 @@ class CapacityPlan:
 
 def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
                     conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None,
-                    tuned_at_tokens: int | None = None, multiple: int = 1, model_at=None) -> CapacityPlan:
+                    tuned_at_tokens: int | None = None, multiple: int = 1, model_at=None,
+                    triton: str | None = None) -> CapacityPlan:
     """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
     (allocator replay of a fresh process: first call, then steady steps, against the device total minus
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
     near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
     autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple`` and ``model_at`` as
-    ``largest_fitting``'s."""
+    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s."""
     at = _checked(shape, solve, refuse, multiple)
 
     def run(v: int) -> Verdict:
         s = at(v)
-        return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
+        return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens,
+                       triton=triton)
     value = _clean_below(lambda v: run(v).fits, _largest_value(lambda v: run(v).fits, solve))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),

@@ -30,6 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from .devices import MAX_THREADS_PER_SM, Device
+from .errors import LivebytesError
+from .fields import show
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
@@ -80,6 +82,7 @@ class ProcessMemory:
     stack_limit_bytes: int = DEFAULT_STACK_LIMIT
     growth: tuple[tuple[str, int], ...] = ()     # (step, bytes) where the first call's launches raise the reservation
     notes: tuple[str, ...] = field(default=())   # assumptions beyond the figures' own status
+    triton: str | None = None                    # the Triton version whose kernels' data these are (None: no Triton)
 
     @property
     def bytes(self) -> int:
@@ -110,13 +113,29 @@ def _figure(entry: dict, assumed_from: str | None) -> Figure:
     return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
 
 
-def _library(device_entry: dict, model_key: str) -> tuple[dict | None, list[str]]:
-    """The library entry that lists ``model_key``, and what it says is assumed for that model (its note)."""
-    for lib in device_entry["libraries"]:
-        if model_key in lib["models"]:
-            note = lib["models"][model_key]
-            return lib, [note.removeprefix("assumed: ")] if note else []
-    return None, []
+def triton_versions(model_key: str, device_name: str = "H200") -> tuple[str, ...]:
+    """The Triton versions whose kernels the process-memory data holds for ``model_key`` (its default first)."""
+    devices = _json(DATA / "process_memory.json")["devices"]
+    entry = devices.get(device_name.upper(), devices["H200"])
+    return tuple(lib["triton"] for lib in entry["libraries"] if model_key in lib["models"] and "triton" in lib)
+
+
+def _library(device_entry: dict, model_key: str, triton: str | None = None) -> tuple[dict | None, list[str]]:
+    """The library entry that lists ``model_key`` (the first: its default; ``triton``: the one of that Triton version,
+    refused where the data has none), and what it says is assumed for that model (its note)."""
+    listing = [lib for lib in device_entry["libraries"] if model_key in lib["models"]]
+    if triton is not None:
+        known = [lib["triton"] for lib in listing if "triton" in lib]
+        if not known:
+            raise LivebytesError(f"{model_key}: no Triton kernels' process-memory data, so no Triton version to choose")
+        listing = [lib for lib in listing if lib.get("triton") == triton]
+        if not listing:
+            raise LivebytesError(f"{model_key}: no process-memory data for Triton {show(triton)} (measured: "
+                                 f"{', '.join(known)})")
+    if not listing:
+        return None, []
+    note = listing[0]["models"][model_key]
+    return listing[0], [note.removeprefix("assumed: ")] if note else []
 
 
 def _case_key(prefix: str, shape) -> str:
@@ -186,26 +205,38 @@ def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int 
     return limit, tuple(growth), notes
 
 
-def _modules(data: dict, family: str, state: str) -> Figure:
-    """The family's measured module figure in ``state``, else the library's largest (named as assumed)."""
+def _modules(data: dict, family: str, state: str, case: str | None = None) -> Figure:
+    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``: under
+    Triton 3.9.0 they differ by head dim), else the family's, named as assumed where the data measured other cases of
+    it only; else the library's largest (named as assumed)."""
+    by_case = data.get("modules_by_case", {}).get(state, {})
+    if case in by_case:
+        entry = by_case[case]
+        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
+        measured = [k for k in by_case if k.split(":")[0] == family]
+        if case is not None and measured and not entry["status"].startswith("assumed"):
+            return Figure(int(entry["bytes"]), f"assumed: not measured at {case}; the family's figure, measured at "
+                          f"{', '.join(measured)}", entry["source"])
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
     return Figure(int(top["bytes"]), f"assumed: not measured for {family} ({state}); the library's largest module figure",
                   top["source"])
 
 
-def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False) -> ProcessMemory:
+def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
+                   triton: str | None = None) -> ProcessMemory:
     """The process memory of ``model`` (a built or compiled model, or a key alone: no launches, no frames) on ``device``
-    after a first call at ``shape`` in ``triton_cache`` state. ``raised_before``: an earlier call of the process launched
-    the same kernels (a warmup): the stack limit is raised from the start, no growth."""
+    after a first call at ``shape`` in ``triton_cache`` state, its kernels compiled by ``triton`` (None: the model's
+    default, ``triton_versions``). ``raised_before``: an earlier call of the process launched the same kernels (a
+    warmup): the stack limit is raised from the start, no growth."""
     key = model if isinstance(model, str) else model.key
     devices = _json(DATA / "process_memory.json")["devices"]
     assumed_from = None if device.name.upper() in devices else "H200"
     entry = devices.get(device.name.upper(), devices["H200"])
     context = _figure(entry["context"], assumed_from)
-    lib, model_notes = _library(entry, key)
+    lib, model_notes = _library(entry, key, triton)
     none = Figure(0, "measured: no stack beyond the context's", "")
     if lib is None:
         return ProcessMemory(context, None, none, key.split("@")[0], triton_cache)
@@ -215,12 +246,14 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              notes=tuple(model_notes))
     data = _json(DATA / lib["data"])
     family = key.split("@")[0]
-    modules, notes = _modules(data, family, triton_cache), model_notes
+    case = None if shape is None or isinstance(model, str) else \
+        _case_key(f"{family}:{dict(model.options).get('contract') or '-'}", shape)
+    modules, notes = _modules(data, family, triton_cache, case), model_notes
     if assumed_from:
         modules = Figure(modules.bytes, f"assumed: the {assumed_from}'s figure, not measured on this GPU", modules.source)
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
-                             lib["name"], triton_cache, notes=tuple(notes))
+                             lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
     prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
@@ -238,4 +271,4 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, "
                    f"from {lib['data']}")
     return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, () if raised_before else growth,
-                         tuple(notes))
+                         tuple(notes), lib.get("triton"))

@@ -271,7 +271,8 @@ def _splice(inner: LifetimeModel, cp: Cp, t: Target, options: dict) -> Declarati
             d.buffers.append(_local_buffer(b, subs, cp.layout))
         d.autotuned += [replace(a, key=tuple(sp.sympify(k).subs(subs, simultaneous=True) for k in a.key),
                                 held_when=sp.sympify(a.held_when).subs(subs, simultaneous=True),
-                                signature=CP_SIGNATURES.get(a.kernel, a.signature))
+                                signature=CP_SIGNATURES.get(a.kernel, a.signature),
+                                held_measured=None if a.held_measured is None else sp.false)   # never measured cold under CP
                         for a in inner.autotuned if a.step == step.name]
     return d
 

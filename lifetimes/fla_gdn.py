@@ -18,17 +18,18 @@ and ``CONST_TILING`` from the shared-memory class (``check_shared_mem``): 128 fr
 per block up, and on Ampere's class when every tensor the kernel loads is 16-bit (as here); 64 on Ada's
 class; 32 below. Either way ``NK = cdiv(K, CONST_TILING)``.
 
-Measured on the H200: the forward (Triton 3.6.0, runs 6 and 6b); forward + backward with Triton 3.9.0 (runs 20-21):
+Measured on the H200: the forward (Triton 3.6.0, runs 6 and 6b); forward + backward with Triton 3.9.0 (runs 20-22):
 fla-core 0.6.0 raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640), and the H200 image has
 3.6.0. Run 20's three records (H16/HV32 D128: 1 x 8K, 1 x 32K, 2 x 8K, one cold process) and run 21's two (H32 D128:
-1 x 8K, 1 x 32K) replay allocated, requested and reserved to the byte; run 20's traces (seven shapes) match the records
-below; plan's H16/HV32 D128 boundary, cold, held (run 21e/f) once dhu's failing config was declared. Not measured: head
-dims other than 128 on the GPU (traced at 64 and 128).
+1 x 8K, 1 x 32K) and run 22's two (H16/HV32 D64: 1 x 8K, 2 x 8K) replay allocated, requested and reserved to the
+byte; run 20's traces (seven shapes) match the records below; plan's H16/HV32 D128 boundary, cold, held (run 21e/f) once
+dhu's failing config was declared. Not measured: head dims other than 64 and 128 on the GPU.
 """
 from __future__ import annotations
 
 import sympy as sp
 
+from livebytes.estimator.autotune import equal_head_dims
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
 from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, accumulation_scratch, leading_sum_scratch
@@ -133,7 +134,7 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
         summary=("forward only, no grad" if forward_only else
-                 "forward + backward (backward measured on the H200 with Triton 3.9.0 at D128 only: H16/HV32 and H32)")
+                 "forward + backward (backward measured on the H200 with Triton 3.9.0 at D128 and D64: H16/HV32 and H32 at D128, H16/HV32 at D64)")
         + ("; the GatedDeltaNet layer's call (in-kernel q/k L2 norm, gate and beta sigmoid)" if layer_call else
            "; Qwen3-Next call (in-kernel q/k L2 norm, log-space fp32 g, bf16 post-sigmoid beta)") + f"; {v.origin}; "
         + f"chunk_bwd_dqkwg CONST_TILING {const_tiling} on {arch}",
@@ -292,9 +293,12 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
                     "128 its config num_warps 4, num_stages 4, BV 64 compiles but never loads (OutOfResources: run 20's "
                     "cold kernel list, validate/records/runs/run20/kernels_20.tgz), so dv_local, which the step drops, lives "
                     "until the next compile's garbage collection, as in KDA's variant (run 21c's boundary probe: the free "
-                    "7.01 GiB block it leaves at chunk_bwd_dqkwg takes dq's sum); below K = 128 assumed to fit, at K > 128 "
-                    "and any V assumed to fail as at K = V = 128 (not measured)",
-               held_until_gc=("dv_local",) if sm90 else (), held_when=sp.Ge(DK, 128))
+                    "7.01 GiB block it leaves at chunk_bwd_dqkwg takes dq's sum); at K = V = 64 all 12 load (run 22e's "
+                    "cold list, kernels_22.tgz); other K below 128 assumed to fit, at K > 128 and any V assumed to fail as "
+                    "at K = V = 128 (not measured)",
+               held_until_gc=("dv_local",) if sm90 else (), held_when=sp.Ge(DK, 128),
+               # runs 20 and 22e's cold kernel lists: one config never loads at K = V = 128, all load at 64
+               held_measured=equal_head_dims(64, 128) if sm90 and not layer_call else sp.false)
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_bwd_dhu", 794, "dh = q.new_empty(B, NT, HV, K, V)"), local_end)  # [NT, HV, K, V] bf16
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(fh, "chunk_gated_delta_rule_bwd_dhu", 796, "dv2 = torch.empty_like(dv)"),
@@ -399,7 +403,7 @@ class GdnVersion:
 GDN_0_6_0 = GdnVersion(
     version="0.6.0", origin="fla-core 0.6.0 (PyPI)",
     covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it; measured on the H200 with Triton 3.9.0 "
-           "at D128, H16/HV32 and H32 (not at other head dims)",
+           "at D128 (H16/HV32 and H32) and D64 (H16/HV32), not at other head dims",
     covers_forward="fla-core 0.6.0 Gated DeltaNet forward only under torch.no_grad (inference peak)",
     notes=("fla-core 0.6.0 refuses the gated chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 "
            "(ops/common/chunk_o.py:727, #640): the backward needs Triton >= 3.7.1 or tilelang there",
@@ -409,7 +413,10 @@ GDN_0_6_0 = GdnVersion(
            "measured on the H200 with Triton 3.9.0 (run 21): equal heads H32 D128 at 1 x 8K and 1 x 32K, each a fresh cold "
            "process, to the byte; plan's boundary at H16/HV32 D128, cold: 895,488 fitted all three calls, 904,443 ran out "
            "of memory in the first (run 21c's 918,912 failure found dhu's held dv_local)",
-           "not measured: D64 or D256 on the GPU (run 21's D64 record was lost in transfer), the process memory off D128"),
+           "measured on the H200 with Triton 3.9.0 (run 22): H16/HV32 D64 at 1 x 8K and 2 x 8K in one cold process, to "
+           "the byte (the record run 21 lost in transfer); its process memory cold (678,232,064 B, stack limit 1,120 B "
+           "as the frames predict) and warm (650,969,088 B) at T 4,096, alone on the GPU (its modules: this process's)",
+           "not measured: head dims other than 64 and 128 on the GPU (D256 and D32 take the known cases' frames as a bound)"),
     notes_forward=("measured on the H200 with Triton 3.6.0 (runs 6 and 6b): H16/HV32 D128 records and traces at seven "
                    "shapes, to the byte; the out-of-memory boundary at H16/HV32 D128, cold (run 13b)",),
 )

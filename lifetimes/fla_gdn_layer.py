@@ -9,10 +9,11 @@ state_v_first=True)`` (gated_deltanet.py:302-318): the GDN kernel model built fo
 layer_call=True)``: the in-kernel gate and beta sigmoid on top of its Qwen3-Next records), included whole (``gdn.*``).
 
 Shapes: ``num_heads`` H, ``num_v_heads`` HV, ``head_dim`` K (DK), ``head_v_dim`` V (DV = K * expand_v); ``key_dim = H*K``,
-``value_dim = HV*V`` (gated_deltanet.py:125-128). Source-derived: no layer record exists. The kernel's Qwen3-Next call
-is measured forward + backward on the H200 with Triton 3.9.0 (``fla-gdn@0.6.0``'s notes; fla-core 0.6.0 refuses its
-backward on Hopper with Triton 3.4-3.7.0); the layer's own records (projections, convolutions, norm) and the kernel's
-in-kernel gate and beta sigmoid, which that call does not run, are not.
+``value_dim = HV*V`` (gated_deltanet.py:125-128). Measured on the H200 with Triton 3.9.0 (run 22f; fla-core 0.6.0 refuses
+the kernel's backward on Hopper with Triton 3.4-3.7.0): two records, 1 x 8K H16/HV32 D128 hidden 2048, 1 layer and 4
+layers checkpointed, each a fresh cold process, allocated, requested and reserved to the byte (after they showed the
+kernel's chunk_indices to be a tensor_cache hit of the convs' entry). The kernel's Qwen3-Next call is measured as
+``fla-gdn@0.6.0``'s notes say; the layer's process memory and its first call (cold) are not.
 """
 from __future__ import annotations
 
@@ -117,8 +118,11 @@ def forward(d: Declaration, c: LayerConfig, x: str, mode: str, filled: bool = Fa
     linear(lin["b_proj"], src(GDN, FWD, 298, "beta = self.b_proj(hidden_states)"), kept("gdn.bwd.return", "o_proj"))
     linear(lin["a_proj"], src(GDN, FWD, 306, "g=self.a_proj(hidden_states),"), "gdn.bwd.return" if saving else "ckpt.gdn.fwd.output")
     inputs = {k: p + v for k, v in KERNEL_INPUTS.items()} | {k: v for k, v in PASSED.items() if saving or k != "dO"}
+    # the kernel's prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu=...) is the convs' call in the same form
+    # with the same objects (chunk.py:291, ops.py:951): tensor_cache hits the conv's entry (run 22f's two layer records:
+    # a second [NT, 2] int64 entry, and the warmup's second entry it would keep, were 2,560 B too many)
     d.include(kernel(not saving, c), f"{p}gdn", "forward", inputs, freed={"o": kept("bwd.o_norm", "o_norm")},
-              cache_hit=mode == RECOMPUTE or filled)
+              cache_hit=mode == RECOMPUTE or filled, hits=("chunk_indices",))
     g_call = src(GDN, FWD, 349, "g = rearrange(self.g_proj(hidden_states), '... (h d) -> ... h d', d=self.head_v_dim)")
     linear(lin["g_proj"], g_call, kept("bwd.o_norm", "o_norm"))
     norm_forward(d, p + "o_norm", T * HV, DV, src(GDN, FWD, 350, "o = self.o_norm(o, g)"), kept("bwd.o_proj", "o_proj"),
@@ -178,12 +182,14 @@ def _fields(c: LayerConfig, layers: int, checkpoint: bool) -> dict:
         version=VERSION, device=getattr(c.device, "name", ""),
         summary=f"{layers} GatedDeltaNet layer{'s' if layers > 1 else ''} (hidden {c.hidden}, conv {c.conv_size}), forward + "
                 f"backward, checkpointing {'per layer' if checkpoint else 'off'}; chunk_gated_delta_rule inside: fla-gdn@0.6.0's "
-                "records with the layer's in-kernel gate and beta sigmoid; source-derived (no layer record; the kernel's "
-                "Qwen3-Next call measured with Triton 3.9.0)",
+                "records with the layer's in-kernel gate and beta sigmoid; measured with Triton 3.9.0 at 1 x 8K H16/HV32 "
+                "D128 hidden 2048, 1 and 4 layers (run 22f)",
         options=(("gva", c.gva), ("hidden", c.hidden), ("layers", layers), ("checkpoint", checkpoint), ("conv_size", c.conv_size)),
         not_modelled=NOT_MODELLED + fla_gdn.build(layer_call=True, sms=c.sms).not_modelled,
-        notes=("source-derived from flash-linear-attention 0.6.0 fla/layers/gated_deltanet.py and fla-core 0.6.0; the layer "
-               "is not measured (its kernel's Qwen3-Next call is, with Triton 3.9.0: the notes below)",)
+        notes=("from flash-linear-attention 0.6.0 fla/layers/gated_deltanet.py and fla-core 0.6.0; measured on the H200 "
+               "with Triton 3.9.0 (run 22f): 1 x 8K H16/HV32 D128 hidden 2048, 1 layer and 4 layers checkpointed, each a "
+               "fresh cold process, allocated, requested and reserved to the byte; not measured: its process memory, a "
+               "cold first call at the edge, other shapes (the kernel's own call: the notes below)",)
         + fla_gdn.GDN_0_6_0.notes,
     )
 
@@ -200,7 +206,8 @@ from livebytes.estimator.shapes import LAYER_FIELDS  # noqa: E402
 
 register(ModelSpec(
     key=f"fla-gdn-layer@{VERSION}", implementation="FLA GatedDeltaNet layer (flash-linear-attention 0.6.0)",
-    version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--layers), forward + backward (source-derived), "
+    version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--layers), forward + backward (measured at "
+                            "1 x 8K H16/HV32 D128, 1 and 4 layers, Triton 3.9.0), "
                             "checkpointing off or per layer (--checkpoint); its chunk_gated_delta_rule is fla-gdn@0.6.0's model",
     builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,
 ))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
+from livebytes.estimator.autotune import equal_head_dims
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
 from livebytes.estimator.devices import get_device
@@ -368,7 +369,11 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
                     "validate/autotune_configs/), so dv, which the step drops, lives until the next compile's garbage "
                     "collection (run 7b's trace: freed inside chunk_kda_bwd_wy_dqkg_fused's JIT parse); below K = 128 "
                     "assumed to fit (not measured)",
-               held_until_gc=("dv_dAv",) if c.sm90 else (), held_when=sp.Ge(DK, 128))
+               held_until_gc=("dv_dAv",) if c.sm90 else (), held_when=sp.Ge(DK, 128),
+               # runs 13 and 22h's cold kernel lists (chunk_kda): 2 of 12 never load at K = V = 128, 8 at 256, none at 32
+               # or 64; the layer's call (state_v_first) at 128 in runs 19-20's cold first-call boundary probes
+               held_measured=(equal_head_dims(128) if c.state_v_first else equal_head_dims(32, 64, 128, 256)) if c.sm90
+               else sp.false)
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 794,
              "dh = q.new_empty(B, NT, HV, K, V)"), end)                                           # [NT, HV, K, V] bf16
     d.buffer("dv_dhu", Group.DV, (T, HV, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 796,

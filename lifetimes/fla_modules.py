@@ -144,13 +144,14 @@ def conv_parameters(d: Declaration, name: str, channels, width: int, init: Sourc
 
 
 def conv_chunk_indices(d: Declaration) -> None:
-    """CausalConv1dFunction.forward calls prepare_chunk_indices(cu_seqlens, 64, cu_seqlens_cpu=...): another
-    argument signature than chunk_kda's keyword call, so another tensor_cache entry, shared by the three convs."""
+    """CausalConv1dFunction.forward calls prepare_chunk_indices(cu_seqlens, 64, cu_seqlens_cpu=...): one tensor_cache
+    entry shared by the three convs; another argument form than chunk_kda's keyword call (a second entry), the same as
+    chunk_gated_delta_rule's (the kernel hits it: the GDN layer's ``hits``)."""
     d.buffer("conv.chunk_indices", Group.SCRATCH, (NT_CONV, 2), "int64",                       # [NT, 2] int64
              fla(CONV, "CausalConv1dFunction.forward", 951,
                  "chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu=cu_seqlens_cpu)"),
              note="tensor_cache keeps it (utils/decorators.py: a hit needs the same positional count and keywords), in "
-                  "prepare_chunk_indices' one queue beside the chunk kernel's entry: two entries a call",
+                  "prepare_chunk_indices' one queue: KDA's kernel adds its own (keywords), GDN's hits this one",
              cached=True, cache_fn="prepare_chunk_indices")
 
 

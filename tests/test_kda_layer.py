@@ -216,10 +216,31 @@ def test_the_gdn_kernels_records_appear_unchanged_inside_its_layer():
     kernel = fla_gdn.build(device=h200, layer_call=True)
     mine = {b.name: b for b in fla_gdn_layer.build(device=h200, hidden=2048).buffers}
     for b in kernel.buffers:
-        if b.allocated_at != "harness.inputs":
+        if b.allocated_at != "harness.inputs" and b.name != "chunk_indices":     # a hit of the convs' entry (below)
             ours = mine[f"gdn.{b.name}"]
             assert (ours.shape, ours.dtype, ours.source, ours.group) == (b.shape, b.dtype, b.source, b.group)
     assert mine["a_proj.out"].freed_after == "gdn.bwd.return"      # saved by the kernel as g_input
+
+
+def test_the_gdn_kernel_hits_the_convs_chunk_indices_where_kda_adds_its_own():
+    """tensor_cache hits only on the same argument form: chunk_gated_delta_rule calls prepare_chunk_indices(cu_seqlens,
+    chunk_size, cu_seqlens_cpu=...) as the convs do (chunk.py:291, ops.py:951): one [NT, 2] int64 entry a call; chunk_kda
+    passes all three as keywords (kda/chunk.py:82): two. Run 22f's GDN-layer records (1 x 8K H16/HV32 D128, 1 and 4
+    layers) were 2,560 B below the model that had two: 2,048 B (NT 128 x 2 x 8) and the warmup's 256-B entry the
+    tensor_cache then keeps (one entry a call keeps three earlier ones) in a 512-B block; requested 2,304 B."""
+    from livebytes.lifetimes import fla_gdn_layer, fla_kda_layer
+    gdn = {b.name for b in fla_gdn_layer.build(hidden=2048).buffers if b.name.endswith("chunk_indices")}
+    kda = {b.name for b in fla_kda_layer.build(hidden=2048).buffers if b.name.endswith("chunk_indices")}
+    assert gdn == {"conv.chunk_indices"} and kda == {"conv.chunk_indices", "kda.chunk_indices"}
+
+
+def test_a_hit_must_name_a_cached_buffer():
+    from livebytes.estimator.declare import Declaration
+    from livebytes.lifetimes import fla_gdn
+    kernel = fla_gdn.build()
+    inputs = {b.name: b.name for b in kernel.buffers if b.allocated_at == "harness.inputs"}
+    with pytest.raises(ValueError, match=r"hits \['dh'\] are not cached buffers"):
+        Declaration().include(kernel, "gdn", "forward", inputs, hits=("dh",))
 
 
 @pytest.mark.parametrize("layers", [2, 4])

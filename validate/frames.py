@@ -13,10 +13,11 @@ ran over a copy of the cache a cold edge probe filled at the same shape (``fille
 Limits: at cases only an edge probe ran (no kernel log), the stack limit that probe read after its first call
 (``LIMIT_PROBES``: D64 H128 and D256 H96, report contract, cold): a check of those cases' CPU-derived frames.
 
-Triton 3.9.0 (run 20, fla-core 0.6.0's GDN backward, which it refuses on Hopper with Triton 3.4-3.7.0): the GPU's frames
-of GDN forward+backward D128 H16/HV32, cold and warm, and its modules, which ``modules_from_rows`` derives from those
-rows (non-PyTorch bytes minus the context and the measured limit's reservation). Its kernels were compiled by the
-legacy ``ptxas`` Triton 3.9.0 bundles, not its ``ptxas-blackwell`` (run 20's README).
+Triton 3.9.0 (runs 20 and 22; fla-core 0.6.0's GDN backward, which it refuses on Hopper with Triton 3.4-3.7.0): the
+GPU's frames of GDN forward+backward D128 and D64 H16/HV32 and of KDA forward+backward (report contract, H16, D128 and
+D64), cold and warm, and their modules, which ``modules_from_rows`` derives from the rows of processes alone on the GPU
+(non-PyTorch bytes minus the context and the measured limit's reservation), one per case. Its kernels were compiled by
+the legacy ``ptxas`` Triton 3.9.0 bundles, not its ``ptxas-blackwell`` (run 20's README).
 
     python -m livebytes.validate.frames            # rewrite the data files
     python -m livebytes.validate.frames --check    # exit 1 when a committed file differs
@@ -45,7 +46,7 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
 # raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
 CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl")
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
-MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl",)
+MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl")
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -203,32 +204,53 @@ def build() -> dict:
     }
 
 
-def modules_from_rows(rows: list[dict]) -> dict:
-    """{family: {state: figure}} of processes alone on the GPU: non-PyTorch bytes minus the H200's context and the
-    reservation of the stack limit the process measured (``estimator.process``'s rules). The rows of one family and
-    state must agree."""
+def _module_figure(r: dict, context: int) -> dict:
+    """One process's loaded modules: its non-PyTorch bytes alone on the GPU minus the context and its measured stack
+    limit's reservation (``estimator.process``'s rules)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process import process_memory, stack_reservation_bytes
-    h200 = get_device("H200")
-    context = process_memory(h200, "no-library@0").context.bytes
-    out: dict = {}
+    from livebytes.estimator.process import stack_reservation_bytes
+    alone = r["in_process_alone"]["nonpytorch_bytes"]
+    reservation = stack_reservation_bytes(r["stack_limit_bytes"], get_device("H200"))
+    return {"bytes": alone - context - reservation, "status": "measured",
+            "source": f"{r['record'].rsplit('/', 1)[1]} {r['case']['tag']} (Triton {r['triton']}), alone on the GPU: "
+                      f"{alone:,} B minus the context ({context:,}) and the {r['stack_limit_bytes']:,}-B limit's "
+                      f"reservation ({reservation:,})"}
+
+
+def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
+    """({family: {state: figure}}, {state: {case: figure}}) of the processes alone on the GPU (a side-by-side process's
+    NVML drop reads a few MiB less: not used). The figures differ by head dim (GDN cold under Triton 3.9.0: 100,663,296 B
+    at D128, 98,566,144 B at D64), so each measured case keeps its own; the family's figure, for cases not measured,
+    is the largest of its cases, named as assumed where they disagree."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.process import process_memory
+    context = process_memory(get_device("H200"), "no-library@0").context.bytes
+    by_case: dict = {"cold": {}, "warm": {}}
+    grouped: dict = defaultdict(list)
     for r in rows:
-        c, alone = r["case"], r["in_process_alone"]["nonpytorch_bytes"]
-        reservation = stack_reservation_bytes(r["stack_limit_bytes"], h200)
-        figure = {"bytes": alone - context - reservation, "status": "measured",
-                  "source": f"{r['record'].rsplit('/', 1)[1]} {c['tag']} (Triton {r['triton']}), alone on the GPU: "
-                            f"{alone:,} B minus the context ({context:,}) and the {r['stack_limit_bytes']:,}-B limit's "
-                            f"reservation ({reservation:,})"}
-        held = out.setdefault(family(c).split(":")[0], {}).setdefault(c["state"], figure)
-        if held["bytes"] != figure["bytes"]:
+        if "in_process_alone" not in r:
+            continue
+        c = r["case"]
+        figure, key = _module_figure(r, context), case_key(family(c), c["dim"], c["heads"], c["v_heads"])
+        held = by_case[c["state"]].setdefault(key, figure)
+        if held["bytes"] != figure["bytes"]:             # two processes of one case must agree
             raise SystemExit(f"{c['tag']}: modules {figure['bytes']:,} B differ from {held['source']}")
-    return out
+        grouped[(family(c).split(":")[0], c["state"])].append(figure)
+    out: dict = {}
+    for (fam, state), figures in sorted(grouped.items()):
+        top = max(figures, key=lambda f: f["bytes"])
+        sizes = sorted({f["bytes"] for f in figures})
+        listed = ", ".join(f"{n:,}" for n in sizes)
+        out.setdefault(fam, {})[state] = top if len(sizes) == 1 else {
+            **top, "status": f"assumed: at a case not measured, the largest of the measured cases' ({listed} B)"}
+    return out, {state: dict(sorted(v.items())) for state, v in by_case.items()}
 
 
 def build_triton_39() -> dict:
-    """The Triton 3.9.0 file: run 20's GPU frames and modules; no CPU-derived cases, no edge-probe limits."""
+    """The Triton 3.9.0 file: runs 20 and 22's GPU frames and modules; no CPU-derived cases, no edge-probe limits."""
     rows = rows_of_triton(MATRICES_TRITON_39, "3.9.0")
     m = matrix_frames(rows)
+    modules, modules_by_case = modules_from_rows(rows)
     return {
         "about": "fla-core 0.6.0's Triton kernels (triton 3.9.0, compiled by its bundled legacy ptxas) on the H200: per "
                  "case 'FAMILY:CONTRACT D H HV' and Triton-cache state, each kernel's largest stack frame in bytes (cold: "
@@ -237,7 +259,8 @@ def build_triton_39() -> dict:
                  "estimator/process.py for the models estimator/data/process_memory.json lists under Triton 3.9.0.",
         "records": [f"validate/records/runs/{n}" for n in MATRICES_TRITON_39],
         "library": "fla-core 0.6.0 (Triton 3.9.0 kernels)",
-        "modules": modules_from_rows(rows),
+        "modules": modules,
+        "modules_by_case": modules_by_case,
         "frames": {state: {k: dict(sorted(v.items())) for k, v in sorted(m[state].items())} for state in ("cold", "warm")},
         "derived_on_cpu": {},
         "limits": {"cold": {}, "warm": {}},

@@ -34,8 +34,9 @@ def _label(key: str, options: dict, shape: str) -> str:
     return " ".join(filter(None, (key, options.get("contract"), shape)))
 
 
-def _row(label, state, record, model, shape, measured_limit, measured_bytes) -> ProcessRow:
-    p = process_memory(get_device("H200"), model, state, shape)
+def _row(label, state, record, model, shape, measured_limit, measured_bytes, triton: str | None = None) -> ProcessRow:
+    """``triton``: the version the process ran (a matrix row's), whose kernels' data the model reads."""
+    p = process_memory(get_device("H200"), model, state, shape, triton=triton)
     return ProcessRow(label, state, record, measured_limit, p.stack_limit_bytes, measured_bytes, p.bytes, tuple(p.assumptions))
 
 
@@ -46,9 +47,9 @@ def matrix_rows() -> list[ProcessRow]:
         key, options = frames_tool.case_model(c)
         shape = Shape(1, c["tokens"], c["heads"], c["dim"], c["v_heads"] if options.get("gva") else None)
         model = get_model(key, "H200", **options)
-        label = _label(key, options, f"D{c['dim']} H{c['heads']}/HV{c['v_heads']} T{c['tokens']}")
+        label = _label(key, options, f"D{c['dim']} H{c['heads']}/HV{c['v_heads']} T{c['tokens']} Triton {r['triton']}")
         out.append(_row(label, c["state"], r["record"].rsplit("/", 1)[1], model, shape, r["stack_limit_bytes"],
-                        r["nonpytorch_bytes"]))
+                        r["nonpytorch_bytes"], r["triton"]))
     return out
 
 

@@ -350,10 +350,11 @@ def missing_fields(data: dict) -> list[str]:
 
 
 def record_file_name(data: dict) -> str:
-    """``<impl>_<shape>_<UTC date>_<pid>.json``, characters other than [A-Za-z0-9._=-] replaced by '_'."""
+    """``<impl>_<shape>_<UTC date>_<pid>.json``, the shape's ``=`` written ``-`` (``hv-32``: the GPU machine's transfer
+    refuses a name with ``=``, which lost run 21d's D64 record) and other characters than [A-Za-z0-9._-] ``_``."""
     stamp = str(data.get("date", "")).replace(":", "").replace("+0000", "Z")
-    raw = f"{data['impl']}_{shape_spec(Shape.from_dict(data['shape']))}_{stamp}_{os.getpid()}"
-    return re.sub(r"[^A-Za-z0-9._=-]", "_", raw) + ".json"
+    raw = f"{data['impl']}_{shape_spec(Shape.from_dict(data['shape']))}_{stamp}_{os.getpid()}".replace("=", "-")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", raw) + ".json"
 
 
 def write_record(directory: Path, data: dict) -> Path:
