@@ -61,8 +61,13 @@ def _warn_all(data: dict) -> None:
 
 
 def _measured(model, shape):
+    """The records of this model at this shape; a layer model's shape with its layer fields left out is the model's
+    defaults (hidden, one layer, no checkpointing), as its records state them."""
     from livebytes.validate.records import find
     opts = {k: v for k, v in model.options if k != "forward_only"}
+    if "hidden" in opts and "layers" in opts:
+        shape = replace(shape, hidden=shape.hidden or opts["hidden"], layers=shape.layers or opts["layers"],
+                        checkpoint=shape.checkpoint or (True if opts.get("checkpoint") else None))
     return find(model.key, shape, opts)
 
 
@@ -121,9 +126,10 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
     measured = [_measured(m, shape) for m in models]
-    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton)
+    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton, several=True)
                 for key, m in zip(impl, models)]
-    data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape))
+    skipped = o.triton_skipped(impl, gpu, triton)
+    data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape) + ([skipped] if skipped else []))
     _warn_all(data)
     if as_json:
         _print_json(data)
@@ -231,7 +237,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
-def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton):
+def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton, several: bool = False):
     """plan's answer for one model: (result, device, the process memory its verdict counted)."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
@@ -239,7 +245,7 @@ def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton)
     multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
     model = o.model_for(key, gpu, what_if, replace(base, seq=multiple) if multiple > 1 else base)
     device, s = o.device_of(key, gpu), spec(key)
-    cache, version = o.triton_cache_for(model, device, triton_cache), o.triton_for(key, device, triton)
+    cache, version = o.triton_cache_for(model, device, triton_cache), o.triton_for(key, device, triton, several)
 
     def refuse(sh):
         return s.refuse(sh, device)
@@ -292,9 +298,12 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
+    skipped = o.triton_skipped(impl, gpu, triton)
+    if skipped:
+        warn(skipped)
     results, devices, processes = [], [], []
     for key in impl:
-        result, device, process = _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton)
+        result, device, process = _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton, len(impl) > 1)
         results.append(result)
         devices.append(device)
         processes.append(process)
@@ -389,9 +398,10 @@ def sweep(impl: List[str] = o.Impls,
         for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
             check_shape(key, Shape(m_, s_, h_, d_, **stack), model.device, what_if)
         device = o.device_of(key, gpu)
-        rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache, triton))
+        rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache, triton, len(impl) > 1))
                  for shape, peak in ((replace(sh, **stack), pk) for sh, pk in run_sweep(model, mbs_list, seqs, head_list, dims))]
-    data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)))
+    skipped = o.triton_skipped(impl, gpu, triton)
+    data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)) + ([skipped] if skipped else []))
     _warn_all(data)
     if path is not None:
         from .render import sweep_csv
@@ -436,9 +446,10 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
-    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton)
+    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton, len(impl) > 1)
                 for key, m in zip(impl, models)]
-    data = report.timeline_data(preds, verdicts, _implausible(shape))
+    skipped = o.triton_skipped(impl, gpu, triton)
+    data = report.timeline_data(preds, verdicts, _implausible(shape) + ([skipped] if skipped else []))
     _warn_all(data)
     from . import render
     if snapshot:

@@ -187,21 +187,24 @@ def alloc_conf_of(text: Optional[str]):
     return parse_alloc_conf(text)
 
 
-def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str], triton: Optional[str] = None):
+def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str], triton: Optional[str] = None,
+                several: bool = False):
     """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory, with the
-    process memory of ``triton``'s kernels (``triton_for``)."""
+    process memory of ``triton``'s kernels (``triton_for``; ``several``: one of several --impl)."""
     from livebytes.estimator.capacity import verdict
     return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache),
-                   triton=triton_for(model.key, device, triton))
+                   triton=triton_for(model.key, device, triton, several))
 
 
-def triton_for(key: str, device, triton: Optional[str]) -> Optional[str]:
-    """--triton, None when not given; refused for a model without Triton kernels or a version the data lacks (one line:
-    the versions it has)."""
+def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:
+    """--triton, None when not given; refused for a model without Triton kernels (``several``: beside other --impl,
+    None: ``triton_skipped`` says so) or a version the data lacks (one line: the versions it has)."""
     from livebytes.estimator.process import triton_versions
     if triton is None:
         return None
     known = triton_versions(key, device.name)
+    if not known and several:
+        return None
     if not known:
         raise LivebytesError(f"{key} runs no Triton kernels that the process-memory data hold: --triton changes nothing "
                              "for it; leave the flag out")
@@ -209,6 +212,17 @@ def triton_for(key: str, device, triton: Optional[str]) -> Optional[str]:
         raise LivebytesError(f"{key}: no process-memory data for Triton {show(triton)} (measured on the H200: "
                              f"{', '.join(known)})")
     return triton
+
+
+def triton_skipped(impls: list[str], gpu: Optional[str], triton: Optional[str]) -> Optional[str]:
+    """The warning when --triton is given to several --impl of which some run no Triton kernels: it applies to the
+    others."""
+    from livebytes.estimator.process import triton_versions
+    if triton is None or len(impls) < 2:
+        return None
+    none = [k for k in impls if not triton_versions(k, device_of(k, gpu).name)]
+    return (f"--triton {show(triton)} applies to the Triton models only; {', '.join(none)}: no Triton kernels"
+            if none else None)
 
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):

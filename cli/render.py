@@ -132,14 +132,21 @@ def device_text(r: dict) -> str:
     return f"{r['device']} {g(d['total_bytes'])} GiB ({status})"
 
 
+def cache_text(r: dict) -> str:
+    """``cold Triton 3.6.0 cache``: the cache state and the Triton version whose kernels' process memory counts."""
+    if r["triton_cache"] == "n/a":
+        return "no Triton kernels"
+    version = r.get("triton", "n/a")
+    return f"{r['triton_cache']} Triton {version} cache" if version != "n/a" else f"{r['triton_cache']} Triton cache"
+
+
 def terms_line(r: dict) -> str:
     """What one answer assumed, in one line: the model's phase and options, and with a verdict the allocator
     settings, the Triton cache, the device's memory and the process memory's status."""
     line = f"{r['impl']} ({r['phase']}; {options_text(r)}) on {r['device']}"
     if "device_memory" not in r:
         return line
-    cache = "no Triton kernels" if r["triton_cache"] == "n/a" else f"{r['triton_cache']} Triton cache"
-    return (f"{line}: {r['alloc_conf']}, {cache}; device {device_text(r)}; process memory "
+    return (f"{line}: {r['alloc_conf']}, {cache_text(r)}; device {device_text(r)}; process memory "
             f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}")
 
 
@@ -159,7 +166,7 @@ def verdict_lines(r: dict) -> list[Text]:
     boundary probes that ran it."""
     unbounded = f"; {UNBOUNDED_WHY}" if r["peaks_unbounded"] else ""
     pm = r["process_memory"]
-    cache = "no Triton kernels" if r["triton_cache"] == "n/a" else f"{r['triton_cache']} Triton cache"
+    cache = cache_text(r)
     lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{unbounded}) | "
              f"reserved peak {g(r['reserved_peak_bytes'])} GiB{unbounded_label(r)} | "
              f"process memory {g(pm['bytes'])} GiB ({pm['library']}, {cache}) | "

@@ -174,7 +174,7 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
 
 def unlike_columns(results: list[dict]) -> str | None:
     """Why ``compare``'s columns are not like for like: they differ in contract (among models that take one),
-    device or phase; None when they agree."""
+    device, phase or Triton version (among models with Triton kernels); None when they agree."""
     differ = []
     for what, value in (("contract", lambda r: r["options"].get("contract")), ("device", lambda r: r["device"]),
                         ("phase", lambda r: r["phase"])):
@@ -182,6 +182,16 @@ def unlike_columns(results: list[dict]) -> str | None:
         if len({v for _, v in values}) > 1:
             differ.append(f"{what} (" + ", ".join(f"{k} {v}" for k, v in values) + ")")
     return None if not differ else "the columns differ in " + "; ".join(differ) + ": the changes are not like for like"
+
+
+def unlike_tritons(results: list[dict]) -> str | None:
+    """Where ``compare``'s Triton models count different Triton versions' process memory: their verdicts differ by it
+    (the peaks do not depend on it)."""
+    values = [(r["impl"], r["triton"]) for r in results if r.get("triton", "n/a") != "n/a"]
+    if len({v for _, v in values}) < 2:
+        return None
+    return ("the columns' process memory is of different Triton versions (" + ", ".join(f"{k} {v}" for k, v in values)
+            + "): their verdicts are not like for like, their peaks are (--triton sets one where a model has it)")
 
 
 def compare_data(preds, measured, replayed, verdicts, warnings: list | None = None) -> dict:
@@ -192,8 +202,8 @@ def compare_data(preds, measured, replayed, verdicts, warnings: list | None = No
     measured_change = change_vs_first(measured_peaks) if None not in measured_peaks else [None] * len(preds)
     results = [prediction_data(p, m, v, r) | {"change_vs_first_fraction": c, "measured_change_vs_first_fraction": mc}
                for p, m, r, v, c, mc in zip(preds, measured, replayed, verdicts, predicted_change, measured_change)]
-    unlike = unlike_columns(results)
-    return envelope("compare", results, list(warnings or []) + ([unlike] if unlike else []), shape=preds[0].shape.as_dict())
+    unlike = [w for w in (unlike_columns(results), unlike_tritons(results)) if w]
+    return envelope("compare", results, list(warnings or []) + unlike, shape=preds[0].shape.as_dict())
 
 
 def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:

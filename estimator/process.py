@@ -177,6 +177,12 @@ def _bound_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
     return "at any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
 
 
+def _case_text(case: str) -> str:
+    """``fla-kda:report D64 H16 HV16`` -> ``fla-kda (report contract) D64 H16/HV16``."""
+    prefix, rest = case.split(" ", 1)
+    return f"{_readable(prefix)} {rest.replace(' HV', '/HV')}"
+
+
 def _readable(prefix: str) -> str:
     """``fla-kda:report`` -> ``fla-kda (report contract)``; ``fla-gdn:-`` -> ``fla-gdn``."""
     family, contract = prefix.split(":")
@@ -216,9 +222,10 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
         measured = [k for k in by_case if k.split(":")[0] == family]
-        if case is not None and measured and not entry["status"].startswith("assumed"):
-            return Figure(int(entry["bytes"]), f"assumed: not measured at {case}; the family's figure, measured at "
-                          f"{', '.join(measured)}", entry["source"])
+        if case is not None and measured:
+            largest = " (the largest)" if len({by_case[k]["bytes"] for k in measured}) > 1 else ""
+            return Figure(int(entry["bytes"]), f"assumed: not measured at {_case_text(case)}: the family's figure"
+                          f"{largest} of {', '.join(map(_case_text, measured))}", entry["source"])
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
     return Figure(int(top["bytes"]), f"assumed: not measured for {family} ({state}); the library's largest module figure",

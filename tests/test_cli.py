@@ -441,8 +441,9 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--contract", "plain"), "contract plain"),
     # 150,109,880,320 B measured / 2^30 = 139.801 GiB; the allocator and process terms predict names
-    (("timeline", "--impl", "fla-kda@0.6.0", *S8), "expandable_segments:False, cold Triton cache; device H200 139.801 GiB "
-                                                   "(measured); process memory"),
+    # and the Triton whose kernels' process memory counts: fla-kda@0.6.0's default, 3.6.0
+    (("timeline", "--impl", "fla-kda@0.6.0", *S8), "expandable_segments:False, cold Triton 3.6.0 cache; device H200 "
+                                                   "139.801 GiB (measured); process memory"),
     (("timeline", "--impl", HOPPER, *S8, "--alloc-conf", "expandable_segments:True"),
      "expandable_segments:True, no Triton kernels; device H200 139.801 GiB (measured)"),
     (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),

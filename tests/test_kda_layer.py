@@ -404,3 +404,18 @@ def test_a_first_pass_step_after_the_backward_began_is_refused():
     assert len(first_pass(one, True)) > 0
     with pytest.raises(ValueError, match="follow the backward's first step"):
         first_pass(moved, True)
+
+
+@pytest.mark.parametrize("args, record", [
+    # no layer flags: the layer's defaults (hidden 2048, one layer), as run 22f's record states them
+    (["--impl", "fla-gdn-layer@0.6.0", "--heads", "16", "--v-heads", "32"], "fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=1_"),
+    (["--impl", "fla-kda-layer@0.6.0", "--heads", "32", "--hidden", "2304"], "fla-kda-layer_0.6.0_1_8192_32_128_hidden=2304_layers=1_2"),
+])
+def test_predict_quotes_a_layer_record_at_the_layers_defaults(args, record):
+    import json
+
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    r = json.loads(CliRunner().invoke(app, ["predict", "--seq", "8K", "--json", *args]).stdout)["results"][0]
+    assert [m["record"][:len(record)] for m in r["measured"]] == [record]

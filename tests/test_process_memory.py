@@ -318,8 +318,8 @@ def test_no_model_borrows_another_models_figure_unlabelled():
         p = process_memory(H200, model, "cold", shape)
         assert p.modules is not None or p.assumptions, s.key
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200"), "cold", shape)
-    assert gdn.modules.bytes == 100_663_296 and "98,566,144, 100,663,296 B" in gdn.modules.status
-    assert any("largest of the measured cases'" in a for a in gdn.assumptions)
+    assert gdn.modules.bytes == 100_663_296 and "not measured at fla-gdn D128 H16/HV16" in gdn.modules.status
+    assert any("the family's figure (the largest) of fla-gdn D128 H16/HV32, fla-gdn D64 H16/HV32" in a for a in gdn.assumptions)
     assert any("not measured at D128 H16 HV16" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
     assert gdn.stack_limit_bytes == 21_856            # the one Triton 3.9.0 case's dqkwg, 21,848 B, rounded to 16
 
