@@ -382,8 +382,25 @@ def sweep_table(data: dict) -> Table:
         cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"]),
                  "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
-    _assumed_caption(t, list({r["impl"]: r for r in data["results"]}.values()), _autotune_notes(data["results"]))
+    last = list({r["impl"]: r for r in data["results"]}.values())
+    t.caption = T("\n".join(dict.fromkeys([f"assumed: {terms_line(r)}" for r in last] + _grid_notes(data["results"]))))
+    t.caption_justify = "left"
     return t
+
+
+def _grid_notes(results: list[dict]) -> list[str]:
+    """Each distinct assumption of a grid's rows (the process memory's, the autotuned launches'), once, with the shapes
+    it holds at where not at every row of its model."""
+    rows_of: dict = {}
+    for r in results:
+        for note in r["process_memory"]["assumptions"] + r.get("autotune_assumptions", []):
+            rows_of.setdefault((r["impl"], note), []).append(r)
+    out = []
+    for (impl, note), rows in rows_of.items():
+        every = len(rows) == sum(r["impl"] == impl for r in results)
+        where = "" if every else " at " + "; ".join(shape_label(r["shape"]) for r in rows)
+        out.append(f"assumed: {impl}{where}: {note}")
+    return out
 
 
 def explain_table(data: dict) -> Table:
@@ -428,11 +445,13 @@ def bar_width(preds) -> int:
 
 def sweep_csv(data: dict) -> str:
     """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named."""
-    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,mbs,seq,heads,dim,peak_bytes,device_need_bytes,fits"]
+    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,dim,peak_bytes,device_need_bytes,"
+             "fits"]
     for r in data["results"]:
         s, o = r["shape"], r["options"]
         recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
         lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
+                     f"{r['triton']},"
                      f"{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']},{r['device_need_bytes']},"
                      f"{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"

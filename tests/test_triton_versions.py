@@ -141,3 +141,21 @@ def test_compare_says_when_its_columns_count_different_tritons():
     data = json.loads(CliRunner().invoke(app, ["compare", "--impl", "fla-kda@0.6.0", "--impl", "fla-gdn@0.6.0", "--seq",
                                                "8K", "--heads", "16", "--dim", "64", "--json"]).stdout)
     assert any("different Triton versions (fla-kda@0.6.0 3.6.0, fla-gdn@0.6.0 3.9.0)" in w for w in data["warnings"])
+
+
+def test_sweep_names_each_rows_assumptions_once_with_its_shapes(monkeypatch):
+    """A grid over D32 and D64 under Triton 3.9.0: D32's frames are not measured (a bound, said at D32 only), D64's
+    are; before, the caption held the last row's assumptions alone."""
+    import io
+
+    from rich.console import Console
+
+    from livebytes.cli import render
+    console = Console(width=400, file=io.StringIO(), color_system=None, force_terminal=False)
+    monkeypatch.setattr(render, "console", console)
+    result = CliRunner().invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "16", "--dim",
+                                      "32,64", "--triton", "3.9.0"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(console.file.getvalue().split())          # the caption wraps at the table's width
+    assert text.count("stack reservation:") == 1
+    assert "assumed: fla-kda@0.6.0 at MBS 1 x 8K, H16, D32: stack reservation: stack frames (cold) not measured" in text
