@@ -126,9 +126,9 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
     measured = [_measured(m, shape) for m in models]
-    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton, several=True)
-                for key, m in zip(impl, models)]
-    skipped = o.triton_skipped(impl, gpu, triton)
+    devices = [o.device_of(key, gpu) for key in impl]
+    verdicts = [o.verdict_for(m, shape, d, alloc_conf, triton_cache, triton, several=True) for m, d in zip(models, devices)]
+    skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
     data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape) + ([skipped] if skipped else []))
     _warn_all(data)
     if as_json:
@@ -238,14 +238,14 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
 
 
 def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton, several: bool = False):
-    """plan's answer for one model: (result, device, the process memory its verdict counted)."""
+    """plan's answer for one model: (result, device, the process memory its verdict counted, the model)."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
     from livebytes.estimator.registry import seq_multiple, spec
     multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
     model = o.model_for(key, gpu, what_if, replace(base, seq=multiple) if multiple > 1 else base)
     device, s = o.device_of(key, gpu), spec(key)
-    cache, version = o.triton_cache_for(model, device, triton_cache), o.triton_for(key, device, triton, several)
+    cache, version = o.triton_cache_for(model, device, triton_cache, several), o.triton_for(key, device, triton, several)
 
     def refuse(sh):
         return s.refuse(sh, device)
@@ -263,7 +263,7 @@ def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton,
     judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
     process = judged.process if judged is not None else process_memory(device, model, cache, answer_shape(base, result),
                                                                          triton=version)
-    return result, device, process
+    return result, device, process, model
 
 
 @app.command()
@@ -298,15 +298,17 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
-    skipped = o.triton_skipped(impl, gpu, triton)
-    if skipped:
-        warn(skipped)
-    results, devices, processes = [], [], []
+    results, devices, processes, models = [], [], [], []
     for key in impl:
-        result, device, process = _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton, len(impl) > 1)
+        result, device, process, model = _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton,
+                                                   len(impl) > 1)
         results.append(result)
         devices.append(device)
         processes.append(process)
+        models.append(model)
+    skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
+    if skipped:
+        warn(skipped)
     data = report.plan_data(results, solve, base, devices, limit, conf, processes)
     _warn_all(data)
     if as_json:
@@ -392,7 +394,7 @@ def sweep(impl: List[str] = o.Impls,
     path = o.out_file(out, (".csv",)) if out else None
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     stack = o.stack_from(hidden, layers, checkpoint, conv_size)     # one stack for the whole grid
-    rows = []
+    rows, pairs = [], []
     for key in impl:
         model = o.model_for(key, gpu, what_if, Shape(mbs_list[0], seqs[0], head_list[0], dims[0], **stack))
         for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
@@ -400,7 +402,8 @@ def sweep(impl: List[str] = o.Impls,
         device = o.device_of(key, gpu)
         rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache, triton, len(impl) > 1))
                  for shape, peak in ((replace(sh, **stack), pk) for sh, pk in run_sweep(model, mbs_list, seqs, head_list, dims))]
-    skipped = o.triton_skipped(impl, gpu, triton)
+        pairs.append((model, device))
+    skipped = o.cache_skipped(pairs, triton_cache, triton)
     data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)) + ([skipped] if skipped else []))
     _warn_all(data)
     if path is not None:
@@ -446,9 +449,9 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     what_if = o.what_if(contract, no_recompute, cp, cp_layout)
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
-    verdicts = [o.verdict_for(m, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton, len(impl) > 1)
-                for key, m in zip(impl, models)]
-    skipped = o.triton_skipped(impl, gpu, triton)
+    devices = [o.device_of(key, gpu) for key in impl]
+    verdicts = [o.verdict_for(m, shape, d, alloc_conf, triton_cache, triton, len(impl) > 1) for m, d in zip(models, devices)]
+    skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
     data = report.timeline_data(preds, verdicts, _implausible(shape) + ([skipped] if skipped else []))
     _warn_all(data)
     from . import render

@@ -165,15 +165,32 @@ def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
     return get_compiled(key, device, **options, **shape_options(key, shape))
 
 
-def triton_cache_for(model, device, triton_cache: Optional[str]) -> str:
-    """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels)."""
+def triton_cache_for(model, device, triton_cache: Optional[str], several: bool = False) -> str:
+    """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels),
+    unless beside other --impl (``several``: it applies to those, ``cache_skipped`` says so)."""
     from livebytes.estimator.capacity import check_state, triton_cache_matters
     if triton_cache is None:
         return "cold"
     check_state(triton_cache)
     if not triton_cache_matters(model, device):
+        if several:
+            return "cold"       # no Triton kernels: the state changes nothing the simulation counts
         raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
     return triton_cache
+
+
+def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Optional[str] = None) -> Optional[str]:
+    """The warning when --triton-cache or --triton is given to several --impl of which some run no Triton kernels: they
+    apply to the others."""
+    from livebytes.estimator.capacity import triton_cache_matters
+    flags = " and ".join(f"{flag} {show(v)}" for flag, v in (("--triton-cache", triton_cache), ("--triton", triton)) if v)
+    if not flags or len(models_devices) < 2:
+        return None
+    none = [m.key for m, d in models_devices if not triton_cache_matters(m, d)]
+    if len(none) == len(models_devices):
+        raise LivebytesError(f"{', '.join(none)} run no Triton kernels: {flags} changes nothing for them; leave it out")
+    verb = "apply" if " and " in flags else "applies"
+    return f"{flags} {verb} to the Triton models only; {', '.join(none)}: no Triton kernels" if none else None
 
 
 def alloc_conf_of(text: Optional[str]):
@@ -192,7 +209,7 @@ def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: O
     """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory, with the
     process memory of ``triton``'s kernels (``triton_for``; ``several``: one of several --impl)."""
     from livebytes.estimator.capacity import verdict
-    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache),
+    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache, several),
                    triton=triton_for(model.key, device, triton, several))
 
 
@@ -212,17 +229,6 @@ def triton_for(key: str, device, triton: Optional[str], several: bool = False) -
         raise LivebytesError(f"{key}: no process-memory data for Triton {show(triton)} (measured on the H200: "
                              f"{', '.join(known)})")
     return triton
-
-
-def triton_skipped(impls: list[str], gpu: Optional[str], triton: Optional[str]) -> Optional[str]:
-    """The warning when --triton is given to several --impl of which some run no Triton kernels: it applies to the
-    others."""
-    from livebytes.estimator.process import triton_versions
-    if triton is None or len(impls) < 2:
-        return None
-    none = [k for k in impls if not triton_versions(k, device_of(k, gpu).name)]
-    return (f"--triton {show(triton)} applies to the Triton models only; {', '.join(none)}: no Triton kernels"
-            if none else None)
 
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):

@@ -122,18 +122,18 @@ def test_plan_counts_the_chosen_tritons_process_memory():
 
 
 @pytest.mark.parametrize("command", [["compare", "--seq", "8K"], ["plan"], ["sweep", "--seq", "8K"], ["timeline", "--seq", "8K"]])
-def test_beside_a_model_without_triton_the_option_applies_to_the_others(command):
-    """Several --impl, one without Triton kernels: --triton sets the others and says so in one warning (the JSON keeps
-    it); the cuDNN column's triton is n/a."""
+def test_beside_a_model_without_triton_the_options_apply_to_the_others(command):
+    """Several --impl, one without Triton kernels: --triton and --triton-cache set the others and say so in one warning
+    (the JSON keeps it); the cuDNN column's triton and triton_cache are n/a. FLA warm beside cuDNN was refused before."""
     args = [*command, "--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--heads", "16",
-            "--triton", "3.9.0", "--json"]
+            "--triton", "3.9.0", "--triton-cache", "warm", "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    tritons = {r["impl"]: r["triton"] for r in data["results"]}
-    assert tritons == {"fla-kda@0.6.0": "3.9.0", "cudnn-kda-hopper-cuda@1.32.0": "n/a"}
+    tritons = {r["impl"]: (r["triton"], r["triton_cache"]) for r in data["results"]}
+    assert tritons == {"fla-kda@0.6.0": ("3.9.0", "warm"), "cudnn-kda-hopper-cuda@1.32.0": ("n/a", "n/a")}
     if command[0] != "plan":           # plan warns on stderr before it plans; its JSON has no envelope warnings of it
-        assert any("applies to the Triton models only" in w for w in data["warnings"])
+        assert any("apply to the Triton models only" in w for w in data["warnings"])
 
 
 def test_compare_says_when_its_columns_count_different_tritons():
