@@ -138,8 +138,8 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
         _print(render.compare_table(data, preds, measured))
         for r in data["results"]:
             _print(render.T(f"assumed: {render.terms_line(r)}"))
-            for note in r.get("autotune_assumptions", []):
-                _print(render.T(f"assumed: {r['impl']}: {note}"))
+        for line in render.autotune_lines(data["results"]):
+            _print(render.T(line))
         for r in data["results"]:
             _print(render.compare_verdict_line(r))
 

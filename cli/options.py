@@ -214,20 +214,12 @@ def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: O
 
 
 def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:
-    """--triton, None when not given; refused for a model without Triton kernels (``several``: beside other --impl,
-    None: ``triton_skipped`` says so) or a version the data lacks (one line: the versions it has)."""
-    from livebytes.estimator.process import triton_versions
-    if triton is None:
+    """--triton, None when not given or, beside other --impl (``several``; ``cache_skipped`` warns), for a model without
+    Triton kernels; a version the data lack is refused (``process.check_triton``)."""
+    from livebytes.estimator.process import check_triton, triton_versions
+    if triton is None or (several and not triton_versions(key, device.name)):
         return None
-    known = triton_versions(key, device.name)
-    if not known and several:
-        return None
-    if not known:
-        raise LivebytesError(f"{key} runs no Triton kernels that the process-memory data hold: --triton changes nothing "
-                             "for it; leave the flag out")
-    if triton not in known:
-        raise LivebytesError(f"{key}: no process-memory data for Triton {show(triton)} (measured on the H200: "
-                             f"{', '.join(known)})")
+    check_triton(key, triton, device.name)
     return triton
 
 

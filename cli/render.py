@@ -341,18 +341,12 @@ def _held(data: dict) -> list[str]:
     return [f"{r['impl']} at its answer: {shape_label(r['shape'])}" for r in data["results"] if r["value"] is not None]
 
 
-def _assumed_caption(t: Table, results: list[dict], more: list[str] = ()) -> None:
-    """Below a table: what each row assumed (``terms_line``, the process memory's own assumptions), then ``more``."""
-    lines = [f"assumed: {terms_line(r)}" for r in results]
-    lines += [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("process_memory", {}).get("assumptions", [])]
-    lines += _autotune_notes(results)
+def _assumed_caption(t: Table, results: list[dict], more: list[str] = (), terms: list[dict] | None = None) -> None:
+    """Below a table: what each row assumed (``terms_line`` of ``terms``, default the rows; ``assumed_notes``), then
+    ``more``."""
+    lines = [f"assumed: {terms_line(r)}" for r in (results if terms is None else terms)] + assumed_notes(results)
     t.caption = T("\n".join(dict.fromkeys(lines + list(more))))
     t.caption_justify = "left"
-
-
-def _autotune_notes(results: list[dict]) -> list[str]:
-    """Each result's unmeasured autotune assumptions (``report.allocator_terms``), naming its model."""
-    return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
 
 
 def plan_table(data: dict, budget_label: str) -> Table:
@@ -382,18 +376,21 @@ def sweep_table(data: dict) -> Table:
         cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"]),
                  "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
-    last = list({r["impl"]: r for r in data["results"]}.values())
-    t.caption = T("\n".join(dict.fromkeys([f"assumed: {terms_line(r)}" for r in last] + _grid_notes(data["results"]))))
-    t.caption_justify = "left"
+    _assumed_caption(t, data["results"], terms=list({r["impl"]: r for r in data["results"]}.values()))
     return t
 
 
-def _grid_notes(results: list[dict]) -> list[str]:
-    """Each distinct assumption of a grid's rows (the process memory's, the autotuned launches'), once, with the shapes
-    it holds at where not at every row of its model."""
+def autotune_lines(results: list[dict]) -> list[str]:
+    """compare's lines for the autotuned launches' unmeasured assumptions (its verdict lines carry the process memory's)."""
+    return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
+
+
+def assumed_notes(results: list[dict]) -> list[str]:
+    """Each distinct assumption of the results (the process memory's, the autotuned launches'), once per model, with
+    the shapes it holds at where not at every result of that model (a sweep's grid)."""
     rows_of: dict = {}
     for r in results:
-        for note in r["process_memory"]["assumptions"] + r.get("autotune_assumptions", []):
+        for note in r.get("process_memory", {}).get("assumptions", []) + r.get("autotune_assumptions", []):
             rows_of.setdefault((r["impl"], note), []).append(r)
     out = []
     for (impl, note), rows in rows_of.items():

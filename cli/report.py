@@ -67,7 +67,7 @@ def allocator_terms(model, device, conf, process, shape=None) -> dict:
     matters = triton_cache_matters(model, device)
     cold = matters and process.triton_cache == "cold" and shape is not None
     return {"alloc_conf": conf.text, "triton_cache": process.triton_cache if matters else "n/a",
-            "triton": (getattr(process, "triton", None) or "n/a") if matters else "n/a",
+            "triton": (process.triton or "n/a") if matters else "n/a",
             "device_memory": device_memory_data(device), "process_memory": process_memory_data(process),
             "autotune_assumptions": list(held_assumptions(model, shape)) if cold else []}
 
@@ -174,7 +174,7 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
 
 def unlike_columns(results: list[dict]) -> str | None:
     """Why ``compare``'s columns are not like for like: they differ in contract (among models that take one),
-    device, phase or Triton version (among models with Triton kernels); None when they agree."""
+    device or phase; None when they agree (a Triton version apart: ``unlike_tritons``)."""
     differ = []
     for what, value in (("contract", lambda r: r["options"].get("contract")), ("device", lambda r: r["device"]),
                         ("phase", lambda r: r["phase"])):

@@ -120,18 +120,22 @@ def triton_versions(model_key: str, device_name: str = "H200") -> tuple[str, ...
     return tuple(lib["triton"] for lib in entry["libraries"] if model_key in lib["models"] and "triton" in lib)
 
 
+def check_triton(model_key: str, triton: str, device_name: str = "H200") -> None:
+    """Refuse a Triton version the process-memory data lack for ``model_key``, in one line naming those they have."""
+    known = triton_versions(model_key, device_name)
+    if not known:
+        raise LivebytesError(f"{model_key} runs no Triton kernels that the process-memory data hold: --triton changes "
+                             "nothing for it; leave the flag out")
+    if triton not in known:
+        raise LivebytesError(f"{model_key}: no process-memory data for Triton {show(triton)} (measured on the H200: "
+                             f"{', '.join(known)})")
+
+
 def _library(device_entry: dict, model_key: str, triton: str | None = None) -> tuple[dict | None, list[str]]:
     """The library entry that lists ``model_key`` (the first: its default; ``triton``: the one of that Triton version,
-    refused where the data has none), and what it says is assumed for that model (its note)."""
-    listing = [lib for lib in device_entry["libraries"] if model_key in lib["models"]]
-    if triton is not None:
-        known = [lib["triton"] for lib in listing if "triton" in lib]
-        if not known:
-            raise LivebytesError(f"{model_key}: no Triton kernels' process-memory data, so no Triton version to choose")
-        listing = [lib for lib in listing if lib.get("triton") == triton]
-        if not listing:
-            raise LivebytesError(f"{model_key}: no process-memory data for Triton {show(triton)} (measured: "
-                                 f"{', '.join(known)})")
+    ``check_triton``'d), and what it says is assumed for that model (its note)."""
+    listing = [lib for lib in device_entry["libraries"] if model_key in lib["models"]
+               and (triton is None or lib.get("triton") == triton)]
     if not listing:
         return None, []
     note = listing[0]["models"][model_key]
@@ -243,6 +247,8 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     assumed_from = None if device.name.upper() in devices else "H200"
     entry = devices.get(device.name.upper(), devices["H200"])
     context = _figure(entry["context"], assumed_from)
+    if triton is not None:
+        check_triton(key, triton, device.name)
     lib, model_notes = _library(entry, key, triton)
     none = Figure(0, "measured: no stack beyond the context's", "")
     if lib is None:
@@ -253,15 +259,14 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              notes=tuple(model_notes))
     data = _json(DATA / lib["data"])
     family = key.split("@")[0]
-    case = None if shape is None or isinstance(model, str) else \
-        _case_key(f"{family}:{dict(model.options).get('contract') or '-'}", shape)
+    prefix = None if isinstance(model, str) else f"{family}:{dict(model.options).get('contract') or '-'}"
+    case = None if shape is None or prefix is None else _case_key(prefix, shape)
     modules, notes = _modules(data, family, triton_cache, case), model_notes
     if assumed_from:
         modules = Figure(modules.bytes, f"assumed: the {assumed_from}'s figure, not measured on this GPU", modules.source)
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
-    prefix = f"{family}:{dict(model.options).get('contract') or '-'}"
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     on_cpu = data.get("derived_on_cpu", {})

@@ -106,7 +106,7 @@ def test_the_process_probe_refuses_an_unknown_case_before_it_starts(cases, ok):
     if ok:
         assert [c["impl"] for c in parse(cases, "/tmp/pm")] == ["fla-report", "fla-gdn", "fla-kda-layer"]
     else:
-        with pytest.raises(SystemExit, match="impl must be one of fla-report, fla-plain, fla-gdn, fla-kda-layer"):
+        with pytest.raises(SystemExit, match="impl must be one of fla-plain, fla-report, fla-gdn, fla-kda-layer"):
             parse(cases, "/tmp/pm")
 
 

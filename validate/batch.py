@@ -8,7 +8,8 @@ process of its own (the protocol's default). Groups run side by side (compilatio
 overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another. Side by side, a
 record's ``device_memory`` (``mem_get_info``: the whole device) also holds the other processes' memory: it is not the
 process's own (run 21d); measure process memory with ``validate/probes/process_memory.py``, alone. Record file names
-hold the shape's ``hv=``: pack them into an archive before they leave a device machine that refuses such names.
+before session 11 hold the shape's ``hv=``, which the device machine's transfer refuses (``records.record_file_name``
+now writes ``hv-``).
 
     python -m livebytes.validate.batch PLAN.json --out DIR [--deadline SECONDS]
 """

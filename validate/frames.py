@@ -221,7 +221,7 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
     """({family: {state: figure}}, {state: {case: figure}}) of the processes alone on the GPU (a side-by-side process's
     NVML drop reads a few MiB less: not used). The figures differ by head dim (GDN cold under Triton 3.9.0: 100,663,296 B
     at D128, 98,566,144 B at D64), so each measured case keeps its own; the family's figure, for cases not measured,
-    is the largest of its cases, named as assumed where they disagree."""
+    is the largest of its cases (``process._modules`` names it as assumed there)."""
     from livebytes.estimator.devices import get_device
     from livebytes.estimator.process import process_memory
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
@@ -238,11 +238,7 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
         grouped[(family(c).split(":")[0], c["state"])].append(figure)
     out: dict = {}
     for (fam, state), figures in sorted(grouped.items()):
-        top = max(figures, key=lambda f: f["bytes"])
-        sizes = sorted({f["bytes"] for f in figures})
-        listed = ", ".join(f"{n:,}" for n in sizes)
-        out.setdefault(fam, {})[state] = top if len(sizes) == 1 else {
-            **top, "status": f"assumed: at a case not measured, the largest of the measured cases' ({listed} B)"}
+        out.setdefault(fam, {})[state] = max(figures, key=lambda f: f["bytes"])
     return out, {state: dict(sorted(v.items())) for state, v in by_case.items()}
 
 

@@ -300,9 +300,12 @@ def layer_of(args) -> dict | None:
     return {"hidden": args.hidden, "layers": args.layers, "checkpoint": args.checkpoint, "conv_size": args.conv_size}
 
 
+FLA_IMPLS = ("fla-plain", "fla-report", "fla-gdn", "fla-kda-layer")     # the FLA harnesses (process_memory.py's too)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--impl", required=True, choices=("fla-plain", "fla-report", "fla-gdn", "fla-kda-layer", "kda_hopper_cuda"))
+    ap.add_argument("--impl", required=True, choices=(*FLA_IMPLS, "kda_hopper_cuda"))
     layer_arguments(ap)
     ap.add_argument("--heads", type=int, default=96)
     ap.add_argument("--v-heads", type=int, help="value heads (grouped value heads: a multiple of --heads)")

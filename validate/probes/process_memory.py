@@ -94,10 +94,17 @@ def _hook_triton(log: list) -> None:
     knobs.runtime.kernel_load_end_hook.add(loaded)
 
 
+def _boundary_probe():
+    """The sibling probe whose harnesses this one runs (imported by path: the probes are scripts, not a package)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import boundary_probe
+    return boundary_probe
+
+
 def worker(case: dict, out: Path) -> int:
     """First call at the case's shape, then report and wait for the coordinator's word on stdin."""
-    sys.path.insert(0, str(HERE))
-    import boundary_probe as bp
+    bp = _boundary_probe()
     torch = bp._torch()
     log: list = []
     _hook_triton(log)
@@ -130,19 +137,16 @@ def worker(case: dict, out: Path) -> int:
 
 # ---- the coordinator -------------------------------------------------------------------------------------------
 
-IMPLS = ("fla-report", "fla-plain", "fla-gdn", "fla-kda-layer")   # boundary_probe's FLA harnesses (its --impl choices)
-
-
 def parse_cases(text: str, cache_root: str) -> list[dict]:
     """The cases of ``--cases``; an unknown impl or state stops the probe before any process starts (run 22g's
     ``fla-kda`` ran no kernel and read the bare context as if measured)."""
-    cases = []
+    cases, impls = [], _boundary_probe().FLA_IMPLS
     for item in filter(None, (c.strip() for c in text.split(";"))):
         impl, dim, heads, v_heads, tokens, state = item.split(":")
         forward_only = impl.endswith("-fwd")
         base = impl.removesuffix("-fwd")
-        if base not in IMPLS or state not in ("cold", "warm"):
-            raise SystemExit(f"case {item!r}: impl must be one of {', '.join(IMPLS)} (optionally -fwd), state cold or warm")
+        if base not in impls or state not in ("cold", "warm"):
+            raise SystemExit(f"case {item!r}: impl must be one of {', '.join(impls)} (optionally -fwd), state cold or warm")
         tag = f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}_{state}"
         folder = f"{cache_root}/tc_{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}"
         cases.append({"impl": base, "forward_only": forward_only, "dim": int(dim), "heads": int(heads),
