@@ -16,15 +16,25 @@ Entries are keyed by the model key, device, options and a digest of every source
 and the model packages plus the Python version; a stale or unreadable entry is rebuilt. The cache
 lives in ``$LIVEBYTES_CACHE_DIR``, else ``$XDG_CACHE_HOME/livebytes``, else ``~/.cache/livebytes``;
 when it cannot be written, nothing is cached and nothing fails.
+
+An entry holds code, so nobody else may be able to write one that is loaded: the folder is private (0700, owned by
+this user, no symlink: ``private_dir``), every entry is a 0600 file of ours, signed with HMAC-SHA256 under a per-cache
+secret kept beside it (``_hmac_key``), and its signature is checked before it is unpickled, by an unpickler that
+builds only the entry's own classes. A foreign, tampered or unsigned file is rebuilt, never loaded.
 """
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
+import hmac
+import io
 import marshal
 import math
 import os
 import pickle
+import secrets
+import stat
 import sys
 import types
 from functools import lru_cache
@@ -121,11 +131,72 @@ def _from_disk(d: dict) -> CompiledModel:
 
 # ------------------------------------------------------------------------------------------ the cache
 
+MAX_ENTRY_BYTES = 64 << 20   # the largest compiled model is ~1 MiB; anything far larger is not ours
+_MAGIC = b"livebytes-cache-v1\n"
+_KEY_NAME = "hmac.key"
+
+
 def cache_dir() -> Path:
     if os.environ.get("LIVEBYTES_CACHE_DIR"):
         return Path(os.environ["LIVEBYTES_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "livebytes"
+
+
+def private_dir() -> Path | None:
+    """The cache folder, made private the way ssh wants ``~/.ssh``: a real folder (no symlink) owned by this user, mode
+    0700 (a folder of ours left wider by an older version is narrowed). None (no cache) when it cannot be made so: a
+    folder another user owns or could swap is never read from."""
+    d = cache_dir()
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(d, 0o700)
+        return d
+    except OSError:
+        return None
+
+
+def _own_regular_file(fd: int, limit: int) -> bool:
+    """An open file that this user owns, nobody else may write, and that is no larger than ``limit``."""
+    st = os.fstat(fd)
+    return (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o022
+            and st.st_size <= limit)
+
+
+def _read_private(path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` if it is a private regular file of ours (never through a symlink), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit + 1) if _own_regular_file(fd, limit) else None
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` through a new 0600 file renamed into place (atomic; never follows a planted link)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _hmac_key(d: Path) -> bytes:
+    """This cache's secret (32 random bytes, a 0600 file of ours in the private folder), made when missing or not ours.
+    Entries are signed with it, so only a process of this user can write one that is ever loaded."""
+    key = _read_private(d / _KEY_NAME, 32)
+    if key is not None and len(key) == 32:
+        return key
+    key = secrets.token_bytes(32)
+    with contextlib.suppress(OSError):
+        os.unlink(d / _KEY_NAME)
+    _write_private(d / _KEY_NAME, key)
+    return key
 
 
 def _package_dirs() -> list[Path]:
@@ -152,26 +223,47 @@ def sources_digest() -> str:
     return h.hexdigest()[:32]
 
 
-def _path(*parts) -> Path:
+class _EntryUnpickler(pickle.Unpickler):
+    """Builds plain data and the few classes an entry holds; anything else (os.system, ...) is refused."""
+    ALLOWED = {("livebytes.estimator.evaluation", "StepInfo"), ("livebytes.estimator.evaluation", "BufferInfo"),
+               ("livebytes.estimator.evaluation", "AutotuneInfo"), ("livebytes.estimator.groups", "Group")}
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not cache data")
+        return super().find_class(module, name)
+
+
+def _path(d: Path, *parts) -> Path:
     name = hashlib.sha256(repr((sources_digest(),) + parts).encode()).hexdigest()[:32]
-    return cache_dir() / f"{name}.pickle"
+    return d / f"{name}.entry"
 
 
-def _read(path: Path):
+def _read(*parts):
+    """The entry stored under ``parts``, or None: missing, stale, truncated, unsigned, signed with another key, not ours
+    or not private. Its signature is checked before a byte of it is unpickled."""
+    d = private_dir()
+    if d is None:
+        return None
     try:
-        with open(path, "rb") as fh:
-            return pickle.load(fh)
-    except Exception:          # missing, stale, truncated or from another version: rebuild
+        blob = _read_private(_path(d, *parts), MAX_ENTRY_BYTES)
+        if blob is None or not blob.startswith(_MAGIC):
+            return None
+        tag, payload = blob[len(_MAGIC):len(_MAGIC) + 32], blob[len(_MAGIC) + 32:]
+        if not hmac.compare_digest(tag, hmac.new(_hmac_key(d), payload, hashlib.sha256).digest()):
+            return None
+        return _EntryUnpickler(io.BytesIO(payload)).load()
+    except Exception:          # an unreadable entry is rebuilt
         return None
 
 
-def _write(path: Path, data) -> None:
+def _write(data, *parts) -> None:
+    d = private_dir()
+    if d is None:
+        return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(data, fh)
-        os.replace(tmp, path)
+        payload = pickle.dumps(data)
+        _write_private(_path(d, *parts), _MAGIC + hmac.new(_hmac_key(d), payload, hashlib.sha256).digest() + payload)
     except OSError:
         pass                   # a read-only cache is no cache, not an error
 
@@ -179,8 +271,8 @@ def _write(path: Path, data) -> None:
 def compiled_model(key: str, device: str, options: tuple, build) -> CompiledModel:
     """The compiled model for (key, device, resolved options) from disk, else ``build()`` (a LifetimeModel)
     compiled and stored."""
-    path = _path("model", key, device, options)
-    data = _read(path)
+    parts = ("model", key, device, options)
+    data = _read(*parts)
     if data is not None:
         try:
             return _from_disk(data)
@@ -188,7 +280,7 @@ def compiled_model(key: str, device: str, options: tuple, build) -> CompiledMode
             pass
     cm = compile_model(build())
     try:
-        _write(path, _to_disk(cm))
+        _write(_to_disk(cm), *parts)
     except NotPortable:
         pass
     return cm
@@ -197,12 +289,11 @@ def compiled_model(key: str, device: str, options: tuple, build) -> CompiledMode
 def cached(parts: tuple, compute):
     """``compute()``'s picklable result from disk, keyed on ``parts`` and these sources (the model packages'),
     else computed and stored. A caller whose result depends on other code puts that code's digest in ``parts``."""
-    path = _path("value", *parts)
-    data = _read(path)
+    data = _read("value", *parts)
     if data is not None:
         return data
     value = compute()
-    _write(path, value)
+    _write(value, "value", *parts)
     return value
 
 
@@ -214,7 +305,7 @@ SPEC_FUNCTIONS = ("refuse", "refuse_device", "seq_multiple")
 
 def read_spec_index() -> list[dict] | None:
     """The registry's specs as stored (fields and portable functions restored), or None."""
-    data = _read(_path("specs"))
+    data = _read("specs")
     if data is None:
         return None
     try:
@@ -231,4 +322,4 @@ def write_spec_index(specs) -> None:
                 for s in specs]
     except NotPortable:
         return
-    _write(_path("specs"), data)
+    _write(data, "specs")

@@ -77,3 +77,92 @@ def test_one_timeline_for_both_views():
     model = get_model("cudnn-kda-hopper-cuda@1.32.0", "H200")
     cm = compile_model(model)
     assert [model.live_range(b) for b in model.buffers] == [cm.live_range(b) for b in cm.buffers]
+
+
+# ------------------------------------------------------------------ nobody else can make the cache run code (issue 33)
+
+class _Planted:
+    """A pickle that would create ``marker`` when loaded."""
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _entry_of_fla_kda_after_mkdir(d):
+    """The one compiled-model entry of fla-kda@0.6.0 in the private folder ``d``, built there."""
+    cache.private_dir()
+    before = set(d.glob("*.entry"))
+    cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    (path,) = set(d.glob("*.entry")) - before
+    return path
+
+
+def _plant(path, payload: bytes):
+    path.unlink()
+    path.write_bytes(payload)
+    path.chmod(0o600)
+
+
+def _signed(d, payload: bytes) -> bytes:
+    import hashlib
+    import hmac
+    return cache._MAGIC + hmac.new((d / cache._KEY_NAME).read_bytes(), payload, hashlib.sha256).digest() + payload
+
+
+@pytest.mark.parametrize("forge", ["bare pickle", "our header, wrong signature", "signed, foreign class"])
+def test_a_planted_entry_is_rebuilt_never_run(tmp_path, monkeypatch, forge):
+    import pickle
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(d))
+    path, marker = _entry_of_fla_kda_after_mkdir(d), tmp_path / "ran"
+    hostile = pickle.dumps(_Planted(marker))
+    _plant(path, {"bare pickle": hostile, "our header, wrong signature": cache._MAGIC + b"\0" * 32 + hostile,
+                  "signed, foreign class": _signed(d, hostile)}[forge])
+    cm = cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    assert not marker.exists()
+    assert cm.predict(SHAPES[0]).peak_bytes == predict(get_model("fla-kda@0.6.0"), SHAPES[0]).peak_bytes
+    assert path.read_bytes().startswith(cache._MAGIC) and pickle.dumps(_Planted(marker)) not in path.read_bytes()
+
+
+def test_a_wide_folder_of_ours_is_narrowed_to_0700(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o777)
+    d.chmod(0o777)
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(d))
+    assert cache.private_dir() == d and (d.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_symlinked_folder_is_not_used(tmp_path, monkeypatch):
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / "cache").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path / "cache"))
+    assert cache.private_dir() is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+@pytest.mark.parametrize("whose", ["folder", "entry", "key"])
+def test_anything_another_user_owns_is_never_loaded(tmp_path, monkeypatch, whose):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(d))
+    path = _entry_of_fla_kda_after_mkdir(d)
+    os.chown({"folder": d, "entry": path, "key": d / cache._KEY_NAME}[whose], 4242, 4242)
+    if whose == "folder":
+        assert cache.private_dir() is None
+    loaded = []
+    monkeypatch.setattr(cache, "_from_disk", lambda data: loaded.append(data))
+    cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    assert loaded == []            # rebuilt: an entry signed under a key nobody else can plant is the only one read
+
+
+def test_an_entry_of_ours_is_loaded(tmp_path, monkeypatch):
+    """The check above can fail: the same path with nothing foreign loads from disk."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(d))
+    _entry_of_fla_kda_after_mkdir(d)
+    loaded = []
+    real = cache._from_disk
+    monkeypatch.setattr(cache, "_from_disk", lambda data: loaded.append(data) or real(data))
+    cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    assert len(loaded) == 1
