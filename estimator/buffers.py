@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import lru_cache, reduce
 import operator
 
 import sympy as sp
@@ -10,6 +10,12 @@ import sympy as sp
 from .dtypes import itemsize
 from .groups import Group  # noqa: F401 - re-exported: models import it from here
 from .timeline import Timeline
+
+
+@lru_cache(maxsize=65536)
+def _text(expr) -> str:
+    """sympy's text of a dim (cached: a stack of layers prints the same few hundred formulas thousands of times)."""
+    return str(expr)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,9 @@ class Buffer:
     scratch_of: str | None = None   # the buffer whose ATen operator allocates this one internally, after that output
                                     # (e.g. a reduction's accumulation buffer): if this request fails, the output, not
                                     # yet handed to Python, dies as the C++ exception unwinds
+    first_call: bool = False   # allocated and freed by the process's first call only (a library cache's miss path):
+                               # the replay makes it in the first run; the steady prediction does not count it
+    module: str = ""           # the model's module it belongs to (traced models: ``model.layers.3.mlp``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))
@@ -89,7 +98,7 @@ class Buffer:
         return self.elements * itemsize(self.dtype)
 
     def shape_text(self) -> str:
-        return "[" + ", ".join(str(d) for d in self.shape) + "]"
+        return "[" + ", ".join(_text(d) for d in self.shape) + "]"
 
 
 @dataclass(frozen=True)
@@ -144,10 +153,13 @@ class LifetimeModel(Timeline):
         if len(set(names)) != len(names):
             raise ValueError(f"{self.key}: duplicate step names")
         index = {n: i for i, n in enumerate(names)}
+        freed_at: dict[str, set] = {}
+        for b in self.buffers:
+            freed_at.setdefault(b.freed_after, set()).add(b.name)
         for a in self.autotuned:
             if a.step not in index:
                 raise ValueError(f"{self.key}: autotuned kernel {a.kernel} at unknown step {a.step}")
-            freed_here = {b.name for b in self.buffers if b.freed_after == a.step}
+            freed_here = freed_at.get(a.step, set())
             if set(a.held_until_gc) - freed_here:
                 raise ValueError(f"{self.key}: {a.kernel} holds {sorted(set(a.held_until_gc) - freed_here)}: "
                                  f"not buffers freed at {a.step}")
@@ -160,6 +172,8 @@ class LifetimeModel(Timeline):
                 raise ValueError(f"{self.key}: {b.name} allocated at unknown step {b.allocated_at}")
             if (b.cached or b.retained) and b.freed_after is not None:
                 raise ValueError(f"{self.key}: cached or retained buffer {b.name} cannot be freed inside the step")
+            if b.first_call and (b.cached or b.freed_after is None):
+                raise ValueError(f"{self.key}: first-call buffer {b.name} must be freed within the call")
             if b.cache_key is not None and not b.cached:
                 raise ValueError(f"{self.key}: {b.name} has a cache key but is not cached")
             if b.freed_after is not None:

@@ -19,6 +19,11 @@ TB = 10**12
 MAX_THREADS_PER_SM = 2048
 
 
+# cudaDevAttrMaxSharedMemoryPerBlockOptin (CUDA C++ Programming Guide, "Technical Specifications per Compute
+# Capability"): 227 KB on compute capability 9.0 and 10.0
+SHARED_MEMORY_OPTIN = {"sm90": 232_448, "sm100": 232_448}
+
+
 @dataclass(frozen=True)
 class Device:
     name: str
@@ -27,10 +32,21 @@ class Device:
     capacity_bytes: int       # total device memory as the driver reports it, or the datasheet figure
     capacity_source: str      # what a process holds outside PyTorch is estimator/data/process_memory.json's
     capacity_measured: bool = False   # capacity_bytes measured on our own GPU (else a datasheet or announced figure)
+    product_name: str = ""    # torch.cuda.get_device_name() on the card: libraries match on it ("NVIDIA H" = Hopper)
 
     @property
     def blackwell(self) -> bool:
         return self.arch.startswith("sm10")
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        """(major, minor) of the compute capability: "sm90" -> (9, 0)."""
+        digits = self.arch.removeprefix("sm")
+        return int(digits[:-1]), int(digits[-1])
+
+    @property
+    def shared_memory_per_block_optin(self) -> int:
+        return SHARED_MEMORY_OPTIN[self.arch]
 
 
 # The H200 figures are our own measurement (validate/records/h200_device.json, written by
@@ -38,15 +54,18 @@ class Device:
 H200 = Device(
     "H200", "sm90", 132, 150_109_880_320,
     "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
-    capacity_measured=True,
+    capacity_measured=True, product_name="NVIDIA H200",
 )
 
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in (
     H200,
-    Device("H100", "sm90", 132, 80 * GB, "NVIDIA H100 SXM5 datasheet: 80 GB HBM3 (not measured here)"),
-    Device("B200", "sm100", 148, 180 * GB, "NVIDIA HGX B200 datasheet: 180 GB HBM3e per GPU, 148 SMs (not measured here)"),
+    Device("H100", "sm90", 132, 80 * GB, "NVIDIA H100 SXM5 datasheet: 80 GB HBM3 (not measured here)",
+           product_name="NVIDIA H100 80GB HBM3"),
+    Device("B200", "sm100", 148, 180 * GB, "NVIDIA HGX B200 datasheet: 180 GB HBM3e per GPU, 148 SMs (not measured here)",
+           product_name="NVIDIA B200"),
     Device("B300", "sm100", 160, 288 * GB,
-           "NVIDIA Blackwell Ultra announcement: 288 GB HBM3e, 160 SMs (as reported; not measured here)"),
+           "NVIDIA Blackwell Ultra announcement: 288 GB HBM3e, 160 SMs (as reported; not measured here)",
+           product_name="NVIDIA B300"),   # name not checked against a card: fla matches sm100 by capability
 )}
 
 

@@ -13,6 +13,7 @@ import sympy as sp
 from .buffers import Buffer, LifetimeModel
 from .prediction import Prediction, allocations  # noqa: F401 - re-exported
 from .prediction import evaluate as evaluate_compiled
+from .prediction import step_totals
 from .rounding import allocated_block_bytes
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
@@ -62,15 +63,15 @@ def evaluate(expr: sp.Expr, shape: Shape) -> int:
 @lru_cache(maxsize=256)
 def _compiled(model: LifetimeModel):
     """Per-buffer byte functions, compiled once per model (models are frozen and hashable)."""
+    from .evaluation import shared_lambdify
     charged = charged_bytes(model)
-    names = [b.name for b in model.buffers]
-    fn = sp.lambdify(SHAPE_SYMBOLS, [charged[n] for n in names], modules="math")
-    return fn, model.membership
+    fn = shared_lambdify([charged[b.name] for b in model.buffers])
+    return fn, model.live_ranges()
 
 
 def predict(model: LifetimeModel, shape: Shape) -> Prediction:
-    fn, membership = _compiled(model)
-    return evaluate_compiled(model, shape, fn, membership)
+    fn, ranges = _compiled(model)
+    return evaluate_compiled(model, shape, fn, ranges)
 
 
 def unsplit_block_bound(p: Prediction) -> int:
@@ -91,6 +92,4 @@ def requested_peak(model: LifetimeModel, shape: Shape) -> int:
     subs = shape.subs()
     fn = sp.lambdify(SHAPE_SYMBOLS, [b.nbytes for b in model.buffers], modules="math")
     sizes = [int(v) for v in fn(*(subs[s] for s in SHAPE_SYMBOLS))]
-    index = model.step_positions()
-    ranges = [model.live_range(b, index) for b in model.buffers]
-    return max(sum(n for r, n in zip(ranges, sizes) if i in r) for i in range(len(model.steps)))
+    return max(step_totals(sizes, model.live_ranges(), len(model.steps)))

@@ -34,6 +34,8 @@ class BufferInfo:
     carved_from: str | None
     cached: bool
     note: str = ""
+    first_call: bool = False
+    module: str = ""
 
     def shape_text(self) -> str:
         return self.shape_str
@@ -62,7 +64,23 @@ class CompiledModel(Timeline):
 
     def predict(self, shape: Shape):
         from .prediction import evaluate
-        return evaluate(self, shape, self.charged_fn, self.membership)
+        return evaluate(self, shape, self.charged_fn, self.live_ranges())
+
+
+def shared_lambdify(exprs: list):
+    """One function of (S, MBS, H, HV, DK, DV) -> the values of ``exprs``, compiled once per distinct expression (a
+    stack of layers repeats a few hundred formulas over thousands of buffers)."""
+    import sympy as sp
+
+    from .symbols import SHAPE_SYMBOLS
+    unique: dict = {}
+    index = tuple(unique.setdefault(e, len(unique)) for e in exprs)
+    fn = sp.lambdify(SHAPE_SYMBOLS, list(unique), modules="math")
+
+    def values(S, MBS, H, HV, DK, DV, _fn=fn, _index=index):
+        distinct = _fn(S, MBS, H, HV, DK, DV)
+        return [distinct[i] for i in _index]
+    return values
 
 
 def _functions(model) -> tuple:
@@ -70,12 +88,11 @@ def _functions(model) -> tuple:
     import sympy as sp
 
     from .engine import allocations, charged_bytes
-    from .symbols import SHAPE_SYMBOLS
     charged = charged_bytes(model)
-    charged_fn = sp.lambdify(SHAPE_SYMBOLS, [charged[b.name] for b in model.buffers], modules="math")
+    charged_fn = shared_lambdify([charged[b.name] for b in model.buffers])
     groups = allocations(model)
     requested = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
-    requested_fn = sp.lambdify(SHAPE_SYMBOLS, requested, modules="math")
+    requested_fn = shared_lambdify(requested)
     return charged_fn, requested_fn, tuple(groups)
 
 
@@ -95,7 +112,7 @@ def compile_model(model) -> CompiledModel:
     charged_fn, requested_fn, names = _functions(model)
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
-                               b.carved_from, b.cached, b.note) for b in model.buffers)
+                               b.carved_from, b.cached, b.note, b.first_call, b.module) for b in model.buffers)
     autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key), a.signature, a.held_until_gc,
                                    str(a.held_when), None if a.held_measured is None else measured_text(a.held_measured))
                       for a in model.autotuned)

@@ -24,6 +24,9 @@ class Group(Enum):
     PARAM_GRADS = "parameter gradients"        # their .grad, kept past the step for the optimizer
     ACTIVATIONS = "layer activations"          # a layer's projections, convolutions and norms, and what they save
     ACTIVATION_GRADS = "activation gradients"  # gradients flowing between a layer's modules
+    OPTIMIZER_STATES = "optimizer states"      # kept by the optimizer from its first step (AdamW's two moments)
+    OPTIMIZER_WORK = "optimizer temporaries"   # made and dropped inside optimizer.step()
+    LOSS = "loss"                              # the loss's logits, chunks and the gradients it precomputes
 
     @property
     def label(self) -> str:

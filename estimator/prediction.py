@@ -63,15 +63,25 @@ class Prediction:
         return self.step_bytes[best], best
 
 
-def evaluate(model, shape: Shape, charged_fn, membership) -> Prediction:
-    """``charged_fn(S, MBS, H, HV, DK, DV)``: bytes per buffer; ``membership[b][i]``: buffer b live at step i."""
+def step_totals(sizes, ranges: list[range], steps: int) -> list[int]:
+    """Live bytes at each step: each buffer's bytes over its live range (a difference array: linear in buffers and
+    steps, for stacks of thousands of each)."""
+    delta = [0] * (steps + 1)
+    for nbytes, live in zip(sizes, ranges):
+        if nbytes and live.start < live.stop:
+            delta[live.start] += nbytes
+            delta[live.stop] -= nbytes
+    totals, running = [], 0
+    for i in range(steps):
+        running += delta[i]
+        totals.append(running)
+    return totals
+
+
+def evaluate(model, shape: Shape, charged_fn, ranges: list[range]) -> Prediction:
+    """``charged_fn(S, MBS, H, HV, DK, DV)``: bytes per buffer; ``ranges[b]``: the steps buffer b is live at."""
     per_buffer = tuple(int(v) for v in charged_fn(*shape.values()))
-    steps = len(model.steps)
-    totals = [0] * steps
-    for nbytes, live in zip(per_buffer, membership):
-        for i in range(steps):
-            if live[i]:
-                totals[i] += nbytes
+    totals = step_totals(per_buffer, ranges, len(model.steps))
     # first step reaching the maximum: where the peak is first hit
-    peak = max(range(steps), key=lambda i: (totals[i], -i))
+    peak = max(range(len(totals)), key=lambda i: (totals[i], -i))
     return Prediction(model, shape, per_buffer, tuple(totals), peak)

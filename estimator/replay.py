@@ -98,6 +98,7 @@ class _Schedule:
     work: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]   # (step, allocated, freed)
     cached: frozenset[int]
     released: tuple[int, ...]             # allocations the harness drops after each step
+    first_call: frozenset[int] = frozenset()   # allocations only the first run makes (``Buffer.first_call``)
 
 
 @lru_cache(maxsize=256)
@@ -118,19 +119,23 @@ def _schedule(model: LifetimeModel) -> _Schedule:
     index = model.step_positions()
     alloc_at = [index[b.allocated_at] for b in first]
     free_at = [None if b.freed_after is None else index[b.freed_after] for b in first]
-
-    def made(i):
-        return tuple(k for k in range(len(names)) if alloc_at[k] == i)
+    made_at: list[list[int]] = [[] for _ in model.steps]      # by step: linear in allocations and steps
+    freed_at: list[list[int]] = [[] for _ in model.steps]
+    for k in range(len(names)):
+        made_at[alloc_at[k]].append(k)
+        if free_at[k] is not None:
+            freed_at[free_at[k]].append(k)
     harness, work = [], []
     for i, s in enumerate(model.steps):
         if s.phase == "harness":
-            harness.append((i, made(i)))
+            harness.append((i, tuple(made_at[i])))
         else:
-            work.append((i, made(i), tuple(k for k in range(len(names)) if free_at[k] == i)))
+            work.append((i, tuple(made_at[i]), tuple(freed_at[i])))
     released = tuple(k for k in range(len(names)) if free_at[k] is None and not first[k].cached
                      and model.steps[alloc_at[k]].phase != "harness")
     return _Schedule(fn, names, tuple(harness), tuple(work),
-                     frozenset(k for k in range(len(names)) if first[k].cached), released)
+                     frozenset(k for k in range(len(names)) if first[k].cached), released,
+                     frozenset(k for k in range(len(names)) if getattr(first[k], "first_call", False)))
 
 
 def _run_prelude(alloc: CachingAllocator, prelude: Prelude) -> dict:
@@ -325,6 +330,8 @@ class Process:
         name, first = st.model.steps[i].name, run == 0
         st.at = (run, i)
         for k in made:
+            if not first and k in st.sch.first_call:
+                continue                               # a later call hits the cache this temporary fills
             if k not in st.sch.cached:
                 st.live[k] = self._malloc_at(st, i, k, run)
             elif st.keys[st.sch.names[k]] not in self.held:
@@ -339,6 +346,8 @@ class Process:
                 st.where = (name, FLUSH_BUFFER, run)
                 self._free(self._malloc(TRITON_L2_FLUSH_BYTES))
         for k in freed:
+            if not first and k in st.sch.first_call:
+                continue
             if first and k in st.held_at.get(name, ()):
                 st.awaiting_gc.append(st.live.pop(k))
             else:

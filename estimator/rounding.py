@@ -10,6 +10,8 @@ Not modelled: ``roundup_power2_divisions`` (off by default; ``allocator.Allocato
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,8 +20,10 @@ if TYPE_CHECKING:
 BLOCK_BYTES = 512   # kMinBlockSize
 
 
+@lru_cache(maxsize=65536)
 def allocated_block_bytes(nbytes: sp.Expr | int) -> sp.Expr:
-    """Bytes the allocator counts for a request of ``nbytes``: ceil to a 512-byte multiple (0 stays 0)."""
+    """Bytes the allocator counts for a request of ``nbytes``: ceil to a 512-byte multiple (0 stays 0). Cached: a stack
+    of layers asks for the same few hundred formulas thousands of times."""
     import sympy as sp
     return sp.ceiling(sp.Integer(1) * nbytes / BLOCK_BYTES) * BLOCK_BYTES
 

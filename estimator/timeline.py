@@ -17,10 +17,13 @@ class Timeline:
 
     def live_range(self, buffer, index: dict[str, int] | None = None) -> range:
         """Steps at which ``buffer`` is live: from its allocation through ``freed_after`` inclusive (None: to
-        the end); a cached buffer is kept by the library since an earlier call: live through the whole step.
+        the end); a cached buffer is kept by the library since an earlier call: live through the whole step; a
+        first-call buffer is not made by a steady call: live nowhere.
         ``index``: step name -> position, when the caller has it (``step_positions``)."""
         if buffer.cached:
             return range(0, len(self.steps))
+        if getattr(buffer, "first_call", False):
+            return range(0)             # the steady call never makes it
         at = index.__getitem__ if index is not None else self.step_index
         start = at(buffer.allocated_at)
         stop = len(self.steps) if buffer.freed_after is None else at(buffer.freed_after) + 1
@@ -28,6 +31,11 @@ class Timeline:
 
     def step_positions(self) -> dict[str, int]:
         return {s.name: i for i, s in enumerate(self.steps)}
+
+    def live_ranges(self) -> list[range]:
+        """Every buffer's ``live_range``, in ``buffers`` order."""
+        index = self.step_positions()
+        return [self.live_range(b, index) for b in self.buffers]
 
     @property
     def membership(self) -> list[list[bool]]:
