@@ -1,0 +1,149 @@
+"""A traced call as a ``LifetimeModel``: the harness's allocations, the steps and a buffer record per allocation, each
+citing the library line that made it (the innermost library frame of its trace), grouped by what it is.
+
+Groups: parameters and the batch (the harness); what the optimizer keeps from its first step (optimizer states) and
+what a library keeps (its caches: metadata); the loss's own allocations; forward allocations alive into the
+backward (activations) or not (forward intermediates); backward allocations kept to ``zero_grad`` (parameter
+gradients) or not (activation gradients); the optimizer's temporaries.
+"""
+from __future__ import annotations
+
+from livebytes.estimator.buffers import Autotune, Buffer, Group, LifetimeModel, Source, Step
+from livebytes.estimator.declare import INPUTS_STEP
+
+from .calls import Alloc, Call
+from .gpu_rules import FAILING, Extra, blas_workspaces, held_args, reduce_scratch
+from .steps import TracedStep, buffer_names, segment
+
+LOSS_MODULES = ("CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "FusedCrossEntropyLoss", "lm_head")
+
+
+def source_of(a: Alloc) -> Source:
+    """The innermost library frame: file (relative to site-packages), function, line and the line's text."""
+    if not a.frames:
+        return Source(a.op, "(no library frame)")
+    file, line, function, *quote = a.frames[0]
+    return Source(file, function, line, quote[0] if quote else "")
+
+
+def is_loss(module: str) -> bool:
+    return any(part in module.split(".")[-1] for part in LOSS_MODULES)
+
+
+def group_of(a: Alloc, freed_in: str | None) -> Group:
+    """What an allocation is, from its phase, module and the phase its free falls in."""
+    if a.kind == "harness":
+        return Group.PARAMETERS if a.op == "model.to(device)" else Group.INPUTS
+    if a.kind == "kept":
+        return Group.OPTIMIZER_STATES if a.phase == "optimizer" else Group.SCRATCH
+    if a.phase == "optimizer":
+        return Group.OPTIMIZER_WORK
+    if is_loss(a.module):
+        return Group.LOSS
+    if a.phase == "forward":
+        return Group.ACTIVATIONS if freed_in not in ("forward", None) else Group.FORWARD
+    if a.phase == "backward":
+        return Group.PARAM_GRADS if freed_in == "zero_grad" else Group.ACTIVATION_GRADS
+    return Group.WORKSPACE
+
+
+def _shape(a) -> str:
+    """The tensor's shape: as formulas (a symbolic call) or the traced dims."""
+    return getattr(a, "shape_text", None) or str(list(a.shape))
+
+
+def lifetimes(steps: list[TracedStep]) -> dict[int, TracedStep | None]:
+    """id(Alloc) -> the step it is freed after (None: held past the call)."""
+    out = {}
+    for s in steps:
+        for a in s.freed:
+            out[id(a)] = s
+    return out
+
+
+def _extras(s: TracedStep, sms: int, threads: set, not_modelled: list) -> list[Extra]:
+    """The step's GPU-only buffers (``gpu_rules``), in the order its operators ran."""
+    out = []
+    for kind, ev in s.events:
+        if kind == "gemm":
+            out += blas_workspaces([(kind, ev)], threads)
+        elif kind == "reduce":
+            scratch, why = reduce_scratch(ev, sms)
+            out += scratch
+            if why and why not in not_modelled:
+                not_modelled.append(why)
+    return out
+
+
+def _step_buffers(s: TracedStep, names: dict, ends: dict, extras: list[Extra]) -> list[Buffer]:
+    """The step's allocations, each followed by the GPU-only buffers placed after it."""
+    after: dict = {}
+    for x in extras:
+        after.setdefault(x.after, []).append(x)
+    out = [_extra(s, x, None) for x in after.pop(None, [])]
+    for a in s.allocs:
+        end = ends.get(id(a))
+        kept = a.kind == "kept"
+        out.append(Buffer(names[id(a)], group_of(a, getattr(a, "freed_phase", None) or (end.phase if end else None)),
+                          (a.bytes,), "uint8",
+                          source_of(a), s.name, None if kept or end is None else end.name,
+                          note=f"{a.dtype} {_shape(a)} {a.op}", cached=kept,
+                          first_call=a.kind == "first_call", module=a.module))
+        out += [_extra(s, x, out[-1].name if x.scratch else None) for x in after.pop(a.id, [])]
+    for rest in after.values():             # an operator whose output was no new storage
+        out += [_extra(s, x, None) for x in rest]
+    return out
+
+
+def _extra(s: TracedStep, x: Extra, scratch_of: str | None) -> Buffer:
+    name = f"{s.name}.{x.name}" if x.scratch else x.name
+    return Buffer(name, Group.WORKSPACE, (x.nbytes,), "uint8", x.source, s.name, s.name if x.scratch else None,
+                  note=x.note, cached=not x.scratch, cache_key=None if x.scratch else (), scratch_of=scratch_of,
+                  first_call=x.scratch and s.first_call, module=s.module)
+
+
+def buffers(call: Call, steps: list[TracedStep], sms: int, not_modelled: list) -> list[Buffer]:
+    names = buffer_names(steps, call.harness)
+    ends = lifetimes(steps)
+    out = [Buffer(names[id(a)], group_of(a, None), (a.bytes,), "uint8", source_of(a), INPUTS_STEP,
+                  note=f"{a.dtype} {_shape(a)}", module=a.module) for a in call.harness]
+    threads: set = set()
+    for s in steps:
+        out += _step_buffers(s, names, ends, _extras(s, sms, threads, not_modelled))
+    return out
+
+
+def autotuned(steps: list[TracedStep], names: dict, arch: str) -> list[Autotune]:
+    """Every launch of a kernel with several configs, keyed by which distinct (kernel, key) it is: the first launch of
+    each benchmarks in a cold call (``estimator.autotune``); a kernel whose configs fail to launch holds the arguments
+    its step drops (``gpu_rules.FAILING``)."""
+    keys: dict = {}
+    out = []
+    for s in steps:
+        for kind, ev in s.events:
+            if kind != "launch" or ev["key"] is None:
+                continue
+            k = keys.setdefault((ev["kernel"], tuple(map(str, ev["key"]))), len(keys))
+            held, measured = held_args(ev["kernel"], ev["key"], arch, ev.get("args", []), s.freed)
+            out.append(Autotune(ev["kernel"], s.name, (k,), Source(*_frame(ev)), note=f"key {ev['key']}",
+                                held_until_gc=tuple(names[id(a)] for a in held),
+                                held_measured=measured if held else (False if ev["kernel"] in FAILING else None)))
+    return out
+
+
+def _frame(ev: dict) -> tuple:
+    file, line, function, *quote = ev["frame"] if "frame" in ev else ("", 0, "", "")
+    return file, function, line, quote[0] if quote else ""
+
+
+def traced_model(call: Call, sms: int, arch: str = "sm90", **fields) -> LifetimeModel:
+    """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers."""
+    steps = segment(call)
+    timeline = [Step(INPUTS_STEP, "harness", note="parameters and the batch, before the first iteration")]
+    timeline += [Step(s.name, "backward" if s.phase == "backward" else "forward",
+                      note=f"{s.phase}: {s.module or 'model'}") for s in steps]
+    not_modelled: list = []
+    bufs = buffers(call, steps, sms, not_modelled)
+    names = buffer_names(steps, call.harness)
+    return LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
+                         not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)

@@ -1,0 +1,151 @@
+"""Loops whose trip count depends on the shape, folded into one iteration's template.
+
+A traced call is one shape's events. Most of a model's host code makes the same allocations at every shape, sized by
+the shape; a loop over chunks of the tokens does not: FLA's fused linear cross entropy (``LOOPS``) runs
+``cdiv(N, C)`` iterations with ``C = next_power_of_2(cdiv(N, NC))``, the last one shorter. Each such loop is declared
+by its chunking rule, cited from the source (which chunks a call of N rows runs); everything else is traced.
+
+``fold``: the events of one trace whose frames pass through the loop's body lines are split into iterations (each
+starts at the loop's first body allocation site); they must all be the same events (the chunk sets the sizes) and the
+iteration count must be the rule's. A free inside the loop refers to an allocation of this iteration (offset 0) or of
+the previous one (offset -1, a loop variable rebound); what the last iteration leaves is freed after the loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .calls import ALLOC, FREE, Alloc, Call
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class LoopRule:
+    """A loop over chunks of the ``rows`` (the config's tokens): its function's file and name, its body's first and
+    last line, and the chunking (``chunks(rows, config) -> chunk sizes``; ``most(config)``: the largest trip count)."""
+    file: str
+    function: str
+    body: tuple[int, int]
+    chunks: Callable[[int, dict], list[int]]
+    most: Callable[[dict], int]
+    source: str
+
+
+def _lce_chunks(rows: int, config: dict, num_chunks: int = 8) -> list[int]:
+    """fla/modules/fused_linear_cross_entropy/ops.py:130-133 (fla-core 0.6.0): NC = min(num_chunks, cdiv(V, H));
+    C = next_power_of_2(cdiv(N, NC)); NC = cdiv(N, C); chunk ic is rows [ic * C, min((ic + 1) * C, N))."""
+    nc = min(num_chunks, _cdiv(config["vocab_size"], config["hidden_size"]))
+    c = _next_pow2(_cdiv(rows, nc))
+    return [min(c, rows - i * c) for i in range(_cdiv(rows, c))]
+
+
+def _lce_most(config: dict, num_chunks: int = 8) -> int:
+    return min(num_chunks, _cdiv(config["vocab_size"], config["hidden_size"]))
+
+
+LOOPS = (
+    LoopRule("fla/modules/fused_linear_cross_entropy/ops.py", "fused_linear_cross_entropy_fwd", (152, 219),
+             _lce_chunks, _lce_most,
+             "fla/modules/fused_linear_cross_entropy/ops.py:130-133 fused_linear_cross_entropy_fwd: "
+             "NC = min(num_chunks, triton.cdiv(V, H)); C = triton.next_power_of_2(triton.cdiv(N, NC)); "
+             "NC = triton.cdiv(N, C)"),
+)
+
+
+def in_body(frames: tuple, rule: LoopRule) -> bool:
+    return any(f[0] == rule.file and f[2] == rule.function and rule.body[0] <= f[1] <= rule.body[1] for f in frames)
+
+
+def _frames(kind: str, ev) -> tuple:
+    return ev.frames if kind in (ALLOC, FREE) else tuple(tuple(f) for f in ev.get("frames_full", ()))
+
+
+@dataclass
+class Iteration:
+    events: list = field(default_factory=list)     # (kind, ev) with frees as ("free", (offset, template index))
+
+
+@dataclass
+class Folded:
+    """A loop found in a call: where it sits, its iterations, its rule, and each iteration's chunk."""
+    rule: LoopRule
+    start: int                 # position in the call's events of the first body event
+    stop: int                  # one past the last
+    iterations: list           # Iteration
+    chunks: list[int]
+
+
+def _body_span(call: Call, rule: LoopRule) -> tuple[int, int] | None:
+    marks = [i for i, (k, ev) in enumerate(call.events) if k != FREE and in_body(_frames(k, ev), rule)]
+    return (marks[0], marks[-1] + 1) if marks else None
+
+
+def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
+    """The loop ``rule`` in ``call`` (None: the call does not run it); raises when its iterations differ."""
+    span = _body_span(call, rule)
+    if span is None:
+        return None
+    start, stop = span
+    body = call.events[start:stop]
+    first_site = next(ev.frames for k, ev in body if k == ALLOC)
+    iterations: list[list] = []
+    for k, ev in body:
+        if k == ALLOC and ev.frames == first_site:
+            iterations.append([])
+        iterations[-1].append((k, ev))
+    chunks = rule.chunks(rows, config)
+    if len(iterations) != len(chunks):
+        raise ValueError(f"{rule.function}: {len(iterations)} iterations traced, the chunking rule says {len(chunks)}")
+    index = {}
+    for i, events in enumerate(iterations):
+        j = 0
+        for k, ev in events:
+            if k == ALLOC:
+                index[ev.id] = (i, j)
+                j += 1
+    out = []
+    for i, events in enumerate(iterations):
+        it = Iteration()
+        for k, ev in events:
+            if k == FREE and ev.id in index:
+                at, j = index[ev.id]
+                it.events.append((FREE, (at - i, j)))
+            else:
+                it.events.append((k, ev))
+        out.append(it)
+    return Folded(rule, start, stop, out, chunks)
+
+
+def loop_allocs(folded: Folded) -> dict[int, tuple[int, int]]:
+    """Alloc id -> (iteration, template index) of every allocation in the loop."""
+    out = {}
+    for i, it in enumerate(folded.iterations):
+        j = 0
+        for k, ev in it.events:
+            if k == ALLOC:
+                out[ev.id] = (i, j)
+                j += 1
+    return out
+
+
+def template_signature(it: Iteration) -> list:
+    """An iteration's events as the same iteration at another chunk would show them (sizes left out)."""
+    out = []
+    for k, ev in it.events:
+        if k == ALLOC:
+            out.append((ALLOC, ev.op, ev.frames, ev.dtype, ev.module))
+        elif k == FREE:
+            out.append((FREE, ev))
+        else:
+            out.append((k, ev.get("kernel") or ev.get("op")))
+    return out
+
+
+__all__ = ["LOOPS", "LoopRule", "Folded", "Iteration", "fold", "loop_allocs", "template_signature", "in_body", "Alloc"]

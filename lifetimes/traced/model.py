@@ -1,0 +1,267 @@
+"""A whole model's training step from its HF config, traced once per configuration and answered at any shape.
+
+``Request``: the config (``model_type`` kda or gated_deltanet: flash-linear-attention's ``KDAForCausalLM`` and
+``GatedDeltaNetForCausalLM``), the optimizer, precision, checkpointing, batch layout, layers and the device.
+
+``traces``: one subprocess (``python -m livebytes.tracer``) traces the step at ``LEARN`` shapes for 1, 2, 3 and 4
+layers and at ``HELD_OUT`` for three; cached on disk (the private model cache) by the request, the installed library
+versions and the tracer's sources. ``symbolic``: each layer count's calls become one call with byte formulas in S and
+MBS (``symbolic``), checked exact at the held-out shape; four layers are checked to be three with one more
+(``layers.check``), so any depth from three up is the three-layer call expanded (``layers.expand``). ``model``: that
+call as a ``LifetimeModel`` with the GPU's own buffers (``build``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import show
+
+FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model"}
+LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
+HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
+TRACED_LAYERS = (1, 2, 3, 4)
+OPTIMIZERS = ("adamw", "sgd", "none")
+PRECISIONS = ("bf16", "fp32-amp")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Request:
+    config: str                 # canonical JSON of the HF config
+    device: str
+    optimizer: str = "adamw"
+    precision: str = "bf16"
+    checkpoint: bool = False
+    packed: bool = False
+    layers: int | None = None   # None: the config's num_hidden_layers
+
+    @property
+    def config_dict(self) -> dict:
+        return json.loads(self.config)
+
+    @property
+    def depth(self) -> int:
+        return self.layers or int(self.config_dict.get("num_hidden_layers", 0))
+
+    @property
+    def family(self) -> str:
+        return FAMILIES[self.config_dict["model_type"]]
+
+
+def read_config(path: str) -> str:
+    """An HF ``config.json`` (as ``save_pretrained`` writes it) of a model this source traces, as canonical JSON; every
+    problem one line."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise LivebytesError(f"{show(path)}: {p.stat().st_size:,} bytes is no model config (at most 1 MiB)")
+        data = json.loads(p.read_text())
+    except OSError as err:
+        raise LivebytesError(f"{show(path)}: cannot read it ({err.strerror or err})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise LivebytesError(f"{show(path)}: not JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise LivebytesError(f"{show(path)}: a config is a JSON object")
+    return canonical_config(data, str(path))
+
+
+def canonical_config(data: dict, where: str = "config") -> str:
+    kind = data.get("model_type")
+    if kind not in FAMILIES:
+        raise LivebytesError(f"{where}: model_type {show(kind)} is not traced (known: {', '.join(FAMILIES)})")
+    layers = data.get("num_hidden_layers", 1)
+    if type(layers) is not int or not 1 <= layers <= 4096:
+        raise LivebytesError(f"{where}: num_hidden_layers must be an integer from 1 to 4096, got {show(layers)}")
+    for field in ("hidden_size", "vocab_size", "num_heads", "head_dim"):
+        value = data.get(field)
+        if value is not None and (type(value) is not int or value <= 0):
+            raise LivebytesError(f"{where}: {field} must be a positive integer, got {show(value)}")
+    drop = ("architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "auto_map")
+    return json.dumps({k: v for k, v in data.items() if k not in drop}, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------- tracing
+
+def installed_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for dist in ("torch", "triton", "fla-core", "flash-linear-attention", "transformers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+@lru_cache(maxsize=1)
+def tracer_digest() -> str:
+    from importlib.util import find_spec
+    h = hashlib.sha256()
+    for folder in find_spec("livebytes.tracer").submodule_search_locations:
+        for path in sorted(Path(folder).glob("*.py")):
+            h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def layer_counts(depth: int) -> tuple[int, ...]:
+    """The depths traced for a model of ``depth`` layers: itself below three, else three and four (``layers``)."""
+    return (depth,) if depth < 3 else (3, 4)
+
+
+def trace_spec(req: Request, layers: int) -> dict:
+    shapes = [list(s) for s in LEARN] + ([list(HELD_OUT)] if layers in (1, 2, 3) else [])
+    return {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
+            "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
+
+
+def _start(spec: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "livebytes.tracer", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_tracers(specs: list[dict]) -> list[dict]:
+    """The traces of each spec, from tracer processes run side by side (torch, triton and the model's library must be
+    installed)."""
+    missing = [d for d, v in installed_versions().items() if v is None and d != "fla-core"]
+    if missing:
+        raise LivebytesError(f"tracing a model needs {', '.join(missing)} installed: pip install 'livebytes[model]'")
+    procs = [_start(spec) for spec in specs]
+    results = [p.communicate(json.dumps(spec)) for p, spec in zip(procs, specs)]
+    out = []
+    for p, (stdout, stderr) in zip(procs, results):
+        if p.returncode != 0:
+            lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+            last = lines[-1] if lines else f"exit code {p.returncode}"
+            raise LivebytesError(f"tracing the model failed: {last.removeprefix('error: ')}")
+        out.append(json.loads(stdout))
+    return out
+
+
+def traces(req: Request) -> dict:
+    """The request's traces, layer count -> that run's traces (and the versions): from the disk cache, else traced now
+    (one tracer process per layer count, side by side)."""
+    from livebytes.estimator.cache import cached
+    counts = layer_counts(req.depth)
+    specs = [trace_spec(req, n) for n in counts]
+    parts = ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
+             tracer_digest())
+
+    def trace_now() -> dict:
+        done = run_tracers(specs)
+        return {"versions": done[0]["versions"], "runs": [d["runs"][0] for d in done]}
+    return cached(parts, trace_now)
+
+
+# ---------------------------------------------------------------------------------------------- the model
+
+@lru_cache(maxsize=8)
+def symbolic_calls(req: Request) -> dict:
+    """Layer count -> its symbolic call; the held-out shape checked exact, four layers checked to repeat three."""
+    from .calls import unify
+    from .layers import check
+    from .symbolic import symbolic_call
+    data = traces(req)
+    config = req.config_dict
+    out = {}
+    for run in data["runs"]:
+        calls = [unify(t) for t in run["traces"]]
+        learn = [c for c in calls if (c.mbs, c.seq) in LEARN]
+        out[run["layers"]] = symbolic_call(learn, config)
+        held = [c for c in calls if (c.mbs, c.seq) == HELD_OUT]
+        if held:
+            check_held_out(out[run["layers"]], held[0], config, learn)
+    if 3 in out and 4 in out:
+        check(out[3], out[4])
+    return out
+
+
+def check_held_out(sym, held, config: dict, learn: list) -> None:
+    """Every allocation the formulas give at the held-out shape is the traced one, byte for byte."""
+    from livebytes.estimator.engine import evaluate
+    from livebytes.estimator.shapes import Shape
+
+    from .calls import ALLOC
+    from .symbolic import Unexplained, symbolic_call
+    both = symbolic_call(learn + [held], config)       # the same events, solved with the held-out shape too
+    shape = Shape(held.mbs, held.seq, 1)
+    for (k, a), (_, b) in zip(sym.events, both.events):
+        if k == ALLOC and evaluate(a.bytes, shape) != evaluate(b.bytes, shape):
+            raise Unexplained(f"{a.op} at {a.module or 'the model'}: the formula {a.bytes} misses the held-out shape "
+                              f"{held.mbs} x {held.seq}")
+
+
+def call_for(req: Request):
+    """The symbolic call of the request's depth."""
+    from .layers import expand
+    depth = req.depth
+    calls = symbolic_calls(req if depth < 3 else _deep(req))
+    return calls[depth] if depth in calls else expand(calls[3], depth)
+
+
+def _deep(req: Request) -> Request:
+    """Every depth from three up shares one request (and its traces at three and four)."""
+    from dataclasses import replace
+    return replace(req, layers=3)
+
+
+def _deep(req: Request) -> Request:
+    """Every depth from three up shares one request (and its traces at three and four)."""
+    from dataclasses import replace
+    return replace(req, layers=3)
+
+
+def _traced_request(req: Request) -> Request:
+    """The request at the depth it is traced with: one set of traces serves every depth from three up."""
+    from dataclasses import replace
+    return replace(req, layers=max(3, req.depth) if req.depth >= 3 else req.depth)
+
+
+def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
+    from .build import traced_model
+    call = call_for(req)
+    versions = traces(_deep(req) if req.depth >= 3 else req)["versions"]
+    return traced_model(call, device.sm_count, device.arch, **fields(req, device, versions))
+
+
+def fields(req: Request, device, versions: dict) -> dict:
+    config = req.config_dict
+    fla = versions.get("flash-linear-attention") or "?"
+    depth = req.depth
+    return dict(
+        key=f"{req.family}@{fla}", implementation=f"flash-linear-attention {fla} {config['model_type']} causal LM, traced",
+        version=fla, device=device.name,
+        summary=(f"{depth} layer{'s' if depth != 1 else ''}, hidden {config.get('hidden_size')}, vocab "
+                 f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
+                 f"{req.precision}{', checkpointing per layer' if req.checkpoint else ''}; traced with torch "
+                 f"{versions.get('torch')}, transformers {versions.get('transformers')}"),
+        options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]), ("optimizer", req.optimizer),
+                 ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
+                 ("layers", depth)),
+        not_modelled=NOT_MODELLED,
+        notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
+               f"{versions.get('transformers')}, triton {versions.get('triton')}",),
+    )
+
+
+NOT_MODELLED = (
+    "CUDA-internal scratch of operators other than GEMMs and leading-dim sums (sort, scan and embedding-backward "
+    "temporaries: named per model where they run)",
+    "what the process does between steps beyond the step itself (data loading, logging, a second batch in flight)",
+)
+
+
+def compiled(req: Request, device):
+    """The request's model compiled (``evaluation.CompiledModel``), from the disk cache when it has it."""
+    from livebytes.estimator.cache import compiled_model
+    versions = installed_versions()
+    options = (("request", json.dumps([req.config, req.optimizer, req.precision, req.checkpoint, req.packed, req.depth])),
+               ("traced", json.dumps([versions, tracer_digest()], sort_keys=True)))
+    return compiled_model(f"{req.family}@{versions.get('flash-linear-attention')}", device.name, options,
+                          build=lambda: build(req, device))

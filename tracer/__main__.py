@@ -1,0 +1,59 @@
+"""``python -m livebytes.tracer SPEC.json``: trace what SPEC asks and print the traces as one JSON object.
+
+SPEC (a file, or - for standard input): {"device": "H200", "config": {HF config, model_type included}, "precision":
+"bf16", "optimizer": "adamw" | "sgd" | "none", "checkpoint": bool, "packed": bool, "steps": 3, "runs": [{"layers": L
+or null, "shapes": [[mbs, seq], ...]}, ...]} (or one run's "layers" and "shapes" at the top).
+
+Output: {"format": 1, "versions": {torch, triton, fla, transformers}, "device": ..., "runs": [{"layers": L,
+"traces": [one per shape]}, ...]}.
+Every problem is one ``error:`` line on stderr and exit code 1.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+FORMAT = 1
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for dist in ("torch", "triton", "fla-core", "flash-linear-attention", "transformers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("error: usage: python -m livebytes.tracer SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(open(argv[0]).read() if argv[0] != "-" else sys.stdin.read())
+    from livebytes.estimator.devices import get_device
+    device = get_device(spec["device"])
+    warnings.filterwarnings("ignore")
+    from .target import install, meta_index_is_device_0
+    install(device)
+    try:
+        import fla  # noqa: F401  (registers its model types with transformers)
+    except ImportError as err:
+        print(f"error: tracing needs flash-linear-attention and transformers ({err})", file=sys.stderr)
+        return 1
+    meta_index_is_device_0()
+    from .step import trace_training
+    runs = spec.get("runs") or [{"layers": spec.get("layers"), "shapes": spec["shapes"]}]
+    out = []
+    for run in runs:
+        one = {**spec, "layers": run["layers"]}
+        out.append({"layers": run["layers"], "traces": [trace_training(one, mbs, seq) for mbs, seq in run["shapes"]]})
+    json.dump({"format": FORMAT, "versions": _versions(), "device": device.name, "spec": spec, "runs": out,
+               "traces": out[0]["traces"]}, sys.stdout, separators=(",", ":"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,275 @@
+"""Every allocation and free of a program run on meta tensors, in order, as the CUDA caching allocator would see it.
+
+``Recorder`` is a ``TorchDispatchMode``: it sees each ATen operator after autograd and composite decomposition,
+i.e. the operators a GPU runs. A meta output whose storage is new is an allocation of ``storage.nbytes()`` bytes (the
+size ``malloc`` is asked for, before the allocator's rounding); a finalizer on the storage records its free when the
+last tensor (or saved tensor, or view) referencing it dies, which CPython does at the same point of the program as on
+a GPU. Views and in-place operators allocate nothing.
+
+Each allocation carries: its operator, dtype and shape, its Python frames (library files only, innermost first,
+relative to site-packages), the module path (forward hooks on every module; in the backward, the module whose forward
+created the running autograd node, tagged on the nodes when the module returns), the phase the driver set
+(``harness``, ``forward``, ``backward``, ``optimizer``, ``zero_grad``) and the thread a GPU process runs it on
+(autograd's device thread for the backward, checkpoint's recompute included; the caller's otherwise).
+
+Alongside, for the GPU rules: every GEMM (``mm``, ``addmm``, ``bmm``, ``baddbmm``; with a 1-D bias: cuBLASLt), every
+sum-type reduction (input size, dims, dtypes), every Triton launch (``launches``), and operators whose CUDA kernels
+allocate scratch of their own (``GPU_SCRATCH_OPS``), so a model can name what it does not model.
+"""
+from __future__ import annotations
+
+import functools
+import linecache
+import sys
+import weakref
+from dataclasses import dataclass, field
+
+from .values import Mirrors, meta_like, mirrorable, tensors
+
+LIBRARY_DIRS = ("fla/", "transformers/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
+                "torch/_tensor.py", "torch/functional.py")
+SKIP = ("torch/utils/_python_dispatch.py", "torch/_ops.py", "livebytes/tracer/", "/tracer/recorder.py")
+GEMMS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default")
+REDUCTIONS = ("aten.sum.dim_IntList", "aten.sum.default", "aten.mean.dim", "aten.mean.default", "aten.amax.default",
+              "aten.sum.IntList_out")
+# CUDA kernels that allocate through the caching allocator beyond their outputs (sort, scan and unique temporaries)
+GPU_SCRATCH_OPS = ("aten.embedding_dense_backward.default", "aten.sort.default", "aten.sort.stable", "aten.topk.default",
+                   "aten.cumsum.default", "aten.nonzero.default", "aten.unique_consecutive.default",
+                   "aten._unique2.default", "aten.index_put_.default", "aten._index_put_impl_.default",
+                   "aten.repeat_interleave.Tensor", "aten.scatter_add_.default", "aten.index_add_.default")
+
+
+def site_packages_relative(path: str) -> str:
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _library_file(filename: str) -> str | None:
+    """A code file as the trace names it (relative to site-packages), None when it is no library's or is ours."""
+    name = filename.replace("\\", "/")
+    if any(s in name for s in SKIP):
+        return None
+    rel = site_packages_relative(name)
+    return rel if rel.startswith(LIBRARY_DIRS) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _line(filename: str, lineno: int) -> str:
+    return linecache.getline(filename, lineno).strip()
+
+
+def library_frames(limit: int = 10) -> tuple:
+    """(file, line, function, the line's text) of the library frames on the stack, innermost first."""
+    f = sys._getframe(2)
+    out = []
+    while f is not None and len(out) < limit:
+        code = f.f_code
+        rel = _library_file(code.co_filename)
+        if rel is not None:
+            out.append((rel, f.f_lineno, code.co_name, _line(code.co_filename, f.f_lineno)))
+        f = f.f_back
+    return tuple(out)
+
+
+@dataclass
+class State:
+    phase: str = "harness"
+    step: int = 0
+    modules: list = field(default_factory=list)     # the module path stack (forward hooks)
+
+
+class Recorder:
+    """Holds the events; ``mode()`` is the dispatch mode that fills them. One per trace."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self.frames: dict[tuple, int] = {}          # frame tuple -> index in ``frame_table``
+        self.state = State()
+        self.mirrors = Mirrors()
+        self._ids: dict[int, int] = {}              # storage address -> allocation id (removed at its free)
+        self._next = 0
+        self.live_bytes = 0
+        self.param_of: dict[int, str] = {}        # storage address -> the parameter it belongs to (optimizer phases)
+
+    # ------------------------------------------------------------------ where an event happens
+    def where(self) -> dict:
+        import torch
+        node = torch._C._current_autograd_node()
+        module = self.state.modules[-1] if self.state.modules else ""
+        if node is not None:
+            module = node.metadata.get("livebytes_module", module) if hasattr(node, "metadata") else module
+        phase = "backward" if node is not None else self.state.phase      # a harness's step holds its backward
+        thread = "backward" if phase == "backward" else "forward"
+        return {"phase": phase, "step": self.state.step, "module": module, "thread": thread,
+                "node": node.name() if node is not None else None}
+
+    def _frames(self) -> int:
+        key = library_frames()
+        if key not in self.frames:
+            self.frames[key] = len(self.frames)
+        return self.frames[key]
+
+    def mark(self, phase: str, step: int | None = None) -> None:
+        self.state.phase = phase
+        if step is not None:
+            self.state.step = step
+        self.events.append({"e": "mark", "phase": phase, "step": self.state.step})
+
+    # ------------------------------------------------------------------ storages
+    def track(self, t, op: str, frames: int | None = None, param: str | None = None) -> None:
+        """An output tensor: an allocation if its storage is new; ``param``: the parameter it belongs to."""
+        import torch
+        if not isinstance(t, torch.Tensor) or t.device.type != "meta":
+            return
+        st = t.untyped_storage()
+        addr = id(st)               # a storage keeps its Python object while it lives (PyObject preservation)
+        if addr in self._ids:
+            return
+        nbytes = st.nbytes()
+        i = self._next
+        self._next += 1
+        self._ids[addr] = i
+        self.live_bytes += nbytes
+        where = self.where()
+        if param is not None:
+            self.param_of[addr] = param
+            where["module"] = param.rsplit(".", 1)[0]
+        self.events.append({"e": "alloc", "id": i, "bytes": nbytes, "dtype": str(t.dtype).removeprefix("torch."),
+                            "shape": list(t.shape), "op": op, "frames": self._frames() if frames is None else frames,
+                            "param": param, **where})
+        weakref.finalize(st, self._free, addr, i, nbytes)
+
+    def _free(self, addr: int, i: int, nbytes: int) -> None:
+        if self._ids.get(addr) == i:
+            del self._ids[addr]
+            self.param_of.pop(addr, None)
+        self.live_bytes -= nbytes
+        self.events.append({"e": "free", "id": i, "phase": self.state.phase})
+
+    def adopt(self, tensors, op: str, names: dict | None = None) -> None:
+        """Tensors that exist before the traced program (parameters, inputs): allocations of the harness, in order;
+        ``names``: id(tensor) -> parameter name, which the optimizer's allocations for it inherit."""
+        for t in tensors:
+            self.track(t, op, param=(names or {}).get(id(t)))
+
+    def provenance(self, args, out) -> list:
+        """The parameter each output belongs to, in the optimizer: an op over a list of tensors gives output j the
+        parameter of input j (``torch._foreach_*``); another op gives its output its first tensor input's."""
+        import torch
+        from torch.utils._pytree import tree_flatten
+        if self.state.phase not in ("optimizer", "zero_grad"):
+            return []
+        first = args[0] if args else None
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        if isinstance(first, (list, tuple)):
+            ins = list(first)
+        else:
+            tensor = next((a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)), None)
+            ins = [tensor] * len(outs)
+        return [self.param_of.get(id(i.untyped_storage())) if isinstance(i, torch.Tensor) and i.device.type == "meta"
+                else None for i in ins[:len(outs)]]
+
+    # ------------------------------------------------------------------ operators the GPU rules need
+    def _alloc_id(self, t) -> int | None:
+        """The allocation a tensor's storage is (None: not a recorded storage)."""
+        import torch
+        if not isinstance(t, torch.Tensor) or t.device.type != "meta":
+            return None
+        return self._ids.get(id(t.untyped_storage()))
+
+    def note_op(self, func, args, kwargs, out) -> None:
+        import torch
+        name = str(func)
+        if name in GEMMS:
+            bias = args[0] if name == "aten.addmm.default" else None
+            self.events.append({"e": "gemm", "op": name, "lt": bool(bias is not None and bias.dim() == 1),
+                                "out": self._alloc_id(out), "frames": self._frames(), **self.where()})
+        elif name in REDUCTIONS:
+            x = args[0]
+            dims = args[1] if len(args) > 1 else kwargs.get("dim")
+            res = out if isinstance(out, torch.Tensor) else None
+            self.events.append({"e": "reduce", "op": name, "shape": list(x.shape), "stride": list(x.stride()),
+                                "dtype": str(x.dtype).removeprefix("torch."), "dims": list(dims) if dims else [],
+                                "out_dtype": str(res.dtype).removeprefix("torch.") if res is not None else None,
+                                "out": self._alloc_id(res), "frames": self._frames(), **self.where()})
+        elif name in GPU_SCRATCH_OPS:
+            self.events.append({"e": "scratch_op", "op": name, "frames": self._frames(),
+                                "out": self._alloc_id(out if isinstance(out, torch.Tensor) else None), **self.where()})
+
+    def launch(self, launch) -> None:
+        args = [i for i in (self._alloc_id(t) for t in launch.tensors) if i is not None]
+        self.events.append({"e": "launch", "kernel": launch.kernel, "key": list(launch.key) if launch.key else None,
+                            "configs": launch.configs, "clones": list(launch.clones), "args": args,
+                            "frames": self._frames(), **self.where()})
+
+    def frame_table(self) -> list:
+        return [[list(f) for f in frames] for frames, _ in sorted(self.frames.items(), key=lambda kv: kv[1])]
+
+    # ------------------------------------------------------------------ the mode
+    def mode(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        recorder = self
+
+        class RecordingMode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return recorder.dispatch(func, args, kwargs or {})
+        return RecordingMode()
+
+    def dispatch(self, func, args, kwargs):
+        """Run ``func`` on meta tensors (and on their mirrors where all have one), record its new storages."""
+        import torch
+        from torch.utils._pytree import tree_flatten, tree_map
+        has_meta = self.mirrors.any_meta((args, kwargs))
+        real_in = self.mirrors.to_real((args, kwargs)) if has_meta else None
+        try:
+            out, meta_ran = func(*args, **kwargs), True
+        except Exception:
+            if real_in is None:
+                raise               # a value the trace does not know: the caller says which operator
+            out, meta_ran = None, False
+        real_out = None
+        if real_in is not None:
+            real_out = func(*real_in[0], **real_in[1])
+        elif not has_meta and _meta_outputs_small(out):
+            real_out = func(*_on_cpu(args), **_on_cpu(kwargs))        # a small factory: its real twin
+        if not meta_ran:
+            if not isinstance(real_out, (torch.Tensor, tuple, list)) or _to_cpu(kwargs):
+                return real_out     # .item(), .tolist(), .cpu(): a value on the host, as on a GPU
+            out = tree_map(lambda r: meta_like(r) if isinstance(r, torch.Tensor) else r, real_out)
+        flat_out = list(tensors(out)) if real_out is None else tree_flatten(out)[0]
+        frames = self._frames()
+        params = self.provenance(args, out)
+        for j, t in enumerate(flat_out):
+            self.track(t, str(func), frames, params[j] if j < len(params) else None)
+        if real_out is not None:
+            for m, r in zip(flat_out, tree_flatten(real_out)[0]):
+                if isinstance(m, torch.Tensor) and m.device.type == "meta" and isinstance(r, torch.Tensor):
+                    self.mirrors.add(m, r)
+        self.note_op(func, args, kwargs, out)
+        return out
+
+
+def _meta_outputs_small(out) -> bool:
+    import torch
+    from torch.utils._pytree import tree_flatten
+    flat = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)] if out is not None else []
+    return bool(flat) and all(t.device.type == "meta" and mirrorable(t) for t in flat)
+
+
+def _on_cpu(tree):
+    """A factory operator's arguments with ``device=meta`` turned into CPU (its real twin)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def cpu(a):
+        return torch.device("cpu") if isinstance(a, torch.device) and a.type == "meta" else a
+    return tree_map(cpu, tree)
+
+
+def _to_cpu(kwargs: dict) -> bool:
+    """A copy to the host (``.cpu()``, ``.to("cpu")``): its result is a real CPU tensor."""
+    device = kwargs.get("device")
+    return device is not None and getattr(device, "type", device) == "cpu"

@@ -1,0 +1,141 @@
+"""A training step as a script runs it, traced: the model built from its HF config, its parameters moved to the GPU,
+the batch, then ``steps`` iterations of forward (``loss = model(**batch).loss``: the output's other fields die at
+once, as in HF's Trainer), ``loss.backward()``, ``optimizer.step()`` and ``optimizer.zero_grad(set_to_none=True)``.
+
+The process's first iteration allocates what it keeps (AdamW's states, library caches); later ones are the steady
+state. Each traced shape starts a fresh model and optimizer, and the library's identity caches (fla's
+``tensor_cache`` queues) are emptied first, as in a new process.
+
+- Parameters: built on meta in fp32 (nothing recorded), cast to the precision's dtype, then adopted as the harness's
+  allocations in the order ``model.to("cuda")`` makes them (``Module._apply``: a module's children first, then its own
+  parameters and buffers).
+- ``bf16``: every parameter and buffer cast with ``.to(torch.bfloat16)``. ``fp32-amp`` is refused here: autocast does
+  not apply to meta tensors, and a cast inserted below autograd would miss the backward's casts.
+- Optimizers with their CUDA defaults: AdamW(lr 1e-3, weight_decay 0.01, foreach: what ``_default_to_fused_or_foreach``
+  picks for CUDA tensors; on meta tensors it would pick the per-tensor loop, so foreach is passed), SGD (no momentum:
+  no state), or none.
+- Checkpointing: ``model.gradient_checkpointing_enable()`` (transformers' default: non-reentrant).
+- Batch: ``input_ids`` and ``labels`` [B, S] int64, or packed: [1, B*S] with ``cu_seqlens`` [B + 1] int64 passed to the
+  model (fla's layers read it from the keyword arguments), whose values the trace knows (``values``).
+"""
+from __future__ import annotations
+
+import gc
+
+PRECISIONS = ("bf16", "fp32-amp")
+OPTIMIZERS = ("adamw", "sgd", "none")
+
+
+def build_model(config: dict, layers: int | None):
+    """The causal LM of ``config`` (an HF config dict, ``model_type`` registered by fla's import), on meta, fp32."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    kwargs = {k: v for k, v in config.items() if k != "model_type"}
+    if layers is not None:
+        kwargs["num_hidden_layers"] = layers
+    cfg = AutoConfig.for_model(config["model_type"], **kwargs)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    return model
+
+
+def apply_order(model) -> list:
+    """Parameters and buffers in the order ``Module._apply`` moves them (children first, then the module's own),
+    each storage once (tied weights)."""
+    out, seen = [], set()
+
+    def visit(m):
+        for child in m.children():
+            visit(child)
+        for t in list(m._parameters.values()) + list(m._buffers.values()):
+            if t is not None and id(t.untyped_storage()) not in seen:
+                seen.add(id(t.untyped_storage()))
+                out.append(t)
+    visit(model)
+    return out
+
+
+def make_optimizer(name: str, params):
+    import torch
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=True)
+    return None
+
+
+def batch(mbs: int, seq: int, packed: bool, mirrors) -> dict:
+    """The step's inputs on meta (``cu_seqlens`` with its real values)."""
+    import torch
+    if packed:
+        ids = torch.empty(1, mbs * seq, dtype=torch.int64, device="meta")
+        cu = torch.arange(0, mbs + 1, dtype=torch.int64) * seq
+        cu_meta = torch.empty(mbs + 1, dtype=torch.int64, device="meta")
+        mirrors.add(cu_meta, cu)
+        return {"input_ids": ids, "labels": torch.empty_like(ids), "cu_seqlens": cu_meta}
+    ids = torch.empty(mbs, seq, dtype=torch.int64, device="meta")
+    return {"input_ids": ids, "labels": torch.empty_like(ids)}
+
+
+def reset_library_caches() -> None:
+    """Empty fla's ``tensor_cache`` queues (each decorated function's closure holds one deque), as a new process has."""
+    import sys
+    from collections import deque
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("fla.") or module is None:
+            continue
+        for value in vars(module).values():
+            for cell in getattr(value, "__closure__", None) or ():
+                try:
+                    contents = cell.cell_contents
+                except ValueError:
+                    continue
+                if isinstance(contents, deque):
+                    contents.clear()
+
+
+def run_steps(model, optimizer, inputs: dict, steps: int, rec) -> None:
+    for step in range(steps):
+        rec.mark("forward", step)
+        loss = model(**inputs).loss
+        rec.mark("backward", step)
+        loss.backward()
+        del loss
+        if optimizer is not None:
+            rec.mark("optimizer", step)
+            optimizer.step()
+            rec.mark("zero_grad", step)
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            rec.mark("zero_grad", step)
+            model.zero_grad(set_to_none=True)
+    rec.mark("end", steps)
+
+
+def trace_training(spec: dict, mbs: int, seq: int) -> dict:
+    """One shape's trace: the events, the frame table and what was run."""
+    import torch
+
+    from .launches import install as install_launches
+    from .modules import module_paths
+    from .recorder import Recorder
+    if spec["precision"] != "bf16":
+        raise SystemExit(f"error: precision {spec['precision']!r} is not traced (autocast does not apply to meta tensors)")
+    reset_library_caches()
+    rec = Recorder()
+    install_launches(rec.launch)
+    model = build_model(spec["config"], spec.get("layers")).to(torch.bfloat16)
+    if spec.get("checkpoint"):
+        model.gradient_checkpointing_enable()
+    model.train()
+    with rec.mode(), module_paths(model, rec.state):
+        rec.mark("harness", 0)
+        names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
+        rec.adopt(apply_order(model), "model.to(device)", names)
+        inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)
+        rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens") if k in inputs], "batch.to(device)")
+        optimizer = make_optimizer(spec["optimizer"], model.parameters())
+        run_steps(model, optimizer, inputs, spec.get("steps", 3), rec)
+        del optimizer, inputs, model
+        gc.collect()
+    return {"mbs": mbs, "seq": seq, "events": rec.events, "frames": rec.frame_table()}

@@ -1,0 +1,125 @@
+"""The target GPU, as a library's host code asks for it, on a machine that has none.
+
+Install before the library is imported: fla evaluates ``IS_NVIDIA_HOPPER``, ``IS_TF32_SUPPORTED``, the device
+name and backend at import (``fla/utils/hardware.py``), and asks Triton's active driver for shared memory and SM
+counts later (``check_shared_mem``, ``get_multiprocessor_count``). Every answer comes from ``estimator.devices.Device``.
+
+Tensors live on ``meta`` (the recorder's stand-in for the GPU): fla calls ``check_shared_mem(arch, t.device.index)``,
+and a meta tensor's index is None where a GPU tensor's is 0, which would make the lookup fail and pick the small-smem
+branch; device None reads as device 0 here (as ``validate/probes/cpu_frames.py`` does for CPU tensors).
+"""
+from __future__ import annotations
+
+
+def _properties(device) -> dict:
+    """What Triton's ``driver.active.utils.get_device_properties`` returns (triton/backends/nvidia/driver.c)."""
+    return {"max_shared_mem": device.shared_memory_per_block_optin, "multiprocessor_count": device.sm_count,
+            "max_num_regs": 65_536, "warpSize": 32, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0}
+
+
+def _driver(device):
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+
+    major, minor = device.capability
+
+    class Utils:
+        @staticmethod
+        def get_device_properties(index):
+            return _properties(device)
+
+    class TargetDriver(DriverBase):
+        """Triton's active driver for a GPU that is not there: it answers queries and refuses to run anything."""
+        utils = Utils()
+
+        @staticmethod
+        def is_active():
+            return True
+
+        def get_current_target(self):
+            return GPUTarget("cuda", major * 10 + minor, 32)
+
+        def get_active_torch_device(self):
+            return torch.device("meta")
+
+        def get_current_device(self):
+            return 0
+
+        def set_current_device(self, index):
+            pass
+
+        def get_current_stream(self, index=None):
+            return 0
+
+        def get_device_interface(self):
+            return torch.cuda
+
+        def get_benchmarker(self):
+            raise RuntimeError("livebytes.tracer: nothing is benchmarked while tracing")
+
+        def map_python_to_cpp_type(self, ty):
+            from triton.backends.nvidia.driver import ty_to_cpp
+            return ty_to_cpp(ty)
+
+    return TargetDriver()
+
+
+def _torch_cuda(device) -> None:
+    """``torch.cuda``'s device queries answer for ``device`` (``is_available`` stays False: nothing may run there)."""
+    import torch
+    props = type("DeviceProperties", (), {
+        "name": device.product_name, "major": device.capability[0], "minor": device.capability[1],
+        "multi_processor_count": device.sm_count, "total_memory": device.capacity_bytes,
+        "shared_memory_per_block": 49_152, "shared_memory_per_block_optin": device.shared_memory_per_block_optin})()
+    torch.cuda.get_device_name = lambda index=None: props.name
+    torch.cuda.get_device_capability = lambda index=None: (props.major, props.minor)
+    torch.cuda.get_device_properties = lambda index=None: props
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.current_device = lambda: 0
+
+
+def install(device) -> None:
+    """Triton's driver and ``torch.cuda`` describe ``device``; call before importing the library."""
+    from triton.runtime import driver
+    driver.set_active(_driver(device))
+    _torch_cuda(device)
+
+
+def meta_index_is_device_0() -> None:
+    """fla's shared-memory lookup by a tensor's device index: None (a meta tensor's) reads as 0. After fla's import."""
+    import fla.utils.hardware as hardware
+
+    class AnyIndex(list):
+        def __getitem__(self, i):
+            return list.__getitem__(self, 0 if i is None else i)
+    every_device = hardware.get_all_max_shared_mem
+    hardware.get_all_max_shared_mem = lambda: AnyIndex(every_device())
+    hardware.check_shared_mem.cache_clear()
+
+
+def _as_meta(value):
+    """A CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``, index 0 where a device is expected) as meta."""
+    import torch
+    if isinstance(value, str) and value.split(":")[0] == "cuda":
+        return torch.device("meta")
+    if isinstance(value, torch.device) and value.type == "cuda":
+        return torch.device("meta")
+    return value
+
+
+def cuda_is_meta():
+    """A function mode under which a script's ``device="cuda"`` and ``.to("cuda")`` / ``.cuda()`` make meta tensors:
+    the script's own code runs unchanged, its GPU tensors on the recorder's stand-in."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class CudaIsMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = {k: _as_meta(v) if k == "device" else v for k, v in (kwargs or {}).items()}
+            if func in (torch.Tensor.to, torch.Tensor.cuda):
+                if func is torch.Tensor.cuda:
+                    return args[0].to("meta", **{k: v for k, v in kwargs.items() if k in ("non_blocking",)})
+                args = tuple(_as_meta(a) for a in args)
+            return func(*args, **kwargs)
+    return CudaIsMeta()

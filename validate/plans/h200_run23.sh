@@ -1,0 +1,62 @@
+#!/bin/bash
+# Run 23 (session 12, issue 32): whole-model training steps of flash-linear-attention 0.6.0's KDAForCausalLM on the H200,
+# each a fresh cold process (an empty TRITON_CACHE_DIR of its own), measured by validate/probes/model_step.py: the first
+# step (the process's first call), then two steady steps, peaks reset before each; every step's line lands in
+# $OUT/models/<tag>.jsonl as it ends, the record in <tag>.json. Beside them, on this machine's CPU, the tracer traces the
+# same configurations under the image's torch 2.11 (the records' torch): $OUT/traces/<tag>.json.gz.
+#   install   the wheels in .whl/ (fla-core, flash-linear-attention, livebytes) into /tmp/site
+#   records   four KDA configurations side by side (validate/model_configs/), then the traces
+#   edge V    the 1.3B configuration (kda-1.3b, checkpointing, AdamW) at MBS 1 x V tokens, alone on the GPU, cold
+# At most 8 files come back from $OUT: everything is written under /tmp/run23 as it appears and packed into
+# $OUT/<step>.tgz every 30 s and at the end, so a killed command still returns what it had.
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
+cfg=validate/model_configs
+W=/tmp/run23
+pack() { tar -czf "$OUT/$1.tgz.part" -C "$W" "$1" 2>/dev/null && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
+packing() { while true; do sleep 30; pack "$1"; done; }
+probe() {   # tag config mbs seq [flags...]: one cold process
+  local tag=$1 config=$2 mbs=$3 seq=$4; shift 4
+  TRITON_CACHE_DIR=/tmp/tc_$tag timeout "${DEADLINE:-560}" python3 validate/probes/model_step.py --config "$cfg/$config.json" \
+    --mbs "$mbs" --seq "$seq" --state cold --out "$W/$STEP" --tag "$tag" "$@" > "$W/$STEP/$tag.log" 2>&1
+}
+trace() {   # tag config mbs seq [ckpt] [packed]: the tracer's spec for the same run, at the learning shapes
+  python3 - "$@" <<'PY'
+import gzip, json, subprocess, sys
+tag, config, ckpt, packed = sys.argv[1], sys.argv[2], sys.argv[5] == "1", sys.argv[6] == "1"
+from livebytes.lifetimes.traced.model import Request, canonical_config, trace_spec, layer_counts
+req = Request(canonical_config(json.load(open(f"validate/model_configs/{config}.json"))), "H200", checkpoint=ckpt, packed=packed)
+for n in layer_counts(req.depth):
+    spec = trace_spec(req, n)
+    p = subprocess.run([sys.executable, "-m", "livebytes.tracer", "-"], input=json.dumps(spec), capture_output=True, text=True)
+    if p.returncode:
+        print(p.stderr[-2000:], file=sys.stderr); continue
+    with gzip.open(f"{sys.argv[7]}/{tag}_L{n}.json.gz", "wt") as fh:
+        fh.write(p.stdout)
+PY
+}
+case "${1:-}" in
+install)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  python3 -c "import fla, transformers, torch, triton; print(torch.__version__, triton.__version__, transformers.__version__)" ;;
+records)
+  STEP=records; DEADLINE=${DEADLINE:-480}; mkdir -p "$W/records" "$W/traces"
+  packing records & packing traces &
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$W/records/gpu.csv"
+  probe k1-packed kda-h1024-l2-v32k 2 4096 --packed & p1=$!
+  probe k2-ckpt kda-h2048-l4-v32k 1 16384 --checkpoint & p2=$!
+  probe k3-v152k kda-h1536-l8-v152k 1 8192 & p3=$!
+  probe k4-1.3b kda-1.3b 1 8192 --checkpoint & p4=$!
+  ( nice -n 10 trace k1-packed kda-h1024-l2-v32k 2 4096 0 1 "$W/traces"; nice -n 10 trace k2-ckpt kda-h2048-l4-v32k 1 16384 1 0 "$W/traces"
+    nice -n 10 trace k3-v152k kda-h1536-l8-v152k 1 8192 0 0 "$W/traces"; nice -n 10 trace k4-1.3b kda-1.3b 1 8192 1 0 "$W/traces" ) \
+    > "$W/traces/trace.log" 2>&1 & pt=$!
+  wait $p1 $p2 $p3 $p4; DEADLINE=1 true
+  timeout 60 bash -c "while kill -0 $pt 2>/dev/null; do sleep 2; done"
+  pack records; pack traces; kill %1 %2 2>/dev/null ;;
+edge)
+  STEP=edge; mkdir -p "$W/edge"
+  packing edge &
+  probe "edge-1.3b-$2" kda-1.3b 1 "$2" --checkpoint
+  pack edge; kill %1 2>/dev/null ;;
+*) echo "usage: $0 install | records | edge V" >&2; exit 1 ;;
+esac

@@ -1,0 +1,234 @@
+"""A whole model's training step on the GPU, measured the way ``livebytes.tracer.step`` traces it.
+
+One process per run (a fresh process: its first step is the process's first call; ``TRITON_CACHE_DIR`` says cold or
+warm, ``--state`` labels it). The model is built from an HF config on the CPU (fp32, seeded), cast to bf16 there, and
+moved to the GPU one tensor at a time (``Module._apply``'s order); the batch is ``input_ids`` and ``labels`` [B, S]
+int64 (``--packed``: [1, B*S] and ``cu_seqlens`` [B + 1] int64); the optimizer is AdamW (lr 1e-3, its CUDA defaults:
+foreach), SGD or none; ``--checkpoint`` calls ``gradient_checkpointing_enable()``. Then ``--steps`` steps, each with
+the peaks reset before it: ``loss = model(**batch).loss; loss.backward(); del loss; opt.step();
+opt.zero_grad(set_to_none=True)``.
+
+Every step is appended to ``OUT/<tag>.jsonl`` as soon as it ends (max_memory_allocated, max_memory_reserved,
+requested_bytes peak, what is allocated and reserved after it, the process's own non-PyTorch bytes from NVML by pid
+(device-wide when that is unreadable, and said so), the stack limit); an out-of-memory ends the run with PyTorch's
+figures (the observer's request to the byte). ``OUT/<tag>.json`` is the record.
+
+    python3 validate/probes/model_step.py --config CONFIG.json --mbs 1 --seq 8192 --checkpoint --state cold \
+        --out DIR --tag kda-1.3b-8k
+
+Needs torch, transformers and flash-linear-attention; imports nothing of livebytes, so it runs wherever the model does.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import time
+from pathlib import Path
+
+STEPS = 3
+
+
+# ---- the process's own memory (NVML by pid, no torch) ------------------------------------------------------------
+
+class _ProcessInfo(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
+
+
+def nvml_process_bytes(pid: int) -> int | None:
+    """Device memory NVML counts for ``pid`` on device 0 (context, modules, local memory and PyTorch's segments)."""
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        lib.nvmlInit_v2()
+        handle = ctypes.c_void_p()
+        lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+        count = ctypes.c_uint(64)
+        infos = (_ProcessInfo * 64)()
+        fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or lib.nvmlDeviceGetComputeRunningProcesses_v2
+        if fn(handle, ctypes.byref(count), infos) != 0:
+            return None
+        for info in infos[:count.value]:
+            if info.pid == pid:
+                return int(info.usedGpuMemory)
+    except OSError:
+        return None
+    return None
+
+
+def nonpytorch(torch) -> dict:
+    """This process's bytes outside PyTorch's allocator: NVML's figure for its pid minus memory_reserved (the device's
+    used minus reserved when NVML cannot say, labelled)."""
+    reserved = torch.cuda.memory_reserved()
+    own = nvml_process_bytes(os.getpid())
+    if own is not None:
+        return {"bytes": own - reserved, "source": "nvml-pid"}
+    free, total = torch.cuda.mem_get_info()
+    return {"bytes": total - free - reserved, "source": "device-wide"}
+
+
+def stack_limit() -> int | None:
+    try:
+        from cuda.bindings import runtime as cudart
+        err, value = cudart.cudaDeviceGetLimit(cudart.cudaLimit.cudaLimitStackSize)
+        return int(value) if int(err) == 0 else None
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+# ---- the step -----------------------------------------------------------------------------------------------------
+
+def build(config: dict, seed: int):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import fla  # noqa: F401  (registers its model types)
+    torch.manual_seed(seed)
+    cfg = AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
+    model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)      # cast on the CPU
+    return model.to("cuda")                                               # one copy per tensor, _apply's order
+
+
+def batch(config: dict, mbs: int, seq: int, packed: bool) -> dict:
+    import torch
+    shape = (1, mbs * seq) if packed else (mbs, seq)
+    ids = torch.randint(0, config["vocab_size"], shape, device="cuda")
+    out = {"input_ids": ids, "labels": ids.clone()}
+    if packed:
+        out["cu_seqlens"] = torch.arange(0, mbs + 1, dtype=torch.int64, device="cuda") * seq
+    return out
+
+
+def optimizer(name: str, model):
+    import torch
+    if name == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=1e-3)
+    return None
+
+
+def step(model, opt, inputs: dict) -> None:
+    loss = model(**inputs).loss
+    loss.backward()
+    del loss
+    if opt is not None:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    else:
+        model.zero_grad(set_to_none=True)
+
+
+_TRIED = re.compile(r"Tried to allocate ([0-9.]+) (bytes|KiB|MiB|GiB|TiB)")
+
+
+def oom_fields(torch, err, observed: list) -> dict:
+    stats = torch.cuda.memory_stats()
+    free, total = torch.cuda.mem_get_info()
+    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return {"oom": True, "oom_message": message, "oom_request_bytes": observed[-1]["alloc_bytes"] if observed else None,
+            "allocated_bytes": stats.get("allocated_bytes.all.current", 0),
+            "reserved_bytes": stats.get("reserved_bytes.all.current", 0), "free_bytes": free, "total_bytes": total,
+            "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+
+
+def measure(torch, model, opt, inputs: dict, i: int, log, observed: list) -> dict:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    try:
+        step(model, opt, inputs)
+        torch.cuda.synchronize()
+    except torch.cuda.OutOfMemoryError as err:
+        row = {"step": i, "seconds": round(time.time() - t0, 2), **oom_fields(torch, err, observed)}
+        log(row)
+        return row
+    stats = torch.cuda.memory_stats()
+    row = {"step": i, "seconds": round(time.time() - t0, 2), "oom": False,
+           "max_allocated_bytes": torch.cuda.max_memory_allocated(), "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+           "requested_peak_bytes": stats.get("requested_bytes.all.peak"),
+           "allocated_after_bytes": torch.cuda.memory_allocated(), "reserved_after_bytes": torch.cuda.memory_reserved(),
+           "nonpytorch": nonpytorch(torch), "stack_limit_bytes": stack_limit()}
+    log(row)
+    return row
+
+
+def run(args) -> int:
+    import torch
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl = out / f"{args.tag}.jsonl"
+
+    def log(row):
+        with jsonl.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+    t_start = time.time()
+    config = json.loads(Path(args.config).read_text())
+    torch.cuda.init()
+    observed: list = []
+    torch._C._cuda_attach_out_of_memory_observer(
+        lambda device, alloc, total, free: observed.append({"alloc_bytes": int(alloc), "free_bytes": int(free)}))
+    context = nonpytorch(torch)
+    model = build(config, args.seed)
+    if args.checkpoint:
+        model.gradient_checkpointing_enable()
+    model.train()
+    inputs = batch(config, args.mbs, args.seq, args.packed)
+    opt = optimizer(args.optimizer, model)
+    before = {"allocated_bytes": torch.cuda.memory_allocated(), "reserved_bytes": torch.cuda.memory_reserved(),
+              "nonpytorch": nonpytorch(torch), "context_nonpytorch": context}
+    log({"stage": "before", **before})
+    rows = []
+    for i in range(args.steps):
+        rows.append(measure(torch, model, opt, inputs, i, log, observed))
+        if rows[-1]["oom"]:
+            break
+    record = {"kind": "model-step", "config": config, "shape": {"mbs": args.mbs, "seq": args.seq},
+              "options": {"optimizer": args.optimizer, "precision": "bf16", "checkpoint": args.checkpoint,
+                          "packed": args.packed},
+              "steps": rows, "before": before, "triton_cache": args.state, "allocator_conf":
+                  os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") or "expandable_segments:False",
+              "protocol": "model-step-v1: fresh process, model built on the CPU in bf16 then moved, batch, optimizer, "
+                          "then steps with the peaks reset before each",
+              "versions": versions(torch), "gpu": torch.cuda.get_device_name(0),
+              "total_memory": torch.cuda.get_device_properties(0).total_memory,
+              "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              "seconds": round(time.time() - t_start, 1), "tag": args.tag}
+    (out / f"{args.tag}.json").write_text(json.dumps(record, indent=1))
+    return 0
+
+
+def versions(torch) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"torch": torch.__version__, "python": platform.python_version()}
+    for dist in ("triton", "fla-core", "flash-linear-attention", "transformers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True)
+    p.add_argument("--mbs", type=int, default=1)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
+    p.add_argument("--checkpoint", action="store_true")
+    p.add_argument("--packed", action="store_true")
+    p.add_argument("--steps", type=int, default=STEPS)
+    p.add_argument("--state", choices=("cold", "warm"), required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.add_argument("--tag", required=True)
+    return run(p.parse_args())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
