@@ -193,6 +193,34 @@ def _readable(prefix: str) -> str:
     return family if contract == "-" else f"{family} ({contract} contract)"
 
 
+# Triton specialises an integer argument divisible by 16 (``tt.divisibility``): a sequence length that is no multiple
+# of it compiles other code, whose frames differ (the 1.3B KDA model: 15,280 B at 8,192 tokens, 16,320 B at 468,518)
+TRITON_DIVISIBILITY = 16
+
+
+def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
+    """(limit, status, source) for a family whose stack limit is read from its own process after the first step
+    (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
+    None. A case not measured takes the family's largest measured limit, named as assumed: frames are not monotonic in
+    the head count (``_bound_cases``), so this is the largest seen, not a proved bound."""
+    table = data.get("model_limits", {}).get(state, {})
+    family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
+    if not family:
+        return None
+    case = _case_key(prefix, shape)
+    aligned = shape.seq % TRITON_DIVISIBILITY == 0
+    entry = family.get(case, {}) if aligned else family.get(case, {}).get("unaligned", {})
+    if entry:
+        return entry["limit_bytes"], "measured", f"read after the first step by {', '.join(entry['records'])}"
+    measured = [(e["limit_bytes"], k, e["records"][0]) for k, v in family.items()
+                for e in (v, v.get("unaligned")) if e]
+    limit, top, record = max(measured)
+    where = f"D{shape.dim} H{shape.heads} HV{shape.hv}" + ("" if aligned else
+                                                            f" with a sequence no multiple of {TRITON_DIVISIBILITY}")
+    return (limit, f"assumed: stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
+            f"{len(measured)} figures)", f"read by {record}")
+
+
 def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int = 0,
                    partial: bool = False) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
     """(final limit, (step, reservation growth) per raise, notes) over the launches (kernel, step) in launch order; a
@@ -267,6 +295,13 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
+    measured_limit = _model_limit(data, prefix, shape, triton_cache)
+    if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
+        limit, status, source = measured_limit
+        stack = Figure(stack_reservation_bytes(limit, device), status,
+                       f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
+                       "charged from the call's start (where the kernel that raises it first launches is not modelled)")
+        return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, (), tuple(notes), lib.get("triton"))
     frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     on_cpu = data.get("derived_on_cpu", {})

@@ -6,7 +6,8 @@
 # same configurations under the image's torch 2.11 (the records' torch): $OUT/traces/<tag>.json.gz.
 #   install   the wheels in .whl/ (fla-core, flash-linear-attention, livebytes) into /tmp/site
 #   records   four KDA configurations side by side (validate/model_configs/), then the traces
-#   edge V    the 1.3B configuration (kda-1.3b, checkpointing, AdamW) at MBS 1 x V tokens, alone on the GPU, cold
+#   edge V [flags]  the 1.3B configuration (kda-1.3b, checkpointing, AdamW) at MBS 1 x V tokens, alone on the GPU,
+#             cold; flags go to the probe (--history: the allocator's event trace as <tag>.snapshot.pickle)
 # At most 8 files come back from $OUT: everything is written under /tmp/run23 as it appears and packed into
 # $OUT/<step>.tgz every 30 s and at the end, so a killed command still returns what it had.
 set -u
@@ -47,8 +48,8 @@ records)
   probe k2-ckpt kda-h2048-l4-v32k 1 16384 --checkpoint & p2=$!
   probe k3-v152k kda-h1536-l8-v152k 1 8192 & p3=$!
   probe k4-1.3b kda-1.3b 1 8192 --checkpoint & p4=$!
-  ( nice -n 10 trace k1-packed kda-h1024-l2-v32k 2 4096 0 1 "$W/traces"; nice -n 10 trace k2-ckpt kda-h2048-l4-v32k 1 16384 1 0 "$W/traces"
-    nice -n 10 trace k3-v152k kda-h1536-l8-v152k 1 8192 0 0 "$W/traces"; nice -n 10 trace k4-1.3b kda-1.3b 1 8192 1 0 "$W/traces" ) \
+  ( trace k1-packed kda-h1024-l2-v32k 2 4096 0 1 "$W/traces"; trace k2-ckpt kda-h2048-l4-v32k 1 16384 1 0 "$W/traces"
+    trace k3-v152k kda-h1536-l8-v152k 1 8192 0 0 "$W/traces"; trace k4-1.3b kda-1.3b 1 8192 1 0 "$W/traces" ) \
     > "$W/traces/trace.log" 2>&1 & pt=$!
   wait $p1 $p2 $p3 $p4; DEADLINE=1 true
   timeout 60 bash -c "while kill -0 $pt 2>/dev/null; do sleep 2; done"
@@ -56,7 +57,8 @@ records)
 edge)
   STEP=edge; mkdir -p "$W/edge"
   packing edge &
-  probe "edge-1.3b-$2" kda-1.3b 1 "$2" --checkpoint
+  V=$2; shift 2
+  probe "edge-1.3b-$V" kda-1.3b 1 "$V" --checkpoint "$@"
   pack edge; kill %1 2>/dev/null ;;
 *) echo "usage: $0 install | records | edge V" >&2; exit 1 ;;
 esac

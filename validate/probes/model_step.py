@@ -174,6 +174,8 @@ def run(args) -> int:
     torch._C._cuda_attach_out_of_memory_observer(
         lambda device, alloc, total, free: observed.append({"alloc_bytes": int(alloc), "free_bytes": int(free)}))
     context = nonpytorch(torch)
+    if args.history:        # the allocator's own event trace (no stacks: host-side only, the device layout is unchanged)
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=2_000_000)
     model = build(config, args.seed)
     if args.checkpoint:
         model.gradient_checkpointing_enable()
@@ -191,7 +193,7 @@ def run(args) -> int:
     record = {"kind": "model-step", "config": config, "shape": {"mbs": args.mbs, "seq": args.seq},
               "options": {"optimizer": args.optimizer, "precision": "bf16", "checkpoint": args.checkpoint,
                           "packed": args.packed},
-              "steps": rows, "before": before, "triton_cache": args.state, "allocator_conf":
+              "steps": rows, "before": before, "history": args.history, "triton_cache": args.state, "allocator_conf":
                   os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") or "expandable_segments:False",
               "protocol": "model-step-v1: fresh process, model built on the CPU in bf16 then moved, batch, optimizer, "
                           "then steps with the peaks reset before each",
@@ -200,6 +202,10 @@ def run(args) -> int:
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "seconds": round(time.time() - t_start, 1), "tag": args.tag}
     (out / f"{args.tag}.json").write_text(json.dumps(record, indent=1))
+    if args.history:
+        import pickle
+        with (out / f"{args.tag}.snapshot.pickle").open("wb") as fh:
+            pickle.dump(torch.cuda.memory._snapshot(), fh)
     return 0
 
 
@@ -225,6 +231,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--state", choices=("cold", "warm"), required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--history", action="store_true", help="record the allocator's events; <tag>.snapshot.pickle at the end")
     p.add_argument("--out", required=True)
     p.add_argument("--tag", required=True)
     return run(p.parse_args())
