@@ -262,9 +262,9 @@ class CachingAllocator:
             return None                      # an empty tensor takes no block
         size = round_size(nbytes)
         small = size <= K_SMALL_SIZE
-        alloc_size = segment_size(size)
         block = self.get_free_block(size, small)
         if block is None:
+            alloc_size = segment_size(size)
             block = self.alloc_block(size, alloc_size, small)
             if block is None and self.release_available_cached_blocks():
                 block = self.alloc_block(size, alloc_size, small)   # pragma: no cover - never with the default config
@@ -287,7 +287,8 @@ class CachingAllocator:
         block.free = False
         self._in_use.add(block)
         self.allocated += block.size
-        self.peak = max(self.peak, self.allocated)
+        if self.allocated > self.peak:
+            self.peak = self.allocated
         return block
 
     def free(self, block: Block | None) -> None:

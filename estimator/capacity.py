@@ -137,6 +137,18 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
                    tuple(getattr(model, "options", ())), shape)
 
 
+def fits(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
+         triton_cache: str = "cold", tuned_at_tokens: int | None = None, triton: str | None = None) -> bool:
+    """``verdict(...).oom is None`` in one replay, the one against the capacity: where the run without a limit never
+    reaches the capacity, that run is this one (the allocator acts on the capacity only when a segment would pass it),
+    so the limited run decides alone. The search's test (``planning``); its answer gets the whole ``verdict``."""
+    proc = process_memory(device, model, triton_cache, shape, raised_before=tuned_at_tokens is not None, triton=triton)
+    kw = _run_kwargs(model, shape, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
+    limited = replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth,
+                     device_total_bytes=device.capacity_bytes, **kw)
+    return limited.oom is None
+
+
 def oom_dict(v: Verdict) -> dict | None:
     """The ``oom`` JSON value: null, or where and PyTorch's figures."""
     if v.oom is None:

@@ -86,10 +86,13 @@ def unsplit_block_bound(p: Prediction) -> int:
     return K_SMALL_SIZE * sum(1 for n in live.values() if n > K_SMALL_SIZE)
 
 
-def requested_peak(model: LifetimeModel, shape: Shape) -> int:
+def requested_peak(model, shape: Shape) -> int:
     """Peak of the tensors' own byte sizes (no 512-byte blocks): what
     ``torch.cuda.memory_stats()['requested_bytes.all.peak']`` reports."""
-    subs = shape.subs()
-    fn = sp.lambdify(SHAPE_SYMBOLS, [b.nbytes for b in model.buffers], modules="math")
-    sizes = [int(v) for v in fn(*(subs[s] for s in SHAPE_SYMBOLS))]
-    return max(step_totals(sizes, model.live_ranges(), len(model.steps)))
+    from .replay import request_sizes
+    sizes = request_sizes(model, shape)           # per allocation (a carved workspace is one request)
+    first: dict[str, int] = {}
+    for i, b in enumerate(model.buffers):
+        first.setdefault(b.carved_from or b.name, i)
+    ranges = model.live_ranges()
+    return max(step_totals([sizes[n] for n in first], [ranges[i] for i in first.values()], len(model.steps)))

@@ -15,7 +15,7 @@ import sympy as sp
 
 from .allocator import DEFAULT_CONF, AllocatorConf
 from .buffers import LifetimeModel
-from .capacity import Verdict, verdict
+from .capacity import Verdict, fits, verdict
 from .devices import Device
 from .engine import predict, step_expressions
 from .errors import LivebytesError
@@ -131,7 +131,10 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
         s = at(v)
         return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens,
                        triton=triton)
-    value = _clean_below(lambda v: run(v).fits, _largest_value(lambda v: run(v).fits, solve))
+    def ok(v: int) -> bool:
+        s = at(v)
+        return fits(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens, triton)
+    value = _clean_below(ok, _largest_value(ok, solve))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),
                         nxt * multiple, run(nxt))

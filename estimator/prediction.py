@@ -56,11 +56,36 @@ class Prediction:
     def groups(self) -> OrderedDict[Group, int]:
         return self.groups_at(self.peak_index)
 
+    @property
+    def modules(self) -> OrderedDict[str, OrderedDict[Group, int]]:
+        """Bytes live at the peak by module (``module_key``: a layer's child, e.g. ``model.layers.3.attn``) and group,
+        for models whose buffers name their module (traced models); buffers of no module under ``(none)``."""
+        out: OrderedDict[str, OrderedDict[Group, int]] = OrderedDict()
+        for b, n in self.at_peak:
+            if n:
+                groups = out.setdefault(module_key(getattr(b, "module", "") or ""), OrderedDict())
+                groups[b.group] = groups.get(b.group, 0) + n
+        return out if any(k != NO_MODULE for k in out) else OrderedDict()
+
     def forward_peak(self) -> tuple[int, int]:
         """(bytes, step index) of the largest live set among forward (and harness) steps."""
         idx = [i for i, s in enumerate(self.model.steps) if s.phase != "backward"]
         best = max(idx, key=lambda i: self.step_bytes[i])
         return self.step_bytes[best], best
+
+
+NO_MODULE = "(none)"
+
+
+def module_key(path: str) -> str:
+    """A module path cut to what a reader tells apart: a stack's layer child (``model.layers.3.mlp.down_proj`` ->
+    ``model.layers.3.mlp``), else two levels (``model.embeddings``, ``lm_head``)."""
+    if not path:
+        return NO_MODULE
+    parts = path.split(".")
+    if "layers" in parts:
+        return ".".join(parts[:parts.index("layers") + 3])
+    return ".".join(parts[:2])
 
 
 def step_totals(sizes, ranges: list[range], steps: int) -> list[int]:

@@ -31,7 +31,8 @@ class ModelSpec:
     covers: str
     builder: Callable[..., LifetimeModel]
     refuse: Callable[[Shape, Device], str | None]
-    options: dict = field(default_factory=dict)   # option name -> allowed values (first is the default)
+    options: dict = field(default_factory=dict)   # option name -> allowed values (first is the default); None: any
+                                                  # text the builder checks (a traced model's config), required
     default_device: str = "H200"
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
@@ -108,6 +109,11 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
     resolved = {}
     for name, allowed in s.options.items():
         value = options.get(name)
+        if allowed is None:                     # free text the builder checks (a traced model's config)
+            if not isinstance(value, str):
+                raise RefusedShapeError(f"{s.key}: needs option {name} (e.g. livebytes predict --model CONFIG.json)")
+            resolved[name] = value
+            continue
         if value is None:
             value = allowed[0]
         if value not in allowed:

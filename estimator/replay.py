@@ -315,8 +315,11 @@ class Process:
 
     # ------------------------------------------------------------------ one call
     def _malloc_at(self, st: _CallState, i: int, k: int, run: int) -> object:
-        st.where = (st.model.steps[i].name, st.sch.names[k], run)
-        return self._malloc(st.sizes[k])
+        try:
+            return self._malloc(st.sizes[k])
+        except AllocatorOutOfMemory:
+            st.where = (st.model.steps[i].name, st.sch.names[k], run)    # named on failure only: the hot path is this
+            raise
 
     def _evict(self, st: _CallState) -> None:
         """What a bounded library cache pushes out, dropped as the first run starts: after the call's inputs, before
@@ -343,8 +346,12 @@ class Process:
         if first and name in st.call.benchmarks:
             self._collect(st.awaiting_gc)              # this step's compile runs Python's collector
             for _ in range(st.call.benchmarks.count(name)):
-                st.where = (name, FLUSH_BUFFER, run)
-                self._free(self._malloc(TRITON_L2_FLUSH_BYTES))
+                try:
+                    flush = self._malloc(TRITON_L2_FLUSH_BYTES)
+                except AllocatorOutOfMemory:
+                    st.where = (name, FLUSH_BUFFER, run)
+                    raise
+                self._free(flush)
         for k in freed:
             if not first and k in st.sch.first_call:
                 continue

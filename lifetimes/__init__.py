@@ -14,3 +14,4 @@ from . import fla_gdn  # noqa: F401
 from . import fla_cp  # noqa: F401
 from . import fla_kda_layer  # noqa: F401
 from . import fla_gdn_layer  # noqa: F401
+from . import traced  # noqa: F401  (the traced whole models: traced/spec.py)

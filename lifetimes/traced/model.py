@@ -24,6 +24,7 @@ from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import show
 
 FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model"}
+PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``check_environment``)
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 TRACED_LAYERS = (1, 2, 3, 4)
@@ -48,11 +49,25 @@ class Request:
 
     @property
     def depth(self) -> int:
-        return self.layers or int(self.config_dict.get("num_hidden_layers", 0))
+        config = self.config_dict
+        return self.layers or int(config.get("num_hidden_layers", CONFIG_DEFAULTS[config["model_type"]]["num_hidden_layers"]))
 
     @property
     def family(self) -> str:
         return FAMILIES[self.config_dict["model_type"]]
+
+
+# the config classes' defaults for what a config.json may leave out (fla 0.6.0 fla/models/kda/configuration_kda.py:31-38,
+# fla/models/gated_deltanet/configuration_gated_deltanet.py:31-38)
+CONFIG_DEFAULTS = {"kda": {"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24},
+                   "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21}}
+
+
+def config_sizes(config: str) -> tuple[int, int]:
+    """(num_heads, head_dim) of a canonical config, its class's defaults where it leaves them out."""
+    data = json.loads(config)
+    defaults = CONFIG_DEFAULTS[data["model_type"]]
+    return data.get("num_heads", defaults["num_heads"]), data.get("head_dim", defaults["head_dim"])
 
 
 def read_config(path: str) -> str:
@@ -76,7 +91,7 @@ def canonical_config(data: dict, where: str = "config") -> str:
     kind = data.get("model_type")
     if kind not in FAMILIES:
         raise LivebytesError(f"{where}: model_type {show(kind)} is not traced (known: {', '.join(FAMILIES)})")
-    layers = data.get("num_hidden_layers", 1)
+    layers = data.get("num_hidden_layers", CONFIG_DEFAULTS[kind]["num_hidden_layers"])
     if type(layers) is not int or not 1 <= layers <= 4096:
         raise LivebytesError(f"{where}: num_hidden_layers must be an integer from 1 to 4096, got {show(layers)}")
     for field in ("hidden_size", "vocab_size", "num_heads", "head_dim"):
@@ -88,6 +103,30 @@ def canonical_config(data: dict, where: str = "config") -> str:
 
 
 # ---------------------------------------------------------------------------------------------- tracing
+
+def environment() -> str:
+    """What a trace depends on beyond the request: the installed torch, triton, fla-core, flash-linear-attention and
+    transformers, and the tracer's sources (a model option: the compiled-model cache keys on it)."""
+    return json.dumps([installed_versions(), tracer_digest()], sort_keys=True)
+
+
+def check_environment(env: str) -> None:
+    """The model is built here, now: ``env`` must be this environment, with flash-linear-attention ``PINNED``."""
+    fla = installed_versions().get("flash-linear-attention")
+    if fla != PINNED:
+        raise LivebytesError(f"the traced models are of flash-linear-attention {PINNED}; this environment has "
+                             f"{fla or 'none'} (pip install 'livebytes[model]')")
+    if env != environment():
+        raise LivebytesError("the model was asked for under other library versions than those installed; ask again")
+
+
+def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False) -> tuple[str, dict]:
+    """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``)."""
+    key = f"{FAMILIES[json.loads(config)['model_type']]}@{PINNED}"
+    return key, {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
+                 "environment": environment()}
+
+
 
 def installed_versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
@@ -211,18 +250,6 @@ def _deep(req: Request) -> Request:
     return replace(req, layers=3)
 
 
-def _deep(req: Request) -> Request:
-    """Every depth from three up shares one request (and its traces at three and four)."""
-    from dataclasses import replace
-    return replace(req, layers=3)
-
-
-def _traced_request(req: Request) -> Request:
-    """The request at the depth it is traced with: one set of traces serves every depth from three up."""
-    from dataclasses import replace
-    return replace(req, layers=max(3, req.depth) if req.depth >= 3 else req.depth)
-
-
 def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
     from .build import traced_model
     call = call_for(req)
@@ -235,7 +262,7 @@ def fields(req: Request, device, versions: dict) -> dict:
     fla = versions.get("flash-linear-attention") or "?"
     depth = req.depth
     return dict(
-        key=f"{req.family}@{fla}", implementation=f"flash-linear-attention {fla} {config['model_type']} causal LM, traced",
+        key=f"{req.family}@{PINNED}", implementation=f"flash-linear-attention {fla} {config['model_type']} causal LM, traced",
         version=fla, device=device.name,
         summary=(f"{depth} layer{'s' if depth != 1 else ''}, hidden {config.get('hidden_size')}, vocab "
                  f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
@@ -255,13 +282,3 @@ NOT_MODELLED = (
     "temporaries: named per model where they run)",
     "what the process does between steps beyond the step itself (data loading, logging, a second batch in flight)",
 )
-
-
-def compiled(req: Request, device):
-    """The request's model compiled (``evaluation.CompiledModel``), from the disk cache when it has it."""
-    from livebytes.estimator.cache import compiled_model
-    versions = installed_versions()
-    options = (("request", json.dumps([req.config, req.optimizer, req.precision, req.checkpoint, req.packed, req.depth])),
-               ("traced", json.dumps([versions, tracer_digest()], sort_keys=True)))
-    return compiled_model(f"{req.family}@{versions.get('flash-linear-attention')}", device.name, options,
-                          build=lambda: build(req, device))

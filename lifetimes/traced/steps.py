@@ -6,8 +6,9 @@ allocation is made at its step; a free ends its buffer after the step in progres
 So a buffer is live at a step exactly when the trace had it alive right after that step's allocations: the step
 totals are the trace's live bytes after each run of allocations, which is where every peak is.
 
-Names: a step is ``phase.module.operator`` (the module path, or ``model``); a buffer is the same with its place
-among its step's allocations, and a number where that is not unique.
+Names: a step is ``phase.module.operator`` (the module path, or ``model``; ``optimizer`` in the optimizer's phases); a
+buffer is the same with its place among its step's allocations, an optimizer's ``opt.parameter.operator``, and a number
+where that is not unique.
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def _name(steps: list[TracedStep]) -> None:
     seen: dict[str, int] = {}
     for s in steps:
         what = _short_op(s.allocs[0].op) if s.allocs else (s.events[0][1].get("kernel") or "ops" if s.events else "frees")
-        base = f"{s.phase[:3]}.{s.module or 'model'}.{what}"
+        where = "optimizer" if s.phase == "optimizer" else (s.module or "model")   # its allocations name their parameter
+        base = f"{s.phase[:3]}.{where}.{what}"
         n = seen.get(base, 0)
         seen[base] = n + 1
         s.name = base if n == 0 else f"{base}#{n}"
@@ -75,7 +77,10 @@ def buffer_names(steps: list[TracedStep], harness: list[Alloc]) -> dict[int, str
         names[id(a)] = _unique(base if a.op != "model.to(device)" else _param_name(a), seen)
     for s in steps:
         for j, a in enumerate(s.allocs):
-            names[id(a)] = _unique(f"{s.name}.out{j}" if len(s.allocs) > 1 else f"{s.name}.out", seen)
+            if s.phase == "optimizer" and getattr(a, "param", None):      # a state or temporary of one parameter
+                names[id(a)] = _unique(f"opt.{a.param}.{_short_op(a.op)}", seen)
+            else:
+                names[id(a)] = _unique(f"{s.name}.out{j}" if len(s.allocs) > 1 else f"{s.name}.out", seen)
     return names
 
 
