@@ -72,7 +72,9 @@ def _measured(model, shape):
 
 
 @app.command()
-def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
+def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
+            mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
@@ -84,9 +86,10 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
     from livebytes.estimator.replay import replay
 
     from . import report
-    key = o.single_impl(impl, "predict")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
-    model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout), shape)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    key = o.single_impl(ch.keys, "predict")
+    shape = o.shape_from(mbs, seq, heads or ch.heads, dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
+    model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, shape)
     warnings = _implausible(shape)
     for line in warnings:           # at once: the simulation of an absurd shape takes a moment
         warn(line)
@@ -101,12 +104,17 @@ def predict(impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads:
         from . import render
         first = data["results"][0]
         _print(render.prediction_table(pred, measured, replayed, first["peaks_unbounded"], bool(first.get("probed"))))
+        by_module = render.module_table(first)
+        if by_module is not None:
+            _print(by_module)
         for line in render.verdict_lines(first):
             _print(line)
 
 
 @app.command()
-def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
+def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
+            mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
@@ -119,9 +127,10 @@ def compare(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads
     from livebytes.estimator.replay import replay
 
     from . import report
-    o.distinct_impls(impl, "compare")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    impl = o.distinct_impls(ch.keys, "compare")
+    shape = o.shape_from(mbs, seq, heads or ch.heads, dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
     replayed = [replay(m, shape).peak_bytes for m in models]
@@ -207,6 +216,10 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
                         plan=plan_file is not None, out_dir=out_dir is not None, contract=contract is not None,
                         no_recompute=no_recompute, forward_only=forward_only, same_process=same_process,
                         triton_cache=triton_cache is not None, alloc_conf=alloc_conf is not None)
+        from livebytes.validate import model_records
+        if model_records.is_model_source(from_records):         # whole-model step records
+            _validate_models(from_records, impl, as_json)
+            return
         recs = [r for r in records_from(from_records) if r.origin == "measured" and (not impl or r.impl == impl)]
         if not recs:
             raise LivebytesError(f"no measured records in {from_records!r}" + (f" for {impl}" if impl else ""))
@@ -234,6 +247,23 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         secs = "" if s.device_seconds is None else f", {s.device_seconds:.0f} device-seconds"
         typer.echo(f"{s.passed} passed, {s.failed} failed, {s.out_of_memory} out of memory{secs}")
     if s.failed:
+        raise typer.Exit(EXIT_VALIDATION_FAILED)
+
+
+def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
+    """``validate --from-records`` of whole-model step records: every figure, named misses as such; exit 3 on a miss."""
+    from livebytes.validate import model_records
+
+    from . import render
+    if impl or as_json:
+        raise UsageProblem(f"{'--impl' if impl else '--json'} has no effect on model-step records (each names its own "
+                           "config); leave it out")
+    checks = model_records.check_all(source)
+    _print(render.model_checks_table(checks))
+    failed = sum(not c.passed for c in checks)
+    typer.echo(f"{len(checks) - failed} figures passed, {failed} failed "
+               f"({sum(bool(c.expected_error) for c in checks)} named misses among the passed)")
+    if failed:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
@@ -267,7 +297,8 @@ def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton,
 
 
 @app.command()
-def plan(ctx: typer.Context, impl: List[str] = o.Impls,
+def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
          solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads|layers",
                                    help="seq, mbs, heads or layers (layer models): which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
@@ -275,7 +306,9 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
                                                    "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
          mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
-         heads: str = typer.Option("96", "--heads", metavar="SIZE", help="query/key heads, held unless solved"), dim: str = o.Dim,
+         heads: Optional[str] = typer.Option(None, "--heads", metavar="SIZE",
+                                             help="query/key heads, held unless solved (default 96; --model: the config's)"),
+         dim: Optional[str] = o.Dim,
          v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
          checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
          contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -291,11 +324,14 @@ def plan(ctx: typer.Context, impl: List[str] = o.Impls,
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
-    o.distinct_impls(impl, "plan")
-    base = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    impl = o.distinct_impls(ch.keys, "plan")
+    if ch.options and solve == "heads":
+        raise UsageProblem("--solve heads with --model: the config fixes the heads; solve seq, mbs or layers")
+    base = o.shape_from(mbs, seq, heads or ch.heads or "96", dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     limit = parse_budget(budget) if budget else None
     conf = o.alloc_conf_of(alloc_conf)
     results, devices, processes, models = [], [], [], []
@@ -368,11 +404,14 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
 
 
 @app.command()
-def sweep(impl: List[str] = o.Impls,
+def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
           seq: str = typer.Option("8K..256K", "--seq", metavar="SIZES", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
-          heads: str = typer.Option("16,32,64,96,128", "--heads", metavar="SIZES", help="a list of head counts, or a doubling range 16..128"),
+          heads: Optional[str] = typer.Option(None, "--heads", metavar="SIZES", help="a list of head counts, or a doubling "
+                                              "range 16..128 (default 16,32,64,96,128; --model: the config's)"),
           mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
-          dim: str = typer.Option("128", "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling range"),
+          dim: Optional[str] = typer.Option(None, "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling "
+                                            "range (default 128; --model: the config's)"),
           hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
           conv_size: Optional[str] = o.ConvSize,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -388,11 +427,12 @@ def sweep(impl: List[str] = o.Impls,
     from livebytes.estimator.shapes import Shape
 
     from . import report
-    o.distinct_impls(impl, "sweep")
-    seqs, head_list = parse_range(seq, "--seq"), parse_range(heads, "--heads")
-    mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim, "--dim")
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    impl = o.distinct_impls(ch.keys, "sweep")
+    seqs, head_list = parse_range(seq, "--seq"), parse_range(heads or ch.heads or "16,32,64,96,128", "--heads")
+    mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim or ch.dim or "128", "--dim")
     path = o.out_file(out, (".csv",)) if out else None
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     stack = o.stack_from(hidden, layers, checkpoint, conv_size)     # one stack for the whole grid
     rows, pairs = [], []
     for key in impl:
@@ -422,7 +462,9 @@ SNAPSHOT_SUFFIX = ".pickle"
 
 
 @app.command()
-def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
+def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
+            mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
              v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
              checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
              gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
@@ -440,13 +482,14 @@ def timeline(impl: List[str] = o.Impls, mbs: str = o.Mbs, seq: str = o.Seq, head
     from livebytes.estimator.engine import predict as run_predict
 
     from . import report
-    o.distinct_impls(impl, "timeline")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    impl = o.distinct_impls(ch.keys, "timeline")
+    shape = o.shape_from(mbs, seq, heads or ch.heads, dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
         raise UsageProblem(f"--out {out}: a snapshot holds one process: give one --impl (got {len(impl)})")
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout)
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
     devices = [o.device_of(key, gpu) for key in impl]

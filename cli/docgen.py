@@ -21,7 +21,7 @@ def model_markdown(key: str) -> str:
     lines = [f"# `{key}`", "", f"{s.implementation}, version {s.version}. {s.covers}.", "",
              f"Model: {m.summary}. Default device: {s.default_device}.", ""]
     if s.options:
-        lines += ["Options: " + "; ".join(f"`{k}` ∈ {{{', '.join(map(str, v))}}}" for k, v in s.options.items()) +
+        lines += ["Options: " + "; ".join(f"`{k}` ∈ {{{', '.join(map(str, v))}}}" if v else f"`{k}`: free" for k, v in s.options.items()) +
                   " (first is the default; the table shows the defaults).", ""]
     lines += ["## Timeline", "", "| # | step | phase | source |", "|---|---|---|---|"]
     for i, st in enumerate(m.steps):

@@ -6,6 +6,7 @@ elsewhere imports these instead of declaring its own. The library's errors name 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Optional
 
 import typer
@@ -15,13 +16,24 @@ from livebytes.estimator.fields import show
 
 from .errors import UsageProblem
 
-IMPL_HELP = "model key, implementation@version, e.g. fla-kda@0.6.0 (see: livebytes models)"
-Impl = typer.Option(..., "--impl", help=IMPL_HELP, metavar="KEY")
-Impls = typer.Option(..., "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
+IMPL_HELP = "model key, implementation@version, e.g. fla-kda@0.6.0 (see: livebytes models); or --model"
+Impl = typer.Option(None, "--impl", help=IMPL_HELP, metavar="KEY")
+Impls = typer.Option(None, "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
+Model = typer.Option(None, "--model", metavar="CONFIG.json",
+                     help="a whole model's training step: an HF config.json of model_type kda or gated_deltanet "
+                          "(flash-linear-attention's KDAForCausalLM, GatedDeltaNetForCausalLM), traced on this CPU "
+                          "(needs: pip install 'livebytes[model]'); instead of --impl")
+Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
+                         help="--model only: torch.optim.AdamW (default, its CUDA defaults: foreach), SGD or none")
+Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
+                         help="--model only: bf16 parameters (default); fp32-amp (fp32 parameters under bf16 autocast) "
+                              "is refused: not traced")
+Packed = typer.Option(False, "--packed", help="--model only: the --mbs sequences packed into one row with cu_seqlens "
+                                              "(FLA's varlen path) instead of a batch of --mbs rows")
 Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (packed back to back)", metavar="SIZE")
 Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
-Heads = typer.Option(..., "--heads", help="query/key heads", metavar="SIZE")
-Dim = typer.Option("128", "--dim", help="head dimension", metavar="SIZE")
+Heads = typer.Option(None, "--heads", help="query/key heads (required with --impl; --model: the config's)", metavar="SIZE")
+Dim = typer.Option(None, "--dim", help="head dimension (default 128; --model: the config's)", metavar="SIZE")
 VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention); default: --heads", metavar="SIZE")
 Hidden = typer.Option(None, "--hidden", help="layer models only: the layer's hidden size (default: the layer's own, "
                       "2048 for fla-kda-layer and fla-gdn-layer; JSON options say which)", metavar="SIZE")
@@ -50,7 +62,40 @@ TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
                                 "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk")
 
 # what-if options: library option name -> the flag that sets it
-OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout"}
+OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
+                "config": "--model", "optimizer": "--optimizer", "precision": "--precision", "packed": "--packed",
+                "environment": "--model"}
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What --impl or --model chose: the model keys, the options a traced model's request adds (``traced.model``), and
+    the config's heads and head dim (text, as the flags; None for --impl)."""
+    keys: List[str]
+    options: dict
+    heads: Optional[str] = None
+    dim: Optional[str] = None
+
+
+def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional[str] = None,
+           precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
+           dim_given: bool = False) -> Chosen:
+    """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and --heads or
+    --dim beside it (the config says them)."""
+    impls = list(impls or [])
+    if model is None:
+        refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed)
+        if not impls:
+            raise UsageProblem("give --impl KEY (see: livebytes models) or --model CONFIG.json (a whole model)")
+        return Chosen(impls, {})
+    if impls:
+        raise UsageProblem("--impl and --model: give one (--model is the whole model of an HF config)")
+    refuse_unused("with --model: the config's num_heads and head_dim count", heads=heads is not None, dim=dim_given)
+    from livebytes.lifetimes.traced.model import config_sizes, options_for, read_config
+    config = read_config(model)
+    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed)
+    n_heads, head_dim = config_sizes(config)
+    return Chosen([key], options, str(n_heads), str(head_dim))
 
 
 def single_impl(impls: List[str], command: str) -> str:
@@ -91,13 +136,16 @@ def refuse_solved(solve: str, given_options: dict[str, bool]) -> None:
         raise UsageProblem(f"--{solve} has no effect with --solve {solve}: plan solves for it; leave it out")
 
 
-def shape_from(mbs: str, seq: str, heads: str, dim: str = "128", v_heads: Optional[str] = None, hidden: Optional[str] = None,
+def shape_from(mbs: str, seq: str, heads: Optional[str], dim: Optional[str] = "128", v_heads: Optional[str] = None, hidden: Optional[str] = None,
                layers: Optional[str] = None, checkpoint: bool = False, conv_size: Optional[str] = None):
     """The shape the shape options describe (sizes accept 8K = 8192); the layer flags set the layer fields."""
     from livebytes.estimator.shapes import Shape, parse_size
 
+    if heads is None:
+        raise UsageProblem("--heads is required with --impl (with --model the config's num_heads counts)")
     v = parse_size(v_heads, "--v-heads") if v_heads is not None else None
-    return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"), parse_size(dim, "--dim"),
+    return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"),
+                 parse_size(dim or "128", "--dim"),
                  v_heads=v, **stack_from(hidden, layers, checkpoint, conv_size))
 
 

@@ -227,6 +227,24 @@ def _short(o: dict) -> str:
     return f" ({short / 2**20:,.1f} MiB short)" if 0 < short < 0.01 * 2**30 else ""
 
 
+MAX_NAMES = 8     # buffers named per group in predict's table (a whole model has thousands)
+
+
+def module_table(result: dict) -> Table | None:
+    """A traced model's peak by module (``report``'s ``module_bytes``): what each module holds, by storage group."""
+    modules = result.get("module_bytes")
+    if not modules:
+        return None
+    t = _table("at the peak, by module")
+    _text_column(t, "module", min_width=14)
+    _number_column(t, "GiB")
+    _text_column(t, "of which (GiB)")
+    for name, groups in modules.items():
+        parts = ", ".join(f"{label} {g(n)}" for label, n in groups.items() if label != "total")
+        t.add_row(T(name), T(g(groups["total"])), T(parts))
+    return t
+
+
 def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False,
                      probed: bool = False) -> Table:
     """The peak's storage groups and buffers; ``unbounded``: the run goes out of memory on the device (the verdict's
@@ -237,7 +255,10 @@ def prediction_table(p, measured=None, replayed: int | None = None, unbounded: b
     _text_column(t, "buffers live at the peak", footer=T(f"at step {p.peak_step.name}"))
     live = p.at_peak
     for group, nbytes in p.groups.items():
-        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, n in live if b.group is group and n]
+        inside = sorted(((b, n) for b, n in live if b.group is group and n), key=lambda bn: -bn[1])
+        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, _ in inside[:MAX_NAMES]]
+        if len(inside) > MAX_NAMES:
+            names.append(f"... and {len(inside) - MAX_NAMES:,} more (the largest first; --json lists every one)")
         t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
     caption = measured_text(measured, probed)
     if replayed is not None:
@@ -535,3 +556,23 @@ def payload_table(data: dict) -> Table:
                            f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
                            f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
     return t
+
+
+def model_checks_table(checks) -> Table:
+    """validate's figures of whole-model step records (``validate.model_records``)."""
+    t = _table("model-step records: every figure")
+    _text_column(t, "record")
+    _text_column(t, "figure")
+    for name in ("measured B", "predicted B", "error B"):
+        _number_column(t, name)
+    _text_column(t, "")
+    for c in checks:
+        verdict = ("passed" if c.expected_error == 0 else f"named miss: {c.why}") if c.passed else (
+            "FAILED" + (f" (the named miss is {c.expected_error:+,} B)" if c.expected_error else ""))
+        t.add_row(T(c.record), T(c.field), T(_count(c.measured)), T(_count(c.predicted)),
+                  T("" if c.error is None else f"{c.error:+,}"), T(verdict, "" if c.passed else "bold red"))
+    return t
+
+
+def _count(n: int | None) -> str:
+    return "n/a" if n is None else f"{n:,}"

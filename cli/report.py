@@ -33,7 +33,7 @@ def model_terms(model) -> dict:
     from livebytes.estimator.registry import spec
     s = spec(model.key)
     return {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
-            "options": {name: allowed[0] for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase}
+            "options": {name: allowed[0] if allowed else None for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase}
 
 
 def device_memory_data(device) -> dict:
@@ -167,6 +167,10 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
         "measured": measured_data(measured),
         "status": "measured" if measured else "predicted (never measured)",
     }
+    modules = p.modules
+    if modules:         # a traced model: what each module holds at the peak
+        out["module_bytes"] = {m: {"total": sum(groups.values()), **{grp.label: n for grp, n in groups.items()}}
+                               for m, groups in modules.items()}
     if verdict is not None:
         out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process, p.shape) | verdict_data(verdict)
     return out
@@ -216,8 +220,8 @@ def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:
 
 def models_data(specs) -> dict:
     return envelope("models", [
-        {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: v[0] for k, v in s.options.items()},
-         "allowed_options": {k: list(v) for k, v in s.options.items()},
+        {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: v[0] if v else None for k, v in s.options.items()},
+         "allowed_options": {k: list(v) if v else "any (the builder checks it)" for k, v in s.options.items()},
          "implementation": s.implementation, "version": s.version, "phase": s.phase, "covers": s.covers}
         for s in specs])
 

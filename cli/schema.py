@@ -151,8 +151,12 @@ PREDICTION = {
         "source": string("file:function (and line) that allocates it in the pinned library")}), "buffers live at the peak"),
     "measured": MEASURED,
     "status": string("measured or predicted (never measured)"),
+    "module_bytes": mapof(mapof(integer("bytes"), "total, and storage group label -> bytes"),
+                          "traced models (--model) only: module (a layer's child, e.g. model.layers.3.attn) -> what it "
+                          "holds at the peak"),
     **ALLOCATOR, **VERDICT_KEYS,
 }
+PREDICTION_OPTIONAL = ("module_bytes",)
 
 
 def envelope(command: str, results_item: dict, description: str, **fields) -> dict:
@@ -185,7 +189,8 @@ PLAN_ITEM = obj("one --impl", {
 
 
 def _predict() -> dict:
-    return envelope("predict", obj("the prediction", PREDICTION), "one implementation at one shape")
+    return envelope("predict", obj("the prediction", PREDICTION, optional=PREDICTION_OPTIONAL),
+                    "one implementation at one shape")
 
 
 def _compare() -> dict:
@@ -193,7 +198,7 @@ def _compare() -> dict:
         **PREDICTION,
         "change_vs_first_fraction": number("peak_bytes / first's - 1 (null for the first)", nullable=True),
         "measured_change_vs_first_fraction": number("the same for the quoted measured peaks, when every "
-                                                    "implementation has one", nullable=True)}),
+                                                    "implementation has one", nullable=True)}, optional=PREDICTION_OPTIONAL),
         "several implementations at one shape", shape=SHAPE)
 
 

@@ -138,7 +138,7 @@ BAD_INPUTS = [
     (("predict", "--impl", HOPPER, *S8, "--gpu", "B300"), 1, "only on sm90"),
     (("predict", "--impl", HOPPER, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
     ((*P, "--impl", HOPPER, *S8), 2, "use livebytes compare"),
-    ((*P, "--seq", "8K"), 2, "Missing option '--heads'"),
+    ((*P, "--seq", "8K"), 2, "--heads is required with --impl"),
     (("predict", "--seq", "8K", "--heads", "4"), 2, "Missing option '--impl'"),
     ((*P, *S8, "--bogus"), 2, "No such option"),
     (("predicts",), 2, "No such command"),

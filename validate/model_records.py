@@ -1,0 +1,190 @@
+"""Whole-model step records (``validate/probes/model_step.py`` on a GPU) re-checked on the CPU: every figure a record
+holds that the traced model predicts, each to the byte unless a named miss says by how much and why.
+
+The probe's process: the model built on the CPU in bf16, moved to the GPU, the batch and the optimizer made, then
+three training steps with the peak statistics reset before each (``model-step-v1``). The replay is that process:
+the harness's parameters and batch, then three runs of the traced call (the first is the process's first step: in a
+cold Triton cache it benchmarks every autotuned kernel, ``capacity.cold_benchmarks``). Checked per step: allocated
+and reserved peaks, and for the steady steps the requested peak (the tensors' own bytes, before the allocator's
+rounding); the process memory outside PyTorch; and, for a step that ran out of memory, that the verdict runs out at
+that step, for the same request.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import show
+
+MODEL_RECORDS_DIR = Path(__file__).parent / "records" / "models"
+KIND = "model-step"
+MAX_RECORD_BYTES = 1 << 20
+
+# (record file, field) -> (predicted - measured, why): the misses a record is known to have. A named miss passes only
+# at exactly its size: a record edited anywhere still fails. Requested peaks of these steps are exact: the tensors are
+# the traced ones; the allocator's block choice in the steady steps differs from the replay's.
+LAYOUT = ("steady-step block layout: the requested peak is exact, the allocator's choice of cached blocks after the "
+          "cold first step differs from the replay's (not yet explained)")
+NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
+    ("h200_run23_k1-packed.json", "steps[1].max_allocated_bytes"): (-2_621_440, LAYOUT),
+    ("h200_run23_k1-packed.json", "steps[2].max_allocated_bytes"): (-2_621_440, LAYOUT),
+    ("h200_run23_k2-ckpt.json", "steps[1].max_allocated_bytes"): (3_145_728, LAYOUT),
+    ("h200_run23_k2-ckpt.json", "steps[2].max_allocated_bytes"): (2_097_152, LAYOUT),
+    ("h200_run23_k2-ckpt.json", "steps[1].max_reserved_bytes"): (-67_108_864, LAYOUT),
+    ("h200_run23_k2-ckpt.json", "steps[2].max_reserved_bytes"): (-67_108_864, LAYOUT),
+    ("h200_run23_k4-1.3b.json", "steps[0].max_reserved_bytes"): (-14_680_064, LAYOUT),
+    ("h200_run23_k4-1.3b.json", "steps[1].max_allocated_bytes"): (1_048_576, LAYOUT),
+    ("h200_run23_k4-1.3b.json", "steps[2].max_allocated_bytes"): (1_048_576, LAYOUT),
+    ("h200_run23_k4-1.3b.json", "steps[1].max_reserved_bytes"): (-276_824_064, LAYOUT),
+    ("h200_run23_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-276_824_064, LAYOUT),
+}
+
+
+@dataclass(frozen=True)
+class FigureCheck:
+    record: str
+    field: str
+    measured: int | None
+    predicted: int | None
+    expected_error: int = 0          # a named miss's size (0: to the byte)
+    why: str = ""
+
+    @property
+    def error(self) -> int | None:
+        return None if self.measured is None or self.predicted is None else self.predicted - self.measured
+
+    @property
+    def passed(self) -> bool:
+        return self.error == self.expected_error
+
+
+def read(path: Path) -> dict:
+    """One model-step record; every problem one line."""
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise LivebytesError(f"{show(str(path))}: larger than a model-step record can be (1 MiB)")
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise LivebytesError(f"{show(str(path))}: cannot read it ({err.strerror or err})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise LivebytesError(f"{show(str(path))}: not JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise LivebytesError(f"{show(str(path))}: not a {KIND} record")
+    for key in ("config", "shape", "options", "steps", "triton_cache", "gpu"):
+        if key not in data:
+            raise LivebytesError(f"{show(str(path))}: a {KIND} record needs {key!r}")
+    return data
+
+
+def record_files(source: str | Path = MODEL_RECORDS_DIR) -> list[Path]:
+    p = Path(source)
+    files = sorted(f for f in p.glob("*.json")) if p.is_dir() else [p]
+    return [f for f in files if _is_model_record(f)]
+
+
+def _is_model_record(path: Path) -> bool:
+    try:
+        return path.stat().st_size <= MAX_RECORD_BYTES and json.loads(path.read_text()).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def is_model_source(source: str) -> bool:
+    """Whether ``validate --from-records SOURCE`` names model-step records (a file of one, or a folder holding them)."""
+    return bool(record_files(source)) if Path(source).exists() else False
+
+
+def model_for(data: dict):
+    """The record's traced model (compiled) and shape."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.registry import get_compiled
+    from livebytes.estimator.shapes import Shape
+    from livebytes.lifetimes.traced.model import canonical_config, config_sizes, options_for
+    config = canonical_config(data["config"], "record config")
+    opts = data["options"]
+    key, options = options_for(config, opts["optimizer"], opts["precision"], opts["packed"])
+    device = get_device(_device_name(data["gpu"]))
+    heads, dim = config_sizes(config)
+    shape = Shape(int(data["shape"]["mbs"]), int(data["shape"]["seq"]), heads, dim)
+    return get_compiled(key, device, **options, checkpoint=bool(opts["checkpoint"])), shape, device
+
+
+def _device_name(gpu: str) -> str:
+    """'NVIDIA H200' -> 'H200'."""
+    return gpu.removeprefix("NVIDIA ").strip()
+
+
+def _replay(model, shape, data: dict):
+    """The probe's process replayed without a memory limit: harness, then one run per recorded step."""
+    from livebytes.estimator.capacity import cold_benchmarks
+    from livebytes.estimator.replay import replay
+    return replay(model, shape, warm_steps=0, measured_steps=len(data["steps"]), empty_cache_after_warmup=False,
+                  benchmarks=cold_benchmarks(model, shape, data["triton_cache"]))
+
+
+def _steady_requested(model, shape) -> int:
+    from livebytes.estimator.engine import requested_peak
+    return requested_peak(model, shape)
+
+
+def check(path: Path) -> list[FigureCheck]:
+    """Every figure of one record against the model's (``NAMED_MISSES`` where a miss is known)."""
+    data = read(path)
+    model, shape, device = model_for(data)
+    name = path.name
+
+    def figure(field: str, measured, predicted) -> FigureCheck:
+        expected, why = NAMED_MISSES.get((name, field), (0, ""))
+        return FigureCheck(name, field, None if measured is None else int(measured), predicted, expected, why)
+    out = []
+    steps = data["steps"]
+    if any(s.get("oom") for s in steps):
+        return out + _oom_checks(data, model, shape, device, figure)
+    run = _replay(model, shape, data)
+    for i, s in enumerate(steps):
+        out.append(figure(f"steps[{i}].max_allocated_bytes", s["max_allocated_bytes"], run.peaks[i]))
+        out.append(figure(f"steps[{i}].max_reserved_bytes", s["max_reserved_bytes"], run.reserved_peaks[i]))
+        if i > 0 and s.get("requested_peak_bytes") is not None:
+            out.append(figure(f"steps[{i}].requested_peak_bytes", s["requested_peak_bytes"],
+                              _steady_requested(model, shape)))
+    out.append(_process_check(data, model, shape, device, figure))
+    return out
+
+
+def _process_check(data: dict, model, shape, device, figure) -> FigureCheck:
+    """The process's memory outside PyTorch after its first step (NVML, per process)."""
+    from livebytes.estimator.process import process_memory
+    measured = data["steps"][0].get("nonpytorch", {}).get("bytes")
+    return figure("steps[0].nonpytorch.bytes", measured, process_memory(device, model, data["triton_cache"], shape).bytes)
+
+
+def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
+    """A record that ran out of memory: the verdict runs out at the same step for the same request (the allocator's
+    'Tried to allocate' figure), and every step before it is checked as a step that fitted."""
+    from livebytes.estimator.capacity import verdict
+    v = verdict(model, shape, device, triton_cache=data["triton_cache"])
+    failed = next(i for i, s in enumerate(data["steps"]) if s.get("oom"))
+    measured = data["steps"][failed]
+    out = [figure("oom step", failed, v.oom.run_step if v.oom else None)]
+    if v.oom is None:
+        return out
+    run = _replay(model, shape, dict(data, steps=data["steps"][:failed]))     # the steps that fitted, as they ran
+    for i, s in enumerate(data["steps"][:failed]):
+        out.append(figure(f"steps[{i}].max_allocated_bytes", s["max_allocated_bytes"], run.peaks[i]))
+        out.append(figure(f"steps[{i}].max_reserved_bytes", s["max_reserved_bytes"], run.reserved_peaks[i]))
+    f = v.oom.figures
+    out += [figure(f"steps[{failed}].oom_request_bytes", measured.get("oom_request_bytes"), f.tried_bytes),  # cudaMalloc
+            # at the failing request: the step's allocated maximum so far, and what the allocator held (PyTorch's
+            # 'allocated_bytes' in the record is read after the exception unwound the step's tensors: not compared)
+            figure(f"steps[{failed}].max_allocated_bytes", measured.get("max_allocated_bytes"), f.allocated_bytes),
+            figure(f"steps[{failed}].reserved_bytes", measured.get("reserved_bytes"), f.reserved_bytes)]
+    return out
+
+
+def check_all(source: str | Path = MODEL_RECORDS_DIR) -> list[FigureCheck]:
+    files = record_files(source)
+    if not files:
+        raise LivebytesError(f"no {KIND} records in {show(str(source))}")
+    return [c for f in files for c in check(f)]
