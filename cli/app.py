@@ -60,6 +60,11 @@ def _warn_all(data: dict) -> None:
         warn(line)
 
 
+def _given(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
+    """The flag's text as given (an empty string too: its parser says why), else the first default that is set."""
+    return flag if flag is not None else next((d for d in defaults if d is not None), None)
+
+
 def _measured(model, shape):
     """The records of this model at this shape; a layer model's shape with its layer fields left out is the model's
     defaults (hidden, one layer, no checkpointing), as its records state them."""
@@ -88,7 +93,7 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
     from . import report
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
     key = o.single_impl(ch.keys, "predict")
-    shape = o.shape_from(mbs, seq, heads or ch.heads, dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, shape)
     warnings = _implausible(shape)
     for line in warnings:           # at once: the simulation of an absurd shape takes a moment
@@ -129,7 +134,7 @@ def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o
     from . import report
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
     impl = o.distinct_impls(ch.keys, "compare")
-    shape = o.shape_from(mbs, seq, heads or ch.heads, dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     models = [o.model_for(key, gpu, what_if, shape) for key in impl]
     preds = [run_predict(m, shape) for m in models]
@@ -328,7 +333,7 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     impl = o.distinct_impls(ch.keys, "plan")
     if ch.options and solve == "heads":
         raise UsageProblem("--solve heads with --model: the config fixes the heads; solve seq, mbs or layers")
-    base = o.shape_from(mbs, seq, heads or ch.heads or "96", dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
+    base = o.shape_from(mbs, seq, _given(heads, ch.heads, "96"), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
     what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
@@ -429,8 +434,8 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     from . import report
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
     impl = o.distinct_impls(ch.keys, "sweep")
-    seqs, head_list = parse_range(seq, "--seq"), parse_range(heads or ch.heads or "16,32,64,96,128", "--heads")
-    mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(dim or ch.dim or "128", "--dim")
+    seqs, head_list = parse_range(seq, "--seq"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--heads")
+    mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(_given(dim, ch.dim, "128"), "--dim")
     path = o.out_file(out, (".csv",)) if out else None
     what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     stack = o.stack_from(hidden, layers, checkpoint, conv_size)     # one stack for the whole grid
@@ -484,7 +489,7 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
     from . import report
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
     impl = o.distinct_impls(ch.keys, "timeline")
-    shape = o.shape_from(mbs, seq, heads or ch.heads, dim or ch.dim, v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:

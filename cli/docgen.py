@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from livebytes.estimator.registry import get_model, specs
+from livebytes.estimator.registry import get_model, keyed_specs, specs
 
 
 def _lifetime(model, b) -> str:
@@ -46,7 +46,7 @@ def model_markdown(key: str) -> str:
 def write_all(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     out = []
-    for s in specs():
+    for s in keyed_specs():     # a traced model is a config away: docs/models.md
         path = directory / f"{s.key.replace('@', '_')}.md"
         path.write_text(model_markdown(s.key))
         out.append(path)

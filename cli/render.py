@@ -255,9 +255,12 @@ def prediction_table(p, measured=None, replayed: int | None = None, unbounded: b
     _text_column(t, "buffers live at the peak", footer=T(f"at step {p.peak_step.name}"))
     live = p.at_peak
     for group, nbytes in p.groups.items():
-        inside = sorted(((b, n) for b, n in live if b.group is group and n), key=lambda bn: -bn[1])
-        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, _ in inside[:MAX_NAMES]]
-        if len(inside) > MAX_NAMES:
+        inside = [(b, n) for b, n in live if b.group is group and n]
+        whole_model = any(getattr(b, "module", "") for b, _ in inside)
+        if whole_model and len(inside) > MAX_NAMES:      # a traced model's thousands: the largest, then how many more
+            inside.sort(key=lambda bn: -bn[1])
+        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, _ in (inside[:MAX_NAMES] if whole_model else inside)]
+        if whole_model and len(inside) > MAX_NAMES:
             names.append(f"... and {len(inside) - MAX_NAMES:,} more (the largest first; --json lists every one)")
         t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
     caption = measured_text(measured, probed)
@@ -305,7 +308,8 @@ def models_table(data: dict) -> Table:
     _key_column(t, "GPU")
     _text_column(t, "phase, options and what it covers", ratio=1)
     for m in data["results"]:
-        opts = "; ".join(f"{k}: {'/'.join(map(str, v))}" for k, v in m["allowed_options"].items()) or "none"
+        opts = "; ".join(f"{k}: {'/'.join(map(str, v)) if v else 'given by --model'}"
+                         for k, v in m["allowed_options"].items() if v or k == "config") or "none"
         t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
     return t
 

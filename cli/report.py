@@ -221,7 +221,7 @@ def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:
 def models_data(specs) -> dict:
     return envelope("models", [
         {"impl": s.key, "device": s.default_device, "shape": None, "options": {k: v[0] if v else None for k, v in s.options.items()},
-         "allowed_options": {k: list(v) if v else "any (the builder checks it)" for k, v in s.options.items()},
+         "allowed_options": {k: list(v) if v else [] for k, v in s.options.items()},
          "implementation": s.implementation, "version": s.version, "phase": s.phase, "covers": s.covers}
         for s in specs])
 

@@ -206,7 +206,8 @@ def _models() -> dict:
     return envelope("models", obj("one registered model", {
         "impl": string("model key"), "device": string("default device preset"), "shape": NO_SHAPE,
         "options": mapof({}, "option -> its default value"),
-        "allowed_options": mapof(listof({}, "allowed values"), "option -> allowed values (first is the default)"),
+        "allowed_options": mapof(listof({}, "allowed values"), "option -> allowed values (first is the default; empty: "
+                                                             "free text the model checks, a traced model's config)"),
         "implementation": string("library and kernel"), "version": string("library version or commit"),
         "phase": string("fwd+bwd or fwd", enum=("fwd+bwd", "fwd")), "covers": string("what the model covers")}),
         "the registry")

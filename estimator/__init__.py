@@ -11,6 +11,7 @@ _EXPORTS = {
     "DEVICES": "devices", "Device": "devices", "get_device": "devices",
     "Prediction": "prediction", "peak_expression": "engine", "predict": "engine", "step_expressions": "engine",
     "LivebytesError": "errors", "check_shape": "registry", "get_model": "registry", "spec": "registry", "specs": "registry",
+    "keyed_specs": "registry",
     "Shape": "shapes", "parse_shape_list": "shapes", "parse_size": "shapes",
 }
 

@@ -41,6 +41,11 @@ class ModelSpec:
     seq_multiple: Callable[[dict], tuple[int, str]] | None = None
     shape_fields: tuple[str, ...] = ()   # Shape.LAYER_FIELDS the builder takes (layer models): hidden, layers, ...
 
+    @property
+    def required_options(self) -> tuple[str, ...]:
+        """Free-text options without a default (a traced model's config): the key alone builds nothing."""
+        return tuple(name for name, allowed in self.options.items() if allowed is None)
+
 
 _REGISTRY: dict[str, ModelSpec] = {}
 
@@ -86,6 +91,11 @@ def _load(full: bool = False) -> None:
 def specs() -> list[ModelSpec]:
     _load()
     return list(_REGISTRY.values())
+
+
+def keyed_specs() -> list[ModelSpec]:
+    """The specs a key alone builds (no required free-text option: a traced model needs its config)."""
+    return [s for s in specs() if not s.required_options]
 
 
 def spec(key: str) -> ModelSpec:

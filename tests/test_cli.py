@@ -139,7 +139,7 @@ BAD_INPUTS = [
     (("predict", "--impl", HOPPER, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
     ((*P, "--impl", HOPPER, *S8), 2, "use livebytes compare"),
     ((*P, "--seq", "8K"), 2, "--heads is required with --impl"),
-    (("predict", "--seq", "8K", "--heads", "4"), 2, "Missing option '--impl'"),
+    (("predict", "--seq", "8K", "--heads", "4"), 2, "give --impl KEY"),
     ((*P, *S8, "--bogus"), 2, "No such option"),
     (("predicts",), 2, "No such command"),
     (("compare", "--impl", "fla-kda@0.6.0", "--impl", FROST, *S8, "--no-recompute"), 1, "does not take --no-recompute"),

@@ -9,7 +9,7 @@ import pytest
 from livebytes.estimator import cache
 from livebytes.estimator import get_model, predict
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.registry import get_compiled, specs
+from livebytes.estimator.registry import get_compiled, keyed_specs
 from livebytes.estimator.replay import replay
 from livebytes.estimator.shapes import Shape
 
@@ -18,7 +18,7 @@ SHAPES = [Shape(1, 8192, 96, 128), Shape(3, 5000, 32, 128), Shape(2, 1000, 16, 6
 
 
 def _cases():
-    for s in specs():
+    for s in keyed_specs():
         for shape in SHAPES:
             if not s.refuse(shape, get_device(s.default_device)) and (shape.hv == shape.heads or "gva" in s.options):
                 yield s.key, shape

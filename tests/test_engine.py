@@ -2,7 +2,7 @@
 import random
 
 import pytest
-from livebytes.estimator import Buffer, Group, LifetimeModel, Shape, Source, Step, get_model, predict, specs
+from livebytes.estimator import Buffer, Group, LifetimeModel, Shape, Source, Step, get_model, keyed_specs, predict, specs
 from livebytes.estimator.allocator import allocated_block_bytes
 from livebytes.estimator.engine import evaluate, peak_expression, step_expressions
 from livebytes.estimator.symbols import H, MBS, S
@@ -59,7 +59,7 @@ def test_a_scratch_follows_its_output_at_its_step(buffers):
                       buffers)
 
 
-MODELS = [(s.key, s.default_device) for s in specs()]
+MODELS = [(s.key, s.default_device) for s in keyed_specs()]
 SHAPES = [Shape(1, 8192, 64), Shape(2, 8192, 96), Shape(3, 5000, 32, 128), Shape(1, 131072, 128)]
 
 
@@ -188,7 +188,7 @@ def test_a_cache_key_needs_a_cached_buffer_and_cached_buffers_are_never_freed():
 
 def test_every_buffer_cites_a_line_of_the_pinned_library():
     """Sources carry the line number and the quoted line (inputs cite the entry point's signature)."""
-    for s in specs():
+    for s in keyed_specs():
         for b in get_model(s.key, s.default_device).buffers:
             assert b.source.line > 0 and b.source.quote, (s.key, b.name)
 

@@ -4,7 +4,7 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from livebytes.estimator import Shape, get_model, predict, specs
+from livebytes.estimator import Shape, get_model, keyed_specs, predict
 from livebytes.estimator.devices import get_device, parse_budget
 from livebytes.estimator.engine import evaluate
 from livebytes.estimator.errors import LivebytesError
@@ -12,7 +12,7 @@ from livebytes.estimator.planning import closed_form, largest_fitting, largest_r
 from livebytes.cli.app import app
 
 GiB = 2**30
-KEYS = [(s.key, s.default_device) for s in specs()]
+KEYS = [(s.key, s.default_device) for s in keyed_specs()]
 
 
 def test_largest_sequence_by_hand_for_the_hopper_cuda_engine():

@@ -117,7 +117,7 @@ from livebytes.estimator.process import (  # noqa: E402
     resident_threads,
     stack_reservation_bytes,
 )
-from livebytes.estimator.registry import get_model, specs  # noqa: E402
+from livebytes.estimator.registry import get_model, keyed_specs  # noqa: E402
 from livebytes.estimator.shapes import Shape  # noqa: E402
 from livebytes.validate import frames as frames_tool  # noqa: E402
 from livebytes.validate import process_check  # noqa: E402
@@ -313,7 +313,7 @@ def test_no_model_borrows_another_models_figure_unlabelled():
     those cases as a bound, and its modules the larger of theirs (100,663,296 B at D128, 98,566,144 B at D64), and
     says so."""
     shape = Shape(1, 8192, 16, 128)
-    for s in specs():
+    for s in keyed_specs():
         model = get_model(s.key, "H200")
         p = process_memory(H200, model, "cold", shape)
         assert p.modules is not None or p.assumptions, s.key

@@ -31,8 +31,8 @@ def test_from_v3_on_the_cache_is_emptied_after_the_warmup():
 
 
 def test_no_model_holds_the_validators_warmup():
-    from livebytes.estimator import specs
-    for s in specs():
+    from livebytes.estimator import keyed_specs
+    for s in keyed_specs():
         m = get_model(s.key)
         assert all(not st.name.startswith("harness.warmup") for st in m.steps), s.key
         assert all(not b.name.startswith("warmup") for b in m.buffers), s.key
@@ -305,8 +305,8 @@ def test_a_kernel_models_calls_all_run_its_one_model():
 def test_no_two_kept_buffers_of_a_model_share_a_library_name():
     """library_name is an identity only if a model's kept buffers stay apart under it: every model at its defaults, and
     the layer models at 1, 2 and 4 layers with checkpointing off and on (a stack declares layer 1's caches only)."""
-    from livebytes.estimator import specs
-    for s in specs():
+    from livebytes.estimator import keyed_specs
+    for s in keyed_specs():
         for options in ([{}] if not s.shape_fields else
                         [dict(layers=n, checkpoint=c) for n in (1, 2, 4) for c in (False, True)]):
             names = [protocol.library_name(b.name) for b in protocol._kept(get_model(s.key, **options))]

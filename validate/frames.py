@@ -182,8 +182,63 @@ def cpu_frames(measured: dict) -> tuple[dict, dict]:
     return frames, source
 
 
+MODEL_RECORDS = Path(__file__).parent / "records" / "models"
+TRITON_DIVISIBILITY = 16     # estimator.process: a length no multiple of it compiles other code (other frames)
+
+
+def model_processes() -> list[dict]:
+    """The whole-model processes (``validate/records/models``, model-step records, cold, Triton 3.6.0): per record its
+    case key, whether its sequence is a multiple of 16, its limit and non-PyTorch bytes after the first step."""
+    out = []
+    for path in sorted(MODEL_RECORDS.glob("*.json")):
+        r = json.loads(path.read_text())
+        first = r["steps"][0] if r.get("kind") == "model-step" and r["steps"] else {}
+        if r.get("triton_cache") != "cold" or r["versions"].get("triton") != "3.6.0" or first.get("oom", True):
+            continue
+        c = r["config"]
+        heads = c.get("num_heads", 16)
+        key = case_key(f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model:-", c.get("head_dim", 128), heads,
+                       c.get("num_v_heads") or heads)
+        out.append({"key": key, "aligned": r["shape"]["seq"] % TRITON_DIVISIBILITY == 0, "record": path.name,
+                    "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
+    return out
+
+
+def model_data() -> tuple[dict, dict, dict]:
+    """(model_limits, modules_by_case, modules) of the traced models from their own processes: the stack limit read
+    after the first step (by case, a length no multiple of 16 apart: 'unaligned'), and the modules, non-PyTorch bytes
+    minus the context and that limit's reservation; the family's modules figure is its cases' largest."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.process import process_memory, stack_reservation_bytes
+    context = process_memory(get_device("H200"), "no-library@0").context.bytes
+    limits: dict = {}
+    by_case: dict = {}
+    for p in model_processes():
+        entry = limits.setdefault(p["key"], {}) if p["aligned"] else limits.setdefault(p["key"], {}).setdefault("unaligned", {})
+        if entry and entry["limit_bytes"] != p["limit"]:
+            raise SystemExit(f"{p['record']}: stack limit {p['limit']:,} B differs from {entry['records']}")
+        entry.setdefault("limit_bytes", p["limit"])
+        entry.setdefault("records", []).append(f"validate/records/models/{p['record']}")
+        reservation = stack_reservation_bytes(p["limit"], get_device("H200"))
+        figure = {"bytes": p["nonpytorch"] - context - reservation, "status": "measured",
+                  "source": f"{p['record']}: the whole-model process's {p['nonpytorch']:,} B after its first step, minus "
+                            f"the context and the {p['limit']:,}-B limit's reservation"}
+        held = by_case.setdefault(p["key"], figure)
+        if held["bytes"] != figure["bytes"]:
+            raise SystemExit(f"{p['record']}: modules {figure['bytes']:,} B differ from {held['source']}")
+    families: dict = {}
+    for key, figure in by_case.items():
+        fam = key.split(":")[0]
+        if figure["bytes"] > families.get(fam, {}).get("bytes", -1):
+            families[fam] = dict(figure, source=f"the largest of {fam}'s measured cases ({len([k for k in by_case if k.startswith(fam + ':')])}): "
+                                                f"{figure['source']}")
+    return ({"cold": dict(sorted(limits.items())), "warm": {}}, {"cold": dict(sorted(by_case.items()))},
+            {fam: {"cold": f} for fam, f in sorted(families.items())})
+
+
 def build() -> dict:
     m, r12 = matrix_frames(rows_of_triton(MATRICES, "3.6.0")), run12_frames()
+    model_limits, model_modules, model_families = model_data()
     gpu = {**m["cold"], **r12["cold"]}
     derived, derived_source = cpu_frames(gpu)
     merged = {"cold": {**derived, **gpu}, "warm": {**m["warm"], **r12["warm"]}}
@@ -193,14 +248,19 @@ def build() -> dict:
                  "Triton-cache state, each kernel's largest stack frame in bytes (cold: every candidate that launched; warm: "
                  "the tuned configs; derived_on_cpu: cold cases compiled for sm90 on the CPU, not logged on a GPU), the stack "
                  "limit measured at cases whose kernels were not logged (limits), and the loaded "
-                 "modules per model family and state. Written by "
+                 "modules per model family and state; model_limits: traced models' stack limits read from their own "
+                 "processes after the first step (their kernels' frames are not logged one by one), 'unaligned' for a "
+                 "sequence no multiple of 16 (Triton compiles other code without the divisibility-16 specialisation), "
+                 "and their modules per case (modules_by_case). Written by "
                  "`python -m livebytes.validate.frames` from the records it names; read by estimator/process.py.",
         "records": [f"validate/records/runs/{n}" for n in MATRICES] + ["validate/records/runs/run12/cubin_usage.jsonl"],
         "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",
-        "modules": modules(),
+        "modules": {**modules(), **model_families},
+        "modules_by_case": model_modules,
         "frames": frames,
         "derived_on_cpu": dict(sorted(derived_source.items())),
         "limits": probe_limits(),
+        "model_limits": model_limits,
     }
 
 
