@@ -178,9 +178,25 @@ def run_tracers(specs: list[dict]) -> list[dict]:
         if p.returncode != 0:
             lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
             last = lines[-1] if lines else f"exit code {p.returncode}"
-            raise LivebytesError(f"tracing the model failed: {last.removeprefix('error: ')}")
+            raise LivebytesError(f"tracing the model failed: {known_refusal(last) or last.removeprefix('error: ')}")
         out.append(json.loads(stdout))
     return out
+
+
+# what a traced library refuses on meta tensors or this machine's versions, said in the user's terms
+KNOWN_REFUSALS = (
+    ("Only support CUDA/NPU/XPU tensors",
+     "FLA's FusedCrossEntropyLoss (the config's fuse_cross_entropy, GatedDeltaNet's default) asserts CUDA inputs, which "
+     "the tracer's meta tensors are not: not traced yet; set fuse_linear_cross_entropy true and fuse_cross_entropy "
+     "false in the config to trace the fused linear loss instead"),
+    ("Please upgrade Triton to >= 3.7.1",
+     "fla-core 0.6.0 refuses the gated backward on Hopper under Triton < 3.7.1 (its #640): trace with Triton >= 3.7.1 "
+     "installed (pip install 'triton>=3.7.1')"),
+)
+
+
+def known_refusal(line: str) -> str | None:
+    return next((said for seen, said in KNOWN_REFUSALS if seen in line), None)
 
 
 def traces(req: Request) -> dict:
