@@ -486,11 +486,12 @@ def timeline_text(preds, bars: list[list[int]], data: dict | None = None) -> Tab
     _key_column(t, "step")
     _number_column(t, "GiB")
     t.add_column("", no_wrap=True)
+    from .report import timeline_rows
     for p, lengths in zip(preds, bars):
         t.add_row(T(p.model.key, "bold"), T(""), T(""))
-        for i, step in enumerate(p.model.steps):
+        for label, i in timeline_rows(p):
             mark = T(PEAK_MARK, "bold red") if i == p.peak_index else T("")
-            t.add_row(T(step.name), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
+            t.add_row(T(label), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
         t.add_section()
     if data is not None:
         _assumed_caption(t, data["results"])

@@ -315,6 +315,29 @@ def explain_data(model, shape, explained, snapshot: str, at: str) -> dict:
                                  "unexplained_bytes": live - explained_bytes, "blocks": blocks}])
 
 
+TIMELINE_ROWS = 200      # more steps than this (a whole model's thousands): one terminal row per phase and module
+
+
+def timeline_rows(p) -> list[tuple[str, int]]:
+    """(label, step index) per terminal row: every step, or, for a model of more than ``TIMELINE_ROWS`` steps, one row
+    per run of consecutive steps in one phase and module (``prediction.module_key``: a layer's child), at the run's
+    largest step (its peak step where the run holds the peak)."""
+    from livebytes.estimator.prediction import module_key
+    steps = p.model.steps
+    if len(steps) <= TIMELINE_ROWS:
+        return [(st.name, i) for i, st in enumerate(steps)]
+    runs: list[tuple[str, list[int]]] = []
+    for i, st in enumerate(steps):
+        phase, _, rest = st.name.partition(".")
+        label = f"{phase}.{module_key(rest.rsplit('.', 1)[0])}" if rest else st.name
+        if runs and runs[-1][0] == label:
+            runs[-1][1].append(i)
+        else:
+            runs.append((label, [i]))
+    return [(f"{label} ({len(idx)} steps)" if len(idx) > 1 else label,
+             p.peak_index if p.peak_index in idx else max(idx, key=lambda i: p.step_bytes[i])) for label, idx in runs]
+
+
 def bar_lengths(preds, width: int = 40) -> list[list[int]]:
     """Terminal timeline bars: live bytes per step scaled to the largest peak of all ``preds``."""
     top = max(p.peak_bytes for p in preds)

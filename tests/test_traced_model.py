@@ -275,3 +275,17 @@ def test_what_the_library_refuses_is_said_in_one_line(tmp_path, extra, line):
     path.write_text(json.dumps(dict(GDN_TINY, **extra)))
     r = runner.invoke(app, ["predict", "--model", str(path), "--seq", "1K"])
     assert r.exit_code == 1 and line in r.output and "Traceback" not in r.output, r.output
+
+
+def test_timeline_of_a_whole_model_is_a_row_per_phase_and_module(tiny_config):
+    """A whole model's ~700 steps read as one row per phase and module run; the peak's row is marked, and its bytes
+    are the peak's."""
+    from livebytes.cli.report import TIMELINE_ROWS, timeline_rows
+    model = tiny_model()
+    p = predict(model, Shape(1, 1024, 2, 64))
+    rows = timeline_rows(p)
+    assert len(model.steps) > TIMELINE_ROWS > len(rows)
+    assert [i for _, i in rows].count(p.peak_index) == 1
+    assert max(p.step_bytes[i] for _, i in rows) == p.peak_bytes
+    r = runner.invoke(app, ["timeline", "--model", str(tiny_config), "--seq", "1K"])
+    assert r.exit_code == 0 and "bac.model.layers.1.attn (" in r.output, r.output
