@@ -91,7 +91,9 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
     from livebytes.estimator.replay import replay
 
     from . import report
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     key = o.single_impl(ch.keys, "predict")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, shape)
@@ -132,7 +134,9 @@ def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o
     from livebytes.estimator.replay import replay
 
     from . import report
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     impl = o.distinct_impls(ch.keys, "compare")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
@@ -305,7 +309,7 @@ def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton,
 def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
          solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads|layers",
-                                   help="seq, mbs, heads or layers (layer models): which dimension to maximise"),
+                                   help="seq, mbs, heads or layers (layer models, --model): which dimension to maximise"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
@@ -329,7 +333,9 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     impl = o.distinct_impls(ch.keys, "plan")
     if ch.options and solve == "heads":
         raise UsageProblem("--solve heads with --model: the config fixes the heads; solve seq, mbs or layers")
@@ -432,7 +438,9 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     from livebytes.estimator.shapes import Shape
 
     from . import report
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+                  hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
+                  no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     impl = o.distinct_impls(ch.keys, "sweep")
     seqs, head_list = parse_range(seq, "--seq"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--heads")
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(_given(dim, ch.dim, "128"), "--dim")
@@ -487,7 +495,9 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
     from livebytes.estimator.engine import predict as run_predict
 
     from . import report
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None)
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     impl = o.distinct_impls(ch.keys, "timeline")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None

@@ -22,7 +22,7 @@ Impls = typer.Option(None, "--impl", help=IMPL_HELP + "; repeat for several", me
 Model = typer.Option(None, "--model", metavar="CONFIG.json",
                      help="a whole model's training step: an HF config.json of model_type kda or gated_deltanet "
                           "(flash-linear-attention's KDAForCausalLM, GatedDeltaNetForCausalLM), traced on this CPU "
-                          "(needs: pip install 'livebytes[model]'); instead of --impl")
+                          "(needs the model extra: pip install 'livebytes\\[model]'); instead of --impl")
 Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
                          help="--model only: torch.optim.AdamW (default, its CUDA defaults: foreach), SGD or none")
 Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
@@ -30,15 +30,17 @@ Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
                               "is refused: not traced")
 Packed = typer.Option(False, "--packed", help="--model only: the --mbs sequences packed into one row with cu_seqlens "
                                               "(FLA's varlen path) instead of a batch of --mbs rows")
-Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (packed back to back)", metavar="SIZE")
+Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: a batch of "
+                   "rows unless --packed)", metavar="SIZE")
 Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
 Heads = typer.Option(None, "--heads", help="query/key heads (required with --impl; --model: the config's)", metavar="SIZE")
 Dim = typer.Option(None, "--dim", help="head dimension (default 128; --model: the config's)", metavar="SIZE")
 VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention); default: --heads", metavar="SIZE")
 Hidden = typer.Option(None, "--hidden", help="layer models only: the layer's hidden size (default: the layer's own, "
                       "2048 for fla-kda-layer and fla-gdn-layer; JSON options say which)", metavar="SIZE")
-Layers = typer.Option(None, "--layers", help="layer models only: layers in the stack (default 1)", metavar="SIZE")
-Checkpoint = typer.Option(False, "--checkpoint", help="layer models only: activation checkpointing per layer "
+Layers = typer.Option(None, "--layers", help="layer models and --model: layers in the stack (default 1; --model: the "
+                      "config's num_hidden_layers)", metavar="SIZE")
+Checkpoint = typer.Option(False, "--checkpoint", help="layer models and --model: activation checkpointing per layer "
                           "(torch.utils.checkpoint, non-reentrant)")
 ConvSize = typer.Option(None, "--conv-size", help="layer models only: the short convolution's width (default 4)", metavar="SIZE")
 Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300; default: each model's own (see: livebytes models)", metavar="GPU")
@@ -79,9 +81,10 @@ class Chosen:
 
 def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional[str] = None,
            precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
-           dim_given: bool = False) -> Chosen:
-    """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and --heads or
-    --dim beside it (the config says them)."""
+           dim_given: bool = False, **kernel_flags: bool) -> Chosen:
+    """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and beside it
+    --heads, --dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config says or
+    the whole model does not take."""
     impls = list(impls or [])
     if model is None:
         refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed)
@@ -91,6 +94,8 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     if impls:
         raise UsageProblem("--impl and --model: give one (--model is the whole model of an HF config)")
     refuse_unused("with --model: the config's num_heads and head_dim count", heads=heads is not None, dim=dim_given)
+    refuse_unused("with --model: the config's sizes count (hidden_size, num_v_heads, conv_size), and a whole model "
+                  "takes no kernel what-if", **kernel_flags)
     from livebytes.lifetimes.traced.model import config_sizes, options_for, read_config
     config = read_config(model)
     key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed)

@@ -518,12 +518,22 @@ def timeline_png(preds, path) -> None:
         ax.annotate(f"peak {g(p.peak_bytes)} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
                     xytext=(0, 12), textcoords="offset points", ha="center", fontsize=9,
                     arrowprops=dict(arrowstyle="->"))
-        ax.set_xticks(steps)
-        ax.set_xticklabels([s.name for s in p.model.steps], rotation=90, fontsize=7)
-        ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10)
+        from .report import TIMELINE_ROWS, timeline_rows
+        if len(steps) <= TIMELINE_ROWS:
+            ax.set_xticks(steps)
+            ax.set_xticklabels([s.name for s in p.model.steps], rotation=90, fontsize=7)
+        else:       # a whole model: a tick per phase and module run, at most a few dozen labelled
+            rows = timeline_rows(p)
+            every = max(1, len(rows) // 40)
+            ax.set_xticks([i for _, i in rows[::every]])
+            ax.set_xticklabels([label for label, _ in rows[::every]], rotation=90, fontsize=6)
+        ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10, pad=18)
         ax.set_ylabel("live GiB (2^30 B)")
         ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    if any(len(p.model.steps) > 200 for p in preds):     # a whole model's bars fill the panel: the legend beside it
+        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)

@@ -210,6 +210,10 @@ def test_predict_model_json(tiny_config):
     (["--heads", "4"], "--heads has no effect with --model"),
     (["--precision", "fp32-amp"], "precision fp32-amp is not traced"),
     (["--optimizer", "adam"], "option optimizer='adam' not supported"),
+    (["--hidden", "512"], "--hidden has no effect with --model"),
+    (["--v-heads", "4"], "--v-heads has no effect with --model"),
+    (["--cp", "2"], "--cp has no effect with --model"),
+    (["--layers", "5000"], "a traced model expands up to 1,024"),
 ])
 def test_model_flags_refused_in_one_line(tiny_config, args, line):
     r = runner.invoke(app, ["predict", "--model", str(tiny_config), "--seq", "1K", *args])

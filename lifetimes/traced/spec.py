@@ -25,11 +25,15 @@ def refuse(shape, device) -> str | None:
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      layers: int | None = None, checkpoint: bool = False):
-        from .model import build
+        from livebytes.estimator.errors import RefusedShapeError
+
+        from .model import MAX_LAYERS, build
+        if layers is not None and layers > MAX_LAYERS:
+            raise RefusedShapeError(f"{FAMILIES[model_type]}@{PINNED}: {layers:,} layers: a traced model expands up "
+                                    f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers)
         if req.config_dict.get("model_type") != model_type:
-            from livebytes.estimator.errors import RefusedShapeError
             raise RefusedShapeError(f"{FAMILIES[model_type]}@{PINNED}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
         return build(req, device)
