@@ -282,8 +282,10 @@ def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton,
     from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
     from livebytes.estimator.registry import seq_multiple, spec
     multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
-    model = o.model_for(key, gpu, what_if, replace(base, seq=multiple) if multiple > 1 else base)
     device, s = o.device_of(key, gpu), spec(key)
+    first = replace(base, seq=multiple) if multiple > 1 else base
+    # a traced model's compiled form from the cache (its symbolic build is seconds); the others as they were
+    model = o.compiled_for(key, gpu, what_if, first) if s.required_options else o.model_for(key, gpu, what_if, first)
     cache, version = o.triton_cache_for(model, device, triton_cache, several), o.triton_for(key, device, triton, several)
 
     def refuse(sh):

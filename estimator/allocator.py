@@ -109,7 +109,7 @@ def cuda_malloc_address(segment_number: int) -> int:
     return (CUDA_MALLOC_TOP - segment_number) * ES_ADDRESS_SPACE * 2
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False)
 class Block:
     addr: int
     size: int
