@@ -115,8 +115,13 @@ def _decode(text: str, where: str):
         raise LivebytesError(f"{where}: not readable JSON ({show(str(err), 80)})") from None
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, max_bytes: int | None = None) -> str:
+    """The file's text; one error naming it when it cannot be read, is not UTF-8, is empty or is larger than
+    ``max_bytes`` (checked before reading: /dev/zero is refused, not read)."""
     try:
+        if max_bytes is not None and Path(path).stat().st_size > max_bytes:
+            raise LivebytesError(f"{path}: {Path(path).stat().st_size:,} bytes, more than such a file holds "
+                                 f"(at most {max_bytes:,})")
         text = Path(path).read_text()
     except UnicodeDecodeError:
         raise LivebytesError(f"{path}: not a text file (not UTF-8)") from None
@@ -127,9 +132,9 @@ def read_text(path: Path) -> str:
     return text
 
 
-def read_json(path: Path):
-    """The parsed file; one error naming the file when it cannot be read, is empty or is not JSON."""
-    return _decode(read_text(path), str(path))
+def read_json(path: Path, max_bytes: int | None = None):
+    """The parsed file; one error naming the file when it cannot be read, is empty, too large or is not JSON."""
+    return _decode(read_text(path, max_bytes), str(path))
 
 
 def read_json_lines(path: Path) -> list:

@@ -227,7 +227,7 @@ def test_model_flags_need_model(flag):
 
 
 @pytest.mark.parametrize("content,line", [
-    ("{", "not JSON"), ("[]", "a config is a JSON object"), ('{"model_type": "llama"}', "is not traced"),
+    ("{", "not valid JSON"), ("[]", "a config is a JSON object"), ('{"model_type": "llama"}', "is not traced"),
     ('{"model_type": "kda", "num_hidden_layers": 0}', "num_hidden_layers must be an integer from 1 to 4096"),
     ('{"model_type": "kda", "hidden_size": -1}', "hidden_size must be a positive integer"),
 ])

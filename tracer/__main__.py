@@ -14,18 +14,11 @@ import json
 import sys
 import warnings
 
+from .versions import installed_versions
+
 FORMAT = 1
 
 
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-    out = {}
-    for dist in ("torch", "triton", "fla-core", "flash-linear-attention", "transformers"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
-    return out
 
 
 def main(argv: list[str]) -> int:
@@ -50,7 +43,7 @@ def main(argv: list[str]) -> int:
     for run in runs:
         one = {**spec, "layers": run["layers"]}
         out.append({"layers": run["layers"], "traces": [trace_training(one, mbs, seq) for mbs, seq in run["shapes"]]})
-    json.dump({"format": FORMAT, "versions": _versions(), "device": device.name, "spec": spec, "runs": out,
+    json.dump({"format": FORMAT, "versions": installed_versions(), "device": device.name, "spec": spec, "runs": out,
                "traces": out[0]["traces"]}, sys.stdout, separators=(",", ":"))
     return 0
 

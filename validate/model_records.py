@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.fields import show
+from livebytes.estimator.fields import read_json, show
 
 MODEL_RECORDS_DIR = Path(__file__).parent / "records" / "models"
 KIND = "model-step"
@@ -62,14 +62,7 @@ class FigureCheck:
 
 def read(path: Path) -> dict:
     """One model-step record; every problem one line."""
-    try:
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            raise LivebytesError(f"{show(str(path))}: larger than a model-step record can be (1 MiB)")
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise LivebytesError(f"{show(str(path))}: cannot read it ({err.strerror or err})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LivebytesError(f"{show(str(path))}: not JSON ({err})") from None
+    data = read_json(path, MAX_RECORD_BYTES)
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise LivebytesError(f"{show(str(path))}: not a {KIND} record")
     for key in ("config", "shape", "options", "steps", "triton_cache", "gpu"):

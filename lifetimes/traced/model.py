@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.fields import show
+from livebytes.estimator.fields import read_json, show
 
 FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model"}
 PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``check_environment``)
@@ -74,15 +74,7 @@ def config_sizes(config: str) -> tuple[int, int]:
 def read_config(path: str) -> str:
     """An HF ``config.json`` (as ``save_pretrained`` writes it) of a model this source traces, as canonical JSON; every
     problem one line."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_CONFIG_BYTES:
-            raise LivebytesError(f"{show(path)}: {p.stat().st_size:,} bytes is no model config (at most 1 MiB)")
-        data = json.loads(p.read_text())
-    except OSError as err:
-        raise LivebytesError(f"{show(path)}: cannot read it ({err.strerror or err})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LivebytesError(f"{show(path)}: not JSON ({err})") from None
+    data = read_json(Path(path), MAX_CONFIG_BYTES)
     if not isinstance(data, dict):
         raise LivebytesError(f"{show(path)}: a config is a JSON object")
     return canonical_config(data, str(path))
@@ -130,14 +122,8 @@ def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", 
 
 
 def installed_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-    out = {}
-    for dist in ("torch", "triton", "fla-core", "flash-linear-attention", "transformers"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
-    return out
+    from livebytes.tracer.versions import installed_versions as versions
+    return versions()
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,16 @@
+"""The library versions a trace depends on (recorded in every trace; the traced models' cache keys on them)."""
+from __future__ import annotations
+
+TRACED_DISTRIBUTIONS = ("torch", "triton", "fla-core", "flash-linear-attention", "transformers")
+
+
+def installed_versions() -> dict:
+    """Distribution -> installed version (None: not installed), read from the metadata (nothing imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+    out = {}
+    for dist in TRACED_DISTRIBUTIONS:
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
