@@ -267,7 +267,8 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
     if impl or as_json:
         raise UsageProblem(f"{'--impl' if impl else '--json'} has no effect on model-step records (each names its own "
                            "config); leave it out")
-    checks = model_records.check_all(source)
+    with render.working(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)"):
+        checks = model_records.check_all(source)
     _print(render.model_checks_table(checks))
     failed = sum(not c.passed for c in checks)
     typer.echo(f"{len(checks) - failed} figures passed, {failed} failed "

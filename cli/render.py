@@ -541,6 +541,13 @@ def timeline_png(preds, path) -> None:
         plt.close(fig)
 
 
+def working(what: str):
+    """A spinner with ``what`` on a terminal's stderr while a long step runs; elsewhere (pipes, tests) nothing."""
+    from contextlib import nullcontext
+    err = Console(stderr=True)
+    return err.status(T(what)) if err.is_terminal else nullcontext()
+
+
 def measuring_progress(measure, rows: int):
     """``measure`` that shows, on a terminal's stderr only, which row it measures (a long CPU measurement is not
     silent); elsewhere (pipes, tests) stderr stays empty, as the exit-code table promises."""
