@@ -10,22 +10,13 @@ linearly). Targets: a 24-layer model's predict within 3 s warm and plan within 1
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
+
+from cli_speed import wall      # this folder's: one command's wall time as a fresh process
 
 DEFAULT = ["validate/model_configs/kda-1.3b.json"]
 DEPTHS = (24, 48, 96, 192)
-
-
-def wall(args: list[str], env: dict) -> float:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "livebytes.cli.app", *args], env=env, capture_output=True)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed: {done.stderr.decode()[-400:]}")
-    return elapsed
 
 
 def main(configs: list[str]) -> None:

@@ -530,7 +530,8 @@ def timeline_png(preds, path) -> None:
         ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10, pad=18)
         ax.set_ylabel("live GiB (2^30 B)")
         ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
-    if any(len(p.model.steps) > 200 for p in preds):     # a whole model's bars fill the panel: the legend beside it
+    from .report import TIMELINE_ROWS
+    if any(len(p.model.steps) > TIMELINE_ROWS for p in preds):     # a whole model's bars fill the panel: legend beside
         axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         axes[0][0].legend(fontsize=7, loc="upper left")

@@ -130,8 +130,7 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     kw["device_total_bytes"] = device.capacity_bytes
     run = replay(model, shape, **kw)
     if run.reserved_peak_bytes > device.capacity_bytes - proc.bytes:
-        # against the capacity the process has at the call's start, shrinking where its launches raise the stack limit
-        limited = replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth, **kw)
+        limited = _against_capacity(model, shape, device, proc, kw)
         run = limited if limited.oom is None else replace(run, oom=limited.oom)
     return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom, model.key,
                    tuple(getattr(model, "options", ())), shape)
@@ -144,9 +143,14 @@ def fits(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf
     so the limited run decides alone. The search's test (``planning``); its answer gets the whole ``verdict``."""
     proc = process_memory(device, model, triton_cache, shape, raised_before=tuned_at_tokens is not None, triton=triton)
     kw = _run_kwargs(model, shape, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
-    limited = replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth,
-                     device_total_bytes=device.capacity_bytes, **kw)
-    return limited.oom is None
+    kw["device_total_bytes"] = device.capacity_bytes
+    return _against_capacity(model, shape, device, proc, kw).oom is None
+
+
+def _against_capacity(model, shape: Shape, device: Device, proc: ProcessMemory, kw: dict):
+    """The run against the capacity the process has at the call's start, shrinking where its launches raise the stack
+    limit (``ProcessMemory.growth``)."""
+    return replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth, **kw)
 
 
 def oom_dict(v: Verdict) -> dict | None:

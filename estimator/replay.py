@@ -223,15 +223,7 @@ class _CallState:
         self.awaiting_gc: list = []
         self.made_at: dict[object, tuple[int, int]] = {}   # library-cache key -> (run, step) where this call made it
         self.at = (-1, -1)                      # (run, step index) in progress; (-1, -1): the harness's inputs
-        self.at_buffer: tuple = ()             # (step index, buffer index or FLUSH_BUFFER, run) of the latest malloc
-
-    @property
-    def where(self) -> tuple[str, str, int]:
-        """(step, buffer, run) of the latest malloc: ('history', 'history', -1) before any."""
-        if not self.at_buffer:
-            return "history", "history", -1
-        i, k, run = self.at_buffer
-        return self.model.steps[i].name, k if isinstance(k, str) else self.sch.names[k], run
+        self.where = ("history", "history", -1)
 
 
 class Process:
@@ -323,7 +315,7 @@ class Process:
 
     # ------------------------------------------------------------------ one call
     def _malloc_at(self, st: _CallState, i: int, k: int, run: int) -> object:
-        st.at_buffer = (i, k, run)          # indices: named only when asked (``_CallState.where``), the hot path is this
+        st.where = (st.model.steps[i].name, st.sch.names[k], run)
         return self._malloc(st.sizes[k])
 
     def _evict(self, st: _CallState) -> None:
@@ -351,7 +343,7 @@ class Process:
         if first and name in st.call.benchmarks:
             self._collect(st.awaiting_gc)              # this step's compile runs Python's collector
             for _ in range(st.call.benchmarks.count(name)):
-                st.at_buffer = (i, FLUSH_BUFFER, run)
+                st.where = (name, FLUSH_BUFFER, run)
                 self._free(self._malloc(TRITON_L2_FLUSH_BYTES))
         for k in freed:
             if not first and k in st.sch.first_call:

@@ -293,3 +293,15 @@ def test_timeline_of_a_whole_model_is_a_row_per_phase_and_module(tiny_config):
     assert max(p.step_bytes[i] for _, i in rows) == p.peak_bytes
     r = runner.invoke(app, ["timeline", "--model", str(tiny_config), "--seq", "1K"])
     assert r.exit_code == 0 and "bac.model.layers.1.attn (" in r.output, r.output
+
+
+def test_every_buffer_cites_a_line_of_the_installed_library():
+    """Each traced buffer names the library line that makes it: parameters torch's ``Module._apply`` (the ``.to``
+    that moves them), the batch the model's ``forward`` (the entry point it is the input of), every other allocation
+    its innermost library frame, the GPU's own buffers the rule's cited line."""
+    model = tiny_model()
+    missing = [b.name for b in model.buffers if not (b.source.line > 0 and b.source.quote)]
+    assert not missing, missing[:5]
+    params = {b.source.function for b in model.buffers if b.group is Group.PARAMETERS}
+    assert params == {"_apply"}
+    assert {b.source.file for b in model.buffers if b.group is Group.INPUTS} == {"fla/models/kda/modeling_kda.py"}

@@ -74,6 +74,18 @@ def library_frames(limit: int = 10) -> tuple:
     return tuple(out)
 
 
+def code_line(fn, contains: str | None = None) -> tuple:
+    """(file, line, function, the line's text) of ``fn``'s line holding ``contains`` (its ``def`` line when None), as
+    ``library_frames`` names a frame: what a harness's allocations cite (parameters: torch's ``Module._apply``; the
+    batch: the model's ``forward``, the entry point it is the input of)."""
+    import inspect
+    fn = inspect.unwrap(fn)
+    lines, first = inspect.getsourcelines(fn)
+    offset = next((i for i, text in enumerate(lines) if contains in text), 0) if contains else 0
+    filename = inspect.getsourcefile(fn)
+    return (site_packages_relative(filename.replace("\\", "/")), first + offset, fn.__name__, lines[offset].strip())
+
+
 @dataclass
 class State:
     phase: str = "harness"
@@ -106,8 +118,8 @@ class Recorder:
         return {"phase": phase, "step": self.state.step, "module": module, "thread": thread,
                 "node": node.name() if node is not None else None}
 
-    def _frames(self) -> int:
-        key = library_frames()
+    def _frames(self, key: tuple | None = None) -> int:
+        key = library_frames() if key is None else key
         if key not in self.frames:
             self.frames[key] = len(self.frames)
         return self.frames[key]
@@ -149,11 +161,13 @@ class Recorder:
         self.live_bytes -= nbytes
         self.events.append({"e": "free", "id": i, "phase": self.state.phase})
 
-    def adopt(self, tensors, op: str, names: dict | None = None) -> None:
-        """Tensors that exist before the traced program (parameters, inputs): allocations of the harness, in order;
-        ``names``: id(tensor) -> parameter name, which the optimizer's allocations for it inherit."""
+    def adopt(self, tensors, op: str, at: tuple, names: dict | None = None) -> None:
+        """Tensors that exist before the traced program (parameters, inputs): allocations of the harness, in order,
+        citing ``at`` (``code_line``: the library line that makes them); ``names``: id(tensor) -> parameter name, which
+        the optimizer's allocations for it inherit."""
+        frames = self._frames((at,))
         for t in tensors:
-            self.track(t, op, param=(names or {}).get(id(t)))
+            self.track(t, op, frames, param=(names or {}).get(id(t)))
 
     def provenance(self, args, out) -> list:
         """The parameter each output belongs to, in the optimizer: an op over a list of tensors gives output j the

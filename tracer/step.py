@@ -118,7 +118,7 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
 
     from .launches import install as install_launches
     from .modules import module_paths
-    from .recorder import Recorder
+    from .recorder import Recorder, code_line
     if spec["precision"] != "bf16":
         raise SystemExit(f"error: precision {spec['precision']!r} is not traced (autocast does not apply to meta tensors)")
     reset_library_caches()
@@ -128,12 +128,14 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     if spec.get("checkpoint"):
         model.gradient_checkpointing_enable()
     model.train()
+    inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     with rec.mode(), module_paths(model, rec.state):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
-        rec.adopt(apply_order(model), "model.to(device)", names)
-        inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)
-        rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens") if k in inputs], "batch.to(device)")
+        rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),
+                  names)
+        rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens") if k in inputs], "batch.to(device)",
+                  code_line(type(model).forward))
         optimizer = make_optimizer(spec["optimizer"], model.parameters())
         run_steps(model, optimizer, inputs, spec.get("steps", 3), rec)
         del optimizer, inputs, model
