@@ -268,11 +268,13 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
         raise UsageProblem(f"{'--impl' if impl else '--json'} has no effect on model-step records (each names its own "
                            "config); leave it out")
     with render.working(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)"):
-        checks = model_records.check_all(source)
+        checks, skipped = model_records.check_all(source)
     _print(render.model_checks_table(checks))
     failed = sum(not c.passed for c in checks)
     typer.echo(f"{len(checks) - failed} figures passed, {failed} failed "
                f"({sum(bool(c.expected_error) for c in checks)} named misses among the passed)")
+    for name, why in skipped:
+        typer.echo(f"not checked here: {name}: {why}")
     if failed:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 

@@ -111,18 +111,24 @@ RECORDS = model_records.record_files()
 
 @pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
 def test_model_record_every_figure(path):
-    """Each figure of each committed model-step record, to the byte or at exactly its named miss."""
+    """Each figure of each committed model-step record, to the byte or at exactly its named miss (the GDN model's where
+    this environment can trace it: Triton >= 3.7.1; run by hand under 3.9.0 in session 14)."""
+    why = model_records.not_checkable_here(path)
+    if why:
+        pytest.skip(why)
     checks = model_records.check(path)
     assert checks and all(c.passed for c in checks), [(c.field, c.error, c.expected_error) for c in checks if not c.passed]
 
 
-def test_records_cover_what_the_issue_asks():
-    """Four KDA-model configurations: hidden 1024-2048, 2-24 layers, vocab 32K-152K, checkpointing on and off."""
+@pytest.mark.parametrize("model_type", ["kda", "gated_deltanet"])
+def test_records_cover_what_the_issue_asks(model_type):
+    """Four configurations of each model: hidden 1024-2048, 2-24 layers, vocab 32K-152K, checkpointing on and off."""
     configs = [json.loads(p.read_text()) for p in RECORDS]
-    kda = [c for c in configs if c["config"]["model_type"] == "kda" and not any(s.get("oom") for s in c["steps"])]
-    assert len(kda) >= 4
-    assert {c["options"]["checkpoint"] for c in kda} == {True, False}
-    assert min(c["config"]["num_hidden_layers"] for c in kda) == 2 and max(c["config"]["num_hidden_layers"] for c in kda) == 24
+    ran = [c for c in configs if c["config"]["model_type"] == model_type and not any(s.get("oom") for s in c["steps"])]
+    assert len({json.dumps(c["config"], sort_keys=True) for c in ran}) >= 4
+    assert {c["options"]["checkpoint"] for c in ran} == {True, False}
+    assert min(c["config"]["num_hidden_layers"] for c in ran) == 2 and max(c["config"]["num_hidden_layers"] for c in ran) == 24
+    assert max(c["config"]["vocab_size"] for c in ran) >= 150_000
 
 
 @pytest.mark.parametrize("field,delta", [("max_allocated_bytes", 512), ("max_reserved_bytes", 2 << 20),

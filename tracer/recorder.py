@@ -29,6 +29,7 @@ from .values import Mirrors, meta_like, mirrorable, tensors
 LIBRARY_DIRS = ("fla/", "transformers/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
                 "torch/_tensor.py", "torch/functional.py")
 SKIP = ("torch/utils/_python_dispatch.py", "torch/_ops.py", "livebytes/tracer/", "/tracer/recorder.py")
+ENGINE_FILES = ("torch/autograd/", "torch/_dynamo/", "torch/_compile.py")    # the autograd engine's Python entry
 GEMMS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default")
 REDUCTIONS = ("aten.sum.dim_IntList", "aten.sum.default", "aten.mean.dim", "aten.mean.default", "aten.amax.default",
               "aten.sum.IntList_out")
@@ -105,6 +106,7 @@ class Recorder:
         self._next = 0
         self.live_bytes = 0
         self.param_of: dict[int, str] = {}        # storage address -> the parameter it belongs to (optimizer phases)
+        _sole_owner_counts()                        # measured before any mode of ours is on
 
     # ------------------------------------------------------------------ where an event happens
     def where(self) -> dict:
@@ -236,6 +238,8 @@ class Recorder:
         """Run ``func`` on meta tensors (and on their mirrors where all have one), record its new storages."""
         import torch
         from torch.utils._pytree import tree_flatten, tree_map
+        if func is torch.ops.aten.add.Tensor and accumulates_in_place(args, kwargs):
+            func = torch.ops.aten.add_.Tensor            # the engine's ``old_var.add_(var)``: no new storage
         has_meta = self.mirrors.any_meta((args, kwargs))
         real_in = self.mirrors.to_real((args, kwargs)) if has_meta else None
         try:
@@ -264,6 +268,71 @@ class Recorder:
                     self.mirrors.add(m, r)
         self.note_op(func, args, kwargs, out)
         return out
+
+
+def accumulates_in_place(args, kwargs) -> bool:
+    """autograd's ``InputBuffer`` adding a gradient to the one it holds for the same input
+    (torch/csrc/autograd/input_buffer.cpp, ``accumulate``): ``old_var.add_(var)`` when ``can_accumulate_inplace(old_var)``
+    (a plain, non-overlapping dense tensor whose last reference and storage the buffer holds) and grad mode is off, else
+    ``old_var + var``. On a GPU the first holds; under this dispatch mode ATen's ``isTensorSubclassLike`` is true for every
+    tensor, so the engine always takes the second: this undoes that. A gradient that is a view of a larger result (a
+    Linear's input gradient, reshaped) shares its storage with its base and is added out of place, as on a GPU.
+    Recognised as: ``add.Tensor`` of two tensors of one shape and dtype, no ``alpha``, called by the engine itself (no
+    library Python frame between) in the backward. Not told apart: a C++ derivative formula making the same call."""
+    import torch
+    if kwargs or len(args) != 2 or torch.is_grad_enabled() or torch._C._current_autograd_node() is None:
+        return False
+    old, new = args
+    if not (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)) or old.device.type != "meta":
+        return False
+    if old.shape != new.shape or old.dtype != new.dtype or not _called_by_engine():
+        return False
+    uses, storage_uses = _sole_owner_counts()
+    return (_non_overlapping_and_dense(old) and old._use_count() == uses
+            and torch._C._storage_Use_Count(old.untyped_storage()._cdata) == storage_uses)
+
+
+def _non_overlapping_and_dense(t) -> bool:
+    """c10's ``compute_non_overlapping_and_dense``: the strides, in increasing order, are the running product of the
+    sizes (dimensions of size one ignored)."""
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _called_by_engine() -> bool:
+    """The operator's Python caller is the autograd engine's entry (``run_backward``), not a library's code."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.replace("\\", "/").endswith(_DISPATCH_FILES):
+        frame = frame.f_back
+    return frame is not None and any(e in frame.f_code.co_filename.replace("\\", "/") for e in ENGINE_FILES)
+
+
+_DISPATCH_FILES = ("tracer/recorder.py", "torch/utils/_python_dispatch.py", "torch/_ops.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _sole_owner_counts() -> tuple[int, int]:
+    """(tensor use count, storage use count) of a gradient the engine's buffer alone holds, as seen from inside a
+    dispatch mode (the dispatcher's own references included): measured once on a two-use input, whose first gradient
+    is a plain ``mm`` result."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    seen = []
+
+    class Probe(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.add.Tensor and not seen:
+                seen.append((args[0]._use_count(), torch._C._storage_Use_Count(args[0].untyped_storage()._cdata)))
+            return func(*args, **(kwargs or {}))
+    x = torch.empty(2, 2, device="meta", requires_grad=True)
+    w = torch.empty(2, 2, device="meta")
+    with torch.enable_grad(), Probe():
+        (x.mm(w) * x.mm(w)).sum().backward()
+    return seen[0]
 
 
 def _meta_outputs_small(out) -> bool:

@@ -183,12 +183,11 @@ def cpu_frames(measured: dict) -> tuple[dict, dict]:
 
 
 MODEL_RECORDS = Path(__file__).parent / "records" / "models"
-TRITON_DIVISIBILITY = 16     # estimator.process: a length no multiple of it compiles other code (other frames)
 
 
 def model_processes() -> list[dict]:
     """The whole-model processes (``validate/records/models``, model-step records, cold, Triton 3.6.0): per record its
-    case key, whether its sequence is a multiple of 16, its limit and non-PyTorch bytes after the first step."""
+    case key, its tokens (MBS x S), its limit and non-PyTorch bytes after the first step."""
     out = []
     for path in sorted(MODEL_RECORDS.glob("*.json")):
         r = json.loads(path.read_text())
@@ -199,14 +198,14 @@ def model_processes() -> list[dict]:
         heads = c.get("num_heads", 16)
         key = case_key(f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model:-", c.get("head_dim", 128), heads,
                        c.get("num_v_heads") or heads)
-        out.append({"key": key, "aligned": r["shape"]["seq"] % TRITON_DIVISIBILITY == 0, "record": path.name,
+        out.append({"key": key, "tokens": r["shape"]["mbs"] * r["shape"]["seq"], "record": path.name,
                     "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
     return out
 
 
 def model_data() -> tuple[dict, dict, dict]:
     """(model_limits, modules_by_case, modules) of the traced models from their own processes: the stack limit read
-    after the first step (by case, a length no multiple of 16 apart: 'unaligned'), and the modules, non-PyTorch bytes
+    after the first step (by case, at each measured number of tokens: ``points``), and the modules, non-PyTorch bytes
     minus the context and that limit's reservation; the family's modules figure is its cases' largest."""
     from livebytes.estimator.devices import get_device
     from livebytes.estimator.process import process_memory, stack_reservation_bytes
@@ -214,11 +213,15 @@ def model_data() -> tuple[dict, dict, dict]:
     limits: dict = {}
     by_case: dict = {}
     for p in model_processes():
-        entry = limits.setdefault(p["key"], {}) if p["aligned"] else limits.setdefault(p["key"], {}).setdefault("unaligned", {})
-        if entry and entry["limit_bytes"] != p["limit"]:
+        points = limits.setdefault(p["key"], {"points": []})["points"]
+        entry = next((e for e in points if e["tokens"] == p["tokens"]), None)
+        if entry is None:
+            entry = {"tokens": p["tokens"], "limit_bytes": p["limit"], "records": []}
+            points.append(entry)
+            points.sort(key=lambda e: e["tokens"])
+        if entry["limit_bytes"] != p["limit"]:
             raise SystemExit(f"{p['record']}: stack limit {p['limit']:,} B differs from {entry['records']}")
-        entry.setdefault("limit_bytes", p["limit"])
-        entry.setdefault("records", []).append(f"validate/records/models/{p['record']}")
+        entry["records"].append(f"validate/records/models/{p['record']}")
         reservation = stack_reservation_bytes(p["limit"], get_device("H200"))
         figure = {"bytes": p["nonpytorch"] - context - reservation, "status": "measured",
                   "source": f"{p['record']}: the whole-model process's {p['nonpytorch']:,} B after its first step, minus "
@@ -249,9 +252,9 @@ def build() -> dict:
                  "the tuned configs; derived_on_cpu: cold cases compiled for sm90 on the CPU, not logged on a GPU), the stack "
                  "limit measured at cases whose kernels were not logged (limits), and the loaded "
                  "modules per model family and state; model_limits: traced models' stack limits read from their own "
-                 "processes after the first step (their kernels' frames are not logged one by one), 'unaligned' for a "
-                 "sequence no multiple of 16 (Triton compiles other code without the divisibility-16 specialisation), "
-                 "and their modules per case (modules_by_case). Written by "
+                 "processes after the first step (their kernels' frames are not logged one by one), at each measured "
+                 "number of tokens ('points': a kernel whose integer argument reaches 2**31 compiles an int64 "
+                 "specialisation with other frames, so the limit steps up with the length), and their modules per case (modules_by_case). Written by "
                  "`python -m livebytes.validate.frames` from the records it names; read by estimator/process.py.",
         "records": [f"validate/records/runs/{n}" for n in MATRICES] + ["validate/records/runs/run12/cubin_usage.jsonl"],
         "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",

@@ -24,21 +24,53 @@ MAX_RECORD_BYTES = 1 << 20
 
 # (record file, field) -> (predicted - measured, why): the misses a record is known to have. A named miss passes only
 # at exactly its size: a record edited anywhere still fails. Requested peaks of these steps are exact: the tensors are
-# the traced ones; the allocator's block choice in the steady steps differs from the replay's.
-LAYOUT = ("steady-step block layout: the requested peak is exact, the allocator's choice of cached blocks after the "
-          "cold first step differs from the replay's (not yet explained)")
+# the traced ones (autograd's in-place accumulation included, ``tracer.recorder.accumulates_in_place``).
+PLACEMENT = ("cudaMalloc's placement of segments: this configuration's GPU allocator trace (run 25h), replayed through "
+             "the allocator model with the GPU's segment addresses, gives every block and the reserved peak to the byte; "
+             "with the model's placement (each new segment below the last) ties between equal-sized cached blocks go to "
+             "other segments and the reserved peak misses by exactly this (tests/test_allocator_traces.py); the "
+             "driver's placement is not modelled, and varies between runs of one configuration (runs 23 and 25h: "
+             "allocated 1 MiB apart)")
+PLACEMENT_UNTRACED = ("cudaMalloc's placement of segments, as PLACEMENT shows for the KDA 1.3B and k2 configurations; "
+                      "this one has no allocator trace (requested peak exact)")
+GDN_PROCESS = ("process memory assumed: the Triton 3.9.0 data hold the GDN layer's processes only (the library's largest "
+               "module figure and frames), 0.94-1.07 GB above these whole-model processes: above the truth, not yet "
+               "folded into estimator/data/process (validate/frames.py reads the Triton 3.6.0 records)")
 NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
-    ("h200_run23_k1-packed.json", "steps[1].max_allocated_bytes"): (-2_621_440, LAYOUT),
-    ("h200_run23_k1-packed.json", "steps[2].max_allocated_bytes"): (-2_621_440, LAYOUT),
-    ("h200_run23_k2-ckpt.json", "steps[1].max_allocated_bytes"): (3_145_728, LAYOUT),
-    ("h200_run23_k2-ckpt.json", "steps[2].max_allocated_bytes"): (2_097_152, LAYOUT),
-    ("h200_run23_k2-ckpt.json", "steps[1].max_reserved_bytes"): (-67_108_864, LAYOUT),
-    ("h200_run23_k2-ckpt.json", "steps[2].max_reserved_bytes"): (-67_108_864, LAYOUT),
-    ("h200_run23_k4-1.3b.json", "steps[0].max_reserved_bytes"): (-14_680_064, LAYOUT),
-    ("h200_run23_k4-1.3b.json", "steps[1].max_allocated_bytes"): (1_048_576, LAYOUT),
-    ("h200_run23_k4-1.3b.json", "steps[2].max_allocated_bytes"): (1_048_576, LAYOUT),
-    ("h200_run23_k4-1.3b.json", "steps[1].max_reserved_bytes"): (-276_824_064, LAYOUT),
-    ("h200_run23_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-276_824_064, LAYOUT),
+    ("h200_run23_k1-packed.json", "steps[1].max_allocated_bytes"): (-2_621_440, PLACEMENT_UNTRACED),
+    ("h200_run23_k1-packed.json", "steps[2].max_allocated_bytes"): (-2_621_440, PLACEMENT_UNTRACED),
+    ("h200_run23_k2-ckpt.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run23_k2-ckpt.json", "steps[1].max_reserved_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run23_k2-ckpt.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run23_k2-ckpt.json", "steps[2].max_reserved_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[0].max_allocated_bytes"): (1_048_576, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[0].max_reserved_bytes"): (-27_262_976, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[1].max_reserved_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run25h_k2-ckpt.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run25h_k2-ckpt.json", "steps[1].max_reserved_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run25h_k2-ckpt.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run25h_k2-ckpt.json", "steps[2].max_reserved_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[0].max_allocated_bytes"): (2_097_152, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[0].max_reserved_bytes"): (-27_262_976, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[1].max_allocated_bytes"): (1_048_576, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[1].max_reserved_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[2].max_allocated_bytes"): (1_048_576, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run25_g1-packed.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
+    ("h200_run25_g1-packed.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
+    ("h200_run25_g1-packed.json", "steps[0].nonpytorch.bytes"): (1_059_913_728, GDN_PROCESS),
+    ("h200_run25_g2-ckpt.json", "steps[0].nonpytorch.bytes"): (1_070_399_488, GDN_PROCESS),
+    ("h200_run25_g3-v152k.json", "steps[0].nonpytorch.bytes"): (944_570_368, GDN_PROCESS),
+    ("h200_run25_g4-1.3b.json", "steps[0].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[0].max_reserved_bytes"): (23_068_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[1].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[1].max_reserved_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[2].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[2].max_reserved_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[0].nonpytorch.bytes"): (1_070_399_488, GDN_PROCESS),
 }
 
 
@@ -176,8 +208,22 @@ def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
     return out
 
 
-def check_all(source: str | Path = MODEL_RECORDS_DIR) -> list[FigureCheck]:
+def not_checkable_here(path: Path) -> str | None:
+    """Why this environment cannot trace the record's model (None: it can): fla-core 0.6.0 refuses GatedDeltaNet's
+    backward on Hopper under Triton < 3.7.1, and the tracer runs the library's own checks."""
+    from livebytes.tracer.versions import installed_versions
+    data = read(path)
+    triton = installed_versions().get("triton") or "0"
+    if data["config"].get("model_type") == "gated_deltanet" and tuple(int(x) for x in triton.split(".")[:3]) < (3, 7, 1):
+        return f"GatedDeltaNet traces under Triton >= 3.7.1 only (fla-core 0.6.0's Hopper check); this has {triton}"
+    return None
+
+
+def check_all(source: str | Path = MODEL_RECORDS_DIR) -> tuple[list[FigureCheck], list[tuple[str, str]]]:
+    """Every figure of every record this environment can trace, and (record, why) for those it cannot."""
     files = record_files(source)
     if not files:
         raise LivebytesError(f"no {KIND} records in {show(str(source))}")
-    return [c for f in files for c in check(f)]
+    skipped = [(f.name, why) for f in files if (why := not_checkable_here(f))]
+    names = {n for n, _ in skipped}
+    return [c for f in files if f.name not in names for c in check(f)], skipped

@@ -6,6 +6,8 @@
 # same configurations under the image's torch 2.11 (the records' torch): $OUT/traces/<tag>.json.gz.
 #   install   the wheels in .whl/ (fla-core, flash-linear-attention, livebytes) into /tmp/site
 #   records   four KDA configurations side by side (validate/model_configs/), then the traces
+#   history   (session 14) k2-ckpt and k4-1.3b again, side by side, cold, with the allocator's event trace (--history):
+#             their steady reserved missed by -64 and -264 MiB in run 23; the trace shows which block choice differs
 #   edge V [flags]  the 1.3B configuration (kda-1.3b, checkpointing, AdamW) at MBS 1 x V tokens, alone on the GPU,
 #             cold; flags go to the probe (--history: the allocator's event trace as <tag>.snapshot.pickle)
 # At most 8 files come back from $OUT: everything is written under /tmp/run23 as it appears and packed into
@@ -54,11 +56,18 @@ records)
   wait $p1 $p2 $p3 $p4; DEADLINE=1 true
   timeout 60 bash -c "while kill -0 $pt 2>/dev/null; do sleep 2; done"
   pack records; pack traces; kill %1 %2 2>/dev/null ;;
+history)
+  STEP=history; mkdir -p "$W/history"
+  packing history &
+  probe h-k2-ckpt kda-h2048-l4-v32k 1 16384 --checkpoint --history & p1=$!
+  probe h-k4-1.3b kda-1.3b 1 8192 --checkpoint --history & p2=$!
+  wait $p1 $p2
+  pack history; kill %1 2>/dev/null ;;
 edge)
   STEP=edge; mkdir -p "$W/edge"
   packing edge &
   V=$2; shift 2
   probe "edge-1.3b-$V" kda-1.3b 1 "$V" --checkpoint "$@"
   pack edge; kill %1 2>/dev/null ;;
-*) echo "usage: $0 install | records | edge V" >&2; exit 1 ;;
+*) echo "usage: $0 install | records | history | edge V" >&2; exit 1 ;;
 esac

@@ -1,0 +1,33 @@
+"""The tracer's dispatch mode must not change what autograd allocates: its ``InputBuffer`` adds a second gradient for
+the same input in place when it holds the first one alone (torch/csrc/autograd/input_buffer.cpp ``accumulate``); under
+any dispatch mode ATen's ``isTensorSubclassLike`` is true, so without ``recorder.accumulates_in_place`` every
+accumulation allocated (runs 23/25h: one extra [T, hidden] gradient per projection in each KDA layer's backward)."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from livebytes.tracer.recorder import Recorder  # noqa: E402
+
+
+def _backward_adds(x_dims: tuple, users: int) -> int:
+    """Allocations of ``aten.add.Tensor`` in the backward of ``users`` linears of one input."""
+    rec = Recorder()
+    x = torch.empty(*x_dims, device="meta", requires_grad=True)
+    weights = [torch.empty(x_dims[-1], x_dims[-1], device="meta", requires_grad=True) for _ in range(users)]
+    with rec.mode():
+        outs = [torch.nn.functional.linear(x, w) for w in weights]
+        total = outs[0].sum()
+        for y in outs[1:]:
+            total = total + y.sum()
+        total.backward()
+    return sum(1 for e in rec.events if e["e"] == "alloc" and e["op"] == "aten.add.Tensor" and e["phase"] == "backward")
+
+
+@pytest.mark.parametrize("x_dims, users, adds", [
+    ((8, 16), 4, 0),        # 2-D input: each gradient is an mm result the buffer alone holds: 3 in-place adds
+    ((2, 8, 16), 4, 1),     # 3-D: the first gradient is a view of its mm result (shared storage): one new tensor,
+                            # which the buffer then holds alone: 2 in place (the KDA layer's projections, runs 23/25h)
+    ((2, 8, 16), 2, 1),     # one accumulation, onto a view: out of place
+])
+def test_autograd_accumulates_as_on_a_gpu(x_dims, users, adds):
+    assert _backward_adds(x_dims, users) == adds
