@@ -109,6 +109,11 @@ def cuda_malloc_address(segment_number: int) -> int:
     return (CUDA_MALLOC_TOP - segment_number) * ES_ADDRESS_SPACE * 2
 
 
+def model_placement(segment_number: int, _nbytes: int) -> int:
+    """The model's placement of a new segment (``cuda_malloc_address``; the size does not change it)."""
+    return cuda_malloc_address(segment_number)
+
+
 @dataclass(eq=False)
 class Block:
     addr: int
@@ -179,8 +184,11 @@ class CachingAllocator:
     segments (or pages) from a finite capacity with PyTorch's release-and-retry before an OOM."""
 
     def __init__(self, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
-                 device_total_bytes: int | None = None) -> None:
+                 device_total_bytes: int | None = None, placement=None) -> None:
+        """``placement``: (segment number, bytes) -> where cudaMalloc puts that segment (None: ``model_placement``; a
+        GPU trace's own addresses in ``validate.allocator_traces``)."""
         self.conf = conf
+        self.placement = placement or model_placement
         self.capacity = capacity_bytes
         self.device_total = device_total_bytes     # sizes an expandable segment's address range
         self._pools: dict[bool, list[tuple[int, int, Block]]] = {True: [], False: []}
@@ -232,7 +240,7 @@ class CachingAllocator:
         if not self._reserve(alloc_size):
             return None
         self._segments += 1
-        return Block(cuda_malloc_address(self._segments), alloc_size, small)
+        return Block(self.placement(self._segments, alloc_size), alloc_size, small)
 
     def release_available_cached_blocks(self) -> bool:
         """``release_available_cached_blocks``: returns false at once while ``max_split_size`` is unlimited."""

@@ -193,30 +193,28 @@ def _readable(prefix: str) -> str:
     return family if contract == "-" else f"{family} ({contract} contract)"
 
 
-# Triton specialises an integer argument divisible by 16 (``tt.divisibility``): a sequence length that is no multiple
-# of it compiles other code, whose frames differ (the 1.3B KDA model: 15,280 B at 8,192 tokens, 16,320 B at 468,518)
 def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
     """(limit, status, source) for a family whose stack limit is read from its own process after the first step
     (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
-    None. A case's limit is measured at some numbers of tokens (``points``); it only grows with the length (Triton
-    compiles an int64 specialisation, with other frames, once an integer argument reaches 2**31: 15,280 B at 8-16K
-    tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, aligned or not), so between two measured lengths the
-    larger limit bounds it and below the shortest the shortest's does. Above the longest, or at a case not measured,
-    the family's largest measured limit is taken, named as assumed (frames are not monotonic in the head count)."""
+    None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
+    measured one's limit is taken, as a bound that rests on one assumption, said in the answer: the limit does not
+    shrink as the length grows (Triton compiles an int64 specialisation once an integer argument reaches 2**31, which
+    is what the records show: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
+    of 16 or not; not proved for every kernel). Above the longest, or at a case not measured, the family's largest
+    measured limit is taken, named as assumed (frames are not monotonic in the head count)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family:
         return None
     tokens = shape.mbs * shape.seq
     points = family.get(_case_key(prefix, shape), {}).get("points", [])
-    below = [p for p in points if p["tokens"] <= tokens]
     above = [p for p in points if p["tokens"] >= tokens]
-    if below and above and below[-1]["limit_bytes"] == above[0]["limit_bytes"]:
-        return below[-1]["limit_bytes"], "measured", f"read after the first step by {', '.join(above[0]['records'])}"
     if above:
         p = above[0]
-        return (p["limit_bytes"], f"bounded: the limit measured at {p['tokens']:,} tokens (it only grows with the "
-                f"length){_between(below)}", f"read after the first step by {', '.join(p['records'])}")
+        status = "measured" if p["tokens"] == tokens else (
+            f"bounded: the limit measured at {p['tokens']:,} tokens, assuming it does not shrink as the length grows"
+            f"{_below(points, tokens)}")
+        return p["limit_bytes"], status, f"read after the first step by {', '.join(p['records'])}"
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
     where = f"D{shape.dim} H{shape.heads} HV{shape.hv}" + (f" above {points[-1]['tokens']:,} tokens" if points else "")
@@ -224,8 +222,9 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
             f"{len(measured)} figures)", f"read by {record}")
 
 
-def _between(below: list) -> str:
-    return f"; {below[-1]['limit_bytes']:,} B at {below[-1]['tokens']:,}" if below else ""
+def _below(points: list, tokens: int) -> str:
+    below = [p for p in points if p["tokens"] < tokens]
+    return f" ({below[-1]['limit_bytes']:,} B at {below[-1]['tokens']:,})" if below else ""
 
 
 def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int = 0,

@@ -306,12 +306,9 @@ def _non_overlapping_and_dense(t) -> bool:
 def _called_by_engine() -> bool:
     """The operator's Python caller is the autograd engine's entry (``run_backward``), not a library's code."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.replace("\\", "/").endswith(_DISPATCH_FILES):
-        frame = frame.f_back
+    while frame is not None and any(s in frame.f_code.co_filename.replace("\\", "/") for s in SKIP):
+        frame = frame.f_back     # the dispatch machinery and ours
     return frame is not None and any(e in frame.f_code.co_filename.replace("\\", "/") for e in ENGINE_FILES)
-
-
-_DISPATCH_FILES = ("tracer/recorder.py", "torch/utils/_python_dispatch.py", "torch/_ops.py")
 
 
 @functools.lru_cache(maxsize=1)

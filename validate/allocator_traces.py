@@ -4,7 +4,7 @@
 With each new segment placed where the GPU's ``cudaMalloc`` put it (the trace's ``segment_alloc`` addresses), every
 block the model hands out must be the GPU's block at the GPU's address, and its reserved bytes the GPU's: that checks
 every rule of the model (best fit by size then address, splitting, merging, segment sizes) on tens of thousands of real
-requests. With the model's own placement (``allocator.cuda_malloc_address``: each segment below the one before) what
+requests. With the model's own placement (``allocator.model_placement``: each segment below the one before) what
 differs is the driver's placement alone: ties between equal-sized cached blocks of different segments go to the lower
 address (CUDACachingAllocator.cpp ``BlockComparatorSize``), so a placement the model does not know can pick another
 block, split it elsewhere and, later, cut a segment the GPU did not (or not cut one it did).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from livebytes.estimator.allocator import Block, CachingAllocator, cuda_malloc_address
+from livebytes.estimator.allocator import Block, CachingAllocator, model_placement
 
 
 @dataclass(frozen=True)
@@ -35,18 +35,13 @@ def replay_trace(snapshot: dict, device_placement: bool = True) -> TraceReplay:
     """The trace's requests through the model; ``device_placement``: segments at the GPU's addresses, in the GPU's
     order (the model's placement otherwise)."""
     events = device_events(snapshot)
-    gpu_segments = iter([addr for action, addr, _ in events if action == "segment_alloc"])
-    alloc = CachingAllocator()
+    gpu_segments = [addr for action, addr, _ in events if action == "segment_alloc"]
     made: list[int] = []
 
-    def place(size: int, alloc_size: int, small: bool) -> Block | None:
-        if not alloc._reserve(alloc_size):
-            return None
-        alloc._segments += 1
-        made.append(alloc_size)
-        addr = next(gpu_segments) if device_placement else cuda_malloc_address(alloc._segments)
-        return Block(addr, alloc_size, small)
-    alloc.alloc_block = place
+    def place(number: int, nbytes: int) -> int:
+        made.append(nbytes)
+        return gpu_segments[number - 1] if device_placement else model_placement(number, nbytes)
+    alloc = CachingAllocator(placement=place)
     live: dict[int, Block] = {}
     divergence, requests = None, 0
     for action, addr, nbytes in events:

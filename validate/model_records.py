@@ -209,14 +209,9 @@ def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
 
 
 def not_checkable_here(path: Path) -> str | None:
-    """Why this environment cannot trace the record's model (None: it can): fla-core 0.6.0 refuses GatedDeltaNet's
-    backward on Hopper under Triton < 3.7.1, and the tracer runs the library's own checks."""
-    from livebytes.tracer.versions import installed_versions
-    data = read(path)
-    triton = installed_versions().get("triton") or "0"
-    if data["config"].get("model_type") == "gated_deltanet" and tuple(int(x) for x in triton.split(".")[:3]) < (3, 7, 1):
-        return f"GatedDeltaNet traces under Triton >= 3.7.1 only (fla-core 0.6.0's Hopper check); this has {triton}"
-    return None
+    """Why this environment cannot trace the record's model (None: it can): ``untraceable_here`` (H200 records)."""
+    from livebytes.lifetimes.traced.model import untraceable_here
+    return untraceable_here(read(path)["config"].get("model_type"))
 
 
 def check_all(source: str | Path = MODEL_RECORDS_DIR) -> tuple[list[FigureCheck], list[tuple[str, str]]]:

@@ -186,6 +186,22 @@ def known_refusal(line: str) -> str | None:
     return next((said for seen, said in KNOWN_REFUSALS if seen in line), None)
 
 
+# fla-core 0.6.0 ops/common/chunk_o.py (its #640): the gated chunk_bwd_dqkwg refuses Hopper under these Tritons
+GATED_BACKWARD_REFUSED = ((3, 4, 0), (3, 7, 1))
+
+
+def untraceable_here(model_type: str, sm: int = 90) -> str | None:
+    """Why this environment cannot trace a model of ``model_type`` for a GPU of compute capability ``sm`` (None: it
+    can): the tracer runs the library's own checks, and fla-core 0.6.0 refuses GatedDeltaNet's backward on Hopper
+    under Triton >= 3.4.0 and < 3.7.1."""
+    triton = installed_versions().get("triton") or "0"
+    version = tuple(int(part) for part in triton.split("+")[0].split(".")[:3])
+    low, high = GATED_BACKWARD_REFUSED
+    if model_type == "gated_deltanet" and sm == 90 and low <= version < high:
+        return f"GatedDeltaNet traces for Hopper under Triton >= 3.7.1 only (fla-core 0.6.0's #640); this has {triton}"
+    return None
+
+
 def traces(req: Request) -> dict:
     """The request's traces, layer count -> that run's traces (and the versions): from the disk cache, else traced now
     (one tracer process per layer count, side by side)."""

@@ -80,8 +80,11 @@ class FlaGdnLayer(FlaLayer):
     @classmethod
     def refuse_device(cls, sm: int, device_name: str) -> str | None:
         import triton
+
+        from livebytes.lifetimes.traced.model import GATED_BACKWARD_REFUSED
         version = tuple(int(part) for part in triton.__version__.split("+")[0].split(".")[:3])
-        if sm == 90 and (3, 4, 0) <= version < (3, 7, 1):
+        low, high = GATED_BACKWARD_REFUSED
+        if sm == 90 and low <= version < high:
             return ("fla-core 0.6.0's gated chunk_bwd_dqkwg refuses Hopper with Triton >= 3.4.0 and < 3.7.1 (#640): "
                     "the GDN layer's backward does not run here")
         return None
