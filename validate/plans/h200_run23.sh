@@ -8,6 +8,8 @@
 #   records   four KDA configurations side by side (validate/model_configs/), then the traces
 #   history   (session 14) k2-ckpt and k4-1.3b again, side by side, cold, with the allocator's event trace (--history):
 #             their steady reserved missed by -64 and -264 MiB in run 23; the trace shows which block choice differs
+#   heldout   (session 15) four KDA configurations no record had, side by side, cold, their predictions committed before
+#             the run (validate/records/models/predictions/run26/): issue 32's held-out check
 #   edge V [flags]  the 1.3B configuration (kda-1.3b, checkpointing, AdamW) at MBS 1 x V tokens, alone on the GPU,
 #             cold; flags go to the probe (--history: the allocator's event trace as <tag>.snapshot.pickle)
 # At most 8 files come back from $OUT: everything is written under /tmp/run23 as it appears and packed into
@@ -63,11 +65,21 @@ history)
   probe h-k4-1.3b kda-1.3b 1 8192 --checkpoint --history & p2=$!
   wait $p1 $p2
   pack history; kill %1 2>/dev/null ;;
+heldout)
+  STEP=heldout; mkdir -p "$W/heldout"
+  packing heldout &
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$W/heldout/gpu.csv"
+  probe ho1-v64k kda-h1536-l6-v64k 2 4096 & p1=$!
+  probe ho2-ckpt32k kda-h2048-l12-v100k 1 32768 --checkpoint & p2=$!
+  probe ho3-ckpt-mbs4 kda-h1024-l16-v32k 4 8192 --checkpoint & p3=$!
+  probe ho4-v152k kda-h2048-l2-v152k 1 16384 & p4=$!
+  wait $p1 $p2 $p3 $p4
+  pack heldout; kill %1 2>/dev/null ;;
 edge)
   STEP=edge; mkdir -p "$W/edge"
   packing edge &
   V=$2; shift 2
   probe "edge-1.3b-$V" kda-1.3b 1 "$V" --checkpoint "$@"
   pack edge; kill %1 2>/dev/null ;;
-*) echo "usage: $0 install | records | history | edge V" >&2; exit 1 ;;
+*) echo "usage: $0 install | records | history | heldout | edge V" >&2; exit 1 ;;
 esac
