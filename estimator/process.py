@@ -142,6 +142,12 @@ def _library(device_entry: dict, model_key: str, triton: str | None = None) -> t
     return listing[0], [note.removeprefix("assumed: ")] if note else []
 
 
+def _variant(options: dict) -> str:
+    """The code a case runs beside its shape: a kernel's contract, or a whole model's packed sequences (``cu_seqlens``
+    makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -."""
+    return options.get("contract") or ("packed" if options.get("packed") else "-")
+
+
 def _case_key(prefix: str, shape) -> str:
     """The data file's case key, 'FAMILY:CONTRACT D.. H.. HV..' (``validate/frames.py``'s ``case_key``)."""
     return f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
@@ -188,8 +194,11 @@ def _case_text(case: str) -> str:
 
 
 def _readable(prefix: str) -> str:
-    """``fla-kda:report`` -> ``fla-kda (report contract)``; ``fla-gdn:-`` -> ``fla-gdn``."""
+    """``fla-kda:report`` -> ``fla-kda (report contract)``; ``fla-gdn:-`` -> ``fla-gdn``; ``fla-kda-model:packed`` ->
+    ``fla-kda-model (packed sequences)``."""
     family, contract = prefix.split(":")
+    if contract == "packed":
+        return f"{family} (packed sequences)"
     return family if contract == "-" else f"{family} ({contract} contract)"
 
 
@@ -293,7 +302,7 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              notes=tuple(model_notes))
     data = _json(DATA / lib["data"])
     family = key.split("@")[0]
-    prefix = None if isinstance(model, str) else f"{family}:{dict(model.options).get('contract') or '-'}"
+    prefix = None if isinstance(model, str) else f"{family}:{_variant(dict(model.options))}"
     case = None if shape is None or prefix is None else _case_key(prefix, shape)
     modules, notes = _modules(data, family, triton_cache, case), model_notes
     if assumed_from:

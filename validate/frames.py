@@ -44,7 +44,8 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
 # Frames compiled for sm90 on the CPU (validate/probes/cpu_frames.py): 166/166 kernels and 3,220/3,220 candidates equal
 # the H200's where both exist (runs/cpu_frames/README.md); used for cases no GPU process logged. A case whose call
 # raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
-CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl")
+CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl",
+                 "cpu_frames/summary_d.jsonl")       # _d: session 15, report contract D256 H8 (issue 33's case)
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
 MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl")
 
@@ -196,7 +197,8 @@ def model_processes() -> list[dict]:
             continue
         c = r["config"]
         heads = c.get("num_heads", 16)
-        key = case_key(f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model:-", c.get("head_dim", 128), heads,
+        variant = "packed" if r["options"].get("packed") else "-"      # estimator.process._variant
+        key = case_key(f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model:{variant}", c.get("head_dim", 128), heads,
                        c.get("num_v_heads") or heads)
         out.append({"key": key, "tokens": r["shape"]["mbs"] * r["shape"]["seq"], "record": path.name,
                     "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
