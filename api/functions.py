@@ -30,14 +30,14 @@ class ArgumentError(UsageProblem, TypeError):
     """A keyword the call does not take, or a combination it refuses: a ``TypeError`` (and a ``LivebytesError``)."""
 
 
-def check_keywords(call: str, given: dict, accepted) -> None:
-    """Refuse a keyword ``call`` does not take, naming every one it does (a misspelt size must not fall back to a
-    default silently)."""
+def check_keywords(call: str, given: dict, accepted, named=()) -> None:
+    """Refuse a keyword ``call`` does not take, naming every one it does, its ``named`` parameters first (a misspelt
+    size must not fall back to a default silently)."""
     unknown = sorted(set(given) - set(accepted))
     if unknown:
         plural = "s" if len(unknown) > 1 else ""
         raise ArgumentError(f"{call}() got unexpected keyword argument{plural} {', '.join(unknown)}; it takes: "
-                            f"{', '.join(accepted)}")
+                            f"{', '.join((*named, *accepted))}")
 
 
 def refuse_given(why: str, given: dict, names) -> None:
@@ -126,7 +126,7 @@ def plan(model, solve: str = "seq", budget=None, **keywords) -> calls.Plan:
     ("80GiB" or bytes); the other sizes held (seq_len 8K and num_heads 96 unless given)."""
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.planning import SOLVABLE
-    check_keywords("plan", keywords, ONE_SHAPE)
+    check_keywords("plan", keywords, ONE_SHAPE, named=("solve", "budget"))
     if solve not in SOLVABLE:
         raise ArgumentError(f"solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     solved = next(k for k, f in SHAPE_KEYWORDS.items() if f == solve)
@@ -143,8 +143,8 @@ def plan(model, solve: str = "seq", budget=None, **keywords) -> calls.Plan:
 
 def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1, head_dim=128, **keywords) -> calls.Sweep:
     """Predictions over a grid: each size an int, a list, or the command line's text ("8K..256K", "16,32")."""
-    check_keywords("sweep", keywords, tuple(k for k in ONE_SHAPE if k not in ("seq_len", "num_heads", "batch_size",
-                                                                                "head_dim", "num_v_heads")))
+    check_keywords("sweep", keywords, ("hidden_size", "num_hidden_layers", "conv_size", "checkpoint", *SETTING_KEYWORDS),
+                   named=("seq_len", "num_heads", "batch_size", "head_dim"))
     keys = [models] if isinstance(models, str) else list(models)
     for m in keys:
         if is_config(m) or not isinstance(m, str):
@@ -165,7 +165,7 @@ def _sizes(value, name: str) -> list[int]:
 
 def explain(snapshot, model, at: str = "peak", **keywords) -> calls.Explanation:
     """Each live block of a ``torch.cuda.memory._dump_snapshot`` file named by ``model``'s buffer at this shape."""
-    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *SETTING_KEYWORDS[:5]))
+    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *SETTING_KEYWORDS[:5]), named=("at",))
     key, options, heads, dim = chosen(model, keywords)
     if options:
         raise ArgumentError("explain takes a registry key (a kernel or layer model), not a whole model's config")

@@ -1,10 +1,11 @@
-"""The ``livebytes`` command. Each command parses, calls the library, renders (``render``) or prints JSON
-(``report``). Errors are not caught here: ``errors.LivebytesGroup`` gives every command one error path
-(one line on stderr; exit 1 domain, 2 usage, 3 failed validation). Shared options live in ``options``.
+"""The ``livebytes`` command. Each command parses, calls the library (predict, compare, plan, sweep, explain and models:
+``livebytes.calls``, the Python API's own calls), renders (``render``) or prints JSON (``livebytes.report``).
+Errors are not caught here: ``errors.LivebytesGroup`` gives every command one error path (one line
+on stderr; exit 1 domain, 2 usage, 3 failed validation). Shared options live in ``options``.
 
 Hooks for more commands: define them in their own module with ``@app.command()`` on this ``app`` (import
 the module at the bottom of this file), take options from ``options``, print JSON via
-``report.envelope``.
+``livebytes.report.envelope``.
 """
 from __future__ import annotations
 
