@@ -117,6 +117,8 @@ def compare(models, **keywords) -> calls.Comparison:
     if len(set(map(str, keys))) != len(keys):
         raise ArgumentError(f"compare: a model given more than once in {keys}")
     picked = [chosen(m, keywords) for m in keys]
+    if len(picked) > 1 and any(p[1] for p in picked):
+        raise ArgumentError("compare: a whole model's config compares alone (as compare --model); give registry keys to compare several")
     key_list, options, heads, dim = [p[0] for p in picked], picked[0][1], picked[0][2], picked[0][3]
     return calls.compare_at(key_list, shape_of(keywords, heads, dim), setting_of(keywords, options))
 
