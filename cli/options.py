@@ -56,7 +56,8 @@ CpLayout = typer.Option(None, "--cp-layout", metavar="contiguous|zigzag",
 Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
-                         help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
+                         help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: the "
+                              "environment's PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, else PyTorch's")
 Triton = typer.Option(None, "--triton", metavar="VERSION",
                       help="Triton models only: the Triton version whose kernels' process memory counts (stack frames, "
                            "modules): 3.6.0 (default) or 3.9.0 for fla-kda; 3.9.0 alone for fla-gdn, whose backward "

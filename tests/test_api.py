@@ -65,6 +65,16 @@ def test_to_dict_is_the_cli_json(name):
     assert list(answer.warnings) == printed["warnings"]
 
 
+def test_explain_is_the_cli_json(tmp_path):
+    """The predicted process's own snapshot (timeline --out), explained by the API and by the command alike."""
+    pytest.importorskip("torch")
+    target, shape = tmp_path / "p.pickle", ["--seq", "8K", "--heads", "8"]
+    assert CliRunner().invoke(app, ["timeline", "--impl", "fla-kda@0.6.0", *shape, "--out", str(target)]).exit_code == 0
+    answer = livebytes.explain(target, "fla-kda@0.6.0", seq_len=8192, num_heads=8)
+    assert answer.to_dict() == cli_json(["explain", str(target), "--impl", "fla-kda@0.6.0", *shape])["results"][0]
+    assert answer.unexplained_bytes == 0
+
+
 def test_the_fields_are_the_json_keys():
     """The typed fields a script reads hold what to_dict() holds (an out-of-memory: fits false, the oom object)."""
     answer = livebytes.predict("fla-kda@0.6.0", seq_len="256K", num_heads=128)
