@@ -114,8 +114,9 @@ def alloc_conf_of(text: Optional[str], environ=None):
         text, where = env.get(source), f"{source} (from the environment; --alloc-conf overrides it)"
     keys = [item.partition(":")[0].strip() for item in (text or "").split(",") if item.strip()]
     repeated = sorted({k for k in keys if keys.count(k) > 1})
-    if repeated:
-        raise UsageProblem(f"{where}: {', '.join(repeated)} given more than once (the last would silently win)")
+    if repeated:        # a usage error of the flag; the environment's is a bad value (exit 1)
+        problem = UsageProblem if source == "--alloc-conf" else LivebytesError
+        raise problem(f"{where}: {', '.join(repeated)} given more than once (the last would silently win)")
     try:
         conf = parse_alloc_conf(text)
     except LivebytesError as err:

@@ -17,8 +17,9 @@ from . import calls
 SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "num_v_heads": "v_heads",
                   "head_dim": "dim", "hidden_size": "hidden", "num_hidden_layers": "layers", "conv_size": "conv_size",
                   "checkpoint": "checkpoint"}
-# the command line's options, each flag's name with underscores
-SETTING_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "alloc_conf", "triton_cache", "triton")
+# the command line's options, each flag's name with underscores: those that choose the model, those of the verdict
+MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout")
+SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
 WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed")
 # what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
 CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "hidden_size", "conv_size", "contract", "no_recompute", "cp",
@@ -167,7 +168,7 @@ def _sizes(value, name: str) -> list[int]:
 
 def explain(snapshot, model, at: str = "peak", **keywords) -> calls.Explanation:
     """Each live block of a ``torch.cuda.memory._dump_snapshot`` file named by ``model``'s buffer at this shape."""
-    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *SETTING_KEYWORDS[:5]), named=("at",))
+    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *MODEL_KEYWORDS), named=("at",))
     key, options, heads, dim = chosen(model, keywords)
     if options:
         raise ArgumentError("explain takes a registry key (a kernel or layer model), not a whole model's config")

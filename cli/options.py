@@ -2,7 +2,8 @@
 
 One vocabulary (``--impl --mbs --seq --heads --dim --v-heads --gpu --json --out``); a command added
 elsewhere imports these instead of declaring its own. The library's errors name concepts ("device",
-"option recompute"); the flags are named here, once.
+"option recompute"); the flags are named here, once. The helpers the Python API shares (the model, device, alloc conf
+and verdict a request chooses) live in ``livebytes.choose`` and are imported here under their old names.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import livebytes
 from livebytes.cli.app import app
 from livebytes.choose import alloc_conf_of
-from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.errors import LivebytesError, UsageProblem
 
 ROOT = Path(__file__).parent.parent
 GiB = 2**30
@@ -124,9 +124,16 @@ def test_the_alloc_conf_and_where_it_came_from(flag, environ, expected):
     assert (conf.text, conf.source) == expected
 
 
-def test_an_unmodelled_environment_alloc_conf_names_its_variable():
-    with pytest.raises(LivebytesError, match="PYTORCH_CUDA_ALLOC_CONF .from the environment.*max_split_size_mb"):
-        alloc_conf_of(None, {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"})
+@pytest.mark.parametrize("environ, match", [
+    ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}, "PYTORCH_CUDA_ALLOC_CONF .from the environment.*max_split_size_mb"),
+    ({"PYTORCH_ALLOC_CONF": "expandable_segments:True,expandable_segments:False"},
+     "PYTORCH_ALLOC_CONF .from the environment.*expandable_segments given more than once"),
+])
+def test_a_bad_environment_alloc_conf_names_its_variable(environ, match):
+    """A bad value (exit 1), not a usage error (exit 2): no flag was misused."""
+    with pytest.raises(LivebytesError, match=match) as raised:
+        alloc_conf_of(None, environ)
+    assert not isinstance(raised.value, UsageProblem)
 
 
 def test_the_environments_alloc_conf_reaches_the_answer(monkeypatch):
