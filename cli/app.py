@@ -1,10 +1,11 @@
-"""The ``livebytes`` command. Each command parses, calls the library, renders (``render``) or prints JSON
-(``report``). Errors are not caught here: ``errors.LivebytesGroup`` gives every command one error path
-(one line on stderr; exit 1 domain, 2 usage, 3 failed validation). Shared options live in ``options``.
+"""The ``livebytes`` command. Each command parses, calls the library (predict, compare, plan, sweep, explain and models:
+``livebytes.calls``, the Python API's own calls), renders (``render``) or prints JSON (``livebytes.report``).
+Errors are not caught here: ``errors.LivebytesGroup`` gives every command one error path (one line
+on stderr; exit 1 domain, 2 usage, 3 failed validation). Shared options live in ``options``.
 
 Hooks for more commands: define them in their own module with ``@app.command()`` on this ``app`` (import
 the module at the bottom of this file), take options from ``options``, print JSON via
-``report.envelope``.
+``livebytes.report.envelope``.
 """
 from __future__ import annotations
 
@@ -48,12 +49,6 @@ def _print(table) -> None:
     console.print(fit(table))
 
 
-def _implausible(*shapes) -> list[str]:
-    """The warning lines for shapes beyond anything a GPU holds (each once)."""
-    from livebytes.estimator.shapes import implausible
-    return list(dict.fromkeys(r for r in map(implausible, shapes) if r))
-
-
 def _warn_all(data: dict) -> None:
     """Every warning a command's answer carries, one line each on stderr (JSON keeps them in ``warnings``)."""
     for line in data["warnings"]:
@@ -63,17 +58,6 @@ def _warn_all(data: dict) -> None:
 def _given(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
     """The flag's text as given (an empty string too: its parser says why), else the first default that is set."""
     return flag if flag is not None else next((d for d in defaults if d is not None), None)
-
-
-def _measured(model, shape):
-    """The records of this model at this shape; a layer model's shape with its layer fields left out is the model's
-    defaults (hidden, one layer, no checkpointing), as its records state them."""
-    from livebytes.validate.records import find
-    opts = {k: v for k, v in model.options if k != "forward_only"}
-    if "hidden" in opts and "layers" in opts:
-        shape = replace(shape, hidden=shape.hidden or opts["hidden"], layers=shape.layers or opts["layers"],
-                        checkpoint=shape.checkpoint or (True if opts.get("checkpoint") else None))
-    return find(model.key, shape, opts)
 
 
 @app.command()
@@ -88,28 +72,21 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
             triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
-    from livebytes.estimator.replay import replay
-
-    from . import report
+    from livebytes import calls
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     key = o.single_impl(ch.keys, "predict")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
-    model = o.compiled_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, shape)
-    warnings = _implausible(shape)
-    for line in warnings:           # at once: the simulation of an absurd shape takes a moment
-        warn(line)
-    pred = model.predict(shape)
-    replayed = replay(model, shape).peak_bytes
-    measured = _measured(model, shape)
-    verdict = o.verdict_for(model, shape, o.device_of(key, gpu), alloc_conf, triton_cache, triton)
-    data = report.envelope("predict", [report.prediction_data(pred, measured, verdict, replayed)], warnings)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
+    answer = calls.predict_at(key, shape, setting, announce=warn)      # warned at once: an absurd shape's run takes a moment
     if as_json:
-        _print_json(data)
+        _print_json(calls.prediction_document(answer))
     else:
         from . import render
-        first = data["results"][0]
+        first = answer.to_dict()
+        pred, measured, replayed = answer.engine
+        _print(render.T(answer.summary))
         _print(render.prediction_table(pred, measured, replayed, first["peaks_unbounded"], bool(first.get("probed"))))
         by_module = render.module_table(first)
         if by_module is not None:
@@ -130,29 +107,21 @@ def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o
             triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
     each runs on its device."""
-    from livebytes.estimator.engine import predict as run_predict
-    from livebytes.estimator.replay import replay
-
-    from . import report
+    from livebytes import calls
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     impl = o.distinct_impls(ch.keys, "compare")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
-    models = [o.model_for(key, gpu, what_if, shape) for key in impl]
-    preds = [run_predict(m, shape) for m in models]
-    replayed = [replay(m, shape).peak_bytes for m in models]
-    measured = [_measured(m, shape) for m in models]
-    devices = [o.device_of(key, gpu) for key in impl]
-    verdicts = [o.verdict_for(m, shape, d, alloc_conf, triton_cache, triton, several=True) for m, d in zip(models, devices)]
-    skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
-    data = report.compare_data(preds, measured, replayed, verdicts, _implausible(shape) + ([skipped] if skipped else []))
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
+    answer = calls.compare_at(impl, shape, setting)
+    data = answer.to_dict()
     _warn_all(data)
     if as_json:
         _print_json(data)
     else:
         from . import render
+        preds, measured = answer.engine
         _print(render.compare_table(data, preds, measured))
         for r in data["results"]:
             _print(render.T(f"assumed: {render.terms_line(r)}"))
@@ -165,10 +134,8 @@ def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o
 @app.command()
 def models(as_json: bool = o.Json) -> None:
     """The registry: every model, its default GPU, options and what it covers."""
-    from livebytes.estimator.registry import specs
-
-    from . import report
-    data = report.models_data(specs())
+    from livebytes import calls
+    data = calls.models_document(calls.models_at())
     if as_json:
         _print_json(data)
     else:
@@ -217,7 +184,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
     from livebytes.validate import session
     from livebytes.validate.records import records_from
 
-    from . import report
+    from livebytes import report
     tol = cmp.parse_tolerance(tolerance)
     device_seconds = None
     if from_records:
@@ -279,37 +246,6 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
 
-def _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton, several: bool = False):
-    """plan's answer for one model: (result, device, the process memory its verdict counted, the model)."""
-    from livebytes.estimator.capacity import allocated_peak, process_memory
-    from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
-    from livebytes.estimator.registry import seq_multiple, spec
-    multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
-    device, s = o.device_of(key, gpu), spec(key)
-    first = replace(base, seq=multiple) if multiple > 1 else base
-    # a traced model's compiled form from the cache (its symbolic build is seconds); the others as they were
-    model = o.compiled_for(key, gpu, what_if, first) if s.required_options else o.model_for(key, gpu, what_if, first)
-    cache, version = o.triton_cache_for(model, device, triton_cache, several), o.triton_for(key, device, triton, several)
-
-    def refuse(sh):
-        return s.refuse(sh, device)
-
-    def replayed(m, sh):
-        return allocated_peak(m, sh, conf, cache)
-
-    def model_at(sh):          # the stack's layers are a build option: one model per tried count
-        return o.model_for(key, gpu, what_if, sh)
-    at = model_at if solve == "layers" else None
-    result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at)
-              if limit is not None else
-              largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple, model_at=at,
-                              triton=version))
-    judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
-    process = judged.process if judged is not None else process_memory(device, model, cache, answer_shape(base, result),
-                                                                         triton=version)
-    return result, device, process, model
-
-
 @app.command()
 def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
@@ -319,7 +255,8 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
                                                    "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
-         mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", metavar="SIZE", help="tokens per sequence, held unless solved: 8192, 8K"),
+         mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", "--seq-len", metavar="SIZE",
+                                  help="tokens per sequence, held unless solved: 8192, 8K"),
          heads: Optional[str] = typer.Option(None, "--heads", metavar="SIZE",
                                              help="query/key heads, held unless solved (default 96; --model: the config's)"),
          dim: Optional[str] = o.Dim,
@@ -331,10 +268,9 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
          triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
+    from livebytes import calls
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.planning import SOLVABLE
-
-    from . import report
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
@@ -347,21 +283,9 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     base = o.shape_from(mbs, seq, _given(heads, ch.heads, "96"), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
     limit = parse_budget(budget) if budget else None
-    conf = o.alloc_conf_of(alloc_conf)
-    results, devices, processes, models = [], [], [], []
-    for key in impl:
-        result, device, process, model = _plan_one(key, base, solve, gpu, what_if, limit, conf, triton_cache, triton,
-                                                   len(impl) > 1)
-        results.append(result)
-        devices.append(device)
-        processes.append(process)
-        models.append(model)
-    skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
-    if skipped:
-        warn(skipped)
-    data = report.plan_data(results, solve, base, devices, limit, conf, processes)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
+    data = calls.plan_at(impl, base, solve, setting, limit, announce=warn).to_dict()
     _warn_all(data)
     if as_json:
         _print_json(data)
@@ -382,7 +306,7 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
 
     from livebytes.estimator.planning import closed_form, group_formulas
 
-    from . import report
+    from livebytes import report
     key = o.single_impl(impl, "formula")
     o.refuse_unused("with --json (the JSON holds sympy's own text of each expression)", latex=latex and as_json)
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout))
@@ -422,11 +346,11 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
 @app.command()
 def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
-          seq: str = typer.Option("8K..256K", "--seq", metavar="SIZES", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
+          seq: str = typer.Option("8K..256K", "--seq", "--seq-len", metavar="SIZES", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
           heads: Optional[str] = typer.Option(None, "--heads", metavar="SIZES", help="a list of head counts, or a doubling "
                                               "range 16..128 (default 16,32,64,96,128; --model: the config's)"),
           mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
-          dim: Optional[str] = typer.Option(None, "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling "
+          dim: Optional[str] = typer.Option(None, "--dim", "--head-dim", metavar="SIZES", help="a list of head dimensions, or a doubling "
                                             "range (default 128; --model: the config's)"),
           hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
           conv_size: Optional[str] = o.ConvSize,
@@ -438,11 +362,9 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
           as_json: bool = o.Json) -> None:
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
     each runs on its device (the same verdict as predict and plan: the allocator simulation of a fresh process)."""
-    from livebytes.estimator.planning import parse_range, sweep as run_sweep
-    from livebytes.estimator.registry import check_shape
-    from livebytes.estimator.shapes import Shape
+    from livebytes import calls
+    from livebytes.estimator.planning import parse_range
 
-    from . import report
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
                   no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
@@ -450,20 +372,11 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     seqs, head_list = parse_range(seq, "--seq"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--heads")
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(_given(dim, ch.dim, "128"), "--dim")
     path = o.out_file(out, (".csv",)) if out else None
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
-    stack = o.stack_from(hidden, layers, checkpoint, conv_size)     # one stack for the whole grid
-    rows, pairs = [], []
-    for key in impl:
-        model = o.model_for(key, gpu, what_if, Shape(mbs_list[0], seqs[0], head_list[0], dims[0], **stack))
-        for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in mbs_list for s_ in seqs for h_ in head_list for d_ in dims):
-            check_shape(key, Shape(m_, s_, h_, d_, **stack), model.device, what_if)
-        device = o.device_of(key, gpu)
-        rows += [(model, shape, peak, o.verdict_for(model, shape, device, alloc_conf, triton_cache, triton, len(impl) > 1))
-                 for shape, peak in ((replace(sh, **stack), pk) for sh, pk in run_sweep(model, mbs_list, seqs, head_list, dims))]
-        pairs.append((model, device))
-    skipped = o.cache_skipped(pairs, triton_cache, triton)
-    data = report.sweep_data(rows, _implausible(*(shape for _, shape, _, _ in rows)) + ([skipped] if skipped else []))
+    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size))
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
+    data = calls.sweep_at(impl, grid, setting).to_dict()
     _warn_all(data)
+    rows = data["results"]
     if path is not None:
         from .render import sweep_csv
         path.write_text(sweep_csv(data))
@@ -497,9 +410,9 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
     """Live bytes per step, stacked by storage group, implementations side by side, the peak marked; or the predicted
     process as a torch.cuda.memory._snapshot() pickle. Warns when a fresh process would run out of memory on the device
     (predict's verdict: --alloc-conf and --triton-cache set what it simulates; the snapshot uses --alloc-conf too)."""
+    from livebytes import report
+    from livebytes.calls import implausible_warnings
     from livebytes.estimator.engine import predict as run_predict
-
-    from . import report
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
@@ -515,7 +428,7 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
     devices = [o.device_of(key, gpu) for key in impl]
     verdicts = [o.verdict_for(m, shape, d, alloc_conf, triton_cache, triton, len(impl) > 1) for m, d in zip(models, devices)]
     skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
-    data = report.timeline_data(preds, verdicts, _implausible(shape) + ([skipped] if skipped else []))
+    data = report.timeline_data(preds, verdicts, implausible_warnings(shape) + ([skipped] if skipped else []))
     _warn_all(data)
     from . import render
     if snapshot:
@@ -550,7 +463,7 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
     from livebytes.estimator.shapes import parse_size
     from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
 
-    from . import report
+    from livebytes import report
     if fn not in PAYLOAD_MODELS:
         raise LivebytesError(f"--fn must be one of {', '.join(PAYLOAD_MODELS)}, got {fn!r}")
     d, dv = parse_size(dim, "--dim"), (parse_size(dim_v, "--dim-v") if dim_v is not None else None)
@@ -594,16 +507,11 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
             as_json: bool = o.Json) -> None:
     """Each live block of your own memory snapshot named by the model's buffer, and the blocks the model does not
     explain."""
-    from pathlib import Path
-
-    from livebytes.validate.explain import explain as run_explain, snapshot_blocks
-
-    from . import report
+    from livebytes import calls
     key = o.single_impl(impl, "explain")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
-    model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout), shape)
-    blocks = snapshot_blocks(Path(snapshot), at)
-    data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)
+    answer = calls.explain_at(snapshot, key, shape, calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout)), at)
+    data = calls.explain_document(answer)
     if as_json:
         _print_json(data)
     else:

@@ -9,7 +9,7 @@ import typer
 
 from . import options as o
 from .errors import UsageProblem, warn
-from .report import envelope, model_terms
+from livebytes.report import envelope, model_terms
 
 Impls = typer.Option(..., "--impl", help=o.IMPL_HELP + "; twice: the old model, then the new", metavar="KEY")
 Gpu = typer.Option(None, "--gpu", help="device preset of both models: H200, H100, B200 or B300; default: the first "

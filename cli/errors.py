@@ -16,15 +16,11 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.errors import LivebytesError, UsageProblem  # noqa: F401 (UsageProblem: the API raises it too)
 
 EXIT_DOMAIN = 1
 EXIT_USAGE = 2
 EXIT_VALIDATION_FAILED = 3
-
-
-class UsageProblem(LivebytesError):
-    """A request the command line cannot express, found after parsing (exit 2, like click's own)."""
 
 
 def _one_line(text: str) -> str:

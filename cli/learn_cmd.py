@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from .errors import EXIT_VALIDATION_FAILED, UsageProblem
-from .report import envelope
+from livebytes.report import envelope
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

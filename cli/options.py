@@ -2,7 +2,8 @@
 
 One vocabulary (``--impl --mbs --seq --heads --dim --v-heads --gpu --json --out``); a command added
 elsewhere imports these instead of declaring its own. The library's errors name concepts ("device",
-"option recompute"); the flags are named here, once.
+"option recompute"); the flags are named here, once. The helpers the Python API shares (the model, device, alloc conf
+and verdict a request chooses) live in ``livebytes.choose`` and are imported here under their old names.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import List, Optional
 import typer
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.fields import show
+from livebytes.choose import (OPTION_FLAGS, alloc_conf_of, cache_skipped, check_options_taken,  # noqa: F401 (moved)
+                              compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for, what_if)
 
 from .errors import UsageProblem
 
@@ -32,10 +34,11 @@ Packed = typer.Option(False, "--packed", help="--model only: the --mbs sequences
                                               "(FLA's varlen path) instead of a batch of --mbs rows")
 Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: a batch of "
                    "rows unless --packed)", metavar="SIZE")
-Seq = typer.Option(..., "--seq", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
+Seq = typer.Option(..., "--seq", "--seq-len", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
 Heads = typer.Option(None, "--heads", help="query/key heads (required with --impl; --model: the config's)", metavar="SIZE")
-Dim = typer.Option(None, "--dim", help="head dimension (default 128; --model: the config's)", metavar="SIZE")
-VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads (grouped value attention); default: --heads", metavar="SIZE")
+Dim = typer.Option(None, "--dim", "--head-dim", help="head dimension (default 128; --model: the config's)", metavar="SIZE")
+VHeads = typer.Option(None, "--v-heads", metavar="SIZE",
+                      help="value heads, a multiple of --heads (grouped value attention); default: --heads")
 Hidden = typer.Option(None, "--hidden", help="layer models only: the layer's hidden size (default: the layer's own, "
                       "2048 for fla-kda-layer and fla-gdn-layer; JSON options say which)", metavar="SIZE")
 Layers = typer.Option(None, "--layers", help="layer models and --model: layers in the stack (default 1; --model: the "
@@ -54,7 +57,8 @@ CpLayout = typer.Option(None, "--cp-layout", metavar="contiguous|zigzag",
 Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
-                         help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: PyTorch's")
+                         help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: the "
+                              "environment's PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, else PyTorch's")
 Triton = typer.Option(None, "--triton", metavar="VERSION",
                       help="Triton models only: the Triton version whose kernels' process memory counts (stack frames, "
                            "modules): 3.6.0 (default) or 3.9.0 for fla-kda; 3.9.0 alone for fla-gdn, whose backward "
@@ -62,11 +66,6 @@ Triton = typer.Option(None, "--triton", metavar="VERSION",
 TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
                            help="Triton models only: cold (default), the process's first call is at this shape and "
                                 "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk")
-
-# what-if options: library option name -> the flag that sets it
-OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
-                "config": "--model", "optimizer": "--optimizer", "precision": "--precision", "packed": "--packed",
-                "environment": "--model"}
 
 
 @dataclass(frozen=True)
@@ -161,119 +160,6 @@ def stack_from(hidden: Optional[str] = None, layers: Optional[str] = None, check
     fields = {"hidden": (hidden, "--hidden"), "layers": (layers, "--layers"), "conv_size": (conv_size, "--conv-size")}
     out = {name: parse_size(text, flag) for name, (text, flag) in fields.items() if text is not None}
     return out | ({"checkpoint": True} if checkpoint else {})
-
-
-def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str] = None, cp_layout: Optional[str] = None) -> dict:
-    """The what-if options the flags set (library names), nothing for flags left at their defaults."""
-    from livebytes.estimator.shapes import parse_size
-    options = {}
-    if contract is not None:
-        options["contract"] = contract
-    if no_recompute:
-        options["recompute"] = False
-    if cp is not None:
-        options["cp"] = parse_size(cp, "--cp")
-    if cp_layout is not None:
-        options["cp_layout"] = cp_layout
-    return options
-
-
-def check_options_taken(key: str, options: dict) -> None:
-    """Every command refuses a flag the model does not take, naming the flag."""
-    from livebytes.estimator.registry import spec
-    taken = spec(key).options
-    for name in options:
-        if name not in taken:
-            raise LivebytesError(f"{key} does not take {OPTION_FLAGS.get(name, name)} (it takes: "
-                                 f"{', '.join(OPTION_FLAGS.get(n, n) for n in taken if n in OPTION_FLAGS) or 'no what-if flags'})")
-
-
-def device_of(key: str, gpu: Optional[str]):
-    """The device a command uses for ``key``: --gpu, else the model's default; refused when the engine refuses it."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.registry import check_device, spec
-    device = get_device(gpu or spec(key).default_device)
-    check_device(key, device)
-    return device
-
-
-def model_for(key: str, gpu: Optional[str], options: dict, shape=None):
-    """The model for ``key`` with the what-if options (each checked) and the code path the shape selects."""
-    from livebytes.estimator.registry import check_shape, get_model, shape_options
-    check_options_taken(key, options)
-    device = device_of(key, gpu)
-    chosen = dict(options)
-    if shape is not None:
-        check_shape(key, shape, device, options)
-        chosen.update(shape_options(key, shape))
-    return get_model(key, device, **chosen)
-
-
-def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
-    """``model_for`` compiled (estimator/cache.py): from the disk cache when it has it (no sympy import)."""
-    from livebytes.estimator.registry import check_shape, get_compiled, shape_options
-    check_options_taken(key, options)
-    device = device_of(key, gpu)
-    check_shape(key, shape, device, options)
-    return get_compiled(key, device, **options, **shape_options(key, shape))
-
-
-def triton_cache_for(model, device, triton_cache: Optional[str], several: bool = False) -> str:
-    """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels),
-    unless beside other --impl (``several``: it applies to those, ``cache_skipped`` says so)."""
-    from livebytes.estimator.capacity import check_state, triton_cache_matters
-    if triton_cache is None:
-        return "cold"
-    check_state(triton_cache)
-    if not triton_cache_matters(model, device):
-        if several:
-            return "cold"       # no Triton kernels: the state changes nothing the simulation counts
-        raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
-    return triton_cache
-
-
-def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Optional[str] = None) -> Optional[str]:
-    """The warning when --triton-cache or --triton is given to several --impl of which some run no Triton kernels: they
-    apply to the others."""
-    from livebytes.estimator.capacity import triton_cache_matters
-    flags = " and ".join(f"{flag} {show(v)}" for flag, v in (("--triton-cache", triton_cache), ("--triton", triton)) if v)
-    if not flags or len(models_devices) < 2:
-        return None
-    none = [m.key for m, d in models_devices if not triton_cache_matters(m, d)]
-    if len(none) == len(models_devices):
-        raise LivebytesError(f"{', '.join(none)} run no Triton kernels: {flags} changes nothing for them; leave it out")
-    verb = "apply" if " and " in flags else "applies"
-    return f"{flags} {verb} to the Triton models only; {', '.join(none)}: no Triton kernels" if none else None
-
-
-def alloc_conf_of(text: Optional[str]):
-    """--alloc-conf as the library reads it; a key given twice (``expandable_segments:True,expandable_segments:False``)
-    is a usage error, not the last one silently winning."""
-    from livebytes.estimator.allocator import parse_alloc_conf
-    keys = [item.partition(":")[0].strip() for item in (text or "").split(",") if item.strip()]
-    repeated = sorted({k for k in keys if keys.count(k) > 1})
-    if repeated:
-        raise UsageProblem(f"--alloc-conf: {', '.join(repeated)} given more than once (the last would silently win)")
-    return parse_alloc_conf(text)
-
-
-def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str], triton: Optional[str] = None,
-                several: bool = False):
-    """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory, with the
-    process memory of ``triton``'s kernels (``triton_for``; ``several``: one of several --impl)."""
-    from livebytes.estimator.capacity import verdict
-    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache, several),
-                   triton=triton_for(model.key, device, triton, several))
-
-
-def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:
-    """--triton, None when not given or, beside other --impl (``several``; ``cache_skipped`` warns), for a model without
-    Triton kernels; a version the data lack is refused (``process.check_triton``)."""
-    from livebytes.estimator.process import check_triton, triton_versions
-    if triton is None or (several and not triton_versions(key, device.name)):
-        return None
-    check_triton(key, triton, device.name)
-    return triton
 
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):

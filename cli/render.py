@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from .report import gib, oom_when
+from livebytes.report import gib, oom_when
 
 console = Console()
 
@@ -95,7 +95,7 @@ def fit(renderable):
 def measured_text(records, probed: bool = False) -> str:
     """The quoted record as validate judges it: measured GiB, and the replay of the validator's process with the error.
     ``probed``: no record, but a boundary probe ran the case (its verdict is printed below the table)."""
-    from .report import measured_entry, quoted_record
+    from livebytes.report import measured_entry, quoted_record
     r = quoted_record(records)
     if r is None:
         return "predicted (no peak record; a boundary probe ran this case: below)" if probed else "predicted (never measured)"
@@ -146,8 +146,14 @@ def terms_line(r: dict) -> str:
     line = f"{r['impl']} ({r['phase']}; {options_text(r)}) on {r['device']}"
     if "device_memory" not in r:
         return line
-    return (f"{line}: {r['alloc_conf']}, {cache_text(r)}; device {device_text(r)}; process memory "
+    return (f"{line}: {alloc_conf_text(r)}, {cache_text(r)}; device {device_text(r)}; process memory "
             f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}")
+
+
+def alloc_conf_text(r: dict) -> str:
+    """The allocator settings simulated, and the environment variable they were read from when no flag gave them."""
+    source = r.get("alloc_conf_source", "default")
+    return r["alloc_conf"] + ("" if source in ("default", "--alloc-conf") else f" (read from {source})")
 
 
 UNBOUNDED = "with no memory limit"         # a figure of a run that goes out of memory: the device never holds it
@@ -486,7 +492,7 @@ def timeline_text(preds, bars: list[list[int]], data: dict | None = None) -> Tab
     _key_column(t, "step")
     _number_column(t, "GiB")
     t.add_column("", no_wrap=True)
-    from .report import timeline_rows
+    from livebytes.report import timeline_rows
     for p, lengths in zip(preds, bars):
         t.add_row(T(p.model.key, "bold"), T(""), T(""))
         for label, i in timeline_rows(p):
@@ -518,7 +524,7 @@ def timeline_png(preds, path) -> None:
         ax.annotate(f"peak {g(p.peak_bytes)} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
                     xytext=(0, 12), textcoords="offset points", ha="center", fontsize=9,
                     arrowprops=dict(arrowstyle="->"))
-        from .report import TIMELINE_ROWS, timeline_rows
+        from livebytes.report import TIMELINE_ROWS, timeline_rows
         if len(steps) <= TIMELINE_ROWS:
             ax.set_xticks(steps)
             ax.set_xticklabels([s.name for s in p.model.steps], rotation=90, fontsize=7)
@@ -530,7 +536,7 @@ def timeline_png(preds, path) -> None:
         ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10, pad=18)
         ax.set_ylabel("live GiB (2^30 B)")
         ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
-    from .report import TIMELINE_ROWS
+    from livebytes.report import TIMELINE_ROWS
     if any(len(p.model.steps) > TIMELINE_ROWS for p in preds):     # a whole model's bars fill the panel: legend beside
         axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:

@@ -84,6 +84,9 @@ RECORD_OOM = obj("null when the record ran; else its out-of-memory", {
     "tried_bytes": integer("PyTorch's \"Tried to allocate\", where recorded", nullable=True)}, nullable=True)
 ALLOCATOR = {
     "alloc_conf": string("PYTORCH_CUDA_ALLOC_CONF simulated (expandable_segments:False by default)"),
+    "alloc_conf_source": string("where alloc_conf was read: --alloc-conf (alloc_conf= in Python), the environment's "
+                                "PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF (the first set, as PyTorch reads them), "
+                                "or default", enum=("--alloc-conf", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "default")),
     "triton_cache": string("cold (the first call autotunes every kernel), warm (tuned configs on disk), n/a (no "
                            "Triton kernels)", enum=("cold", "warm", "n/a")),
     "triton": string("the Triton version whose kernels' process memory is counted (--triton; the model's default "

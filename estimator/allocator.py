@@ -28,7 +28,7 @@ that range, and when no range has room a new segment is reserved above the other
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import LivebytesError
 from .rounding import BLOCK_BYTES, allocated_block_bytes, round_size  # noqa: F401  (allocated_block_bytes: old import path)
@@ -43,8 +43,10 @@ ES_ADDRESS_SPACE = 1 << 50      # one expandable segment's address range when th
 
 @dataclass(frozen=True)
 class AllocatorConf:
-    """PYTORCH_CUDA_ALLOC_CONF as far as it is modelled."""
+    """PYTORCH_CUDA_ALLOC_CONF as far as it is modelled, and where it was read (the flag, an environment variable, or
+    PyTorch's default): said in the answer, never part of what the simulation compares or caches on."""
     expandable_segments: bool = False
+    source: str = field(default="default", compare=False)
 
     @property
     def text(self) -> str:

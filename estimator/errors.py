@@ -11,3 +11,7 @@ class UnknownModelError(LivebytesError):
 
 class RefusedShapeError(LivebytesError):
     """The implementation itself refuses this shape or configuration (its reason is the message)."""
+
+
+class UsageProblem(LivebytesError):
+    """A request the caller cannot express (the command line: exit 2, like click's own; Python: a bad argument)."""

@@ -22,6 +22,15 @@ def _private_model_cache(tmp_path_factory):
         os.environ["LIVEBYTES_CACHE_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def _no_alloc_conf_from_the_environment(monkeypatch):
+    """A PYTORCH_(CUDA_)ALLOC_CONF in the shell that runs the tests would change every verdict (livebytes.choose reads
+    it when --alloc-conf is not given): each test starts without them, a test that wants one sets it."""
+    from livebytes.choose import ALLOC_CONF_VARIABLES
+    for name in ALLOC_CONF_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def synthetic_kda_traces(tmp_path_factory):
     """Synthetic allocator traces of fla-kda@0.6.0 (report contract; learn/synthetic.py) at the learner's

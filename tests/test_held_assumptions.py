@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from livebytes.cli.app import app
-from livebytes.cli.report import allocator_terms
+from livebytes.report import allocator_terms
 from livebytes.estimator import get_model
 from livebytes.estimator.allocator import DEFAULT_CONF
 from livebytes.estimator.autotune import equal_head_dims, held_assumptions, measured_text

@@ -290,7 +290,7 @@ def test_what_the_library_refuses_is_said_in_one_line(tmp_path, extra, line):
 def test_timeline_of_a_whole_model_is_a_row_per_phase_and_module(tiny_config):
     """A whole model's ~700 steps read as one row per phase and module run; the peak's row is marked, and its bytes
     are the peak's."""
-    from livebytes.cli.report import TIMELINE_ROWS, timeline_rows
+    from livebytes.report import TIMELINE_ROWS, timeline_rows
     model = tiny_model()
     p = predict(model, Shape(1, 1024, 2, 64))
     rows = timeline_rows(p)

@@ -66,7 +66,7 @@ def allocator_terms(model, device, conf, process, shape=None) -> dict:
     from livebytes.estimator.capacity import triton_cache_matters
     matters = triton_cache_matters(model, device)
     cold = matters and process.triton_cache == "cold" and shape is not None
-    return {"alloc_conf": conf.text, "triton_cache": process.triton_cache if matters else "n/a",
+    return {"alloc_conf": conf.text, "alloc_conf_source": conf.source, "triton_cache": process.triton_cache if matters else "n/a",
             "triton": (process.triton or "n/a") if matters else "n/a",
             "device_memory": device_memory_data(device), "process_memory": process_memory_data(process),
             "autotune_assumptions": list(held_assumptions(model, shape)) if cold else []}

@@ -1,0 +1,143 @@
+"""What a request's options choose: the model (its what-if options checked), the device, the allocator configuration
+and the verdict's process. Shared by the Python API (``livebytes.calls``) and the command line (``livebytes.cli``);
+the messages name the command line's flags, whose Python keywords are the same names with underscores."""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Optional
+
+from livebytes.estimator.errors import LivebytesError, UsageProblem
+from livebytes.estimator.fields import show
+
+# PyTorch reads PYTORCH_ALLOC_CONF first (torch >= 2.9 prefers it; the CUDA-named one is its older alias)
+ALLOC_CONF_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+
+# what-if options: library option name -> the flag that sets it
+OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
+                "config": "--model", "optimizer": "--optimizer", "precision": "--precision", "packed": "--packed",
+                "environment": "--model"}
+
+
+def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str | int] = None, cp_layout: Optional[str] = None) -> dict:
+    """The what-if options the flags set (library names), nothing for flags left at their defaults."""
+    from livebytes.estimator.shapes import parse_size
+    options = {}
+    if contract is not None:
+        options["contract"] = contract
+    if no_recompute:
+        options["recompute"] = False
+    if cp is not None:
+        options["cp"] = parse_size(cp, "--cp")
+    if cp_layout is not None:
+        options["cp_layout"] = cp_layout
+    return options
+
+
+def check_options_taken(key: str, options: dict) -> None:
+    """Every command refuses a flag the model does not take, naming the flag."""
+    from livebytes.estimator.registry import spec
+    taken = spec(key).options
+    for name in options:
+        if name not in taken:
+            raise LivebytesError(f"{key} does not take {OPTION_FLAGS.get(name, name)} (it takes: "
+                                 f"{', '.join(OPTION_FLAGS.get(n, n) for n in taken if n in OPTION_FLAGS) or 'no what-if flags'})")
+
+
+def device_of(key: str, gpu: Optional[str]):
+    """The device a command uses for ``key``: --gpu, else the model's default; refused when the engine refuses it."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.registry import check_device, spec
+    device = get_device(gpu or spec(key).default_device)
+    check_device(key, device)
+    return device
+
+
+def model_for(key: str, gpu: Optional[str], options: dict, shape=None):
+    """The model for ``key`` with the what-if options (each checked) and the code path the shape selects."""
+    from livebytes.estimator.registry import check_shape, get_model, shape_options
+    check_options_taken(key, options)
+    device = device_of(key, gpu)
+    chosen = dict(options)
+    if shape is not None:
+        check_shape(key, shape, device, options)
+        chosen.update(shape_options(key, shape))
+    return get_model(key, device, **chosen)
+
+
+def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
+    """``model_for`` compiled (estimator/cache.py): from the disk cache when it has it (no sympy import)."""
+    from livebytes.estimator.registry import check_shape, get_compiled, shape_options
+    check_options_taken(key, options)
+    device = device_of(key, gpu)
+    check_shape(key, shape, device, options)
+    return get_compiled(key, device, **options, **shape_options(key, shape))
+
+
+def triton_cache_for(model, device, triton_cache: Optional[str], several: bool = False) -> str:
+    """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels),
+    unless beside other --impl (``several``: it applies to those, ``cache_skipped`` says so)."""
+    from livebytes.estimator.capacity import check_state, triton_cache_matters
+    if triton_cache is None:
+        return "cold"
+    check_state(triton_cache)
+    if not triton_cache_matters(model, device):
+        if several:
+            return "cold"       # no Triton kernels: the state changes nothing the simulation counts
+        raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
+    return triton_cache
+
+
+def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Optional[str] = None) -> Optional[str]:
+    """The warning when --triton-cache or --triton is given to several --impl of which some run no Triton kernels: they
+    apply to the others."""
+    from livebytes.estimator.capacity import triton_cache_matters
+    flags = " and ".join(f"{flag} {show(v)}" for flag, v in (("--triton-cache", triton_cache), ("--triton", triton)) if v)
+    if not flags or len(models_devices) < 2:
+        return None
+    none = [m.key for m, d in models_devices if not triton_cache_matters(m, d)]
+    if len(none) == len(models_devices):
+        raise LivebytesError(f"{', '.join(none)} run no Triton kernels: {flags} changes nothing for them; leave it out")
+    verb = "apply" if " and " in flags else "applies"
+    return f"{flags} {verb} to the Triton models only; {', '.join(none)}: no Triton kernels" if none else None
+
+
+def alloc_conf_of(text: Optional[str], environ=None):
+    """--alloc-conf as the library reads it, else the process's environment (``ALLOC_CONF_VARIABLES``, as PyTorch reads
+    it), else PyTorch's default; the answer's ``source`` says which. A key given twice
+    (``expandable_segments:True,expandable_segments:False``) is a usage error, not the last one silently winning."""
+    from livebytes.estimator.allocator import parse_alloc_conf
+    source, where = "--alloc-conf", "--alloc-conf"
+    if text is None:
+        env = os.environ if environ is None else environ
+        source = next((name for name in ALLOC_CONF_VARIABLES if env.get(name)), "default")
+        text, where = env.get(source), f"{source} (from the environment; --alloc-conf overrides it)"
+    keys = [item.partition(":")[0].strip() for item in (text or "").split(",") if item.strip()]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:        # a usage error of the flag; the environment's is a bad value (exit 1)
+        problem = UsageProblem if source == "--alloc-conf" else LivebytesError
+        raise problem(f"{where}: {', '.join(repeated)} given more than once (the last would silently win)")
+    try:
+        conf = parse_alloc_conf(text)
+    except LivebytesError as err:
+        raise LivebytesError(f"{where}: {err}") from None
+    return replace(conf, source=source)
+
+
+def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str], triton: Optional[str] = None,
+                several: bool = False):
+    """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory, with the
+    process memory of ``triton``'s kernels (``triton_for``; ``several``: one of several --impl)."""
+    from livebytes.estimator.capacity import verdict
+    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache, several),
+                   triton=triton_for(model.key, device, triton, several))
+
+
+def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:
+    """--triton, None when not given or, beside other --impl (``several``; ``cache_skipped`` warns), for a model without
+    Triton kernels; a version the data lack is refused (``process.check_triton``)."""
+    from livebytes.estimator.process import check_triton, triton_versions
+    if triton is None or (several and not triton_versions(key, device.name)):
+        return None
+    check_triton(key, triton, device.name)
+    return triton

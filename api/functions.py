@@ -1,0 +1,180 @@
+"""The public functions of ``import livebytes``: the HF/FLA keyword names users type, turned into what the command
+line's flags parse to (a model key, a ``Shape``, a ``calls.Setting``), then the same ``calls.*_at`` the command runs.
+
+``model`` is a registry key (``"fla-kda@0.6.0"``, see ``livebytes.models()``) or, for a whole model's training step,
+an HF config: a path to its config.json, a dict, or a ``transformers.PretrainedConfig``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from livebytes.estimator.errors import UsageProblem
+
+from . import calls
+
+# keyword -> the ``Shape`` field it sets (the names of HF configs and FLA's layers)
+SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "num_v_heads": "v_heads",
+                  "head_dim": "dim", "hidden_size": "hidden", "num_hidden_layers": "layers", "conv_size": "conv_size",
+                  "checkpoint": "checkpoint"}
+# the command line's options, each flag's name with underscores: those that choose the model, those of the verdict
+MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout")
+SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
+WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed")
+# what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
+CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "hidden_size", "conv_size", "contract", "no_recompute", "cp",
+                "cp_layout")
+ONE_SHAPE = (*SHAPE_KEYWORDS, *SETTING_KEYWORDS, *WHOLE_MODEL_KEYWORDS)
+
+
+class ArgumentError(UsageProblem, TypeError):
+    """A keyword the call does not take, or a combination it refuses: a ``TypeError`` (and a ``LivebytesError``)."""
+
+
+def check_keywords(call: str, given: dict, accepted, named=()) -> None:
+    """Refuse a keyword ``call`` does not take, naming every one it does, its ``named`` parameters first (a misspelt
+    size must not fall back to a default silently)."""
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        plural = "s" if len(unknown) > 1 else ""
+        raise ArgumentError(f"{call}() got unexpected keyword argument{plural} {', '.join(unknown)}; it takes: "
+                            f"{', '.join((*named, *accepted))}")
+
+
+def refuse_given(why: str, given: dict, names) -> None:
+    """Refuse the keywords of ``names`` present in ``given``: they change nothing ``why``."""
+    refused = [n for n in names if given.get(n) not in (None, False)]
+    if refused:
+        raise ArgumentError(f"{', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no effect {why}; leave "
+                            f"{'it' if len(refused) == 1 else 'them'} out")
+
+
+def is_config(model) -> bool:
+    """A whole model's config (a path to a .json file or an existing file, a dict, a PretrainedConfig), not a key."""
+    if isinstance(model, str):
+        return model.endswith(".json") or os.path.isfile(model)
+    return isinstance(model, (dict, os.PathLike)) or hasattr(model, "to_diff_dict")
+
+
+def config_text(model) -> str:
+    """The config as canonical JSON (``traced.model``): a PretrainedConfig as ``save_pretrained`` writes it."""
+    from livebytes.lifetimes.traced.model import canonical_config, read_config
+    if isinstance(model, (str, os.PathLike)):
+        return read_config(os.fspath(model))
+    data = model if isinstance(model, dict) else model.to_diff_dict()
+    return canonical_config(dict(data), "config")
+
+
+def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
+    """(model key, the options a whole model's request adds, its config's heads and head dim) of ``model``; the
+    keywords that mean nothing for that kind of model refused."""
+    if not is_config(model):
+        if not isinstance(model, str):
+            raise ArgumentError(f"model must be a registry key such as 'fla-kda@0.6.0' or an HF config, got {type(model).__name__}")
+        refuse_given("for a kernel or layer model (they set a whole model's training step)", given, WHOLE_MODEL_KEYWORDS)
+        return model, {}, None, None
+    refuse_given("for a whole model: its config's sizes count, and it takes no kernel what-if", given, CONFIG_FIXED)
+    from livebytes.lifetimes.traced.model import config_sizes, options_for
+    text = config_text(model)
+    key, options = options_for(text, given.get("optimizer") or "adamw", given.get("precision") or "bf16",
+                               bool(given.get("packed")))
+    heads, dim = config_sizes(text)
+    return key, options, heads, dim
+
+
+def shape_of(given: dict, heads=None, dim=None, seq_len=None):
+    """The ``Shape`` the keywords describe (sizes take 8192 or "8K"); ``heads``/``dim``: a whole model's config's."""
+    from livebytes.estimator.shapes import Shape, parse_size
+    sizes = {"num_heads": heads, "head_dim": dim or 128, "batch_size": 1, "seq_len": seq_len} | {
+        k: v for k, v in given.items() if k in SHAPE_KEYWORDS and v is not None}
+    for required in ("seq_len", "num_heads"):
+        if sizes.get(required) is None:
+            raise ArgumentError(f"{required} is required" + (" (a whole model's config gives it)" if required == "num_heads" else ""))
+    fields = {SHAPE_KEYWORDS[k]: parse_size(v, k) for k, v in sizes.items() if k != "checkpoint"}
+    return Shape(**fields, checkpoint=True if sizes.get("checkpoint") else None)
+
+
+def setting_of(given: dict, options: dict) -> calls.Setting:
+    """The verdict's setting: the what-if keywords (``choose.what_if``) with a whole model's options."""
+    from .choose import what_if
+    return calls.Setting(given.get("gpu"), what_if(given.get("contract"), bool(given.get("no_recompute")), given.get("cp"),
+                                                   given.get("cp_layout")) | options,
+                         given.get("alloc_conf"), given.get("triton_cache"), given.get("triton"))
+
+
+def predict(model, **keywords) -> calls.Prediction:
+    """Peak memory of ``model`` at one shape, by storage group, and whether a fresh process runs it on the GPU.
+
+    ``livebytes.predict("fla-kda@0.6.0", seq_len=8192, num_heads=96).fits`` -> True or False."""
+    check_keywords("predict", keywords, ONE_SHAPE)
+    key, options, heads, dim = chosen(model, keywords)
+    return calls.predict_at(key, shape_of(keywords, heads, dim), setting_of(keywords, options))
+
+
+def compare(models, **keywords) -> calls.Comparison:
+    """Several registry keys side by side at one shape (or one whole model's config), each with its verdict."""
+    check_keywords("compare", keywords, ONE_SHAPE)
+    keys = [models] if isinstance(models, str) or is_config(models) else list(models)
+    if len(set(map(str, keys))) != len(keys):
+        raise ArgumentError(f"compare: a model given more than once in {keys}")
+    picked = [chosen(m, keywords) for m in keys]
+    if len(picked) > 1 and any(p[1] for p in picked):
+        raise ArgumentError("compare: a whole model's config compares alone (as compare --model); give registry keys to compare several")
+    key_list, options, heads, dim = [p[0] for p in picked], picked[0][1], picked[0][2], picked[0][3]
+    return calls.compare_at(key_list, shape_of(keywords, heads, dim), setting_of(keywords, options))
+
+
+def plan(model, solve: str = "seq", budget=None, **keywords) -> calls.Plan:
+    """The largest ``solve`` (seq, mbs, heads or layers) that runs on the GPU, or whose allocated peak fits ``budget``
+    ("80GiB" or bytes); the other sizes held (seq_len 8K and num_heads 96 unless given)."""
+    from livebytes.estimator.devices import parse_budget
+    from livebytes.estimator.planning import SOLVABLE
+    check_keywords("plan", keywords, ONE_SHAPE, named=("solve", "budget"))
+    if solve not in SOLVABLE:
+        raise ArgumentError(f"solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
+    solved = next(k for k, f in SHAPE_KEYWORDS.items() if f == solve)
+    refuse_given(f"with solve={solve!r}: plan solves for it", keywords, (solved,))
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    picked = [chosen(m, keywords) for m in models]
+    if picked[0][1] and solve == "heads":
+        raise ArgumentError("solve='heads' for a whole model: the config fixes the heads; solve seq, mbs or layers")
+    base = shape_of(keywords, picked[0][2] or 96, picked[0][3], seq_len="8K")
+    base = replace(base, layers=base.layers or 1) if solve == "layers" else base
+    limit = budget if budget is None or isinstance(budget, int) else parse_budget(budget)
+    return calls.plan_at([p[0] for p in picked], base, solve, setting_of(keywords, picked[0][1]), limit)
+
+
+def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1, head_dim=128, **keywords) -> calls.Sweep:
+    """Predictions over a grid: each size an int, a list, or the command line's text ("8K..256K", "16,32")."""
+    check_keywords("sweep", keywords, ("hidden_size", "num_hidden_layers", "conv_size", "checkpoint", *SETTING_KEYWORDS),
+                   named=("seq_len", "num_heads", "batch_size", "head_dim"))
+    keys = [models] if isinstance(models, str) else list(models)
+    for m in keys:
+        if is_config(m) or not isinstance(m, str):
+            raise ArgumentError("sweep takes registry keys (a whole model: the command line's sweep --model)")
+    stack = shape_of({**keywords, "seq_len": 1, "num_heads": 1}).layer_fields()     # one stack for the whole grid
+    grid = calls.Grid(_sizes(batch_size, "batch_size"), _sizes(seq_len, "seq_len"), _sizes(num_heads, "num_heads"),
+                      _sizes(head_dim, "head_dim"), stack)
+    return calls.sweep_at(keys, grid, setting_of(keywords, {}))
+
+
+def _sizes(value, name: str) -> list[int]:
+    from livebytes.estimator.planning import parse_range
+    from livebytes.estimator.shapes import parse_size
+    if isinstance(value, (list, tuple)):
+        return [parse_size(v, name) for v in value]
+    return parse_range(str(value), name)
+
+
+def explain(snapshot, model, at: str = "peak", **keywords) -> calls.Explanation:
+    """Each live block of a ``torch.cuda.memory._dump_snapshot`` file named by ``model``'s buffer at this shape."""
+    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *MODEL_KEYWORDS), named=("at",))
+    key, options, heads, dim = chosen(model, keywords)
+    if options:
+        raise ArgumentError("explain takes a registry key (a kernel or layer model), not a whole model's config")
+    return calls.explain_at(snapshot, key, shape_of(keywords), setting_of(keywords, {}), at)
+
+
+def models() -> tuple:
+    """Every registered model (``livebytes models``), as ``ModelInfo``."""
+    return calls.models_at()
