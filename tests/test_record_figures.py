@@ -23,7 +23,7 @@ SAMPLE = [
     (RUNS / "run16" / "fla-kda-layer_0.6.0_1_8192_32_128_hidden=2304_layers=4_2026-12-01T111815Z_703.json", 0,
      "format 2, a layer stack in a shared process, reserved named"),
 ]
-EXACT_FIELDS = ["peaks_bytes[0]", "peaks_bytes[2]", "peak_bytes", "requested_peak_bytes[1]", "reserved_bytes[0]",
+EXACT_FIELDS = ["peaks_bytes[0]", "peaks_bytes[2]", "peak_bytes", "requested_peak_bytes[1]", "baseline_bytes[1]", "reserved_bytes[0]",
                 "reserved_bytes[2]", "device.total_memory", "device.sm_count"]
 FORMAT2_FIELDS = ["device_memory.reserved_peak_bytes", "device_memory.nonpytorch_after_bytes"]
 EDITS = {"x2": lambda v: 2 * v, "x3": lambda v: 3 * v, "set to 1": lambda v: 1}

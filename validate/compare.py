@@ -128,6 +128,7 @@ def figure_checks(record: Record, model, replayed, history: tuple[int, ...], tol
     requested = None if record.requested_peak_bytes is None else requested_peak(model, record.shape) + sum(history)
     return tuple(record_figures.peak_checks(record, replayed.peaks, peak_range, why)
                  + ([] if requested is None else record_figures.requested_checks(record, requested, _slack(record)))
+                 + record_figures.baseline_checks(record, replayed.allocated_before)
                  + record_figures.reserved_checks(record, replayed.reserved_peaks)
                  + record_figures.device_checks(record) + record_figures.process_checks(record, model))
 

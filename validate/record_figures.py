@@ -5,6 +5,7 @@ them all; docs/validation.md's table says which field each check covers and whic
   that step, by the record's rule (the tolerance and a shared process's leftovers; a history-dependent record's
   allocator bounds);
 - ``requested_peak_bytes[i]``: each step's tensors' own bytes;
+- ``baseline_bytes[i]``: ``memory_allocated`` as each step starts, to the byte or at a named miss;
 - ``reserved_bytes[i]`` (each step's ``max_memory_reserved``) and ``device_memory.reserved_peak_bytes`` (the runner's
   maximum of them): the replay's reserved peaks, to the byte or at a named miss (``record_misses``);
 - ``device.total_memory`` and ``device.sm_count``: the device preset's (the H200's were measured on the GPU);
@@ -52,6 +53,14 @@ def requested_checks(record: Record, predicted: int, slack: int) -> list[FigureC
     return [within(record.label, f"requested_peak_bytes[{i}]", m, predicted, predicted, predicted + slack,
                    "the tensors' own bytes" + (f", up to {slack:,} B of earlier shapes' cache entries" if slack else ""))
             for i, m in enumerate(record.data.get("requested_peak_bytes") or [])]
+
+
+def baseline_checks(record: Record, predicted_before: tuple[int, ...]) -> list[FigureCheck]:
+    """Each step's ``memory_allocated`` as it starts (inputs and what the process holds), to the byte or named."""
+    measured = record.data.get("baseline_bytes") or []
+    if measured and len(measured) != len(predicted_before):
+        return [FigureCheck(record.label, "baseline_bytes (number of steps)", len(measured), len(predicted_before))]
+    return [_figure(record, f"baseline_bytes[{i}]", m, p) for i, (m, p) in enumerate(zip(measured, predicted_before))]
 
 
 def reserved_checks(record: Record, predicted_reserved: tuple[int, ...]) -> list[FigureCheck]:
