@@ -76,6 +76,14 @@ def test_an_edited_figure_fails_naming_its_field(source, index, field, edit, tmp
     assert not c.passed and field in failed, failed
 
 
+@pytest.mark.parametrize("field", ["device.total_memory", "device.sm_count"])
+@pytest.mark.parametrize("edit", EDITS)
+def test_an_out_of_memory_record_is_held_to_its_device_too(field, edit, tmp_path):
+    """Run 1's one out-of-memory record (record 18 of its file) is judged by the verdict, and by its device's figures."""
+    c = cmp.compare(_edited(RECORDS_DIR / "h200_run1_fla-core-0.6.0.json", 17, field, EDITS[edit], tmp_path))
+    assert c.measured is None and not c.passed and [f.field for f in c.figures if not f.passed] == [field]
+
+
 @pytest.mark.parametrize("source,index", [(s, i) for s, i, kind in SAMPLE if "format 2" in kind])
 def test_the_before_reading_fails_below_the_context_only(source, index, tmp_path):
     """nonpytorch_before_bytes is device-wide (other processes add to it): bounded from below by the CUDA context's
@@ -129,7 +137,7 @@ def test_the_cli_names_each_failing_field_on_its_own_line(tmp_path):
     failed = [line for line in r.stdout.splitlines() if line.startswith("FAILED ")]
     assert r.exit_code == 3, r.output
     assert len(failed) == 2
-    assert ": reserved_bytes[1]: " in failed[0] and ": device.sm_count: measured 1 B, predicted 132 B" in failed[1]
+    assert ": reserved_bytes[1]: " in failed[0] and ": device.sm_count: measured 1, predicted 132" in failed[1]
 
 
 @pytest.mark.parametrize("predicted,slack,tolerance,expected", [

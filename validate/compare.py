@@ -12,7 +12,8 @@ The prediction for a measured record is the replay of its process under its prot
    shared process the measurement may exceed it by FLA tensor-cache entries of earlier shapes.
 
 Requested bytes (``requested_bytes.all.peak``, every tensor's own size) are checked beside it, with
-the same shared-process allowance.
+the same shared-process allowance; and every other figure the record holds that a model predicts, each step's
+included (``record_figures``: one ``FigureCheck`` per field, named when it fails).
 """
 from __future__ import annotations
 
@@ -138,9 +139,9 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
     if record.oom:
         p = predict(model, record.shape)
         fits = p.peak_bytes <= get_device(record.gpu).capacity_bytes
-        return Comparison(record, int(p.peak_bytes), None, bool(not fits), None,
-                          "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit",
-                          tuple(record_figures.device_checks(record)))
+        figures = tuple(record_figures.device_checks(record))
+        return Comparison(record, int(p.peak_bytes), None, bool(not fits and all(f.passed for f in figures)), None,
+                          "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit", figures)
     if record.origin == "published":
         predicted = predict(model, record.shape).peak_bytes
         passed = abs(predicted - record.peak_bytes) <= PUBLISHED_TOLERANCE * record.peak_bytes

@@ -24,6 +24,7 @@ class FigureCheck:
     why: str = ""
     bounds: tuple[int | None, int | None] | None = None   # measured must lie in [low, high] instead (None: open end)
     bounds_why: str = ""
+    unit: str = " B"                 # "" for a count (SMs, steps)
 
     @property
     def error(self) -> int | None:
@@ -38,12 +39,12 @@ class FigureCheck:
 
     def failure(self) -> str:
         """One line naming the field and why it failed."""
-        measured, predicted = _count(self.measured), _count(self.predicted)
+        measured, predicted, u = _count(self.measured), _count(self.predicted), self.unit
         if self.bounds is not None:
             low, high = (_count(b) if b is not None else "-" for b in self.bounds)
-            return f"{self.record}: {self.field}: measured {measured} B, outside [{low}, {high}] B ({self.bounds_why})"
-        named = f"; the named miss is {self.expected_error:+,} B" if self.expected_error else ""
-        return f"{self.record}: {self.field}: measured {measured} B, predicted {predicted} B{named}"
+            return f"{self.record}: {self.field}: measured {measured}{u}, outside [{low}, {high}]{u} ({self.bounds_why})"
+        named = f"; the named miss is {self.expected_error:+,}{u}" if self.expected_error else ""
+        return f"{self.record}: {self.field}: measured {measured}{u}, predicted {predicted}{u}{named}"
 
 
 def _count(n: int | None) -> str:
@@ -65,6 +66,11 @@ def _int(n) -> int | None:
 def figure(record: str, field: str, measured, predicted, expected_error: int = 0, why: str = "") -> FigureCheck:
     """A figure to the byte, or at exactly its named miss."""
     return FigureCheck(record, field, _int(measured), _int(predicted), expected_error, why)
+
+
+def count(record: str, field: str, measured, predicted) -> FigureCheck:
+    """A count (SMs, steps) exactly."""
+    return FigureCheck(record, field, _int(measured), _int(predicted), unit="")
 
 
 def at_least(record: str, field: str, measured, floor: int, why: str) -> FigureCheck:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.process import process_memory
 
-from .figures import FigureCheck, at_least, figure, named_miss, within
+from .figures import FigureCheck, at_least, count, figure, named_miss, within
 from .record_misses import NAMED_MISSES
 from .records import Record
 
@@ -39,7 +39,7 @@ def peak_checks(record: Record, predicted_peaks: tuple[int, ...], peak_range: Pe
     out = []
     if measured is not None:
         if len(measured) != len(predicted_peaks):      # the protocol measures a fixed number of steps
-            return [FigureCheck(record.label, "peaks_bytes (number of steps)", len(measured), len(predicted_peaks))]
+            return [count(record.label, "peaks_bytes (number of steps)", len(measured), len(predicted_peaks))]
         out += [within(record.label, f"peaks_bytes[{i}]", m, p, *peak_range(p), why)
                 for i, (m, p) in enumerate(zip(measured, predicted_peaks))]
     if "peak_bytes" in record.data:
@@ -59,7 +59,7 @@ def baseline_checks(record: Record, predicted_before: tuple[int, ...]) -> list[F
     """Each step's ``memory_allocated`` as it starts (inputs and what the process holds), to the byte or named."""
     measured = record.data.get("baseline_bytes") or []
     if measured and len(measured) != len(predicted_before):
-        return [FigureCheck(record.label, "baseline_bytes (number of steps)", len(measured), len(predicted_before))]
+        return [count(record.label, "baseline_bytes (number of steps)", len(measured), len(predicted_before))]
     return [_figure(record, f"baseline_bytes[{i}]", m, p) for i, (m, p) in enumerate(zip(measured, predicted_before))]
 
 
@@ -67,7 +67,7 @@ def reserved_checks(record: Record, predicted_reserved: tuple[int, ...]) -> list
     """Each step's reserved peak, and ``device_memory.reserved_peak_bytes`` (the runner writes their maximum)."""
     measured = record.data.get("reserved_bytes") or []
     if measured and len(measured) != len(predicted_reserved):
-        return [FigureCheck(record.label, "reserved_bytes (number of steps)", len(measured), len(predicted_reserved))]
+        return [count(record.label, "reserved_bytes (number of steps)", len(measured), len(predicted_reserved))]
     out = [_figure(record, f"reserved_bytes[{i}]", m, p) for i, (m, p) in enumerate(zip(measured, predicted_reserved))]
     device_memory = record.data.get("device_memory")
     if device_memory is not None and predicted_reserved:
@@ -82,9 +82,8 @@ def device_checks(record: Record) -> list[FigureCheck]:
         return []
     device = get_device(record.gpu)
     held = record.data.get("device", {})
-    return [_figure(record, f"device.{field}", held[field], expected)
-            for field, expected in (("total_memory", device.capacity_bytes), ("sm_count", device.sm_count))
-            if field in held]
+    out = [_figure(record, "device.total_memory", held["total_memory"], device.capacity_bytes)] if "total_memory" in held else []
+    return out + ([count(record.label, "device.sm_count", held["sm_count"], device.sm_count)] if "sm_count" in held else [])
 
 
 def process_checks(record: Record, model) -> list[FigureCheck]:
