@@ -72,6 +72,7 @@ class Replay:
     oom: OomEvent | None = field(default=None)
     segments: tuple[MappedRange, ...] = ()   # memory_snapshot's segments at the end (or at the failing request)
     allocated_before: tuple[int, ...] = ()   # memory_allocated as each measured step starts (the validator's baseline)
+    reserved_before: tuple[int, ...] = ()    # memory_reserved there
     allocated_after: tuple[int, ...] = ()    # memory_allocated after each measured step, its dropped tensors freed
     reserved_after: tuple[int, ...] = ()     # memory_reserved there
 
@@ -195,7 +196,8 @@ class CallReplay:
     peaks: tuple[int, ...]
     reserved_peaks: tuple[int, ...]
     oom: OomEvent | None = None
-    allocated_before: tuple[int, ...] = ()     # memory_allocated as each run starts, after its peaks are reset
+    allocated_before: tuple[int, ...] = ()     # memory_allocated and memory_reserved as each run starts, peaks reset
+    reserved_before: tuple[int, ...] = ()
     allocated_after: tuple[int, ...] = ()      # memory_allocated and memory_reserved after each completed run
     reserved_after: tuple[int, ...] = ()
 
@@ -382,6 +384,7 @@ class Process:
                 self._empty_cache()
             self.reset_peak()
             figures["allocated_before"].append(self.alloc.allocated)
+            figures["reserved_before"].append(self.alloc.reserved)
             if run == 0:
                 self._evict(st)
             for i, made, freed in st.sch.work:
@@ -402,8 +405,8 @@ class Process:
         if call.capacity_bytes is not None:
             self.alloc.capacity = call.capacity_bytes
         self.reset_peak()
-        figures: dict[str, list] = {k: [] for k in ("peaks", "reserved_peaks", "allocated_before", "allocated_after",
-                                                   "reserved_after")}
+        figures: dict[str, list] = {k: [] for k in ("peaks", "reserved_peaks", "allocated_before", "reserved_before",
+                                                   "allocated_after", "reserved_after")}
         oom = None
         try:
             self._runs(st, figures)
@@ -437,7 +440,8 @@ class Process:
         and earlier calls included), and the allocator's segments where the call stopped."""
         return Replay(run.peaks[skip_runs:], self.alloc.reserved, run.reserved_peaks[skip_runs:],
                       self.reserved_peak_bytes, self.allocated_peak_bytes, run.oom, self.alloc.mapped_ranges(),
-                      run.allocated_before[skip_runs:], run.allocated_after[skip_runs:], run.reserved_after[skip_runs:])
+                      run.allocated_before[skip_runs:], run.reserved_before[skip_runs:], run.allocated_after[skip_runs:],
+                      run.reserved_after[skip_runs:])
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,

@@ -17,7 +17,7 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
-from .figures import FigureCheck, figure, named_miss
+from .figures import FigureCheck, at_least, figure, named_miss
 
 MODEL_RECORDS_DIR = Path(__file__).parent / "records" / "models"
 KIND = "model-step"
@@ -81,6 +81,21 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run25_g2-ckpt.json", "steps[*].stack_limit_bytes"): (4_432, GDN_PROCESS),
     ("h200_run25_g3-v152k.json", "steps[*].stack_limit_bytes"): (3_968, GDN_PROCESS),
     ("h200_run25_g4-1.3b.json", "steps[*].stack_limit_bytes"): (4_432, GDN_PROCESS),
+    # what stays allocated and reserved after each step: the reserved peak's miss (nothing is released after the peak),
+    # and the allocated blocks' sizes, which depend on which cached block each request takes
+    ("h200_run23_k1-packed.json", "steps[*].allocated_after_bytes"): (-1_572_864, PLACEMENT_UNTRACED),
+    ("h200_run23_k2-ckpt.json", "steps[1].reserved_after_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run23_k2-ckpt.json", "steps[2].reserved_after_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[*].allocated_after_bytes"): (1_048_576, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[0].reserved_after_bytes"): (-27_262_976, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[1].reserved_after_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run23_k4-1.3b.json", "steps[2].reserved_after_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run25h_k2-ckpt.json", "steps[1].reserved_after_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run25h_k2-ckpt.json", "steps[2].reserved_after_bytes"): (-67_108_864, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[*].allocated_after_bytes"): (1_048_576, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[0].reserved_after_bytes"): (-27_262_976, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[1].reserved_after_bytes"): (-289_406_976, PLACEMENT),
+    ("h200_run25h_k4-1.3b.json", "steps[2].reserved_after_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run24_edge-1.3b-468519.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run25_edge-1.3b-467552.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
 }
@@ -156,27 +171,44 @@ def check(path: Path) -> list[FigureCheck]:
 
     def named(field: str, measured, predicted) -> FigureCheck:
         return figure(name, field, measured, predicted, *named_miss(NAMED_MISSES, (name,), field))
-    out = [named("total_memory", data.get("total_memory"), device.capacity_bytes)] + _process_checks(data, model, shape, device, named)
+    out = [named("total_memory", data.get("total_memory"), device.capacity_bytes)] + _process_checks(data, model, shape, device, named, name)
     steps = data["steps"]
     if any(s.get("oom") for s in steps):
         return out + _oom_checks(data, model, shape, device, named)
     run = _replay(model, shape, data)
+    out += _step_checks(data, run, named)
     for i, s in enumerate(steps):
-        out.append(named(f"steps[{i}].max_allocated_bytes", s["max_allocated_bytes"], run.peaks[i]))
-        out.append(named(f"steps[{i}].max_reserved_bytes", s["max_reserved_bytes"], run.reserved_peaks[i]))
         if i > 0 and s.get("requested_peak_bytes") is not None:
             out.append(named(f"steps[{i}].requested_peak_bytes", s["requested_peak_bytes"],
-                              _steady_requested(model, shape)))
+                             _steady_requested(model, shape)))
     return out
 
 
-def _process_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
+def _step_checks(data: dict, run, figure) -> list[FigureCheck]:
+    """What the allocator held before the first step (the model, batch and optimizer made), and each step that ran
+    (``run``: their replay): its allocated and reserved peaks, and what stayed allocated and reserved after it."""
+    before = data.get("before", {})
+    out = [figure(f"before.{k}", before[k], v[0]) for k, v in (("allocated_bytes", run.allocated_before),
+                                                                ("reserved_bytes", run.reserved_before)) if k in before and v]
+    for i, s in enumerate(data["steps"][:len(run.peaks)]):
+        out += [figure(f"steps[{i}].{k}", s[k], v[i]) for k, v in (
+            ("max_allocated_bytes", run.peaks), ("max_reserved_bytes", run.reserved_peaks),
+            ("allocated_after_bytes", run.allocated_after), ("reserved_after_bytes", run.reserved_after)) if k in s]
+    return out
+
+
+def _process_checks(data: dict, model, shape, device, figure, path_name: str) -> list[FigureCheck]:
     """The process's memory outside PyTorch (NVML, per process) and its stack limit after each step, against the
     process-memory model's after the first call: later steps load no new kernels, and the driver never lowers the
     limit (``estimator.process``)."""
     from livebytes.estimator.process import process_memory
     p = process_memory(device, model, data["triton_cache"], shape)
-    out = []
+    before = data.get("before", {})
+    # after CUDA init, device-wide (mem_get_info, as the context figure was measured): at least the context. Not
+    # before.nonpytorch: NVML's per-process figure is another account (run 23's k2: 545,259,520 B, under the context)
+    out = [at_least(path_name, "before.context_nonpytorch.bytes", before["context_nonpytorch"].get("bytes"),
+                    p.context.bytes, "the CUDA context's figure; the reading is device-wide: other processes add to it")
+           ] if "context_nonpytorch" in before else []
     for i, s in enumerate(data["steps"]):
         if "nonpytorch" in s:
             out.append(figure(f"steps[{i}].nonpytorch.bytes", s["nonpytorch"].get("bytes"), p.bytes))
@@ -196,9 +228,7 @@ def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
     if v.oom is None:
         return out
     run = _replay(model, shape, dict(data, steps=data["steps"][:failed]))     # the steps that fitted, as they ran
-    for i, s in enumerate(data["steps"][:failed]):
-        out.append(figure(f"steps[{i}].max_allocated_bytes", s["max_allocated_bytes"], run.peaks[i]))
-        out.append(figure(f"steps[{i}].max_reserved_bytes", s["max_reserved_bytes"], run.reserved_peaks[i]))
+    out += _step_checks(data, run, figure)
     f = v.oom.figures
     out += [figure(f"steps[{failed}].oom_request_bytes", measured.get("oom_request_bytes"), f.tried_bytes),  # cudaMalloc
             # at the failing request: the step's allocated maximum so far, and what the allocator held (PyTorch's
