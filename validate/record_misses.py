@@ -11,8 +11,9 @@ from __future__ import annotations
 HISTORY = ("a history-dependent record (its history_dependent says why): the allocator's blocks and segments depend on "
            "what the protocol did not control; its allocated peaks are held to the allocator's bounds, its reserved "
            "peaks and the allocated bytes its steps start from named here")
-SMALL_SEGMENT = ("the model's reserved peak holds one 2 MiB small-pool segment more than the process held (README's one "
-                 "reserved miss of the layer records); the allocated and requested peaks are exact")
+SMALL_SEGMENT = ("small-pool placement: the earlier calls' small leftovers sit in other segments than the process's (the "
+                 "first call's tensor_cache-miss temporaries and the stack's parameter order are not modelled), so the "
+                 "model holds one 2 MiB segment more (tests/test_capacity.py's xfail); allocated and requested exact")
 DEVICE_WIDE = ("device-wide reading (mem_get_info, docs/validation.md): the run's other processes on the GPU count in it, "
                "not in the model's figure for this process")
 SHARED = ("a shared process: earlier shapes' kernels and stack limit stay with the process, and the reading is "
