@@ -19,8 +19,8 @@ DEVICE_WIDE = ("device-wide reading (mem_get_info, docs/validation.md): the run'
 SHARED = ("a shared process: earlier shapes' kernels and stack limit stay with the process, and the reading is "
           "device-wide (other processes count); the model's figure is this shape's first call alone")
 ASSUMED_ABOVE = "the model's process figure is assumed (estimator.process names what it assumes), above this process's"
-CUDNN_MODULES = ("not explained yet: the cuDNN library's one measured modules figure (its kda_hopper_cuda processes) is "
-                 "10 MiB above this engine's process")
+CUDNN_MODULES = ("not explained yet: the cuDNN library's one modules figure, measured in a kda_hopper_cuda boundary "
+                 "probe (estimator/data/process_memory.json), is 10 MiB above this kda_hopper (CuTeDSL) process's")
 NOT_EXPLAINED = ("not explained yet: the model's derived figure for a cold call is 2.4 GB above this shared process's "
                  "reading (l2norm tuned only)")
 
