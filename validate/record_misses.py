@@ -3,7 +3,8 @@ passes only at exactly that size, so a record edited anywhere still fails (the m
 ``model_records.NAMED_MISSES``, for the figures ``validate.record_figures`` checks). Every entry was the difference
 ``validate --from-records`` found when these checks were added (issue 33); none is a tolerance.
 
-Keys: (record file, the record's place in its file from 0, field); a field ``name[*]`` names each step's figure.
+Keys: (record file, the record's place in its file from 0, field); a field ``name[*]`` names each step's figure. Keyed
+by the file's name, as ``model_records.NAMED_MISSES`` is: a copy under another name is judged without them.
 Values: (predicted - measured in bytes, why).
 """
 from __future__ import annotations
