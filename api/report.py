@@ -352,7 +352,8 @@ def validation_data(comparisons, tolerance: float, summary=None) -> dict:
                      "mode": r.mode or r.origin, "predicted_bytes": c.predicted, "measured_bytes": c.measured,
                      "oom": record_oom(r), "error_bytes": c.error_bytes, "error_fraction": c.error_fraction,
                      "requested_error_bytes": c.requested_error, "seconds": r.seconds_total,
-                     "passed": bool(c.passed), "criterion": criterion(c), "note": c.note, "record": r.path.name})
+                     "passed": bool(c.passed), "criterion": criterion(c), "note": c.note, "record": r.path.name,
+                     "failed_figures": c.failures})
     counts = None if summary is None else {"passed_count": summary.passed, "failed_count": summary.failed,
                                            "out_of_memory_count": summary.out_of_memory,
                                            "device_seconds": summary.device_seconds}

@@ -220,6 +220,8 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
     else:
         from . import render
         _print(render.validation_table(data))
+        for line in (f for c in comparisons for f in c.failures):     # one line per failing figure, naming its field
+            typer.echo(f"FAILED {line}")
         secs = "" if s.device_seconds is None else f", {s.device_seconds:.0f} device-seconds"
         typer.echo(f"{s.passed} passed, {s.failed} failed, {s.out_of_memory} out of memory{secs}")
     if s.failed:
@@ -237,6 +239,9 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
     with render.working(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)"):
         checks, skipped = model_records.check_all(source)
     _print(render.model_checks_table(checks))
+    for c in checks:
+        if not c.passed:
+            typer.echo(f"FAILED {c.failure()}")
     failed = sum(not c.passed for c in checks)
     typer.echo(f"{len(checks) - failed} figures passed, {failed} failed "
                f"({sum(bool(c.expected_error) for c in checks)} named misses among the passed)")

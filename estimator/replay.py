@@ -71,6 +71,10 @@ class Replay:
     allocated_peak_bytes: int = 0         # max allocated over the process so far
     oom: OomEvent | None = field(default=None)
     segments: tuple[MappedRange, ...] = ()   # memory_snapshot's segments at the end (or at the failing request)
+    allocated_before: tuple[int, ...] = ()   # memory_allocated as each measured step starts (the validator's baseline)
+    reserved_before: tuple[int, ...] = ()    # memory_reserved there
+    allocated_after: tuple[int, ...] = ()    # memory_allocated after each measured step, its dropped tensors freed
+    reserved_after: tuple[int, ...] = ()     # memory_reserved there
 
     @property
     def peak_bytes(self) -> int:
@@ -192,6 +196,10 @@ class CallReplay:
     peaks: tuple[int, ...]
     reserved_peaks: tuple[int, ...]
     oom: OomEvent | None = None
+    allocated_before: tuple[int, ...] = ()     # memory_allocated and memory_reserved as each run starts, peaks reset
+    reserved_before: tuple[int, ...] = ()
+    allocated_after: tuple[int, ...] = ()      # memory_allocated and memory_reserved after each completed run
+    reserved_after: tuple[int, ...] = ()
 
 
 def _own_key(call_number: int, name: str) -> tuple:
@@ -366,7 +374,8 @@ class Process:
             if k in st.live:
                 self._free(st.live.pop(k))    # the harness drops the output and the gradients
 
-    def _runs(self, st: _CallState, peaks: list, reserved_peaks: list) -> None:
+    def _runs(self, st: _CallState, figures: dict[str, list]) -> None:
+        """Each run of the call; ``figures``: name -> one figure per run (``CallReplay``'s fields)."""
         for i, made in st.sch.harness:
             for k in made:
                 st.inputs[k] = self._malloc_at(st, i, k, -1)
@@ -374,13 +383,17 @@ class Process:
             if run == st.call.empty_cache_before_run:
                 self._empty_cache()
             self.reset_peak()
+            figures["allocated_before"].append(self.alloc.allocated)
+            figures["reserved_before"].append(self.alloc.reserved)
             if run == 0:
                 self._evict(st)
             for i, made, freed in st.sch.work:
                 self._step(st, i, made, freed, run)
             self._end_of_run(st)
-            peaks.append(self.alloc.peak)
-            reserved_peaks.append(self.alloc.peak_reserved)
+            figures["peaks"].append(self.alloc.peak)
+            figures["reserved_peaks"].append(self.alloc.peak_reserved)
+            figures["allocated_after"].append(self.alloc.allocated)
+            figures["reserved_after"].append(self.alloc.reserved)
 
     def call(self, call: Call) -> CallReplay:
         """Run one call; with a capacity it may stop at the failing request (its tensors stay until ``end_call``).
@@ -392,14 +405,15 @@ class Process:
         if call.capacity_bytes is not None:
             self.alloc.capacity = call.capacity_bytes
         self.reset_peak()
-        peaks: list[int] = []
-        reserved_peaks: list[int] = []
+        figures: dict[str, list] = {k: [] for k in ("peaks", "reserved_peaks", "allocated_before", "reserved_before",
+                                                   "allocated_after", "reserved_after")}
+        oom = None
         try:
-            self._runs(st, peaks, reserved_peaks)
+            self._runs(st, figures)
         except AllocatorOutOfMemory as err:
             step, buffer, run = st.where
-            return CallReplay(tuple(peaks), tuple(reserved_peaks), OomEvent(run, run == 0, step, buffer, err.oom))
-        return CallReplay(tuple(peaks), tuple(reserved_peaks))
+            oom = OomEvent(run, run == 0, step, buffer, err.oom)
+        return CallReplay(oom=oom, **{k: tuple(v) for k, v in figures.items()})
 
     def end_call(self, failed: bool = False) -> None:
         """The harness drops the call's tensors (also when it failed: the exception unwinds them) and its inputs,
@@ -425,7 +439,9 @@ class Process:
         """The call as a ``Replay``: its runs' peaks after the first ``skip_runs``, the process's maxima so far (history
         and earlier calls included), and the allocator's segments where the call stopped."""
         return Replay(run.peaks[skip_runs:], self.alloc.reserved, run.reserved_peaks[skip_runs:],
-                      self.reserved_peak_bytes, self.allocated_peak_bytes, run.oom, self.alloc.mapped_ranges())
+                      self.reserved_peak_bytes, self.allocated_peak_bytes, run.oom, self.alloc.mapped_ranges(),
+                      run.allocated_before[skip_runs:], run.reserved_before[skip_runs:], run.allocated_after[skip_runs:],
+                      run.reserved_after[skip_runs:])
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,

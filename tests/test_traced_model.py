@@ -144,6 +144,44 @@ def test_an_edited_record_fails_at_the_field(field, delta, tmp_path):
     assert failed == [f"steps[1].{field}"]
 
 
+MODEL_EDITS = {"x2": lambda v: 2 * v, "x3": lambda v: 3 * v, "set to 1": lambda v: 1}
+STEP_FIGURES = [("h200_run23_k1-packed.json", step, field) for step, field in [
+    (0, "max_allocated_bytes"), (2, "max_allocated_bytes"), (0, "max_reserved_bytes"), (1, "max_reserved_bytes"),
+    (1, "requested_peak_bytes"), (0, "stack_limit_bytes"), (2, "stack_limit_bytes"), (0, "allocated_after_bytes"),
+    (2, "reserved_after_bytes")]] + [
+    ("h200_run24_edge-1.3b-468519.json", 1, field)            # the step that ran out of memory
+    for field in ("oom_request_bytes", "max_allocated_bytes", "reserved_bytes", "free_bytes", "total_bytes")]
+
+
+@pytest.mark.parametrize("name,step,field", STEP_FIGURES + [("h200_run23_k1-packed.json", 1, "nonpytorch.bytes")] + [
+    ("h200_run23_k1-packed.json", None, field) for field in ("total_memory", "before.allocated_bytes", "before.reserved_bytes")])
+@pytest.mark.parametrize("edit", MODEL_EDITS)
+def test_every_checked_model_figure_fails_when_edited(name, step, field, edit, tmp_path):
+    """Doubled, tripled or set to 1, any checked figure of a model-step record fails, and only it, named."""
+    data = json.loads((model_records.MODEL_RECORDS_DIR / name).read_text())
+    holder = data if step is None else data["steps"][step]
+    *parents, last = field.split(".")
+    for key in parents:
+        holder = holder[key]
+    holder[last] = MODEL_EDITS[edit](holder[last])
+    edited = tmp_path / name
+    edited.write_text(json.dumps(data))
+    failed = [c.field for c in model_records.check(edited) if not c.passed]
+    assert failed == [field if step is None else f"steps[{step}].{field}"]
+
+
+def test_the_context_reading_before_the_steps_fails_below_the_context_only(tmp_path):
+    """before.context_nonpytorch is device-wide (other processes add to it): bounded from below by the CUDA context's
+    measured figure (552,402,944 B on the H200), so 1 B fails and three times the reading does not."""
+    name = "h200_run23_k1-packed.json"
+    data = json.loads((model_records.MODEL_RECORDS_DIR / name).read_text())
+    edited, reading = tmp_path / name, data["before"]["context_nonpytorch"]["bytes"]
+    for value, failed in ((1, ["before.context_nonpytorch.bytes"]), (3 * reading, [])):
+        data["before"]["context_nonpytorch"]["bytes"] = value
+        edited.write_text(json.dumps(data))
+        assert [c.field for c in model_records.check(edited) if not c.passed] == failed
+
+
 def test_cli_validates_model_records():
     r = runner.invoke(app, ["validate", "--from-records", str(model_records.MODEL_RECORDS_DIR)])
     assert r.exit_code == 0, r.output

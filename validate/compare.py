@@ -12,10 +12,12 @@ The prediction for a measured record is the replay of its process under its prot
    shared process the measurement may exceed it by FLA tensor-cache entries of earlier shapes.
 
 Requested bytes (``requested_bytes.all.peak``, every tensor's own size) are checked beside it, with
-the same shared-process allowance.
+the same shared-process allowance; and every other figure the record holds that a model predicts, each step's
+included (``record_figures``: one ``FigureCheck`` per field, named when it fails).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from livebytes.estimator import get_model, predict
@@ -27,7 +29,8 @@ from livebytes.estimator.registry import shape_options
 from livebytes.estimator.engine import requested_peak, unsplit_block_bound
 from livebytes.estimator.shapes import Shape
 
-from . import protocol
+from . import protocol, record_figures
+from .figures import FigureCheck
 from .records import Record
 
 # Runs 1-3 shared a process between shapes without recording which came first, so the FLA tensor_cache
@@ -45,6 +48,12 @@ class Comparison:
     passed: bool
     requested_error: int | None
     note: str
+    figures: tuple[FigureCheck, ...] = ()     # every figure the record holds that the model predicts
+
+    @property
+    def failures(self) -> list[str]:
+        """One line per failing figure, naming its field."""
+        return [f.failure() for f in self.figures if not f.passed]
 
     @property
     def error_bytes(self) -> int | None:
@@ -96,13 +105,43 @@ def _within(error: int | None, slack: int) -> bool:
     return error is None or -slack <= error <= 0
 
 
+def tolerance_range(predicted: int, slack: int, tolerance: float) -> tuple[int, int]:
+    """The measured peaks that pass against ``predicted``: predicted - measured in [-slack, 0] (``_within``), or
+    |predicted - measured| <= tolerance x measured, i.e. measured in [predicted / (1 + t), predicted / (1 - t)]. Both
+    ranges hold ``predicted``, so together they are one range."""
+    return (min(predicted, math.ceil(predicted / (1 + tolerance))),
+            max(predicted + slack, math.floor(predicted / (1 - tolerance))))
+
+
+def _peak_rule(model, record: Record, history: tuple[int, ...], tolerance: float) -> tuple[record_figures.PeakRange, str]:
+    """How a step's measured peak is judged: the allocator bounds of a history-dependent record, else the tolerance."""
+    if record.history_dependent:
+        bounds = allocator_bounds(model, record, history)
+        return (lambda predicted: bounds), "the allocator bounds of a history-dependent record"
+    slack = _slack(record)
+    return (lambda predicted: tolerance_range(predicted, slack, tolerance)), (
+        f"{tolerance * 100:g} % of the measured peak" + (f", or up to {slack:,} B of earlier shapes' cache entries" if slack else ""))
+
+
+def figure_checks(record: Record, model, replayed, history: tuple[int, ...], tolerance: float) -> tuple[FigureCheck, ...]:
+    """Every figure of a measured record that did not run out of memory (``record_figures``)."""
+    peak_range, why = _peak_rule(model, record, history, tolerance)
+    requested = None if record.requested_peak_bytes is None else requested_peak(model, record.shape) + sum(history)
+    return tuple(record_figures.peak_checks(record, replayed.peaks, peak_range, why)
+                 + ([] if requested is None else record_figures.requested_checks(record, requested, _slack(record)))
+                 + record_figures.baseline_checks(record, replayed.allocated_before)
+                 + record_figures.reserved_checks(record, replayed.reserved_peaks)
+                 + record_figures.device_checks(record) + record_figures.process_checks(record, model))
+
+
 def compare(record: Record, tolerance: float = 0.0) -> Comparison:
     model = model_of(record)
     if record.oom:
         p = predict(model, record.shape)
         fits = p.peak_bytes <= get_device(record.gpu).capacity_bytes
-        return Comparison(record, int(p.peak_bytes), None, bool(not fits), None,
-                          "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit")
+        figures = tuple(record_figures.device_checks(record))
+        return Comparison(record, int(p.peak_bytes), None, bool(not fits and all(f.passed for f in figures)), None,
+                          "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit", figures)
     if record.origin == "published":
         predicted = predict(model, record.shape).peak_bytes
         passed = abs(predicted - record.peak_bytes) <= PUBLISHED_TOLERANCE * record.peak_bytes
@@ -122,7 +161,9 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         error = replayed.peak_bytes - record.peak_bytes
         passed = _within(error, _slack(record)) or abs(error) <= tolerance * record.peak_bytes
         note = ""
-    return Comparison(record, int(replayed.peak_bytes), record.peak_bytes, bool(passed and requested_ok), requested_error, note)
+    figures = figure_checks(record, model, replayed, history, tolerance)
+    return Comparison(record, int(replayed.peak_bytes), record.peak_bytes,
+                      bool(passed and requested_ok and all(f.passed for f in figures)), requested_error, note, figures)
 
 
 def parse_tolerance(text: str) -> float:

@@ -79,6 +79,12 @@ def protocol_version_of(protocol) -> int:
 class Record:
     path: Path
     data: dict
+    index: int = 0             # its place in the file (0: the first), which names it where a file holds several
+
+    @property
+    def label(self) -> str:
+        """The record as a person finds it: its file, and its place there (1: the first)."""
+        return f"{self.path.name}, record {self.index + 1}"
 
     @property
     def impl(self) -> str:
@@ -276,8 +282,8 @@ def _listed_record(item, where: str):
 def _read(path: Path) -> list[Record]:
     items, listed = _items(path)
     wheres = [f"{path}, record {i}" if len(items) > 1 else str(path) for i in range(1, len(items) + 1)]
-    return [Record(path, checked_record(_listed_record(item, where) if listed else item, where))
-            for item, where in zip(items, wheres)]
+    return [Record(path, checked_record(_listed_record(item, where) if listed else item, where), i)
+            for i, (item, where) in enumerate(zip(items, wheres))]
 
 
 def load_file(path: Path) -> list[Record]:
