@@ -151,4 +151,22 @@ def load_traces(directory: Path, impl: str | None = None) -> list[Trace]:
     if len(traces) < 2:
         raise LivebytesError(f"{directory}: need traces at two shapes at least, found {len(traces)}"
                              + (f" for {impl}" if impl else ""))
+    refuse_mixed(traces, directory)
     return traces
+
+
+def _kernel(trace: Trace) -> str:
+    """What a trace traced: its implementation and options (``fla-kda@0.6.0 contract=report``)."""
+    return " ".join([trace.impl or "(no impl)", *(f"{k}={v}" for k, v in trace.options)])
+
+
+def refuse_mixed(traces: list[Trace], directory) -> None:
+    """Traces of several kernels (or one kernel's options) learned together would be matched as one model's: refused,
+    naming each with its file count."""
+    counts: dict[str, int] = {}
+    for t in traces:
+        counts[_kernel(t)] = counts.get(_kernel(t), 0) + 1
+    if len(counts) > 1:
+        found = ", ".join(f"{kernel} ({n} file{'' if n == 1 else 's'})" for kernel, n in counts.items())
+        raise LivebytesError(f"{directory}: traces of {len(counts)} kernels: {found}; give one kernel's traces (a "
+                             "folder each; learn --impl and drift --traced-impl keep one implementation's)")
