@@ -162,11 +162,12 @@ def _kernel(trace: Trace) -> str:
 
 def refuse_mixed(traces: list[Trace], directory) -> None:
     """Traces of several kernels (or one kernel's options) learned together would be matched as one model's: refused,
-    naming each with its file count."""
-    counts: dict[str, int] = {}
+    naming each kernel with its file count and its first file."""
+    files: dict[str, list[str]] = {}
     for t in traces:
-        counts[_kernel(t)] = counts.get(_kernel(t), 0) + 1
-    if len(counts) > 1:
-        found = ", ".join(f"{kernel} ({n} file{'' if n == 1 else 's'})" for kernel, n in counts.items())
-        raise LivebytesError(f"{directory}: traces of {len(counts)} kernels: {found}; give one kernel's traces (a "
+        files.setdefault(_kernel(t), []).append(Path(t.source).name)
+    if len(files) > 1:
+        found = ", ".join(f"{kernel} ({len(names)} file{'' if len(names) == 1 else 's'}: {names[0]}"
+                          f"{', ...' if len(names) > 1 else ''})" for kernel, names in files.items())
+        raise LivebytesError(f"{directory}: traces of {len(files)} kernels: {found}; give one kernel's traces (a "
                              "folder each; learn --impl and drift --traced-impl keep one implementation's)")

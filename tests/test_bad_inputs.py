@@ -160,7 +160,8 @@ BAD_COMMANDS = [
     (("predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "4", "--hidden", str(2**50 + 1)), 1,
      "--hidden: 1,125,899,906,842,625 is beyond any size (at most 2^50"),
     (("learn", "--traces", str(BAD / "mixed_traces")), 1,
-     "traces of 2 kernels: fla-gdn-fwd@0.6.0 (2 files), fla-kda@0.6.0 contract=report (2 files)"),
+     "traces of 2 kernels: fla-gdn-fwd@0.6.0 (2 files: fla-gdn-fwd_0.6.0_T2060_N2_H1_HV2_K64_V64.json, ...), "
+     "fla-kda@0.6.0 contract=report (2 files: fla-kda_0.6.0_T2060_N2_H2_HV2_K64_V64.json, ...)"),
     (("drift", "--impl", "fla-kda@0.6.0", "--traces", str(BAD / "mixed_traces")), 1, "traces of 2 kernels"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB", "--triton", "3.9.0"), 2,
      "--triton has no effect with --budget: the budget bounds the allocated peak"),
