@@ -48,7 +48,7 @@ def device_of(key: str, gpu: Optional[str]):
     """The device a command uses for ``key``: --gpu, else the model's default; refused when the engine refuses it."""
     from livebytes.estimator.devices import get_device
     from livebytes.estimator.registry import check_device, spec
-    device = get_device(gpu or spec(key).default_device)
+    device = get_device(gpu if gpu is not None else spec(key).default_device)      # --gpu '' is refused, not the default
     check_device(key, device)
     return device
 

@@ -315,6 +315,20 @@ def explain_data(model, shape, explained, snapshot: str, at: str) -> dict:
                                  "unexplained_bytes": live - explained_bytes, "blocks": blocks}])
 
 
+EXPLAIN_ROWS = 200        # the terminal's table: every explained block, then the largest unexplained up to this many rows
+
+
+def explain_shown(result: dict, limit: int = EXPLAIN_ROWS) -> tuple[list[dict], int, int]:
+    """(the blocks the terminal table shows, in the result's order: every explained block and the largest unexplained
+    up to ``limit`` rows; the count and bytes of the unexplained blocks left out). ``--json`` lists every block."""
+    blocks = result["blocks"]
+    room = max(0, limit - sum(b["buffer"] is not None for b in blocks))
+    unexplained = sorted((i for i, b in enumerate(blocks) if b["buffer"] is None), key=lambda i: -blocks[i]["bytes"])
+    left_out = set(unexplained[room:])
+    return ([b for i, b in enumerate(blocks) if i not in left_out], len(left_out),
+            sum(blocks[i]["bytes"] for i in left_out))
+
+
 TIMELINE_ROWS = 200      # more steps than this (a whole model's thousands): one terminal row per phase and module
 
 

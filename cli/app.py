@@ -187,7 +187,8 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
     from livebytes import report
     tol = cmp.parse_tolerance(tolerance)
     device_seconds = None
-    if from_records:
+    if from_records is not None:
+        o.named(from_records, "--from-records", "a file or folder of records, a committed file's name, or all")
         o.refuse_unused("with --from-records (it re-checks records, runs nothing)", shapes=shapes is not None,
                         plan=plan_file is not None, out_dir=out_dir is not None, contract=contract is not None,
                         no_recompute=no_recompute, forward_only=forward_only, same_process=same_process,
@@ -279,6 +280,10 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     if solve not in SOLVABLE:
         raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
+    # --alloc-conf and --triton-cache stay: they change the replayed max_memory_allocated, so the budget's answer
+    o.refuse_unused("with --budget: the budget bounds the allocated peak (max_memory_allocated), and the Triton "
+                    "version only sets the process memory (stack frames, modules), which is not part of it",
+                    triton=budget is not None and triton is not None)
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
@@ -288,7 +293,7 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     base = o.shape_from(mbs, seq, _given(heads, ch.heads, "96"), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
-    limit = parse_budget(budget) if budget else None
+    limit = parse_budget(budget) if budget is not None else None
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
     data = calls.plan_at(impl, base, solve, setting, limit, announce=warn).to_dict()
     _warn_all(data)
@@ -376,7 +381,7 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     impl = o.distinct_impls(ch.keys, "sweep")
     seqs, head_list = parse_range(seq, "--seq"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--heads")
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(_given(dim, ch.dim, "128"), "--dim")
-    path = o.out_file(out, (".csv",)) if out else None
+    path = o.out_file(out, (".csv",)) if out is not None else None
     grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size))
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
     data = calls.sweep_at(impl, grid, setting).to_dict()
@@ -423,7 +428,7 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
     impl = o.distinct_impls(ch.keys, "timeline")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
-    path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out else None
+    path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out is not None else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
         raise UsageProblem(f"--out {out}: a snapshot holds one process: give one --impl (got {len(impl)})")
@@ -515,7 +520,8 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
     from livebytes import calls
     key = o.single_impl(impl, "explain")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
-    answer = calls.explain_at(snapshot, key, shape, calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout)), at)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout))
+    answer = calls.explain_at(o.named(snapshot, "SNAPSHOT.pickle"), key, shape, setting, at)
     data = calls.explain_document(answer)
     if as_json:
         _print_json(data)

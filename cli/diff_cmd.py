@@ -90,7 +90,7 @@ def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Op
         o.refuse_unused("without --seq and --heads (they give the shape of the peak's change)", mbs=mbs is not None,
                         dim=dim is not None, v_heads=v_heads is not None)
         return None
-    return o.shape_from(mbs or "1", seq, heads, dim or "128", v_heads)
+    return o.shape_from("1" if mbs is None else mbs, seq, heads, dim, v_heads)     # dim None: shape_from's 128
 
 
 def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str] = Seq,
@@ -111,7 +111,7 @@ def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optiona
     warnings = [reason] if reason else []
     for line in warnings:           # printed at once, as predict does; the JSON carries them too
         warn(line)
-    device = gpu or o.device_of(impl[0], None).name        # both models on one device
+    device = gpu if gpu is not None else o.device_of(impl[0], None).name        # both models on one device
     old, new = (o.model_for(key, device, o.what_if(contract, no_recompute), shape) for key in impl)
     d = diff_models(old, new, shape)
     data = diff_data(d, old, new, warnings)

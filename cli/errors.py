@@ -154,6 +154,11 @@ class LivebytesGroup(TyperGroup):
         from typer._click.exceptions import UsageError
         from typer.exceptions import Abort
         _fast_params(self)
+        if sys.stdout is None:          # started with standard output closed (``>&-``): the answer would vanish
+            echo_error("standard output is closed: the answer has nowhere to go; redirect it to a file or /dev/null")
+            if standalone_mode:
+                sys.exit(EXIT_DOMAIN)
+            return EXIT_DOMAIN
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)

@@ -96,7 +96,7 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     refuse_unused("with --model: the config's sizes count (hidden_size, num_v_heads, conv_size), and a whole model "
                   "takes no kernel what-if", **kernel_flags)
     from livebytes.lifetimes.traced.model import config_sizes, options_for, read_config
-    config = read_config(model)
+    config = read_config(named(model, "--model"))
     key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed)
     n_heads, head_dim = config_sizes(config)
     return Chosen([key], options, str(n_heads), str(head_dim))
@@ -149,7 +149,7 @@ def shape_from(mbs: str, seq: str, heads: Optional[str], dim: Optional[str] = "1
         raise UsageProblem("--heads is required with --impl (with --model the config's num_heads counts)")
     v = parse_size(v_heads, "--v-heads") if v_heads is not None else None
     return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"),
-                 parse_size(dim or "128", "--dim"),
+                 parse_size("128" if dim is None else dim, "--dim"),
                  v_heads=v, **stack_from(hidden, layers, checkpoint, conv_size))
 
 
@@ -162,10 +162,19 @@ def stack_from(hidden: Optional[str] = None, layers: Optional[str] = None, check
     return out | ({"checkpoint": True} if checkpoint else {})
 
 
+def named(path: str, flag: str, wanted: str = "a file") -> str:
+    """A file or folder name as given; an empty one is refused (``Path("")`` is the current folder)."""
+    if not path.strip():
+        raise LivebytesError(f"{flag}: an empty name; name {wanted}")
+    return path
+
+
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
     """A file to write: refused when it names a folder or lacks one of ``suffixes`` (no silent renaming)."""
     from pathlib import Path
     p = Path(path)
+    if not path.strip():
+        raise LivebytesError(f"{flag}: an empty name; name a file, e.g. out{suffixes[0]}")
     if path.endswith(("/", "\\")) or p.is_dir():
         raise LivebytesError(f"{flag} {path}: is a folder; name a file, e.g. {p / ('out' + suffixes[0])}")
     if p.suffix.lower() not in suffixes:

@@ -9,7 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from livebytes.report import gib, oom_when
+from livebytes.report import explain_shown, gib, oom_when
 
 console = Console()
 
@@ -440,9 +440,13 @@ def explain_table(data: dict) -> Table:
     _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
     _text_column(t, "buffer (matched by)", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
     _text_column(t, "allocated at (innermost frame)", footer=T(""))
-    for b in r["blocks"]:
+    shown, left_out, left_out_bytes = explain_shown(r)
+    for b in shown:
         named = T(f"{b['buffer']} ({b['match']})") if b["buffer"] else T("unexplained", "bold red")
         t.add_row(T(f"{b['bytes']:,}"), named, T(frame_cell(b["frames"][0]) if b["frames"] else "(no frame)"))
+    if left_out:
+        t.add_row(T(f"{left_out_bytes:,}"), T(f"{left_out:,} smaller unexplained blocks", "bold red"),
+                  T("(not shown; --json lists every block)"))
     _assumed_caption(t, data["results"])
     return t
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LivebytesError
 
+# every reader has a limit: the largest JSON file the project reads (a process trace) is ~0.6 MB
+MAX_TEXT_BYTES = 64 << 20
 KINDS = {
     "int": "an integer", "count": "a non-negative integer", "positive": "a positive integer",
     "number": "a number", "string": "a string", "bool": "true or false", "object": "an object", "list": "a list",
@@ -49,7 +52,10 @@ class Either:
 
 def show(value, limit: int = 40) -> str:
     """A value as the error quotes it: repr, cut to ``limit`` characters (a 5,000-digit number stays one short line)."""
-    text = repr(value) if not isinstance(value, (dict, list)) else json.dumps(value, default=str)
+    try:
+        text = repr(value) if not isinstance(value, (dict, list)) else json.dumps(value, default=str)
+    except (ValueError, RecursionError):        # a container that holds itself, or nested past the recursion limit
+        return f"a {type(value).__name__} that holds itself or is nested too deep"
     return text if len(text) <= limit else f"{text[:limit - 12]}... ({len(text):,} characters)"
 
 
@@ -115,28 +121,38 @@ def _decode(text: str, where: str):
         raise LivebytesError(f"{where}: not readable JSON ({show(str(err), 80)})") from None
 
 
-def read_text(path: Path, max_bytes: int | None = None) -> str:
-    """The file's text; one error naming it when it cannot be read, is not UTF-8, is empty or is larger than
-    ``max_bytes`` (checked before reading: /dev/zero is refused, not read)."""
+def read_bytes(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes; one error naming it when it cannot be read or holds more than ``max_bytes``: a regular file by
+    its size, before reading; a device or a pipe (``/dev/zero``: its size says 0) by reading one byte past the limit."""
     try:
-        if max_bytes is not None and Path(path).stat().st_size > max_bytes:
-            raise LivebytesError(f"{path}: {Path(path).stat().st_size:,} bytes, more than such a file holds "
-                                 f"(at most {max_bytes:,})")
-        text = Path(path).read_text()
-    except UnicodeDecodeError:
-        raise LivebytesError(f"{path}: not a text file (not UTF-8)") from None
+        with open(path, "rb") as f:
+            too_large = os.fstat(f.fileno()).st_size > max_bytes
+            data = b"" if too_large else f.read(max_bytes + 1)
     except OSError as err:
         raise LivebytesError(f"{path}: cannot read it ({err.strerror or err})") from None
+    if too_large or len(data) > max_bytes:
+        raise LivebytesError(f"{path}: more than {max_bytes:,} bytes, larger than such a file is; not read")
+    return data
+
+
+def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The file's text; one error naming it when it cannot be read, is not UTF-8, is empty or is larger than
+    ``max_bytes`` (``read_bytes``: never more is read)."""
+    try:
+        text = read_bytes(path, max_bytes).decode()
+    except UnicodeDecodeError:
+        raise LivebytesError(f"{path}: not a text file (not UTF-8)") from None
     if not text.strip():
         raise LivebytesError(f"{path}: the file is empty")
     return text
 
 
-def read_json(path: Path, max_bytes: int | None = None):
+def read_json(path: Path, max_bytes: int = MAX_TEXT_BYTES):
     """The parsed file; one error naming the file when it cannot be read, is empty, too large or is not JSON."""
     return _decode(read_text(path, max_bytes), str(path))
 
 
-def read_json_lines(path: Path) -> list:
+def read_json_lines(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> list:
     """A JSON-lines file: one value per non-blank line; an error names the file and the line."""
-    return [_decode(line, f"{path}, line {n}") for n, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]
+    return [_decode(line, f"{path}, line {n}") for n, line in enumerate(read_text(path, max_bytes).splitlines(), 1)
+            if line.strip()]

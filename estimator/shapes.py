@@ -11,6 +11,9 @@ _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
 MAX_DIGITS = 18
+# No dimension of a tensor on a GPU comes near this (an element is a byte at least; the largest GPU holds ~2^38 B):
+# a size beyond it is refused, not evaluated (planning searches up to 2^40, times a context-parallel model's ranks).
+MAX_SIZE = 1 << 50
 
 
 TOKEN_FIELDS = ("value", "sequence", "--seq", "--block-q", "--block-k", "seq")   # sizes written in tokens: 8K, 128K
@@ -30,6 +33,8 @@ def parse_size(text: str | int, what: str = "value") -> int:
         value = int(match.group(1)) * _SUFFIX[match.group(2).upper()]
     if value <= 0:
         raise LivebytesError(f"{what}: must be positive, got {text!r}")
+    if value > MAX_SIZE:
+        raise LivebytesError(f"{what}: {value:,} is beyond any size (at most 2^50 = {MAX_SIZE:,})")
     return value
 
 
@@ -64,6 +69,10 @@ class Shape:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise LivebytesError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("mbs", "seq", "heads", "dim", "v_heads", "dim_v", "hidden", "layers", "conv_size"):
+            value = getattr(self, name)
+            if isinstance(value, int) and value > MAX_SIZE:
+                raise LivebytesError(f"{name}: {show(value)} is beyond any size (at most 2^50 = {MAX_SIZE:,})")
         if self.v_heads is not None and (self.v_heads <= 0 or self.v_heads % self.heads):
             raise LivebytesError(f"value heads ({self.v_heads}) must be a positive multiple of heads ({self.heads})")
         if self.dim_v is not None and self.dim_v <= 0:

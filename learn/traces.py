@@ -151,4 +151,23 @@ def load_traces(directory: Path, impl: str | None = None) -> list[Trace]:
     if len(traces) < 2:
         raise LivebytesError(f"{directory}: need traces at two shapes at least, found {len(traces)}"
                              + (f" for {impl}" if impl else ""))
+    refuse_mixed(traces, directory)
     return traces
+
+
+def _kernel(trace: Trace) -> str:
+    """What a trace traced: its implementation and options (``fla-kda@0.6.0 contract=report``)."""
+    return " ".join([trace.impl or "(no impl)", *(f"{k}={v}" for k, v in trace.options)])
+
+
+def refuse_mixed(traces: list[Trace], directory) -> None:
+    """Traces of several kernels (or one kernel's options) learned together would be matched as one model's: refused,
+    naming each kernel with its file count and its first file."""
+    files: dict[str, list[str]] = {}
+    for t in traces:
+        files.setdefault(_kernel(t), []).append(Path(t.source).name)
+    if len(files) > 1:
+        found = ", ".join(f"{kernel} ({len(names)} file{'' if len(names) == 1 else 's'}: {names[0]}"
+                          f"{', ...' if len(names) > 1 else ''})" for kernel, names in files.items())
+        raise LivebytesError(f"{directory}: traces of {len(files)} kernels: {found}; give one kernel's traces (a "
+                             "folder each; learn --impl and drift --traced-impl keep one implementation's)")

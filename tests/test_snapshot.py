@@ -160,3 +160,41 @@ def test_explain_golden_table(monkeypatch, tmp_path, width):
         golden.write_text(text)
     assert text == golden.read_text()
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+
+
+def test_live_at_peak_replays_the_trace_up_to_its_peak():
+    """history.live_at_peak in two passes (find the peak, then replay to it), by hand: a 1,000-B block from before
+    the trace, then alloc 1 (100 B): 1,100; alloc 2 (200 B): 1,300, the peak; free 1: 1,200; alloc 3 (50 B): 1,250;
+    free 2: 1,050; alloc 4 (150 B): 1,200. Live at the peak: the 1,000, 200 and 100-B blocks."""
+    from livebytes.validate.history import live_at_peak
+
+    def alloc(addr, size):
+        return {"action": "alloc", "addr": addr, "size": size}
+
+    def free(addr):
+        return {"action": "free_requested", "addr": addr}
+    snapshot = {"segments": [{"blocks": [{"address": 9, "size": 1000, "state": "active_allocated"}]}],
+                "device_traces": [[alloc(1, 100), alloc(2, 200), free(1), alloc(3, 50), free(2), alloc(4, 150)]]}
+    peak, blocks = live_at_peak(snapshot, keep=())
+    assert peak == 1300 and [(b.addr, b.size) for b in blocks] == [(9, 1000), (2, 200), (1, 100)]
+
+
+def test_the_explain_table_shows_the_explained_and_the_largest_unexplained_blocks():
+    """Four rows at most here: the two explained blocks, then the two largest unexplained (400 and 300 B), in the
+    result's order; the 100 and 50-B blocks are left out: 2 blocks, 150 B."""
+    from livebytes.cli.report import explain_shown
+    sizes_and_buffers = [(500, "a"), (400, None), (300, None), (200, "b"), (100, None), (50, None)]
+    result = {"blocks": [{"bytes": n, "buffer": buf} for n, buf in sizes_and_buffers]}
+    shown, left_out, left_out_bytes = explain_shown(result, limit=4)
+    assert [b["bytes"] for b in shown] == [500, 400, 300, 200] and (left_out, left_out_bytes) == (2, 150)
+
+
+def test_explain_sums_the_blocks_past_the_tables_rows(tmp_path):
+    """250 blocks of k x 1,000,003 B (k = 1..250; a size no allocation of the model requests): the table's 200 rows
+    are the largest, the other 50 one row: 1,000,003 x (1 + ... + 50) = 1,000,003 x 1,275 = 1,275,003,825 B."""
+    blocks = [{"address": k, "size": k * 1_000_003, "state": "active_allocated"} for k in range(1, 251)]
+    (tmp_path / "many.pickle").write_bytes(pickle.dumps({"segments": [{"address": 0, "blocks": blocks}]}))
+    r = run("explain", str(tmp_path / "many.pickle"), "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4")
+    text = " ".join(r.stdout.split())
+    assert r.exit_code == 0 and "1,275,003,825" in text and "50 smaller unexplained" in text, r.output
+    assert f"{51 * 1_000_003:,}" in text and f"{50 * 1_000_003:,}" not in text     # 51,000,153 shown; 50,000,150 not

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import read_json
 from livebytes.estimator.shapes import parse_shape_list, shape_list_spec, shape_spec
 
 from .records import Record, load_records, record_files
@@ -56,11 +57,11 @@ def check_group(group: dict) -> dict:
     return dict(group, shapes=shape_list_spec(parse_shape_list(group["shapes"])))
 
 
+MAX_PLAN_BYTES = 1 << 20      # a plan lists a few runner groups: kilobytes
+
+
 def load_plan(path: Path) -> list[dict]:
-    try:
-        groups = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise LivebytesError(f"cannot read plan {path}: {err}") from None
+    groups = read_json(Path(path), MAX_PLAN_BYTES)
     if not isinstance(groups, list) or not groups:
         raise LivebytesError(f"plan {path}: expected a non-empty JSON list of groups")
     return [check_group(g) for g in groups]

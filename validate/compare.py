@@ -142,6 +142,8 @@ def compare(record: Record, tolerance: float = 0.0) -> Comparison:
         figures = tuple(record_figures.device_checks(record))
         return Comparison(record, int(p.peak_bytes), None, bool(not fits and all(f.passed for f in figures)), None,
                           "out of memory; predicted not to fit" if not fits else "out of memory, but predicted to fit", figures)
+    if not record.peak_bytes:           # a tolerance is a share of it, and so is the error (error_fraction)
+        raise LivebytesError(f"peak_bytes: {record.peak_bytes} B measured: no peak to compare a prediction against")
     if record.origin == "published":
         predicted = predict(model, record.shape).peak_bytes
         passed = abs(predicted - record.peak_bytes) <= PUBLISHED_TOLERANCE * record.peak_bytes

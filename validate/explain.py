@@ -17,21 +17,31 @@ import io
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.fields import ListOf, Obj, check
+from livebytes.estimator.fields import ListOf, Obj, check, read_bytes
 from livebytes.estimator.prediction import allocations
 from livebytes.estimator.replay import request_sizes
 from livebytes.estimator.rounding import round_size
 
-from .history import live_at_peak
+from .history import TRACED, live_at_peak
 
+FRAME = Obj({"filename": "string", "line": "int", "name": "string"})
 SNAPSHOT_LAYOUT = Obj({
-    "segments": ListOf(Obj({"address": "count", "blocks": ListOf(Obj({"address": "count", "size": "count", "state": "string"},
+    "segments": ListOf(Obj({"address": "count", "blocks": ListOf(Obj({"address": "count", "size": "count", "state": "string",
+                                                                      "requested_size": "count", "frames": "list"},
                                                                      required=("size", "state")))},
                            required=("blocks",))),
-    "device_traces": ListOf(ListOf(Obj({"action": "string"}, required=("action",)))),
-}, required=("segments",))
+    "device_traces": ListOf(ListOf(Obj({"action": "string", "addr": "count", "size": "count", "frames": "list"},
+                                       required=("action",)))),
+}, required=("segments",))      # each frame is held to FRAME by _check_frames (a million of them: a quick test first)
+# A snapshot of one step is megabytes; a long recording of a large model, hundreds.
+MAX_SNAPSHOT_BYTES = 1 << 30
+# Entries as the readers walk them (a list referenced twice is walked twice; a 4 KB pickle can reference one list of
+# 1,000 blocks 1,000 times): a step of a large model records ~10^5 trace events of ~10^2 frames and holds ~10^4 blocks.
+MAX_SNAPSHOT_ENTRIES = 1_000_000        # segments, blocks and trace events
+MAX_SNAPSHOT_FRAMES = 20_000_000
 MATCHES = ("source line", "function", "size")      # how a block was matched, most trusted first
 
 
@@ -40,16 +50,59 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"the file holds a {module}.{name} object; a memory snapshot holds only plain data")
 
 
+def _lists(value, key: str) -> list:
+    """``value[key]`` where it is a list, else nothing (the layout check, after the count, names what is wrong)."""
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, list) else []
+
+
+def _entries(snapshot) -> Iterator[tuple[str, object]]:
+    """(where, entry) of each segment, block and trace event; an entry of the wrong kind as it is (the layout check
+    names it)."""
+    for s, segment in enumerate(_lists(snapshot, "segments")):
+        yield f"segments[{s}]", segment
+        for b, block in enumerate(_lists(segment, "blocks")):
+            yield f"segments[{s}].blocks[{b}]", block
+    traces = snapshot.get("device_traces") if isinstance(snapshot, dict) else None
+    for d, events in enumerate(traces if isinstance(traces, list) else []):
+        for i, event in enumerate(events if isinstance(events, list) else []):
+            yield f"device_traces[{d}][{i}]", event
+
+
+def refuse_absurd(snapshot, where: str) -> None:
+    """Refuse a snapshot of more entries or frames than ``MAX_SNAPSHOT_ENTRIES`` and ``MAX_SNAPSHOT_FRAMES``, counting
+    no further than the limits, so that every later walk is bounded."""
+    entries = frames = 0
+    for _, entry in _entries(snapshot):
+        entries, frames = entries + 1, frames + len(_lists(entry, "frames"))
+        if entries > MAX_SNAPSHOT_ENTRIES or frames > MAX_SNAPSHOT_FRAMES:
+            raise LivebytesError(f"{where}: more than {MAX_SNAPSHOT_ENTRIES:,} segments, blocks and trace events or "
+                                 f"{MAX_SNAPSHOT_FRAMES:,} frames (a list referenced many times counts each time): "
+                                 "beyond any snapshot of a step; record fewer (_record_memory_history's max_entries)")
+
+
+def _plain_frame(frame) -> bool:
+    return (type(frame) is dict and isinstance(frame.get("filename", ""), str) and type(frame.get("line", 0)) is int
+            and isinstance(frame.get("name", ""), str))
+
+
+def _check_frames(snapshot: dict, where: str) -> None:
+    """Every frame held to ``FRAME``: the quick test on each, the layout check (which names the field) on a failure."""
+    for label, entry in _entries(snapshot):
+        for i, frame in enumerate(_lists(entry, "frames")):
+            if not _plain_frame(frame):
+                check(frame, FRAME, where, f"{label}.frames[{i}]")
+
+
 def load_snapshot(path: Path) -> dict:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise LivebytesError(f"{path}: cannot read it ({err.strerror or err})") from None
+    data = read_bytes(path, MAX_SNAPSHOT_BYTES)
     try:
         snapshot = _PlainUnpickler(io.BytesIO(data)).load()
     except Exception as err:       # a truncated, foreign or hostile pickle: pickle raises many kinds
         raise LivebytesError(f"{path}: not a memory snapshot pickle ({type(err).__name__}: {str(err)[:80]})") from None
+    refuse_absurd(snapshot, str(path))
     check(snapshot, SNAPSHOT_LAYOUT, str(path))
+    _check_frames(snapshot, str(path))
     return snapshot
 
 
@@ -65,11 +118,28 @@ def _frame_text(f: dict) -> str:
     return f"{f.get('filename', '?')}:{f.get('line', '?')}:{f.get('name', '?')}"
 
 
-def live_blocks(snapshot: dict, at: str = "peak") -> list[LiveBlock]:
+def _check_traced(snapshot: dict, where: str) -> None:
+    """Following blocks through the trace needs each allocation and free's address and size, and the address of each
+    active block (``history.live_at_peak``); the layout declares them, this requires them."""
+    for d, events in enumerate(snapshot.get("device_traces") or []):
+        for i, event in enumerate(events):
+            missing = [key for key in ("addr", "size") if event["action"] in TRACED and key not in event]
+            if missing:
+                raise LivebytesError(f"{where}: device_traces[{d}][{i}].{missing[0]}: missing (the {event['action']} event "
+                                     "must name its block's address and size)")
+    for s, segment in enumerate(snapshot["segments"]):
+        for b, block in enumerate(segment["blocks"]):
+            if block["state"] == "active_allocated" and "address" not in block:
+                raise LivebytesError(f"{where}: segments[{s}].blocks[{b}].address: missing (the trace is followed by "
+                                     "address; --at snapshot reads the segments alone)")
+
+
+def live_blocks(snapshot: dict, at: str = "peak", where: str = "the snapshot") -> list[LiveBlock]:
     """The blocks live at the trace's peak (``at="peak"``; the segments' when there is no trace) or as dumped."""
     if at not in ("peak", "snapshot"):
         raise LivebytesError(f"--at must be peak or snapshot, got {at!r}")
     if at == "peak" and any(snapshot.get("device_traces") or []):
+        _check_traced(snapshot, where)
         _, blocks = live_at_peak(snapshot, keep=())
         return [LiveBlock(b.addr, b.size, None, b.frames) for b in blocks]
     return sorted((LiveBlock(b.get("address"), b["size"], b.get("requested_size"), tuple(map(_frame_text, b.get("frames", []))))
@@ -81,7 +151,7 @@ def snapshot_blocks(path: Path, at: str = "peak") -> list[LiveBlock]:
     """``live_blocks`` of the snapshot file at ``path``; a snapshot with no live block (no segments, or none with an
     active block, and no trace that allocates) has nothing to explain: refused, naming the file."""
     snapshot = load_snapshot(path)
-    blocks = live_blocks(snapshot, at)
+    blocks = live_blocks(snapshot, at, str(path))
     if not blocks:
         where = "at the trace's peak" if at == "peak" and any(snapshot.get("device_traces") or []) else "in its segments"
         segments = len(snapshot["segments"])
@@ -108,21 +178,34 @@ def _how(block: LiveBlock, source) -> str:
     return "size"
 
 
+def _by_size(requests: dict[str, int]) -> dict[int, list[str]]:
+    """Block size -> the allocations (in model order) whose request, or request rounded to blocks, it is."""
+    out: dict[int, list[str]] = {}
+    for name, request in requests.items():
+        for size in dict.fromkeys((request, round_size(request))):
+            out.setdefault(size, []).append(name)
+    return out
+
+
 def explain(model, shape, blocks: list[LiveBlock]) -> list[Explained]:
     """Each block (in the given order) with the model allocation it is, or None. Matches are made most trusted first
     (``MATCHES``: every block a source line names, then a function, then the rest by size), so a block found by size
-    alone never takes an allocation another block's frames name."""
+    alone never takes an allocation another block's frames name. Each block looks up the allocations of its size
+    (``_by_size``), so the work is linear in the blocks (a snapshot may hold a million)."""
     requests = request_sizes(model, shape)
-    unused = {name: regions for name, regions in allocations(model).items() if requests[name]}   # 0 B: no block
+    regions = allocations(model)
+    order = {name: n for n, name in enumerate(regions)}
+    by_size = _by_size({name: requests[name] for name in regions if requests[name]})   # 0 B: no block
+    unused = {name for names in by_size.values() for name in names}
     found: dict[int, tuple[str, str]] = {}
     for level in MATCHES:
         for i, block in enumerate(blocks):
             if i in found:
                 continue
             sizes = {block.size} | ({block.requested} if block.requested else set())
-            for name, regions in unused.items():
-                if sizes & {requests[name], round_size(requests[name])} and _how(block, regions[0].source) == level:
-                    found[i] = (name, level)
-                    del unused[name]
-                    break
+            candidates = sorted({name for size in sizes for name in by_size.get(size, ()) if name in unused}, key=order.get)
+            name = next((c for c in candidates if _how(block, regions[c][0].source) == level), None)
+            if name is not None:
+                found[i] = (name, level)
+                unused.discard(name)
     return [Explained(b, *found.get(i, (None, None))) for i, b in enumerate(blocks)]

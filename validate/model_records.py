@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.fields import read_json, show
+from livebytes.estimator.fields import read_bytes, read_json, show
 
 from .figures import FigureCheck, at_least, figure, named_miss
 
@@ -126,8 +126,8 @@ def record_files(source: str | Path = MODEL_RECORDS_DIR) -> list[Path]:
 
 def _is_model_record(path: Path) -> bool:
     try:
-        return path.stat().st_size <= MAX_RECORD_BYTES and json.loads(path.read_text()).get("kind") == KIND
-    except (OSError, ValueError, AttributeError):
+        return json.loads(read_bytes(path, MAX_RECORD_BYTES)).get("kind") == KIND
+    except (OSError, ValueError, AttributeError, RecursionError):   # LivebytesError too: not one (records_from then says why)
         return False
 
 

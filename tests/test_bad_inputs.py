@@ -1,0 +1,211 @@
+"""Issue 33, point 4: the bad and odd inputs a newcomer fed the command line, each kept here. Every one answers with
+one line on stderr naming the problem and exit 1 (2 for a usage error): never a traceback, a hang, or a silent answer.
+
+Snapshots are built here as Python values and pickled into the test's folder (a self-referencing block, a list
+referenced a thousand times and a pickle that would run code are easier to read as code than as bytes); records and
+traces are files in tests/bad_inputs/.
+"""
+import json
+import os
+import pickle
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from livebytes.cli.app import app
+from livebytes.validate import explain
+
+BAD = Path(__file__).parent / "bad_inputs"
+KDA = ("--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4")
+
+
+def block(**fields) -> dict:
+    return {"address": 0x1000, "size": 512, "state": "active_allocated", **fields}
+
+
+def segments(*blocks) -> dict:
+    return {"segments": [{"address": 0x1000, "blocks": list(blocks)}]}
+
+
+def self_sized_block() -> dict:
+    b = block()
+    b["size"] = b               # the block is its own size: a circular value the error must still quote in one line
+    return segments(b)
+
+
+def traced(*events) -> dict:
+    return {**segments(block()), "device_traces": [list(events)]}
+
+
+def shared_blocks(blocks_per_segment: int, segment_count: int) -> dict:
+    """One block list referenced by every segment: a ~4 KB pickle that walks as segment_count x blocks_per_segment."""
+    blocks = [block()] * blocks_per_segment
+    return {"segments": [{"address": 0, "blocks": blocks}] * segment_count}
+
+
+def shared_frames(frames_per_block: int, block_count: int) -> dict:
+    frames = [{"filename": "x.py", "line": 1, "name": "f"}] * frames_per_block
+    return segments(*[block(frames=frames)] * block_count)
+
+
+BOTH, PEAK = ("peak", "snapshot"), ("peak",)      # --at snapshot reads the segments alone, not the trace
+SNAPSHOTS = [
+    # (name, the unpickled snapshot, the phrase its one line holds, the --at values that read what is wrong)
+    ("frames are ints", segments(block(frames=[1, 2])), "segments[0].blocks[0].frames[0]: expected an object, got 1", BOTH),
+    ("frames is a string", segments(block(frames="abc")), "segments[0].blocks[0].frames: expected a list, got 'abc'", BOTH),
+    ("frames are strings", segments(block(frames=["a.py:1:f"])), "frames[0]: expected an object, got 'a.py:1:f'", BOTH),
+    ("a frame's line is text", segments(block(frames=[{"filename": "a.py", "line": "1", "name": "f"}])),
+     "frames[0].line: expected an integer, got '1'", BOTH),
+    ("trace frames are ints", traced({"action": "alloc", "addr": 1, "size": 512, "frames": [7]}),
+     "device_traces[0][0].frames[0]: expected an object, got 7", BOTH),
+    ("a self-referencing block", self_sized_block(), "size: expected a non-negative integer, got a dict that holds itself",
+     BOTH),
+    ("an alloc without addr", traced({"action": "alloc", "size": 512}), "device_traces[0][0].addr: missing", PEAK),
+    ("a free without addr", traced({"action": "free_requested", "size": 512}), "device_traces[0][0].addr: missing", PEAK),
+    ("an alloc without size", traced({"action": "alloc", "addr": 1}), "device_traces[0][0].size: missing", PEAK),
+    ("a traced block without address", {"segments": [{"blocks": [{"size": 512, "state": "active_allocated"}]}],
+                                         "device_traces": [[{"action": "alloc", "addr": 1, "size": 512}]]},
+     "segments[0].blocks[0].address: missing", PEAK),
+    # 1,000 segments x 1,000 blocks + the 1,000 segments = 1,001,000 entries > MAX_SNAPSHOT_ENTRIES (1,000,000)
+    ("1000 x 1000 shared blocks", shared_blocks(1000, 1000), "more than 1,000,000 segments, blocks and trace events", BOTH),
+    # 20,001 blocks x 1,000 frames = 20,001,000 frames > MAX_SNAPSHOT_FRAMES (20,000,000); 20,002 entries are few
+    ("20,001 x 1,000 shared frames", shared_frames(1000, 20_001), "or 20,000,000 frames", BOTH),
+]
+CASES = [(name, snapshot, phrase, at) for name, snapshot, phrase, ats in SNAPSHOTS for at in ats]
+TRACE_ONLY = [(name, snapshot) for name, snapshot, _, ats in SNAPSHOTS if ats == PEAK]
+
+
+def one_line(result, code: int, phrase: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1 and lines[0].startswith("error: ") and phrase in lines[0], result.stderr
+    assert "Traceback" not in result.output and result.stdout == ""
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def explain_file(tmp_path, snapshot, *more: str):
+    path = tmp_path / "snapshot.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    return run("explain", str(path), *KDA, *more)
+
+
+@pytest.mark.parametrize("name,snapshot,phrase,at", CASES, ids=[f"{c[0]}, --at {c[3]}" for c in CASES])
+def test_a_bad_snapshot_is_one_line(tmp_path, name, snapshot, phrase, at):
+    one_line(explain_file(tmp_path, snapshot, "--at", at), 1, phrase)
+
+
+@pytest.mark.parametrize("name,snapshot", TRACE_ONLY, ids=[c[0] for c in TRACE_ONLY])
+def test_a_trace_lacking_addresses_is_no_matter_when_the_trace_is_not_read(tmp_path, name, snapshot):
+    """--at snapshot explains the segments' one 512-B block; the trace's missing fields are not read."""
+    r = explain_file(tmp_path, snapshot, "--at", "snapshot", "--json")
+    assert r.exit_code == 0, r.output
+    assert [b["bytes"] for b in json.loads(r.stdout)["results"][0]["blocks"]] == [512]
+
+
+def test_the_limits_are_beyond_a_shared_snapshot_just_below_them(tmp_path):
+    """The refusals above are the limits', not any shared list's: 999 x 1,000 blocks + 999 segments = 999,999 entries
+    pass the count (and the layout check), exactly as many as the readers then walk."""
+    snapshot = shared_blocks(1000, 999)
+    explain.refuse_absurd(snapshot, "here")
+    assert sum(1 for _ in explain._entries(snapshot)) == 999 * 1000 + 999
+
+
+def test_a_snapshot_file_larger_than_the_limit_is_refused_unread(tmp_path):
+    path = tmp_path / "huge.pickle"
+    with open(path, "wb") as f:             # sparse: its size says one byte past the limit, no byte is written
+        f.truncate(explain.MAX_SNAPSHOT_BYTES + 1)
+    one_line(run("explain", str(path), *KDA), 1, "more than 1,073,741,824 bytes")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_dev_zero_is_read_no_further_than_the_limit(monkeypatch):
+    """/dev/zero's size says 0: only reading one byte past the limit finds it endless (the limit lowered to 1 KiB
+    so the test reads 1,025 bytes, not 1 GiB)."""
+    monkeypatch.setattr(explain, "MAX_SNAPSHOT_BYTES", 1024)
+    one_line(run("explain", "/dev/zero", *KDA), 1, "/dev/zero: more than 1,024 bytes")
+
+
+class RunsCode:
+    """Unpickled by a plain pickle.load, this would run ``os.system(command)``."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
+def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "hostile.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "x": RunsCode(f"touch {shlex.quote(str(marker))}")}))
+    one_line(run("explain", str(path), *KDA), 1, "a memory snapshot holds only plain data")
+    assert not marker.exists()
+
+
+BAD_COMMANDS = [
+    # (arguments, exit code, the phrase of the one line)
+    (("validate", "--from-records", str(BAD / "record_peak_bytes_0.json")), 1, "peak_bytes: 0 B measured"),
+    (("validate", "--from-records", str(BAD / "record_seq_1e30.json")), 1,
+     "shape: seq: 1000000000000000000000000000000 is beyond any size"),
+    # 999,999,999,999,999,999 x 2^30: 18 digits pass the digit limit, the suffix takes it past 2^50
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "999999999999999999G", "--heads", "4"), 1, "--seq: 1,073,741,"),
+    (("predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "4", "--hidden", str(2**50 + 1)), 1,
+     "--hidden: 1,125,899,906,842,625 is beyond any size (at most 2^50"),
+    (("learn", "--traces", str(BAD / "mixed_traces")), 1,
+     "traces of 2 kernels: fla-gdn-fwd@0.6.0 (2 files: fla-gdn-fwd_0.6.0_T2060_N2_H1_HV2_K64_V64.json, ...), "
+     "fla-kda@0.6.0 contract=report (2 files: fla-kda_0.6.0_T2060_N2_H2_HV2_K64_V64.json, ...)"),
+    (("drift", "--impl", "fla-kda@0.6.0", "--traces", str(BAD / "mixed_traces")), 1, "traces of 2 kernels"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB", "--triton", "3.9.0"), 2,
+     "--triton has no effect with --budget: the budget bounds the allocated peak"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--budget", ""), 1, "memory size '' needs a unit"),
+    (("predict", *KDA, "--gpu", ""), 1, "unknown GPU ''"),
+    (("diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--gpu", ""), 1, "unknown GPU ''"),
+    (("timeline", *KDA, "--out", ""), 1, "--out: an empty name; name a file, e.g. out.png"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--out", ""), 1, "--out: an empty name; name a file, e.g. out.csv"),
+    # an empty text was taken as the option left out (the default dim, the current folder)
+    (("predict", *KDA, "--dim", ""), 1, "--dim: '' is not a positive integer"),
+    (("diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K", "--heads", "4", "--mbs", ""), 1,
+     "--mbs: '' is not a positive integer"),
+    (("predict", "--model", "", "--seq", "8K"), 1, "--model: an empty name"),
+    (("explain", "", *KDA), 1, "SNAPSHOT.pickle: an empty name"),
+    (("validate", "--from-records", ""), 1, "--from-records: an empty name"),
+]
+
+
+@pytest.mark.parametrize("args,code,phrase", BAD_COMMANDS, ids=[" ".join(a[0])[:60] for a in BAD_COMMANDS])
+def test_a_bad_command_is_one_line(args, code, phrase):
+    one_line(run(*args), code, phrase)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_a_plan_file_is_read_no_further_than_its_limit():
+    one_line(run("validate", "--plan", "/dev/zero"), 1, "/dev/zero: more than 1,048,576 bytes")
+
+
+LIVEBYTES = [sys.executable, "-m", "livebytes.cli.app"]
+
+
+def test_closed_standard_output_is_an_error():
+    """``livebytes predict ... >&-`` printed its answer nowhere and exited 0."""
+    command = shlex.join([*LIVEBYTES, "predict", *KDA]) + " >&-"
+    done = subprocess.run(["bash", "-c", command], stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == ["error: standard output is closed: the answer has nowhere to go; redirect it "
+                                        "to a file or /dev/null"]
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """``livebytes models | head -1``: the pipe closes before the answer is written (closed here before the process
+    starts writing): exit 1, nothing on stderr."""
+    proc = subprocess.Popen([*LIVEBYTES, "models"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1 and stderr == ""
