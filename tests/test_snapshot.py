@@ -182,7 +182,7 @@ def test_live_at_peak_replays_the_trace_up_to_its_peak():
 def test_the_explain_table_shows_the_explained_and_the_largest_unexplained_blocks():
     """Four rows at most here: the two explained blocks, then the two largest unexplained (400 and 300 B), in the
     result's order; the 100 and 50-B blocks are left out: 2 blocks, 150 B."""
-    from livebytes.cli.report import explain_shown
+    from livebytes.report import explain_shown
     sizes_and_buffers = [(500, "a"), (400, None), (300, None), (200, "b"), (100, None), (50, None)]
     result = {"blocks": [{"bytes": n, "buffer": buf} for n, buf in sizes_and_buffers]}
     shown, left_out, left_out_bytes = explain_shown(result, limit=4)
