@@ -18,7 +18,7 @@ import time
 
 from cli_speed import wall      # this folder's: one command's wall time as a fresh process
 
-STACK = ["--impl", "fla-kda-layer@0.6.0", "--mbs", "1", "--seq", "8K", "--heads", "16", "--dim", "128", "--hidden", "2048"]
+STACK = ["--impl", "fla-kda-layer@0.6.0", "--mbs", "1", "--heads", "16", "--dim", "128", "--hidden", "2048"]
 DEPTHS = (32, 64, 128, 256)
 WARM_RUNS = 3
 TARGET_RATIO = 10
@@ -37,7 +37,7 @@ def main() -> None:
         wall(["models"], env)           # the spec index, so that each cold figure is the stack's build alone
         cold, warm = {}, {}
         for depth in DEPTHS:
-            args = ["predict", *STACK, "--layers", str(depth)]
+            args = ["predict", *STACK, "--seq", "8K", "--layers", str(depth)]
             cold[depth] = wall(args, env)
             warm[depth] = min(wall(args, env) for _ in range(WARM_RUNS))
             print(f"predict --layers {depth:>4}: {cold[depth]:6.2f} s cold cache, {warm[depth]:6.2f} s warm (best of {WARM_RUNS})")
@@ -47,7 +47,7 @@ def main() -> None:
             print(f"{name}: {DEPTHS[-1]} layers / {DEPTHS[0]} layers = {ratio:.1f}x  {verdict}")
         plan = wall(["plan", *STACK, "--solve", "layers", "--seq", "128K"], env)
         print(f"plan --solve layers --seq 128K: {plan:.1f} s (a stack built per tried depth)")
-        elapsed, code, line = refused(["predict", *STACK, "--layers", "1000000"], env)
+        elapsed, code, line = refused(["predict", *STACK, "--seq", "8K", "--layers", "1000000"], env)
         print(f"predict --layers 1000000: exit {code} in {elapsed:.2f} s: {line}")
 
 

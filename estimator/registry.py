@@ -229,6 +229,7 @@ def kept_weights_bytes(model, shape: Shape) -> int:
 
 @lru_cache(maxsize=64)
 def _one_layer(key: str, device_name: str, options: tuple):
+    """A stacked model's one-layer model, compiled (the disk cache's; once per process: a sweep checks every shape)."""
     return get_compiled(key, device_name, **dict(options))
 
 
