@@ -5,9 +5,9 @@ issue 33 point 4).
 
 ``predict`` of fla-kda-layer@0.6.0 (MBS 1 x 8K, H16, D128, hidden 2048, the table a user reads) at 32 to 256 layers,
 with an empty model cache (the stack built and compiled) and warm (the compiled stack from the cache); then ``sweep``
-at 32 and 256 layers (two shapes), ``plan --solve layers`` at 128K, and a depth no GPU preset holds (refused before
-anything is built). Target: a 256-layer predict takes under 10x a 32-layer one, cold and warm (the cost linear in
-layers, plus the fixed start).
+(two shapes) and ``timeline`` at 32 and 256 layers, ``plan --solve layers`` at 128K, and a depth no GPU preset holds
+(refused before anything is built). Target: a 256-layer predict takes under 10x a 32-layer one, cold and warm (the
+cost linear in layers, plus the fixed start).
 """
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ def main() -> None:
             print(f"{name}: {DEPTHS[-1]} layers / {DEPTHS[0]} layers = {ratio:.1f}x  {verdict}")
         for depth in (DEPTHS[0], DEPTHS[-1]):
             grid = wall(["sweep", *STACK, "--seq", "8K,16K", "--layers", str(depth), "--json"], env)
-            print(f"sweep --seq 8K,16K --layers {depth}: {grid:.1f} s (the symbolic stack, a verdict per shape)")
+            steps = wall(["timeline", *STACK, "--seq", "8K", "--layers", str(depth), "--json"], env)
+            print(f"--layers {depth}: sweep --seq 8K,16K {grid:.1f} s (the symbolic stack, a verdict per shape), "
+                  f"timeline {steps:.1f} s")
         plan = wall(["plan", *STACK, "--solve", "layers", "--seq", "128K"], env)
         print(f"plan --solve layers --seq 128K: {plan:.1f} s (a stack built per tried depth)")
         elapsed, code, line = refused(["predict", *STACK, "--seq", "8K", "--layers", "1000000"], env)
