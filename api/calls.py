@@ -153,8 +153,8 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
     def replayed(m, sh):
         return allocated_peak(m, sh, conf, cache)
 
-    def model_at(sh):          # the stack's layers are a build option: one model per tried count
-        return model_for(key, gpu, what_if, sh)
+    def model_at(sh):          # the stack's layers are a build option: one model per tried count, up to the search's
+        return model_for(key, gpu, what_if, sh, depth=False)      # limit: one no preset holds fails on the device
     at = model_at if solve == "layers" else None
     result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at)
               if limit is not None else

@@ -53,14 +53,15 @@ def device_of(key: str, gpu: Optional[str]):
     return device
 
 
-def model_for(key: str, gpu: Optional[str], options: dict, shape=None):
-    """The model for ``key`` with the what-if options (each checked) and the code path the shape selects."""
+def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bool = True):
+    """The model for ``key`` with the what-if options (each checked) and the code path the shape selects; ``depth``:
+    ``check_shape``'s (False: plan's layer search, bounded by its own limit)."""
     from livebytes.estimator.registry import check_shape, get_model, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
     chosen = dict(options)
     if shape is not None:
-        check_shape(key, shape, device, options)
+        check_shape(key, shape, device, options, depth)
         chosen.update(shape_options(key, shape))
     return get_model(key, device, **chosen)
 

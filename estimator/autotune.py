@@ -33,11 +33,11 @@ FLUSH_BUFFER = "triton_l2_flush"            # the name an out-of-memory in a ben
 
 @lru_cache(maxsize=256)
 def _key_fn(model: LifetimeModel):
-    import sympy as sp
-
-    from .symbols import SHAPE_SYMBOLS
+    """Every launch's key values, over the shape symbols (one compiled formula per distinct key expression: a stack's
+    layers repeat their kernels' keys)."""
+    from .evaluation import shared_lambdify
     exprs = [k for a in model.autotuned for k in a.key]
-    return sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math") if exprs else None
+    return shared_lambdify(exprs) if exprs else None
 
 
 def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -71,9 +71,9 @@ def benchmarking_steps(model: LifetimeModel, shape: Shape, tuned: frozenset) -> 
 def _held_fn(model: LifetimeModel):
     import sympy as sp
 
-    from .symbols import SHAPE_SYMBOLS
+    from .evaluation import shared_lambdify
     conditions = [sp.sympify(a.held_when) for a in model.autotuned if a.held_until_gc]
-    return sp.lambdify(SHAPE_SYMBOLS, conditions, modules="math") if conditions else None
+    return shared_lambdify(conditions) if conditions else None
 
 
 def held_until_gc(model: LifetimeModel, shape: Shape, benchmarks: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -105,9 +105,9 @@ def _measured_fn(model: LifetimeModel):
     """(measured, held) per rule, over the shape symbols (a CompiledModel carries it compiled: ``measured_fn``)."""
     import sympy as sp
 
-    from .symbols import SHAPE_SYMBOLS
+    from .evaluation import shared_lambdify
     exprs = [sp.sympify(e) for a in _rules(model) for e in (a.held_measured, a.held_when if a.held_until_gc else False)]
-    return sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math") if exprs else None
+    return shared_lambdify(exprs) if exprs else None
 
 
 def equal_head_dims(*dims: int):

@@ -13,9 +13,17 @@ from .timeline import Timeline
 
 
 @lru_cache(maxsize=65536)
-def _text(expr) -> str:
-    """sympy's text of a dim (cached: a stack of layers prints the same few hundred formulas thousands of times)."""
+def expr_text(expr) -> str:
+    """sympy's text of an expression (cached: a stack of layers prints the same few hundred formulas thousands of
+    times)."""
     return str(expr)
+
+
+@lru_cache(maxsize=65536)
+def _requested_bytes(shape: tuple, dtype: str) -> sp.Expr:
+    """A tensor's bytes as a formula (cached: a stack of layers declares the same few hundred shapes thousands of
+    times, and building the product is most of compiling one)."""
+    return reduce(operator.mul, shape, sp.Integer(1)) * itemsize(dtype)
 
 
 @dataclass(frozen=True)
@@ -95,10 +103,10 @@ class Buffer:
     @property
     def nbytes(self) -> sp.Expr:
         """Requested bytes, before allocator rounding."""
-        return self.elements * itemsize(self.dtype)
+        return _requested_bytes(self.shape, self.dtype)
 
     def shape_text(self) -> str:
-        return "[" + ", ".join(_text(d) for d in self.shape) + "]"
+        return "[" + ", ".join(expr_text(d) for d in self.shape) + "]"
 
 
 @dataclass(frozen=True)

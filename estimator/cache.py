@@ -300,7 +300,8 @@ def cached(parts: tuple, compute):
 
 # ----------------------------------------------------------------------------------- the spec index
 
-SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals", "shape_fields")
+SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals", "shape_fields",
+               "stacked")
 SPEC_FUNCTIONS = ("refuse", "refuse_device", "seq_multiple")
 
 

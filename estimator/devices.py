@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .errors import LivebytesError
 from .fields import show
 
+MiB = 2**20
 GiB = 2**30
 TiB = 2**40
 GB = 10**9

@@ -109,12 +109,13 @@ class AutotuneInfo:
 
 def compile_model(model) -> CompiledModel:
     from .autotune import _held_fn, _key_fn, _measured_fn, measured_text
+    from .buffers import expr_text
     charged_fn, requested_fn, names = _functions(model)
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
                                b.carved_from, b.cached, b.note, b.first_call, b.module) for b in model.buffers)
-    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(str(k) for k in a.key), a.signature, a.held_until_gc,
-                                   str(a.held_when), None if a.held_measured is None else measured_text(a.held_measured))
+    autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(expr_text(k) for k in a.key), a.signature, a.held_until_gc,
+                                   expr_text(a.held_when), None if a.held_measured is None else measured_text(a.held_measured))
                       for a in model.autotuned)
     return CompiledModel(model.key, model.implementation, model.version, model.summary, model.device, model.options,
                          steps, buffers, charged_fn, requested_fn, names, autotuned,

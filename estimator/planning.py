@@ -228,17 +228,38 @@ def group_formulas(model: LifetimeModel, step: int) -> dict:
 
 # ------------------------------------------------------------------------------------------- grids
 
+def live_counts(ranges: list[range], formula: list[int], formulas: int, steps: int):
+    """``counts[i, f]``: buffers of byte formula ``f`` live at step ``i`` (a difference array over each buffer's live
+    range: linear in buffers and steps)."""
+    import numpy as np
+    delta = np.zeros((steps + 1, formulas))
+    for live, f in zip(ranges, formula):
+        if live.start < live.stop:
+            delta[live.start, f] += 1
+            delta[live.stop, f] -= 1
+    return np.cumsum(delta, axis=0)[:-1]
+
+
 @lru_cache(maxsize=64)
 def _vectorised(model: LifetimeModel):
+    """Peaks over a grid: each distinct byte formula of the buffers evaluated once over the grid, and each step's
+    total as its live buffers' counts per formula times those values. (Summing each step's live set as one expression
+    grew with steps x live buffers: 368 s for two shapes of a 32-layer stack.) Every value is a whole number of bytes
+    below 2**53, so float64 sums them exactly, as ``predict`` does in integers."""
     import numpy as np
-    exprs = step_expressions(model)
-    fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules=["numpy"])
+
+    from .engine import charged_bytes
+    charged = charged_bytes(model)
+    unique: dict = {}
+    formula = [unique.setdefault(charged[b.name], len(unique)) for b in model.buffers]
+    fn = sp.lambdify(SHAPE_SYMBOLS, list(unique), modules=["numpy"])
+    counts = live_counts(model.live_ranges(), formula, len(unique), len(model.steps))
 
     def peaks(values: dict) -> np.ndarray:
         cols = [np.asarray(values[s], dtype=np.float64) for s in SHAPE_SYMBOLS]
-        steps = fn(*cols)
         n = len(cols[0])
-        return np.max(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in steps]), axis=0)
+        per_formula = np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in fn(*cols)])
+        return np.max(counts @ per_formula, axis=0)
     return peaks
 
 

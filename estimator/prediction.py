@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 
 from .groups import Group
 from .shapes import Shape
@@ -46,11 +47,20 @@ class Prediction:
     def at_peak(self) -> list[tuple]:
         return self.live_at(self.peak_index)
 
+    @cached_property
+    def _group_step_bytes(self) -> dict[Group, list[int]]:
+        """Each storage group's live bytes at every step, from one difference array per group (``step_totals``): a
+        timeline asks for every step, and summing each step's live set was quadratic in a stack's layers."""
+        members: dict[Group, tuple[list, list]] = {}
+        for b, n, live in zip(self.model.buffers, self.buffer_bytes, self.model.live_ranges()):
+            sizes, ranges = members.setdefault(b.group, ([], []))
+            sizes.append(n)
+            ranges.append(live)
+        return {g: step_totals(sizes, ranges, len(self.model.steps)) for g, (sizes, ranges) in members.items()}
+
     def groups_at(self, step: int) -> OrderedDict[Group, int]:
-        out: OrderedDict[Group, int] = OrderedDict((g, 0) for g in Group)
-        for b, n in self.live_at(step):
-            out[b.group] += n
-        return OrderedDict((g, n) for g, n in out.items() if n)
+        by_group = self._group_step_bytes
+        return OrderedDict((g, by_group[g][step]) for g in Group if g in by_group and by_group[g][step])
 
     @property
     def groups(self) -> OrderedDict[Group, int]:

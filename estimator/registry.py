@@ -7,12 +7,13 @@ and a set of options, and cached.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
-from .devices import Device, get_device
+from .devices import DEVICES, Device, GiB, MiB, get_device
 from .errors import RefusedShapeError, UnknownModelError
+from .groups import Group
 from .shapes import Shape
 
 if TYPE_CHECKING:
@@ -40,6 +41,9 @@ class ModelSpec:
     # options -> (m, why): the sequence must be a multiple of m at these options (FLA's CP splits it over the ranks)
     seq_multiple: Callable[[dict], tuple[int, str]] | None = None
     shape_fields: tuple[str, ...] = ()   # Shape.LAYER_FIELDS the builder takes (layer models): hidden, layers, ...
+    # a stack of --layers copies of its one-layer model, each with its own parameters (lifetimes/layer_stack.py): a
+    # depth no GPU preset holds is refused before it is built (check_depth)
+    stacked: bool = False
 
     @property
     def required_options(self) -> tuple[str, ...]:
@@ -196,9 +200,11 @@ def check_device(key: str, device: Device | str | None = None) -> None:
         raise RefusedShapeError(f"{key}: {reason}")
 
 
-def check_shape(key: str, shape: Shape, device: Device | str | None = None, options: dict | None = None) -> None:
+def check_shape(key: str, shape: Shape, device: Device | str | None = None, options: dict | None = None,
+                depth: bool = True) -> None:
     """Raise RefusedShapeError with the implementation's own reason when it refuses the shape (at ``options``: the
-    sequence multiple some options impose, ``seq_multiple``)."""
+    sequence multiple some options impose, ``seq_multiple``), and a stack no GPU preset holds (``check_depth``) unless
+    ``depth`` is False (a search whose depths are bounded: one too deep simply fails on the device there)."""
     s = spec(key)
     dev = device if isinstance(device, Device) else get_device(device or s.default_device)
     reason = s.refuse(shape, dev)
@@ -207,6 +213,40 @@ def check_shape(key: str, shape: Shape, device: Device | str | None = None, opti
     multiple, why = seq_multiple(key, options or {})
     if shape.seq % multiple:
         raise RefusedShapeError(f"{key}: the sequence ({shape.seq:,} tokens) must be a multiple of {multiple:,}: {why}")
+    if depth:
+        check_depth(key, shape, dev, options)
+
+
+class TooDeepError(RefusedShapeError):
+    """A stack deeper than any GPU preset holds (``check_depth``)."""
+
+
+def kept_weights_bytes(model, shape: Shape) -> int:
+    """Bytes ``model`` charges at ``shape`` for its parameters and their gradients (512-byte blocks)."""
+    kept = (Group.PARAMETERS, Group.PARAM_GRADS)
+    return sum(int(n) for b, n in zip(model.buffers, model.charged_fn(*shape.values())) if b.group in kept)
+
+
+@lru_cache(maxsize=64)
+def _one_layer(key: str, device_name: str, options: tuple):
+    """A stacked model's one-layer model, compiled (the disk cache's; once per process: a sweep checks every shape)."""
+    return get_compiled(key, device_name, **dict(options))
+
+
+def check_depth(key: str, shape: Shape, device: Device, options: dict | None = None) -> None:
+    """Refuse a stacked model (``ModelSpec.stacked``) deeper than the largest GPU preset holds, before it is built (its
+    cost grows with its layers). At its last step every layer still holds its parameters and their gradients (kept
+    for the optimizer), each as much as the one-layer model's at this shape: L of them are a lower bound of its peak."""
+    if not spec(key).stacked or (shape.layers or 1) == 1:
+        return
+    one = _one_layer(key, device.name, tuple(sorted(((options or {}) | shape_options(key, replace(shape, layers=1))).items())))
+    per_layer = kept_weights_bytes(one, shape)
+    largest = max(DEVICES.values(), key=lambda d: d.capacity_bytes)
+    if shape.layers * per_layer > largest.capacity_bytes:
+        raise TooDeepError(
+            f"{key}: {shape.layers:,} layers: their parameters and gradients alone take {shape.layers * per_layer / GiB:,.1f} "
+            f"GiB ({per_layer / MiB:,.1f} MiB a layer at this shape), more than the largest GPU preset holds "
+            f"({largest.name}, {largest.capacity_bytes / GiB:,.1f} GiB: {largest.capacity_bytes // per_layer:,} such layers at most)")
 
 
 def seq_multiple(key: str, options: dict) -> tuple[int, str]:

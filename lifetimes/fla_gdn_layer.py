@@ -210,4 +210,5 @@ register(ModelSpec(
                             "1 x 8K H16/HV32 D128, 1 and 4 layers, Triton 3.9.0), "
                             "checkpointing off or per layer (--checkpoint); its chunk_gated_delta_rule is fla-gdn@0.6.0's model",
     builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,
+    stacked=True,
 ))

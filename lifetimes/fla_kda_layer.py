@@ -226,4 +226,5 @@ register(ModelSpec(
     version=VERSION, covers="flash-linear-attention 0.6.0 KimiDeltaAttention x L (--layers), forward + backward, "
                             "checkpointing off or per layer (--checkpoint); its chunk_kda is fla-kda@0.6.0's model",
     builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,
+    stacked=True,
 ))

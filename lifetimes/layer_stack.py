@@ -108,9 +108,10 @@ def _include_layer(d: Declaration, one_layer: LifetimeModel, i: int, steps: froz
     d.include(one_layer, f"below{i}", "", inputs, freed, cache_hit=cache_hit, steps=steps)
 
 
-def _as_activation(d: Declaration, name: str) -> None:
-    """A lower layer's output is the next layer's input: an activation, not the stack's output."""
-    d.buffers = [replace(b, group=Group.ACTIVATIONS) if b.name == name else b for b in d.buffers]
+def _as_activations(d: Declaration, names: set[str]) -> None:
+    """The lower layers' outputs are the next layers' inputs: activations, not the stack's output. One pass over the
+    buffers for all of them (a pass per layer made a stack's declaration quadratic in its layers)."""
+    d.buffers = [replace(b, group=Group.ACTIVATIONS) if b.name in names else b for b in d.buffers]
 
 
 def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: LifetimeModel | None) -> Declaration:
@@ -127,13 +128,14 @@ def declare_stack(parts: LayerParts, layers: int, checkpoint: bool, one_layer: L
     def prefix(i):
         return "" if i == layers else f"below{i}."
 
-    x, inputs = "x", {}         # layer i's input, for its backward too
+    x, inputs, outputs = "x", {}, set()        # layer i's input, for its backward too
     for i in below:
         grad_above = f"{prefix(i + 1)}{parts.input_grad}"
         inputs[i] = x
         _include_layer(d, one_layer, i, fwd, x, grad_above, params, {out: f"{prefix(i + 1)}{last_bwd}"}, i > 1)
         x = f"below{i}.{out}"
-        _as_activation(d, x)        # the layer's output is the stack's only at the top
+        outputs.add(x)
+    _as_activations(d, outputs)        # a layer's output is the stack's only at the top
     if checkpoint:
         parts.forward(d, x, DISCARD, layers > 1)
     parts.forward(d, x, RECOMPUTE if checkpoint else SAVE, layers > 1)

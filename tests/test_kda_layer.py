@@ -160,6 +160,38 @@ def test_the_closing_step_holds_every_layers_parameter_gradients():
     assert grads(layer(1)) > 2 * 4096 * 2304 * 2          # at least q_proj's and k_proj's weight gradients
 
 
+KEPT_A_LAYER = 158_074_368   # one hidden-2304 layer's parameters and their gradients (test below)
+
+
+def test_a_layers_parameters_and_gradients_are_what_every_layer_keeps_to_the_stacks_last_step():
+    """The depth bound's per-layer figure: the parameters (79,045,632 B) and their gradients, the same less A_log's
+    512-B block and dt_bias's 4,096 x 4 = 16,384 B (whose gradients are the kernel's dA_log and ddt_bias, another
+    group): 79,045,632 + 79,028,736 = 158,074,368 B; four layers hold four times that at their last step."""
+    from livebytes.estimator.evaluation import compile_model
+    from livebytes.estimator.registry import kept_weights_bytes
+    assert kept_weights_bytes(compile_model(layer()), SHAPE) == KEPT_A_LAYER
+    four = layer(4)
+    last, charged = len(four.steps) - 1, charged_bytes(four)
+    assert sum(evaluate(charged[b.name], SHAPE) for b in four.buffers if last in four.live_range(b)
+               and b.group in (Group.PARAMETERS, Group.PARAM_GRADS)) == 4 * KEPT_A_LAYER
+
+
+def test_a_stack_no_gpu_preset_holds_is_refused_before_it_is_built(monkeypatch):
+    """B300's 288,000,000,000 B (the largest preset) hold 1,821 layers' 158,074,368 B (1,821 x = 287,853,424,128 B;
+    1,822 x = 288,011,498,496 B): 1,822 layers are refused on any device, and no stack is built to say so; plan's layer
+    search (depth=False) leaves it to the device."""
+    from livebytes.estimator import registry
+    from livebytes.estimator.devices import get_device
+    built, real = [], registry._build
+    monkeypatch.setattr(registry, "_build", lambda key, dev, options: built.append(dict(options)["layers"]) or real(key, dev, options))
+    h100, key = get_device("H100"), "fla-kda-layer@0.6.0"
+    registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1821), h100)
+    with pytest.raises(registry.TooDeepError, match=r"1,822 layers: .* \(B300, 268.2 GiB: 1,821 such layers at most\)"):
+        registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1822), h100)
+    registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1822), h100, depth=False)
+    assert set(built) <= {1}
+
+
 def test_the_layer_fields_are_build_options_of_layer_models_only():
     shape = Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=4, checkpoint=True)
     assert shape_options("fla-kda-layer@0.6.0", shape) == {"hidden": HIDDEN, "layers": 4, "checkpoint": True}
@@ -276,6 +308,11 @@ def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
     (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describes a layer"),
     (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describes a layer"),
     (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--layers"),
+    # past the largest preset's memory in parameters and gradients alone: refused before the stack is built
+    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "16", "--layers", "1000000"],
+     "1,000,000 layers: their parameters and gradients alone take"),
+    (["sweep", "--impl", "fla-gdn-layer@0.6.0", "--seq", "8K", "--heads", "16", "--layers", "1M"], "1,048,576 layers"),
+    (["plan", "--impl", "fla-kda-layer@0.6.0", "--heads", "16", "--layers", "100000", "--checkpoint"], "100,000 layers"),
 ])
 def test_layer_flags_on_a_kernel_or_bad_are_one_error_line(args, message):
     from typer.testing import CliRunner

@@ -68,6 +68,17 @@ def test_sweep_agrees_with_predict(key, device):
         assert peak == predict(model, shape).peak_bytes
 
 
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["full", "checkpointed"])
+@pytest.mark.parametrize("key", ["fla-kda-layer@0.6.0", "fla-gdn-layer@0.6.0"])
+def test_sweep_of_a_stack_agrees_with_predict(key, checkpoint):
+    """A stack's sweep counts each step's live buffers per byte formula (not one summed expression per step)."""
+    model = get_model(key, "H200", hidden=1024, layers=3, checkpoint=checkpoint)
+    rows = sweep(model, [1, 2], [1000, 8192, 65536], [16, 32], [64, 128])
+    assert len(rows) == 24          # 2 x 3 x 2 x 2
+    for shape, peak in rows:
+        assert peak == predict(model, shape).peak_bytes
+
+
 def test_parse_range_and_budget():
     assert parse_range("8K..64K") == [8192, 16384, 32768, 65536]
     assert parse_range("1,2,100") == [1, 2, 100]
