@@ -10,7 +10,9 @@ from typing import Optional
 from livebytes.estimator.errors import LivebytesError, UsageProblem
 from livebytes.estimator.fields import show
 
-# PyTorch reads PYTORCH_ALLOC_CONF first (torch >= 2.9 prefers it; the CUDA-named one is its older alias)
+# The order expandable_segments is read in: CUDAAllocatorConfig::expandable_segments() asks the generic
+# AcceleratorAllocatorConfig (c10/cuda/CUDAAllocatorConfig.h), whose primary variable is PYTORCH_ALLOC_CONF,
+# PYTORCH_CUDA_ALLOC_CONF "with lower priority" (c10/core/AllocatorConfig.h, torch 2.13)
 ALLOC_CONF_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 # what-if options: library option name -> the flag that sets it
