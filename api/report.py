@@ -10,7 +10,6 @@ object or null and ``passed`` a bool wherever they appear.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from livebytes.estimator.devices import GiB
 
@@ -100,13 +99,8 @@ def change_vs_first(values: list[int | None]) -> list[float | None]:
 
 def _validate_digest() -> str:
     """The comparison policy's own sources (``livebytes.validate``): a judgement cached on disk depends on them."""
-    import hashlib
-    from importlib.util import find_spec
-    h = hashlib.sha256()
-    for folder in find_spec("livebytes.validate").submodule_search_locations:
-        for path in sorted(Path(folder).glob("*.py")):
-            h.update(path.name.encode() + path.read_bytes())
-    return h.hexdigest()[:32]
+    from livebytes.estimator.cache import package_digest
+    return package_digest("livebytes.validate")
 
 
 def _judged(record) -> tuple[int | None, int | None]:

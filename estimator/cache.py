@@ -214,6 +214,18 @@ def _package_dirs() -> list[Path]:
     return dirs
 
 
+@lru_cache(maxsize=None)
+def package_digest(package: str) -> str:
+    """One installed package's Python sources (found without importing it): what a result cached on disk from its code
+    depends on (the tracer's traces, the validator's judgements)."""
+    from importlib.util import find_spec
+    h = hashlib.sha256()
+    for folder in find_spec(package).submodule_search_locations:
+        for path in sorted(Path(folder).glob("*.py")):
+            h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:32]
+
+
 @lru_cache(maxsize=1)
 def sources_digest() -> str:
     h = hashlib.sha256(f"{FORMAT} {sys.version}".encode())

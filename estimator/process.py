@@ -142,7 +142,7 @@ def _library(device_entry: dict, model_key: str, triton: str | None = None) -> t
     return listing[0], [note.removeprefix("assumed: ")] if note else []
 
 
-def _variant(options: dict) -> str:
+def case_variant(options: dict) -> str:
     """The code a case runs beside its shape: a kernel's contract, or a whole model's packed sequences (``cu_seqlens``
     makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -."""
     return options.get("contract") or ("packed" if options.get("packed") else "-")
@@ -302,7 +302,7 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                              notes=tuple(model_notes))
     data = _json(DATA / lib["data"])
     family = key.split("@")[0]
-    prefix = None if isinstance(model, str) else f"{family}:{_variant(dict(model.options))}"
+    prefix = None if isinstance(model, str) else f"{family}:{case_variant(dict(model.options))}"
     case = None if shape is None or prefix is None else _case_key(prefix, shape)
     modules, notes = _modules(data, family, triton_cache, case), model_notes
     if assumed_from:

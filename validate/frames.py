@@ -189,6 +189,7 @@ MODEL_RECORDS = Path(__file__).parent / "records" / "models"
 def model_processes() -> list[dict]:
     """The whole-model processes (``validate/records/models``, model-step records, cold, Triton 3.6.0): per record its
     case key, its tokens (MBS x S), its limit and non-PyTorch bytes after the first step."""
+    from livebytes.estimator.process import case_variant
     out = []
     for path in sorted(MODEL_RECORDS.glob("*.json")):
         r = json.loads(path.read_text())
@@ -197,9 +198,8 @@ def model_processes() -> list[dict]:
             continue
         c = r["config"]
         heads = c.get("num_heads", 16)
-        variant = "packed" if r["options"].get("packed") else "-"      # estimator.process._variant
-        key = case_key(f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model:{variant}", c.get("head_dim", 128), heads,
-                       c.get("num_v_heads") or heads)
+        family = f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model"
+        key = case_key(f"{family}:{case_variant(r['options'])}", c.get("head_dim", 128), heads, c.get("num_v_heads") or heads)
         out.append({"key": key, "tokens": r["shape"]["mbs"] * r["shape"]["seq"], "record": path.name,
                     "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
     return out

@@ -126,14 +126,9 @@ def installed_versions() -> dict:
     return versions()
 
 
-@lru_cache(maxsize=1)
 def tracer_digest() -> str:
-    from importlib.util import find_spec
-    h = hashlib.sha256()
-    for folder in find_spec("livebytes.tracer").submodule_search_locations:
-        for path in sorted(Path(folder).glob("*.py")):
-            h.update(path.name.encode() + path.read_bytes())
-    return h.hexdigest()[:32]
+    from livebytes.estimator.cache import package_digest
+    return package_digest("livebytes.tracer")
 
 
 def layer_counts(depth: int) -> tuple[int, ...]:

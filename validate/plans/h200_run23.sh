@@ -18,13 +18,7 @@ set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 cfg=validate/model_configs
 W=/tmp/run23
-pack() { tar -czf "$OUT/$1.tgz.part" -C "$W" "$1" 2>/dev/null && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
-packing() { while true; do sleep 30; pack "$1"; done; }
-probe() {   # tag config mbs seq [flags...]: one cold process
-  local tag=$1 config=$2 mbs=$3 seq=$4; shift 4
-  TRITON_CACHE_DIR=/tmp/tc_$tag timeout "${DEADLINE:-560}" python3 validate/probes/model_step.py --config "$cfg/$config.json" \
-    --mbs "$mbs" --seq "$seq" --state cold --out "$W/$STEP" --tag "$tag" "$@" > "$W/$STEP/$tag.log" 2>&1
-}
+. "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
 trace() {   # tag config mbs seq [ckpt] [packed]: the tracer's spec for the same run, at the learning shapes
   python3 - "$@" <<'PY'
 import gzip, json, subprocess, sys

@@ -11,13 +11,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/t39site:/tmp/site PYTORCH_CUDA_ALLOC_C
 export TRITON_PTXAS_BLACKWELL_PATH=/tmp/t39site/triton/backends/nvidia/bin/ptxas
 cfg=validate/model_configs
 W=/tmp/run25
-pack() { tar -czf "$OUT/$1.tgz.part" -C "$W" "$1" 2>/dev/null && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
-packing() { while true; do sleep 30; pack "$1"; done; }
-probe() {   # tag config mbs seq [flags...]: one cold process
-  local tag=$1 config=$2 mbs=$3 seq=$4; shift 4
-  TRITON_CACHE_DIR=/tmp/tc_$tag timeout "${DEADLINE:-540}" python3 validate/probes/model_step.py --config "$cfg/$config.json" \
-    --mbs "$mbs" --seq "$seq" --state cold --out "$W/$STEP" --tag "$tag" "$@" > "$W/$STEP/$tag.log" 2>&1
-}
+DEADLINE=${DEADLINE:-540}
+. "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
 case "${1:-}" in
 records)
   python3 -c "import triton; assert triton.__version__ == '3.9.0', triton.__version__" || exit 1
