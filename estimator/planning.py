@@ -19,6 +19,7 @@ from .capacity import Verdict, fits, verdict
 from .devices import Device
 from .engine import predict, step_expressions
 from .errors import LivebytesError
+from .parallel import worker_count
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
 
@@ -131,10 +132,11 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
         s = at(v)
         return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens,
                        triton=triton)
-    def ok(v: int) -> bool:
+    def fits_at(v: int) -> bool:
         s = at(v)
         return fits(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens, triton)
-    value = _clean_below(ok, _largest_value(ok, solve))
+    with Verdicts(fits_at, worker_count()) as ok:
+        value = _clean_below(ok, _largest_value(ok, solve))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),
                         nxt * multiple, run(nxt))
@@ -150,15 +152,64 @@ CLEAN_WINDOW = 50        # the band below an answer that must run too: 1/50 of i
 CLEAN_SAMPLES = 128      # ... sampled at this many evenly spaced values
 
 
-def _clean_below(ok, value: int | None) -> int | None:
-    """The largest value that runs with no failure sampled in the 2 % below it. Near the edge fragmentation makes the
-    verdict flip with a few tokens (D64 H128: the replay fails at scattered sizes from 234,368 up, fits at others; the
-    H200 ran out of memory at 240,000, run 13d, as the replay does): an answer in an island of fits above failures is one layout away from
-    failing. Each sampled failure restarts the search below it; none of the measured D128 answers has one in its band."""
+class Verdicts:
+    """``ok(v)`` once per value, remembered; ``many(values)`` evaluates a batch on ``parallel.Evaluator``'s workers (the
+    band checks' samples are independent replays). Which values are evaluated never depends on the worker count: a batch
+    is a prefix of what a sequential scan evaluates, extended past its first failure only by values above that failure
+    (never inside a later, lower band). A context manager: the workers stop at its end."""
+
+    def __init__(self, ok, workers: int = 1):
+        from .parallel import Evaluator
+        self.ok, self.workers, self.known = ok, workers, {}
+        self._evaluator = Evaluator(ok, workers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._evaluator.close()
+
+    def __call__(self, v: int) -> bool:
+        if v not in self.known:
+            self.known[v] = self.ok(v)
+        return self.known[v]
+
+    def many(self, values: list[int]) -> list[bool]:
+        todo = [v for v in values if v not in self.known]
+        self.known.update(zip(todo, self._evaluator.map(todo)))
+        return [self.known[v] for v in values]
+
+    def first_failure(self, values: list[int]) -> int | None:
+        """The first of ``values`` (in order) that fails, evaluating them ``workers`` at a time."""
+        for i in range(0, len(values), self.workers):
+            batch = values[i:i + self.workers]
+            failed = [v for v, fit in zip(batch, self.many(batch)) if not fit]
+            if failed:
+                return failed[0]
+        return None
+
+    def failures_in(self, lo: int, hi: int) -> list[int]:
+        return sorted(v for v, fit in self.known.items() if not fit and lo <= v < hi)
+
+
+def _clean_below(ok: Verdicts, value: int | None) -> int | None:
+    """The largest value that runs with no failure in the 2 % below it: none among ``CLEAN_SAMPLES`` evenly spaced values
+    there, nor among the values the search has already seen fail. Near the edge fragmentation makes the verdict flip with
+    a few tokens (the 1.3B KDA model with checkpointing: runs up to 467,499, fails at 467,500-467,529, runs again, and so
+    on, in islands up to ~485K; D64 H128: the replay fails at scattered sizes from 234,368 up, and the H200 ran out of
+    memory at 240,000, run 13d, as the replay does): an answer in an island of fits above failures is one layout away
+    from failing. The band is scanned from its bottom: every value from its lowest failure up to ``value`` holds that
+    failure in its own band (``v - v // 50`` grows with v), so the search restarts below it."""
     while value is not None and value > 1:
         band = max(1, value // CLEAN_WINDOW)
         stride = max(1, band // CLEAN_SAMPLES)
-        failure = next((v for v in range(value - stride, max(0, value - band) - 1, -stride) if not ok(v)), None)
+        bottom = max(0, value - band)
+        seen = ok.failures_in(bottom, value)
+        samples = [v for v in range(value - stride, bottom - 1, -stride)][::-1]
+        if seen:
+            samples = [v for v in samples if v < seen[0]]
+        failure = ok.first_failure(samples) if samples else None
+        failure = failure if failure is not None else (seen[0] if seen else None)
         if failure is None:
             return value
         value = _largest_below(ok, failure)

@@ -162,13 +162,13 @@ def test_formula_and_sweep_commands(tmp_path):
 def test_an_answer_in_an_island_of_fits_moves_below_the_failures():
     """Fits below 10,000 and again at 10,100-10,149 (fragmentation's islands): the doubling-and-bisection search ends in
     the island (10,149 fits, 10,150 fails); the answer is 9,999: the 2 % below it (199 values) all run."""
-    from livebytes.estimator.planning import _clean_below, _largest_value
+    from livebytes.estimator.planning import Verdicts, _clean_below, _largest_value
 
     def ok(v):
         return v < 10_000 or 10_100 <= v < 10_150
     assert _largest_value(ok) == 10_149
-    assert _clean_below(ok, 10_149) == 9_999
-    assert _clean_below(lambda v: v <= 5000, 5000) == 5000      # monotone: unchanged
+    assert _clean_below(Verdicts(ok), 10_149) == 9_999
+    assert _clean_below(Verdicts(lambda v: v <= 5000), 5000) == 5000      # monotone: unchanged
 
 
 def test_plan_at_d64_is_below_the_h200s_failure_at_240000():
