@@ -20,6 +20,7 @@ SNAPSHOTS = MODEL_RECORDS_DIR / "snapshots"
 CASES = {
     "h200_run24_edge-1.3b-468518": (16723, 141_748_600_832, 141_748_600_832),
     "h200_run26_edge-1.3b-467549": (16723, 141_473_873_920, 141_473_873_920),   # plan's answer: its record's steps[1..2].max_reserved_bytes
+    "h200_run27_edge-1.3b-467490": (16723, 141_459_193_856, 141_459_193_856),   # plan's answer since ecc4a09: the same
     "h200_run25h_k2-ckpt": (3211, 5_840_568_320, 5_840_568_320 - 64 * 2**20),
     "h200_run25h_k4-1.3b": (15991, 15_181_283_328, 15_181_283_328 - 276 * 2**20),
 }
