@@ -1,6 +1,7 @@
-"""The generated tables of docs/planning.md and docs/capacity.md (between ``<!-- capacity:NAME -->`` markers): which
-shapes run on which GPU and the longest sequence per GPU, from the full simulation (``estimator.capacity``), and every
-measured process's own memory against the process-memory model (``validate.process_check``).
+"""The generated tables of docs/planning.md and docs/capacity.md (between ``<!-- capacity:NAME -->`` markers): the GPU
+presets and where each total comes from (``estimator/data/devices.json``), which shapes run on which GPU and the longest
+sequence per GPU, from the full simulation (``estimator.capacity``), and every measured process's own memory against
+the process-memory model (``validate.process_check``).
 ``python -m livebytes.cli.capacity_doc`` rewrites them; tests/test_capacity.py keeps them in sync."""
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ def _label(key: str, opts: dict) -> str:
 
 def _runs_on(key: str, gpu: str) -> bool:
     return not spec(key).refuse(Shape(1, 8192, 96), DEVICES[gpu])
+
+
+def presets_table() -> str:
+    """Each preset's SMs and total as the table holds them, and the kind and source of the total."""
+    lines = ["| preset | SMs | total (B) | GiB | source |", "|---|---:|---:|---:|---|"]
+    for d in DEVICES.values():
+        lines.append(f"| {d.name} | {d.sm_count} | {d.capacity_bytes:,} | {d.capacity_bytes / GiB:.3f} | "
+                     f"{d.capacity_source.replace('|', '/')} |")
+    return "\n".join(lines)
 
 
 def fit_table() -> str:
@@ -71,7 +81,7 @@ def process_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"fit": fit_table, "longest": longest_table, "process": process_table}
+TABLES = {"presets": presets_table, "fit": fit_table, "longest": longest_table, "process": process_table}
 
 
 def regenerate(text: str) -> str:

@@ -1,9 +1,12 @@
 """GPU presets: what a model needs from the device (SM count, architecture) and what planning needs
-(capacity and what PyTorch can actually allocate). Every figure says where it comes from."""
+(capacity and what PyTorch can actually allocate). The presets are a table, estimator/data/devices.json; every
+figure there says where it comes from."""
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import LivebytesError
 from .fields import show
@@ -16,7 +19,8 @@ TB = 10**12
 
 
 # cudaDeviceProp.maxThreadsPerMultiProcessor of compute capability 9.0 and 10.0, every device here (CUDA C++
-# Programming Guide, 'Features and Technical Specifications'): resident threads, and ATen's reduce grid target
+# Programming Guide, 'Features and Technical Specifications'; the B300, compute capability 10.3, reports the same:
+# devices.json's B300 source): resident threads, and ATen's reduce grid target
 MAX_THREADS_PER_SM = 2048
 
 
@@ -25,15 +29,25 @@ MAX_THREADS_PER_SM = 2048
 SHARED_MEMORY_OPTIN = {"sm90": 232_448, "sm100": 232_448}
 
 
+# What a preset's capacity_bytes is, as the output says it: estimator/data/devices.json's capacity_kind
+CAPACITY_KINDS = {"measured": "measured on our GPU", "reported": "public report, not measured by us",
+                  "datasheet": "datasheet estimate, not measured"}
+
+
 @dataclass(frozen=True)
 class Device:
     name: str
     arch: str                 # "sm90" (Hopper) or "sm100" (Blackwell)
     sm_count: int
-    capacity_bytes: int       # total device memory as the driver reports it, or the datasheet figure
+    capacity_bytes: int       # total device memory as CUDA reports it (total_memory), or a datasheet estimate
     capacity_source: str      # what a process holds outside PyTorch is estimator/data/process_memory.json's
-    capacity_measured: bool = False   # capacity_bytes measured on our own GPU (else a datasheet or announced figure)
+    capacity_kind: str = "datasheet"   # a key of CAPACITY_KINDS: whose figure capacity_bytes is
     product_name: str = ""    # torch.cuda.get_device_name() on the card: libraries match on it ("NVIDIA H" = Hopper)
+
+    @property
+    def capacity_measured(self) -> bool:
+        """capacity_bytes measured on our own GPU (else a public report or a datasheet estimate)."""
+        return self.capacity_kind == "measured"
 
     @property
     def blackwell(self) -> bool:
@@ -50,24 +64,24 @@ class Device:
         return SHARED_MEMORY_OPTIN[self.arch]
 
 
-# The H200 figures are our own measurement (validate/records/h200_device.json, written by
-# `python -m livebytes.validate.runner --probe-device` on 2026-11-29, driver 580.159.04, torch 2.11.0+cu130).
-H200 = Device(
-    "H200", "sm90", 132, 150_109_880_320,
-    "torch.cuda.get_device_properties(0).total_memory on our H200 (validate/records/h200_device.json)",
-    capacity_measured=True, product_name="NVIDIA H200",
-)
+PRESETS_FILE = Path(__file__).parent / "data" / "devices.json"
 
-DEVICES: dict[str, Device] = {d.name.upper(): d for d in (
-    H200,
-    Device("H100", "sm90", 132, 80 * GB, "NVIDIA H100 SXM5 datasheet: 80 GB HBM3 (not measured here)",
-           product_name="NVIDIA H100 80GB HBM3"),
-    Device("B200", "sm100", 148, 180 * GB, "NVIDIA HGX B200 datasheet: 180 GB HBM3e per GPU, 148 SMs (not measured here)",
-           product_name="NVIDIA B200"),
-    Device("B300", "sm100", 160, 288 * GB,
-           "NVIDIA Blackwell Ultra announcement: 288 GB HBM3e, 160 SMs (as reported; not measured here)",
-           product_name="NVIDIA B300"),   # name not checked against a card: fla matches sm100 by capability
-)}
+
+def preset(entry: dict) -> Device:
+    """One row of devices.json as a Device; its source starts with what kind of figure it is (CAPACITY_KINDS), so a
+    datasheet estimate reads as one wherever the source is shown."""
+    kind = entry["capacity_kind"]
+    if kind not in CAPACITY_KINDS:
+        raise ValueError(f"{PRESETS_FILE.name}: {entry['name']}: capacity_kind {kind!r} is none of {', '.join(CAPACITY_KINDS)}")
+    return Device(entry["name"], entry["arch"], int(entry["sm_count"]), int(entry["capacity_bytes"]),
+                  f"{CAPACITY_KINDS[kind]}: {entry['capacity_source']}", kind, entry.get("product_name", ""))
+
+
+# The H200 row is our own measurement (validate/records/h200_device.json, written by
+# `python -m livebytes.validate.runner --probe-device` on 2026-11-29, driver 580.159.04, torch 2.11.0+cu130);
+# the others are public reports, each row naming its address and the figure it quotes.
+DEVICES: dict[str, Device] = {d.name.upper(): d for d in map(preset, json.loads(PRESETS_FILE.read_text())["presets"])}
+H200 = DEVICES["H200"]
 
 
 def get_device(name: str) -> Device:

@@ -110,11 +110,11 @@ def test_the_kda_gates_sums_stage_from_32k(seq, heads, name, expected):
 
 def test_the_layers_kernel_sums_on_the_layers_device():
     """The layer passes its device to the chunk kernel inside: at 128K (NT 4,096, 1,024 values a thread) the gate's
-    CTAs an output are cdiv(SMs x 16, grid.x 96): 22 on the H200's 132 SMs, 27 on the B300's 160 (the preset)."""
+    CTAs an output are cdiv(SMs x 16, grid.x 96): 22 on the H200's 132 SMs, 25 on the B300's 148 (cdiv(2,368, 96))."""
     shape = Shape(1, 131072, 96, 128, hidden=2304)
     staging = {gpu: next(evaluate(b.nbytes, shape) for b in get_model("fla-kda-layer@0.6.0", gpu).buffers
                          if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300")}
-    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 27 * 32 * 4 * 4}
+    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 25 * 32 * 4 * 4}
 
 
 @pytest.mark.parametrize("rows, expected", [

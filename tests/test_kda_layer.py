@@ -177,18 +177,18 @@ def test_a_layers_parameters_and_gradients_are_what_every_layer_keeps_to_the_sta
 
 
 def test_a_stack_no_gpu_preset_holds_is_refused_before_it_is_built(monkeypatch):
-    """B300's 288,000,000,000 B (the largest preset) hold 1,821 layers' 158,074,368 B (1,821 x = 287,853,424,128 B;
-    1,822 x = 288,011,498,496 B): 1,822 layers are refused on any device, and no stack is built to say so; plan's layer
+    """B300's 287,428,771,840 B (the largest preset) hold 1,818 layers' 158,074,368 B (1,818 x = 287,379,201,024 B;
+    1,819 x = 287,537,275,392 B): 1,819 layers are refused on any device, and no stack is built to say so; plan's layer
     search (depth=False) leaves it to the device."""
     from livebytes.estimator import registry
     from livebytes.estimator.devices import get_device
     built, real = [], registry._build
     monkeypatch.setattr(registry, "_build", lambda key, dev, options: built.append(dict(options)["layers"]) or real(key, dev, options))
     h100, key = get_device("H100"), "fla-kda-layer@0.6.0"
-    registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1821), h100)
-    with pytest.raises(registry.TooDeepError, match=r"1,822 layers: .* \(B300, 268.2 GiB: 1,821 such layers at most\)"):
-        registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1822), h100)
-    registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1822), h100, depth=False)
+    registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1818), h100)
+    with pytest.raises(registry.TooDeepError, match=r"1,819 layers: .* \(B300, 267.7 GiB: 1,818 such layers at most\)"):
+        registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1819), h100)
+    registry.check_shape(key, Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=1819), h100, depth=False)
     assert set(built) <= {1}
 
 

@@ -350,7 +350,7 @@ def test_warm_d64_h128_takes_its_tuned_configs():
 
 
 def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
-    """B300 (160 SMs): the H200's frames and modules, the thread count of its own SMs, labelled assumed."""
+    """B300 (148 SMs, the H200 132): the H200's frames and modules, the thread count of its own SMs, labelled assumed."""
     b300 = get_device("B300")
     p = process_memory(b300, get_model("fla-kda@0.6.0", "B300"), "cold", Shape(1, 8192, 96, 128))
     assert p.stack.bytes == stack_reservation_bytes(14_464, b300) > stack_reservation_bytes(14_464, H200)

@@ -1,0 +1,68 @@
+"""The GPU presets (estimator/data/devices.json): each preset's bytes are the figure its source quotes, as arithmetic
+beside it; each source says what kind of figure it is, so a datasheet estimate reads as one in the output."""
+import json
+
+import pytest
+
+from livebytes.estimator.devices import CAPACITY_KINDS, DEVICES, GiB, MiB, PRESETS_FILE, get_device, preset
+
+# (preset, capacity_bytes as its source's figure, SMs, the figure as the source prints it)
+FIGURES = [
+    ("H200", 150_109_880_320, 132, "validate/records/h200_device.json"),        # our probe's total_memory, to the byte
+    ("H100", 85_017_755_648, 132, "85017755648 bytes"),                          # deviceQuery prints the bytes
+    ("B200", 182_642 * MiB, 148, "total_memory=182642MB"),                      # PyTorch prints MiB, rounded down
+    ("B300", 287_428_771_840, 148, "287.4 GB total"),                            # 287,428,771,840 / 10^9 = 287.4
+]
+
+
+@pytest.mark.parametrize("name,capacity,sms,quoted", FIGURES)
+def test_each_preset_is_its_sources_figure(name, capacity, sms, quoted):
+    d = get_device(name)
+    assert (d.capacity_bytes, d.sm_count) == (capacity, sms)
+    assert quoted in d.capacity_source
+
+
+def test_the_h200_stays_our_measurement():
+    """150,109,880,320 B = 143,155.9375 MiB: validate/records/h200_device.json's total_memory, the only measured one."""
+    h200 = get_device("H200")
+    assert h200.capacity_bytes == 150_109_880_320 and h200.capacity_measured
+    assert [d.name for d in DEVICES.values() if d.capacity_measured] == ["H200"]
+
+
+@pytest.mark.parametrize("name,gib", [("H100", "79.18"), ("B200", "178.36"), ("B300", "267.69")])
+def test_the_reported_totals_in_gib(name, gib):
+    """What PyTorch's out-of-memory message would print as the total: 85,017,755,648 / 2^30 = 79.18;
+    182,642 / 1,024 = 178.36; 287,428,771,840 / 2^30 = 267.69 (sglang#25225 prints 267.7, to 0.1 GiB)."""
+    assert f"{get_device(name).capacity_bytes / GiB:.2f}" == gib
+
+
+@pytest.mark.parametrize("name", ["H100", "B200", "B300"])
+def test_a_public_figure_names_its_address_and_is_labelled(name):
+    d = get_device(name)
+    assert d.capacity_kind == "reported" and not d.capacity_measured
+    assert d.capacity_source.startswith("public report, not measured by us: ") and "https://" in d.capacity_source
+
+
+def test_no_preset_is_a_datasheet_gb_figure():
+    """The old presets were 80, 180 and 288 GB as bytes (80 * 10^9 ...): a card never reports a round 10^9 multiple."""
+    assert all(d.capacity_bytes % 10**9 for d in DEVICES.values())
+
+
+def test_a_datasheet_row_says_so_in_its_source():
+    row = {"name": "X1", "arch": "sm90", "sm_count": 132, "capacity_bytes": 80 * 10**9, "capacity_kind": "datasheet",
+           "capacity_source": "X1 datasheet: 80 GB"}
+    d = preset(row)
+    assert d.capacity_source == "datasheet estimate, not measured: X1 datasheet: 80 GB" and not d.capacity_measured
+
+
+def test_an_unknown_kind_is_refused():
+    row = {"name": "X1", "arch": "sm90", "sm_count": 132, "capacity_bytes": 1, "capacity_kind": "guessed",
+           "capacity_source": ""}
+    with pytest.raises(ValueError, match="capacity_kind 'guessed' is none of measured, reported, datasheet"):
+        preset(row)
+
+
+def test_every_row_says_why_its_other_figures_are_not_taken():
+    rows = json.loads(PRESETS_FILE.read_text())["presets"]
+    assert [r["name"] for r in rows] == list(DEVICES) and {r["capacity_kind"] for r in rows} <= set(CAPACITY_KINDS)
+    assert all(o["figure"] and o["why_not"] for r in rows for o in r.get("also_reported", []))
