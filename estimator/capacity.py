@@ -35,7 +35,9 @@ STEADY_STEPS = 2     # steady steps after the first call: the second one shows a
 
 def check_state(triton_cache: str) -> str:
     if triton_cache not in TRITON_CACHE_STATES:
-        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+        auto = ("; auto is validate's (a GPU run's cache: warm when a committed autotune file matches it), a prediction "
+                "states which" if triton_cache == "auto" else "")
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}{auto}")
     return triton_cache
 
 

@@ -194,6 +194,8 @@ BAD_COMMANDS = [
     (("predict", "--impl", "fla-kda-cp@0.6.0", "--seq", "8K", "--heads", "4", "--cp-rank", "centre"), 1,
      "option cp_rank='centre' not supported (choose from first, middle, last)"),
     (("predict", *KDA, "--triton-cache", "hot"), 1, "--triton-cache must be one of cold, warm, got 'hot'"),
+    (("predict", *KDA, "--triton-cache", "auto"), 1, "got 'auto'; auto is validate's (a GPU run's cache: warm when a "
+                                                      "committed autotune file matches it), a prediction states which"),
     (("validate", "--impl", "fla-kda@0.6.0", "--shapes", "1,8K,4", "--triton-cache", "hot"), 1,
      "--triton-cache must be one of cold, warm, auto, got 'hot'"),
     (("validate", "--plan", str(BAD / "record_peak_bytes_0.json"), "--triton-cache", "warm"), 2,
