@@ -25,6 +25,10 @@ class Setting:
     triton: Optional[str] = None
 
 
+# a caller's progress: told after each unit of work (units done, units in all or None for a search, a short note)
+Progress = Optional[Callable[[int, Optional[int], str], None]]
+
+
 def implausible_warnings(*shapes) -> list[str]:
     """The warning lines for shapes beyond anything a GPU holds (each once)."""
     from livebytes.estimator.shapes import implausible
@@ -82,50 +86,83 @@ def compare_at(keys: list[str], shape, setting: Setting = Setting()) -> Comparis
 
 @dataclass(frozen=True)
 class Grid:
-    """``sweep``'s grid: every combination of these sizes, with one stack (``Shape``'s layer fields) for all."""
+    """``sweep``'s grid: every combination of these sizes, with one stack (``Shape``'s layer fields) for all; ``v_heads``
+    None: as many value heads as heads at each point."""
     mbs: list
     seqs: list
     heads: list
     dims: list
     stack: dict = field(default_factory=dict)
+    v_heads: Optional[list] = None
+
+    def shapes(self) -> list:
+        """Every point in order (micro-batch, sequence, heads, head dim, value heads; the last varies fastest); a point
+        whose value heads are not a multiple of its heads is refused (``Shape``), naming --v-heads."""
+        from itertools import product
+
+        from livebytes.estimator.errors import LivebytesError
+        from livebytes.estimator.shapes import Shape
+        out = []
+        for m, s, h, d, hv in product(self.mbs, self.seqs, self.heads, self.dims, self.v_heads or [None]):
+            if hv is not None and hv % h:
+                raise LivebytesError(f"--v-heads {hv} at --heads {h}: value heads must be a multiple of heads (each "
+                                     "combination of the grid is a point)")
+            out.append(Shape(m, s, h, d, v_heads=hv, **self.stack))
+        return out
 
 
-def sweep_at(keys: list[str], grid: Grid, setting: Setting = Setting()) -> Sweep:
-    """``sweep``: each model over the grid from one vectorised evaluation, each point with predict's verdict."""
+def sweep_at(keys: list[str], grid: Grid, setting: Setting = Setting(), progress: Progress = None) -> Sweep:
+    """``sweep``: each model over the grid from one vectorised evaluation per code path (``_grid_peaks``), each point
+    with predict's verdict; ``progress`` hears of each point judged."""
+    shapes = grid.shapes()
     rows, pairs = [], []
     for key in keys:
-        model, device = _swept_model(key, grid, setting), device_of(key, setting.gpu)
-        rows += [(model, shape, peak, verdict_for(model, shape, device, setting.alloc_conf, setting.triton_cache,
-                                                  setting.triton, len(keys) > 1))
-                 for shape, peak in _grid_peaks(model, grid)]
-        pairs.append((model, device))
+        device = device_of(key, setting.gpu)
+        for model, shape, peak in _grid_peaks(key, shapes, setting):
+            rows.append((model, shape, peak, verdict_for(model, shape, device, setting.alloc_conf, setting.triton_cache,
+                                                         setting.triton, len(keys) > 1)))
+            if progress:
+                progress(len(rows), len(keys) * len(shapes), f"{key} at {shape.label()}")
+        pairs.append((rows[-1][0], device))
     skipped = cache_skipped(pairs, setting.triton_cache, setting.triton)
     data = report.sweep_data(rows, implausible_warnings(*(shape for _, shape, _, _ in rows)) + ([skipped] if skipped else []))
     return document_of(Sweep, SweepPoint, data)
 
 
-def _swept_model(key: str, grid: Grid, setting: Setting):
-    """The one model of ``key`` for the whole grid, every grid point checked against it first."""
-    from livebytes.estimator.registry import check_shape
-    from livebytes.estimator.shapes import Shape
-    model = model_for(key, setting.gpu, setting.what_if, Shape(grid.mbs[0], grid.seqs[0], grid.heads[0], grid.dims[0], **grid.stack))
-    for m_, s_, h_, d_ in ((m_, s_, h_, d_) for m_ in grid.mbs for s_ in grid.seqs for h_ in grid.heads for d_ in grid.dims):
-        check_shape(key, Shape(m_, s_, h_, d_, **grid.stack), model.device, setting.what_if)
-    return model
-
-
-def _grid_peaks(model, grid: Grid):
-    from livebytes.estimator.planning import sweep as run_sweep
-    return [(replace(shape, **grid.stack), peak) for shape, peak in run_sweep(model, grid.mbs, grid.seqs, grid.heads, grid.dims)]
+def _grid_peaks(key: str, shapes: list, setting: Setting) -> list:
+    """(model, shape, peak) at each shape in order: one model per code path the shapes select (``shape_options``:
+    value heads above heads take the GVA path), every point checked against its model first, each path's peaks from one
+    vectorised evaluation (``planning.sweep_shapes``)."""
+    from livebytes.estimator.planning import sweep_shapes
+    from livebytes.estimator.registry import check_shape, shape_options
+    paths: dict[tuple, list[int]] = {}
+    for i, shape in enumerate(shapes):
+        paths.setdefault(tuple(sorted(shape_options(key, shape).items())), []).append(i)
+    out: list = [None] * len(shapes)
+    for indices in paths.values():
+        model = model_for(key, setting.gpu, setting.what_if, shapes[indices[0]])
+        for i in indices:
+            check_shape(key, shapes[i], model.device, setting.what_if)
+        for i, peak in zip(indices, sweep_shapes(model, [shapes[i] for i in indices])):
+            out[i] = (model, shapes[i], peak)
+    return out
 
 
 def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), budget_bytes: Optional[int] = None,
-            announce: Optional[Callable[[str], None]] = None) -> Plan:
+            announce: Optional[Callable[[str], None]] = None, progress: Progress = None) -> Plan:
     """``plan``: per model, the largest value of ``solve`` that runs on the device (the allocator simulation of a fresh
-    process) or whose allocated peak fits ``budget_bytes``; the other dimensions held at ``base``."""
+    process) or whose allocated peak fits ``budget_bytes``; the other dimensions held at ``base``. ``progress`` hears
+    of each value tried (a search: no total)."""
     from livebytes.choose import alloc_conf_of
     conf = alloc_conf_of(setting.alloc_conf)
-    answers = [_plan_one(key, base, solve, setting, budget_bytes, conf, len(keys) > 1) for key in keys]
+    tried = [0]
+
+    def on_try(key: str):
+        def told(value: int) -> None:
+            tried[0] += 1
+            progress(tried[0], None, f"{key}: {solve} {value:,}")
+        return told if progress else None
+    answers = [_plan_one(key, base, solve, setting, budget_bytes, conf, len(keys) > 1, on_try(key)) for key in keys]
     skipped = cache_skipped([(model, device) for _, device, _, model in answers], setting.triton_cache, setting.triton)
     if skipped and announce:
         announce(skipped)
@@ -134,7 +171,7 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
     return document_of(Plan, PlanAnswer, data)
 
 
-def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = False):
+def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = False, on_try=None):
     """plan's answer for one model: (result, device, the process memory its verdict counted, the model)."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
@@ -156,10 +193,11 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
     def model_at(sh):          # the stack's layers are a build option: one model per tried count, up to the search's
         return model_for(key, gpu, what_if, sh, depth=False)      # limit: one no preset holds fails on the device
     at = model_at if solve == "layers" else None
-    result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at)
+    result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at,
+                              on_try=on_try)
               if limit is not None else
               largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple, model_at=at,
-                              triton=version))
+                              triton=version, on_try=on_try))
     judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
     process = judged.process if judged is not None else process_memory(device, model, cache, answer_shape(base, result),
                                                                          triton=version)
@@ -167,18 +205,25 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
 
 
 def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str = "peak") -> Explanation:
-    """``explain``: each live block of a ``torch.cuda.memory._dump_snapshot`` file named by the model's buffer."""
+    """``explain``: each live block of a ``torch.cuda.memory._dump_snapshot`` file named by the model's buffer, and
+    warnings where the blocks do not fit the model at this shape (``validate.explain.fit_warnings``), with the shape one
+    size away that explains more, when there is one."""
     from pathlib import Path
 
-    from livebytes.validate.explain import explain as run_explain, snapshot_blocks
+    from livebytes.validate import explain as ex
     model = model_for(key, setting.gpu, setting.what_if, shape)
-    blocks = snapshot_blocks(Path(snapshot), at)
-    data = report.explain_data(model, shape, run_explain(model, shape, blocks), Path(snapshot).name, at)
-    return Explanation.of(data["results"][0])
+    blocks, failed = ex.read_blocks(Path(snapshot), at)
+    explained = ex.explain(model, shape, blocks)
+    fit = ex.fit_of(model, shape, explained)
+    short = ex.short_of_peak(fit, at, failed)
+    better = ex.best_shape(lambda s: model_for(key, setting.gpu, setting.what_if, s), shape, blocks, explained,
+                           fit) if short or fit.explained_bytes < fit.live_bytes else None
+    data = report.explain_data(model, shape, explained, Path(snapshot).name, at)
+    return Explanation.of(data["results"][0], warnings=tuple(ex.fit_warnings(key, shape, fit, short, better)))
 
 
 def explain_document(answer: Explanation) -> dict:
-    return report.envelope("explain", [answer.to_dict()])
+    return report.envelope("explain", [answer.to_dict()], list(answer.warnings))
 
 
 def models_at() -> tuple[ModelInfo, ...]:

@@ -17,22 +17,34 @@ ALLOC_CONF_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 # what-if options: library option name -> the flag that sets it
 OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
-                "config": "--model", "optimizer": "--optimizer", "precision": "--precision", "packed": "--packed",
-                "environment": "--model"}
+                "cp_rank": "--cp-rank", "config": "--model", "optimizer": "--optimizer", "precision": "--precision",
+                "packed": "--packed", "environment": "--model"}
+# options no flag names because the shape selects them (``registry.shape_options``): option -> what sets it
+SHAPE_SET_OPTIONS = {"gva": "--v-heads above --heads"}
 
 
-def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str | int] = None, cp_layout: Optional[str] = None) -> dict:
+def word(text: Optional[str]) -> Optional[str]:
+    """A flag's word as the library spells it (lower case), blanks around it dropped: ``--triton-cache WARM`` reads as
+    warm, as ``--gpu h200`` reads as H200 (``devices.get_device``). Every word-valued option's allowed values are lower
+    case; a word outside them is still refused by the option's own check, naming them."""
+    return text.strip().lower() if isinstance(text, str) else text
+
+
+def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str | int] = None, cp_layout: Optional[str] = None,
+            cp_rank: Optional[str] = None) -> dict:
     """The what-if options the flags set (library names), nothing for flags left at their defaults."""
     from livebytes.estimator.shapes import parse_size
     options = {}
     if contract is not None:
-        options["contract"] = contract
+        options["contract"] = word(contract)
     if no_recompute:
         options["recompute"] = False
     if cp is not None:
         options["cp"] = parse_size(cp, "--cp")
     if cp_layout is not None:
-        options["cp_layout"] = cp_layout
+        options["cp_layout"] = word(cp_layout)
+    if cp_rank is not None:
+        options["cp_rank"] = word(cp_rank)
     return options
 
 
@@ -55,16 +67,19 @@ def device_of(key: str, gpu: Optional[str]):
     return device
 
 
-def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bool = True):
+def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bool = True, stack: Optional[dict] = None):
     """The model for ``key`` with the what-if options (each checked) and the code path the shape selects; ``depth``:
-    ``check_shape``'s (False: plan's layer search, bounded by its own limit)."""
-    from livebytes.estimator.registry import check_shape, get_model, shape_options
+    ``check_shape``'s (False: plan's layer search, bounded by its own limit). ``stack``: without a shape, the layer
+    fields a layer model is built with (``registry.layer_options``; formula and diff take them without a shape)."""
+    from livebytes.estimator.registry import check_shape, get_model, layer_options, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
     chosen = dict(options)
     if shape is not None:
         check_shape(key, shape, device, options, depth)
         chosen.update(shape_options(key, shape))
+    elif stack:
+        chosen.update(layer_options(key, stack))
     return get_model(key, device, **chosen)
 
 
@@ -83,12 +98,12 @@ def triton_cache_for(model, device, triton_cache: Optional[str], several: bool =
     from livebytes.estimator.capacity import check_state, triton_cache_matters
     if triton_cache is None:
         return "cold"
-    check_state(triton_cache)
+    state = check_state(word(triton_cache))
     if not triton_cache_matters(model, device):
         if several:
             return "cold"       # no Triton kernels: the state changes nothing the simulation counts
         raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
-    return triton_cache
+    return state
 
 
 def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Optional[str] = None) -> Optional[str]:

@@ -18,12 +18,12 @@ SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "
                   "head_dim": "dim", "hidden_size": "hidden", "num_hidden_layers": "layers", "conv_size": "conv_size",
                   "checkpoint": "checkpoint"}
 # the command line's options, each flag's name with underscores: those that choose the model, those of the verdict
-MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout")
+MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
 SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
 WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed")
 # what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
 CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "hidden_size", "conv_size", "contract", "no_recompute", "cp",
-                "cp_layout")
+                "cp_layout", "cp_rank")
 ONE_SHAPE = (*SHAPE_KEYWORDS, *SETTING_KEYWORDS, *WHOLE_MODEL_KEYWORDS)
 
 
@@ -98,7 +98,7 @@ def setting_of(given: dict, options: dict) -> calls.Setting:
     """The verdict's setting: the what-if keywords (``choose.what_if``) with a whole model's options."""
     from .choose import what_if
     return calls.Setting(given.get("gpu"), what_if(given.get("contract"), bool(given.get("no_recompute")), given.get("cp"),
-                                                   given.get("cp_layout")) | options,
+                                                   given.get("cp_layout"), given.get("cp_rank")) | options,
                          given.get("alloc_conf"), given.get("triton_cache"), given.get("triton"))
 
 
@@ -144,17 +144,20 @@ def plan(model, solve: str = "seq", budget=None, **keywords) -> calls.Plan:
     return calls.plan_at([p[0] for p in picked], base, solve, setting_of(keywords, picked[0][1]), limit)
 
 
-def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1, head_dim=128, **keywords) -> calls.Sweep:
-    """Predictions over a grid: each size an int, a list, or the command line's text ("8K..256K", "16,32")."""
+def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1, head_dim=128, num_v_heads=None,
+          **keywords) -> calls.Sweep:
+    """Predictions over a grid: each size an int, a list, or the command line's text ("8K..256K", "16,32");
+    ``num_v_heads`` None: as many value heads as heads."""
     check_keywords("sweep", keywords, ("hidden_size", "num_hidden_layers", "conv_size", "checkpoint", *SETTING_KEYWORDS),
-                   named=("seq_len", "num_heads", "batch_size", "head_dim"))
+                   named=("seq_len", "num_heads", "batch_size", "head_dim", "num_v_heads"))
     keys = [models] if isinstance(models, str) else list(models)
     for m in keys:
         if is_config(m) or not isinstance(m, str):
             raise ArgumentError("sweep takes registry keys (a whole model: the command line's sweep --model)")
     stack = shape_of({**keywords, "seq_len": 1, "num_heads": 1}).layer_fields()     # one stack for the whole grid
     grid = calls.Grid(_sizes(batch_size, "batch_size"), _sizes(seq_len, "seq_len"), _sizes(num_heads, "num_heads"),
-                      _sizes(head_dim, "head_dim"), stack)
+                      _sizes(head_dim, "head_dim"), stack,
+                      None if num_v_heads is None else _sizes(num_v_heads, "num_v_heads"))
     return calls.sweep_at(keys, grid, setting_of(keywords, {}))
 
 

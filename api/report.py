@@ -352,7 +352,7 @@ def bar_lengths(preds, width: int = 40) -> list[list[int]]:
     return [[round(width * n / top) if top else 0 for n in p.step_bytes] for p in preds]
 
 
-def validation_data(comparisons, tolerance: float, summary=None) -> dict:
+def validation_data(comparisons, tolerance: float, summary=None, warnings: list | None = None) -> dict:
     rows = []
     for c in comparisons:
         r = c.record
@@ -365,7 +365,8 @@ def validation_data(comparisons, tolerance: float, summary=None) -> dict:
     counts = None if summary is None else {"passed_count": summary.passed, "failed_count": summary.failed,
                                            "out_of_memory_count": summary.out_of_memory,
                                            "device_seconds": summary.device_seconds}
-    return envelope("validate", rows, tolerance_fraction=tolerance, passed=all(r["passed"] for r in rows), summary=counts)
+    return envelope("validate", rows, warnings, tolerance_fraction=tolerance, passed=all(r["passed"] for r in rows),
+                    summary=counts)
 
 
 def criterion(c) -> str:

@@ -120,6 +120,7 @@ class Explanation(_Answer):
     explained_bytes: int = 0
     unexplained_bytes: int = 0
     blocks: list = field(default_factory=list)
+    warnings: tuple = ()          # where the blocks do not fit the model at this shape (the --json document's)
 
 
 @dataclass(frozen=True)

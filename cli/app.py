@@ -17,6 +17,7 @@ import typer
 
 from . import options as o
 from .errors import EXIT_VALIDATION_FAILED, LivebytesGroup, UsageProblem, warn
+from .progress import counting, progress
 
 app = typer.Typer(cls=LivebytesGroup, add_completion=True, invoke_without_command=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -38,6 +39,10 @@ def _root(ctx: typer.Context,
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
         raise typer.Exit()
+
+
+# a whole model's first use traces its config on the CPU (tens of seconds; cached after): the bar's label says so
+TRACING = " (--model: a config's first use traces it on this CPU, cached after)"
 
 
 def _print_json(data: dict) -> None:
@@ -68,18 +73,20 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-            cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
+            cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
     from livebytes import calls
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
-                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
+                  cp_rank=cp_rank is not None)
     key = o.single_impl(ch.keys, "predict")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
-    answer = calls.predict_at(key, shape, setting, announce=warn)      # warned at once: an absurd shape's run takes a moment
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
+    with progress("predict" + TRACING, as_json or not ch.options):
+        answer = calls.predict_at(key, shape, setting, announce=warn)  # warned at once: an absurd shape's run takes a moment
     if as_json:
         _print_json(calls.prediction_document(answer))
     else:
@@ -103,18 +110,20 @@ def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-            cp_layout: Optional[str] = o.CpLayout, alloc_conf: Optional[str] = o.AllocConf,
+            cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank, alloc_conf: Optional[str] = o.AllocConf,
             triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
     each runs on its device."""
     from livebytes import calls
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
-                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
+                  cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "compare")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
-    answer = calls.compare_at(impl, shape, setting)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
+    with progress("compare" + TRACING, as_json or not ch.options):
+        answer = calls.compare_at(impl, shape, setting)
     data = answer.to_dict()
     _warn_all(data)
     if as_json:
@@ -156,7 +165,10 @@ def _judge(cmp, record, tolerance: float):
 
 
 @app.command()
-def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", help=o.IMPL_HELP + "; runs it on this machine's GPU"),
+def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
+                                               help=o.IMPL_HELP + "; runs it on this machine's GPU; with --from-records: "
+                                                    "re-check only its records (a warning says how many others are left "
+                                                    "out)"),
              shapes: Optional[str] = typer.Option(None, "--shapes", metavar="SHAPES",
                                                   help='shapes MBS,SEQ,HEADS[,DIM] separated by ";", each with optional '
                                                        ',hv=HV and ,dv=DV; e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
@@ -166,7 +178,11 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
              forward_only: bool = typer.Option(False, "--forward-only", help="measure inference (no grad) peaks"),
              same_process: bool = typer.Option(False, "--same-process", help="all shapes in one process (shared compilation)"),
              triton_cache: Optional[str] = typer.Option(None, "--triton-cache", metavar="cold|warm|auto",
-                                                        help="FLA: cold (autotune in the process), warm (committed configs) or auto"),
+                                                        help="FLA: cold (a fresh Triton cache: every kernel autotunes in "
+                                                             "the process), warm (the committed autotune configs of this "
+                                                             "GPU, fla and triton installed first: "
+                                                             "validate/autotune_configs) or auto (default: warm when such "
+                                                             "a file is committed, else cold)"),
              alloc_conf: Optional[str] = typer.Option(None, "--alloc-conf", metavar="CONF", help="PYTORCH_CUDA_ALLOC_CONF for the runner"),
              plan_file: Optional[str] = typer.Option(None, "--plan", metavar="FILE", help="run a plan file (JSON list of runner groups)"),
              out_dir: Optional[str] = typer.Option(None, "--out-dir", metavar="DIR",
@@ -186,7 +202,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
 
     from livebytes import report
     tol = cmp.parse_tolerance(tolerance)
-    device_seconds = None
+    device_seconds, notes = None, []
     if from_records is not None:
         o.named(from_records, "--from-records", "a file or folder of records, a committed file's name, or all")
         o.refuse_unused("with --from-records (it re-checks records, runs nothing)", shapes=shapes is not None,
@@ -197,11 +213,19 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         if model_records.is_model_source(from_records):         # whole-model step records
             _validate_models(from_records, impl, as_json)
             return
-        recs = [r for r in records_from(from_records) if r.origin == "measured" and (not impl or r.impl == impl)]
+        measured = [r for r in records_from(from_records) if r.origin == "measured"]
+        recs = [r for r in measured if not impl or r.impl == impl]
         if not recs:
             raise LivebytesError(f"no measured records in {from_records!r}" + (f" for {impl}" if impl else ""))
+        if len(recs) < len(measured):       # --impl filters: said, not silent
+            notes.append(f"--impl {impl}: re-checking its {len(recs)} of the {len(measured)} measured records in "
+                         f"{from_records}; the other {len(measured) - len(recs)} are other models'")
     elif plan_file:
         from livebytes.validate.batch import load_plan, run_plan
+        o.refuse_unused("with --plan (each of the plan file's groups sets its own)", impl=impl is not None,
+                        shapes=shapes is not None, contract=contract is not None, no_recompute=no_recompute,
+                        forward_only=forward_only, same_process=same_process, triton_cache=triton_cache is not None,
+                        alloc_conf=alloc_conf is not None)
         groups = load_plan(Path(plan_file))
         session.check_runnable(groups)
         done = run_plan(groups, Path(out_dir or DEFAULT_RECORDS_DIR))
@@ -210,12 +234,19 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY", h
         if not impl or not shapes:
             raise UsageProblem("--impl and --shapes are required unless --plan or --from-records is given")
         o.check_options_taken(impl, o.what_if(contract, no_recompute))
+        triton_cache = o.validate_triton_cache(triton_cache)
         done = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
                            same_process=same_process, out=Path(out_dir or DEFAULT_RECORDS_DIR), triton_cache=triton_cache, alloc_conf=alloc_conf)
         recs, device_seconds = done.records, done.device_seconds
-    comparisons = [_judge(cmp, r, tol) for r in recs]
+    for line in notes:
+        warn(line)
+    with progress("re-checking records" if from_records else "checking the new records", as_json) as step:
+        comparisons = []
+        for r in recs:
+            comparisons.append(_judge(cmp, r, tol))
+            step(len(comparisons), len(recs), r.path.name)
     s = session.summarize(comparisons, device_seconds)
-    data = report.validation_data(comparisons, tol, s)
+    data = report.validation_data(comparisons, tol, s, notes)
     if as_json:
         _print_json(data)
     else:
@@ -237,8 +268,8 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
     if impl or as_json:
         raise UsageProblem(f"{'--impl' if impl else '--json'} has no effect on model-step records (each names its own "
                            "config); leave it out")
-    with render.working(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)"):
-        checks, skipped = model_records.check_all(source)
+    with progress(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)") as step:
+        checks, skipped = model_records.check_all(source, step)
     _print(render.model_checks_table(checks))
     for c in checks:
         if not c.passed:
@@ -269,7 +300,7 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
          v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
          checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
          contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-         cp_layout: Optional[str] = o.CpLayout,
+         cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
          triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
@@ -286,7 +317,8 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
                     triton=budget is not None and triton is not None)
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
-                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
+                  cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "plan")
     if ch.options and solve == "heads":
         raise UsageProblem("--solve heads with --model: the config fixes the heads; solve seq, mbs or layers")
@@ -294,8 +326,9 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
     limit = parse_budget(budget) if budget is not None else None
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
-    data = calls.plan_at(impl, base, solve, setting, limit, announce=warn).to_dict()
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
+    with progress(f"plan: the largest {solve}" + (TRACING if ch.options else ""), as_json) as step:
+        data = calls.plan_at(impl, base, solve, setting, limit, announce=warn, progress=step).to_dict()
     _warn_all(data)
     if as_json:
         _print_json(data)
@@ -307,7 +340,9 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
 @app.command()
 def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-            cp_layout: Optional[str] = o.CpLayout,
+            cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
+            conv_size: Optional[str] = o.ConvSize,
             latex: bool = typer.Option(False, "--latex", help="LaTeX instead of ASCII art"),
             groups: bool = typer.Option(True, "--groups/--no-groups", help="also the per-group formulas at each candidate step"),
             as_json: bool = o.Json) -> None:
@@ -319,7 +354,8 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
     from livebytes import report
     key = o.single_impl(impl, "formula")
     o.refuse_unused("with --json (the JSON holds sympy's own text of each expression)", latex=latex and as_json)
-    model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout))
+    model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank),
+                        stack=o.stack_from(hidden, layers, checkpoint, conv_size))
     expr, steps = closed_form(model)
     per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
     if as_json:
@@ -362,10 +398,14 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
           mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
           dim: Optional[str] = typer.Option(None, "--dim", "--head-dim", metavar="SIZES", help="a list of head dimensions, or a doubling "
                                             "range (default 128; --model: the config's)"),
+          v_heads: Optional[str] = typer.Option(None, "--v-heads", metavar="SIZES",
+                                                help="value heads, a list or a doubling range, each a multiple of every "
+                                                     "--heads (grouped value attention, e.g. --heads 16 --v-heads 32); "
+                                                     "default: --heads at each point"),
           hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
           conv_size: Optional[str] = o.ConvSize,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-            cp_layout: Optional[str] = o.CpLayout,
+            cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
           alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
           triton: Optional[str] = o.Triton,
           out: Optional[str] = typer.Option(None, "--out", "--csv", metavar="FILE", help="write the grid to this .csv file instead of a table"),
@@ -375,16 +415,19 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     from livebytes import calls
     from livebytes.estimator.planning import parse_range
 
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None, v_heads=v_heads is not None,
                   hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
-                  no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
+                  no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
+                  cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "sweep")
     seqs, head_list = parse_range(seq, "--seq"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--heads")
     mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(_given(dim, ch.dim, "128"), "--dim")
     path = o.out_file(out, (".csv",)) if out is not None else None
-    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size))
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout) | ch.options, alloc_conf, triton_cache, triton)
-    data = calls.sweep_at(impl, grid, setting).to_dict()
+    hv_list = parse_range(v_heads, "--v-heads") if v_heads is not None else None
+    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size), hv_list)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
+    with progress("sweep: each point's verdict" + (TRACING if ch.options else ""), as_json) as step:
+        data = calls.sweep_at(impl, grid, setting, progress=step).to_dict()
     _warn_all(data)
     rows = data["results"]
     if path is not None:
@@ -411,7 +454,7 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
              gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
              triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, cp: Optional[str] = o.Cp,
-             cp_layout: Optional[str] = o.CpLayout,
+             cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
              out: Optional[str] = typer.Option(None, "--out", metavar="FILE",
                                             help="write a plot to this file (.png, .svg or .pdf), or the predicted process as "
                                                  "PyTorch's memory snapshot (.pickle, one --impl: open it in "
@@ -425,18 +468,21 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
     from livebytes.estimator.engine import predict as run_predict
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
                   v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
-                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None)
+                  contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
+                  cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "timeline")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out is not None else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
         raise UsageProblem(f"--out {out}: a snapshot holds one process: give one --impl (got {len(impl)})")
-    what_if = o.what_if(contract, no_recompute, cp, cp_layout) | ch.options
-    models = [o.model_for(key, gpu, what_if, shape) for key in impl]
-    preds = [run_predict(m, shape) for m in models]
-    devices = [o.device_of(key, gpu) for key in impl]
-    verdicts = [o.verdict_for(m, shape, d, alloc_conf, triton_cache, triton, len(impl) > 1) for m, d in zip(models, devices)]
+    what_if = o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options
+    with progress("timeline" + TRACING, as_json or not ch.options):
+        models = [o.model_for(key, gpu, what_if, shape) for key in impl]
+        preds = [run_predict(m, shape) for m in models]
+        devices = [o.device_of(key, gpu) for key in impl]
+        verdicts = [o.verdict_for(m, shape, d, alloc_conf, triton_cache, triton, len(impl) > 1)
+                    for m, d in zip(models, devices)]
     skipped = o.cache_skipped(list(zip(models, devices)), triton_cache, triton)
     data = report.timeline_data(preds, verdicts, implausible_warnings(shape) + ([skipped] if skipped else []))
     _warn_all(data)
@@ -445,10 +491,14 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
         import pickle
 
         from livebytes.estimator.snapshot import process_snapshot
-        path.write_bytes(pickle.dumps(process_snapshot(models[0], shape, o.alloc_conf_of(alloc_conf))))
-        typer.echo(f"wrote {path} (torch.cuda.memory._snapshot() of the predicted process at its peak)", err=as_json)
+        with progress(f"timeline: tracing the predicted process into {path}", as_json):
+            dumped = process_snapshot(models[0], shape, o.alloc_conf_of(alloc_conf), verdict=verdicts[0])
+            path.write_bytes(pickle.dumps(dumped))
+        typer.echo(f"wrote {path} (torch.cuda.memory._snapshot() of the predicted process at "
+                   f"{dumped['livebytes']['taken_at']})", err=as_json)
     elif path is not None:
-        render.timeline_png(preds, path)
+        with progress(f"timeline: drawing {path}", as_json):
+            render.timeline_png(preds, path)
         typer.echo(f"wrote {path}", err=as_json)
     if as_json:
         _print_json(data)
@@ -459,9 +509,12 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
 @app.command()
 def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpointed", help="dense, tiled or checkpointed attention"),
             seq: str = typer.Option("128,256,512,1024", "--seq", "--T", metavar="SIZES",
-                                  help="token counts: a list 128,256 or a doubling range 128..1024"),
-            dim: str = typer.Option("32", "--dim", "--d", metavar="SIZE", help="query/key head dimension"),
-            dim_v: Optional[str] = typer.Option(None, "--dim-v", "--dv", metavar="SIZE", help="value head dimension; default: --dim"),
+                                  help="token counts: a list 128,256 or a doubling range 128..1024 (--T: the payload "
+                                       "model's T, docs/payload.md)"),
+            dim: str = typer.Option("32", "--dim", "--d", metavar="SIZE",
+                                    help="query/key head dimension (--d: the payload model's d)"),
+            dim_v: Optional[str] = typer.Option(None, "--dim-v", "--dv", metavar="SIZE",
+                                                help="value head dimension (--dv: the payload model's dv); default: --dim"),
             block_q: str = typer.Option("32", "--block-q", metavar="SIZE", help="query block of the tiled and checkpointed forms"),
             block_k: str = typer.Option("32", "--block-k", metavar="SIZE", help="key block of the tiled and checkpointed forms"),
             measure_on_cpu: bool = typer.Option(True, "--measure/--no-measure", help="also run it on the CPU (needs torch)"),
@@ -490,9 +543,8 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         from livebytes.validate.payload import check_host_memory, check_measurable
         check_measurable(max(seqs))       # up front: refuse before measuring any row
         check_host_memory(fn, max(seqs), d, dv, bq, bk)
-        from .render import measuring_progress
-        measure = measuring_progress(measure, len(seqs))
-    rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure)
+    with progress(f"measuring {fn} attention on the CPU", as_json or measure is None) as step:
+        rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure and counting(measure, step, len(seqs)))
     data = report.envelope("payload", rows, fn=fn, passed=all(r["matches"] is not False for r in rows))
     if as_json:
         _print_json(data)
@@ -511,7 +563,7 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
-            cp_layout: Optional[str] = o.CpLayout,
+            cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
             at: str = typer.Option("peak", "--at", metavar="peak|snapshot",
                                    help="the blocks live at the trace's peak (default) or the segments' as dumped"),
             as_json: bool = o.Json) -> None:
@@ -520,9 +572,11 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
     from livebytes import calls
     key = o.single_impl(impl, "explain")
     shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout))
-    answer = calls.explain_at(o.named(snapshot, "SNAPSHOT.pickle"), key, shape, setting, at)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank))
+    with progress(f"explain: reading {snapshot} and matching its blocks", as_json):
+        answer = calls.explain_at(o.named(snapshot, "SNAPSHOT.pickle"), key, shape, setting, at)
     data = calls.explain_document(answer)
+    _warn_all(data)
     if as_json:
         _print_json(data)
     else:

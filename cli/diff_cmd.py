@@ -82,19 +82,24 @@ def peak_lines(d) -> list[str]:
     return lines
 
 
-def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str]):
-    """The shape of the peak's change, or None: --seq and --heads both or neither; the other sizes only with them."""
+def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str],
+           stack: dict):
+    """The shape of the peak's change, or None: --seq and --heads both or neither; the other sizes only with them. The
+    layer fields (``stack``) build the layer models with or without a shape."""
     if (seq is None) != (heads is None):
         raise UsageProblem("diff: the peak's change needs both --seq and --heads (or neither)")
     if seq is None:
         o.refuse_unused("without --seq and --heads (they give the shape of the peak's change)", mbs=mbs is not None,
                         dim=dim is not None, v_heads=v_heads is not None)
         return None
-    return o.shape_from("1" if mbs is None else mbs, seq, heads, dim, v_heads)     # dim None: shape_from's 128
+    from dataclasses import replace
+    return replace(o.shape_from("1" if mbs is None else mbs, seq, heads, dim, v_heads), **stack)  # dim None: 128
 
 
 def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str] = Seq,
                  heads: Optional[str] = Heads, dim: Optional[str] = Dim, v_heads: Optional[str] = VHeads,
+                 hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
+                 conv_size: Optional[str] = o.ConvSize,
                  gpu: Optional[str] = Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
                  as_json: bool = o.Json) -> None:
     """Buffer-level difference between two models of one implementation (added, removed, resized, retyped,
@@ -106,13 +111,14 @@ def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optiona
     if len(impl) != 2:
         raise UsageProblem(f"diff takes two --impl (got {len(impl)})")
     o.distinct_impls(impl, "diff")
-    shape = _shape(mbs, seq, heads, dim, v_heads)
+    stack = o.stack_from(hidden, layers, checkpoint, conv_size)       # both models' layer fields (layer models)
+    shape = _shape(mbs, seq, heads, dim, v_heads, stack)
     reason = implausible(shape) if shape is not None else None
     warnings = [reason] if reason else []
     for line in warnings:           # printed at once, as predict does; the JSON carries them too
         warn(line)
     device = gpu if gpu is not None else o.device_of(impl[0], None).name        # both models on one device
-    old, new = (o.model_for(key, device, o.what_if(contract, no_recompute), shape) for key in impl)
+    old, new = (o.model_for(key, device, o.what_if(contract, no_recompute), shape, stack=stack) for key in impl)
     d = diff_models(old, new, shape)
     data = diff_data(d, old, new, warnings)
     if as_json:

@@ -14,7 +14,8 @@ import typer
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.choose import (OPTION_FLAGS, alloc_conf_of, cache_skipped, check_options_taken,  # noqa: F401 (moved)
-                              compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for, what_if)
+                              compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for, what_if,
+                              word)
 
 from .errors import UsageProblem
 
@@ -54,6 +55,9 @@ Cp = typer.Option(None, "--cp", metavar="W", help="context-parallel models only 
                   "--seq is then the total sequence over the W GPUs (default 2)")
 CpLayout = typer.Option(None, "--cp-layout", metavar="contiguous|zigzag",
                         help="context-parallel models only: FLA's build_cp_context layout (default contiguous)")
+CpRank = typer.Option(None, "--cp-rank", metavar="first|middle|last",
+                      help="context-parallel models only: the rank modelled, rank 0 (first, default), W-1 (last) or one "
+                           "between (middle, W >= 3); which CP kernels it launches, so autotunes on a cold first call")
 Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
@@ -65,7 +69,18 @@ Triton = typer.Option(None, "--triton", metavar="VERSION",
                            "fla-core 0.6.0 runs on Hopper only with Triton >= 3.7.1")
 TritonCache = typer.Option(None, "--triton-cache", metavar="cold|warm",
                            help="Triton models only: cold (default), the process's first call is at this shape and "
-                                "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk")
+                                "autotunes every kernel there (first run on a machine); warm: tuned configs cached on disk "
+                                "(any case: WARM = warm)")
+VALIDATE_TRITON_CACHE = ("cold", "warm", "auto")
+
+
+def validate_triton_cache(text: Optional[str]) -> Optional[str]:
+    """validate's --triton-cache (the runner's states, any case), refused here in one line rather than by the runner's
+    own argument parser in a child process."""
+    state = word(text)
+    if state is not None and state not in VALIDATE_TRITON_CACHE:
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(VALIDATE_TRITON_CACHE)}, got {text!r}")
+    return state
 
 
 @dataclass(frozen=True)

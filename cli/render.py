@@ -308,14 +308,22 @@ def compare_table(data: dict, preds, measured) -> Table:
     return t
 
 
+def option_text(name: str, allowed: list) -> str:
+    """One option of ``models``: its name, what sets it (a flag, or the shape: ``choose.SHAPE_SET_OPTIONS``) and its
+    values, the default first; a config (no values) is given by --model."""
+    from livebytes.choose import OPTION_FLAGS, SHAPE_SET_OPTIONS
+    if not allowed:
+        return f"{name}: given by {OPTION_FLAGS[name]}"
+    return f"{name} ({OPTION_FLAGS.get(name) or SHAPE_SET_OPTIONS[name]}): {'/'.join(map(str, allowed))}"
+
+
 def models_table(data: dict) -> Table:
     t = _table("lifetime models", show_lines=True)
     _key_column(t, "impl")
     _key_column(t, "GPU")
     _text_column(t, "phase, options and what it covers", ratio=1)
     for m in data["results"]:
-        opts = "; ".join(f"{k}: {'/'.join(map(str, v)) if v else 'given by --model'}"
-                         for k, v in m["allowed_options"].items() if v or k == "config") or "none"
+        opts = "; ".join(option_text(k, v) for k, v in m["allowed_options"].items() if v or k == "config") or "none"
         t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
     return t
 
@@ -399,12 +407,14 @@ def sweep_table(data: dict) -> Table:
     devices = ", ".join(sorted({r["device"] for r in data["results"]}))
     t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices}")
     _key_column(t, "impl")
-    for c in ("MBS", "seq", "heads", "dim", "peak GiB"):
+    grouped = any("v_heads" in r["shape"] for r in data["results"])      # a --v-heads sweep: its value heads shown
+    for c in ("MBS", "seq", "heads", *(("v heads",) if grouped else ()), "dim", "peak GiB"):
         _number_column(t, c)
     _key_column(t, "runs")
     for r in data["results"]:
         s = r["shape"]
-        cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", f"{s['dim']:,}", g(r["peak_bytes"]),
+        hv = [f"{s.get('v_heads', s['heads']):,}"] if grouped else []
+        cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", *hv, f"{s['dim']:,}", g(r["peak_bytes"]),
                  "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
     _assumed_caption(t, data["results"], terms=list({r["impl"]: r for r in data["results"]}.values()))
@@ -476,16 +486,17 @@ def bar_width(preds) -> int:
 
 
 def sweep_csv(data: dict) -> str:
-    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named."""
-    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,dim,peak_bytes,device_need_bytes,"
-             "fits"]
+    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; v_heads:
+    the value heads (the heads' count unless --v-heads set them)."""
+    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,v_heads,dim,peak_bytes,"
+             "device_need_bytes,fits"]
     for r in data["results"]:
         s, o = r["shape"], r["options"]
         recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
         lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
                      f"{r['triton']},"
-                     f"{s['mbs']},{s['seq']},{s['heads']},{s['dim']},{r['peak_bytes']},{r['device_need_bytes']},"
-                     f"{'yes' if r['fits'] else 'no'}")
+                     f"{s['mbs']},{s['seq']},{s['heads']},{s.get('v_heads', s['heads'])},{s['dim']},{r['peak_bytes']},"
+                     f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"
 
 
@@ -550,28 +561,6 @@ def timeline_png(preds, path) -> None:
         fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)
-
-
-def working(what: str):
-    """A spinner with ``what`` on a terminal's stderr while a long step runs; elsewhere (pipes, tests) nothing."""
-    from contextlib import nullcontext
-    err = Console(stderr=True)
-    return err.status(T(what)) if err.is_terminal else nullcontext()
-
-
-def measuring_progress(measure, rows: int):
-    """``measure`` that shows, on a terminal's stderr only, which row it measures (a long CPU measurement is not
-    silent); elsewhere (pipes, tests) stderr stays empty, as the exit-code table promises."""
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        return measure
-    done = [0]
-
-    def measured(fn, t, *args, **kwargs):
-        done[0] += 1
-        with err.status(T(f"measuring {fn} at {t:,} tokens ({done[0]}/{rows}) on the CPU")):
-            return measure(fn, t, *args, **kwargs)
-    return measured
 
 
 def payload_table(data: dict) -> Table:

@@ -23,7 +23,7 @@ from .autotune import benchmarking_steps
 from .devices import Device
 from .errors import LivebytesError
 from .process import Figure, ProcessMemory, process_memory  # noqa: F401  (re-exported: the verdict's process)
-from .replay import OomEvent, Prelude, replay
+from .replay import Call, OomEvent, Prelude, replay
 from .shapes import Shape
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ STEADY_STEPS = 2     # steady steps after the first call: the second one shows a
 
 def check_state(triton_cache: str) -> str:
     if triton_cache not in TRITON_CACHE_STATES:
-        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}")
+        auto = ("; auto is validate's (a GPU run's cache: warm when a committed autotune file matches it), a prediction "
+                "states which" if triton_cache == "auto" else "")
+        raise LivebytesError(f"--triton-cache must be one of {', '.join(TRITON_CACHE_STATES)}, got {triton_cache!r}{auto}")
     return triton_cache
 
 
@@ -145,6 +147,15 @@ def fits(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf
     kw = _run_kwargs(model, shape, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
     return _against_capacity(model, shape, device, proc, kw).oom is None
+
+
+def limited_call(model: LifetimeModel, shape: Shape, v: Verdict) -> Call:
+    """The one call ``verdict`` replays against the device for a fresh process (``_against_capacity`` of
+    ``_run_kwargs``: first call and steady steps, no protocol, history or earlier tuning), for a caller that walks it
+    itself (``snapshot``'s trace of an out-of-memory run)."""
+    kw = _run_kwargs(model, shape, v.conf, v.process.triton_cache)
+    return Call(shape, kw["warm_steps"] + kw["measured_steps"], None, kw["benchmarks"],
+                v.device.capacity_bytes - v.process.start_bytes, growth=v.process.growth)
 
 
 def _against_capacity(model, shape: Shape, device: Device, proc: ProcessMemory, kw: dict):

@@ -76,13 +76,25 @@ def _checked(shape: Shape, solve: str, refuse, multiple: int = 1):
     return at
 
 
+def _tried(at, solve: str, on_try):
+    """``at`` that tells ``on_try`` of each shape's value of ``solve`` as the search tries it (None: ``at`` itself)."""
+    if on_try is None:
+        return at
+
+    def told(v: int) -> Shape:
+        s = at(v)
+        on_try(getattr(s, solve))
+        return s
+    return told
+
+
 def block_peak(model: LifetimeModel, shape: Shape) -> int:
     """The model's peak of 512-byte blocks, steady state (``engine.predict``)."""
     return predict(model, shape).peak_bytes
 
 
 def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
-                    refuse=None, peak=block_peak, multiple: int = 1, model_at=None) -> PlanResult:
+                    refuse=None, peak=block_peak, multiple: int = 1, model_at=None, on_try=None) -> PlanResult:
     """Largest value of ``solve`` (seq, mbs or heads) whose ``peak(model, shape)`` fits ``budget_bytes``, the others
     held. ``peak``: the 512-byte block sum by default; the command passes ``capacity.allocated_peak`` (what
     ``max_memory_allocated`` would show).
@@ -93,9 +105,9 @@ def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes
     This is a budget on *allocated* bytes; whether a process runs is ``largest_running``'s question. ``multiple``: only
     multiples of it are tried (the answer and the next value are multiples). ``model_at(shape)``: the model for each
     tried shape, where the solved field is one a model is built from (a layer stack's ``layers``); None: ``model``
-    at every shape.
+    at every shape. ``on_try(value)``: told of each value of ``solve`` tried (a caller's progress).
     """
-    at = _checked(shape, solve, refuse, multiple)
+    at = _tried(_checked(shape, solve, refuse, multiple), solve, on_try)
 
     def peak_at(v: int) -> int:
         s = at(v)
@@ -119,14 +131,14 @@ class CapacityPlan:
 def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
                     conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None,
                     tuned_at_tokens: int | None = None, multiple: int = 1, model_at=None,
-                    triton: str | None = None) -> CapacityPlan:
+                    triton: str | None = None, on_try=None) -> CapacityPlan:
     """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
     (allocator replay of a fresh process: first call, then steady steps, against the device total minus
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
     near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
     autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple`` and ``model_at`` as
-    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s."""
-    at = _checked(shape, solve, refuse, multiple)
+    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s; ``on_try``: ``largest_fitting``'s."""
+    at = _tried(_checked(shape, solve, refuse, multiple), solve, on_try)
 
     def run(v: int) -> Verdict:
         s = at(v)
@@ -316,13 +328,17 @@ def _vectorised(model: LifetimeModel):
 
 def sweep(model: LifetimeModel, mbs: list[int], seqs: list[int], heads: list[int], dims: list[int]) -> list[tuple[Shape, int]]:
     """Peak bytes over a grid, through one vectorised evaluation of the step expressions."""
+    grid = [Shape(m, s, h, d) for m, s, h, d in product(mbs, seqs, heads, dims)]
+    return list(zip(grid, sweep_shapes(model, grid)))
+
+
+def sweep_shapes(model: LifetimeModel, shapes: list[Shape]) -> list[int]:
+    """Peak bytes of ``model`` at each of ``shapes`` (any sizes, value heads and dims included), through one vectorised
+    evaluation of the step expressions."""
     import numpy as np
-    grid = list(product(mbs, seqs, heads, dims))
-    from .symbols import DK, DV, HV, MBS, H, S
-    values = {MBS: [g[0] for g in grid], S: [g[1] for g in grid], H: [g[2] for g in grid], HV: [g[2] for g in grid],
-              DK: [g[3] for g in grid], DV: [g[3] for g in grid]}
-    peaks = _vectorised(model)(values)
-    return [(Shape(m, s, h, d), int(p)) for (m, s, h, d), p in zip(grid, np.rint(peaks))]
+    columns = list(zip(*(s.values() for s in shapes)))          # SHAPE_SYMBOLS order: S, MBS, H, HV, DK, DV
+    peaks = _vectorised(model)(dict(zip(SHAPE_SYMBOLS, columns)))
+    return [int(p) for p in np.rint(peaks)]
 
 
 def parse_range(text: str, what: str = "value") -> list[int]:

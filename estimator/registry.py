@@ -174,16 +174,21 @@ def get_compiled(key: str, device: Device | str | None = None, **options):
 LAYER_FLAGS = {"hidden": "--hidden", "layers": "--layers", "checkpoint": "--checkpoint", "conv_size": "--conv-size"}
 
 
-def shape_options(key: str, shape: Shape) -> dict:
-    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path; the layer fields
-    (hidden size, layers, checkpointing, convolution width) are the build options of a layer model, refused by
-    any other."""
-    out = dict(shape.layer_fields())
-    foreign = sorted(set(out) - set(spec(key).shape_fields))
+def layer_options(key: str, fields: dict) -> dict:
+    """The layer fields (hidden size, layers, checkpointing, convolution width; ``Shape.layer_fields``' names) as the
+    build options of a layer model; refused by any other model."""
+    foreign = sorted(set(fields) - set(spec(key).shape_fields))
     if foreign:
         verb = "describes" if len(foreign) == 1 else "describe"
         raise RefusedShapeError(f"{key}: {', '.join(LAYER_FLAGS[f] for f in foreign)} {verb} a layer; this model is a "
                                 "kernel (layer models: livebytes models)")
+    return dict(fields)
+
+
+def shape_options(key: str, shape: Shape) -> dict:
+    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path; the layer fields are a
+    layer model's build options (``layer_options``)."""
+    out = layer_options(key, shape.layer_fields())
     if shape.hv != shape.heads:
         if "gva" not in spec(key).options:
             raise RefusedShapeError(f"{key}: value heads != heads (GVA) is not covered by this model")

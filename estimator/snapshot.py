@@ -11,6 +11,14 @@ ends there and ``segments`` are the allocator's state at that moment, each block
 state and frames. Frames point at the source the model cites for the buffer (file, line, function in the pinned
 library), then at the model's step.
 
+A shape that runs out of memory on the device (``capacity.verdict``'s ``oom``) is traced instead through the verdict's
+own run against the device's capacity (``capacity.limited_call``), up to the failing request: the allocator's retry
+releases its cached segments (``segment_free``), then ``DeviceCachingAllocator::malloc`` records
+``record_trace(TraceEntry::OOM, device_free, params.size(), ...)`` (c10/cuda/CUDACachingAllocator.cpp), which
+``_memory_snapshot_pickled`` writes as ``{"action": "oom", "device_free": ..., "size": ...}``, with no ``addr``
+(torch/csrc/cuda/memory_snapshot.cpp; ``torch/cuda/_memory_viz.py`` and MemoryViz.js read ``size`` and
+``device_free``): the trace ends there and ``segments`` are the allocator's state at that moment.
+
 Not modelled: streams (one), CUDA graphs' private pools, ``time_us`` (events are numbered instead),
 expandable segments (refused: their mapped ranges are not logged as trace events here). Addresses are compact
 (segments back to back from ``BASE_ADDRESS`` in the allocator model's address order: a later cudaMalloc segment
@@ -20,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .allocator import DEFAULT_CONF, AllocatorConf, Block, CachingAllocator
+from .allocator import DEFAULT_CONF, AllocatorConf, AllocatorOutOfMemory, Block, CachingAllocator
 from .autotune import FLUSH_BUFFER
 from .errors import LivebytesError
 from .prediction import allocations
@@ -29,6 +37,7 @@ from .shapes import Shape
 
 if TYPE_CHECKING:
     from .buffers import LifetimeModel
+    from .capacity import Verdict
 
 BASE_ADDRESS = 0x7F00_0000_0000
 SEGMENT_STRIDE = 1 << 51          # one segment per 2 * ES_ADDRESS_SPACE (allocator.cuda_malloc_address, _new_address)
@@ -70,7 +79,12 @@ class _TracingAllocator(CachingAllocator):
     empty_cache = release_cached_blocks
 
     def malloc(self, nbytes: int) -> Block | None:
-        block = super().malloc(nbytes)
+        try:
+            block = super().malloc(nbytes)
+        except AllocatorOutOfMemory as err:     # after the retry's segment_free events, as PyTorch records it
+            self.events.append({"action": "oom", "device_free": err.oom.free_bytes, "size": err.oom.request_bytes,
+                                "stream": 0, "time_us": len(self.events), "frames": self._frames()})
+            raise
         if block is not None:
             frames = self._frames()
             self.requested[id(block)], self.frames_of[id(block)] = nbytes, frames
@@ -184,11 +198,47 @@ def _segments(alloc: _TracingAllocator, where) -> list[dict]:
     return out
 
 
-def process_snapshot(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF, runs: int = 3) -> dict:
+def _snapshot(alloc: _TracingAllocator, conf: AllocatorConf, simulated: dict) -> dict:
+    """The dictionary of the allocator's trace and state, addresses compacted (an ``oom`` event has none)."""
+    where = _compact(alloc.events)
+    events = [dict(e, addr=where(e["addr"])) if "addr" in e else dict(e) for e in alloc.events]
+    return {"segments": _segments(alloc, where), "device_traces": [events],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": conf.text, "expandable_segments": False},
+            "livebytes": simulated}
+
+
+def _simulated(model: LifetimeModel, shape: Shape, calls: int, taken_at: str) -> dict:
+    return {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
+            "shape": shape.as_dict(), "options": dict(model.options), "calls": calls, "taken_at": taken_at}
+
+
+def oom_snapshot(model: LifetimeModel, shape: Shape, verdict: Verdict) -> dict:
+    """The ``_snapshot()`` dictionary of ``verdict``'s out-of-memory run (a fresh process on its device,
+    ``capacity.limited_call``) at the failing request, the trace ending with PyTorch's ``oom`` event."""
+    from .capacity import limited_call, oom_dict
+    if verdict.oom is None:
+        raise ValueError("oom_snapshot: the verdict runs; take process_snapshot at its peak")
+    call = limited_call(model, shape, verdict)
+    proc = _tracer(model, verdict.conf, None)
+    failed = proc.call(call).oom
+    if failed is None or (failed.step, failed.buffer, failed.run_step) != (verdict.oom.step, verdict.oom.buffer,
+                                                                         verdict.oom.run_step):
+        raise RuntimeError(f"{model.key}: the traced run did not fail where the verdict's did ({verdict.oom.step}, "
+                           f"{verdict.oom.buffer})")
+    simulated = _simulated(model, shape, call.runs, f"the failing request: out of memory at {failed.step} allocating "
+                                                    f"{failed.buffer}")
+    return _snapshot(proc.alloc, verdict.conf, simulated | {"oom": oom_dict(verdict)})
+
+
+def process_snapshot(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF, runs: int = 3,
+                     verdict: Verdict | None = None) -> dict:
     """The ``_snapshot()`` dictionary of ``replay``'s process at ``shape`` (``runs`` calls, the cache emptied after the
-    first), taken at the peak of the last call. Extra key ``livebytes``: what was simulated."""
+    first), taken at the peak of the last call; where ``verdict`` (the device's, at this shape and ``conf``) runs out of
+    memory, ``oom_snapshot``'s instead. Extra key ``livebytes``: what was simulated."""
     if conf.expandable_segments:
         raise LivebytesError("a snapshot of expandable segments is not modelled (their page mappings are not traced)")
+    if verdict is not None and verdict.oom is not None:
+        return oom_snapshot(model, shape, verdict)
     if runs < 2:
         raise LivebytesError("a snapshot needs two calls at least: the first call, then a steady one")
     events = _walk(model, shape, conf, runs, None).alloc.events
@@ -196,10 +246,4 @@ def process_snapshot(model: LifetimeModel, shape: Shape, conf: AllocatorConf = D
     start = next(n for n, e in enumerate(events) if e["action"] == "alloc" and e["frames"][-1]["name"].endswith(last))
     stop = _peak_event(events, start)
     at_peak = _walk(model, shape, conf, runs, stop)
-    where = _compact(at_peak.alloc.events)
-    events = [dict(e, addr=where(e["addr"])) for e in at_peak.alloc.events]
-    return {"segments": _segments(at_peak.alloc, where), "device_traces": [events],
-            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": conf.text, "expandable_segments": False},
-            "livebytes": {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
-                          "shape": shape.as_dict(), "options": dict(model.options), "calls": runs,
-                          "taken_at": "the peak of the last call"}}
+    return _snapshot(at_peak.alloc, conf, _simulated(model, shape, runs, "the peak of the last call"))

@@ -20,6 +20,7 @@ from livebytes.cli.app import app
 from livebytes.validate import explain
 
 BAD = Path(__file__).parent / "bad_inputs"
+CONFIG = Path(__file__).parents[1] / "validate" / "model_configs" / "kda-h1024-l2-v32k.json"
 KDA = ("--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4")
 
 
@@ -177,6 +178,28 @@ BAD_COMMANDS = [
     (("predict", "--model", "", "--seq", "8K"), 1, "--model: an empty name"),
     (("explain", "", *KDA), 1, "SNAPSHOT.pickle: an empty name"),
     (("validate", "--from-records", ""), 1, "--from-records: an empty name"),
+    # issue 34, point 3: each gap a flag closes still refuses what it cannot do, in one line with the reason
+    (("sweep", "--impl", "fla-gdn@0.6.0", "--seq", "8K", "--heads", "16,64", "--v-heads", "32"), 1,
+     "--v-heads 32 at --heads 64: value heads must be a multiple of heads"),
+    (("sweep", "--impl", "cudnn-kda-frost@1.32.0", "--seq", "8K", "--heads", "16", "--v-heads", "32"), 1,
+     "value heads != heads (GVA) is not covered by this model"),
+    (("sweep", "--model", str(CONFIG), "--v-heads", "32"), 2,
+     "--v-heads has no effect with --model"),
+    (("formula", "--impl", "fla-kda@0.6.0", "--layers", "2"), 1, "--layers describes a layer; this model is a kernel"),
+    (("diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--hidden", "1024"), 1,
+     "--hidden describes a layer; this model is a kernel"),
+    (("predict", *KDA, "--cp-rank", "last"), 1, "fla-kda@0.6.0 does not take --cp-rank"),
+    (("predict", "--impl", "fla-kda-cp@0.6.0", "--seq", "8K", "--heads", "4", "--cp-rank", "middle"), 1,
+     "cp_rank middle needs a world size of 3 or more (got 2)"),
+    (("predict", "--impl", "fla-kda-cp@0.6.0", "--seq", "8K", "--heads", "4", "--cp-rank", "centre"), 1,
+     "option cp_rank='centre' not supported (choose from first, middle, last)"),
+    (("predict", *KDA, "--triton-cache", "hot"), 1, "--triton-cache must be one of cold, warm, got 'hot'"),
+    (("predict", *KDA, "--triton-cache", "auto"), 1, "got 'auto'; auto is validate's (a GPU run's cache: warm when a "
+                                                      "committed autotune file matches it), a prediction states which"),
+    (("validate", "--impl", "fla-kda@0.6.0", "--shapes", "1,8K,4", "--triton-cache", "hot"), 1,
+     "--triton-cache must be one of cold, warm, auto, got 'hot'"),
+    (("validate", "--plan", str(BAD / "record_peak_bytes_0.json"), "--triton-cache", "warm"), 2,
+     "--triton-cache has no effect with --plan (each of the plan file's groups sets its own)"),
 ]
 
 

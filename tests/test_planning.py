@@ -154,9 +154,10 @@ def test_formula_and_sweep_commands(tmp_path):
     r = runner.invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "32,64", "--csv", str(csv)])
     assert r.exit_code == 0, r.output
     lines = csv.read_text().splitlines()
-    assert lines[0] == ("impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,dim,peak_bytes,"
-                        "device_need_bytes,fits") and len(lines) == 1 + 3 * 2
-    assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,3.6.0,1,8192,32,128,")
+    assert lines[0] == ("impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,v_heads,dim,"
+                        "peak_bytes,device_need_bytes,fits") and len(lines) == 1 + 3 * 2
+    # v_heads: the heads' 32 (no --v-heads)
+    assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,3.6.0,1,8192,32,32,128,")
 
 
 def test_an_answer_in_an_island_of_fits_moves_below_the_failures():

@@ -107,6 +107,7 @@ def test_explain_on_the_validators_own_snapshots(tmp_path, path):
             "--heads", str(s["heads"]), "--json")
     assert r.exit_code == 0, r.output
     (result,) = json.loads(r.stdout)["results"]
+    assert json.loads(r.stdout)["warnings"] == [] == r.stderr.splitlines()     # the right model, its real process: it fits
     assert result["live_bytes"] == sum(b["bytes"] for b in dump["blocks"])
     assert result["explained_bytes"] + result["unexplained_bytes"] == result["live_bytes"]
     named = [b for b in result["blocks"] if b["match"] == "source line"]

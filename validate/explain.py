@@ -150,6 +150,17 @@ def live_blocks(snapshot: dict, at: str = "peak", where: str = "the snapshot") -
 def snapshot_blocks(path: Path, at: str = "peak") -> list[LiveBlock]:
     """``live_blocks`` of the snapshot file at ``path``; a snapshot with no live block (no segments, or none with an
     active block, and no trace that allocates) has nothing to explain: refused, naming the file."""
+    return read_blocks(path, at)[0]
+
+
+def ran_out(snapshot: dict) -> bool:
+    """Whether the snapshot's trace records an out-of-memory (PyTorch's ``oom`` event): its process failed before its
+    peak, so its live bytes fall short of a whole run's."""
+    return any(e.get("action") == "oom" for events in snapshot.get("device_traces") or [] for e in events)
+
+
+def read_blocks(path: Path, at: str = "peak") -> tuple[list[LiveBlock], bool]:
+    """(``snapshot_blocks``, ``ran_out``) of the snapshot file at ``path``."""
     snapshot = load_snapshot(path)
     blocks = live_blocks(snapshot, at, str(path))
     if not blocks:
@@ -157,7 +168,7 @@ def snapshot_blocks(path: Path, at: str = "peak") -> list[LiveBlock]:
         segments = len(snapshot["segments"])
         raise LivebytesError(f"{path}: no live block {where} ({segments} segment{'' if segments == 1 else 's'}): nothing "
                              "to explain; dump the snapshot at the peak or at an out-of-memory")
-    return blocks
+    return blocks, ran_out(snapshot)
 
 
 @dataclass(frozen=True)
@@ -209,3 +220,180 @@ def explain(model, shape, blocks: list[LiveBlock]) -> list[Explained]:
                 found[i] = (name, level)
                 unused.discard(name)
     return [Explained(b, *found.get(i, (None, None))) for i, b in enumerate(blocks)]
+
+
+# ---------------------------------------------------------------------------------------------- does it fit?
+# Whether the snapshot is this model at this shape, read from the data alone: the bytes live at the snapshot's peak
+# against the model's requested peak (a lower bound of any process that ran it there), how the blocks were matched, and
+# the shapes whose model explains more of the same blocks.
+
+@dataclass(frozen=True)
+class Fit:
+    """How a snapshot's live blocks meet a model at a shape."""
+    live_bytes: int               # the blocks' bytes
+    explained_bytes: int          # the bytes of the blocks named by a buffer
+    peak_request_bytes: int       # the model's peak of requested bytes, steady call (``engine.requested_peak``)
+    frame_matches: int            # blocks matched by a source line or a function the model cites
+    size_matched_bytes: int       # explained bytes matched by size alone
+    framed: bool                  # whether any live block carries frames
+
+
+def fit_of(model, shape, explained: list[Explained]) -> Fit:
+    from livebytes.estimator.engine import requested_peak
+    named = [e for e in explained if e.buffer is not None]
+    return Fit(sum(e.block.size for e in explained), sum(e.block.size for e in named), requested_peak(model, shape),
+               sum(e.match != "size" for e in named), sum(e.block.size for e in named if e.match == "size"),
+               any(e.block.frames for e in explained))
+
+
+# one varied at a time, the others as asked ("heads" keeps the value-head ratio; "heads+v_heads": both set, no GVA)
+SEARCH_FIELDS = ("seq", "mbs", "heads", "dim", "v_heads", "heads+v_heads")
+# The search solves each of the model's SEARCH_ALLOCATIONS largest allocations at its peak for the SEARCH_SIZES
+# largest distinct unexplained block sizes: a tensor of the true shape that scales with it is among the largest blocks.
+# The two bound the work (2 x 16 sizes x 5 fields x 41 bisection steps: ~6,600 evaluations of the request sizes),
+# they fit nothing: a shape they miss is a suggestion missed, never a wrong one (every candidate is judged whole).
+SEARCH_ALLOCATIONS = 2
+SEARCH_SIZES = 16
+SEARCH_LIMIT = 1 << 40           # planning's: no size of a tensor dimension goes beyond
+
+
+def with_field(shape, field: str, value: int):
+    """``shape`` with one size changed; heads keep their value-head ratio (grouped value attention's code path)."""
+    from dataclasses import replace
+    if field == "heads" and shape.v_heads is not None:
+        return replace(shape, heads=value, v_heads=value * (shape.v_heads // shape.heads))
+    if field == "heads+v_heads":
+        return replace(shape, heads=value, v_heads=None)
+    return replace(shape, **{field: value})
+
+
+def _request_at(model, shape, field: str, name: str):
+    """value -> the request of allocation ``name`` at ``shape`` with ``field`` set to it (None: no such shape)."""
+    def at(value: int) -> int | None:
+        try:
+            return request_sizes(model, with_field(shape, field, value))[name]
+        except LivebytesError:          # value heads not a multiple of heads
+            return None
+    return at
+
+
+def solve(request_at, size: int) -> int | None:
+    """The smallest value whose request is ``size`` (or rounds to it), by bisection on a request that grows with the
+    value (every byte formula does); None when no value gives it."""
+    lo, hi = 1, SEARCH_LIMIT
+    first, last = request_at(lo), request_at(hi)
+    if first is None or last is None or first == last or not first <= size <= round_size(last):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        r = request_at(mid)
+        if r is None:
+            return None
+        if round_size(r) < size:
+            lo = mid + 1
+        else:
+            hi = mid
+    for value in (lo, lo + 1):           # the rounded size can reach ``size`` one value before the request does
+        r = request_at(value)
+        if r is not None and size in (r, round_size(r)):
+            return value
+    return None
+
+
+def candidate_shapes(model, shape, explained: list[Explained]) -> list:
+    """Shapes one size away from ``shape`` at which one of the model's largest allocations at its peak is one of the
+    largest blocks (``SEARCH_ALLOCATIONS``, ``SEARCH_SIZES``; explained ones too: at a wrong shape another allocation
+    may have taken the block by its size), in the order found, each once."""
+    from livebytes.estimator.engine import predict
+    requests = request_sizes(model, shape)
+    peak = predict(model, shape).at_peak
+    names = sorted({b.carved_from or b.name for b, n in peak if n}, key=lambda name: -requests[name])[:SEARCH_ALLOCATIONS]
+    sizes = sorted({s for e in explained for s in (e.block.size, e.block.requested) if s}, reverse=True)[:SEARCH_SIZES]
+    fields = [f for f in SEARCH_FIELDS if (f != "v_heads" or _takes_gva(model)) and (f != "heads+v_heads" or shape.v_heads)]
+    found = {}
+    for field in fields:
+        for name in names:
+            at = _request_at(model, shape, field, name)
+            for size in sizes:
+                value = solve(at, size)
+                if value is not None and with_field(shape, field, value) != shape:
+                    found.setdefault(with_field(shape, field, value), None)
+    return list(found)
+
+
+def _takes_gva(model) -> bool:
+    from livebytes.estimator.registry import spec
+    return "gva" in spec(model.key).options
+
+
+def _bound(model, shape, sizes: set[int]) -> int:
+    """The most bytes ``model`` at ``shape`` can explain of blocks of these ``sizes``: each allocation whose request, or
+    request rounded to blocks, is one of them, at its rounded size (a block is one or the other)."""
+    return sum(round_size(r) for r in request_sizes(model, shape).values() if r and (r in sizes or round_size(r) in sizes))
+
+
+def best_shape(model_at, shape, blocks: list[LiveBlock], explained: list[Explained], fit: Fit):
+    """(shape, its explanation, its fit) of the candidate (``candidate_shapes``) whose model (``model_at(shape)``; a shape
+    it refuses is skipped) explains the most bytes, more than ``fit``'s and with a requested peak the live bytes hold;
+    None when no candidate does. Candidates are judged largest ``_bound`` first and no further than a bound that cannot
+    beat the best so far, so each whole explanation (linear in the blocks) runs for few."""
+    sizes = {s for b in blocks for s in (b.size, b.requested) if s}
+    scored = []
+    for candidate in candidate_shapes(model_at(shape), shape, explained):
+        try:
+            m = model_at(candidate)
+        except LivebytesError:
+            continue
+        scored.append((_bound(m, candidate, sizes), candidate, m))
+    best, best_bytes = None, fit.explained_bytes
+    for bound, candidate, m in sorted(scored, key=lambda t: -t[0]):
+        if bound <= best_bytes:
+            break
+        done = explain(m, candidate, blocks)
+        f = fit_of(m, candidate, done)
+        if f.explained_bytes > best_bytes and f.peak_request_bytes <= f.live_bytes:
+            best, best_bytes = (candidate, done, f), f.explained_bytes
+    return best
+
+
+def _flags(asked, shape) -> str:
+    """The flags that turn ``asked`` into ``shape``."""
+    from livebytes.estimator.shapes import format_tokens
+    flags = {"seq": "--seq", "mbs": "--mbs", "heads": "--heads", "dim": "--dim", "v_heads": "--v-heads"}
+    changed = [(flag, getattr(shape, f)) for f, flag in flags.items() if getattr(shape, f) != getattr(asked, f)]
+    return " ".join(f"without {flag}" if v is None else f"{flag} {format_tokens(v) if flag == '--seq' else v}"
+                    for flag, v in changed)
+
+
+def short_of_peak(fit: Fit, at: str, failed: bool) -> bool:
+    """The blocks at the snapshot's peak hold fewer bytes than the model requests at its own: no run of it at this shape
+    peaked there. Not asked of the segments as dumped (``at`` snapshot) nor of a run that ran out of memory (``failed``:
+    it stopped before its peak)."""
+    return at == "peak" and not failed and fit.live_bytes < fit.peak_request_bytes
+
+
+def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None) -> list[str]:
+    """The warnings of an explanation that does not fit (each one line): the live bytes below what the model requests at
+    its peak (``short``: ``short_of_peak``), nothing explained, every match by size alone, and the shape that explains
+    more (``best_shape``'s), or, after one of the others, that none one size away does. Some blocks matched by size
+    alone beside others a frame names is no warning: the validator's own H200 dump of cudnn-kda-hopper-cuda@1.32.0
+    matches its 2.52 GB workspace so, the frames naming the workspace helper, not the carved regions' sources."""
+    out = []
+    here = f"{key} at {shape.label()}"
+    if short:
+        out.append(f"the snapshot holds {fit.live_bytes:,} B live at its peak, fewer than {here} requests at its own "
+                   f"peak ({fit.peak_request_bytes:,} B): it is not this shape's peak")
+    if fit.explained_bytes == 0:
+        out.append(f"no live block is one of {here}'s allocations")
+    elif fit.frame_matches == 0:
+        why = ("no frame of the blocks names a source it cites" if fit.framed else "the snapshot records no frames")
+        out.append(f"{here} explains {fit.explained_bytes:,} B by size alone ({why}): another implementation or shape "
+                   "with tensors of these sizes would match as well")
+    if better is not None:
+        candidate, _, f = better
+        whole = "all" if f.explained_bytes == fit.live_bytes else f"{f.explained_bytes:,} of the"
+        out.append(f"{key} at {candidate.label()} explains {whole} {fit.live_bytes:,} live B ({fit.explained_bytes:,} B "
+                   f"at the shape asked): the snapshot fits {_flags(shape, candidate)}")
+    elif out:
+        out.append("no shape one of --seq, --mbs, --heads, --dim, --v-heads away explains more of it: another model?")
+    return out

@@ -253,11 +253,18 @@ def not_checkable_here(path: Path) -> str | None:
     return untraceable_here(read(path)["config"].get("model_type"))
 
 
-def check_all(source: str | Path = MODEL_RECORDS_DIR) -> tuple[list[FigureCheck], list[tuple[str, str]]]:
-    """Every figure of every record this environment can trace, and (record, why) for those it cannot."""
+def check_all(source: str | Path = MODEL_RECORDS_DIR, progress=None) -> tuple[list[FigureCheck], list[tuple[str, str]]]:
+    """Every figure of every record this environment can trace, and (record, why) for those it cannot. ``progress(done,
+    total, note)``: told after each record checked (a config's first use traces it: a minute)."""
     files = record_files(source)
     if not files:
         raise LivebytesError(f"no {KIND} records in {show(str(source))}")
     skipped = [(f.name, why) for f in files if (why := not_checkable_here(f))]
     names = {n for n, _ in skipped}
-    return [c for f in files if f.name not in names for c in check(f)], skipped
+    checkable = [f for f in files if f.name not in names]
+    checks: list[FigureCheck] = []
+    for n, f in enumerate(checkable, 1):
+        checks += check(f)
+        if progress:
+            progress(n, len(checkable), f.name)
+    return checks, skipped

@@ -1,0 +1,190 @@
+"""Issue 34, point 4: feedback. A long step shows a progress bar on a terminal's stderr (never elsewhere, never with
+--json); explain warns when the snapshot does not fit the asked model or shape and names the shape that does; a
+snapshot of a shape that runs out of memory ends with PyTorch's ``oom`` trace event at the failing request."""
+import json
+import pickle
+
+import pytest
+from typer.testing import CliRunner
+
+from livebytes import calls
+from livebytes.cli.app import app
+from livebytes.estimator.shapes import Shape
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def document(*args: str) -> dict:
+    r = run(*args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+# ------------------------------------------------------------------------------ progress
+
+def test_plan_tells_its_progress_of_each_value_it_tries():
+    told = []
+    plan = calls.plan_at(["fla-kda@0.6.0"], Shape(1, 8192, 96), "seq", progress=lambda *step: told.append(step))
+    (answer,) = plan.results
+    assert [done for done, _, _ in told] == list(range(1, len(told) + 1))       # one step per value tried, counted
+    assert {total for _, total, _ in told} == {None}                            # a search: no total
+    notes = {note for _, _, note in told}
+    assert {f"fla-kda@0.6.0: seq {answer.value:,}", f"fla-kda@0.6.0: seq {answer.next_value:,}"} <= notes
+
+
+def test_sweep_tells_its_progress_of_each_point():
+    told = []
+    grid = calls.Grid([1], [8192, 16384], [16, 32], [128])
+    calls.sweep_at(["fla-kda@0.6.0", "fla-gdn@0.6.0"], grid, progress=lambda *step: told.append(step))
+    # 2 models x 2 sequences x 2 head counts = 8 points, each told once with the total
+    assert [(done, total) for done, total, _ in told] == [(n, 8) for n in range(1, 9)]
+    assert told[0][2] == "fla-kda@0.6.0 at MBS 1 x 8K, H16, D128"
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Every rich console reports a terminal (as a user's shell would give stderr)."""
+    from rich.console import Console
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+
+
+PLAN = ("plan", "--impl", "fla-kda@0.6.0", "--heads", "8")
+
+
+def test_a_terminal_sees_the_bar_on_stderr(terminal):
+    r = run(*PLAN)
+    assert r.exit_code == 0, r.output
+    assert "plan: the largest seq" in r.stderr and "plan: the largest seq" not in r.stdout
+
+
+def test_json_never_shows_the_bar_even_on_a_terminal(terminal):
+    r = run(*PLAN, "--json")
+    assert r.exit_code == 0 and r.stderr == "" and json.loads(r.stdout)["command"] == "plan"
+
+
+def test_no_terminal_no_bar():
+    r = run(*PLAN)
+    assert r.exit_code == 0 and r.stderr == ""
+
+
+# ------------------------------------------------------------------------------ explain: does the snapshot fit?
+
+KDA_8K = ("--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "8")
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory):
+    """The predicted process of fla-kda@0.6.0 at 8K tokens, 8 heads, at its peak (timeline --out)."""
+    target = tmp_path_factory.mktemp("explain") / "kda_8k_h8.pickle"
+    r = run("timeline", *KDA_8K, "--out", str(target))
+    assert r.exit_code == 0, r.output
+    return str(target)
+
+
+def explained(snapshot: str, *flags: str) -> tuple[dict, list[str]]:
+    """(the --json result, the warnings it carries), the warnings those stderr printed."""
+    r = run("explain", snapshot, *flags, "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert r.stderr.splitlines() == [f"warning: {w}" for w in data["warnings"]]
+    return data["results"][0], data["warnings"]
+
+
+def test_the_right_model_and_shape_warn_of_nothing(snapshot):
+    result, warnings = explained(snapshot, *KDA_8K)
+    assert result["unexplained_bytes"] == 0 and warnings == []
+
+
+@pytest.mark.parametrize("flags,fits", [
+    (("--seq", "4K", "--heads", "8"), "--seq 8K"),          # too short: the search solves the sequence back
+    (("--seq", "8K", "--heads", "4"), "--heads 8"),
+    (("--seq", "8K", "--heads", "8", "--dim", "64"), "--dim 128"),
+    (("--seq", "4K", "--heads", "8", "--mbs", "2"), None),  # two sizes off: no shape one size away explains it all
+])
+def test_a_wrong_shape_warns_and_names_the_shape_that_fits(snapshot, flags, fits):
+    whole, _ = explained(snapshot, *KDA_8K)
+    result, warnings = explained(snapshot, "--impl", "fla-kda@0.6.0", *flags)
+    assert result["unexplained_bytes"] > 0 and warnings
+    if fits:
+        assert warnings[-1].startswith(f"fla-kda@0.6.0 at MBS 1 x 8K, H8, D128 explains all {whole['live_bytes']:,} live "
+                                       f"B ({result['explained_bytes']:,} B at the shape asked)")
+        assert warnings[-1].endswith(f"the snapshot fits {fits}")
+    else:
+        assert "explains all" not in " ".join(warnings)
+
+
+def test_a_shape_larger_than_the_snapshot_says_its_peak_is_not_held(snapshot):
+    """At 16K every tensor that scales with the tokens doubles: the model's requested peak passes the bytes live at the
+    snapshot's peak, which no run of it at 16K can do."""
+    result, warnings = explained(snapshot, "--impl", "fla-kda@0.6.0", "--seq", "16K", "--heads", "8")
+    from livebytes.estimator.engine import requested_peak
+    from livebytes.estimator.registry import get_model
+    need = requested_peak(get_model("fla-kda@0.6.0"), Shape(1, 16384, 8))
+    assert result["live_bytes"] < need
+    assert warnings[0] == (f"the snapshot holds {result['live_bytes']:,} B live at its peak, fewer than fla-kda@0.6.0 at "
+                           f"MBS 1 x 16K, H8, D128 requests at its own peak ({need:,} B): it is not this shape's peak")
+    assert warnings[-1].endswith("the snapshot fits --seq 8K")
+
+
+def test_a_model_whose_sources_no_frame_names_warns_its_matches_are_by_size_alone(snapshot):
+    result, warnings = explained(snapshot, "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "8")
+    assert result["explained_bytes"] > 0 and {b["match"] for b in result["blocks"] if b["buffer"]} == {"size"}
+    assert warnings[0] == (f"cudnn-kda-hopper-cuda@1.32.0 at MBS 1 x 8K, H8, D128 explains {result['explained_bytes']:,} B "
+                           "by size alone (no frame of the blocks names a source it cites): another implementation or "
+                           "shape with tensors of these sizes would match as well")
+
+
+# The right model on its real process warns of nothing: tests/test_snapshot.py's explain of the validator's own H200
+# dumps (a 2.52 GB workspace block matched by size alone beside blocks their frames name included).
+
+
+# ------------------------------------------------------------------------------ the out-of-memory snapshot
+
+OOM = ("--impl", "fla-kda@0.6.0", "--seq", "1M", "--heads", "96")
+
+
+@pytest.fixture(scope="module")
+def oom_snapshot(tmp_path_factory):
+    target = tmp_path_factory.mktemp("oom") / "kda_1m_h96.pickle"
+    r = run("timeline", *OOM, "--out", str(target))
+    assert r.exit_code == 0, r.output
+    assert r.stdout == (f"wrote {target} (torch.cuda.memory._snapshot() of the predicted process at the failing request: "
+                        "out of memory at fwd.l2norm_q allocating q_normed)\n")
+    return target
+
+
+def test_an_out_of_memory_snapshot_ends_with_pytorchs_oom_event(oom_snapshot):
+    """torch/csrc/cuda/memory_snapshot.cpp writes TraceEntry::OOM as {action: oom, device_free, size}, no addr."""
+    snap = pickle.loads(oom_snapshot.read_bytes())
+    (p,) = document("predict", *OOM)["results"]
+    o = p["oom"]
+    events = snap["device_traces"][0]
+    assert [e["action"] for e in events].count("oom") == 1 and events[-1]["action"] == "oom"
+    last = events[-1]
+    assert "addr" not in last and last["stream"] == 0
+    # q_normed, bf16 [T, H, K]: 2^20 tokens x 96 heads x 128 x 2 B = 25,769,803,776 B (a multiple of 512: not rounded)
+    assert last["size"] == o["request_bytes"] == 2**20 * 96 * 128 * 2
+    assert last["device_free"] == o["free_bytes"]
+    assert last["frames"][-1]["name"] == "fwd.l2norm_q (q_normed, call 1)"
+    # the segments are the allocator's at the failure: what PyTorch's message calls reserved, within the device
+    reserved = sum(s["total_size"] for s in snap["segments"])
+    assert reserved == o["reserved_bytes"] and reserved + last["device_free"] <= p["device_memory"]["total_bytes"]
+    assert snap["livebytes"]["oom"] == o
+
+
+def test_pytorchs_reader_shows_the_failure(oom_snapshot):
+    memory_viz = pytest.importorskip("torch.cuda._memory_viz")
+    text = memory_viz.trace(pickle.loads(oom_snapshot.read_bytes()))
+    assert "raise OutOfMemoryError # 24.0GiB requested, " in text
+
+
+def test_a_snapshot_that_fits_has_no_oom_event(snapshot):
+    with open(snapshot, "rb") as f:
+        assert all(e["action"] != "oom" for e in pickle.load(f)["device_traces"][0])
+
+
+def test_explain_of_an_out_of_memory_snapshot_does_not_ask_for_the_peak_it_never_reached(oom_snapshot):
+    result, warnings = explained(str(oom_snapshot), *OOM)
+    assert result["unexplained_bytes"] == 0 and warnings == []
