@@ -137,17 +137,21 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
     near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
     autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple`` and ``model_at`` as
-    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s; ``on_try``: ``largest_fitting``'s."""
+    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s; ``on_try``: ``largest_fitting``'s (told in this
+    process, also of the values its workers try)."""
     at = _tried(_checked(shape, solve, refuse, multiple), solve, on_try)
 
     def run(v: int) -> Verdict:
         s = at(v)
         return verdict(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens=tuned_at_tokens,
                        triton=triton)
+    checked = _checked(shape, solve, refuse, multiple)      # untold: a worker's tries are told here, in this process
+
     def fits_at(v: int) -> bool:
-        s = at(v)
+        s = checked(v)
         return fits(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens, triton)
-    with Verdicts(fits_at, worker_count()) as ok:
+    told = None if on_try is None else (lambda v: on_try(v * multiple))
+    with Verdicts(fits_at, worker_count(), told) as ok:
         value = _clean_below(ok, _largest_value(ok, solve))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),
@@ -170,9 +174,9 @@ class Verdicts:
     is a prefix of what a sequential scan evaluates, extended past its first failure only by values above that failure
     (never inside a later, lower band). A context manager: the workers stop at its end."""
 
-    def __init__(self, ok, workers: int = 1):
+    def __init__(self, ok, workers: int = 1, told=None):
         from .parallel import Evaluator
-        self.ok, self.workers, self.known = ok, workers, {}
+        self.ok, self.workers, self.known, self.told = ok, workers, {}, told
         self._evaluator = Evaluator(ok, workers)
 
     def __enter__(self):
@@ -183,11 +187,17 @@ class Verdicts:
 
     def __call__(self, v: int) -> bool:
         if v not in self.known:
+            self._tell([v])
             self.known[v] = self.ok(v)
         return self.known[v]
 
+    def _tell(self, values: list[int]) -> None:
+        for v in values if self.told is not None else ():
+            self.told(v)
+
     def many(self, values: list[int]) -> list[bool]:
         todo = [v for v in values if v not in self.known]
+        self._tell(todo)
         self.known.update(zip(todo, self._evaluator.map(todo)))
         return [self.known[v] for v in values]
 
