@@ -236,3 +236,17 @@ def test_a_checkpointed_recompute_runs_under_the_forwards_autocast():
         y.backward()
     phases = [a["phase"] for a in _allocs(rec, "autocast.linear.cached") if a["shape"] == [256, 128]]
     assert phases == ["forward", "backward"]
+
+
+def test_outputs_come_back_in_fp32_as_accelerate_converts_them():
+    """accelerate's ``convert_to_fp32`` after the region: a bf16 tensor (an unfused loss's logits) is copied to fp32,
+    an fp32 one (the loss) is kept as it is, in a ModelOutput, a tuple or a list alike."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    from livebytes.tracer.step import fp32_outputs
+    loss, logits = torch.empty((), device="meta"), torch.empty(2, 8, 1000, device="meta", dtype=BF16)
+    out = fp32_outputs(CausalLMOutputWithPast(loss=loss, logits=logits))
+    assert type(out) is CausalLMOutputWithPast and out.loss is loss and out.logits.dtype == torch.float32
+    assert out.past_key_values is None
+    a, (b,) = fp32_outputs((logits, [logits]))
+    assert a.dtype == b.dtype == torch.float32

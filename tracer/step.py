@@ -14,8 +14,8 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
   under ``torch.autocast("cuda", dtype=torch.bfloat16)`` (accelerate's autocast, HF Trainer's ``bf16=True``), whose
   exit drops autocast's weight cache; backward, ``optimizer.step()`` and ``zero_grad`` run outside it. torch's autocast
   does not act on meta tensors: ``autocast`` emulates its CUDA kernels at their dispatch key (casts recorded by
-  autograd, the weight cache as torch keeps it). Not run: accelerate's ``convert_outputs_to_fp32`` of the outputs
-  (the loss a scalar).
+  autograd, the weight cache as torch keeps it). After the region, accelerate's ``convert_to_fp32`` of the outputs
+  (``fp32_outputs``: the fp16/bf16 tensors, e.g. an unfused loss's logits, copied to fp32; the outputs die with it).
 - Optimizers with their CUDA defaults: AdamW(lr 1e-3, weight_decay 0.01, foreach: what ``_default_to_fused_or_foreach``
   picks for CUDA tensors; on meta tensors it would pick the per-tensor loop, so foreach is passed), SGD (no momentum:
   no state), or none.
@@ -107,11 +107,41 @@ def forward_region(precision: str):
     return torch.autocast("cuda", dtype=torch.bfloat16) if precision == "fp32-amp" else contextlib.nullcontext()
 
 
+def fp32_outputs(data):
+    """accelerate's ``convert_to_fp32`` with its ``recursively_apply`` (accelerate/utils/operations.py), which
+    ``ConvertOutputsToFp32`` applies to the autocast forward's outputs under mixed precision: every fp16/bf16 tensor in
+    tuples, lists and mappings (a ModelOutput) becomes ``tensor.float()``, anything else is kept."""
+    from collections.abc import Mapping
+
+    import torch
+    if isinstance(data, (tuple, list)):
+        items = [fp32_outputs(o) for o in data]
+        return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)     # accelerate's honor_type
+    if isinstance(data, Mapping):
+        return type(data)({k: fp32_outputs(v) for k, v in data.items()})
+    if hasattr(data, "dtype") and data.dtype in (torch.float16, torch.bfloat16):
+        return data.float()
+    return data
+
+
+def autocast_forward(model, inputs: dict):
+    """accelerate's autocast forward: ``model(**batch)`` in the region (its exit drops autocast's weight cache)."""
+    with forward_region("fp32-amp"):
+        return model(**inputs)
+
+
+def step_loss(model, inputs: dict, precision: str):
+    """The loss of one forward: ``model(**batch).loss`` (its other outputs die at once, as in HF's Trainer); fp32-amp:
+    ``ConvertOutputsToFp32(autocast(forward))`` as accelerate wraps it: the region's outputs die once converted."""
+    if precision != "fp32-amp":
+        return model(**inputs).loss
+    return fp32_outputs(autocast_forward(model, inputs)).loss
+
+
 def run_steps(model, optimizer, inputs: dict, steps: int, rec, precision: str = "bf16") -> None:
     for step in range(steps):
         rec.mark("forward", step)
-        with forward_region(precision):
-            loss = model(**inputs).loss
+        loss = step_loss(model, inputs, precision)
         rec.mark("backward", step)
         loss.backward()
         del loss

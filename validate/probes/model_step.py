@@ -6,9 +6,10 @@ warm, ``--state`` labels it). The model is built from an HF config on the CPU (f
 (``Module._apply``'s order); the batch is ``input_ids`` and ``labels`` [B, S] int64 (``--packed``: [1, B*S] and
 ``cu_seqlens`` [B + 1] int64); the optimizer is AdamW (lr 1e-3, its CUDA defaults: foreach), SGD or none;
 ``--checkpoint`` calls ``gradient_checkpointing_enable()``. Then ``--steps`` steps, each with the peaks reset before
-it: ``loss = model(**batch).loss; loss.backward(); del loss; opt.step(); opt.zero_grad(set_to_none=True)``, the
-forward under ``torch.autocast("cuda", dtype=torch.bfloat16)`` for fp32-amp (as HF Trainer's ``bf16=True`` runs it
-through accelerate; ``livebytes.tracer.step`` traces the same region).
+it: ``loss = model(**batch).loss; loss.backward(); del loss; opt.step(); opt.zero_grad(set_to_none=True)``; for
+fp32-amp the forward runs under ``torch.autocast("cuda", dtype=torch.bfloat16)`` and its outputs go through
+accelerate's ``convert_to_fp32`` after it (as HF Trainer's ``bf16=True`` runs it through accelerate;
+``livebytes.tracer.step`` traces the same).
 
 Every step is appended to ``OUT/<tag>.jsonl`` as soon as it ends (max_memory_allocated, max_memory_reserved,
 requested_bytes peak, what is allocated and reserved after it, the process's own non-PyTorch bytes from NVML by pid
@@ -119,18 +120,39 @@ def optimizer(name: str, model):
     return None
 
 
-def forward_region(precision: str):
-    """fp32-amp: the forward and loss under ``torch.autocast("cuda", dtype=torch.bfloat16)`` (its exit drops the
-    weight cache); backward and the optimizer outside it."""
-    import contextlib
+def fp32_outputs(data):
+    """accelerate's ``convert_to_fp32`` (accelerate/utils/operations.py): every fp16/bf16 tensor in tuples, lists and
+    mappings (a ModelOutput) becomes ``tensor.float()``; ``livebytes.tracer.step.fp32_outputs`` is the same."""
+    from collections.abc import Mapping
 
     import torch
-    return torch.autocast("cuda", dtype=torch.bfloat16) if precision == "fp32-amp" else contextlib.nullcontext()
+    if isinstance(data, (tuple, list)):
+        items = [fp32_outputs(o) for o in data]
+        return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)
+    if isinstance(data, Mapping):
+        return type(data)({k: fp32_outputs(v) for k, v in data.items()})
+    if hasattr(data, "dtype") and data.dtype in (torch.float16, torch.bfloat16):
+        return data.float()
+    return data
+
+
+def autocast_forward(model, inputs: dict):
+    """The forward and loss under ``torch.autocast("cuda", dtype=torch.bfloat16)`` (its exit drops the weight cache)."""
+    import torch
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        return model(**inputs)
+
+
+def step_loss(model, inputs: dict, precision: str):
+    """bf16: ``model(**batch).loss``. fp32-amp: ``ConvertOutputsToFp32(autocast(forward))`` as accelerate wraps the
+    forward for HF Trainer's ``bf16=True``; backward and the optimizer run outside the region."""
+    if precision != "fp32-amp":
+        return model(**inputs).loss
+    return fp32_outputs(autocast_forward(model, inputs)).loss
 
 
 def step(model, opt, inputs: dict, precision: str = "bf16") -> None:
-    with forward_region(precision):
-        loss = model(**inputs).loss
+    loss = step_loss(model, inputs, precision)
     loss.backward()
     del loss
     if opt is not None:
