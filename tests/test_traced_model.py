@@ -152,6 +152,28 @@ def test_fp32_amp_holds_a_bf16_copy_of_every_linear_weight_through_the_forward(t
     assert all(b.allocated_at.startswith("for.") and b.name in live for b in copies)
 
 
+@pytest.mark.parametrize("options, variant, readable", [
+    ({"precision": "bf16"}, "-", "fla-kda-model"),
+    ({"precision": "bf16", "packed": True}, "packed", "fla-kda-model (packed sequences)"),
+    ({"precision": "fp32-amp"}, "-+fp32-amp", "fla-kda-model (fp32-amp)"),
+    ({"precision": "fp32-amp", "packed": True}, "packed+fp32-amp", "fla-kda-model (packed sequences, fp32-amp)"),
+])
+def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
+    """fp32 tensors reach the kernels: other specialisations, other modules than the bf16 process's records hold."""
+    from livebytes.estimator.process import _readable, case_variant
+    assert case_variant(options) == variant
+    assert _readable(f"fla-kda-model:{variant}") == readable
+
+
+def test_fp32_amp_process_memory_names_what_it_borrows():
+    """No fp32-amp process is measured yet (run 27): its modules are the family's figure and its stack limit the bf16
+    case's, each named as assumed."""
+    from livebytes.estimator.process import process_memory
+    pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
+    assert pm.modules.status.startswith("assumed: not measured at fla-kda-model (fp32-amp) D64 H2/HV2")
+    assert pm.stack.status.startswith("assumed: fp32-amp's process not measured, the bf16 one's limit")
+
+
 def test_fp32_amp_costs_more_than_bf16(tiny_config):
     """The same step with fp32 parameters, gradients and states and the bf16 copies: a higher peak than bf16."""
     peaks = {}
