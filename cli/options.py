@@ -29,8 +29,8 @@ Model = typer.Option(None, "--model", metavar="CONFIG.json",
 Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
                          help="--model only: torch.optim.AdamW (default, its CUDA defaults: foreach), SGD or none")
 Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
-                         help="--model only: bf16 parameters (default); fp32-amp (fp32 parameters under bf16 autocast) "
-                              "is refused: not traced")
+                         help="--model only: bf16 parameters (default); fp32-amp: fp32 parameters, gradients and "
+                              "AdamW states, the forward and loss under CUDA bf16 autocast (HF Trainer's bf16=True)")
 Packed = typer.Option(False, "--packed", help="--model only: the --mbs sequences packed into one row with cu_seqlens "
                                               "(FLA's varlen path) instead of a batch of --mbs rows")
 Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: a batch of "

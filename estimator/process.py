@@ -144,8 +144,11 @@ def _library(device_entry: dict, model_key: str, triton: str | None = None) -> t
 
 def case_variant(options: dict) -> str:
     """The code a case runs beside its shape: a kernel's contract, or a whole model's packed sequences (``cu_seqlens``
-    makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -."""
-    return options.get("contract") or ("packed" if options.get("packed") else "-")
+    makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -;
+    a whole model in fp32-amp adds ``+fp32-amp`` (fp32 activations and weights reach its kernels: other dtype
+    specialisations, other modules, not measured as the bf16 ones)."""
+    base = options.get("contract") or ("packed" if options.get("packed") else "-")
+    return f"{base}+fp32-amp" if options.get("precision") == "fp32-amp" else base
 
 
 def _case_key(prefix: str, shape) -> str:
@@ -195,11 +198,12 @@ def _case_text(case: str) -> str:
 
 def _readable(prefix: str) -> str:
     """``fla-kda:report`` -> ``fla-kda (report contract)``; ``fla-gdn:-`` -> ``fla-gdn``; ``fla-kda-model:packed`` ->
-    ``fla-kda-model (packed sequences)``."""
-    family, contract = prefix.split(":")
-    if contract == "packed":
-        return f"{family} (packed sequences)"
-    return family if contract == "-" else f"{family} ({contract} contract)"
+    ``fla-kda-model (packed sequences)``; ``fla-kda-model:-+fp32-amp`` -> ``fla-kda-model (fp32-amp)``."""
+    family, variant = prefix.split(":")
+    contract, amp = variant.removesuffix("+fp32-amp"), variant.endswith("+fp32-amp")
+    what = [] if contract == "-" else ["packed sequences" if contract == "packed" else f"{contract} contract"]
+    what += ["fp32-amp"] if amp else []
+    return f"{family} ({', '.join(what)})" if what else family
 
 
 def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
@@ -210,9 +214,14 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     shrink as the length grows (Triton compiles an int64 specialisation once an integer argument reaches 2**31, which
     is what the records show: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
     of 16 or not; not proved for every kernel). Above the longest, or at a case not measured, the family's largest
-    measured limit is taken, named as assumed (frames are not monotonic in the head count)."""
+    measured limit is taken, named as assumed (frames are not monotonic in the head count). An fp32-amp case never
+    measured takes its bf16 case's answer, named as assumed."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
+    if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: the bf16 one's, named
+        bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state)
+        return None if bf16 is None else (bf16[0], f"assumed: fp32-amp's process not measured, the bf16 one's limit "
+                                                   f"({bf16[1]})", bf16[2])
     if not family:
         return None
     tokens = shape.mbs * shape.seq

@@ -39,20 +39,30 @@ def tiny_config(tmp_path_factory) -> Path:
     return path
 
 
-def tiny_model(**fields):
-    key, options = options_for(canonical_config(dict(TINY)))
+def tiny_model(precision: str = "bf16", **fields):
+    key, options = options_for(canonical_config(dict(TINY)), precision=precision)
     return get_model(key, H200, **options, **fields)
+
+
+def counted_by_transformers(config_path, what: str) -> int:
+    """An element count of the config's model as transformers builds it (a second process, on the meta device):
+    ``what`` is an expression of the model ``m``."""
+    code = ("import json, sys, torch, fla; from transformers import AutoConfig, AutoModelForCausalLM\n"
+            "cfg = AutoConfig.for_model(**json.load(open(sys.argv[1])))\n"
+            "with torch.device('meta'): m = AutoModelForCausalLM.from_config(cfg)\n"
+            f"print({what})")
+    return int(subprocess.run([sys.executable, "-c", code, str(config_path)], capture_output=True, text=True,
+                              check=True).stdout.split()[-1])
+
+
+PARAMETERS = "sum(p.numel() for p in m.parameters())"
+LINEARS = "sum(p.numel() for x in m.modules() if isinstance(x, torch.nn.Linear) for p in x.parameters())"
 
 
 def test_parameters_are_the_models_own(tiny_config):
     """The harness's parameter allocations are the bf16 parameters transformers builds for the config: numel x 2 B,
     counted by transformers itself (a second process, the model on the meta device)."""
-    code = ("import json, sys, torch, fla; from transformers import AutoConfig, AutoModelForCausalLM\n"
-            "cfg = AutoConfig.for_model(**json.load(open(sys.argv[1])))\n"
-            "with torch.device('meta'): m = AutoModelForCausalLM.from_config(cfg)\n"
-            "print(sum(p.numel() for p in m.parameters()))")
-    numel = int(subprocess.run([sys.executable, "-c", code, str(tiny_config)], capture_output=True, text=True,
-                               check=True).stdout.split()[-1])
+    numel = counted_by_transformers(tiny_config, PARAMETERS)
     model = tiny_model()
     p = predict(model, Shape(1, 1024, 2, 64))
     params = sum(n for b, n in zip(model.buffers, p.buffer_bytes) if b.group is Group.PARAMETERS)
@@ -102,6 +112,76 @@ def test_depth_is_three_layers_expanded():
 def evaluate_bytes(buffer) -> int:
     from livebytes.estimator.engine import evaluate
     return evaluate(buffer.nbytes, Shape(1, 1024, 2, 64))
+
+
+# ------------------------------------------------------------------------------------------- fp32-amp
+
+def test_fp32_amp_keeps_parameters_gradients_and_states_in_fp32(tiny_config):
+    """fp32-amp: the parameters are fp32, 4 B each (TINY: per layer 772,930, plus the embedding and the head 256,000
+    each and the final norm 256: 2,058,116 parameters, 8,232,464 B), every gradient the optimizer reads is fp32, and
+    AdamW's two states are twice the parameters, block for block."""
+    numel = counted_by_transformers(tiny_config, PARAMETERS)
+    assert numel == 2 * 772_930 + 2 * 256_000 + 256
+    model = tiny_model("fp32-amp")
+    live = {b.name: n for b, n in zip(model.buffers, predict(model, Shape(1, 1024, 2, 64)).buffer_bytes)}
+    params = [b for b in model.buffers if b.group is Group.PARAMETERS]
+    assert {b.note.split()[0] for b in params} == {"float32"}
+    assert sum(4 * _numel(b) for b in params) == 4 * numel == 8_232_464
+    grads = [b for b in model.buffers if b.group is Group.PARAM_GRADS]
+    assert grads and {b.note.split()[0] for b in grads} == {"float32"}
+    states = sum(live[b.name] for b in model.buffers if b.group is Group.OPTIMIZER_STATES)
+    assert states == 2 * sum(live[b.name] for b in params)
+
+
+def test_fp32_amp_holds_a_bf16_copy_of_every_linear_weight_through_the_forward(tiny_config):
+    """autocast's weight cache: each nn.Linear's fp32 weight (and bias) is cast to bf16 once in the forward and held
+    at least to the forward's end (the region's exit drops the cache; a copy the backward needs lives on): 2 B per
+    element of every Linear (TINY: per layer q, k, v 3 x 32,768, f_proj and g_proj 16,384 + 8,192 each, g_proj's bias
+    128, b_proj 512, o_proj 32,768, gate and up 2 x 196,608, down 196,608 = 770,688; the head 256,000; 1,797,376
+    elements, 3,594,752 B)."""
+    elements = counted_by_transformers(tiny_config, LINEARS)
+    assert elements == 2 * 770_688 + 256_000
+    model = tiny_model("fp32-amp")
+    copies = [b for b in model.buffers if b.note.endswith("autocast.linear.cached")]
+    assert {b.group for b in copies} == {Group.AUTOCAST}
+    assert {b.note.split()[0] for b in copies} == {"bfloat16"}
+    assert sum(2 * _numel(b) for b in copies) == 2 * elements == 3_594_752
+    p = predict(model, Shape(1, 1024, 2, 64))
+    end_of_forward = max(i for i, s in enumerate(model.steps) if s.name.startswith("for."))
+    live = {b.name for b, _ in p.live_at(end_of_forward)}
+    assert all(b.allocated_at.startswith("for.") and b.name in live for b in copies)
+
+
+@pytest.mark.parametrize("options, variant, readable", [
+    ({"precision": "bf16"}, "-", "fla-kda-model"),
+    ({"precision": "bf16", "packed": True}, "packed", "fla-kda-model (packed sequences)"),
+    ({"precision": "fp32-amp"}, "-+fp32-amp", "fla-kda-model (fp32-amp)"),
+    ({"precision": "fp32-amp", "packed": True}, "packed+fp32-amp", "fla-kda-model (packed sequences, fp32-amp)"),
+])
+def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
+    """fp32 tensors reach the kernels: other specialisations, other modules than the bf16 process's records hold."""
+    from livebytes.estimator.process import _readable, case_variant
+    assert case_variant(options) == variant
+    assert _readable(f"fla-kda-model:{variant}") == readable
+
+
+def test_fp32_amp_process_memory_names_what_it_borrows():
+    """No fp32-amp process is measured yet (run 27): its modules are the family's figure and its stack limit the bf16
+    case's, each named as assumed."""
+    from livebytes.estimator.process import process_memory
+    pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
+    assert pm.modules.status.startswith("assumed: not measured at fla-kda-model (fp32-amp) D64 H2/HV2")
+    assert pm.stack.status.startswith("assumed: fp32-amp's process not measured, the bf16 one's limit")
+
+
+def test_fp32_amp_costs_more_than_bf16(tiny_config):
+    """The same step with fp32 parameters, gradients and states and the bf16 copies: a higher peak than bf16."""
+    peaks = {}
+    for precision in ("bf16", "fp32-amp"):
+        r = runner.invoke(app, ["predict", "--model", str(tiny_config), "--seq", "1K", "--precision", precision, "--json"])
+        assert r.exit_code == 0, r.output
+        peaks[precision] = json.loads(r.stdout)["results"][0]["peak_bytes"]
+    assert peaks["fp32-amp"] > peaks["bf16"]
 
 
 # ------------------------------------------------------------------------------------------- the records
@@ -252,7 +332,7 @@ def test_predict_model_json(tiny_config):
 @pytest.mark.parametrize("args,line", [
     (["--impl", "fla-kda@0.6.0"], "--impl and --model: give one"),
     (["--heads", "4"], "--heads has no effect with --model"),
-    (["--precision", "fp32-amp"], "precision fp32-amp is not traced"),
+    (["--precision", "fp16"], "option precision='fp16' not supported (choose from bf16, fp32-amp)"),
     (["--optimizer", "adam"], "option optimizer='adam' not supported"),
     (["--hidden", "512"], "--hidden has no effect with --model"),
     (["--v-heads", "4"], "--v-heads has no effect with --model"),

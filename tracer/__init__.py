@@ -9,7 +9,10 @@ tensors, on a machine without a GPU, recording every allocation and free in orde
 - ``recorder``: a dispatch mode that sees every ATen operator below autograd, records each new storage (what the
   CUDA caching allocator would be asked for) and, through a finalizer on the storage, its free; with the module path
   (forward hooks; in the backward, the autograd node's module) and the thread a GPU would run it on;
-- ``step``: a training step as a script runs it (model built from an HF config, inputs, AdamW, checkpointing);
+- ``autocast``: CUDA autocast's kernels at their dispatch key for meta tensors (torch's own do not act on them), so
+  ``torch.autocast("cuda")`` casts as on the GPU, with its weight cache (fp32-amp);
+- ``step``: a training step as a script runs it (model built from an HF config, inputs, AdamW, checkpointing, the
+  precision: bf16 parameters, or fp32 ones under autocast);
 - ``__main__``: ``python -m livebytes.tracer SPEC.json`` prints the traces as JSON (what ``lifetimes`` reads).
 
 What only a GPU adds is not here: cuBLAS workspaces, ATen's reduce staging, Triton's autotuning buffers, the process's

@@ -1,7 +1,7 @@
 """``python -m livebytes.tracer SPEC.json``: trace what SPEC asks and print the traces as one JSON object.
 
 SPEC (a file, or - for standard input): {"device": "H200", "config": {HF config, model_type included}, "precision":
-"bf16", "optimizer": "adamw" | "sgd" | "none", "checkpoint": bool, "packed": bool, "steps": 3, "runs": [{"layers": L
+"bf16" | "fp32-amp", "optimizer": "adamw" | "sgd" | "none", "checkpoint": bool, "packed": bool, "steps": 3, "runs": [{"layers": L
 or null, "shapes": [[mbs, seq], ...]}, ...]} (or one run's "layers" and "shapes" at the top).
 
 Output: {"format": 1, "versions": {torch, triton, fla, transformers}, "device": ..., "runs": [{"layers": L,
@@ -37,12 +37,17 @@ def main(argv: list[str]) -> int:
         print(f"error: tracing needs flash-linear-attention and transformers ({err})", file=sys.stderr)
         return 1
     meta_index_is_device_0()
+    from .autocast import AutocastUnknown
     from .step import trace_training
     runs = spec.get("runs") or [{"layers": spec.get("layers"), "shapes": spec["shapes"]}]
     out = []
-    for run in runs:
-        one = {**spec, "layers": run["layers"]}
-        out.append({"layers": run["layers"], "traces": [trace_training(one, mbs, seq) for mbs, seq in run["shapes"]]})
+    try:
+        for run in runs:
+            one = {**spec, "layers": run["layers"]}
+            out.append({"layers": run["layers"], "traces": [trace_training(one, mbs, seq) for mbs, seq in run["shapes"]]})
+    except AutocastUnknown as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     json.dump({"format": FORMAT, "versions": installed_versions(), "device": device.name, "spec": spec, "runs": out,
                "traces": out[0]["traces"]}, sys.stdout, separators=(",", ":"))
     return 0

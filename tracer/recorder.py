@@ -92,6 +92,7 @@ class State:
     phase: str = "harness"
     step: int = 0
     modules: list = field(default_factory=list)     # the module path stack (forward hooks)
+    autocast: str | None = None                     # the operator an autocast cast is made for (``autocast``)
 
 
 class Recorder:
@@ -260,8 +261,9 @@ class Recorder:
         flat_out = list(tensors(out)) if real_out is None else tree_flatten(out)[0]
         frames = self._frames()
         params = self.provenance(args, out)
+        name = f"autocast.{self.state.autocast}" if self.state.autocast else str(func)
         for j, t in enumerate(flat_out):
-            self.track(t, str(func), frames, params[j] if j < len(params) else None)
+            self.track(t, name, frames, params[j] if j < len(params) else None)
         if real_out is not None:
             for m, r in zip(flat_out, tree_flatten(real_out)[0]):
                 if isinstance(m, torch.Tensor) and m.device.type == "meta" and isinstance(r, torch.Tensor):

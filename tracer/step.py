@@ -9,8 +9,13 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
 - Parameters: built on meta in fp32 (nothing recorded), cast to the precision's dtype, then adopted as the harness's
   allocations in the order ``model.to("cuda")`` makes them (``Module._apply``: a module's children first, then its own
   parameters and buffers).
-- ``bf16``: every parameter and buffer cast with ``.to(torch.bfloat16)``. ``fp32-amp`` is refused here: autocast does
-  not apply to meta tensors, and a cast inserted below autograd would miss the backward's casts.
+- ``bf16``: every parameter and buffer cast with ``.to(torch.bfloat16)``, no autocast.
+- ``fp32-amp``: parameters and buffers stay fp32 (``model.to("cuda")``, no dtype); the forward, loss included, runs
+  under ``torch.autocast("cuda", dtype=torch.bfloat16)`` (accelerate's autocast, HF Trainer's ``bf16=True``), whose
+  exit drops autocast's weight cache; backward, ``optimizer.step()`` and ``zero_grad`` run outside it. torch's autocast
+  does not act on meta tensors: ``autocast`` emulates its CUDA kernels at their dispatch key (casts recorded by
+  autograd, the weight cache as torch keeps it). After the region, accelerate's ``convert_to_fp32`` of the outputs
+  (``fp32_outputs``: the fp16/bf16 tensors, e.g. an unfused loss's logits, copied to fp32; the outputs die with it).
 - Optimizers with their CUDA defaults: AdamW(lr 1e-3, weight_decay 0.01, foreach: what ``_default_to_fused_or_foreach``
   picks for CUDA tensors; on meta tensors it would pick the per-tensor loop, so foreach is passed), SGD (no momentum:
   no state), or none.
@@ -94,10 +99,49 @@ def reset_library_caches() -> None:
                     contents.clear()
 
 
-def run_steps(model, optimizer, inputs: dict, steps: int, rec) -> None:
+def forward_region(precision: str):
+    """The forward's autocast region: ``torch.autocast("cuda", dtype=torch.bfloat16)`` for fp32-amp, none for bf16."""
+    import contextlib
+
+    import torch
+    return torch.autocast("cuda", dtype=torch.bfloat16) if precision == "fp32-amp" else contextlib.nullcontext()
+
+
+def fp32_outputs(data):
+    """accelerate's ``convert_to_fp32`` with its ``recursively_apply`` (accelerate/utils/operations.py), which
+    ``ConvertOutputsToFp32`` applies to the autocast forward's outputs under mixed precision: every fp16/bf16 tensor in
+    tuples, lists and mappings (a ModelOutput) becomes ``tensor.float()``, anything else is kept."""
+    from collections.abc import Mapping
+
+    import torch
+    if isinstance(data, (tuple, list)):
+        items = [fp32_outputs(o) for o in data]
+        return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)     # accelerate's honor_type
+    if isinstance(data, Mapping):
+        return type(data)({k: fp32_outputs(v) for k, v in data.items()})
+    if hasattr(data, "dtype") and data.dtype in (torch.float16, torch.bfloat16):
+        return data.float()
+    return data
+
+
+def autocast_forward(model, inputs: dict):
+    """accelerate's autocast forward: ``model(**batch)`` in the region (its exit drops autocast's weight cache)."""
+    with forward_region("fp32-amp"):
+        return model(**inputs)
+
+
+def step_loss(model, inputs: dict, precision: str):
+    """The loss of one forward: ``model(**batch).loss`` (its other outputs die at once, as in HF's Trainer); fp32-amp:
+    ``ConvertOutputsToFp32(autocast(forward))`` as accelerate wraps it: the region's outputs die once converted."""
+    if precision != "fp32-amp":
+        return model(**inputs).loss
+    return fp32_outputs(autocast_forward(model, inputs)).loss
+
+
+def run_steps(model, optimizer, inputs: dict, steps: int, rec, precision: str = "bf16") -> None:
     for step in range(steps):
         rec.mark("forward", step)
-        loss = model(**inputs).loss
+        loss = step_loss(model, inputs, precision)
         rec.mark("backward", step)
         loss.backward()
         del loss
@@ -114,22 +158,29 @@ def run_steps(model, optimizer, inputs: dict, steps: int, rec) -> None:
 
 def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     """One shape's trace: the events, the frame table and what was run."""
+    import contextlib
+
     import torch
 
+    from .autocast import emulated
     from .launches import install as install_launches
     from .modules import module_paths
     from .recorder import Recorder, code_line
-    if spec["precision"] != "bf16":
-        raise SystemExit(f"error: precision {spec['precision']!r} is not traced (autocast does not apply to meta tensors)")
+    precision = spec["precision"]
+    if precision not in PRECISIONS:
+        raise SystemExit(f"error: precision {precision!r} is not traced (known: {', '.join(PRECISIONS)})")
     reset_library_caches()
     rec = Recorder()
     install_launches(rec.launch)
-    model = build_model(spec["config"], spec.get("layers")).to(torch.bfloat16)
+    model = build_model(spec["config"], spec.get("layers"))
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
     if spec.get("checkpoint"):
         model.gradient_checkpointing_enable()
     model.train()
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
-    with rec.mode(), module_paths(model, rec.state):
+    amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
+    with amp, rec.mode(), module_paths(model, rec.state):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
         rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),
@@ -137,7 +188,7 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
         rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens") if k in inputs], "batch.to(device)",
                   code_line(type(model).forward))
         optimizer = make_optimizer(spec["optimizer"], model.parameters())
-        run_steps(model, optimizer, inputs, spec.get("steps", 3), rec)
+        run_steps(model, optimizer, inputs, spec.get("steps", 3), rec, precision)
         del optimizer, inputs, model
         gc.collect()
     return {"mbs": mbs, "seq": seq, "events": rec.events, "frames": rec.frame_table()}

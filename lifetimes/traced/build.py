@@ -2,9 +2,10 @@
 citing the library line that made it (the innermost library frame of its trace), grouped by what it is.
 
 Groups: parameters and the batch (the harness); what the optimizer keeps from its first step (optimizer states) and
-what a library keeps (its caches: metadata); the loss's own allocations; forward allocations alive into the
-backward (activations) or not (forward intermediates); backward allocations kept to ``zero_grad`` (parameter
-gradients) or not (activation gradients); the optimizer's temporaries.
+what a library keeps (its caches: metadata); autocast's casts (fp32-amp: ``autocast.<operator>``, the tracer's
+``autocast``); the loss's own allocations; forward allocations alive into the backward (activations) or not (forward
+intermediates); backward allocations kept to ``zero_grad`` (parameter gradients) or not (activation gradients); the
+optimizer's temporaries.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def group_of(a: Alloc, freed_in: str | None) -> Group:
         return Group.OPTIMIZER_STATES if a.phase == "optimizer" else Group.SCRATCH
     if a.phase == "optimizer":
         return Group.OPTIMIZER_WORK
+    if a.op.startswith("autocast."):
+        return Group.AUTOCAST
     if is_loss(a.module):
         return Group.LOSS
     if a.phase == "forward":

@@ -6,9 +6,14 @@ the shape; a loop over chunks of the tokens does not: FLA's fused linear cross e
 by its chunking rule, cited from the source (which chunks a call of N rows runs); everything else is traced.
 
 ``fold``: the events of one trace whose frames pass through the loop's body lines are split into iterations (each
-starts at the loop's first body allocation site); they must all be the same events (the chunk sets the sizes) and the
+starts at the loop's first body allocation: its operator at its site); they must all be the same events (the chunk sets the sizes) and the
 iteration count must be the rule's. A free inside the loop refers to an allocation of this iteration (offset 0) or of
 the previous one (offset -1, a loop variable rebound); what the last iteration leaves is freed after the loop.
+
+Under autocast (fp32-amp) the first iteration alone casts a weight the body uses (``autocast.<op>.cached``: autocast's
+weight cache, ATen/autocast_mode.cpp ``cached_cast``; later iterations hit it): such an allocation is *hoisted*, kept
+apart from the iterations with its place in the first one, and freed where the trace frees it (the autocast region's
+end, after the loop).
 """
 from __future__ import annotations
 
@@ -80,11 +85,35 @@ class Folded:
     stop: int                  # one past the last
     iterations: list           # Iteration
     chunks: list[int]
+    hoisted: list = field(default_factory=list)   # (slot: non-free events of the first iteration before it, Alloc)
 
 
 def _body_span(call: Call, rule: LoopRule) -> tuple[int, int] | None:
     marks = [i for i, (k, ev) in enumerate(call.events) if k != FREE and in_body(_frames(k, ev), rule)]
     return (marks[0], marks[-1] + 1) if marks else None
+
+
+def is_cached_cast(kind: str, ev) -> bool:
+    """An allocation of autocast's weight cache (the tracer's ``autocast``: ``autocast.<operator>.cached``)."""
+    return kind == ALLOC and ev.op.startswith("autocast.") and ev.op.endswith(".cached")
+
+
+def _split(body: list, first_site: tuple) -> tuple[list, list]:
+    """The body's iterations, and the weight-cache casts hoisted out of the first (module doc)."""
+    iterations: list[list] = [[]]
+    hoisted = []
+    for pos, (k, ev) in enumerate(body):
+        if is_cached_cast(k, ev):
+            after = body[pos + 1] if pos + 1 < len(body) else None
+            if len(iterations) > 1 or (after is not None and after[0] == FREE):
+                raise ValueError(f"{ev.op} of {ev.module}: a weight cast after the loop's first iteration began, or "
+                                 "followed by a free, is not modelled")
+            hoisted.append((sum(1 for kk, _ in iterations[0] if kk != FREE), ev))
+            continue
+        if k == ALLOC and (ev.op, ev.frames) == first_site and any(kk == ALLOC for kk, _ in iterations[-1]):
+            iterations.append([])
+        iterations[-1].append((k, ev))
+    return iterations, hoisted
 
 
 def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
@@ -94,12 +123,8 @@ def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
         return None
     start, stop = span
     body = call.events[start:stop]
-    first_site = next(ev.frames for k, ev in body if k == ALLOC)
-    iterations: list[list] = []
-    for k, ev in body:
-        if k == ALLOC and ev.frames == first_site:
-            iterations.append([])
-        iterations[-1].append((k, ev))
+    first_site = next((ev.op, ev.frames) for k, ev in body if k == ALLOC and not is_cached_cast(k, ev))
+    iterations, hoisted = _split(body, first_site)
     chunks = rule.chunks(rows, config)
     if len(iterations) != len(chunks):
         raise ValueError(f"{rule.function}: {len(iterations)} iterations traced, the chunking rule says {len(chunks)}")
@@ -120,7 +145,7 @@ def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
             else:
                 it.events.append((k, ev))
         out.append(it)
-    return Folded(rule, start, stop, out, chunks)
+    return Folded(rule, start, stop, out, chunks, hoisted)
 
 
 def loop_allocs(folded: Folded) -> dict[int, tuple[int, int]]:
@@ -148,4 +173,5 @@ def template_signature(it: Iteration) -> list:
     return out
 
 
-__all__ = ["LOOPS", "LoopRule", "Folded", "Iteration", "fold", "loop_allocs", "template_signature", "in_body", "Alloc"]
+__all__ = ["LOOPS", "LoopRule", "Folded", "Iteration", "fold", "loop_allocs", "template_signature", "in_body", "Alloc",
+           "is_cached_cast"]

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
-from .model import FAMILIES, OPTIMIZERS, PINNED, Request, check_environment
-
-PRECISION_REFUSAL = ("precision fp32-amp is not traced: autocast does not act on the meta tensors the tracer runs on "
-                     "(bf16 parameters only)")
+from .model import FAMILIES, OPTIMIZERS, PINNED, PRECISIONS, Request, check_environment
 
 
 def refuse(shape, device) -> str | None:
@@ -47,8 +44,7 @@ for _type, _family in FAMILIES.items():
         covers=f"a whole training step of flash-linear-attention {PINNED}'s {_cls} from its HF config (--model "
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
         builder=builder(_type), refuse=refuse,
-        options={"config": None, "optimizer": OPTIMIZERS, "precision": ("bf16",), "packed": (False, True),
+        options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None},
-        refusals={("precision", "fp32-amp"): PRECISION_REFUSAL},
         shape_fields=("layers", "checkpoint"),
     ))

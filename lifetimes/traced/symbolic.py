@@ -184,7 +184,8 @@ def structure(shaped: Shaped, frees: dict) -> list:
     sig = []
     for kind, ev in shaped.outside:
         if kind == "loop":
-            sig.append(("loop", ev.rule.function, tuple(map(str, template_signature(_middle(ev))))))
+            hoisted = tuple((slot, a.op, a.frames, a.dtype, a.module) for slot, a in ev.hoisted)
+            sig.append(("loop", ev.rule.function, tuple(map(str, template_signature(_middle(ev)))), hoisted))
         elif kind == FREE:
             sig.append((FREE, frees.get(ev.id)))
         else:
@@ -208,13 +209,15 @@ def positions(shaped: Shaped) -> dict:
             li = shaped.loops.index(ev)
             for aid, (i, j) in loop_allocs(ev).items():
                 out[aid] = ("loop", li, i, j)
+            for k, (_, a) in enumerate(ev.hoisted):
+                out[a.id] = ("hoist", li, k)
     return out
 
 
 def _free_key(pos: tuple, last: dict) -> tuple:
-    """A free's identity across shapes: an outside allocation by its index; a loop's by (loop, template index, whether
-    its iteration is the last)."""
-    if pos[0] == "out":
+    """A free's identity across shapes: an outside allocation by its index, a loop's hoisted one by its place; a loop's
+    by (loop, template index, whether its iteration is the last)."""
+    if pos[0] in ("out", "hoist"):
         return pos
     _, li, i, j = pos
     return ("loop", li, j, i == last[li])
@@ -392,6 +395,19 @@ def _loop_sizes(folds: list[Folded], template_events: list) -> list[tuple[int, i
     return out
 
 
+def _hoisted(folds: list[Folded], shapes: list[dict], uids: _Uids, by_key: dict, li: int, uid_by_trace0: dict) -> dict:
+    """Slot -> the loop's hoisted allocations there (``loops``: autocast's weight cache), sized across the traces."""
+    out: dict = {}
+    for k, (slot, a) in enumerate(folds[0].hoisted):
+        per = [f.hoisted[k][1] for f in folds]
+        nbytes = solve([x.bytes for x in per], shapes, f"{a.op} at {a.module or 'the model'} (hoisted from a loop)")
+        sa = _sym(a, uids(), nbytes, _shape_text([x.shape for x in per], shapes))
+        by_key[("hoist", li, k)] = [sa]
+        uid_by_trace0[a.id] = sa.uid
+        out.setdefault(slot, []).append(sa)
+    return out
+
+
 def _emit_loop(out: SymCall, folds: list[Folded], shapes: list[dict], config: dict, uids: _Uids, by_key: dict,
                uid_by_trace0: dict) -> None:
     """The loop unrolled to its largest trip count (module doc)."""
@@ -412,6 +428,7 @@ def _emit_loop(out: SymCall, folds: list[Folded], shapes: list[dict], config: di
     sizes = _loop_sizes(folds, middle_events)
     li = len([k for k in by_key if k[0] == "loopid"])
     by_key[("loopid", li)] = []
+    hoisted = _hoisted(folds, shapes, uids, by_key, li, uid_by_trace0)
     most = rule.most(config)
     nxt: dict = {}                                          # (iteration, j) -> the part the next iteration frees
     for i in range(most):
@@ -426,6 +443,8 @@ def _emit_loop(out: SymCall, folds: list[Folded], shapes: list[dict], config: di
             for o, jj in last_frees[slot]:
                 if o == 0:
                     _emit(out, (FREE, by_key[("lastpart", li, i, jj)]), False)
+            for sa in (hoisted.get(slot, ()) if i == 0 else ()):
+                _emit(out, (ALLOC, sa), False)
             if k is None:
                 break
             if k == ALLOC:

@@ -1,12 +1,15 @@
 """A whole model's training step on the GPU, measured the way ``livebytes.tracer.step`` traces it.
 
 One process per run (a fresh process: its first step is the process's first call; ``TRITON_CACHE_DIR`` says cold or
-warm, ``--state`` labels it). The model is built from an HF config on the CPU (fp32, seeded), cast to bf16 there, and
-moved to the GPU one tensor at a time (``Module._apply``'s order); the batch is ``input_ids`` and ``labels`` [B, S]
-int64 (``--packed``: [1, B*S] and ``cu_seqlens`` [B + 1] int64); the optimizer is AdamW (lr 1e-3, its CUDA defaults:
-foreach), SGD or none; ``--checkpoint`` calls ``gradient_checkpointing_enable()``. Then ``--steps`` steps, each with
-the peaks reset before it: ``loss = model(**batch).loss; loss.backward(); del loss; opt.step();
-opt.zero_grad(set_to_none=True)``.
+warm, ``--state`` labels it). The model is built from an HF config on the CPU (fp32, seeded), cast to bf16 there
+(``--precision bf16``, the default; ``fp32-amp`` keeps it fp32), and moved to the GPU one tensor at a time
+(``Module._apply``'s order); the batch is ``input_ids`` and ``labels`` [B, S] int64 (``--packed``: [1, B*S] and
+``cu_seqlens`` [B + 1] int64); the optimizer is AdamW (lr 1e-3, its CUDA defaults: foreach), SGD or none;
+``--checkpoint`` calls ``gradient_checkpointing_enable()``. Then ``--steps`` steps, each with the peaks reset before
+it: ``loss = model(**batch).loss; loss.backward(); del loss; opt.step(); opt.zero_grad(set_to_none=True)``; for
+fp32-amp the forward runs under ``torch.autocast("cuda", dtype=torch.bfloat16)`` and its outputs go through
+accelerate's ``convert_to_fp32`` after it (as HF Trainer's ``bf16=True`` runs it through accelerate;
+``livebytes.tracer.step`` traces the same).
 
 Every step is appended to ``OUT/<tag>.jsonl`` as soon as it ends (max_memory_allocated, max_memory_reserved,
 requested_bytes peak, what is allocated and reserved after it, the process's own non-PyTorch bytes from NVML by pid
@@ -82,14 +85,19 @@ def stack_limit() -> int | None:
 
 # ---- the step -----------------------------------------------------------------------------------------------------
 
-def build(config: dict, seed: int):
+PRECISIONS = ("bf16", "fp32-amp")
+
+
+def build(config: dict, seed: int, precision: str = "bf16"):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     import fla  # noqa: F401  (registers its model types)
     torch.manual_seed(seed)
     cfg = AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
-    model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)      # cast on the CPU
+    model = AutoModelForCausalLM.from_config(cfg)
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)                                  # cast on the CPU
     return model.to("cuda")                                               # one copy per tensor, _apply's order
 
 
@@ -112,8 +120,39 @@ def optimizer(name: str, model):
     return None
 
 
-def step(model, opt, inputs: dict) -> None:
-    loss = model(**inputs).loss
+def fp32_outputs(data):
+    """accelerate's ``convert_to_fp32`` (accelerate/utils/operations.py): every fp16/bf16 tensor in tuples, lists and
+    mappings (a ModelOutput) becomes ``tensor.float()``; ``livebytes.tracer.step.fp32_outputs`` is the same."""
+    from collections.abc import Mapping
+
+    import torch
+    if isinstance(data, (tuple, list)):
+        items = [fp32_outputs(o) for o in data]
+        return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)
+    if isinstance(data, Mapping):
+        return type(data)({k: fp32_outputs(v) for k, v in data.items()})
+    if hasattr(data, "dtype") and data.dtype in (torch.float16, torch.bfloat16):
+        return data.float()
+    return data
+
+
+def autocast_forward(model, inputs: dict):
+    """The forward and loss under ``torch.autocast("cuda", dtype=torch.bfloat16)`` (its exit drops the weight cache)."""
+    import torch
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        return model(**inputs)
+
+
+def step_loss(model, inputs: dict, precision: str):
+    """bf16: ``model(**batch).loss``. fp32-amp: ``ConvertOutputsToFp32(autocast(forward))`` as accelerate wraps the
+    forward for HF Trainer's ``bf16=True``; backward and the optimizer run outside the region."""
+    if precision != "fp32-amp":
+        return model(**inputs).loss
+    return fp32_outputs(autocast_forward(model, inputs)).loss
+
+
+def step(model, opt, inputs: dict, precision: str = "bf16") -> None:
+    loss = step_loss(model, inputs, precision)
     loss.backward()
     del loss
     if opt is not None:
@@ -137,12 +176,12 @@ def oom_fields(torch, err, observed: list) -> dict:
             "max_reserved_bytes": torch.cuda.max_memory_reserved()}
 
 
-def measure(torch, model, opt, inputs: dict, i: int, log, observed: list) -> dict:
+def measure(torch, model, opt, inputs: dict, i: int, log, observed: list, precision: str = "bf16") -> dict:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     t0 = time.time()
     try:
-        step(model, opt, inputs)
+        step(model, opt, inputs, precision)
         torch.cuda.synchronize()
     except torch.cuda.OutOfMemoryError as err:
         row = {"step": i, "seconds": round(time.time() - t0, 2), **oom_fields(torch, err, observed)}
@@ -176,7 +215,7 @@ def run(args) -> int:
     context = nonpytorch(torch)
     if args.history:        # the allocator's own event trace (no stacks: host-side only, the device layout is unchanged)
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=2_000_000)
-    model = build(config, args.seed)
+    model = build(config, args.seed, args.precision)
     if args.checkpoint:
         model.gradient_checkpointing_enable()
     model.train()
@@ -187,16 +226,17 @@ def run(args) -> int:
     log({"stage": "before", **before})
     rows = []
     for i in range(args.steps):
-        rows.append(measure(torch, model, opt, inputs, i, log, observed))
+        rows.append(measure(torch, model, opt, inputs, i, log, observed, args.precision))
         if rows[-1]["oom"]:
             break
     record = {"kind": "model-step", "config": config, "shape": {"mbs": args.mbs, "seq": args.seq},
-              "options": {"optimizer": args.optimizer, "precision": "bf16", "checkpoint": args.checkpoint,
+              "options": {"optimizer": args.optimizer, "precision": args.precision, "checkpoint": args.checkpoint,
                           "packed": args.packed},
               "steps": rows, "before": before, "history": args.history, "triton_cache": args.state, "allocator_conf":
                   os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") or "expandable_segments:False",
-              "protocol": "model-step-v1: fresh process, model built on the CPU in bf16 then moved, batch, optimizer, "
-                          "then steps with the peaks reset before each",
+              "protocol": "model-step-v1: fresh process, model built on the CPU in bf16 (fp32-amp: fp32) then moved, "
+                          "batch, optimizer, then steps with the peaks reset before each (fp32-amp: the forward under "
+                          "bf16 autocast)",
               "versions": versions(torch), "gpu": torch.cuda.get_device_name(0),
               "total_memory": torch.cuda.get_device_properties(0).total_memory,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -226,6 +266,8 @@ def main() -> int:
     p.add_argument("--mbs", type=int, default=1)
     p.add_argument("--seq", type=int, required=True)
     p.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
+    p.add_argument("--precision", choices=PRECISIONS, default="bf16",
+                   help="bf16 parameters, or fp32 ones with the forward under bf16 autocast")
     p.add_argument("--checkpoint", action="store_true")
     p.add_argument("--packed", action="store_true")
     p.add_argument("--steps", type=int, default=STEPS)
