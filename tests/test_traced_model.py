@@ -39,8 +39,8 @@ def tiny_config(tmp_path_factory) -> Path:
     return path
 
 
-def tiny_model(precision: str = "bf16", **fields):
-    key, options = options_for(canonical_config(dict(TINY)), precision=precision)
+def tiny_model(precision: str = "bf16", packed: bool = False, **fields):
+    key, options = options_for(canonical_config(dict(TINY)), precision=precision, packed=packed)
     return get_model(key, H200, **options, **fields)
 
 
@@ -107,6 +107,29 @@ def test_depth_is_three_layers_expanded():
         per[depth] = sum(evaluate_bytes(b) for b in model.buffers if b.group is Group.PARAMETERS)
     layer = per[4] - per[3]
     assert layer > 0 and per[6] == per[3] + 3 * layer
+
+
+def test_packed_sequences_deep_model_expands():
+    """Packed sequences: the first layer's run makes the chunk indices fla's tensor_cache hands the later layers (its
+    run has allocations no other run has); the 3-layer trace still expands, proved against four traced layers (building
+    the model runs ``layers.check``), and a 6-layer model is the 3-layer one plus three layers' parameters."""
+    per = {depth: sum(evaluate_bytes(b) for b in tiny_model(packed=True, layers=depth).buffers
+                      if b.group is Group.PARAMETERS) for depth in (3, 4, 6)}
+    assert per[4] > per[3] and per[6] == per[3] + 3 * (per[4] - per[3])
+
+
+def test_runs_of_unequal_length_align_by_operator_and_module():
+    """Layer 0's run has two extra allocations between its first and second (the cached chunk indices); layers 1 and
+    2 align one to one with each other and the extras get no index."""
+    from types import SimpleNamespace as A
+
+    from livebytes.lifetimes.traced.layers import _aligned
+
+    def run(layer, ops):
+        return [A(op=op, module=f"model.layers.{layer}.attn") for op in ops]
+    runs = {0: run(0, ["mm", "arange", "cumsum", "mm", "empty"]), 1: run(1, ["mm", "mm", "empty"]),
+            2: run(2, ["mm", "mm", "empty"])}
+    assert _aligned(runs) == {0: [0, None, None, 1, 2], 1: [0, 1, 2], 2: [0, 1, 2]}
 
 
 def evaluate_bytes(buffer) -> int:

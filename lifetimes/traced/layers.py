@@ -151,11 +151,34 @@ def _template_for(layer: int, layers: int, order: tuple) -> int:
 class _Home:
     sweep: int | None           # index of the sweep unit it is made in (None: outside the layers)
     layer: int | None           # its layer in the traced call
-    index: int                  # its place among its run's allocations (outside: its position)
+    index: int | None           # its place among its run's allocations, in the middle run's numbering (None: made in
+                                # this run only); outside the layers: its position
+
+
+def _aligned(runs: dict) -> dict:
+    """layer -> [index in the middle run's numbering, or None] for each allocation of that layer's run. Runs of equal
+    length align one to one; otherwise by operator and module (``difflib``): the first layer of packed sequences makes
+    the chunk indices that fla's ``tensor_cache`` hands every later layer (``prepare_chunk_indices``), so its run holds
+    allocations no other run has, and only the others align."""
+    import difflib
+    middle = runs[1] if 1 in runs else next(iter(runs.values()))
+    key = [(a.op, relabel(a.module, 0)) for a in middle]
+    out = {}
+    for layer, allocs in runs.items():
+        if len(allocs) == len(middle):
+            out[layer] = list(range(len(allocs)))
+            continue
+        index = [None] * len(allocs)
+        sm = difflib.SequenceMatcher(None, key, [(a.op, relabel(a.module, 0)) for a in allocs], autojunk=False)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            if tag == "equal":
+                index[j1:j2] = range(i1, i2)
+        out[layer] = index
+    return out
 
 
 def _homes(events: list, us: list) -> tuple[dict, dict]:
-    """uid -> where each allocation is made; (sweep, layer) -> the uids its run allocates, in order."""
+    """uid -> where each allocation is made; (sweep, layer) -> {index in the middle run's numbering: uid} of its run."""
     homes, by_run = {}, {}
     for u, unit in enumerate(us):
         if isinstance(unit, int):
@@ -163,10 +186,10 @@ def _homes(events: list, us: list) -> tuple[dict, dict]:
             if kind == ALLOC:
                 homes[ev.uid] = _Home(None, None, unit)
             continue
-        for layer, run in zip(unit.order, unit.runs):
-            allocs = [events[p][1] for p in run if events[p][0] == ALLOC]
-            by_run[(u, layer)] = [a.uid for a in allocs]
-            for k, a in enumerate(allocs):
+        runs = {layer: [events[p][1] for p in run if events[p][0] == ALLOC] for layer, run in zip(unit.order, unit.runs)}
+        for layer, index in _aligned(runs).items():
+            by_run[(u, layer)] = {k: a.uid for k, a in zip(index, runs[layer]) if k is not None}
+            for k, a in zip(index, runs[layer]):
                 homes[a.uid] = _Home(u, layer, k)
     return homes, by_run
 
@@ -195,8 +218,11 @@ def expand(call: SymCall, layers: int) -> SymCall:
         home = homes[uid]
         if home.sweep is None:
             return made.get((uid, None))
+        if home.index is None:                        # made by its layer's run alone: that layer's, whoever asks
+            return made.get((uid, _shift(home.layer, None, None, layers)))
         layer = _shift(home.layer, template_layer, layer_here, layers)
-        return made.get((by_run[(home.sweep, _template_layer(layer, layers))][home.index], layer))
+        twin = by_run[(home.sweep, _template_layer(layer, layers))].get(home.index)
+        return None if twin is None else made.get((twin, layer))
 
     out, n_harness = SymCall(notes=list(call.notes)), 0
     for unit in us:
