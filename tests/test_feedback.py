@@ -1,6 +1,7 @@
 """Issue 34, point 4: feedback. A long step shows a progress bar on a terminal's stderr (never elsewhere, never with
 --json); explain warns when the snapshot does not fit the asked model or shape and names the shape that does; a
 snapshot of a shape that runs out of memory ends with PyTorch's ``oom`` trace event at the failing request."""
+import io
 import json
 import pickle
 
@@ -172,6 +173,29 @@ def test_an_out_of_memory_snapshot_ends_with_pytorchs_oom_event(oom_snapshot):
     reserved = sum(s["total_size"] for s in snap["segments"])
     assert reserved == o["reserved_bytes"] and reserved + last["device_free"] <= p["device_memory"]["total_bytes"]
     assert snap["livebytes"]["oom"] == o
+
+
+def test_the_h200s_out_of_memory_snapshot_is_the_predicted_one(oom_snapshot):
+    """Run 27 (validate/plans/h200_run27_oom_snapshot.sh): the same process on the H200, cold, memory history recorded,
+    the snapshot dumped in the OutOfMemoryError handler. One ``oom`` event, last, of the predicted request; the segments
+    (PyTorch's reserved) the predicted ones to the byte. Its free bytes are 8,388,608 B above the prediction's: the
+    prediction charges the call's kernel modules (104,857,600 B, measured after the call) from its start, and the GPU's
+    process had loaded 8 MiB of them fewer when it failed, before fla's first launch (CUDA loads a module at a
+    kernel's first launch): 150,109,880,320 - 129,052,442,624 - 20,408,565,760 = 648,871,936 B outside PyTorch, the
+    context's 552,402,944 and 96,468,992 B of modules."""
+    from livebytes.validate.explain import _PlainUnpickler
+    from livebytes.validate.model_records import MODEL_RECORDS_DIR
+    path = MODEL_RECORDS_DIR.parent / "runs" / "run27" / "oom_snapshot" / "real.pickle"
+    real = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
+    predicted = pickle.loads(oom_snapshot.read_bytes())
+    last_real, last_predicted = real["device_traces"][0][-1], predicted["device_traces"][0][-1]
+    assert last_real["action"] == last_predicted["action"] == "oom"
+    assert last_real["size"] == last_predicted["size"] == 25_769_803_776
+    assert [e["action"] for e in real["device_traces"][0]].count("oom") == 1
+    reserved = [sum(s["total_size"] for s in snap["segments"]) for snap in (real, predicted)]
+    assert reserved == [129_052_442_624, 129_052_442_624]
+    assert last_real["device_free"] - last_predicted["device_free"] == 8_388_608
+    assert 150_109_880_320 - reserved[0] - last_real["device_free"] == 552_402_944 + 104_857_600 - 8_388_608
 
 
 def test_pytorchs_reader_shows_the_failure(oom_snapshot):
