@@ -15,8 +15,8 @@ guard, which a CPU build aborts on.) So the tracer puts kernels of its own at th
 - which operators: those the installed torch registers at ``AutocastCUDA``
   (``torch._C._dispatch_get_registrations_for_dispatch_key``), each with its policy from ``POLICIES`` (torch 2.13
   ATen/autocast_mode.h:820-957, the lists ATen/autocast_mode.cpp:181 registers for CUDA; torch 2.11's header also
-  lists the Dimname overloads below and not ``rms_norm``). An operator registered there without a policy here is
-  refused (``AutocastUnknown``): a torch whose lists grew is not traced with a guess.
+  lists the Dimname overloads below and not ``rms_norm``). An operator registered there without a policy here refuses
+  the trace when the model calls it (``AutocastUnknown``): a torch whose lists grew is not traced with a guess.
 - the policies: ``WrapFunction_`` of ATen/autocast_mode.h (lower_precision_fp, fp32, fp32_set_opt_dtype,
   fp32_append_dtype, promote), with ``cached_cast`` and ``is_eligible`` (a floating, non-double tensor on the device:
   meta here stands for CUDA).
@@ -75,18 +75,17 @@ class AutocastUnknown(RuntimeError):
 
 
 def registered_ops() -> list[str]:
-    """The operators the installed torch registers at ``AutocastCUDA``, as ``name`` or ``name.overload``."""
+    """The operators the installed torch registers at ``AutocastCUDA``, as ``name`` or ``name.overload`` (aten's) or
+    ``namespace::name[.overload]`` (another library's: torchvision registers its detection ops there when installed)."""
     import torch
     return sorted(n.removeprefix("aten::") for n in torch._C._dispatch_get_registrations_for_dispatch_key(KEY))
 
 
 def policies() -> dict[str, str]:
-    """Operator -> policy, for what the installed torch autocasts on CUDA (``AutocastUnknown``: one without a policy)."""
-    ops = registered_ops()
-    unknown = [n for n in ops if n not in POLICIES]
-    if unknown:
-        raise AutocastUnknown(f"torch autocasts {', '.join(unknown)} on CUDA, which the tracer's autocast does not know")
-    return {n: POLICIES[n] for n in ops}
+    """Operator -> policy, for what the installed torch autocasts on CUDA; ``unknown`` where this emulation has none
+    (e.g. torch 2.11's ``_cudnn_rnn`` from cudnn/AutoCastRNN.cpp, torchvision's ops): such an operator refuses the trace
+    when the model calls it (``AutocastUnknown``), not before: a model that never calls it is traced."""
+    return {n: POLICIES.get(n, "unknown") for n in registered_ops()}
 
 
 # ---------------------------------------------------------------------------------------------- cached_cast
@@ -162,6 +161,9 @@ class Autocast:
         short = name.split(".")[0]
 
         def run(*args, **kwargs):
+            if policy == "unknown":
+                raise AutocastUnknown(f"the model calls {name}, which torch autocasts on CUDA and the tracer's "
+                                      "autocast does not know")
             if policy == "banned":
                 raise RuntimeError(f"torch.nn.functional.{short} and torch.nn.BCELoss are unsafe to autocast")
             if policy == "fp32_append_dtype":           # the registered signature's defaults, passed on explicitly
@@ -232,8 +234,9 @@ def positional(op, args: tuple, kwargs: dict) -> tuple:
 
 def _overload(name: str):
     import torch
-    base, _, overload = name.partition(".")
-    return getattr(getattr(torch.ops.aten, base), overload or "default")
+    namespace, _, qualified = name.rpartition("::")
+    base, _, overload = qualified.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace or "aten"), base), overload or "default")
 
 
 @contextlib.contextmanager
@@ -244,11 +247,14 @@ def emulated(state=None):
 
     import torch
     amp = Autocast(state)
-    lib = torch.library.Library("aten", "IMPL")
+    libs: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")              # "Overriding a previously registered kernel": torch's CUDA one
         for name, policy in policies().items():
-            lib.impl(name, amp.kernel(name, policy), KEY)
+            namespace, _, qualified = name.rpartition("::")
+            if (namespace or "aten") not in libs:
+                libs[namespace or "aten"] = torch.library.Library(namespace or "aten", "IMPL")
+            libs[namespace or "aten"].impl(qualified, amp.kernel(name, policy), KEY)
     clear = torch.clear_autocast_cache
 
     def clear_both():
@@ -263,7 +269,8 @@ def emulated(state=None):
         torch.clear_autocast_cache = clear
         amp.cache.clear()
         undo()
-        lib._destroy()
+        for lib in libs.values():
+            lib._destroy()
 
 
 def _cuda_is_there():
