@@ -227,7 +227,8 @@ def _clean_below(ok: Verdicts, value: int | None) -> int | None:
         stride = max(1, band // CLEAN_SAMPLES)
         bottom = max(0, value - band)
         seen = ok.failures_in(bottom, value)
-        samples = [v for v in range(value - stride, bottom - 1, -stride)][::-1]
+        samples = list(range(max(1, -(-bottom // stride)) * stride, value, stride))   # the multiples of stride: one
+        # grid for every band of this stride, so a band a restart moves down re-uses the samples the last one saw
         if seen:
             samples = [v for v in samples if v < seen[0]]
         failure = ok.first_failure(samples) if samples else None
