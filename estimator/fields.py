@@ -121,11 +121,21 @@ def _decode(text: str, where: str):
         raise LivebytesError(f"{where}: not readable JSON ({show(str(err), 80)})") from None
 
 
+def _opened(path: Path) -> int:
+    """A descriptor of ``path`` opened without waiting: a named pipe no process writes to would block ``open`` for
+    ever (fifo(7)); opened non-blocking it reads as empty, and with a writer (a shell's ``<(...)``) as that writer's
+    bytes, once blocking reads are restored."""
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
 def read_bytes(path: Path, max_bytes: int) -> bytes:
     """The file's bytes; one error naming it when it cannot be read or holds more than ``max_bytes``: a regular file by
     its size, before reading; a device or a pipe (``/dev/zero``: its size says 0) by reading one byte past the limit."""
     try:
-        with open(path, "rb") as f:
+        with open(_opened(path), "rb") as f:
             too_large = os.fstat(f.fileno()).st_size > max_bytes
             data = b"" if too_large else f.read(max_bytes + 1)
     except OSError as err:

@@ -133,6 +133,24 @@ def test_dev_zero_is_read_no_further_than_the_limit(monkeypatch):
     one_line(run("explain", "/dev/zero", *KDA), 1, "/dev/zero: more than 1,024 bytes")
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("args,phrase", [
+    (("explain", "{fifo}", *KDA), "{fifo}: not a memory snapshot pickle"),
+    (("predict", "--model", "{fifo}", "--seq", "8K"), "{fifo}: the file is empty"),
+    (("validate", "--from-records", "{fifo}"), "not a record file (a device, pipe or socket); not read")])
+def test_a_named_pipe_no_one_writes_to_is_one_line_not_a_hang(tmp_path, args, phrase):
+    """open(2) of a FIFO waits for a writer for ever; the readers open it non-blocking: empty, one line."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    one_line(run(*(a.format(fifo=fifo) for a in args)), 1, phrase.format(fifo=fifo))
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_dev_zero_as_records_is_not_a_record_file():
+    one_line(run("validate", "--from-records", "/dev/zero"), 1,
+             "--from-records '/dev/zero': not a record file (a device, pipe or socket); not read")
+
+
 class RunsCode:
     """Unpickled by a plain pickle.load, this would run ``os.system(command)``."""
 

@@ -319,6 +319,8 @@ def records_from(source: str) -> list[Record]:
         records = load_records(path)
     elif path.is_file():
         records = load_file(path)
+    elif path.exists():
+        raise LivebytesError(f"--from-records {source!r}: not a record file (a device, pipe or socket); not read")
     else:
         raise LivebytesError(f"--from-records {source!r}: no such file (nor a committed record file of that name)")
     if not records:
