@@ -179,7 +179,7 @@ def verdict_lines(r: dict) -> list[Text]:
              f"device need {g(r['device_need_bytes'])} GiB{unbounded_label(r)} of {g(r['device_memory']['total_bytes'])} "
              f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
-    lines += [f"assumed: {note}" for note in pm["assumptions"]]
+    lines += list(pm["assumptions"])          # each in its kind's words: bounded: ... or unbounded: ...
     lines += [f"assumed: {note}" for note in r.get("autotune_assumptions", [])]
     lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]
@@ -215,10 +215,12 @@ def probed_text(p: dict, device: str) -> str:
 
 def oom_text(r: dict, assumptions_inline: bool = True) -> str:
     """The verdict in one line: runs with so much to spare, or where it goes out of memory and PyTorch's figures;
-    the process memory's assumptions in its own words (``assumptions_inline``), or a pointer to the lines above."""
-    o, notes = r["oom"], r["process_memory"]["assumptions"]
-    assumed = "" if not notes else (f" (process memory assumed: {'; '.join(notes)})" if assumptions_inline
-                                    else " (process memory assumed, as above)")
+    what the process memory rests on beyond measured and derived parts, in its own words (``assumptions_inline``: each
+    bounded: or unbounded:), or a pointer to the lines above."""
+    o, pm = r["oom"], r["process_memory"]
+    notes = pm["assumptions"]
+    assumed = "" if not notes else (f" (process memory {'; '.join(notes)})" if assumptions_inline
+                                    else f" (process memory {pm['status']}, as above)")
     if o is None:
         return f"{r['device']}: runs, {g(r['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
     return (f"{r['device']}: OUT OF MEMORY in {oom_when(o)}, at {o['step']} allocating {o['buffer']}: tried to allocate "
@@ -426,6 +428,9 @@ def autotune_lines(results: list[dict]) -> list[str]:
     return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
 
 
+PROCESS_KINDS = ("bounded: ", "unbounded: ")      # a process-memory note's own kind (estimator.process)
+
+
 def assumed_notes(results: list[dict]) -> list[str]:
     """Each distinct assumption of the results (the process memory's, the autotuned launches'), once per model, with
     the shapes it holds at where not at every result of that model (a sweep's grid)."""
@@ -437,7 +442,8 @@ def assumed_notes(results: list[dict]) -> list[str]:
     for (impl, note), rows in rows_of.items():
         every = len(rows) == sum(r["impl"] == impl for r in results)
         where = "" if every else " at " + "; ".join(shape_label(r["shape"]) for r in rows)
-        out.append(f"assumed: {impl}{where}: {note}")
+        kind, text = note.split(": ", 1) if note.startswith(PROCESS_KINDS) else ("assumed", note)
+        out.append(f"{kind}: {impl}{where}: {text}")
     return out
 
 

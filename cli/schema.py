@@ -100,16 +100,21 @@ ALLOCATOR = {
                           "modules, the stack reservation of the kernels that launched), as estimator/process.py states it", {
         "bytes": integer("the bytes counted"), "library": string("whose process memory that is"),
         "status": string("measured; derived where a part is computed from measured data (the stack reservation from the "
-                         "kernels' frames); assumed where any part is", enum=("measured", "derived", "assumed")),
+                         "kernels' frames); bounded where a part is a proved upper bound (its proof in assumptions); "
+                         "unbounded where any part is neither measured, derived nor bounded",
+                         enum=("measured", "derived", "bounded", "unbounded")),
         "figures": mapof(obj("one figure", {"bytes": integer("bytes"),
-                                            "status": string("measured, derived (the stack from frames), or what it assumes"),
+                                            "status": string("measured, derived (the stack from frames), 'bounded: ' "
+                                                             "and its proof, or 'unbounded: ' and why"),
                                             "source": string("where it comes from", nullable=True)}),
                          "figure name (context, modules, stack) -> the figure"),
         "stack_limit_bytes": integer("the per-thread stack limit (cudaLimitStackSize) after the first call"),
         "growth": listof(obj("one raise of the stack limit", {"step": string("the model step whose launch raises it"),
                                                                "bytes": integer("the reservation's growth there")}),
                          "where the first call's launches grow the process's memory (empty: raised before the call)"),
-        "assumptions": listof(string("one assumption"), "what it assumes where it is not measured, in its own words")}),
+        "assumptions": listof(string("one part neither measured nor derived: 'bounded: PART: proof' or 'unbounded: "
+                                     "PART: what is used and why nothing bounds it'"),
+                              "each part of the figure neither measured nor derived, in its own words")}),
     "autotune_assumptions": listof(string("one assumption"), "a cold first call's autotuned launches whose failing "
                                    "configs were not measured at this shape, call and GPU: what the answer assumes "
                                    "(estimator/autotune.py held_assumptions); empty when warm or measured"),

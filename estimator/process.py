@@ -15,10 +15,12 @@
 
 Frames come from the H200's logs, or, for cases no GPU process logged, from every candidate compiled for sm90 on
 the CPU (``derived_on_cpu``; equal to the H200's wherever both exist, and to the stack limits the edge probes read,
-``limits``, a cross-check only). Where a part is neither measured nor derived for the asked case (another GPU, a head
-count or head dim without frames, a library without a module figure), the figure used is the conservative one named
-in ``assumptions``: each kernel's largest frame over every known case of the family (``_bound_cases``: frames do not
-grow monotonically with the head count, so no neighbour bounds them); never silently another case's figure.
+``limits``, a cross-check only). A figure's status is ``measured`` or ``derived``, or, where neither holds for the
+asked case, ``bounded: ...`` (an upper bound, its proof in the words: a warm process's tuned configs are among the
+candidates whose frames the cold case holds, and it loads a subset of the cold process's modules) or ``unbounded:
+...`` (the figure used and why nothing bounds it: another GPU, a head count or head dim whose frames were not
+derived, which move with both and not monotonically, a kernel or family without frames, a library without a module
+figure); ``ProcessMemory.assumptions`` lists each such part in those words; never silently another case's figure.
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
@@ -39,12 +41,22 @@ PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages
 STATES = ("cold", "warm")
 
 
+BOUNDED, UNBOUNDED = "bounded: ", "unbounded: "     # the two kinds of a part neither measured nor derived
+
+
 @dataclass(frozen=True)
 class Figure:
     bytes: int
-    status: str            # "measured", "derived" or "assumed: ..."
+    status: str            # "measured", "derived", "derived (...)", "bounded: <proof>" or "unbounded: <why>"
     source: str
     record: str | None = None
+
+
+def kind_of(notes: list[str]) -> str:
+    """The status a figure resting on ``notes`` (each starting ``bounded: `` or ``unbounded: ``) takes: unbounded where
+    any part is, else bounded: the notes' own words, its kind once."""
+    kind = UNBOUNDED if any(n.startswith(UNBOUNDED) for n in notes) else BOUNDED
+    return kind + "; ".join(n.removeprefix(UNBOUNDED).removeprefix(BOUNDED) for n in notes)
 
 
 def driver_stack_limit(frame_bytes: int) -> int:
@@ -95,11 +107,13 @@ class ProcessMemory:
 
     @property
     def assumptions(self) -> list[str]:
-        out = [f"{name}: {f.status.removeprefix('assumed: ')}" for name, f in (("CUDA context", self.context), ("kernel modules", self.modules),
-                                                     ("stack reservation", self.stack))
-               if f is not None and f.status.startswith(("assumed", "bounded"))]
+        """Each part neither measured nor derived, in its kind's words: ``bounded: PART: proof`` or ``unbounded: PART:
+        what is used and why nothing bounds it``; then the model's notes (each of those kinds too)."""
+        out = [f"{kind}{name}: {f.status.removeprefix(kind)}"
+               for name, f in (("CUDA context", self.context), ("kernel modules", self.modules), ("stack reservation", self.stack))
+               if f is not None for kind in (BOUNDED, UNBOUNDED) if f.status.startswith(kind)]
         if self.modules is None:
-            out.append(f"{self.library_name}: its kernels' memory is not measured; counted as the context only")
+            out.append(f"{UNBOUNDED}{self.library_name}: its kernels' memory is not measured; counted as the context only")
         return out + list(self.notes)
 
 
@@ -109,7 +123,7 @@ def _json(path: Path) -> dict:
 
 
 def _figure(entry: dict, assumed_from: str | None) -> Figure:
-    status = entry["status"] if assumed_from is None else f"assumed: the {assumed_from}'s figure, not measured on this GPU"
+    status = entry["status"] if assumed_from is None else f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU"
     return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
 
 
@@ -133,13 +147,15 @@ def check_triton(model_key: str, triton: str, device_name: str = "H200") -> None
 
 def _library(device_entry: dict, model_key: str, triton: str | None = None) -> tuple[dict | None, list[str]]:
     """The library entry that lists ``model_key`` (the first: its default; ``triton``: the one of that Triton version,
-    ``check_triton``'d), and what it says is assumed for that model (its note)."""
+    ``check_triton``'d), and what it says of that model's figures (its note, ``unbounded: ...`` or ``bounded: ...``)."""
     listing = [lib for lib in device_entry["libraries"] if model_key in lib["models"]
                and (triton is None or lib.get("triton") == triton)]
     if not listing:
         return None, []
     note = listing[0]["models"][model_key]
-    return listing[0], [note.removeprefix("assumed: ")] if note else []
+    if note and not note.startswith((BOUNDED, UNBOUNDED)):
+        raise ValueError(f"process_memory.json: {model_key}'s note must say bounded: or unbounded:, not {note[:40]!r}")
+    return listing[0], [note] if note else []
 
 
 def case_variant(options: dict) -> str:
@@ -157,35 +173,39 @@ def _case_key(prefix: str, shape) -> str:
 
 
 def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list[str]]:
-    """Each kernel's largest frame for the case ``prefix`` (family:contract) at ``shape`` in ``state``, and what had to
-    be assumed: the cases that bound it (``_bound_cases``); warm without the tuned configs' frames: every candidate's
-    (the cold bound)."""
+    """Each kernel's largest frame for the case ``prefix`` (family:contract) at ``shape`` in ``state``, and the notes
+    (``bounded: ``/``unbounded: ``) on what it rests on: warm without the tuned configs' frames, every candidate's (a
+    bound: the tuned config is one of them); a case without frames, every known case's largest (``_known_cases``:
+    no bound)."""
     table = data["frames"][state]
     case = _case_key(prefix, shape)
     if case in table:
         return table[case], []
     if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
         frames, notes = _frame_table(data, prefix, shape, "cold")
-        return frames, [f"tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: every "
-                        "candidate's (the cold frames) assumed"] + notes
-    scope, keys = _bound_cases(table, prefix)
+        return frames, [f"{BOUNDED}tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: every "
+                        "candidate's (the cold frames) bound them, each tuned config being one of the candidates the "
+                        "autotuner chose from"] + notes
+    scope, keys = _known_cases(table, prefix)
     if keys:
         merged: dict = {}
         for k in keys:
             for kernel, frame in table[k].items():
                 merged[kernel] = max(merged.get(kernel, 0), frame)
-        return merged, [f"stack frames ({state}) not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: each kernel's "
-                        f"largest known {scope} ({len(keys)} cases, up to {max(merged.values()):,} B) assumed "
+        return merged, [f"{UNBOUNDED}stack frames ({state}) not derived at D{shape.dim} H{shape.heads} HV{shape.hv}: each "
+                        f"kernel's largest known {scope} ({len(keys)} cases, up to {max(merged.values()):,} B) used, "
+                        "which bounds nothing: frames move with the head count and head dim, not monotonically "
                         "(validate/probes/cpu_frames.py derives the case)"]
     largest = max((f for entry in table.values() for f in entry.values()), default=0)
-    return {}, [f"no stack frames measured for {_readable(prefix)}: the library's largest ({largest:,} B) assumed for "
-                "every kernel"]
+    return {}, [f"{UNBOUNDED}no stack frames derived for {_readable(prefix)}: the library's largest ({largest:,} B) used "
+                "for every kernel, which bounds nothing: its kernels were neither logged nor compiled for these data"]
 
 
-def _bound_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
-    """The known cases that bound an unknown one: every case of the family, at any head dim and head count. A frame
-    changes with the head count (a constexpr) and not monotonically (CPU-derived, sm90: D64 H16 and H128 need 18,584 B,
-    H96 19,232 B; D128 H96 14,456 B, H16, H64 and H128 14,392 B), so no neighbour bounds it; the case itself is one
+def _known_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
+    """The known cases an unknown one takes each kernel's largest frame over: every case of the family, at any head dim
+    and head count. No bound: a frame changes with the head count (a constexpr) and not monotonically (CPU-derived,
+    sm90: D64 H16 and H128 need 18,584 B, H96 19,232 B; D128 H96 14,456 B, H16, H64 and H128 14,392 B; the KDA layer
+    H32/HV32 11,712 B, H16/HV32 11,808 B), so no known case bounds another; the case itself is one
     ``validate/probes/cpu_frames.py`` run away."""
     return "at any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
 
@@ -210,18 +230,20 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     """(limit, status, source) for a family whose stack limit is read from its own process after the first step
     (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
     None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
-    measured one's limit is taken, as a bound that rests on one assumption, said in the answer: the limit does not
-    shrink as the length grows (Triton compiles an int64 specialisation once an integer argument reaches 2**31, which
-    is what the records show: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
-    of 16 or not; not proved for every kernel). Above the longest, or at a case not measured, the family's largest
-    measured limit is taken, named as assumed (frames are not monotonic in the head count). An fp32-amp case never
-    measured takes its bf16 case's answer, named as assumed."""
+    measured one's limit is taken, unbounded, said in the answer: it bounds the length only if the limit does not
+    shrink as the length grows, which the records agree with (Triton compiles an int64 specialisation once an integer
+    argument reaches 2**31: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
+    of 16 or not) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other
+    code). Above the longest, or at a case not measured, the family's largest measured limit is taken, unbounded
+    (frames are not monotonic in the head count). An fp32-amp case never measured takes its bf16 case's answer,
+    unbounded."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: the bf16 one's, named
         bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state)
-        return None if bf16 is None else (bf16[0], f"assumed: fp32-amp's process not measured, the bf16 one's limit "
-                                                   f"({bf16[1]})", bf16[2])
+        return None if bf16 is None else (bf16[0], f"{UNBOUNDED}fp32-amp's process not measured: the bf16 one's limit "
+                                                   f"used, whose kernels are other dtype specialisations "
+                                                   f"({bf16[1].removeprefix(UNBOUNDED)})", bf16[2])
     if not family:
         return None
     tokens = shape.mbs * shape.seq
@@ -230,14 +252,15 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     if above:
         p = above[0]
         status = "measured" if p["tokens"] == tokens else (
-            f"bounded: the limit measured at {p['tokens']:,} tokens, assuming it does not shrink as the length grows"
-            f"{_below(points, tokens)}")
+            f"{UNBOUNDED}the limit measured at {p['tokens']:,} tokens{_below(points, tokens)} used: it bounds "
+            f"{tokens:,} only if the limit does not shrink as the length grows, not proved for every kernel")
         return p["limit_bytes"], status, f"read after the first step by {', '.join(p['records'])}"
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
     where = f"D{shape.dim} H{shape.heads} HV{shape.hv}" + (f" above {points[-1]['tokens']:,} tokens" if points else "")
-    return (limit, f"assumed: stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
-            f"{len(measured)} figures)", f"read by {record}")
+    return (limit, f"{UNBOUNDED}stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
+            f"{len(measured)} figures) used, which bounds nothing: frames move with the head count and the length",
+            f"read by {record}")
 
 
 def _below(points: list, tokens: int) -> str:
@@ -262,15 +285,16 @@ def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int 
             growth.append((step, reserved - held))
             limit, held = new, reserved
     whose = "the larger of the case's and the library's largest" if partial else "the case's largest"
-    notes = [f"no stack frame measured for {', '.join(dict.fromkeys(unmeasured))}: {whose} ({largest:,} B) "
-             "assumed"] if unmeasured else []
+    notes = [f"{UNBOUNDED}no stack frame measured or derived for {', '.join(dict.fromkeys(unmeasured))}: {whose} "
+             f"({largest:,} B) used, which bounds nothing: another kernel's frame"] if unmeasured else []
     return limit, tuple(growth), notes
 
 
 def _modules(data: dict, family: str, state: str, case: str | None = None) -> Figure:
-    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``: under
-    Triton 3.9.0 they differ by head dim), else the family's, named as assumed where the data measured other cases of
-    it only; else the library's largest (named as assumed)."""
+    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``), else
+    the family's measured one (its modules per family: the same kernels by name at every head count), unbounded where
+    the family's measured cases differ (under Triton 3.9.0 GDN's by head dim: no figure bounds another case); warm
+    without a warm figure, the family's cold one, a bound; else the library's largest, unbounded."""
     by_case = data.get("modules_by_case", {}).get(state, {})
     if case in by_case:
         entry = by_case[case]
@@ -278,14 +302,20 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
         measured = [k for k in by_case if k.split(":")[0] == family]
-        if case is not None and measured:
-            largest = " (the largest)" if len({by_case[k]["bytes"] for k in measured}) > 1 else ""
-            return Figure(int(entry["bytes"]), f"assumed: not measured at {_case_text(case)}: the family's figure"
-                          f"{largest} of {', '.join(map(_case_text, measured))}", entry["source"])
+        if case is not None and len({by_case[k]["bytes"] for k in measured}) > 1:
+            return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured at {_case_text(case)}: the family's largest of "
+                          f"{', '.join(map(_case_text, measured))} used, which bounds nothing: module memory is "
+                          "measured, not derived, and those cases differ", entry["source"])
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+    cold = data["modules"].get(family, {}).get("cold")
+    if state == "warm" and cold is not None:
+        return Figure(int(cold["bytes"]), f"{BOUNDED}no warm process of {family} measured: its cold figure bounds it, a "
+                      "warm process loading a subset of the cold one's modules (its tuned configs are among the "
+                      "candidates the cold process loaded; cuBLAS's and PyTorch's kernels are the same calls) and the "
+                      "driver freeing none while the process lives", cold["source"])
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
-    return Figure(int(top["bytes"]), f"assumed: not measured for {family} ({state}); the library's largest module figure",
-                  top["source"])
+    return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {family} ({state}): the library's largest module "
+                  "figure used, which bounds nothing: another family's kernels", top["source"])
 
 
 def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
@@ -315,9 +345,10 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     case = None if shape is None or prefix is None else _case_key(prefix, shape)
     modules, notes = _modules(data, family, triton_cache, case), model_notes
     if assumed_from:
-        modules = Figure(modules.bytes, f"assumed: the {assumed_from}'s figure, not measured on this GPU", modules.source)
+        modules = Figure(modules.bytes, f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU", modules.source)
     if shape is None or isinstance(model, str):
-        return ProcessMemory(context, modules, Figure(0, "assumed: no shape given, no stack frames looked up", ""),
+        return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
+                                                         "counted", ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
     measured_limit = _model_limit(data, prefix, shape, triton_cache)
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
@@ -334,10 +365,9 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     derived = on_cpu.get(_case_key(prefix, shape)) if not frame_notes and triton_cache == "cold" else None   # cold only
     partial = any(v["partial"] for k, v in on_cpu.items() if k.startswith(f"{prefix} "))   # the family's call stopped
     limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest, partial=partial)
-    assumed = frame_notes + kernel_notes
-    status = ("derived" + (f" ({derived['note']})" if derived else "") if not assumed and not assumed_from
-              else "assumed: " + "; ".join(assumed + ([f"the {assumed_from}'s frames and thread count rule"] if assumed_from
-                                                      else [])))
+    notes_on_stack = frame_notes + kernel_notes + ([f"{UNBOUNDED}the {assumed_from}'s frames (sm90's compile) and thread "
+                                                    "count rule"] if assumed_from else [])
+    status = "derived" + (f" ({derived['note']})" if derived else "") if not notes_on_stack else kind_of(notes_on_stack)
     stack = Figure(stack_reservation_bytes(limit, device), status,
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, "
                    f"from {lib['data']}")

@@ -440,7 +440,8 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     # 85,017,755,648 B (a public deviceQuery's totalGlobalMem) / 2^30 = 79.179 GiB, labelled a public report
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (assumed: public report, not measured "
                                                             "by us: deviceQuery"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"), "the H200's frames and thread count rule"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"),
+     "unbounded: fla-kda@0.6.0: stack reservation: the H200's frames (sm90's compile) and thread count rule"),
     (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--contract", "plain"), "contract plain"),
     # 150,109,880,320 B measured / 2^30 = 139.801 GiB; the allocator and process terms predict names
@@ -450,9 +451,10 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     (("timeline", "--impl", HOPPER, *S8, "--alloc-conf", "expandable_segments:True"),
      "expandable_segments:True, no Triton kernels; device H200 139.801 GiB (measured)"),
     (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),
-    # GDN fwd+bwd's frames are Triton 3.9.0's at H16/HV32 D128 (run 20): H4/HV4 takes them as a bound, and says so
-    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "stack frames (cold) not measured at D128 H4 HV4"),
-    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "Triton 3.9.0's kernels"),
+    # GDN fwd+bwd's frames are Triton 3.9.0's at H16/HV32 D128 (run 20): H4/HV4 takes them, and says nothing bounds it
+    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "unbounded: stack reservation: stack frames (cold) not derived at D128 "
+                                                  "H4 HV4"),
+    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "Triton 3.9.0 kernels, its bundled legacy ptxas"),
 ])
 def test_every_answer_names_what_it_assumed(args, phrase):
     r = run(*args)

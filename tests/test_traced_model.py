@@ -190,11 +190,11 @@ def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
 
 def test_fp32_amp_process_memory_names_what_it_borrows():
     """No fp32-amp process is measured yet (run 27): its modules are the family's figure and its stack limit the bf16
-    case's, each named as assumed."""
+    case's, each named unbounded (nothing proves either bounds fp32's kernels)."""
     from livebytes.estimator.process import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
-    assert pm.modules.status.startswith("assumed: not measured at fla-kda-model (fp32-amp) D64 H2/HV2")
-    assert pm.stack.status.startswith("assumed: fp32-amp's process not measured, the bf16 one's limit")
+    assert pm.modules.status.startswith("unbounded: not measured at fla-kda-model (fp32-amp) D64 H2/HV2")
+    assert pm.stack.status.startswith("unbounded: fp32-amp's process not measured: the bf16 one's limit used")
 
 
 def test_fp32_amp_costs_more_than_bf16(tiny_config):

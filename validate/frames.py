@@ -17,7 +17,10 @@ Triton 3.9.0 (runs 20 and 22; fla-core 0.6.0's GDN backward, which it refuses on
 GPU's frames of GDN forward+backward D128 and D64 H16/HV32 and of KDA forward+backward (report contract, H16, D128 and
 D64), cold and warm, and their modules, which ``modules_from_rows`` derives from the rows of processes alone on the GPU
 (non-PyTorch bytes minus the context and the measured limit's reservation), one per case. Its kernels were compiled by
-the legacy ``ptxas`` Triton 3.9.0 bundles, not its ``ptxas-blackwell`` (run 20's README).
+the legacy ``ptxas`` Triton 3.9.0 bundles, not its ``ptxas-blackwell`` (run 20's README). The GatedDeltaNet layer's
+cold frames are compiled for sm90 on the CPU by the same Triton and ptxas (``CPU_SUMMARIES_TRITON_39``: GDN D64 and
+D128 there equal run 20/22's GPU frames kernel for kernel), and its modules are run 22f's 4-layer process's non-PyTorch
+bytes minus the context and those frames' reservation (``LAYER_PROCESSES``).
 
     python -m livebytes.validate.frames            # rewrite the data files
     python -m livebytes.validate.frames --check    # exit 1 when a committed file differs
@@ -45,7 +48,17 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
 # the H200's where both exist (runs/cpu_frames/README.md); used for cases no GPU process logged. A case whose call
 # raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
 CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl",
-                 "cpu_frames/summary_d.jsonl")       # _d: session 15, report contract D256 H8 (issue 33's case)
+                 "cpu_frames/summary_d.jsonl",       # _d: session 15, report contract D256 H8 (issue 33's case)
+                 "cpu_frames/summary_e.jsonl")       # _e: the KimiDeltaAttention layer, grouped value heads (issue 33)
+# Triton 3.9.0 compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH), as on the H200 in runs 20-22
+CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",)
+LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
+# Layer processes whose non-PyTorch bytes give their family's cold modules (the process alone on the GPU): run 22f's
+# 4 GatedDeltaNet layers, fresh and cold; its side-by-side 1-layer process had freed its memory (that reading,
+# device-wide with both processes, is 14,978,318,336 B; this one 6,434,979,840 B, less than two processes' contexts
+# and reservations)
+LAYER_PROCESSES = {"3.9.0": ("run22/fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4_checkpoint=on_"
+                             "2026-12-01T230038Z_2011.json",)}
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
 MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl")
 
@@ -167,13 +180,16 @@ def modules() -> dict:
     }
 
 
-def cpu_frames(measured: dict) -> tuple[dict, dict]:
+def cpu_frames(measured: dict, names: tuple[str, ...] = CPU_SUMMARIES, triton: str = "3.6.0") -> tuple[dict, dict]:
     """({case: frames}, {case: provenance}) of the CPU-derived cold cases the GPU did not log; a partial case's
-    provenance says where its call stopped."""
+    provenance says where its call stopped. Every line must be of ``triton`` (and under 3.9.0 of its legacy ptxas,
+    the H200's compiler)."""
     frames, source = {}, {}
-    for name in CPU_SUMMARIES:
+    for name in names:
         for line in (RECORDS / name).read_text().splitlines():
             r = json.loads(line)
+            if r["triton"] != triton or (triton == "3.9.0" and r.get("ptxas") != LEGACY_PTXAS):
+                raise SystemExit(f"{name} {r['key']}: Triton {r['triton']}, {r.get('ptxas')}: not this file's compiler")
             if r["key"] in measured:
                 continue
             frames[r["key"]] = r["frames"]
@@ -186,15 +202,15 @@ def cpu_frames(measured: dict) -> tuple[dict, dict]:
 MODEL_RECORDS = Path(__file__).parent / "records" / "models"
 
 
-def model_processes() -> list[dict]:
-    """The whole-model processes (``validate/records/models``, model-step records, cold, Triton 3.6.0): per record its
-    case key, its tokens (MBS x S), its limit and non-PyTorch bytes after the first step."""
+def model_processes(triton: str = "3.6.0") -> list[dict]:
+    """The whole-model processes (``validate/records/models``, model-step records, cold, of Triton ``triton``): per
+    record its case key, its tokens (MBS x S), its limit and non-PyTorch bytes after the first step."""
     from livebytes.estimator.process import case_variant
     out = []
     for path in sorted(MODEL_RECORDS.glob("*.json")):
         r = json.loads(path.read_text())
         first = r["steps"][0] if r.get("kind") == "model-step" and r["steps"] else {}
-        if r.get("triton_cache") != "cold" or r["versions"].get("triton") != "3.6.0" or first.get("oom", True):
+        if r.get("triton_cache") != "cold" or r["versions"].get("triton") != triton or first.get("oom", True):
             continue
         c = r["config"]
         heads = c.get("num_heads", 16)
@@ -205,16 +221,17 @@ def model_processes() -> list[dict]:
     return out
 
 
-def model_data() -> tuple[dict, dict, dict]:
-    """(model_limits, modules_by_case, modules) of the traced models from their own processes: the stack limit read
-    after the first step (by case, at each measured number of tokens: ``points``), and the modules, non-PyTorch bytes
-    minus the context and that limit's reservation; the family's modules figure is its cases' largest."""
+def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:
+    """(model_limits, modules_by_case, modules) of the traced models from their own processes under Triton ``triton``
+    (3.9.0: the GDN models of run 25): the stack limit read after the first step (by case, at each measured number of
+    tokens: ``points``), and the modules, non-PyTorch bytes minus the context and that limit's reservation; the
+    family's modules figure is its cases' largest."""
     from livebytes.estimator.devices import get_device
     from livebytes.estimator.process import process_memory, stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     limits: dict = {}
     by_case: dict = {}
-    for p in model_processes():
+    for p in model_processes(triton):
         points = limits.setdefault(p["key"], {"points": []})["points"]
         entry = next((e for e in points if e["tokens"] == p["tokens"]), None)
         if entry is None:
@@ -286,7 +303,7 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
     """({family: {state: figure}}, {state: {case: figure}}) of the processes alone on the GPU (a side-by-side process's
     NVML drop reads a few MiB less: not used). The figures differ by head dim (GDN cold under Triton 3.9.0: 100,663,296 B
     at D128, 98,566,144 B at D64), so each measured case keeps its own; the family's figure, for cases not measured,
-    is the largest of its cases (``process._modules`` names it as assumed there)."""
+    is the largest of its cases (``process._modules`` says it is unbounded there)."""
     from livebytes.estimator.devices import get_device
     from livebytes.estimator.process import process_memory
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
@@ -307,24 +324,66 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
     return out, {state: dict(sorted(v.items())) for state, v in by_case.items()}
 
 
+def layer_modules(names: tuple[str, ...], cold_frames: dict) -> tuple[dict, dict]:
+    """({family: {"cold": figure}}, {"cold": {case: figure}}) of cold layer processes alone on the GPU: the record's
+    non-PyTorch bytes after its steps minus the context and the reservation of its case's frames (every kernel of a
+    cold process launches: the limit is the largest frame rounded to 16 B, ``process.driver_stack_limit``)."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.process import driver_stack_limit, process_memory, stack_reservation_bytes
+    context = process_memory(get_device("H200"), "no-library@0").context.bytes
+    families: dict = {}
+    by_case: dict = {}
+    for name in names:
+        r = json.loads((RECORDS / name).read_text())["records"][0]
+        s = r["shape"]
+        if r["triton_cache"] != "cold" or r["mode"] != "fresh-process":
+            raise SystemExit(f"{name}: a layer's modules come from a fresh cold process")
+        key = case_key(f"{r['impl'].split('@')[0]}:-", s["dim"], s["heads"], s.get("v_heads") or s["heads"])
+        limit = driver_stack_limit(max(cold_frames[key].values()))
+        reservation = stack_reservation_bytes(limit, get_device("H200"))
+        after = r["device_memory"]["nonpytorch_after_bytes"]
+        figure = {"bytes": after - context - reservation, "status": "measured",
+                  "source": f"{name.rsplit('/', 1)[-1]} (Triton {r['triton']}, alone on the GPU): {after:,} B after its "
+                            f"steps minus the context ({context:,}) and the {limit:,}-B limit's reservation "
+                            f"({reservation:,}) of its CPU-derived frames"}
+        by_case[key] = figure
+        families[key.split(":")[0]] = {"cold": figure}
+    return families, {"cold": by_case}
+
+
 def build_triton_39() -> dict:
-    """The Triton 3.9.0 file: runs 20 and 22's GPU frames and modules; no CPU-derived cases, no edge-probe limits."""
+    """The Triton 3.9.0 file: runs 20 and 22's GPU frames and modules, the cases compiled on the CPU by the same
+    compiler (the GatedDeltaNet layer), the layer's modules from its own process; no edge-probe limits."""
     rows = rows_of_triton(MATRICES_TRITON_39, "3.9.0")
     m = matrix_frames(rows)
     modules, modules_by_case = modules_from_rows(rows)
+    derived, derived_source = cpu_frames(m["cold"], CPU_SUMMARIES_TRITON_39, "3.9.0")
+    cold = {**derived, **m["cold"]}
+    layer_families, layer_cases = layer_modules(LAYER_PROCESSES["3.9.0"], cold)
+    model_limits, model_modules, model_families = model_data("3.9.0")
     return {
         "about": "fla-core 0.6.0's Triton kernels (triton 3.9.0, compiled by its bundled legacy ptxas) on the H200: per "
                  "case 'FAMILY:CONTRACT D H HV' and Triton-cache state, each kernel's largest stack frame in bytes (cold: "
-                 "every candidate that launched; warm: the tuned configs), and the loaded modules per model family and "
-                 "state. Written by `python -m livebytes.validate.frames` from the records it names; read by "
+                 "every candidate that launched, or, derived_on_cpu, every candidate compiled for sm90 on the CPU by the "
+                 "same Triton and ptxas; warm: the tuned configs), and the loaded modules per model family and "
+                 "state (a layer's from its own cold process, less its derived frames' reservation); model_limits "
+                 "and the models' modules_by_case: the whole GDN models' own processes (run 25), as in the Triton "
+                 "3.6.0 file. Written by "
+                 "`python -m livebytes.validate.frames` from the records it names; read by "
                  "estimator/process.py for the models estimator/data/process_memory.json lists under Triton 3.9.0.",
-        "records": [f"validate/records/runs/{n}" for n in MATRICES_TRITON_39],
-        "library": "fla-core 0.6.0 (Triton 3.9.0 kernels)",
-        "modules": modules,
-        "modules_by_case": modules_by_case,
-        "frames": {state: {k: dict(sorted(v.items())) for k, v in sorted(m[state].items())} for state in ("cold", "warm")},
-        "derived_on_cpu": {},
+        "records": [f"validate/records/runs/{n}" for n in MATRICES_TRITON_39 + CPU_SUMMARIES_TRITON_39
+                    + LAYER_PROCESSES["3.9.0"]] + [f"validate/records/models/{p['record']}" for p in model_processes("3.9.0")],
+        "library": "fla-core 0.6.0 (Triton 3.9.0 kernels, its bundled legacy ptxas)",
+        "modules": {**modules, **layer_families, **model_families},
+        "modules_by_case": {state: dict(sorted({**modules_by_case.get(state, {}), **layer_cases.get(state, {}),
+                                                **model_modules.get(state, {})}.items()))
+                            for state in ("cold", "warm")},
+        "frames": {state: {k: dict(sorted(v.items())) for k, v in sorted(({**m[state], **derived} if state == "cold"
+                                                                           else m[state]).items())}
+                   for state in ("cold", "warm")},
+        "derived_on_cpu": dict(sorted(derived_source.items())),
         "limits": {"cold": {}, "warm": {}},
+        "model_limits": model_limits,
     }
 
 

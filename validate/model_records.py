@@ -40,9 +40,6 @@ OOM_FREE = ("not explained yet: at the failing request the device had 9,240,576 
             "in all three 1.3B out-of-memory records (runs 24, 25, 27: 468,519, 467,552 and 467,491 tokens): total - "
             "reserved - free at the failure is the process's reading after the first step plus 9,240,576 B, so the "
             "process grows by that much outside PyTorch early in its first steady step, whatever the length")
-GDN_PROCESS = ("process memory assumed: the Triton 3.9.0 data hold the GDN layer's processes only (the library's largest "
-               "module figure and frames), 0.94-1.07 GB above these whole-model processes: above the truth, not yet "
-               "folded into estimator/data/process (validate/frames.py reads the Triton 3.6.0 records)")
 NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     # run 26, held out (predictions committed before the run, validate/records/models/predictions/run26/): no trace
     ("h200_run26_ho1-v64k.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
@@ -74,22 +71,12 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run25h_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run25_g1-packed.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
     ("h200_run25_g1-packed.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
-    ("h200_run25_g1-packed.json", "steps[*].nonpytorch.bytes"): (1_059_913_728, GDN_PROCESS),
-    ("h200_run25_g2-ckpt.json", "steps[*].nonpytorch.bytes"): (1_070_399_488, GDN_PROCESS),
-    ("h200_run25_g3-v152k.json", "steps[*].nonpytorch.bytes"): (944_570_368, GDN_PROCESS),
     ("h200_run25_g4-1.3b.json", "steps[0].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[0].max_reserved_bytes"): (23_068_672, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[1].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[1].max_reserved_bytes"): (285_212_672, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[2].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[2].max_reserved_bytes"): (285_212_672, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[*].nonpytorch.bytes"): (1_070_399_488, GDN_PROCESS),
-    # the stack limit behind GDN_PROCESS: the library's largest, 21,856 B (the GDN layer records' figure), minus each
-    # process's own (17,456, 17,424, 17,888 B); checked where GatedDeltaNet traces (Triton >= 3.7.1), not under 3.6.0
-    ("h200_run25_g1-packed.json", "steps[*].stack_limit_bytes"): (4_400, GDN_PROCESS),
-    ("h200_run25_g2-ckpt.json", "steps[*].stack_limit_bytes"): (4_432, GDN_PROCESS),
-    ("h200_run25_g3-v152k.json", "steps[*].stack_limit_bytes"): (3_968, GDN_PROCESS),
-    ("h200_run25_g4-1.3b.json", "steps[*].stack_limit_bytes"): (4_432, GDN_PROCESS),
     # what stays allocated and reserved after each step: the reserved peak's miss (nothing is released after the peak),
     # and the allocated blocks' sizes, which depend on which cached block each request takes
     ("h200_run23_k1-packed.json", "steps[*].allocated_after_bytes"): (-1_572_864, PLACEMENT_UNTRACED),

@@ -19,6 +19,7 @@ MODELS = {                  # the probe's --impl -> (implementation, the package
     "kda_hopper_cuda": ("cudnn-kda-hopper-cuda", "cudnn", {}),
     "fla-gdn": ("fla-gdn", "fla", {}),
     "fla-kda-layer": ("fla-kda-layer", "fla", {}),
+    "fla-gdn-layer": ("fla-gdn-layer", "fla", {}),
 }
 
 

@@ -19,7 +19,12 @@ DEVICE_WIDE = ("device-wide reading (mem_get_info, docs/validation.md): the run'
                "not in the model's figure for this process")
 SHARED = ("a shared process: earlier shapes' kernels and stack limit stay with the process, and the reading is "
           "device-wide (other processes count); the model's figure is this shape's first call alone")
-ASSUMED_ABOVE = "the model's process figure is assumed (estimator.process names what it assumes), above this process's"
+ASSUMED_ABOVE = ("the model's process figure rests on unbounded parts (estimator.process says which and why), above this "
+                 "process's")
+FIRST_CONTEXT = ("the layer's modules figure is run 16b's records process's, which read 64 KiB more than this process "
+                 "and the boundary probes of runs 19 and 20 (alone on the GPU, their contexts 552,402,944 B, each "
+                 "3,685,548,032 B at the same limit): 64 KiB is what some processes' CUDA context holds beyond the "
+                 "usual (data/process_memory.json), not modelled")
 CUDNN_MODULES = ("not explained yet: the cuDNN library's one modules figure, measured in a kda_hopper_cuda boundary "
                  "probe (estimator/data/process_memory.json), is 10 MiB above this kda_hopper (CuTeDSL) process's")
 NOT_EXPLAINED = ("not explained yet: the model's derived figure for a cold call is 2.4 GB above this shared process's "
@@ -91,10 +96,9 @@ NAMED_MISSES: dict[tuple[str, int, str], tuple[int, str]] = {
      "device_memory.nonpytorch_after_bytes"): (-2_192_769_024, DEVICE_WIDE),
     ("fla-gdn_0.6.0_1_32768_32_128_2026-12-01T195524Z_909.json", 0, "device_memory.nonpytorch_after_bytes"): (-14_745_600, DEVICE_WIDE),
     ("fla-gdn_0.6.0_1_8192_32_128_2026-12-01T195526Z_908.json", 0, "device_memory.nonpytorch_after_bytes"): (-11_859_001_344, DEVICE_WIDE),
+    # the 4-layer process beside it (6,434,979,840 B of its own, its modules' source: validate/frames.py) counts here
     ("fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=1_2026-12-01T230037Z_2010.json", 0,
-     "device_memory.nonpytorch_after_bytes"): (-8_690_204_672, DEVICE_WIDE),
-    ("fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4_checkpoint=on_2026-12-01T230038Z_2011.json", 0,
-     "device_memory.nonpytorch_after_bytes"): (-146_866_176, DEVICE_WIDE),
+     "device_memory.nonpytorch_after_bytes"): (-8_543_338_496, DEVICE_WIDE),
     ("cudnn-kda-hopper-cuda_1.32.0_1_65536_96_128_2026-11-30T073219Z_1908.json", 0,
      "device_memory.nonpytorch_after_bytes"): (-4_856_938_496, DEVICE_WIDE),
     ("cudnn-kda-hopper-cuda_1.32.0_1_8192_32_128_2026-11-30T073218Z_1904.json", 0,
@@ -149,7 +153,7 @@ NAMED_MISSES: dict[tuple[str, int, str], tuple[int, str]] = {
     ("fla-kda_0.6.0_2_8192_16_128_hv=64_2026-11-30T072505Z_450.json", 0, "device_memory.nonpytorch_after_bytes"): (-19_580_256_256, SHARED),
     ("fla-kda_0.6.0_8_8192_16_128_2026-11-30T072505Z_448.json", 0, "device_memory.nonpytorch_after_bytes"): (-65_536, SHARED),
     ("fla-kda-layer_0.6.0_2_8192_16_128_hidden=2048_layers=4_2026-12-01T112534Z_729.json", 0,
-     "device_memory.nonpytorch_after_bytes"): (65_536, ASSUMED_ABOVE),
+     "device_memory.nonpytorch_after_bytes"): (65_536, FIRST_CONTEXT),
     ("fla-kda-fwd_0.6.0_1_8192_96_128_2026-11-30T061154Z_1498.json", 0, "device_memory.nonpytorch_after_bytes"): (4_920_705_024, ASSUMED_ABOVE),
     ("fla-kda-fwd_0.6.0_2_8192_96_128_2026-11-30T061210Z_1498.json", 0, "device_memory.nonpytorch_after_bytes"): (4_920_705_024, ASSUMED_ABOVE),
     ("fla-kda_0.6.0_1_8192_16_128_hv=32_2026-11-30T060542Z_439.json", 0, "device_memory.nonpytorch_after_bytes"): (1_134_559_232, ASSUMED_ABOVE),

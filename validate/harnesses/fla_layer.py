@@ -13,7 +13,7 @@ from livebytes.estimator.shapes import Shape
 from . import Harness, harness
 
 
-def _layer(kind: str, shape: Shape, hidden: int, conv_size: int, seed: int):
+def _layer(kind: str, shape: Shape, hidden: int, conv_size: int, seed: int, device: str = "cuda"):
     import torch
     torch.manual_seed(seed)
     common = dict(hidden_size=hidden, head_dim=shape.dim, num_heads=shape.heads, num_v_heads=shape.hv,
@@ -27,21 +27,22 @@ def _layer(kind: str, shape: Shape, hidden: int, conv_size: int, seed: int):
     for name, p in layer.named_parameters():
         if name not in ("A_log", "dt_bias"):
             p.data = p.data.to(torch.bfloat16)
-    return layer.to("cuda")          # one copy per parameter, in registration order
+    return layer.to(device)          # one copy per parameter, in registration order
 
 
 class FlaLayer(Harness):
     package, triton = "fla", True
     kind = ""
 
-    def inputs(self, shape: Shape) -> dict:
+    def inputs(self, shape: Shape, device: str = "cuda") -> dict:
+        """``device`` "cpu": the same tensors on the CPU (validate/probes/cpu_frames.py compiles the layer's kernels)."""
         import torch
         hidden, conv = shape.hidden or 2048, shape.conv_size or 4
         gen = torch.Generator().manual_seed(0)
-        x = {"x": torch.randn(1, shape.tokens, hidden, generator=gen).to(torch.bfloat16).to("cuda").requires_grad_(True),
-             "cu_seqlens": (torch.arange(0, shape.mbs + 1, dtype=torch.int64) * shape.seq).to("cuda"),
-             "dO": torch.randn(1, shape.tokens, hidden, generator=gen).to(torch.bfloat16).to("cuda")}
-        x["layers"] = [_layer(self.kind, shape, hidden, conv, seed=i) for i in range(shape.layers or 1)]
+        x = {"x": torch.randn(1, shape.tokens, hidden, generator=gen).to(torch.bfloat16).to(device).requires_grad_(True),
+             "cu_seqlens": (torch.arange(0, shape.mbs + 1, dtype=torch.int64) * shape.seq).to(device),
+             "dO": torch.randn(1, shape.tokens, hidden, generator=gen).to(torch.bfloat16).to(device)}
+        x["layers"] = [_layer(self.kind, shape, hidden, conv, seed=i, device=device) for i in range(shape.layers or 1)]
         x["checkpoint"] = bool(shape.checkpoint)
         return x
 

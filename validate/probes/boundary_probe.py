@@ -20,7 +20,7 @@ chunks), then the allocator cache is emptied, so no input temporary shapes the l
 ``--state`` only labels the Triton cache: the caller points TRITON_CACHE_DIR at a fresh folder for
 ``cold`` (this process autotunes) or at one an earlier process filled for ``warm``.
 
-Needs torch (and fla-core, flash-linear-attention for ``fla-kda-layer``, or nvidia-cudnn-frontend); it imports
+Needs torch (and fla-core, flash-linear-attention for a layer, or nvidia-cudnn-frontend); it imports
 nothing else of livebytes, so the same file runs wherever the kernels do.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 
 CHUNK_TOKENS = 8192    # normalisation in token chunks: temporaries of at most [8192, H, D] fp32
 LAYER_DEFAULTS = {"hidden": 2304, "layers": 1, "checkpoint": False, "conv_size": 4}   # Kimi-Linear's layer
+LAYER_IMPLS = ("fla-kda-layer", "fla-gdn-layer")       # KimiDeltaAttention, GatedDeltaNet (use_gate=True)
 
 
 def _torch():
@@ -114,12 +115,19 @@ def gdn_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, 
     return x
 
 
-def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, layer: dict) -> dict:
-    """flash-linear-attention's KimiDeltaAttention x ``layer["layers"]``, as ``validate/harnesses/fla_layer.py`` builds
-    it: x, cu_seqlens, dY, then each layer (built on the CPU, bf16 but A_log and dt_bias fp32, moved one parameter at
-    a time, bottom layer first)."""
+def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, layer: dict,
+                 impl: str = "fla-kda-layer") -> dict:
+    """flash-linear-attention's KimiDeltaAttention (or GatedDeltaNet, ``fla-gdn-layer``) x ``layer["layers"]``, as
+    ``validate/harnesses/fla_layer.py`` builds it: x, cu_seqlens, dY, then each layer (built on the CPU, bf16 but
+    A_log and dt_bias fp32, moved one parameter at a time, bottom layer first)."""
     torch = _torch()
-    from fla.layers.kda import KimiDeltaAttention
+    if impl == "fla-gdn-layer":
+        from fla.layers.gated_deltanet import GatedDeltaNet
+
+        def Layer(**kw):
+            return GatedDeltaNet(use_gate=True, **kw)
+    else:
+        from fla.layers.kda import KimiDeltaAttention as Layer
     hidden = layer["hidden"]
     x = {"x": torch.empty(1, tokens, hidden, dtype=torch.bfloat16, device="cuda").normal_(generator=gen),     # [1, T, hidden] bf16
          "cu_seqlens": torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs),        # [N+1] int64
@@ -128,8 +136,8 @@ def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int
     layers = []
     for i in range(layer["layers"]):
         torch.manual_seed(i)
-        m = KimiDeltaAttention(hidden_size=hidden, head_dim=dim, num_heads=heads, num_v_heads=v_heads,
-                               conv_size=layer["conv_size"], mode="chunk", expand_v=1.0)
+        m = Layer(hidden_size=hidden, head_dim=dim, num_heads=heads, num_v_heads=v_heads,
+                  conv_size=layer["conv_size"], mode="chunk", expand_v=1.0)
         for name, p in m.named_parameters():
             if name not in ("A_log", "dt_bias"):
                 p.data = p.data.to(torch.bfloat16)
@@ -143,8 +151,8 @@ def make_inputs(impl: str, tokens: int, heads: int, dim: int, seqs: int, seed: i
     """Plain contract in place on the GPU: q, k L2-normalised bf16, v bf16, g log-space fp32, beta fp32."""
     torch = _torch()
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    if impl == "fla-kda-layer":
-        x = layer_inputs(tokens, heads, dim, seqs, gen, v_heads or heads, {**LAYER_DEFAULTS, **(layer or {})})
+    if impl in LAYER_IMPLS:
+        x = layer_inputs(tokens, heads, dim, seqs, gen, v_heads or heads, {**LAYER_DEFAULTS, **(layer or {})}, impl)
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         return x
@@ -192,7 +200,7 @@ def step(impl: str, x: dict, forward_only: bool = False):
 
 
 def forward(impl: str, x: dict):
-    if impl == "fla-kda-layer":
+    if impl in LAYER_IMPLS:
         from torch.utils.checkpoint import checkpoint
         h = x["x"]
         for layer in x["layers"]:
@@ -287,20 +295,20 @@ def pretune_l2norm(tokens: int, heads: int, dim: int) -> dict:
 
 
 def layer_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--hidden", type=int, default=LAYER_DEFAULTS["hidden"], help="fla-kda-layer: hidden size")
-    ap.add_argument("--layers", type=int, default=LAYER_DEFAULTS["layers"], help="fla-kda-layer: layers chained")
-    ap.add_argument("--checkpoint", action="store_true", help="fla-kda-layer: torch.utils.checkpoint per layer")
-    ap.add_argument("--conv-size", type=int, default=LAYER_DEFAULTS["conv_size"], help="fla-kda-layer: conv width")
+    ap.add_argument("--hidden", type=int, default=LAYER_DEFAULTS["hidden"], help="a layer: hidden size")
+    ap.add_argument("--layers", type=int, default=LAYER_DEFAULTS["layers"], help="a layer: layers chained")
+    ap.add_argument("--checkpoint", action="store_true", help="a layer: torch.utils.checkpoint per layer")
+    ap.add_argument("--conv-size", type=int, default=LAYER_DEFAULTS["conv_size"], help="a layer: conv width")
 
 
 def layer_of(args) -> dict | None:
     """A layer probe's stack, recorded in every line (probe_records.model_of builds the model with it)."""
-    if args.impl != "fla-kda-layer":
+    if args.impl not in LAYER_IMPLS:
         return None
     return {"hidden": args.hidden, "layers": args.layers, "checkpoint": args.checkpoint, "conv_size": args.conv_size}
 
 
-FLA_IMPLS = ("fla-plain", "fla-report", "fla-gdn", "fla-kda-layer")     # the FLA harnesses (process_memory.py's too)
+FLA_IMPLS = ("fla-plain", "fla-report", "fla-gdn") + LAYER_IMPLS     # the FLA harnesses (process_memory.py's too)
 
 
 def parser() -> argparse.ArgumentParser:

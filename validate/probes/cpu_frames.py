@@ -12,7 +12,9 @@ a candidate whose shared memory exceeds the device's is not counted (on the GPU 
 Kernel outputs are never written (garbage values): only fla's Python control flow on shapes and ``cu_seqlens`` runs.
 
     python validate/probes/cpu_frames.py --cases 'fla-report:64:16:16;fla-gdn-fwd:128:16:32' --out DIR [--jobs 2]
-      CASES: ';'-separated impl:dim:heads:v_heads, impl fla-report, fla-plain or fla-gdn, -fwd for forward only
+      CASES: ';'-separated impl:dim:heads:v_heads[:hidden], impl fla-report, fla-plain or fla-gdn, -fwd for forward
+      only, or a layer, fla-kda-layer or fla-gdn-layer (one layer, conv 4, hidden default 2048: the layer's
+      projections are cuBLAS's, not Triton's; its convolutions, norms and chunk kernel are compiled)
     python validate/probes/cpu_frames.py --compare DATA.json --out DIR   # CPU max frames against the GPU's (cold)
 
 Writes DIR/<tag>.jsonl (one line per compiled candidate: kernel, config, hash, shared, cuobjdump's figures, counted)
@@ -35,7 +37,9 @@ HERE = Path(__file__).parent
 SM90_SHARED = 232_448        # cudaDevAttrMaxSharedMemoryPerBlockOptin on the H100/H200
 H200 = {"max_shared_mem": SM90_SHARED, "multiprocessor_count": 132, "max_num_regs": 65_536, "warpSize": 32,
         "sm_clock_rate": 1_980_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 6144}
-FAMILIES = {"fla-report": "fla-kda:report", "fla-plain": "fla-kda:plain", "fla-gdn": "fla-gdn:-"}
+FAMILIES = {"fla-report": "fla-kda:report", "fla-plain": "fla-kda:plain", "fla-gdn": "fla-gdn:-",
+            "fla-kda-layer": "fla-kda-layer:-", "fla-gdn-layer": "fla-gdn-layer:-"}
+LAYERS = {"fla-kda-layer": "fla-kda-layer@0.6.0", "fla-gdn-layer": "fla-gdn-layer@0.6.0"}     # impl -> harness key
 
 
 # ---- an H200 that is not there ----------------------------------------------------------------------------------
@@ -176,6 +180,18 @@ def cpu_inputs(impl: str, tokens: int, heads: int, dim: int, v_heads: int, grad:
     return x
 
 
+def layer_step(case: dict) -> None:
+    """One layer's training step on the CPU through its GPU harness (``validate/harnesses/fla_layer.py``: the same
+    modules, dtypes and call), one sequence of ``tokens``; the layer count and checkpointing change no kernel."""
+    from livebytes.estimator.shapes import Shape
+    from livebytes.validate.harnesses import harness_for
+    key = LAYERS[case["impl"]]
+    h = harness_for(key)(key, "plain", False, False)
+    shape = Shape(1, case["tokens"], case["heads"], case["dim"], case["v_heads"], hidden=case["hidden"], layers=1,
+                  conv_size=4)
+    h.step(h.inputs(shape, device="cpu"))
+
+
 def res_usage(kernel, tool: str, folder: Path) -> dict:
     """cuobjdump -res-usage of a compiled kernel's cubin (``cubin_usage.usage``)."""
     sys.path.insert(0, str(HERE))
@@ -224,10 +240,13 @@ def worker(case: dict, out: Path) -> int:
     import triton
     cpu_tensors_on_device_0()
     t0 = time.time()
-    x = cpu_inputs(case["impl"], case["tokens"], case["heads"], case["dim"], case["v_heads"], not case["forward_only"])
     rec = {"case": case}
     try:
-        bp.step(case["impl"], x, case["forward_only"])
+        if case["impl"] in LAYERS:
+            layer_step(case)
+        else:
+            bp.step(case["impl"], cpu_inputs(case["impl"], case["tokens"], case["heads"], case["dim"], case["v_heads"],
+                                             not case["forward_only"]), case["forward_only"])
     except Exception as err:      # what the library refused is a result; the kernels compiled so far still count
         rec["error"] = f"{type(err).__name__}: {str(err)[:400]}"
     tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
@@ -240,9 +259,18 @@ def worker(case: dict, out: Path) -> int:
     rec.update(key=case["key"], frames=dict(sorted(frames.items())), compiled=sum(1 for r in rows if "hash" in r),
                counted=sum(1 for r in rows if r["counted"]), seconds=round(time.time() - t0, 1),
                target="cuda sm90 (GPUTarget('cuda', 90, 32))", triton=triton.__version__, fla=__import__("fla").__version__,
-               torch=__import__("torch").__version__, python=sys.version.split()[0])
+               torch=__import__("torch").__version__, python=sys.version.split()[0], ptxas=ptxas_used())
     print(json.dumps(rec), flush=True)
     return 0 if "error" not in rec else 1
+
+
+def ptxas_used() -> str:
+    """The ptxas that compiled sm90 and its release: Triton 3.9.0 picks ``ptxas-blackwell`` for arch >= 90 unless
+    TRITON_PTXAS_BLACKWELL_PATH names another (the H200 runs 20-22 named the bundled legacy ``ptxas``)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    path = get_ptxas(90).path
+    release = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    return f"{Path(path).name} ({release[-2] if len(release) > 1 else '?'})"
 
 
 # ---- cases, comparison -----------------------------------------------------------------------------------------
@@ -250,14 +278,17 @@ def worker(case: dict, out: Path) -> int:
 def parse_cases(text: str, tokens: int) -> list[dict]:
     cases = []
     for item in filter(None, (c.strip() for c in text.split(";"))):
-        impl, dim, heads, v_heads = item.split(":")
+        impl, dim, heads, v_heads, *hidden = item.split(":")
         base, forward_only = impl.removesuffix("-fwd"), impl.endswith("-fwd")
-        if base not in FAMILIES:
-            raise SystemExit(f"error: unknown impl {impl!r} (one of {', '.join(FAMILIES)}, optionally -fwd)")
+        if base not in FAMILIES or (base in LAYERS and forward_only) or (hidden and base not in LAYERS):
+            raise SystemExit(f"error: unknown case {item!r} (impl one of {', '.join(FAMILIES)}, a kernel optionally "
+                             "-fwd; :hidden for a layer only)")
         family, contract = FAMILIES[base].split(":")
         key = f"{family}{'-fwd' if forward_only else ''}:{contract} D{dim} H{heads} HV{v_heads}"
+        layer = {"hidden": int(hidden[0]) if hidden else 2048} if base in LAYERS else {}
         cases.append({"impl": base, "forward_only": forward_only, "dim": int(dim), "heads": int(heads),
-                      "v_heads": int(v_heads), "tokens": tokens, "key": key, "tag": f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}"})
+                      "v_heads": int(v_heads), "tokens": tokens, "key": key, **layer,
+                      "tag": f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}"})
     return cases
 
 

@@ -16,9 +16,9 @@ it loaded (``knobs.runtime.kernel_load_end_hook``: a config that fails ``OutOfRe
 ``cuobjdump -res-usage`` gives each loaded cubin's stack frame: the data ``lifetimes/data`` frames come from.
 
     python3 validate/probes/process_memory.py --cases CASES --cache-root /tmp/pm --out DIR --deadline 420
-      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn, fla-kda-layer,
-      optionally suffixed -fwd (forward only); state cold (an empty TRITON_CACHE_DIR) or warm (the folder an
-      earlier cold case of the same impl and dim filled).
+      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn, or a
+      layer, fla-kda-layer or fla-gdn-layer (hidden 2304, one layer), a kernel optionally suffixed -fwd (forward only);
+      state cold (an empty TRITON_CACHE_DIR) or warm (the folder an earlier cold case of the same impl and dim filled).
 """
 from __future__ import annotations
 
