@@ -116,7 +116,7 @@ def options_text(r: dict) -> str:
     o = r["options"]
     parts = ([f"contract {o['contract']}"] if "contract" in o else []) + (
         [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else []) + (
-        [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq is the total)"] if "cp" in o else [])
+        [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq-len is the total)"] if "cp" in o else [])
     if o.get("gva"):
         parts.append("grouped value heads")
     if "hidden" in o:           # a layer model: the stack it describes (defaults included)
@@ -407,7 +407,7 @@ def sweep_table(data: dict) -> Table:
     devices = ", ".join(sorted({r["device"] for r in data["results"]}))
     t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices}")
     _key_column(t, "impl")
-    grouped = any("v_heads" in r["shape"] for r in data["results"])      # a --v-heads sweep: its value heads shown
+    grouped = any("v_heads" in r["shape"] for r in data["results"])      # a --num-v-heads sweep: its value heads shown
     for c in ("MBS", "seq", "heads", *(("v heads",) if grouped else ()), "dim", "peak GiB"):
         _number_column(t, c)
     _key_column(t, "runs")
@@ -487,7 +487,7 @@ def bar_width(preds) -> int:
 
 def sweep_csv(data: dict) -> str:
     """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; v_heads:
-    the value heads (the heads' count unless --v-heads set them)."""
+    the value heads (the heads' count unless --num-v-heads set them)."""
     lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,v_heads,dim,peak_bytes,"
              "device_need_bytes,fits"]
     for r in data["results"]:

@@ -351,7 +351,7 @@ def _drift() -> dict:
 
 
 DIFF_KINDS = ("added", "removed", "resized", "retyped", "lives longer", "lives shorter")     # estimator/diff.py KINDS
-SHAPE_OR_NONE = dict(SHAPE, type=["object", "null"], description="the shape of the peak's change (--seq and --heads; "
+SHAPE_OR_NONE = dict(SHAPE, type=["object", "null"], description="the shape of the peak's change (--seq-len and --num-heads; "
                                                                   "null without them)")
 
 

@@ -16,7 +16,21 @@ MAX_DIGITS = 18
 MAX_SIZE = 1 << 50
 
 
-TOKEN_FIELDS = ("value", "sequence", "--seq", "--block-q", "--block-k", "seq")   # sizes written in tokens: 8K, 128K
+# A Shape field -> the name users type and read: HF configs' and FLA layers' own names. The JSON keys, the shape strings
+# (``parse_shape_list``) and the flags (``--seq-len``) are these; the fields keep their short names inside the library,
+# and the measured records on disk keep the short names as keys (``Shape.record_dict``; ``Shape.from_dict`` reads both).
+HF_NAMES = {"mbs": "batch_size", "seq": "seq_len", "heads": "num_heads", "dim": "head_dim", "v_heads": "num_v_heads",
+            "dim_v": "head_v_dim", "hidden": "hidden_size", "layers": "num_hidden_layers", "checkpoint": "checkpoint",
+            "conv_size": "conv_size"}
+FIELD_OF = {name: field for field, name in HF_NAMES.items()}
+
+
+def flag_of(field: str) -> str:
+    """The command line's flag of a Shape field (or of any other option name): ``seq`` -> ``--seq-len``."""
+    return "--" + HF_NAMES.get(field, field).replace("_", "-")
+
+
+TOKEN_FIELDS = ("value", "sequence", "--seq", "--seq-len", "--block-q", "--block-k", "seq", "seq_len")   # in tokens: 8K
 
 
 def parse_size(text: str | int, what: str = "value") -> int:
@@ -36,6 +50,26 @@ def parse_size(text: str | int, what: str = "value") -> int:
     if value > MAX_SIZE:
         raise LivebytesError(f"{what}: {value:,} is beyond any size (at most 2^50 = {MAX_SIZE:,})")
     return value
+
+
+def head_v_dim(head_dim: int, expand_v: str | int | float, what: str = "expand_v") -> int:
+    """The value head dimension of FLA's ``expand_v`` (``int(head_dim * expand_v)`` in its layers): ``expand_v`` a
+    positive number (2, 0.5, "1.5"), read exactly; a product that is not a whole number is refused, as FLA refuses a
+    value dim it cannot split into heads."""
+    from fractions import Fraction
+    try:
+        ratio = Fraction(str(expand_v).strip())
+    except (ValueError, ZeroDivisionError):
+        raise LivebytesError(f"{what}: {show(expand_v)} is not a number (e.g. 0.5, 1 or 2)") from None
+    if ratio <= 0:
+        raise LivebytesError(f"{what}: must be positive, got {show(expand_v)}")
+    value = head_dim * ratio
+    if value > MAX_SIZE:
+        raise LivebytesError(f"{what}: head_dim {head_dim} x {show(expand_v)} is beyond any size (at most 2^50)")
+    if value.denominator != 1:
+        raise LivebytesError(f"{what}: head_dim {head_dim} x {show(expand_v)} = {float(value):g} is not a whole value "
+                             "head dimension")
+    return parse_size(int(value), what)
 
 
 def format_tokens(n: int) -> str:

@@ -120,10 +120,13 @@ GDN_TRACES = str(Path(__file__).resolve().parents[1] / "validate" / "traces" / "
 
 BAD_INPUTS = [
     # (arguments, exit code, a phrase the one line must contain)
-    ((*P, "--mbs", "0", *S8), 1, "--mbs: must be positive"),
-    ((*P, "--mbs", "-1", *S8), 1, "--mbs"),
-    ((*P, "--seq", "eight", "--heads", "4"), 1, "--seq"),
-    ((*P, "--seq", "8K", "--heads", "0"), 1, "--heads: must be positive"),
+    # the HF/FLA flags and their old short aliases: a message names the HF flag
+    ((*P, "--mbs", "0", *S8), 1, "--batch-size: must be positive"),
+    ((*P, "--batch-size", "-1", *S8), 1, "--batch-size"),
+    ((*P, "--seq", "eight", "--heads", "4"), 1, "--seq-len"),
+    ((*P, "--seq-len", "8K", "--num-heads", "0"), 1, "--num-heads: must be positive"),
+    ((*P, *S8, "--expand-v", "1/3"), 1, "--expand-v: head_dim 128 x '1/3' = 42.6667 is not a whole value head dimension"),
+    ((*P, *S8, "--expand-v", "0"), 1, "--expand-v: must be positive"),
     ((*P, *S8, "--dim", "512"), 1, "key head dim <= 256"),
     ((*P, *S8, "--dim", "16"), 1, "head dim >= 32"),
     ((*P, *S8, "--v-heads", "6"), 1, "multiple of heads"),
@@ -138,7 +141,7 @@ BAD_INPUTS = [
     (("predict", "--impl", HOPPER, *S8, "--gpu", "B300"), 1, "only on sm90"),
     (("predict", "--impl", HOPPER, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
     ((*P, "--impl", HOPPER, *S8), 2, "use livebytes compare"),
-    ((*P, "--seq", "8K"), 2, "--heads is required with --impl"),
+    ((*P, "--seq", "8K"), 2, "--num-heads is required with --impl"),
     (("predict", "--seq", "8K", "--heads", "4"), 2, "give --impl KEY"),
     ((*P, *S8, "--bogus"), 2, "No such option"),
     (("predicts",), 2, "No such command"),
@@ -152,14 +155,16 @@ BAD_INPUTS = [
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "lotsGiB"), 1, "'lots' is not a number"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80XB"), 1,
      "unknown unit 'XB'; the units are TiB, GiB, MiB, KiB, TB, GB, MB, KB, B"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "dim"), 2, "--solve must be one of"),
-    # the solved dimension given: the answer would replace it unannounced
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "dim"), 2,
+     "--solve: the dimension to solve for must be one of seq_len, batch_size, num_heads, num_hidden_layers"),
+    # the solved dimension given: the answer would replace it unannounced (old names and HF names alike)
     (("plan", "--impl", "fla-kda@0.6.0", "--solve", "heads", "--seq", "32K", "--heads", "7"), 2,
-     "--heads has no effect with --solve heads: plan solves for it"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "seq", "--seq", "1K"), 2, "--seq has no effect with --solve seq"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--seq=8K"), 2, "--seq has no effect with --solve seq"),   # seq: the default
-    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "mbs", "--mbs", "1", "--budget", "80GiB"), 2,
-     "--mbs has no effect with --solve mbs"),
+     "--num-heads has no effect with --solve num_heads: plan solves for it"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "seq_len", "--seq", "1K"), 2,
+     "--seq-len has no effect with --solve seq_len"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--seq-len=8K"), 2, "--seq-len has no effect with --solve seq_len"),   # the default
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "batch_size", "--mbs", "1", "--budget", "80GiB"), 2,
+     "--batch-size has no effect with --solve batch_size"),
     (("formula", "--impl", FROST, "--gpu", "H200"), 1, "Blackwell-only"),
     (("formula", "--impl", FROST, "--contract", "plain"), 1, "does not take --contract"),
     (("formula", "--impl", "fla-kda@0.6.0", "--impl", FROST), 2, "formula takes one --impl"),
@@ -186,8 +191,9 @@ BAD_INPUTS = [
     (("predict", "--impl", "fla-kda@0.6.0", "--seq", "9" * 5000, "--heads", "8"), 1, "5,000-digit number"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "9" * 5000 + "GiB"), 1, "(5,005 characters)"),
     # given twice: the last would win silently
-    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--seq", "16K", "--heads", "8"), 2, "--seq given more than once"),
-    (("predict", "--impl", "fla-kda@0.6.0", "--seq=8K", "--seq", "16K", "--heads", "8"), 2, "--seq given more than once"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--seq", "16K", "--heads", "8"), 2, "--seq-len given more than once"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq=8K", "--seq-len", "16K", "--heads", "8"), 2,
+     "--seq-len given more than once"),      # an alias and its HF name: one option
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "8GiB", "--budget", "9GiB"), 2, "--budget given more than once"),
     (("sweep", "--impl", "fla-kda@0.6.0", "--out", "{tmp}/a.csv", "--csv", "{tmp}/b.csv"), 2, "--out given more than once"),
     (("predict", "--impl", "fla-kda@0.6.0", *S8, "--alloc-conf", "expandable_segments:True,expandable_segments:False"), 2,
@@ -203,8 +209,8 @@ BAD_INPUTS = [
     (("validate", "--from-records", "/nonexistent/x.json"), 1, "no such file"),
     (("validate", "--impl", "fla-kda@0.6.0"), 2, "--shapes are required"),
     (("payload", "--fn", "sparse", "--no-measure"), 1, "--fn must be one of"),
-    (("payload", "--dim", "0", "--no-measure"), 1, "--dim: must be positive"),
-    (("payload", "--seq", "0", "--no-measure"), 1, "--seq: must be positive"),
+    (("payload", "--dim", "0", "--no-measure"), 1, "--head-dim: must be positive"),
+    (("payload", "--seq", "0", "--no-measure"), 1, "--seq-len: must be positive"),
     (("payload", "--block-q", "x", "--no-measure"), 1, "--block-q"),
     # options that would be accepted and ignored are refused
     (("predict", "--impl", "fla-kda@0.6.0", *S8, "--triton-cache", "cold-after-warmup"), 1, "must be one of cold, warm"),
@@ -217,8 +223,8 @@ BAD_INPUTS = [
     (("validate", "--from-records", "all", "--out-dir", "{tmp}"), 2, "--out-dir has no effect with --from-records"),
     (("validate", "--from-records", "all", "--shapes", "1,8K,4"), 2, "--shapes has no effect with --from-records"),
     (("plan", "--impl", HOPPER, "--budget", "80GiB", "--triton-cache", "warm"), 1, "runs no Triton kernels"),
-    (("sweep", "--impl", "fla-kda@0.6.0", "--heads", "16,,32"), 1, "--heads: an empty item"),
-    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K,"), 1, "--seq: an empty item"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--heads", "16,,32"), 1, "--num-heads: an empty item"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K,"), 1, "--seq-len: an empty item"),
     (("compare", "--impl", HOPPER, "--impl", HOPPER, *S8), 2, f"--impl {HOPPER} given more than once"),
     (("plan", "--impl", HOPPER, "--impl", HOPPER), 2, "given more than once"),
     (("drift", "--impl", "fla-kda@0.6.0", "--traces", GDN_TRACES), 1, "a different implementation"),
@@ -651,3 +657,43 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
 ])
 def test_an_out_of_memory_verdict_says_which_call_and_how_short(args, words):
     assert words in " ".join(run("predict", *args).stdout.split())
+
+
+# ------------------------------------------------------------------------------ the HF/FLA flags and their aliases
+
+# (HF/FLA flag, the old short flag kept as its alias, a value): every shape flag of issue 34's one vocabulary
+HF_FLAGS = [("--seq-len", "--seq", "8K"), ("--batch-size", "--mbs", "2"), ("--num-heads", "--heads", "16"),
+            ("--head-dim", "--dim", "64"), ("--num-v-heads", "--v-heads", "32"), ("--hidden-size", "--hidden", "2304"),
+            ("--num-hidden-layers", "--layers", "2")]
+
+
+def test_every_hf_flag_reads_as_its_alias():
+    """A layer model takes every shape flag: the HF names and the old short names give the one answer."""
+    def answer(names):
+        args = [a for name, (_, _, value) in zip(names, HF_FLAGS) for a in (name, value)]
+        r = run("predict", "--impl", "fla-kda-layer@0.6.0", *args, "--json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["results"][0]
+    hf, old = answer([f[0] for f in HF_FLAGS]), answer([f[1] for f in HF_FLAGS])
+    assert hf == old and hf["peak_bytes"] > 0
+
+
+@pytest.mark.parametrize("command", ["predict", "compare", "timeline", "plan", "sweep", "explain", "diff", "formula"])
+def test_the_help_names_the_hf_flag_and_lists_its_alias(command):
+    """--help lists each option by its HF name, its old short name at the end of its help ("alias: --seq")."""
+    text = " ".join(run(command, "-h").stdout.replace("│", " ").split())
+    wanted = [(hf, old) for hf, old, _ in HF_FLAGS if command != "formula" or hf in ("--hidden-size", "--num-hidden-layers")]
+    for hf, old in wanted:
+        assert f"{hf} " in text and f"alias: {old})" in text, (hf, old)
+        assert f"{hf},{old}" not in text      # not typer's own listing, whose names column overflows 80 columns
+
+
+@pytest.mark.parametrize("expand_v,head_v_dim", [("2", 256), ("0.5", 64), ("1.5", 192)])
+def test_expand_v_sets_the_value_head_dim_as_fla(expand_v, head_v_dim):
+    """FLA's layers: head_v_dim = int(head_dim * expand_v); 128 x 2 = 256, 128 x 0.5 = 64, 128 x 1.5 = 192; a value
+    head twice as wide holds more bytes than a square one."""
+    args = ["predict", "--impl", "fla-gdn-layer@0.6.0", "--seq-len", "8K", "--num-heads", "16", "--json"]
+    wide = json.loads(run(*args, "--expand-v", expand_v).stdout)["results"][0]
+    square = json.loads(run(*args).stdout)["results"][0]
+    assert wide["shape"]["dim_v"] == head_v_dim
+    assert (wide["peak_bytes"] > square["peak_bytes"]) == (head_v_dim > 128)

@@ -101,7 +101,7 @@ def test_every_number_is_whole(monkeypatch, name, width):
 
 def test_help_is_not_cut_at_80_columns(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    for command in ("validate", "plan", "sweep", "payload", "learn", "drift", "explain", "timeline"):
+    for command in ("validate", "plan", "sweep", "payload", "learn", "drift", "explain", "timeline", "predict", "compare", "diff"):
         out = CliRunner().invoke(app, [command, "-h"], terminal_width=80).stdout
         assert "…" not in out and "<str>" not in out, command
 

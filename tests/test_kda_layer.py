@@ -195,7 +195,7 @@ def test_a_stack_no_gpu_preset_holds_is_refused_before_it_is_built(monkeypatch):
 def test_the_layer_fields_are_build_options_of_layer_models_only():
     shape = Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=4, checkpoint=True)
     assert shape_options("fla-kda-layer@0.6.0", shape) == {"hidden": HIDDEN, "layers": 4, "checkpoint": True}
-    with pytest.raises(RefusedShapeError, match="--checkpoint, --hidden, --layers describe a layer"):
+    with pytest.raises(RefusedShapeError, match="--checkpoint, --hidden-size, --num-hidden-layers describe a layer"):
         shape_options("fla-kda@0.6.0", shape)
     m = get_model("fla-kda-layer@0.6.0", "H200", **shape_options("fla-kda-layer@0.6.0", shape))
     assert dict(m.options)["layers"] == 4 and "4 KimiDeltaAttention layers" in m.summary
@@ -305,9 +305,9 @@ def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describes a layer"),
-    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describes a layer"),
-    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--layers"),
+    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden-size describes a layer"),
+    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--num-hidden-layers describes a layer"),
+    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--num-hidden-layers: must be positive"),
     # past the largest preset's memory in parameters and gradients alone: refused before the stack is built
     (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "16", "--layers", "1000000"],
      "1,000,000 layers: their parameters and gradients alone take"),

@@ -91,7 +91,7 @@ def test_payload_refuses_a_measurement_beyond_the_cap_before_measuring(seq, monk
     r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", seq])
     assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.output
     (line,) = r.stderr.strip().splitlines()
-    assert line.startswith("error: ") and "--seq <= 16,384" in line and "--no-measure" in line
+    assert line.startswith("error: ") and "--seq-len <= 16,384" in line and "--no-measure" in line
 
 
 @pytest.mark.parametrize("failure", [RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
