@@ -358,10 +358,12 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
             latex: bool = typer.Option(False, "--latex", help="LaTeX instead of ASCII art"),
             groups: bool = typer.Option(True, "--groups/--no-groups", help="also the per-group formulas at each candidate step"),
             as_json: bool = o.Json) -> None:
-    """The peak as a closed form in S, MBS, H, HV, DK, DV (a Max where the peak step changes with shape)."""
+    """The peak as a closed form in S, MBS, H, HV, DK, DV (seq_len, batch_size, num_heads, num_v_heads, head_dim,
+    head_v_dim; a Max where the peak step changes with shape)."""
     import sympy as sp
 
     from livebytes.estimator.planning import closed_form, group_formulas
+    from livebytes.estimator.shapes import SYMBOL_NAMES
 
     from livebytes import report
     key = o.single_impl(impl, "formula")
@@ -369,7 +371,7 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank),
                         stack=o.stack_from(hidden, layers, checkpoint, conv_size))
     expr, steps = closed_form(model)
-    per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
+    per_group = {model.steps[i].name: group_formulas(model, i) for i in steps} if groups else {}
     if as_json:
         _print_json(report.formula_data(model, expr, steps, per_group))
         return
@@ -393,11 +395,13 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
                              break_long_words=False))
     typer.echo(textwrap.fill(f"candidate peak steps (every other step is dominated term by term): "
                              f"{', '.join(model.steps[i].name for i in steps)}", width, break_long_words=False))
+    typer.echo(textwrap.fill("in " + ", ".join(f"{s}={name}" for s, name in SYMBOL_NAMES.items())
+                             + " (HV=num_heads and DV=head_dim unless given)", width, break_long_words=False))
     typer.echo(show(expr))
     for step, grp in per_group.items():
         typer.echo(f"\nat {step}, by storage group:")
-        for label, e in grp.items():
-            typer.echo(f"  {label}:")
+        for group, e in grp.items():
+            typer.echo(f"  {group.label}:")
             typer.echo("\n".join("    " + line for line in show(e, 4).splitlines()))
 
 

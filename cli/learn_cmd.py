@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from .errors import EXIT_VALIDATION_FAILED, UsageProblem
-from livebytes.report import envelope
+from livebytes.report import device_terms, envelope
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -79,10 +79,14 @@ def learn_command(
 
 
 def _traced_terms(learned) -> dict:
-    """What a learned model rests on: the traced implementation, options, device and shapes (a result's ``shape`` is
-    null: the traces hold several, listed in ``traced_shapes``)."""
-    return {"impl": learned.impl, "device": learned.traces[0].device or None, "shape": None,
-            "options": dict(learned.traces[0].options), "traced_shapes": [t.values for t in learned.traces]}
+    """What a learned model rests on: the traced implementation, options, device (its preset; the product name as the
+    trace holds it in ``device_name``) and shapes (a result's ``shape`` is null: the traces hold several, listed in
+    ``traced_shapes`` with the HF names; ``symbols`` names what the formulas' symbols stand for)."""
+    from livebytes.learn.traces import TRACE_SYMBOL_NAMES
+    first = learned.traces[0]
+    return {"impl": learned.impl, **device_terms(first.preset or None, first.device or None), "shape": None,
+            "options": dict(first.options), "traced_shapes": [t.shape_dict() for t in learned.traces],
+            "symbols": dict(TRACE_SYMBOL_NAMES)}
 
 
 def _hand_model(key: str, learned):

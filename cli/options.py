@@ -65,7 +65,7 @@ CpLayout = typer.Option(None, "--cp-layout", metavar="LAYOUT",
 CpRank = typer.Option(None, "--cp-rank", metavar="RANK",
                       help="context-parallel models only: the rank modelled, rank 0 (first, default), W-1 (last) or one "
                            "between (middle, W >= 3); which CP kernels it launches, so autotunes on a cold first call")
-Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
+Json = typer.Option(False, "--json", help="print JSON (schema 3, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: the "

@@ -23,6 +23,10 @@ HF_NAMES = {"mbs": "batch_size", "seq": "seq_len", "heads": "num_heads", "dim": 
             "dim_v": "head_v_dim", "hidden": "hidden_size", "layers": "num_hidden_layers", "checkpoint": "checkpoint",
             "conv_size": "conv_size"}
 FIELD_OF = {name: field for field, name in HF_NAMES.items()}
+# The symbols of the lifetime models' formulas (estimator/symbols.py, ``Shape.subs``) -> the HF name each stands for (HV
+# is num_heads and DV head_dim where those are not given)
+SYMBOL_NAMES = {"S": "seq_len", "MBS": "batch_size", "H": "num_heads", "HV": "num_v_heads", "DK": "head_dim",
+                "DV": "head_v_dim"}
 
 
 def flag_of(field: str) -> str:
@@ -140,13 +144,19 @@ class Shape:
         from .symbols import DK, DV, H, HV, MBS, S
         return {S: self.seq, MBS: self.mbs, H: self.heads, HV: self.hv, DK: self.dim, DV: self.dv}
 
-    def as_dict(self) -> dict:
+    def record_dict(self) -> dict:
+        """The shape as the measured records hold it (``mbs``, ``seq``, ...: the fields' own names), the format the GPU
+        runners write and validate/records/ keeps; v_heads, dim_v and the layer fields only when set."""
         d = {"mbs": self.mbs, "seq": self.seq, "heads": self.heads, "dim": self.dim}
         if self.v_heads is not None:
             d["v_heads"] = self.v_heads
         if self.dim_v is not None:
             d["dim_v"] = self.dim_v
         return d | self.layer_fields()
+
+    def as_dict(self) -> dict:
+        """The shape as users read it (the --json ``shape`` object, schema 3): the HF/FLA names (``HF_NAMES``)."""
+        return {HF_NAMES[k]: v for k, v in self.record_dict().items()}
 
     def label(self) -> str:
         text = f"MBS {self.mbs} x {format_tokens(self.seq)}, H{self.heads}"
@@ -167,6 +177,9 @@ class Shape:
 
     @classmethod
     def from_dict(cls, d: dict) -> Shape:
+        """A shape from either vocabulary: the JSON's HF names (``as_dict``) or the records' field names
+        (``record_dict``), translated here so that neither the records on disk nor the documents need rewriting."""
+        d = {FIELD_OF.get(k, k): v for k, v in d.items()}
         return cls(mbs=int(d["mbs"]), seq=int(d["seq"]), heads=int(d["heads"]), dim=int(d.get("dim", 128)),
                    v_heads=d.get("v_heads"), dim_v=d.get("dim_v"), **{k: d[k] for k in LAYER_FIELDS if d.get(k) is not None})
 

@@ -21,10 +21,13 @@ def test_predict_json_has_the_documented_fields():
     assert r.exit_code == 0, r.output
     envelope = json.loads(r.stdout)
     (d,) = envelope["results"]
-    assert (envelope["schema"], envelope["command"], d["impl"], d["device"]) == (2, "predict", "fla-kda@07b80f27", "B300")
-    assert d["shape"] == {"mbs": 1, "seq": 131072, "heads": 96, "dim": 128}     # 128K = 128 * 1024
+    assert (envelope["schema"], envelope["command"], d["impl"], d["device"]) == (3, "predict", "fla-kda@07b80f27", "B300")
+    assert d["shape"] == {"batch_size": 1, "seq_len": 131072, "num_heads": 96, "head_dim": 128}     # 128K = 128 * 1024
     assert isinstance(d["peak_bytes"], int) and d["peak_step"] == "bwd.intra_db_sum"
     assert sum(d["group_bytes"].values()) == d["peak_bytes"]
+    # machine keys, the prose as labels: every group named has its label, every buffer's group is one of them
+    assert set(d["group_bytes"]) == set(d["group_labels"]) >= {b["group"] for b in d["buffers_at_peak"]}
+    assert d["group_labels"]["inputs"] == "inputs, dO and output" and all(k.isidentifier() for k in d["group_labels"])
     assert sum(b["allocated_bytes"] for b in d["buffers_at_peak"]) == d["peak_bytes"]
     assert d["measured"][0]["origin"] == "published"          # the report's 99.422 GiB
 
@@ -301,7 +304,7 @@ def test_sweep_runs_column_is_predicts_verdict_around_the_plan_answer(key, contr
     seqs = [largest - 1, largest, largest + 1, largest + 2]
     r = run("sweep", "--impl", key, "--contract", contract, "--heads", "96", "--seq", ",".join(map(str, seqs)), "--json")
     assert r.exit_code == 0, r.output
-    swept = {row["shape"]["seq"]: row["fits"] for row in json.loads(r.stdout)["results"]}
+    swept = {row["shape"]["seq_len"]: row["fits"] for row in json.loads(r.stdout)["results"]}
     for seq in seqs:
         p = json.loads(run("predict", "--impl", key, "--contract", contract, "--heads", "96", "--seq", str(seq),
                            "--json").stdout)["results"][0]
@@ -329,7 +332,7 @@ def test_plan_defaults_to_each_models_device():
     d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
     assert [r["device"] for r in d["results"]] == ["H200", "B300"]
     assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "assumed"]
-    assert all(r["shape"] == {"mbs": 1, "seq": r["value"], "heads": 96, "dim": 128} for r in d["results"])
+    assert all(r["shape"] == {"batch_size": 1, "seq_len": r["value"], "num_heads": 96, "head_dim": 128} for r in d["results"])
     assert d["budget_bytes"] is None
 
 
@@ -488,7 +491,7 @@ def test_like_for_like_compare_does_not_warn():
 def test_plan_refuses_the_solved_dimension_but_takes_the_held_ones():
     """--heads with --solve seq is held (kept); --heads with --solve heads would be replaced by the answer (refused)."""
     held = json.loads(run("plan", "--impl", HOPPER, "--heads", "32", "--json").stdout)["results"][0]
-    assert held["shape"]["heads"] == 32
+    assert held["shape"]["num_heads"] == 32
     assert run("plan", "--impl", HOPPER, "--solve", "heads", "--heads", "32").exit_code == 2
 
 
@@ -633,7 +636,8 @@ def test_sweep_takes_the_stack_and_agrees_with_predict():
     stack = ["--heads", "32", "--hidden", "2304", "--layers", "4"]
     swept = json.loads(run("sweep", "--impl", "fla-kda-layer@0.6.0", "--seq", "64K", *stack, "--json").stdout)["results"]
     one = json.loads(run("predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "64K", *stack, "--json").stdout)["results"][0]
-    assert [(r["shape"]["layers"], r["shape"]["hidden"], r["peak_bytes"]) for r in swept] == [(4, 2304, one["peak_bytes"])]
+    assert [(r["shape"]["num_hidden_layers"], r["shape"]["hidden_size"], r["peak_bytes"]) for r in swept] == [
+        (4, 2304, one["peak_bytes"])]
 
 
 def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
@@ -641,7 +645,7 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     caption names the shape held at the answer (a flag left out shows as its default: here H96)."""
     args = ["plan", "--impl", "fla-kda-layer@0.6.0", "--solve", "layers", "--seq", "128K", "--hidden", "2304"]
     (r,) = json.loads(run(*args, "--heads", "32", "--json").stdout)["results"]
-    assert r["options"]["layers"] == r["shape"]["layers"] == r["value"] == 8
+    assert r["options"]["layers"] == r["shape"]["num_hidden_layers"] == r["value"] == 8
     text = " ".join(run(*args).stdout.split())
     assert "fla-kda-layer@0.6.0 at its answer: MBS 1 x 128K, H96, D128, hidden 2304" in text
 
@@ -695,5 +699,5 @@ def test_expand_v_sets_the_value_head_dim_as_fla(expand_v, head_v_dim):
     args = ["predict", "--impl", "fla-gdn-layer@0.6.0", "--seq-len", "8K", "--num-heads", "16", "--json"]
     wide = json.loads(run(*args, "--expand-v", expand_v).stdout)["results"][0]
     square = json.loads(run(*args).stdout)["results"][0]
-    assert wide["shape"]["dim_v"] == head_v_dim
+    assert wide["shape"]["head_v_dim"] == head_v_dim
     assert (wide["peak_bytes"] > square["peak_bytes"]) == (head_v_dim > 128)

@@ -205,7 +205,11 @@ def test_layer_shapes_read_back():
     shape = parse_shape_list("1,8K,32,128,hidden=2304,layers=4,checkpoint=on,conv=4")[0]
     assert (shape.hidden, shape.layers, shape.checkpoint, shape.conv_size) == (2304, 4, True, 4)
     assert parse_shape_list(shape_spec(shape))[0] == shape
-    assert Shape.from_dict(shape.as_dict()) == shape
+    assert Shape.from_dict(shape.as_dict()) == Shape.from_dict(shape.record_dict()) == shape   # the JSON's keys, the records'
+    assert shape.as_dict() == {"batch_size": 1, "seq_len": 8192, "num_heads": 32, "head_dim": 128, "hidden_size": 2304,
+                               "num_hidden_layers": 4, "checkpoint": True, "conv_size": 4}
+    assert shape.record_dict() == {"mbs": 1, "seq": 8192, "heads": 32, "dim": 128, "hidden": 2304, "layers": 4,
+                                   "checkpoint": True, "conv_size": 4}      # the records on disk keep their keys
 
 
 def test_include_maps_every_input_and_frees_only_its_own_buffers():

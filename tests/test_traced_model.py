@@ -323,7 +323,7 @@ def test_predict_model_json(tiny_config):
     r = runner.invoke(app, ["predict", "--model", str(tiny_config), "--seq", "1K", "--json"])
     assert r.exit_code == 0, r.output
     (d,) = json.loads(r.stdout)["results"]
-    assert d["impl"] == "fla-kda-model@0.6.0" and d["shape"]["heads"] == 2 and d["shape"]["dim"] == 64
+    assert d["impl"] == "fla-kda-model@0.6.0" and d["shape"]["num_heads"] == 2 and d["shape"]["head_dim"] == 64
     assert sum(m["total"] for m in d["module_bytes"].values()) == d["peak_bytes"]
     assert {"model.embeddings", "lm_head", "model.layers.1.attn", "model.layers.1.mlp"} <= set(d["module_bytes"])
     assert d["fits"] is True

@@ -110,11 +110,11 @@ def main(argv=None) -> int:
             try:
                 rec = runner.measure_shape(h, shape, env, ctx)
             except PeerOutOfMemory as err:
-                print(json.dumps({"rank": group.rank, "shape": shape.as_dict(), "stopped": str(err)}), flush=True)
-                ctx.earlier_shapes.append(shape.as_dict())
+                print(json.dumps({"rank": group.rank, "shape": shape.record_dict(), "stopped": str(err)}), flush=True)
+                ctx.earlier_shapes.append(shape.record_dict())
                 continue
             path = write_record(out, cp_fields(rec, group.world, group.rank, args.cp_layout, group.position, nccl_memory))
-            ctx.earlier_shapes.append(shape.as_dict())
+            ctx.earlier_shapes.append(shape.record_dict())
             status = f"OOM at {rec['oom_step']}" if rec["oom"] else f"{rec['peak_bytes']} B"
             print(f"[{args.impl} rank {group.rank}/{group.world} {args.cp_layout}] {shape.label()}: {status} -> {path}", flush=True)
         return 0

@@ -90,7 +90,7 @@ def base_record(h: Harness, shape: Shape, env: dict, ctx: RunContext) -> dict:
     taken = spec(h.impl).options     # record the what-if options the model takes, as the model names them
     options = {k: v for k, v in (("contract", h.contract), ("recompute", h.recompute)) if k in taken}
     record = {"impl": h.impl, "origin": "measured", "mode": ctx.mode, "options": options,
-              "forward_only": h.forward_only, "shape": shape.as_dict(), "protocol": PROTOCOL,
+              "forward_only": h.forward_only, "shape": shape.record_dict(), "protocol": PROTOCOL,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "allocator_conf": ctx.alloc_conf, **env}
     if ctx.earlier_shapes:
@@ -213,7 +213,7 @@ def run_shapes(args, out: Path) -> int:
     for i, shape in enumerate(shapes):
         rec = measure_shape(h, shape, env, ctx, out if (args.history and i == 0) else None)
         path = write_record(out, rec)
-        ctx.earlier_shapes.append(shape.as_dict())
+        ctx.earlier_shapes.append(shape.record_dict())
         status = f"OOM at {rec['oom_step']}" if rec["oom"] else f"{rec['peak_bytes']} B"
         print(f"[{args.impl} {h.contract}] {shape.label()}: {status} ({rec['seconds']['total']} s) -> {path.name}",
               flush=True)
