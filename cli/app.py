@@ -174,8 +174,11 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
                                                     "re-check only its records (a warning says how many others are left "
                                                     "out)"),
              shapes: Optional[str] = typer.Option(None, "--shapes", metavar="SHAPES",
-                                                  help='shapes MBS,SEQ,HEADS[,DIM] separated by ";", each with optional '
-                                                       ',hv=HV and ,dv=DV; e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
+                                                  help='shapes separated by ";", each key=value with the JSON\'s shape '
+                                                       'keys, e.g. "seq_len=8K, num_heads=96; seq_len=8K, '
+                                                       'num_heads=16, num_v_heads=32" (batch_size 1 and head_dim 128 '
+                                                       'by default; the old MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV] reads '
+                                                       'too)'),
              tolerance: str = typer.Option("0.1%", "--tolerance", metavar="PERCENT",
                                    help="largest error that passes, a percentage of the measured peak with its sign: 0.1%"),
              contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,

@@ -21,7 +21,9 @@ console = Console()
 TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/trace.py)")
 OnlyImpl = typer.Option(None, "--impl", metavar="KEY", help="only the traces of this implementation")
 Probe = typer.Option(None, "--probe", metavar="PROBE", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
-TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with --probe: N,S,H,HV,K,V;...")
+TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with --probe: the shapes to trace, separated "
+                           "by \";\", each key=value with the JSON's shape keys (seq_len=1030, num_heads=2, "
+                           "num_v_heads=4, head_dim=64, batch_size=2); the old N,S,H,HV,K,V reads too")
 Draft = typer.Option(None, "--draft", metavar="FILE", help="write the draft model module here")
 Json = typer.Option(False, "--json", help="machine-readable output")
 HandImpl = typer.Option(..., "--impl", metavar="KEY", help="hand model key to check, e.g. fla-kda@07b80f27")
@@ -62,7 +64,7 @@ def learn_command(
         raise UsageProblem("--shapes has no effect without --probe (it names the shapes to trace); leave it out")
     if probe is not None:
         if shapes is None:
-            raise UsageProblem("--probe needs --shapes N,S,H,HV,K,V;... (the shapes to trace)")
+            raise UsageProblem("--probe needs --shapes seq_len=...,num_heads=...;... (the shapes to trace)")
         from livebytes.validate.trace import request, write_traces
         write_traces(*request(probe, shapes), traces)
     learned = learn(load_traces(traces, impl))

@@ -209,6 +209,11 @@ BAD_INPUTS = [
     (("learn", "--traces", "{tmp}", "--probe", "fla-kda@0.6.0"), 2, "--probe needs --shapes"),
     (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "2,1024,2,2,64,64;2,2048,2,2,64,64"), 1,
      "unknown implementation 'nope'"),
+    # the one shape-string syntax (key=value, the JSON's shape keys) reads as the old N,S,H,HV,K,V does
+    (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "seq_len=1024,num_heads=2;seq_len=2048,num_heads=2"),
+     1, "unknown implementation 'nope'"),
+    (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "seq_len=1024;seq_len=2048,num_heads=2"), 1,
+     "shape 'seq_len=1024': num_heads= is missing"),
     (("validate", "--from-records", "/nonexistent/x.json"), 1, "no such file"),
     (("validate", "--impl", "fla-kda@0.6.0"), 2, "--shapes are required"),
     (("payload", "--fn", "sparse", "--no-measure"), 1, "--fn must be one of"),

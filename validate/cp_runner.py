@@ -30,7 +30,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="torchrun ... -m livebytes.validate.cp_runner", description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="fla-kda-cp@0.6.0 or fla-gdn-cp@0.6.0")
     ap.add_argument("--cp-layout", default="contiguous", choices=LAYOUTS)
-    ap.add_argument("--shapes", required=True, help='total shapes "1,SEQ,HEADS[,DIM][,hv=HV];..." (MBS 1)')
+    ap.add_argument("--shapes", required=True, help='total shapes "seq_len=SEQ,num_heads=HEADS[,head_dim=DIM]'
+                    '[,num_v_heads=HV];..." (batch_size 1; the old "1,SEQ,HEADS[,DIM][,hv=HV]" too)')
     ap.add_argument("--out", required=True)
     ap.add_argument("--contract", default="report", choices=("report", "plain"))
     ap.add_argument("--no-recompute", action="store_true")

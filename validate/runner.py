@@ -19,7 +19,8 @@ This module is the protocol and the record alone: the implementation's inputs an
 ``environment``, ``gpu_lock`` and ``triton_state``; the command line is ``runner_args``.
 
 Usage (one process; shapes of one (H, D) share compilation and autotuning):
-    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --shapes "1,8K,96,128;1,8K,16,128,hv=32" --out DIR
+    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --out DIR \
+        --shapes "seq_len=8K,num_heads=96;seq_len=8K,num_heads=16,num_v_heads=32"
 """
 from __future__ import annotations
 
