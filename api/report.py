@@ -285,8 +285,15 @@ def sweep_data(rows, warnings: list | None = None) -> dict:
     from livebytes.estimator.capacity import oom_dict
     return envelope("sweep", [
         {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process, s),
-         "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
+         **verdict_peaks(v), "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
         for m, s, peak, v in rows], warnings)
+
+
+def verdict_peaks(v) -> dict:
+    """predict's two peaks of a fresh process's run (``capacity.Verdict``) and whether they are those of a device without
+    a limit (it goes out of memory), as sweep's and timeline's results carry them."""
+    return {"allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
+            "peaks_unbounded": v.oom is not None}
 
 
 def oom_when(o: dict) -> str:
@@ -316,7 +323,7 @@ def timeline_data(preds, verdicts, warnings: list | None = None) -> dict:
     results = [
         {**model_terms(p.model), "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
          "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process, p.shape),
-         "fits": v.fits, "oom": oom_dict(v),
+         **verdict_peaks(v), "fits": v.fits, "oom": oom_dict(v),
          "group_labels": group_labels(*(p.groups_at(i) for i in range(len(p.model.steps)))),
          "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
                     "group_bytes": group_bytes(p.groups_at(i))}
@@ -419,14 +426,15 @@ def payload_rows(fn: str, seqs: list[int], dim: int, dim_v: int | None, block_q:
         tiled = predict_payload(PAYLOAD_MODELS["tiled"], **kw).bytes
         m = measure(fn, t, dim, dim_v, block_q, block_k) if measure else None
         row = {"impl": fn, "device": "cpu", "options": {},
-               "shape": {"seq": t, "dim": dim, "dim_v": dim_v or dim, "block_q": block_q, "block_k": block_k},
+               "shape": {"seq_len": t, "head_dim": dim, "head_v_dim": dim_v or dim, "block_q": block_q, "block_k": block_k},
                "predicted_bytes": p.bytes, "measured_bytes": m.bytes if m else None,
                "save_events": p.events, "measured_save_events": m.save_events if m else None,
                "largest_elements": p.largest, "measured_largest_elements": m.largest if m else None,
                "growth_ratio": None if previous is None else p.bytes / previous, "vs_dense_ratio": p.bytes / dense,
                "vs_tiled_ratio": p.bytes / tiled, "inputs_bytes": t * (2 * dim + (dim_v or dim)) * 4}
-        row["matches"] = None if m is None else (m.bytes, m.save_events, m.largest) == (p.bytes, p.events, p.largest)
-        row["difference_bytes"] = None if m is None else m.bytes - p.bytes
+        # validate's words: passed (bytes, events and largest all equal), error_bytes = predicted - measured
+        row["passed"] = None if m is None else (m.bytes, m.save_events, m.largest) == (p.bytes, p.events, p.largest)
+        row["error_bytes"] = None if m is None else p.bytes - m.bytes
         rows.append(row)
         previous = p.bytes
     return rows

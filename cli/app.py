@@ -567,7 +567,7 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         check_host_memory(fn, max(seqs), d, dv, bq, bk)
     with progress(f"measuring {fn} attention on the CPU", as_json or measure is None) as step:
         rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure and counting(measure, step, len(seqs)))
-    data = report.envelope("payload", rows, fn=fn, passed=all(r["matches"] is not False for r in rows))
+    data = report.envelope("payload", rows, fn=fn, passed=all(r["passed"] is not False for r in rows))
     if as_json:
         _print_json(data)
     else:

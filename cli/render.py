@@ -491,14 +491,14 @@ def sweep_csv(data: dict) -> str:
     """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
     columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them)."""
     lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
-             "head_dim,peak_bytes,device_need_bytes,fits"]
+             "head_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
     for r in data["results"]:
         s, o = r["shape"], r["options"]
         recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
         lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
                      f"{r['triton']},"
                      f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
-                     f"{s['head_dim']},{r['peak_bytes']},"
+                     f"{s['head_dim']},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
                      f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"
 
@@ -575,9 +575,9 @@ def payload_table(data: dict) -> Table:
         _number_column(t, c)
     for r in data["results"]:
         measured = "-" if r["measured_bytes"] is None else f"{r['measured_bytes'] / 1024:,.1f}"
-        match = "-" if r["matches"] is None else ("exact" if r["matches"] else f"{r['difference_bytes']:+,}B")
+        match = "-" if r["passed"] is None else ("exact" if r["passed"] else f"{r['error_bytes']:+,}B")
         growth = "" if r["growth_ratio"] is None else f"x{r['growth_ratio']:.2f}"
-        t.add_row(*map(T, (f"{r['shape']['seq']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
+        t.add_row(*map(T, (f"{r['shape']['seq_len']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
                            f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
                            f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
     return t

@@ -144,6 +144,8 @@ VERDICT_KEYS = {
     "headroom_bytes": integer("device total - device_need_bytes (negative: short)"),
 }
 VERDICT = obj("the verdict at this value", VERDICT_KEYS)
+VERDICT_PEAKS = {k: VERDICT_KEYS[k] for k in ("allocated_peak_bytes", "reserved_peak_bytes")} | {
+    "peaks_unbounded": boolean("true when it goes out of memory: the two peaks are those of a device without a limit")}
 MEASURED = listof(obj("one record", {
     "peak_bytes": integer("the record's peak (null for an out-of-memory)", nullable=True), "oom": RECORD_OOM,
     "origin": string("measured (our GPUs) or published (a document's figure)"),
@@ -280,13 +282,13 @@ def _formula() -> dict:
 def _sweep() -> dict:
     return envelope("sweep", obj("one implementation at one grid point", {
         **terms(), "peak_bytes": integer("peak allocated bytes (512-byte blocks), as predict's"), **ALLOCATOR,
-        "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
+        **VERDICT_PEAKS, "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
         "predictions over a grid")
 
 
 def _timeline() -> dict:
     return envelope("timeline", obj("one --impl", {
-        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"), **ALLOCATOR,
+        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"), **ALLOCATOR, **VERDICT_PEAKS,
         "fits": boolean("predict's verdict: a fresh process runs it on the device (false: a warning says so, and the "
                         "live bytes are those of a device with no memory limit)"), "oom": OOM,
         "group_labels": GROUP_LABELS,
@@ -302,7 +304,7 @@ def _payload() -> dict:
     return envelope("payload", obj("one token count", {
         "impl": string("dense, tiled or checkpointed"), "device": string("cpu", enum=("cpu",)),
         "shape": obj("the attention's dimensions", {
-            "seq": integer("tokens T"), "dim": integer("q/k head dim"), "dim_v": integer("v head dim"),
+            "seq_len": integer("tokens T"), "head_dim": integer("q/k head dim d"), "head_v_dim": integer("v head dim dv"),
             "block_q": integer("query block"), "block_k": integer("key block")}),
         "options": mapof({}, "none"),
         "predicted_bytes": integer("bytes autograd saves, per the model"),
@@ -314,8 +316,8 @@ def _payload() -> dict:
         "growth_ratio": number("predicted_bytes / previous row's", nullable=True),
         "vs_dense_ratio": number("predicted_bytes / dense's"), "vs_tiled_ratio": number("predicted_bytes / tiled's"),
         "inputs_bytes": integer("q, k, v themselves"),
-        "matches": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
-        "difference_bytes": integer("measured - predicted", nullable=True)}),
+        "passed": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
+        "error_bytes": integer("predicted - measured, as validate's (null unmeasured)", nullable=True)}),
         "what autograd retains for backward", fn=string("dense, tiled or checkpointed"),
         passed=boolean("every measured row matches the model (else exit code 3)"))
 

@@ -291,7 +291,7 @@ def test_payload_without_torch_is_one_line(monkeypatch):
 def test_payload_keeps_its_old_option_names():
     new = json.loads(run("payload", "--seq", "128,256", "--dim", "16", "--no-measure", "--json").stdout)
     old = json.loads(run("payload", "--T", "128,256", "--d", "16", "--no-measure", "--json").stdout)
-    assert new == old and [r["shape"]["seq"] for r in new["results"]] == [128, 256]
+    assert new == old and [r["shape"]["seq_len"] for r in new["results"]] == [128, 256]
 
 
 def test_timeline_writes_exactly_the_file_named(tmp_path):

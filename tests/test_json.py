@@ -198,3 +198,16 @@ def test_timeline_groups_are_keys_with_their_labels():
     keys = {k for st in r["steps"] for k in st["group_bytes"]}
     assert keys == set(r["group_labels"]) and all(k == k.lower() and " " not in k for k in keys)
     assert all(sum(st["group_bytes"].values()) == st["live_bytes"] for st in r["steps"])
+
+
+def test_sweep_and_timeline_carry_predicts_two_peaks():
+    """sweep's and timeline's results hold predict's allocated and reserved peaks of a fresh process (schema 3), fitting
+    (8K, H32) and out of memory (256K, H128: the peaks of a device without a limit)."""
+    keys = ("allocated_peak_bytes", "reserved_peak_bytes", "peaks_unbounded", "fits")
+    for point, unbounded in ((["--seq-len", "8K", "--num-heads", "32"], False), (["--seq-len", "256K", "--num-heads", "128"], True)):
+        args = ["--impl", "fla-kda@0.6.0", *point, "--gpu", "H200"]
+        (p,) = validated(["predict", *args])["results"]
+        (s,) = validated(["sweep", *args])["results"]
+        (t,) = validated(["timeline", *args])["results"]
+        assert [s[k] for k in keys] == [t[k] for k in keys] == [p[k] for k in keys]
+        assert p["peaks_unbounded"] is unbounded and p["allocated_peak_bytes"] <= p["reserved_peak_bytes"]
