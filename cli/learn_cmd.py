@@ -76,6 +76,8 @@ def learn_command(
             "unexplained": list(learned.unexplained)}]), indent=1))
         return
     console.print(_learned_table(learned))
+    from livebytes.learn.traces import TRACE_SYMBOL_NAMES
+    console.print(escape("in " + ", ".join(f"{s} = {name}" for s, name in TRACE_SYMBOL_NAMES.items())))
     for line in learned.unexplained:
         console.print(escape(f"unexplained: {line}"))
 

@@ -706,3 +706,10 @@ def test_expand_v_sets_the_value_head_dim_as_fla(expand_v, head_v_dim):
     square = json.loads(run(*args).stdout)["results"][0]
     assert wide["shape"]["head_v_dim"] == head_v_dim
     assert (wide["peak_bytes"] > square["peak_bytes"]) == (head_v_dim > 128)
+
+
+def test_formula_names_its_symbols_by_the_shape_keys():
+    """formula keeps the math symbols; its output says which shape key each one is (S the --seq-len, ...)."""
+    text = " ".join(run("formula", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--no-groups").stdout.split())
+    assert ("in S=seq_len, MBS=batch_size, H=num_heads, HV=num_v_heads, DK=head_dim, DV=head_v_dim (HV=num_heads and "
+            "DV=head_dim unless given)") in text

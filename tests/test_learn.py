@@ -259,6 +259,14 @@ def test_learn_command_writes_the_draft(synthetic_kda_traces, tmp_path):
     assert len(json.loads(r.stdout)["results"][0]["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
 
 
+def test_learns_table_says_what_its_symbols_stand_for(synthetic_kda_traces):
+    """The learned formulas are in T, N, H, HV, K, V: the output names each by the shape keys (one vocabulary)."""
+    r = CliRunner().invoke(app, ["learn", "--traces", str(synthetic_kda_traces)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert ("in T = batch_size * seq_len (the packed tokens), N = batch_size, H = num_heads, HV = num_v_heads, "
+            "K = head_dim, V = head_v_dim") in " ".join(r.stdout.split())
+
+
 def test_learn_on_a_missing_directory_is_one_line_exit_1(tmp_path):
     r = CliRunner().invoke(app, ["learn", "--traces", str(tmp_path / "none")])
     assert r.exit_code == 1 and r.output.count("\n") == 1 and "not a directory" in r.output
