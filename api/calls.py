@@ -97,7 +97,7 @@ class Grid:
 
     def shapes(self) -> list:
         """Every point in order (micro-batch, sequence, heads, head dim, value heads; the last varies fastest); a point
-        whose value heads are not a multiple of its heads is refused (``Shape``), naming --v-heads."""
+        whose value heads are not a multiple of its heads is refused (``Shape``), naming --num-v-heads."""
         from itertools import product
 
         from livebytes.estimator.errors import LivebytesError
@@ -105,7 +105,7 @@ class Grid:
         out = []
         for m, s, h, d, hv in product(self.mbs, self.seqs, self.heads, self.dims, self.v_heads or [None]):
             if hv is not None and hv % h:
-                raise LivebytesError(f"--v-heads {hv} at --heads {h}: value heads must be a multiple of heads (each "
+                raise LivebytesError(f"--num-v-heads {hv} at --num-heads {h}: value heads must be a multiple of heads (each "
                                      "combination of the grid is a point)")
             out.append(Shape(m, s, h, d, v_heads=hv, **self.stack))
         return out

@@ -20,7 +20,7 @@ OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "
                 "cp_rank": "--cp-rank", "config": "--model", "optimizer": "--optimizer", "precision": "--precision",
                 "packed": "--packed", "environment": "--model"}
 # options no flag names because the shape selects them (``registry.shape_options``): option -> what sets it
-SHAPE_SET_OPTIONS = {"gva": "--v-heads above --heads"}
+SHAPE_SET_OPTIONS = {"gva": "--num-v-heads above --num-heads"}
 
 
 def word(text: Optional[str]) -> Optional[str]:

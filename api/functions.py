@@ -22,9 +22,11 @@ MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank
 SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
 WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed")
 # what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
-CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "hidden_size", "conv_size", "contract", "no_recompute", "cp",
-                "cp_layout", "cp_rank")
-ONE_SHAPE = (*SHAPE_KEYWORDS, *SETTING_KEYWORDS, *WHOLE_MODEL_KEYWORDS)
+CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "expand_v", "hidden_size", "conv_size", "contract", "no_recompute",
+                "cp", "cp_layout", "cp_rank")
+# FLA's expand_v: the value head dim over head_dim (``shapes.head_v_dim``), where a model takes value-head width
+VALUE_WIDTH = ("expand_v",)
+ONE_SHAPE = (*SHAPE_KEYWORDS, *VALUE_WIDTH, *SETTING_KEYWORDS, *WHOLE_MODEL_KEYWORDS)
 
 
 class ArgumentError(UsageProblem, TypeError):
@@ -83,14 +85,17 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
 
 
 def shape_of(given: dict, heads=None, dim=None, seq_len=None):
-    """The ``Shape`` the keywords describe (sizes take 8192 or "8K"); ``heads``/``dim``: a whole model's config's."""
-    from livebytes.estimator.shapes import Shape, parse_size
+    """The ``Shape`` the keywords describe (sizes take 8192 or "8K"; ``expand_v`` the value head dim over head_dim);
+    ``heads``/``dim``: a whole model's config's."""
+    from livebytes.estimator.shapes import Shape, head_v_dim, parse_size
     sizes = {"num_heads": heads, "head_dim": dim or 128, "batch_size": 1, "seq_len": seq_len} | {
         k: v for k, v in given.items() if k in SHAPE_KEYWORDS and v is not None}
     for required in ("seq_len", "num_heads"):
         if sizes.get(required) is None:
             raise ArgumentError(f"{required} is required" + (" (a whole model's config gives it)" if required == "num_heads" else ""))
     fields = {SHAPE_KEYWORDS[k]: parse_size(v, k) for k, v in sizes.items() if k != "checkpoint"}
+    if given.get("expand_v") is not None:
+        fields["dim_v"] = head_v_dim(fields["dim"], given["expand_v"])
     return Shape(**fields, checkpoint=True if sizes.get("checkpoint") else None)
 
 
@@ -124,20 +129,26 @@ def compare(models, **keywords) -> calls.Comparison:
     return calls.compare_at(key_list, shape_of(keywords, heads, dim), setting_of(keywords, options))
 
 
-def plan(model, solve: str = "seq", budget=None, **keywords) -> calls.Plan:
-    """The largest ``solve`` (seq, mbs, heads or layers) that runs on the GPU, or whose allocated peak fits ``budget``
-    ("80GiB" or bytes); the other sizes held (seq_len 8K and num_heads 96 unless given)."""
+def plan(model, solve: str = "seq_len", budget=None, **keywords) -> calls.Plan:
+    """The largest ``solve`` (seq_len, batch_size, num_heads or num_hidden_layers; the short names seq, mbs, heads,
+    layers too) that runs on the GPU, or whose allocated peak fits ``budget`` ("80GiB" or bytes); the other sizes held
+    (seq_len 8K and num_heads 96 unless given)."""
     from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.planning import SOLVABLE
+    from livebytes.estimator.errors import LivebytesError
+    from livebytes.estimator.planning import solved_field
     check_keywords("plan", keywords, ONE_SHAPE, named=("solve", "budget"))
-    if solve not in SOLVABLE:
-        raise ArgumentError(f"solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
-    solved = next(k for k, f in SHAPE_KEYWORDS.items() if f == solve)
+    try:
+        field = solved_field(solve)
+    except LivebytesError as err:
+        raise ArgumentError(f"solve: {err}") from None
+    solved = next(k for k, f in SHAPE_KEYWORDS.items() if f == field)
     refuse_given(f"with solve={solve!r}: plan solves for it", keywords, (solved,))
+    solve = field
     models = list(model) if isinstance(model, (list, tuple)) else [model]
     picked = [chosen(m, keywords) for m in models]
     if picked[0][1] and solve == "heads":
-        raise ArgumentError("solve='heads' for a whole model: the config fixes the heads; solve seq, mbs or layers")
+        raise ArgumentError("solve='num_heads' for a whole model: the config fixes the heads; solve seq_len, batch_size or "
+                            "num_hidden_layers")
     base = shape_of(keywords, picked[0][2] or 96, picked[0][3], seq_len="8K")
     base = replace(base, layers=base.layers or 1) if solve == "layers" else base
     limit = budget if budget is None or isinstance(budget, int) else parse_budget(budget)
@@ -171,7 +182,7 @@ def _sizes(value, name: str) -> list[int]:
 
 def explain(snapshot, model, at: str = "peak", **keywords) -> calls.Explanation:
     """Each live block of a ``torch.cuda.memory._dump_snapshot`` file named by ``model``'s buffer at this shape."""
-    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *MODEL_KEYWORDS), named=("at",))
+    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *VALUE_WIDTH, *MODEL_KEYWORDS), named=("at",))
     key, options, heads, dim = chosen(model, keywords)
     if options:
         raise ArgumentError("explain takes a registry key (a kernel or layer model), not a whole model's config")

@@ -2,10 +2,12 @@
 the library), so rendering only formats. Every command's JSON is ``envelope(command, ...)``: the keys are
 documented in docs/json.md (a test holds the two together).
 
-Schema 2 (docs/json.md, docs/schema/): every command's envelope holds ``warnings`` and ``results``, a list; each
-result names ``impl`` (model key), ``device`` (preset name), ``shape`` (``Shape.as_dict``, null where none applies)
-and ``options``; byte counts end in ``_bytes``, fractions in ``_fraction``, ratios in ``_ratio``; ``oom`` is an
-object or null and ``passed`` a bool wherever they appear.
+Schema 3 (docs/json.md, docs/schema/): every command's envelope holds ``warnings`` and ``results``, a list; each
+result names ``impl`` (model key), ``device`` (preset name; a GPU's product name, where read from a record or trace,
+only in ``device_name``), ``shape`` (``Shape.as_dict``: the HF/FLA names, null where none applies) and ``options``;
+storage groups are keyed by ``Group.key`` with their prose in ``group_labels``; byte counts end in ``_bytes``,
+fractions in ``_fraction``, ratios in ``_ratio``; ``oom`` is an object or null and ``passed`` a bool wherever they
+appear.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import json
 
 from livebytes.estimator.devices import GiB
 
-SCHEMA = 2
+SCHEMA = 3
 
 
 def gib(nbytes: int | float) -> float:
@@ -24,6 +26,26 @@ def envelope(command: str, results: list, warnings: list | None = None, **fields
     """The one JSON envelope: schema version and command first, the warning lines printed on stderr, the command's
     own fields, then its results."""
     return {"schema": SCHEMA, "command": command, "warnings": list(warnings or []), **fields, "results": results}
+
+
+def group_bytes(groups: dict) -> dict:
+    """A map of storage groups (``groups.Group``) to bytes or expressions, keyed by the groups' machine names."""
+    return {g.key: n for g, n in groups.items()}
+
+
+def group_labels(*group_maps) -> dict:
+    """Every group the maps name, machine name -> its prose label (the tables' row names), in the groups' order."""
+    from livebytes.estimator.groups import Group
+    named = {g for m in group_maps for g in m}
+    return {g.key: g.label for g in Group if g in named}
+
+
+def device_terms(preset: str | None, product_name: str | None) -> dict:
+    """A record's or trace's GPU: ``device`` the preset name (as everywhere), ``device_name`` the product name as the
+    GPU reported it (null where none is recorded)."""
+    from livebytes.estimator.devices import preset_of
+    name = product_name if product_name and product_name != "?" else None
+    return {"device": preset or preset_of(name) or name, "device_name": name}
 
 
 def model_terms(model) -> dict:
@@ -122,8 +144,9 @@ def measured_entry(record) -> dict:
     produced them (its warmup and earlier shapes included; null for published figures and out-of-memory
     records, which are compared otherwise) and the error."""
     replayed, error = _judged(record)
-    return {"peak_bytes": record.peak_bytes, "oom": record_oom(record), "origin": record.origin, "device": record.device,
-            "record": record.path.name, "protocol_replay_bytes": replayed, "error_bytes": error}
+    return {"peak_bytes": record.peak_bytes, "oom": record_oom(record), "origin": record.origin,
+            **device_terms(record.gpu, record.device), "record": record.path.name, "protocol_replay_bytes": replayed,
+            "error_bytes": error}
 
 
 def record_oom(record) -> dict | None:
@@ -153,9 +176,10 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
         "peak_step": p.peak_step.name,
         "replay_peak_bytes": replayed,
         "forward_peak_bytes": fwd_bytes,
-        "group_bytes": {g.label: n for g, n in p.groups.items()},
+        "group_bytes": group_bytes(p.groups),
+        "group_labels": group_labels(p.groups, {b.group for b, n in p.at_peak if n}),   # the modules: these groups
         "buffers_at_peak": [
-            {"name": b.name, "group": b.group.label, "shape": b.shape_text(), "dtype": b.dtype, "allocated_bytes": n,
+            {"name": b.name, "group": b.group.key, "shape": b.shape_text(), "dtype": b.dtype, "allocated_bytes": n,
              "source": str(b.source)}
             for b, n in p.at_peak if n
         ],
@@ -164,8 +188,7 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
     }
     modules = p.modules
     if modules:         # a traced model: what each module holds at the peak
-        out["module_bytes"] = {m: {"total": sum(groups.values()), **{grp.label: n for grp, n in groups.items()}}
-                               for m, groups in modules.items()}
+        out["module_bytes"] = {m: {"total": sum(groups.values()), **group_bytes(groups)} for m, groups in modules.items()}
     if verdict is not None:
         out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process, p.shape) | verdict_data(verdict)
     return out
@@ -206,11 +229,14 @@ def compare_data(preds, measured, replayed, verdicts, warnings: list | None = No
 
 
 def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:
-    """The closed form (``planning.closed_form``) and, per candidate step, each storage group's, as sympy text."""
+    """The closed form (``planning.closed_form``) and, per candidate step, each storage group's (``per_group``: step
+    -> ``Group`` -> expression), as sympy text; ``symbols`` names what each symbol stands for (``SYMBOL_NAMES``)."""
+    from livebytes.estimator.shapes import SYMBOL_NAMES
     return envelope("formula", [{
-        **model_terms(model), "shape": None, "peak_bytes_expression": str(expr),
+        **model_terms(model), "shape": None, "peak_bytes_expression": str(expr), "symbols": dict(SYMBOL_NAMES),
         "peak_steps": [model.steps[i].name for i in steps],
-        "group_bytes_expressions": {st: {lbl: str(e) for lbl, e in grp.items()} for st, grp in per_group.items()}}])
+        "group_bytes_expressions": {st: {g.key: str(e) for g, e in grp.items()} for st, grp in per_group.items()},
+        "group_labels": group_labels(*per_group.values())}])
 
 
 def models_data(specs) -> dict:
@@ -251,7 +277,8 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
         else:
             row |= {"at_value": None if r.at_value is None else verdict_data(r.at_value), "at_next": verdict_data(r.at_next)}
         rows.append(row)
-    return envelope("plan", rows, notes, solve=solve, budget_bytes=budget_bytes)
+    from livebytes.estimator.shapes import HF_NAMES
+    return envelope("plan", rows, notes, solve=HF_NAMES[solve], budget_bytes=budget_bytes)
 
 
 def sweep_data(rows, warnings: list | None = None) -> dict:
@@ -259,8 +286,15 @@ def sweep_data(rows, warnings: list | None = None) -> dict:
     from livebytes.estimator.capacity import oom_dict
     return envelope("sweep", [
         {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process, s),
-         "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
+         **verdict_peaks(v), "device_need_bytes": v.device_need_bytes, "fits": v.fits, "oom": oom_dict(v)}
         for m, s, peak, v in rows], warnings)
+
+
+def verdict_peaks(v) -> dict:
+    """predict's two peaks of a fresh process's run (``capacity.Verdict``) and whether they are those of a device without
+    a limit (it goes out of memory), as sweep's and timeline's results carry them."""
+    return {"allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
+            "peaks_unbounded": v.oom is not None}
 
 
 def oom_when(o: dict) -> str:
@@ -290,9 +324,10 @@ def timeline_data(preds, verdicts, warnings: list | None = None) -> dict:
     results = [
         {**model_terms(p.model), "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
          "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process, p.shape),
-         "fits": v.fits, "oom": oom_dict(v),
+         **verdict_peaks(v), "fits": v.fits, "oom": oom_dict(v),
+         "group_labels": group_labels(*(p.groups_at(i) for i in range(len(p.model.steps)))),
          "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
-                    "group_bytes": {g.label: n for g, n in p.groups_at(i).items()}}
+                    "group_bytes": group_bytes(p.groups_at(i))}
                    for i, st in enumerate(p.model.steps)]}
         for p, v in zip(preds, verdicts)]
     notes = list(warnings or []) + [w for w in map(out_of_memory_warning, results) if w]
@@ -357,7 +392,7 @@ def validation_data(comparisons, tolerance: float, summary=None, warnings: list 
     rows = []
     for c in comparisons:
         r = c.record
-        rows.append({"impl": r.impl, "device": r.gpu or r.device, "shape": r.shape.as_dict(), "options": r.options,
+        rows.append({"impl": r.impl, **device_terms(r.gpu, r.device), "shape": r.shape.as_dict(), "options": r.options,
                      "mode": r.mode or r.origin, "predicted_bytes": c.predicted, "measured_bytes": c.measured,
                      "oom": record_oom(r), "error_bytes": c.error_bytes, "error_fraction": c.error_fraction,
                      "requested_error_bytes": c.requested_error, "seconds": r.seconds_total,
@@ -392,14 +427,15 @@ def payload_rows(fn: str, seqs: list[int], dim: int, dim_v: int | None, block_q:
         tiled = predict_payload(PAYLOAD_MODELS["tiled"], **kw).bytes
         m = measure(fn, t, dim, dim_v, block_q, block_k) if measure else None
         row = {"impl": fn, "device": "cpu", "options": {},
-               "shape": {"seq": t, "dim": dim, "dim_v": dim_v or dim, "block_q": block_q, "block_k": block_k},
+               "shape": {"seq_len": t, "head_dim": dim, "head_v_dim": dim_v or dim, "block_q": block_q, "block_k": block_k},
                "predicted_bytes": p.bytes, "measured_bytes": m.bytes if m else None,
                "save_events": p.events, "measured_save_events": m.save_events if m else None,
                "largest_elements": p.largest, "measured_largest_elements": m.largest if m else None,
                "growth_ratio": None if previous is None else p.bytes / previous, "vs_dense_ratio": p.bytes / dense,
                "vs_tiled_ratio": p.bytes / tiled, "inputs_bytes": t * (2 * dim + (dim_v or dim)) * 4}
-        row["matches"] = None if m is None else (m.bytes, m.save_events, m.largest) == (p.bytes, p.events, p.largest)
-        row["difference_bytes"] = None if m is None else m.bytes - p.bytes
+        # validate's words: passed (bytes, events and largest all equal), error_bytes = predicted - measured
+        row["passed"] = None if m is None else (m.bytes, m.save_events, m.largest) == (p.bytes, p.events, p.largest)
+        row["error_bytes"] = None if m is None else p.bytes - m.bytes
         rows.append(row)
         previous = p.bytes
     return rows

@@ -79,11 +79,13 @@ def _gib(nbytes: int) -> str:
 
 @dataclass(frozen=True)
 class SweepPoint(_Answer):
-    """One model at one grid point of ``sweep``: the allocated peak and predict's verdict."""
+    """One model at one grid point of ``sweep``: the allocated peak and predict's verdict, with its two peaks."""
     impl: str = ""
     device: str = ""
     shape: dict = field(default_factory=dict)
     peak_bytes: int = 0
+    allocated_peak_bytes: int = 0
+    reserved_peak_bytes: int = 0
     fits: bool = False
     oom: Optional[dict] = None
     device_need_bytes: int = 0

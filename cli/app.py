@@ -69,7 +69,8 @@ def _given(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
 def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
             mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            v_heads: Optional[str] = o.VHeads, expand_v: Optional[str] = o.ExpandV,
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -79,11 +80,12 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
     whether a fresh process runs it on the device (or where it goes out of memory)."""
     from livebytes import calls
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
-                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  v_heads=v_heads is not None, expand_v=expand_v is not None, hidden=hidden is not None,
+                  conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     key = o.single_impl(ch.keys, "predict")
-    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size, expand_v)
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
     with progress("predict" + TRACING, as_json or not ch.options):
         answer = calls.predict_at(key, shape, setting, announce=warn)  # warned at once: an absurd shape's run takes a moment
@@ -106,7 +108,8 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
 def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
             mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            v_heads: Optional[str] = o.VHeads, expand_v: Optional[str] = o.ExpandV,
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -116,11 +119,12 @@ def compare(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o
     each runs on its device."""
     from livebytes import calls
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
-                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  v_heads=v_heads is not None, expand_v=expand_v is not None, hidden=hidden is not None,
+                  conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "compare")
-    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size, expand_v)
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
     with progress("compare" + TRACING, as_json or not ch.options):
         answer = calls.compare_at(impl, shape, setting)
@@ -170,8 +174,11 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
                                                     "re-check only its records (a warning says how many others are left "
                                                     "out)"),
              shapes: Optional[str] = typer.Option(None, "--shapes", metavar="SHAPES",
-                                                  help='shapes MBS,SEQ,HEADS[,DIM] separated by ";", each with optional '
-                                                       ',hv=HV and ,dv=DV; e.g. "1,8K,96,128;1,8K,16,128,hv=32"'),
+                                                  help='shapes separated by ";", each key=value with the JSON\'s shape '
+                                                       'keys, e.g. "seq_len=8K, num_heads=96; seq_len=8K, '
+                                                       'num_heads=16, num_v_heads=32" (batch_size 1 and head_dim 128 '
+                                                       'by default; the old MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV] reads '
+                                                       'too)'),
              tolerance: str = typer.Option("0.1%", "--tolerance", metavar="PERCENT",
                                    help="largest error that passes, a percentage of the measured peak with its sign: 0.1%"),
              contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
@@ -286,18 +293,20 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
 @app.command()
 def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
-         solve: str = typer.Option("seq", "--solve", metavar="seq|mbs|heads|layers",
-                                   help="seq, mbs, heads or layers (layer models, --model): which dimension to maximise"),
+         solve: str = typer.Option("seq_len", "--solve", metavar="NAME",
+                                   help="seq_len, batch_size, num_heads or num_hidden_layers (layer models, --model): "
+                                        "which dimension to maximise (their short names seq, mbs, heads, layers too)"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
                                                    "instead of the device simulation: 80GiB, 141GB, 2TiB (a unit is required)"),
-         mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq", "--seq-len", metavar="SIZE",
+         mbs: str = o.Mbs, seq: str = typer.Option("8K", "--seq-len", "--seq", metavar="SIZE",
                                   help="tokens per sequence, held unless solved: 8192, 8K"),
-         heads: Optional[str] = typer.Option(None, "--heads", metavar="SIZE",
+         heads: Optional[str] = typer.Option(None, "--num-heads", "--heads", metavar="SIZE",
                                              help="query/key heads, held unless solved (default 96; --model: the config's)"),
          dim: Optional[str] = o.Dim,
-         v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+         v_heads: Optional[str] = o.VHeads, expand_v: Optional[str] = o.ExpandV,
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
          checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
          contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
          cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
@@ -307,27 +316,33 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
     from livebytes import calls
     from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.planning import SOLVABLE
-    if solve not in SOLVABLE:
-        raise UsageProblem(f"--solve must be one of {', '.join(SOLVABLE)}, got {solve!r}")
+    from livebytes.estimator.errors import LivebytesError
+    from livebytes.estimator.planning import SOLVABLE, solved_field
+    from livebytes.estimator.shapes import HF_NAMES
+    try:
+        solve = solved_field(solve)
+    except LivebytesError as err:
+        raise UsageProblem(f"--solve: {err}") from None
     o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
     # --alloc-conf and --triton-cache stay: they change the replayed max_memory_allocated, so the budget's answer
     o.refuse_unused("with --budget: the budget bounds the allocated peak (max_memory_allocated), and the Triton "
                     "version only sets the process memory (stack frames, modules), which is not part of it",
                     triton=budget is not None and triton is not None)
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
-                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  v_heads=v_heads is not None, expand_v=expand_v is not None, hidden=hidden is not None,
+                  conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "plan")
     if ch.options and solve == "heads":
-        raise UsageProblem("--solve heads with --model: the config fixes the heads; solve seq, mbs or layers")
-    base = o.shape_from(mbs, seq, _given(heads, ch.heads, "96"), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
+        raise UsageProblem("--solve num_heads with --model: the config fixes the heads; solve seq_len, batch_size or "
+                           "num_hidden_layers")
+    base = o.shape_from(mbs, seq, _given(heads, ch.heads, "96"), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size, expand_v)
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
     limit = parse_budget(budget) if budget is not None else None
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
-    with progress(f"plan: the largest {solve}" + (TRACING if ch.options else ""), as_json) as step:
+    with progress(f"plan: the largest {HF_NAMES[solve]}" + (TRACING if ch.options else ""), as_json) as step:
         data = calls.plan_at(impl, base, solve, setting, limit, announce=warn, progress=step).to_dict()
     _warn_all(data)
     if as_json:
@@ -346,10 +361,12 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
             latex: bool = typer.Option(False, "--latex", help="LaTeX instead of ASCII art"),
             groups: bool = typer.Option(True, "--groups/--no-groups", help="also the per-group formulas at each candidate step"),
             as_json: bool = o.Json) -> None:
-    """The peak as a closed form in S, MBS, H, HV, DK, DV (a Max where the peak step changes with shape)."""
+    """The peak as a closed form in S, MBS, H, HV, DK, DV (seq_len, batch_size, num_heads, num_v_heads, head_dim,
+    head_v_dim; a Max where the peak step changes with shape)."""
     import sympy as sp
 
     from livebytes.estimator.planning import closed_form, group_formulas
+    from livebytes.estimator.shapes import SYMBOL_NAMES
 
     from livebytes import report
     key = o.single_impl(impl, "formula")
@@ -357,7 +374,7 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
     model = o.model_for(key, gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank),
                         stack=o.stack_from(hidden, layers, checkpoint, conv_size))
     expr, steps = closed_form(model)
-    per_group = {model.steps[i].name: {grp.label: e for grp, e in group_formulas(model, i).items()} for i in steps} if groups else {}
+    per_group = {model.steps[i].name: group_formulas(model, i) for i in steps} if groups else {}
     if as_json:
         _print_json(report.formula_data(model, expr, steps, per_group))
         return
@@ -381,27 +398,29 @@ def formula(impl: List[str] = o.Impl, gpu: Optional[str] = o.Gpu, contract: Opti
                              break_long_words=False))
     typer.echo(textwrap.fill(f"candidate peak steps (every other step is dominated term by term): "
                              f"{', '.join(model.steps[i].name for i in steps)}", width, break_long_words=False))
+    typer.echo(textwrap.fill("in " + ", ".join(f"{s}={name}" for s, name in SYMBOL_NAMES.items())
+                             + " (HV=num_heads and DV=head_dim unless given)", width, break_long_words=False))
     typer.echo(show(expr))
     for step, grp in per_group.items():
         typer.echo(f"\nat {step}, by storage group:")
-        for label, e in grp.items():
-            typer.echo(f"  {label}:")
+        for group, e in grp.items():
+            typer.echo(f"  {group.label}:")
             typer.echo("\n".join("    " + line for line in show(e, 4).splitlines()))
 
 
 @app.command()
 def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
-          seq: str = typer.Option("8K..256K", "--seq", "--seq-len", metavar="SIZES", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
-          heads: Optional[str] = typer.Option(None, "--heads", metavar="SIZES", help="a list of head counts, or a doubling "
+          seq: str = typer.Option("8K..256K", "--seq-len", "--seq", metavar="SIZES", help="8K..256K (doubling, both ends included) or a list 8K,10K"),
+          heads: Optional[str] = typer.Option(None, "--num-heads", "--heads", metavar="SIZES", help="a list of head counts, or a doubling "
                                               "range 16..128 (default 16,32,64,96,128; --model: the config's)"),
-          mbs: str = typer.Option("1", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
-          dim: Optional[str] = typer.Option(None, "--dim", "--head-dim", metavar="SIZES", help="a list of head dimensions, or a doubling "
+          mbs: str = typer.Option("1", "--batch-size", "--mbs", metavar="SIZES", help="a list of micro-batch sizes, or a doubling range"),
+          dim: Optional[str] = typer.Option(None, "--head-dim", "--dim", metavar="SIZES", help="a list of head dimensions, or a doubling "
                                             "range (default 128; --model: the config's)"),
-          v_heads: Optional[str] = typer.Option(None, "--v-heads", metavar="SIZES",
+          v_heads: Optional[str] = typer.Option(None, "--num-v-heads", "--v-heads", metavar="SIZES",
                                                 help="value heads, a list or a doubling range, each a multiple of every "
-                                                     "--heads (grouped value attention, e.g. --heads 16 --v-heads 32); "
-                                                     "default: --heads at each point"),
+                                                     "--num-heads (grouped value attention, e.g. --num-heads 16 "
+                                                     "--num-v-heads 32); default: --num-heads at each point"),
           hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
           conv_size: Optional[str] = o.ConvSize,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -420,10 +439,10 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
                   no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "sweep")
-    seqs, head_list = parse_range(seq, "--seq"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--heads")
-    mbs_list, dims = parse_range(mbs, "--mbs"), parse_range(_given(dim, ch.dim, "128"), "--dim")
+    seqs, head_list = parse_range(seq, "--seq-len"), parse_range(_given(heads, ch.heads, "16,32,64,96,128"), "--num-heads")
+    mbs_list, dims = parse_range(mbs, "--batch-size"), parse_range(_given(dim, ch.dim, "128"), "--head-dim")
     path = o.out_file(out, (".csv",)) if out is not None else None
-    hv_list = parse_range(v_heads, "--v-heads") if v_heads is not None else None
+    hv_list = parse_range(v_heads, "--num-v-heads") if v_heads is not None else None
     grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size), hv_list)
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
     with progress("sweep: each point's verdict" + (TRACING if ch.options else ""), as_json) as step:
@@ -449,7 +468,8 @@ SNAPSHOT_SUFFIX = ".pickle"
 def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
             mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-             v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+             v_heads: Optional[str] = o.VHeads, expand_v: Optional[str] = o.ExpandV,
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
              checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
              gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
              no_recompute: bool = o.NoRecompute, alloc_conf: Optional[str] = o.AllocConf,
@@ -467,11 +487,12 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
     from livebytes.calls import implausible_warnings
     from livebytes.estimator.engine import predict as run_predict
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
-                  v_heads=v_heads is not None, hidden=hidden is not None, conv_size=conv_size is not None,
+                  v_heads=v_heads is not None, expand_v=expand_v is not None, hidden=hidden is not None,
+                  conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "timeline")
-    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size, expand_v)
     path = o.out_file(out, PLOT_SUFFIXES + (SNAPSHOT_SUFFIX,)) if out is not None else None
     snapshot = path is not None and path.suffix.lower() == SNAPSHOT_SUFFIX
     if snapshot and len(impl) != 1:
@@ -508,13 +529,14 @@ def timeline(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = 
 
 @app.command()
 def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpointed", help="dense, tiled or checkpointed attention"),
-            seq: str = typer.Option("128,256,512,1024", "--seq", "--T", metavar="SIZES",
+            seq: str = typer.Option("128,256,512,1024", "--seq-len", "--seq", "--T", metavar="SIZES",
                                   help="token counts: a list 128,256 or a doubling range 128..1024 (--T: the payload "
                                        "model's T, docs/payload.md)"),
-            dim: str = typer.Option("32", "--dim", "--d", metavar="SIZE",
+            dim: str = typer.Option("32", "--head-dim", "--dim", "--d", metavar="SIZE",
                                     help="query/key head dimension (--d: the payload model's d)"),
-            dim_v: Optional[str] = typer.Option(None, "--dim-v", "--dv", metavar="SIZE",
-                                                help="value head dimension (--dv: the payload model's dv); default: --dim"),
+            dim_v: Optional[str] = typer.Option(None, "--head-v-dim", "--dim-v", "--dv", metavar="SIZE",
+                                                help="value head dimension (--dv: the payload model's dv); default: "
+                                                     "--head-dim"),
             block_q: str = typer.Option("32", "--block-q", metavar="SIZE", help="query block of the tiled and checkpointed forms"),
             block_k: str = typer.Option("32", "--block-k", metavar="SIZE", help="key block of the tiled and checkpointed forms"),
             measure_on_cpu: bool = typer.Option(True, "--measure/--no-measure", help="also run it on the CPU (needs torch)"),
@@ -529,9 +551,9 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
     from livebytes import report
     if fn not in PAYLOAD_MODELS:
         raise LivebytesError(f"--fn must be one of {', '.join(PAYLOAD_MODELS)}, got {fn!r}")
-    d, dv = parse_size(dim, "--dim"), (parse_size(dim_v, "--dim-v") if dim_v is not None else None)
+    d, dv = parse_size(dim, "--head-dim"), (parse_size(dim_v, "--head-v-dim") if dim_v is not None else None)
     bq, bk = parse_size(block_q, "--block-q"), parse_size(block_k, "--block-k")
-    seqs = parse_range(seq, "--seq")
+    seqs = parse_range(seq, "--seq-len")
     measure = None
     if measure_on_cpu:
         try:
@@ -545,7 +567,7 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
         check_host_memory(fn, max(seqs), d, dv, bq, bk)
     with progress(f"measuring {fn} attention on the CPU", as_json or measure is None) as step:
         rows = report.payload_rows(fn, seqs, d, dv, bq, bk, measure and counting(measure, step, len(seqs)))
-    data = report.envelope("payload", rows, fn=fn, passed=all(r["matches"] is not False for r in rows))
+    data = report.envelope("payload", rows, fn=fn, passed=all(r["passed"] is not False for r in rows))
     if as_json:
         _print_json(data)
     else:
@@ -559,7 +581,8 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
 def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
                                            help="a torch.cuda.memory._dump_snapshot file (at an out-of-memory or the peak)"),
             impl: List[str] = o.Impl, mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
-            v_heads: Optional[str] = o.VHeads, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
+            v_heads: Optional[str] = o.VHeads, expand_v: Optional[str] = o.ExpandV,
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
             checkpoint: bool = o.Checkpoint, conv_size: Optional[str] = o.ConvSize,
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -571,7 +594,7 @@ def explain(snapshot: str = typer.Argument(..., metavar="SNAPSHOT.pickle",
     explain."""
     from livebytes import calls
     key = o.single_impl(impl, "explain")
-    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size)
+    shape = o.shape_from(mbs, seq, heads, dim, v_heads, hidden, layers, checkpoint, conv_size, expand_v)
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank))
     with progress(f"explain: reading {snapshot} and matching its blocks", as_json):
         answer = calls.explain_at(o.named(snapshot, "SNAPSHOT.pickle"), key, shape, setting, at)

@@ -14,13 +14,18 @@ from livebytes.report import envelope, model_terms
 Impls = typer.Option(..., "--impl", help=o.IMPL_HELP + "; twice: the old model, then the new", metavar="KEY")
 Gpu = typer.Option(None, "--gpu", help="device preset of both models: H200, H100, B200 or B300; default: the first "
                                        "model's own (see: livebytes models)", metavar="GPU")
-Seq = typer.Option(None, "--seq", help="tokens per sequence for the peak's change: 8192, 8K or 128K", metavar="SIZE")
-Heads = typer.Option(None, "--heads", help="query/key heads for the peak's change", metavar="SIZE")
-# the shape's other sizes: None when not given, so that without --seq and --heads they are refused, not ignored
-Mbs = typer.Option(None, "--mbs", help="sequences per micro-batch, with --seq and --heads; default: 1", metavar="SIZE")
-Dim = typer.Option(None, "--dim", help="head dimension, with --seq and --heads; default: 128", metavar="SIZE")
-VHeads = typer.Option(None, "--v-heads", help="value heads, a multiple of --heads, with --seq and --heads; default: --heads",
-                      metavar="SIZE")
+Seq = typer.Option(None, "--seq-len", "--seq", help="tokens per sequence for the peak's change: 8192, 8K or 128K",
+                   metavar="SIZE")
+Heads = typer.Option(None, "--num-heads", "--heads", help="query/key heads for the peak's change", metavar="SIZE")
+# the shape's other sizes: None when not given, so that without --seq-len and --num-heads they are refused, not ignored
+Mbs = typer.Option(None, "--batch-size", "--mbs", help="sequences per micro-batch, with --seq-len and --num-heads; "
+                   "default: 1", metavar="SIZE")
+Dim = typer.Option(None, "--head-dim", "--dim", help="query/key head dimension, with --seq-len and --num-heads; "
+                   "default: 128", metavar="SIZE")
+VHeads = typer.Option(None, "--num-v-heads", "--v-heads", help="value heads, a multiple of --num-heads, with --seq-len "
+                      "and --num-heads; default: --num-heads", metavar="SIZE")
+ExpandV = typer.Option(None, "--expand-v", metavar="RATIO", help="value head dimension over --head-dim (FLA's "
+                       "expand_v), with --seq-len and --num-heads; default 1")
 
 
 def _side_data(s, nbytes: int | None) -> dict | None:
@@ -83,27 +88,30 @@ def peak_lines(d) -> list[str]:
 
 
 def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str],
-           stack: dict):
-    """The shape of the peak's change, or None: --seq and --heads both or neither; the other sizes only with them. The
-    layer fields (``stack``) build the layer models with or without a shape."""
+           stack: dict, expand_v: Optional[str] = None):
+    """The shape of the peak's change, or None: --seq-len and --num-heads both or neither; the other sizes only with
+    them. The layer fields (``stack``) build the layer models with or without a shape."""
     if (seq is None) != (heads is None):
-        raise UsageProblem("diff: the peak's change needs both --seq and --heads (or neither)")
+        raise UsageProblem("diff: the peak's change needs both --seq-len and --num-heads (or neither)")
     if seq is None:
-        o.refuse_unused("without --seq and --heads (they give the shape of the peak's change)", mbs=mbs is not None,
-                        dim=dim is not None, v_heads=v_heads is not None)
+        o.refuse_unused("without --seq-len and --num-heads (they give the shape of the peak's change)",
+                        mbs=mbs is not None, dim=dim is not None, v_heads=v_heads is not None,
+                        expand_v=expand_v is not None)
         return None
     from dataclasses import replace
-    return replace(o.shape_from("1" if mbs is None else mbs, seq, heads, dim, v_heads), **stack)  # dim None: 128
+    shape = o.shape_from("1" if mbs is None else mbs, seq, heads, dim, v_heads, expand_v=expand_v)   # dim None: 128
+    return replace(shape, **stack)
 
 
 def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str] = Seq,
                  heads: Optional[str] = Heads, dim: Optional[str] = Dim, v_heads: Optional[str] = VHeads,
+                 expand_v: Optional[str] = ExpandV,
                  hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
                  conv_size: Optional[str] = o.ConvSize,
                  gpu: Optional[str] = Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute,
                  as_json: bool = o.Json) -> None:
     """Buffer-level difference between two models of one implementation (added, removed, resized, retyped,
-    living longer), each side's source, and the peak's change at a shape (--seq and --heads)."""
+    living longer), each side's source, and the peak's change at a shape (--seq-len and --num-heads)."""
     from livebytes.estimator.diff import diff_models
     from livebytes.estimator.shapes import implausible
 
@@ -112,7 +120,7 @@ def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optiona
         raise UsageProblem(f"diff takes two --impl (got {len(impl)})")
     o.distinct_impls(impl, "diff")
     stack = o.stack_from(hidden, layers, checkpoint, conv_size)       # both models' layer fields (layer models)
-    shape = _shape(mbs, seq, heads, dim, v_heads, stack)
+    shape = _shape(mbs, seq, heads, dim, v_heads, stack, expand_v)
     reason = implausible(shape) if shape is not None else None
     warnings = [reason] if reason else []
     for line in warnings:           # printed at once, as predict does; the JSON carries them too

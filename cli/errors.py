@@ -77,13 +77,38 @@ def _fast_params(command) -> None:
 
 
 def _plain_metavars(command, ctx) -> None:
-    """Help shows ``--json`` (not ``--json <bool>``) and an option's metavar (``--seq SIZE``) when it has one."""
+    """Help shows ``--json`` (not ``--json <bool>``) and an option's metavar (``--seq-len SIZE``) when it has one."""
     _fast_params(command)
     for param in command.get_params(ctx) if command is not None else []:
         if getattr(param, "is_flag", False) or getattr(param, "param_type_name", "") == "argument":
             param.display_type_rich = lambda ctx: None     # an argument shows its metavar once, as its name
         elif getattr(param, "metavar", None):
             param.display_type_rich = lambda ctx, m=param.metavar: m
+
+
+def aliases_in_help(command) -> None:
+    """Wrap ``command.format_help``: an option is listed by its first name (the HF/FLA name, ``--seq-len``), its other
+    names at the end of its help text ("alias: --seq"), so the names column stays narrow enough for 80 columns.
+    The names are put back after the help is written: parsing takes every name."""
+    if command is None or getattr(command, "_aliases_in_help", False) or not hasattr(command, "format_help"):
+        return
+    original = command.format_help
+
+    def format_help(ctx, formatter):
+        saved = []
+        for param in getattr(command, "params", []):
+            others = [opt for opt in param.opts if opt.startswith("--")][1:]
+            if others and getattr(param, "help", None):
+                saved.append((param, param.opts, param.help))
+                param.opts = [opt for opt in param.opts if opt not in others]
+                param.help = f"{param.help} (alias{'es' if len(others) > 1 else ''}: {', '.join(others)})"
+        try:
+            return original(ctx, formatter)
+        finally:
+            for param, opts, text in saved:
+                param.opts, param.help = opts, text
+    command.format_help = format_help
+    command._aliases_in_help = True
 
 
 def given_twice(command, args: list[str]) -> list[str]:
@@ -129,6 +154,7 @@ class LivebytesGroup(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         _plain_metavars(command, ctx)
         _refuse_repeats(command)
+        aliases_in_help(command)
         return command
 
     def format_help(self, ctx, formatter):

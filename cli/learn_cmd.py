@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from .errors import EXIT_VALIDATION_FAILED, UsageProblem
-from livebytes.report import envelope
+from livebytes.report import device_terms, envelope
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -21,7 +21,9 @@ console = Console()
 TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/trace.py)")
 OnlyImpl = typer.Option(None, "--impl", metavar="KEY", help="only the traces of this implementation")
 Probe = typer.Option(None, "--probe", metavar="PROBE", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
-TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with --probe: N,S,H,HV,K,V;...")
+TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with --probe: the shapes to trace, separated "
+                           "by \";\", each key=value with the JSON's shape keys (seq_len=1030, num_heads=2, "
+                           "num_v_heads=4, head_dim=64, batch_size=2); the old N,S,H,HV,K,V reads too")
 Draft = typer.Option(None, "--draft", metavar="FILE", help="write the draft model module here")
 Json = typer.Option(False, "--json", help="machine-readable output")
 HandImpl = typer.Option(..., "--impl", metavar="KEY", help="hand model key to check, e.g. fla-kda@07b80f27")
@@ -62,7 +64,7 @@ def learn_command(
         raise UsageProblem("--shapes has no effect without --probe (it names the shapes to trace); leave it out")
     if probe is not None:
         if shapes is None:
-            raise UsageProblem("--probe needs --shapes N,S,H,HV,K,V;... (the shapes to trace)")
+            raise UsageProblem("--probe needs --shapes seq_len=...,num_heads=...;... (the shapes to trace)")
         from livebytes.validate.trace import request, write_traces
         write_traces(*request(probe, shapes), traces)
     learned = learn(load_traces(traces, impl))
@@ -74,15 +76,21 @@ def learn_command(
             "unexplained": list(learned.unexplained)}]), indent=1))
         return
     console.print(_learned_table(learned))
+    from livebytes.learn.traces import TRACE_SYMBOL_NAMES
+    console.print(escape("in " + ", ".join(f"{s} = {name}" for s, name in TRACE_SYMBOL_NAMES.items())))
     for line in learned.unexplained:
         console.print(escape(f"unexplained: {line}"))
 
 
 def _traced_terms(learned) -> dict:
-    """What a learned model rests on: the traced implementation, options, device and shapes (a result's ``shape`` is
-    null: the traces hold several, listed in ``traced_shapes``)."""
-    return {"impl": learned.impl, "device": learned.traces[0].device or None, "shape": None,
-            "options": dict(learned.traces[0].options), "traced_shapes": [t.values for t in learned.traces]}
+    """What a learned model rests on: the traced implementation, options, device (its preset; the product name as the
+    trace holds it in ``device_name``) and shapes (a result's ``shape`` is null: the traces hold several, listed in
+    ``traced_shapes`` with the HF names; ``symbols`` names what the formulas' symbols stand for)."""
+    from livebytes.learn.traces import TRACE_SYMBOL_NAMES
+    first = learned.traces[0]
+    return {"impl": learned.impl, **device_terms(first.preset or None, first.device or None), "shape": None,
+            "options": dict(first.options), "traced_shapes": [t.shape_dict() for t in learned.traces],
+            "symbols": dict(TRACE_SYMBOL_NAMES)}
 
 
 def _hand_model(key: str, learned):

@@ -1,9 +1,11 @@
 """Every option the commands share, and the helpers that turn them into library objects.
 
-One vocabulary (``--impl --mbs --seq --heads --dim --v-heads --gpu --json --out``); a command added
-elsewhere imports these instead of declaring its own. The library's errors name concepts ("device",
-"option recompute"); the flags are named here, once. The helpers the Python API shares (the model, device, alloc conf
-and verdict a request chooses) live in ``livebytes.choose`` and are imported here under their old names.
+One vocabulary (``--impl --batch-size --seq-len --num-heads --head-dim --num-v-heads --gpu --json --out``): the shape's
+flags are the HF/FLA names (``shapes.HF_NAMES``), each with its old short name (``--seq``) as an alias, which ``--help``
+lists beside it (``errors.aliases_in_help``); a command added elsewhere imports these instead of declaring its own.
+The library's errors name concepts ("device", "option recompute"); the flags are named here, once. The helpers the
+Python API shares (the model, device, alloc conf and verdict a request chooses) live in ``livebytes.choose`` and are
+imported here under their old names.
 """
 from __future__ import annotations
 
@@ -24,26 +26,31 @@ Impl = typer.Option(None, "--impl", help=IMPL_HELP, metavar="KEY")
 Impls = typer.Option(None, "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
 Model = typer.Option(None, "--model", metavar="CONFIG.json",
                      help="a whole model's training step: an HF config.json of model_type kda or gated_deltanet "
-                          "(flash-linear-attention's KDAForCausalLM, GatedDeltaNetForCausalLM), traced on this CPU "
+                          "(KDAForCausalLM or GatedDeltaNetForCausalLM of flash-linear-attention), traced on this CPU "
                           "(needs the model extra: pip install 'livebytes\\[model]'); instead of --impl")
 Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
                          help="--model only: torch.optim.AdamW (default, its CUDA defaults: foreach), SGD or none")
 Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
                          help="--model only: bf16 parameters (default); fp32-amp: fp32 parameters, gradients and "
                               "AdamW states, the forward and loss under CUDA bf16 autocast (HF Trainer's bf16=True)")
-Packed = typer.Option(False, "--packed", help="--model only: the --mbs sequences packed into one row with cu_seqlens "
-                                              "(FLA's varlen path) instead of a batch of --mbs rows")
-Mbs = typer.Option("1", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: a batch of "
-                   "rows unless --packed)", metavar="SIZE")
-Seq = typer.Option(..., "--seq", "--seq-len", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
-Heads = typer.Option(None, "--heads", help="query/key heads (required with --impl; --model: the config's)", metavar="SIZE")
-Dim = typer.Option(None, "--dim", "--head-dim", help="head dimension (default 128; --model: the config's)", metavar="SIZE")
-VHeads = typer.Option(None, "--v-heads", metavar="SIZE",
-                      help="value heads, a multiple of --heads (grouped value attention); default: --heads")
-Hidden = typer.Option(None, "--hidden", help="layer models only: the layer's hidden size (default: the layer's own, "
-                      "2048 for fla-kda-layer and fla-gdn-layer; JSON options say which)", metavar="SIZE")
-Layers = typer.Option(None, "--layers", help="layer models and --model: layers in the stack (default 1; --model: the "
-                      "config's num_hidden_layers)", metavar="SIZE")
+Packed = typer.Option(False, "--packed", help="--model only: the --batch-size sequences packed into one row with "
+                                              "cu_seqlens (FLA's varlen path) instead of a batch of rows")
+Mbs = typer.Option("1", "--batch-size", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: "
+                   "a batch of rows unless --packed)", metavar="SIZE")
+Seq = typer.Option(..., "--seq-len", "--seq", help="tokens per sequence: 8192, 8K or 128K", metavar="SIZE")
+Heads = typer.Option(None, "--num-heads", "--heads", help="query/key heads (required with --impl; --model: the config's)",
+                     metavar="SIZE")
+Dim = typer.Option(None, "--head-dim", "--dim", help="query/key head dimension (default 128; --model: the config's)",
+                   metavar="SIZE")
+VHeads = typer.Option(None, "--num-v-heads", "--v-heads", metavar="SIZE",
+                      help="value heads, a multiple of --num-heads (grouped value attention); default: --num-heads")
+ExpandV = typer.Option(None, "--expand-v", metavar="RATIO",
+                       help="value head dimension over --head-dim, as FLA's expand_v (0.5, 1, 2; the value head "
+                            "dimension head_dim * expand_v must be a whole number); default 1")
+Hidden = typer.Option(None, "--hidden-size", "--hidden", help="layer models only: the layer's hidden size (default: the "
+                      "layer's own, 2048 for fla-kda-layer and fla-gdn-layer; JSON options say which)", metavar="SIZE")
+Layers = typer.Option(None, "--num-hidden-layers", "--layers", help="layer models and --model: layers in the stack "
+                      "(default 1; --model: the config's num_hidden_layers)", metavar="SIZE")
 Checkpoint = typer.Option(False, "--checkpoint", help="layer models and --model: activation checkpointing per layer "
                           "(torch.utils.checkpoint, non-reentrant)")
 ConvSize = typer.Option(None, "--conv-size", help="layer models only: the short convolution's width (default 4)", metavar="SIZE")
@@ -52,13 +59,13 @@ Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")
 Cp = typer.Option(None, "--cp", metavar="W", help="context-parallel models only (fla-kda-cp, fla-gdn-cp): the world size W; "
-                  "--seq is then the total sequence over the W GPUs (default 2)")
-CpLayout = typer.Option(None, "--cp-layout", metavar="contiguous|zigzag",
-                        help="context-parallel models only: FLA's build_cp_context layout (default contiguous)")
-CpRank = typer.Option(None, "--cp-rank", metavar="first|middle|last",
+                  "--seq-len is then the total sequence over the W GPUs (default 2)")
+CpLayout = typer.Option(None, "--cp-layout", metavar="LAYOUT",
+                        help="context-parallel models only: FLA's build_cp_context layout, contiguous (default) or zigzag")
+CpRank = typer.Option(None, "--cp-rank", metavar="RANK",
                       help="context-parallel models only: the rank modelled, rank 0 (first, default), W-1 (last) or one "
                            "between (middle, W >= 3); which CP kernels it launches, so autotunes on a cold first call")
-Json = typer.Option(False, "--json", help="print JSON (schema 2, see docs/json.md) instead of a table")
+Json = typer.Option(False, "--json", help="print JSON (schema 3, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
                          help="PYTORCH_CUDA_ALLOC_CONF the process runs with, e.g. expandable_segments:True; default: the "
@@ -97,8 +104,8 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
            precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
            dim_given: bool = False, **kernel_flags: bool) -> Chosen:
     """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and beside it
-    --heads, --dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config says or
-    the whole model does not take."""
+    --num-heads, --head-dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config
+    says or the whole model does not take."""
     impls = list(impls or [])
     if model is None:
         refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed)
@@ -108,8 +115,8 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     if impls:
         raise UsageProblem("--impl and --model: give one (--model is the whole model of an HF config)")
     refuse_unused("with --model: the config's num_heads and head_dim count", heads=heads is not None, dim=dim_given)
-    refuse_unused("with --model: the config's sizes count (hidden_size, num_v_heads, conv_size), and a whole model "
-                  "takes no kernel what-if", **kernel_flags)
+    refuse_unused("with --model: the config's sizes count (hidden_size, num_v_heads, expand_v, conv_size), and a whole "
+                  "model takes no kernel what-if", **kernel_flags)
     from livebytes.lifetimes.traced.model import config_sizes, options_for, read_config
     config = read_config(named(model, "--model"))
     key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed)
@@ -134,8 +141,10 @@ def distinct_impls(impls: List[str], command: str) -> List[str]:
 
 def refuse_unused(reason: str, **given) -> None:
     """Options that change nothing in this mode (``reason``) are refused, not silently ignored: ``given`` maps
-    each flag (underscores for dashes) to whether the user set it."""
-    unused = [f"--{name.replace('_', '-')}" for name, was_given in given.items() if was_given]
+    each flag (underscores for dashes; a Shape field for its flag, ``heads`` for --num-heads) to whether the user set
+    it."""
+    from livebytes.estimator.shapes import flag_of
+    unused = [flag_of(name) for name, was_given in given.items() if was_given]
     if unused:
         raise UsageProblem(f"{', '.join(unused)} {'has' if len(unused) == 1 else 'have'} no effect {reason}; leave "
                            f"{'it' if len(unused) == 1 else 'them'} out")
@@ -149,31 +158,34 @@ def given(ctx, *names: str) -> dict[str, bool]:
 
 
 def refuse_solved(solve: str, given_options: dict[str, bool]) -> None:
-    """``plan --solve heads --heads 7``: the solved dimension's value would be replaced by the answer unannounced;
-    refused (``given_options``: ``given``'s answer for the solvable dimensions)."""
+    """``plan --solve num_heads --num-heads 7``: the solved dimension's value would be replaced by the answer
+    unannounced; refused (``given_options``: ``given``'s answer for the solvable dimensions, by Shape field)."""
+    from livebytes.estimator.shapes import HF_NAMES, flag_of
     if given_options.get(solve):
-        raise UsageProblem(f"--{solve} has no effect with --solve {solve}: plan solves for it; leave it out")
+        raise UsageProblem(f"{flag_of(solve)} has no effect with --solve {HF_NAMES[solve]}: plan solves for it; leave it out")
 
 
 def shape_from(mbs: str, seq: str, heads: Optional[str], dim: Optional[str] = "128", v_heads: Optional[str] = None, hidden: Optional[str] = None,
-               layers: Optional[str] = None, checkpoint: bool = False, conv_size: Optional[str] = None):
+               layers: Optional[str] = None, checkpoint: bool = False, conv_size: Optional[str] = None,
+               expand_v: Optional[str] = None):
     """The shape the shape options describe (sizes accept 8K = 8192); the layer flags set the layer fields."""
-    from livebytes.estimator.shapes import Shape, parse_size
+    from livebytes.estimator.shapes import Shape, head_v_dim, parse_size
 
     if heads is None:
-        raise UsageProblem("--heads is required with --impl (with --model the config's num_heads counts)")
-    v = parse_size(v_heads, "--v-heads") if v_heads is not None else None
-    return Shape(parse_size(mbs, "--mbs"), parse_size(seq, "--seq"), parse_size(heads, "--heads"),
-                 parse_size("128" if dim is None else dim, "--dim"),
-                 v_heads=v, **stack_from(hidden, layers, checkpoint, conv_size))
+        raise UsageProblem("--num-heads is required with --impl (with --model the config's num_heads counts)")
+    v = parse_size(v_heads, "--num-v-heads") if v_heads is not None else None
+    head_dim = parse_size("128" if dim is None else dim, "--head-dim")
+    dim_v = head_v_dim(head_dim, expand_v, "--expand-v") if expand_v is not None else None
+    return Shape(parse_size(mbs, "--batch-size"), parse_size(seq, "--seq-len"), parse_size(heads, "--num-heads"),
+                 head_dim, v_heads=v, dim_v=dim_v, **stack_from(hidden, layers, checkpoint, conv_size))
 
 
 def stack_from(hidden: Optional[str] = None, layers: Optional[str] = None, checkpoint: bool = False,
                conv_size: Optional[str] = None) -> dict:
     """The layer fields the layer flags set (``Shape``'s keyword names), the flags left out absent."""
-    from livebytes.estimator.shapes import parse_size
-    fields = {"hidden": (hidden, "--hidden"), "layers": (layers, "--layers"), "conv_size": (conv_size, "--conv-size")}
-    out = {name: parse_size(text, flag) for name, (text, flag) in fields.items() if text is not None}
+    from livebytes.estimator.shapes import flag_of, parse_size
+    fields = {"hidden": hidden, "layers": layers, "conv_size": conv_size}
+    out = {name: parse_size(text, flag_of(name)) for name, text in fields.items() if text is not None}
     return out | ({"checkpoint": True} if checkpoint else {})
 
 

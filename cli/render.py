@@ -116,7 +116,7 @@ def options_text(r: dict) -> str:
     o = r["options"]
     parts = ([f"contract {o['contract']}"] if "contract" in o else []) + (
         [f"recompute {'on' if o['recompute'] else 'off (--no-recompute)'}"] if "recompute" in o else []) + (
-        [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq is the total)"] if "cp" in o else [])
+        [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq-len is the total)"] if "cp" in o else [])
     if o.get("gva"):
         parts.append("grouped value heads")
     if "hidden" in o:           # a layer model: the stack it describes (defaults included)
@@ -239,7 +239,8 @@ MAX_NAMES = 8     # buffers named per group in predict's table (a whole model ha
 
 
 def module_table(result: dict) -> Table | None:
-    """A traced model's peak by module (``report``'s ``module_bytes``): what each module holds, by storage group."""
+    """A traced model's peak by module (``report``'s ``module_bytes``): what each module holds, by storage group (its
+    label, ``group_labels``)."""
     modules = result.get("module_bytes")
     if not modules:
         return None
@@ -248,7 +249,7 @@ def module_table(result: dict) -> Table | None:
     _number_column(t, "GiB")
     _text_column(t, "of which (GiB)")
     for name, groups in modules.items():
-        parts = ", ".join(f"{label} {g(n)}" for label, n in groups.items() if label != "total")
+        parts = ", ".join(f"{result['group_labels'][key]} {g(n)}" for key, n in groups.items() if key != "total")
         t.add_row(T(name), T(g(groups["total"])), T(parts))
     return t
 
@@ -409,14 +410,15 @@ def sweep_table(data: dict) -> Table:
     devices = ", ".join(sorted({r["device"] for r in data["results"]}))
     t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices}")
     _key_column(t, "impl")
-    grouped = any("v_heads" in r["shape"] for r in data["results"])      # a --v-heads sweep: its value heads shown
+    grouped = any("num_v_heads" in r["shape"] for r in data["results"])      # a --num-v-heads sweep: its value heads shown
     for c in ("MBS", "seq", "heads", *(("v heads",) if grouped else ()), "dim", "peak GiB"):
         _number_column(t, c)
     _key_column(t, "runs")
     for r in data["results"]:
         s = r["shape"]
-        hv = [f"{s.get('v_heads', s['heads']):,}"] if grouped else []
-        cells = [r["impl"], f"{s['mbs']:,}", f"{s['seq']:,}", f"{s['heads']:,}", *hv, f"{s['dim']:,}", g(r["peak_bytes"]),
+        hv = [f"{s.get('num_v_heads', s['num_heads']):,}"] if grouped else []
+        cells = [r["impl"], f"{s['batch_size']:,}", f"{s['seq_len']:,}", f"{s['num_heads']:,}", *hv, f"{s['head_dim']:,}",
+                 g(r["peak_bytes"]),
                  "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
     _assumed_caption(t, data["results"], terms=list({r["impl"]: r for r in data["results"]}.values()))
@@ -492,16 +494,17 @@ def bar_width(preds) -> int:
 
 
 def sweep_csv(data: dict) -> str:
-    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; v_heads:
-    the value heads (the heads' count unless --v-heads set them)."""
-    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,v_heads,dim,peak_bytes,"
-             "device_need_bytes,fits"]
+    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
+    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them)."""
+    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
+             "head_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
     for r in data["results"]:
         s, o = r["shape"], r["options"]
         recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
         lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
                      f"{r['triton']},"
-                     f"{s['mbs']},{s['seq']},{s['heads']},{s.get('v_heads', s['heads'])},{s['dim']},{r['peak_bytes']},"
+                     f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
+                     f"{s['head_dim']},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
                      f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"
 
@@ -578,9 +581,9 @@ def payload_table(data: dict) -> Table:
         _number_column(t, c)
     for r in data["results"]:
         measured = "-" if r["measured_bytes"] is None else f"{r['measured_bytes'] / 1024:,.1f}"
-        match = "-" if r["matches"] is None else ("exact" if r["matches"] else f"{r['difference_bytes']:+,}B")
+        match = "-" if r["passed"] is None else ("exact" if r["passed"] else f"{r['error_bytes']:+,}B")
         growth = "" if r["growth_ratio"] is None else f"x{r['growth_ratio']:.2f}"
-        t.add_row(*map(T, (f"{r['shape']['seq']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
+        t.add_row(*map(T, (f"{r['shape']['seq_len']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
                            f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
                            f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
     return t

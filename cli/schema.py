@@ -1,4 +1,4 @@
-"""The JSON vocabulary of schema 2, one JSON Schema per command (docs/schema/<command>.json) and the key tables
+"""The JSON vocabulary of schema 3, one JSON Schema per command (docs/schema/<command>.json) and the key tables
 of docs/json.md, both generated from the definitions below: ``python -m livebytes.cli.schema [DOCS]`` rewrites them
 (DOCS: the checkout's docs folder, ``docs`` by default), and
 tests/test_json.py checks that the committed files are what this module writes and that every command's output
@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+from livebytes.estimator.planning import SOLVE_NAMES
+
+SCHEMA_VERSION = 3
 
 
 def _t(kind: str, description: str, nullable: bool = False, **more) -> dict:
@@ -52,18 +54,27 @@ def obj(d: str, props: dict, nullable: bool = False, optional: tuple = ()) -> di
 
 # ---------------------------------------------------------------- shared parts
 
-SHAPE = obj("a kernel shape (a layer model's: with its layer fields)", {
-    "mbs": integer("sequences per micro-batch"), "seq": integer("tokens per sequence"),
-    "heads": integer("query/key heads"), "dim": integer("query/key head dim"),
-    "v_heads": integer("value heads (when given)"), "dim_v": integer("value head dim (when given)"),
-    "hidden": integer("a layer's hidden size (layer models, when given)"),
-    "layers": integer("layers in the stack (layer models, when given)"),
+SHAPE = obj("a kernel shape (a layer model's: with its layer fields), in HF configs' and FLA layers' names", {
+    "batch_size": integer("sequences per micro-batch"), "seq_len": integer("tokens per sequence"),
+    "num_heads": integer("query/key heads"), "head_dim": integer("query/key head dim"),
+    "num_v_heads": integer("value heads (when given)"),
+    "head_v_dim": integer("value head dim (when given: head_dim * expand_v)"),
+    "hidden_size": integer("a layer's hidden size (layer models, when given)"),
+    "num_hidden_layers": integer("layers in the stack (layer models, when given)"),
     "checkpoint": boolean("activation checkpointing per layer (layer models, when given)"),
     "conv_size": integer("the short convolution's width (layer models, when given)")},
-    optional=("v_heads", "dim_v", "hidden", "layers", "checkpoint", "conv_size"))
+    optional=("num_v_heads", "head_v_dim", "hidden_size", "num_hidden_layers", "checkpoint", "conv_size"))
+SHAPE_MARK = "num_heads"      # the key that tells a shape object in the generated tables (payload's has none)
 NO_SHAPE = {"type": "null", "description": "null: the result holds no one shape"}
 OPTIONS = mapof({}, "options the model was built with, library names (contract, recompute, gva, forward_only; "
                     "context-parallel models: cp, cp_layout, cp_rank), defaults included")
+
+
+GROUP_LABELS = mapof(string("the group's label, as the tables name it"),
+                     "storage group key (snake case, the keys of the group maps) -> its label, for every group this "
+                     "result names")
+DEVICE_NAME = string("the GPU's product name as torch reported it (torch.cuda.get_device_name, e.g. NVIDIA H200), read "
+                     "from the record or trace (null where it records none)", nullable=True)
 
 
 def terms(shape: dict = SHAPE) -> dict:
@@ -138,9 +149,12 @@ VERDICT_KEYS = {
     "headroom_bytes": integer("device total - device_need_bytes (negative: short)"),
 }
 VERDICT = obj("the verdict at this value", VERDICT_KEYS)
+VERDICT_PEAKS = {k: VERDICT_KEYS[k] for k in ("allocated_peak_bytes", "reserved_peak_bytes")} | {
+    "peaks_unbounded": boolean("true when it goes out of memory: the two peaks are those of a device without a limit")}
 MEASURED = listof(obj("one record", {
     "peak_bytes": integer("the record's peak (null for an out-of-memory)", nullable=True), "oom": RECORD_OOM,
-    "origin": string("measured (our GPUs) or published (a document's figure)"), "device": string("the GPU's own name"),
+    "origin": string("measured (our GPUs) or published (a document's figure)"),
+    "device": string("device preset of the GPU the record was taken on (H200, B300, ...)"), "device_name": DEVICE_NAME,
     "record": string("record file name"),
     "protocol_replay_bytes": integer("the replay of the validator's process that took the record: validate's "
                                      "predicted bytes (null for published figures and out-of-memory records)", nullable=True),
@@ -152,15 +166,16 @@ PREDICTION = {
     "peak_step": string("the step where the peak is first reached"),
     "replay_peak_bytes": integer("steady-state torch.cuda.max_memory_allocated of the allocator replay"),
     "forward_peak_bytes": integer("the largest live set among forward (and harness) steps"),
-    "group_bytes": mapof(integer("bytes"), "storage group label -> bytes live at the peak"),
+    "group_bytes": mapof(integer("bytes"), "storage group key -> bytes live at the peak"),
+    "group_labels": GROUP_LABELS,
     "buffers_at_peak": listof(obj("one buffer", {
-        "name": string("buffer name"), "group": string("storage group label"),
+        "name": string("buffer name"), "group": string("storage group key (its label: group_labels)"),
         "shape": string("the buffer's shape as a formula"), "dtype": string("bf16, fp32, int64, ..."),
         "allocated_bytes": integer("bytes charged at this shape"),
         "source": string("file:function (and line) that allocates it in the pinned library")}), "buffers live at the peak"),
     "measured": MEASURED,
     "status": string("measured or predicted (never measured)"),
-    "module_bytes": mapof(mapof(integer("bytes"), "total, and storage group label -> bytes"),
+    "module_bytes": mapof(mapof(integer("bytes"), "total, and storage group key -> bytes"),
                           "traced models (--model) only: module (a layer's child, e.g. model.layers.3.attn) -> what it "
                           "holds at the peak"),
     **ALLOCATOR, **VERDICT_KEYS,
@@ -224,7 +239,8 @@ def _models() -> dict:
 
 def _validate() -> dict:
     return envelope("validate", obj("one record (or run)", {
-        "impl": string("model key"), "device": string("device preset (or the GPU's name)"), "shape": SHAPE,
+        "impl": string("model key"), "device": string("device preset (H200, B300, ...) of the GPU the record was taken on"),
+        "device_name": DEVICE_NAME, "shape": SHAPE,
         "options": mapof({}, "the record's options"), "mode": string("fresh-process, shared-process, or the origin"),
         "predicted_bytes": integer("replay of the protocol plus earlier shapes' caches"),
         "measured_bytes": integer("null for an out-of-memory", nullable=True), "oom": RECORD_OOM,
@@ -249,7 +265,8 @@ def _validate() -> dict:
 
 def _plan() -> dict:
     return envelope("plan", PLAN_ITEM, "the largest value that runs (or fits --budget)",
-                     solve=string("seq, mbs, heads or layers", enum=("seq", "mbs", "heads", "layers")),
+                     solve=string("the dimension solved for, a shape key: seq_len, batch_size, num_heads or "
+                                  "num_hidden_layers", enum=SOLVE_NAMES),
                      budget_bytes=integer("--budget in bytes (null: the device simulation)", nullable=True))
 
 
@@ -257,28 +274,33 @@ def _formula() -> dict:
     return envelope("formula", obj("the closed form", {
         **terms(shape=NO_SHAPE),
         "peak_bytes_expression": string("the peak in S, MBS, H, HV, DK, DV (sympy syntax; a Max over candidate steps)"),
+        "symbols": mapof(string("the shape key it stands for"), "each symbol of the expressions -> the shape key "
+                         "it stands for (S seq_len, MBS batch_size, H num_heads, HV num_v_heads, DK head_dim, DV "
+                         "head_v_dim; HV is num_heads and DV head_dim where those are not given)"),
         "peak_steps": listof(string("step"), "candidate peak steps"),
-        "group_bytes_expressions": mapof(mapof(string("expression"), "storage group -> expression"),
-                                         "step -> storage group -> expression (empty with --no-groups)")}),
+        "group_bytes_expressions": mapof(mapof(string("expression"), "storage group key -> expression"),
+                                         "step -> storage group key -> expression (empty with --no-groups)"),
+        "group_labels": GROUP_LABELS}),
         "the peak as a closed form")
 
 
 def _sweep() -> dict:
     return envelope("sweep", obj("one implementation at one grid point", {
         **terms(), "peak_bytes": integer("peak allocated bytes (512-byte blocks), as predict's"), **ALLOCATOR,
-        "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
+        **VERDICT_PEAKS, "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
         "predictions over a grid")
 
 
 def _timeline() -> dict:
     return envelope("timeline", obj("one --impl", {
-        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"), **ALLOCATOR,
+        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"), **ALLOCATOR, **VERDICT_PEAKS,
         "fits": boolean("predict's verdict: a fresh process runs it on the device (false: a warning says so, and the "
                         "live bytes are those of a device with no memory limit)"), "oom": OOM,
+        "group_labels": GROUP_LABELS,
         "steps": listof(obj("one step", {
             "name": string("step name"), "phase": string("harness, forward or backward"),
             "live_bytes": integer("bytes live at the step"),
-            "group_bytes": mapof(integer("bytes"), "storage group label -> bytes live at the step")}),
+            "group_bytes": mapof(integer("bytes"), "storage group key -> bytes live at the step")}),
             "every step in order")}),
         "live bytes per step", shape=SHAPE)
 
@@ -287,7 +309,7 @@ def _payload() -> dict:
     return envelope("payload", obj("one token count", {
         "impl": string("dense, tiled or checkpointed"), "device": string("cpu", enum=("cpu",)),
         "shape": obj("the attention's dimensions", {
-            "seq": integer("tokens T"), "dim": integer("q/k head dim"), "dim_v": integer("v head dim"),
+            "seq_len": integer("tokens T"), "head_dim": integer("q/k head dim d"), "head_v_dim": integer("v head dim dv"),
             "block_q": integer("query block"), "block_k": integer("key block")}),
         "options": mapof({}, "none"),
         "predicted_bytes": integer("bytes autograd saves, per the model"),
@@ -299,8 +321,8 @@ def _payload() -> dict:
         "growth_ratio": number("predicted_bytes / previous row's", nullable=True),
         "vs_dense_ratio": number("predicted_bytes / dense's"), "vs_tiled_ratio": number("predicted_bytes / tiled's"),
         "inputs_bytes": integer("q, k, v themselves"),
-        "matches": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
-        "difference_bytes": integer("measured - predicted", nullable=True)}),
+        "passed": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
+        "error_bytes": integer("predicted - measured, as validate's (null unmeasured)", nullable=True)}),
         "what autograd retains for backward", fn=string("dense, tiled or checkpointed"),
         passed=boolean("every measured row matches the model (else exit code 3)"))
 
@@ -323,11 +345,20 @@ def _explain() -> dict:
         "a memory snapshot's live blocks named by the model's buffers")
 
 
+TRACED_DEVICE = {"device": string("device preset of the GPU the traces were taken on (null: none the traces name)",
+                                 nullable=True), "device_name": DEVICE_NAME}
+TRACED_SHAPES = {
+    "traced_shapes": listof(dict(SHAPE, description="one trace's shape (value heads and value head dim always given)"),
+                            "every trace's shape"),
+    "symbols": mapof(string("what it stands for, in shape keys"), "each symbol of the traces' formulas and ties -> what "
+                     "it stands for: T batch_size * seq_len (the packed tokens), N batch_size, H num_heads, HV "
+                     "num_v_heads, K head_dim, V head_v_dim")}
+
+
 def _learn() -> dict:
     return envelope("learn", obj("the learned draft", {
-        "impl": string("the traced implementation"), "device": string("the GPU the traces were taken on", nullable=True),
-        "shape": NO_SHAPE, "options": mapof({}, "the traces' options"),
-        "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
+        "impl": string("the traced implementation"), **TRACED_DEVICE,
+        "shape": NO_SHAPE, "options": mapof({}, "the traces' options"), **TRACED_SHAPES,
         "ties": listof(listof(string("symbol"), "symbols the traces vary together"), "tied symbol groups"),
         "buffers": listof(obj("one learned buffer", {
             "name": string("learned name"), "site": string("allocating frame"),
@@ -343,9 +374,8 @@ def _learn() -> dict:
 
 def _drift() -> dict:
     return envelope("drift", obj("the hand model against the traces", {
-        "impl": string("the hand model checked"), "device": string("the GPU the traces were taken on", nullable=True),
-        "shape": NO_SHAPE, "options": mapof({}, "the hand model's options"),
-        "traced_shapes": listof(mapof(integer("size"), "symbol -> value"), "every trace's shape"),
+        "impl": string("the hand model checked"), **TRACED_DEVICE,
+        "shape": NO_SHAPE, "options": mapof({}, "the hand model's options"), **TRACED_SHAPES,
         "traced_impl": string("the implementation the traces are of"), "passed": boolean("no difference"),
         "findings": listof(obj("one finding", {
             "kind": string("added, removed, resized, re-typed, lifetime, outside-window or empty (0 bytes at every traced "
@@ -356,7 +386,7 @@ def _drift() -> dict:
 
 
 DIFF_KINDS = ("added", "removed", "resized", "retyped", "lives longer", "lives shorter")     # estimator/diff.py KINDS
-SHAPE_OR_NONE = dict(SHAPE, type=["object", "null"], description="the shape of the peak's change (--seq and --heads; "
+SHAPE_OR_NONE = dict(SHAPE, type=["object", "null"], description="the shape of the peak's change (--seq-len and --num-heads; "
                                                                   "null without them)")
 
 
@@ -423,7 +453,7 @@ def _type(s: dict) -> str:
     out = []
     for k in kinds:
         if k == "object":
-            out.append("map" if "properties" not in s else ("shape" if "mbs" in s["properties"] else "object"))
+            out.append("map" if "properties" not in s else ("shape" if SHAPE_MARK in s["properties"] else "object"))
         else:
             out.append(names.get(k, k))
     return "|".join(out)
@@ -435,7 +465,7 @@ def rows(s: dict, path: str = "") -> list[tuple[str, str, str]]:
     for key, sub in s.get("properties", {}).items():
         here = f"{path}.{key}" if path else key
         out.append((here, _type(sub), sub.get("description", "")))
-        if "mbs" in sub.get("properties", {}):
+        if SHAPE_MARK in sub.get("properties", {}):
             continue
         out += rows(sub, here)
         if sub.get("type") == "array" and isinstance(sub.get("items"), dict):

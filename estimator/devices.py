@@ -84,6 +84,16 @@ DEVICES: dict[str, Device] = {d.name.upper(): d for d in map(preset, json.loads(
 H200 = DEVICES["H200"]
 
 
+def preset_of(product_name: str | None) -> str | None:
+    """The preset name (``H200``) of a GPU's product name as torch reports it (``NVIDIA H200``, ``NVIDIA B300 SXM6 AC``):
+    the preset whose product name it is, else the one whose name it contains; None for a GPU no preset describes."""
+    text = (product_name or "").strip().upper()
+    for d in DEVICES.values():
+        if d.product_name and d.product_name.upper() == text:
+            return d.name
+    return next((d.name for d in DEVICES.values() if text and d.name.upper() in text.split()), None)
+
+
 def get_device(name: str) -> Device:
     try:
         return DEVICES[name.strip().upper()]

@@ -33,3 +33,8 @@ class Group(Enum):
     @property
     def label(self) -> str:
         return self.value
+
+    @property
+    def key(self) -> str:
+        """The machine name of the group, the JSON's key (``matrix_grad``); ``label`` is its prose."""
+        return self.name.lower()

@@ -20,10 +20,11 @@ from .devices import Device
 from .engine import predict, step_expressions
 from .errors import LivebytesError
 from .parallel import worker_count
-from .shapes import Shape
+from .shapes import FIELD_OF, HF_NAMES, Shape
 from .symbols import SHAPE_SYMBOLS
 
 SOLVABLE = ("seq", "mbs", "heads", "layers")   # Shape fields the solver may vary (layers: a layer model's stack)
+SOLVE_NAMES = tuple(HF_NAMES[f] for f in SOLVABLE)   # as users name them: seq_len, batch_size, num_heads, num_hidden_layers
 SEARCH_LIMIT = 1 << 40   # no token, batch or head count beyond this is meaningful
 LAYER_SEARCH_LIMIT = 128   # a stack's model grows with its layers (a 128-layer verdict replays ~10 s): searched up to this
 
@@ -37,6 +38,16 @@ class PlanResult:
     peak_at_value: int | None
     next_value: int
     peak_at_next: int
+
+
+def solved_field(name: str) -> str:
+    """The Shape field a user's name of the dimension to solve for means: its HF name (``seq_len``) or, as an alias,
+    the field's own short name (``seq``); anything else refused, naming the HF names."""
+    field = FIELD_OF.get(name, name) if isinstance(name, str) else name
+    if field not in SOLVABLE:
+        raise LivebytesError(f"the dimension to solve for must be one of {', '.join(SOLVE_NAMES)} (or their short names "
+                             f"{', '.join(SOLVABLE)}), got {name!r}")
+    return field
 
 
 def _with(shape: Shape, solve: str, value: int) -> Shape:
@@ -55,7 +66,7 @@ def _largest_value(ok, solve: str = "seq") -> int | None:
         lo, hi = hi, hi * 2
         if hi > limit:
             if solve == "layers":
-                raise LivebytesError(f"{limit} layers fit at this shape: --solve layers searches up to {limit}; "
+                raise LivebytesError(f"{limit} layers fit at this shape: --solve num_hidden_layers searches up to {limit}; "
                                      "ask predict for a deeper stack")
             raise LivebytesError(f"everything up to {limit} fits: the budget is not a constraint")
     return _bisect(ok, lo, hi)

@@ -41,7 +41,7 @@ class ModelSpec:
     # options -> (m, why): the sequence must be a multiple of m at these options (FLA's CP splits it over the ranks)
     seq_multiple: Callable[[dict], tuple[int, str]] | None = None
     shape_fields: tuple[str, ...] = ()   # Shape.LAYER_FIELDS the builder takes (layer models): hidden, layers, ...
-    # a stack of --layers copies of its one-layer model, each with its own parameters (lifetimes/layer_stack.py): a
+    # a stack of --num-hidden-layers copies of its one-layer model, each with its own parameters (lifetimes/layer_stack.py): a
     # depth no GPU preset holds is refused before it is built (check_depth)
     stacked: bool = False
 
@@ -171,7 +171,8 @@ def get_compiled(key: str, device: Device | str | None = None, **options):
     return compiled_model(key, name, resolved, build=lambda: _build(key, name, resolved))
 
 
-LAYER_FLAGS = {"hidden": "--hidden", "layers": "--layers", "checkpoint": "--checkpoint", "conv_size": "--conv-size"}
+LAYER_FLAGS = {"hidden": "--hidden-size", "layers": "--num-hidden-layers", "checkpoint": "--checkpoint",
+               "conv_size": "--conv-size"}      # shapes.flag_of: the HF names
 
 
 def layer_options(key: str, fields: dict) -> dict:

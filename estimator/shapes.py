@@ -16,7 +16,25 @@ MAX_DIGITS = 18
 MAX_SIZE = 1 << 50
 
 
-TOKEN_FIELDS = ("value", "sequence", "--seq", "--block-q", "--block-k", "seq")   # sizes written in tokens: 8K, 128K
+# A Shape field -> the name users type and read: HF configs' and FLA layers' own names. The JSON keys, the shape strings
+# (``parse_shape_list``) and the flags (``--seq-len``) are these; the fields keep their short names inside the library,
+# and the measured records on disk keep the short names as keys (``Shape.record_dict``; ``Shape.from_dict`` reads both).
+HF_NAMES = {"mbs": "batch_size", "seq": "seq_len", "heads": "num_heads", "dim": "head_dim", "v_heads": "num_v_heads",
+            "dim_v": "head_v_dim", "hidden": "hidden_size", "layers": "num_hidden_layers", "checkpoint": "checkpoint",
+            "conv_size": "conv_size"}
+FIELD_OF = {name: field for field, name in HF_NAMES.items()}
+# The symbols of the lifetime models' formulas (estimator/symbols.py, ``Shape.subs``) -> the HF name each stands for (HV
+# is num_heads and DV head_dim where those are not given)
+SYMBOL_NAMES = {"S": "seq_len", "MBS": "batch_size", "H": "num_heads", "HV": "num_v_heads", "DK": "head_dim",
+                "DV": "head_v_dim"}
+
+
+def flag_of(field: str) -> str:
+    """The command line's flag of a Shape field (or of any other option name): ``seq`` -> ``--seq-len``."""
+    return "--" + HF_NAMES.get(field, field).replace("_", "-")
+
+
+TOKEN_FIELDS = ("value", "sequence", "--seq", "--seq-len", "--block-q", "--block-k", "seq", "seq_len")   # in tokens: 8K
 
 
 def parse_size(text: str | int, what: str = "value") -> int:
@@ -36,6 +54,26 @@ def parse_size(text: str | int, what: str = "value") -> int:
     if value > MAX_SIZE:
         raise LivebytesError(f"{what}: {value:,} is beyond any size (at most 2^50 = {MAX_SIZE:,})")
     return value
+
+
+def head_v_dim(head_dim: int, expand_v: str | int | float, what: str = "expand_v") -> int:
+    """The value head dimension of FLA's ``expand_v`` (``int(head_dim * expand_v)`` in its layers): ``expand_v`` a
+    positive number (2, 0.5, "1.5"), read exactly; a product that is not a whole number is refused, as FLA refuses a
+    value dim it cannot split into heads."""
+    from fractions import Fraction
+    try:
+        ratio = Fraction(str(expand_v).strip())
+    except (ValueError, ZeroDivisionError):
+        raise LivebytesError(f"{what}: {show(expand_v)} is not a number (e.g. 0.5, 1 or 2)") from None
+    if ratio <= 0:
+        raise LivebytesError(f"{what}: must be positive, got {show(expand_v)}")
+    value = head_dim * ratio
+    if value > MAX_SIZE:
+        raise LivebytesError(f"{what}: head_dim {head_dim} x {show(expand_v)} is beyond any size (at most 2^50)")
+    if value.denominator != 1:
+        raise LivebytesError(f"{what}: head_dim {head_dim} x {show(expand_v)} = {float(value):g} is not a whole value "
+                             "head dimension")
+    return parse_size(int(value), what)
 
 
 def format_tokens(n: int) -> str:
@@ -106,13 +144,19 @@ class Shape:
         from .symbols import DK, DV, H, HV, MBS, S
         return {S: self.seq, MBS: self.mbs, H: self.heads, HV: self.hv, DK: self.dim, DV: self.dv}
 
-    def as_dict(self) -> dict:
+    def record_dict(self) -> dict:
+        """The shape as the measured records hold it (``mbs``, ``seq``, ...: the fields' own names), the format the GPU
+        runners write and validate/records/ keeps; v_heads, dim_v and the layer fields only when set."""
         d = {"mbs": self.mbs, "seq": self.seq, "heads": self.heads, "dim": self.dim}
         if self.v_heads is not None:
             d["v_heads"] = self.v_heads
         if self.dim_v is not None:
             d["dim_v"] = self.dim_v
         return d | self.layer_fields()
+
+    def as_dict(self) -> dict:
+        """The shape as users read it (the --json ``shape`` object, schema 3): the HF/FLA names (``HF_NAMES``)."""
+        return {HF_NAMES[k]: v for k, v in self.record_dict().items()}
 
     def label(self) -> str:
         text = f"MBS {self.mbs} x {format_tokens(self.seq)}, H{self.heads}"
@@ -133,36 +177,70 @@ class Shape:
 
     @classmethod
     def from_dict(cls, d: dict) -> Shape:
+        """A shape from either vocabulary: the JSON's HF names (``as_dict``) or the records' field names
+        (``record_dict``), translated here so that neither the records on disk nor the documents need rewriting."""
+        d = {FIELD_OF.get(k, k): v for k, v in d.items()}
         return cls(mbs=int(d["mbs"]), seq=int(d["seq"]), heads=int(d["heads"]), dim=int(d.get("dim", 128)),
                    v_heads=d.get("v_heads"), dim_v=d.get("dim_v"), **{k: d[k] for k in LAYER_FIELDS if d.get(k) is not None})
 
 
 LAYER_FIELDS = ("hidden", "layers", "checkpoint", "conv_size")   # Shape fields only layer models take
-_SHAPE_KEYS = {"hv": "v_heads", "dv": "dim_v", "hidden": "hidden", "layers": "layers", "conv": "conv_size",
-               "checkpoint": "checkpoint"}
+# The shape string's keys beyond ``HF_NAMES``: FLA's expand_v (the value head dim over head_dim), and the old short keys
+# of the positional form, kept as aliases: key -> the HF name it stands for
+SHAPE_KEY_ALIASES = {"hv": "num_v_heads", "dv": "head_v_dim", "hidden": "hidden_size", "layers": "num_hidden_layers",
+                     "conv": "conv_size"}
+EXPAND_V = "expand_v"
+# The old positional forms, read as aliases of the key=value form: as written -> the HF names of its sizes, in order
+VALIDATE_FORMS = {"MBS,SEQ,HEADS": ("batch_size", "seq_len", "num_heads"),
+                  "MBS,SEQ,HEADS,DIM": ("batch_size", "seq_len", "num_heads", "head_dim")}
+TRACE_FORMS = {"N,S,H,HV,K,V": ("batch_size", "seq_len", "num_heads", "num_v_heads", "head_dim", "head_v_dim")}   # learn's
+SHAPE_STRING_HELP = "seq_len=8K,num_heads=16[,batch_size=1][,head_dim=128][,num_v_heads=32][,head_v_dim=64|expand_v=0.5]"
 
 
-def _parse_one_shape(part: str) -> Shape:
-    """``MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV]``: positional sizes, then keyed value heads / value dim."""
-    fields = [f.strip() for f in part.split(",")]
+def _keyed_sizes(part: str, fields: list[str], forms: dict) -> dict:
+    """The shape string's sizes by HF name: the leading positional sizes of one of ``forms`` (the old syntaxes), then
+    ``key=value`` fields (an alias key read as its HF name); a key given twice is refused."""
     positional = [f for f in fields if "=" not in f]
-    keyed = [f for f in fields if "=" in f]
-    if len(positional) not in (3, 4) or fields[:len(positional)] != positional:
-        raise LivebytesError(f"shape {part!r}: expected MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV]")
-    sizes = [parse_size(f, what) for f, what in zip(positional, ("MBS", "sequence", "heads", "dim"))]
-    extra = {}
-    for field in keyed:
+    if fields[:len(positional)] != positional or (positional and len(positional) not in {len(f) for f in forms.values()}):
+        old = " or ".join(forms)
+        raise LivebytesError(f"shape {part!r}: expected key=value fields, {SHAPE_STRING_HELP} (or the old positional "
+                             f"{old}, then key=value fields)")
+    form = next((f for f in forms.values() if len(f) == len(positional)), ())
+    sizes = dict(zip(form, positional))
+    known = [*HF_NAMES.values(), EXPAND_V, *SHAPE_KEY_ALIASES]
+    for field in fields[len(positional):]:
         key, _, value = (x.strip() for x in field.partition("="))
-        if key.lower() not in _SHAPE_KEYS or _SHAPE_KEYS[key.lower()] in extra:
-            raise LivebytesError(f"shape {part!r}: unknown or repeated field {key!r} (known: {', '.join(k + '=' for k in _SHAPE_KEYS)})")
-        name = _SHAPE_KEYS[key.lower()]
+        name = SHAPE_KEY_ALIASES.get(key.lower(), key.lower())
+        if name not in known or name in sizes:
+            raise LivebytesError(f"shape {part!r}: unknown or repeated field {key!r} (known: "
+                                 f"{', '.join(k + '=' for k in [*HF_NAMES.values(), EXPAND_V])}; aliases "
+                                 f"{', '.join(k + '=' for k in SHAPE_KEY_ALIASES)})")
+        sizes[name] = value
+    return sizes
+
+
+def _parse_one_shape(part: str, forms: dict = VALIDATE_FORMS) -> Shape:
+    """``seq_len=8K,num_heads=16,head_dim=128,num_v_heads=32,batch_size=1`` (the JSON's shape keys; batch_size 1 and
+    head_dim 128 by default, expand_v for the value head dim as FLA's layers take it), or one of the old positional
+    ``forms`` (``MBS,SEQ,HEADS[,DIM]``) followed by key=value fields."""
+    sizes = _keyed_sizes(part, [f.strip() for f in part.split(",")], forms)
+    for required in ("seq_len", "num_heads"):
+        if required not in sizes:
+            raise LivebytesError(f"shape {part!r}: {required}= is missing (e.g. {SHAPE_STRING_HELP})")
+    if EXPAND_V in sizes and "head_v_dim" in sizes:
+        raise LivebytesError(f"shape {part!r}: give head_v_dim= or expand_v=, not both")
+    fields = {}
+    for name, text in sizes.items():
         if name == "checkpoint":
-            if value.lower() not in ("on", "off"):
-                raise LivebytesError(f"shape {part!r}: checkpoint= takes on or off, got {value!r}")
-            extra[name] = value.lower() == "on"
-        else:
-            extra[name] = parse_size(value, name.replace("_", " "))
-    return Shape(*sizes, **extra)
+            if text.lower() not in ("on", "off"):
+                raise LivebytesError(f"shape {part!r}: checkpoint= takes on or off, got {text!r}")
+            fields["checkpoint"] = text.lower() == "on"
+        elif name != EXPAND_V:
+            fields[FIELD_OF[name]] = parse_size(text, name)
+    fields.setdefault("mbs", 1)
+    if EXPAND_V in sizes:
+        fields["dim_v"] = head_v_dim(fields.get("dim", 128), sizes[EXPAND_V])
+    return Shape(**fields)
 
 
 # Beyond these a shape is almost certainly a typo (10M instead of 10K): the commands still answer, with a warning.
@@ -183,26 +261,31 @@ def implausible(shape: Shape) -> str | None:
     return f"{shape.label()} is implausible: " + "; ".join(problems) if problems else None
 
 
-def parse_shape_list(text: str) -> list[Shape]:
-    """``"1,8K,96,128;2,8K,64,128"`` -> shapes (MBS, sequence, heads, dim); ``"1,8K,16,128,hv=32"`` adds
-    grouped value heads (HV = 32 value heads over 16 query/key heads) and ``dv=64`` a value head dim."""
-    shapes = [_parse_one_shape(p) for p in filter(None, (p.strip() for p in text.split(";")))]
+def parse_shape_list(text: str, forms: dict = VALIDATE_FORMS) -> list[Shape]:
+    """Shapes separated by ``;``, each ``seq_len=8K,num_heads=16,head_dim=128,num_v_heads=32,batch_size=1`` (one
+    syntax: the JSON's shape keys; ``_parse_one_shape``). The old positional forms read as aliases: ``"1,8K,96,128"``
+    (MBS, sequence, heads, dim; validate's) with ``,hv=32`` grouped value heads and ``,dv=64`` a value head dim, or
+    ``forms`` a caller reads (learn's ``TRACE_FORMS``, ``N,S,H,HV,K,V``)."""
+    shapes = [_parse_one_shape(p, forms) for p in filter(None, (p.strip() for p in text.split(";")))]
     if not shapes:
         raise LivebytesError("no shapes given")
     return shapes
 
 
 def shape_spec(shape: Shape) -> str:
-    """The shape as ``parse_shape_list`` reads it back (v_heads and dim_v included when set)."""
-    text = f"{shape.mbs},{shape.seq},{shape.heads},{shape.dim}"
-    if shape.v_heads is not None:
-        text += f",hv={shape.v_heads}"
-    if shape.dim_v is not None:
-        text += f",dv={shape.dim_v}"
-    for name, value in shape.layer_fields().items():
-        key = next(k for k, v in _SHAPE_KEYS.items() if v == name)
-        text += f",{key}={('on' if value else 'off') if name == 'checkpoint' else value}"
-    return text
+    """The shape as ``parse_shape_list`` reads it back, the key=value syntax (``Shape.as_dict``'s keys; sizes as plain
+    integers, checkpoint on/off)."""
+    return ",".join(f"{k}={('on' if v else 'off') if k == 'checkpoint' else v}" for k, v in shape.as_dict().items())
+
+
+def positional_spec(shape: Shape) -> str:
+    """The old positional form (``1,8192,96,128,hv=32``), which ``parse_shape_list`` still reads: record file names
+    keep it (the records on disk keep their format)."""
+    alias = {v: k for k, v in SHAPE_KEY_ALIASES.items()}
+    fields = shape.as_dict()
+    text = ",".join(str(fields.pop(k)) for k in VALIDATE_FORMS["MBS,SEQ,HEADS,DIM"])
+    return text + "".join(f",{alias.get(k, k)}={('on' if v else 'off') if k == 'checkpoint' else v}"
+                          for k, v in fields.items())
 
 
 def shape_list_spec(shapes: list[Shape]) -> str:

@@ -27,6 +27,9 @@ from livebytes.estimator.fields import ListOf, Obj, OneOf, check, read_json, sho
 
 FORMAT = "livebytes-trace/1"
 TRACE_SYMBOLS = ("T", "N", "H", "HV", "K", "V")   # packed tokens, sequences, heads, value heads, key/value dims
+# what each symbol of a trace (and of the formulas learned from it) stands for, in the shape's HF names
+TRACE_SYMBOL_NAMES = {"T": "batch_size * seq_len (the packed tokens)", "N": "batch_size", "H": "num_heads",
+                      "HV": "num_v_heads", "K": "head_dim", "V": "head_v_dim"}
 
 
 class SiteParts:
@@ -65,12 +68,20 @@ class Trace:
     shape: tuple[tuple[str, int], ...]        # (symbol, value) over TRACE_SYMBOLS
     allocations: tuple[Allocation, ...]
     outside_window: tuple[str, ...] = ()
-    device: str = ""
+    device: str = ""                           # the GPU's product name as torch reported it (NVIDIA H200)
     source: str = ""                           # file it was read from
+    preset: str = ""                           # its device preset (H200), where the trace names one
 
     @property
     def values(self) -> dict[str, int]:
         return dict(self.shape)
+
+    def shape_dict(self) -> dict[str, int]:
+        """The traced shape in the JSON's HF names (``Shape.as_dict``): N sequences of T / N tokens, value heads and
+        value head dim always given (a trace states them)."""
+        from livebytes.estimator.shapes import Shape
+        v = self.values
+        return Shape(v["N"], v["T"] // v["N"], v["H"], v["K"], v_heads=v["HV"], dim_v=v["V"]).as_dict()
 
     def label(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.shape)
@@ -133,7 +144,7 @@ def trace_from_dict(data, where: str = "trace") -> Trace:
                  allocations=_allocations(data["events"], where),
                  outside_window=tuple(data.get("outside_window", ())),
                  device=str(data.get("device", {}).get("name", "")),
-                 source=where)
+                 source=where, preset=str(data.get("device", {}).get("preset", "")))
 
 
 def load_trace(path: Path) -> Trace:

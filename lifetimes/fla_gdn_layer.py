@@ -206,7 +206,7 @@ from livebytes.estimator.shapes import LAYER_FIELDS  # noqa: E402
 
 register(ModelSpec(
     key=f"fla-gdn-layer@{VERSION}", implementation="FLA GatedDeltaNet layer (flash-linear-attention 0.6.0)",
-    version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--layers), forward + backward (measured at "
+    version=VERSION, covers="flash-linear-attention 0.6.0 GatedDeltaNet x L (--num-hidden-layers), forward + backward (measured at "
                             "1 x 8K H16/HV32 D128, 1 and 4 layers, Triton 3.9.0), "
                             "checkpointing off or per layer (--checkpoint); its chunk_gated_delta_rule is fla-gdn@0.6.0's model",
     builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,

@@ -223,7 +223,7 @@ from livebytes.estimator.shapes import LAYER_FIELDS  # noqa: E402
 
 register(ModelSpec(
     key=f"fla-kda-layer@{VERSION}", implementation="FLA KimiDeltaAttention layer (flash-linear-attention 0.6.0)",
-    version=VERSION, covers="flash-linear-attention 0.6.0 KimiDeltaAttention x L (--layers), forward + backward, "
+    version=VERSION, covers="flash-linear-attention 0.6.0 KimiDeltaAttention x L (--num-hidden-layers), forward + backward, "
                             "checkpointing off or per layer (--checkpoint); its chunk_kda is fla-kda@0.6.0's model",
     builder=build, refuse=refuse, options={"gva": (False, True)}, default_device=DEFAULT_DEVICE, shape_fields=LAYER_FIELDS,
     stacked=True,

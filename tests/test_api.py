@@ -51,6 +51,13 @@ SAME_AS_CLI = {
                     ["plan", "--impl", "fla-kda@0.6.0", "--budget", "80GiB"], "document"),
     "plan-device": (livebytes.plan, ("cudnn-kda-hopper-cuda@1.32.0",), dict(solve="mbs", seq_len="32K"),
                     ["plan", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--solve", "mbs", "--seq", "32K"], "document"),
+    "plan-layers": (livebytes.plan, ("fla-kda-layer@0.6.0",), dict(solve="num_hidden_layers", seq_len="128K", num_heads=32,
+                                                                    hidden_size=2304, budget="40GiB"),
+                    ["plan", "--impl", "fla-kda-layer@0.6.0", "--solve", "num_hidden_layers", "--seq-len", "128K",
+                     "--num-heads", "32", "--hidden-size", "2304", "--budget", "40GiB"], "document"),
+    "predict-expand-v": (livebytes.predict, ("fla-gdn@0.6.0",), dict(seq_len=8192, num_heads=16, num_v_heads=32, expand_v=2),
+                         ["predict", "--impl", "fla-gdn@0.6.0", "--seq-len", "8K", "--num-heads", "16", "--num-v-heads",
+                          "32", "--expand-v", "2"], "result"),
     "sweep": (livebytes.sweep, ("fla-kda@0.6.0",), dict(seq_len="8K..16K", num_heads=[32], gpu="H200"),
               ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32", "--gpu", "H200"], "document"),
 }

@@ -21,10 +21,13 @@ def test_predict_json_has_the_documented_fields():
     assert r.exit_code == 0, r.output
     envelope = json.loads(r.stdout)
     (d,) = envelope["results"]
-    assert (envelope["schema"], envelope["command"], d["impl"], d["device"]) == (2, "predict", "fla-kda@07b80f27", "B300")
-    assert d["shape"] == {"mbs": 1, "seq": 131072, "heads": 96, "dim": 128}     # 128K = 128 * 1024
+    assert (envelope["schema"], envelope["command"], d["impl"], d["device"]) == (3, "predict", "fla-kda@07b80f27", "B300")
+    assert d["shape"] == {"batch_size": 1, "seq_len": 131072, "num_heads": 96, "head_dim": 128}     # 128K = 128 * 1024
     assert isinstance(d["peak_bytes"], int) and d["peak_step"] == "bwd.intra_db_sum"
     assert sum(d["group_bytes"].values()) == d["peak_bytes"]
+    # machine keys, the prose as labels: every group named has its label, every buffer's group is one of them
+    assert set(d["group_bytes"]) == set(d["group_labels"]) >= {b["group"] for b in d["buffers_at_peak"]}
+    assert d["group_labels"]["inputs"] == "inputs, dO and output" and all(k.isidentifier() for k in d["group_labels"])
     assert sum(b["allocated_bytes"] for b in d["buffers_at_peak"]) == d["peak_bytes"]
     assert d["measured"][0]["origin"] == "published"          # the report's 99.422 GiB
 
@@ -120,10 +123,13 @@ GDN_TRACES = str(Path(__file__).resolve().parents[1] / "validate" / "traces" / "
 
 BAD_INPUTS = [
     # (arguments, exit code, a phrase the one line must contain)
-    ((*P, "--mbs", "0", *S8), 1, "--mbs: must be positive"),
-    ((*P, "--mbs", "-1", *S8), 1, "--mbs"),
-    ((*P, "--seq", "eight", "--heads", "4"), 1, "--seq"),
-    ((*P, "--seq", "8K", "--heads", "0"), 1, "--heads: must be positive"),
+    # the HF/FLA flags and their old short aliases: a message names the HF flag
+    ((*P, "--mbs", "0", *S8), 1, "--batch-size: must be positive"),
+    ((*P, "--batch-size", "-1", *S8), 1, "--batch-size"),
+    ((*P, "--seq", "eight", "--heads", "4"), 1, "--seq-len"),
+    ((*P, "--seq-len", "8K", "--num-heads", "0"), 1, "--num-heads: must be positive"),
+    ((*P, *S8, "--expand-v", "1/3"), 1, "--expand-v: head_dim 128 x '1/3' = 42.6667 is not a whole value head dimension"),
+    ((*P, *S8, "--expand-v", "0"), 1, "--expand-v: must be positive"),
     ((*P, *S8, "--dim", "512"), 1, "key head dim <= 256"),
     ((*P, *S8, "--dim", "16"), 1, "head dim >= 32"),
     ((*P, *S8, "--v-heads", "6"), 1, "multiple of heads"),
@@ -138,7 +144,7 @@ BAD_INPUTS = [
     (("predict", "--impl", HOPPER, *S8, "--gpu", "B300"), 1, "only on sm90"),
     (("predict", "--impl", HOPPER, *S8, "--no-recompute"), 1, "does not take --no-recompute"),
     ((*P, "--impl", HOPPER, *S8), 2, "use livebytes compare"),
-    ((*P, "--seq", "8K"), 2, "--heads is required with --impl"),
+    ((*P, "--seq", "8K"), 2, "--num-heads is required with --impl"),
     (("predict", "--seq", "8K", "--heads", "4"), 2, "give --impl KEY"),
     ((*P, *S8, "--bogus"), 2, "No such option"),
     (("predicts",), 2, "No such command"),
@@ -152,14 +158,16 @@ BAD_INPUTS = [
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "lotsGiB"), 1, "'lots' is not a number"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "80XB"), 1,
      "unknown unit 'XB'; the units are TiB, GiB, MiB, KiB, TB, GB, MB, KB, B"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "dim"), 2, "--solve must be one of"),
-    # the solved dimension given: the answer would replace it unannounced
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "dim"), 2,
+     "--solve: the dimension to solve for must be one of seq_len, batch_size, num_heads, num_hidden_layers"),
+    # the solved dimension given: the answer would replace it unannounced (old names and HF names alike)
     (("plan", "--impl", "fla-kda@0.6.0", "--solve", "heads", "--seq", "32K", "--heads", "7"), 2,
-     "--heads has no effect with --solve heads: plan solves for it"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "seq", "--seq", "1K"), 2, "--seq has no effect with --solve seq"),
-    (("plan", "--impl", "fla-kda@0.6.0", "--seq=8K"), 2, "--seq has no effect with --solve seq"),   # seq: the default
-    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "mbs", "--mbs", "1", "--budget", "80GiB"), 2,
-     "--mbs has no effect with --solve mbs"),
+     "--num-heads has no effect with --solve num_heads: plan solves for it"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "seq_len", "--seq", "1K"), 2,
+     "--seq-len has no effect with --solve seq_len"),
+    (("plan", "--impl", "fla-kda@0.6.0", "--seq-len=8K"), 2, "--seq-len has no effect with --solve seq_len"),   # the default
+    (("plan", "--impl", "fla-kda@0.6.0", "--solve", "batch_size", "--mbs", "1", "--budget", "80GiB"), 2,
+     "--batch-size has no effect with --solve batch_size"),
     (("formula", "--impl", FROST, "--gpu", "H200"), 1, "Blackwell-only"),
     (("formula", "--impl", FROST, "--contract", "plain"), 1, "does not take --contract"),
     (("formula", "--impl", "fla-kda@0.6.0", "--impl", FROST), 2, "formula takes one --impl"),
@@ -186,8 +194,9 @@ BAD_INPUTS = [
     (("predict", "--impl", "fla-kda@0.6.0", "--seq", "9" * 5000, "--heads", "8"), 1, "5,000-digit number"),
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "9" * 5000 + "GiB"), 1, "(5,005 characters)"),
     # given twice: the last would win silently
-    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--seq", "16K", "--heads", "8"), 2, "--seq given more than once"),
-    (("predict", "--impl", "fla-kda@0.6.0", "--seq=8K", "--seq", "16K", "--heads", "8"), 2, "--seq given more than once"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--seq", "16K", "--heads", "8"), 2, "--seq-len given more than once"),
+    (("predict", "--impl", "fla-kda@0.6.0", "--seq=8K", "--seq-len", "16K", "--heads", "8"), 2,
+     "--seq-len given more than once"),      # an alias and its HF name: one option
     (("plan", "--impl", "fla-kda@0.6.0", "--budget", "8GiB", "--budget", "9GiB"), 2, "--budget given more than once"),
     (("sweep", "--impl", "fla-kda@0.6.0", "--out", "{tmp}/a.csv", "--csv", "{tmp}/b.csv"), 2, "--out given more than once"),
     (("predict", "--impl", "fla-kda@0.6.0", *S8, "--alloc-conf", "expandable_segments:True,expandable_segments:False"), 2,
@@ -200,11 +209,16 @@ BAD_INPUTS = [
     (("learn", "--traces", "{tmp}", "--probe", "fla-kda@0.6.0"), 2, "--probe needs --shapes"),
     (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "2,1024,2,2,64,64;2,2048,2,2,64,64"), 1,
      "unknown implementation 'nope'"),
+    # the one shape-string syntax (key=value, the JSON's shape keys) reads as the old N,S,H,HV,K,V does
+    (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "seq_len=1024,num_heads=2;seq_len=2048,num_heads=2"),
+     1, "unknown implementation 'nope'"),
+    (("learn", "--traces", "{tmp}", "--probe", "nope", "--shapes", "seq_len=1024;seq_len=2048,num_heads=2"), 1,
+     "shape 'seq_len=1024': num_heads= is missing"),
     (("validate", "--from-records", "/nonexistent/x.json"), 1, "no such file"),
     (("validate", "--impl", "fla-kda@0.6.0"), 2, "--shapes are required"),
     (("payload", "--fn", "sparse", "--no-measure"), 1, "--fn must be one of"),
-    (("payload", "--dim", "0", "--no-measure"), 1, "--dim: must be positive"),
-    (("payload", "--seq", "0", "--no-measure"), 1, "--seq: must be positive"),
+    (("payload", "--dim", "0", "--no-measure"), 1, "--head-dim: must be positive"),
+    (("payload", "--seq", "0", "--no-measure"), 1, "--seq-len: must be positive"),
     (("payload", "--block-q", "x", "--no-measure"), 1, "--block-q"),
     # options that would be accepted and ignored are refused
     (("predict", "--impl", "fla-kda@0.6.0", *S8, "--triton-cache", "cold-after-warmup"), 1, "must be one of cold, warm"),
@@ -217,8 +231,8 @@ BAD_INPUTS = [
     (("validate", "--from-records", "all", "--out-dir", "{tmp}"), 2, "--out-dir has no effect with --from-records"),
     (("validate", "--from-records", "all", "--shapes", "1,8K,4"), 2, "--shapes has no effect with --from-records"),
     (("plan", "--impl", HOPPER, "--budget", "80GiB", "--triton-cache", "warm"), 1, "runs no Triton kernels"),
-    (("sweep", "--impl", "fla-kda@0.6.0", "--heads", "16,,32"), 1, "--heads: an empty item"),
-    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K,"), 1, "--seq: an empty item"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--heads", "16,,32"), 1, "--num-heads: an empty item"),
+    (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K,"), 1, "--seq-len: an empty item"),
     (("compare", "--impl", HOPPER, "--impl", HOPPER, *S8), 2, f"--impl {HOPPER} given more than once"),
     (("plan", "--impl", HOPPER, "--impl", HOPPER), 2, "given more than once"),
     (("drift", "--impl", "fla-kda@0.6.0", "--traces", GDN_TRACES), 1, "a different implementation"),
@@ -277,7 +291,7 @@ def test_payload_without_torch_is_one_line(monkeypatch):
 def test_payload_keeps_its_old_option_names():
     new = json.loads(run("payload", "--seq", "128,256", "--dim", "16", "--no-measure", "--json").stdout)
     old = json.loads(run("payload", "--T", "128,256", "--d", "16", "--no-measure", "--json").stdout)
-    assert new == old and [r["shape"]["seq"] for r in new["results"]] == [128, 256]
+    assert new == old and [r["shape"]["seq_len"] for r in new["results"]] == [128, 256]
 
 
 def test_timeline_writes_exactly_the_file_named(tmp_path):
@@ -295,7 +309,7 @@ def test_sweep_runs_column_is_predicts_verdict_around_the_plan_answer(key, contr
     seqs = [largest - 1, largest, largest + 1, largest + 2]
     r = run("sweep", "--impl", key, "--contract", contract, "--heads", "96", "--seq", ",".join(map(str, seqs)), "--json")
     assert r.exit_code == 0, r.output
-    swept = {row["shape"]["seq"]: row["fits"] for row in json.loads(r.stdout)["results"]}
+    swept = {row["shape"]["seq_len"]: row["fits"] for row in json.loads(r.stdout)["results"]}
     for seq in seqs:
         p = json.loads(run("predict", "--impl", key, "--contract", contract, "--heads", "96", "--seq", str(seq),
                            "--json").stdout)["results"][0]
@@ -323,7 +337,7 @@ def test_plan_defaults_to_each_models_device():
     d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
     assert [r["device"] for r in d["results"]] == ["H200", "B300"]
     assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "assumed"]
-    assert all(r["shape"] == {"mbs": 1, "seq": r["value"], "heads": 96, "dim": 128} for r in d["results"])
+    assert all(r["shape"] == {"batch_size": 1, "seq_len": r["value"], "num_heads": 96, "head_dim": 128} for r in d["results"])
     assert d["budget_bytes"] is None
 
 
@@ -484,7 +498,7 @@ def test_like_for_like_compare_does_not_warn():
 def test_plan_refuses_the_solved_dimension_but_takes_the_held_ones():
     """--heads with --solve seq is held (kept); --heads with --solve heads would be replaced by the answer (refused)."""
     held = json.loads(run("plan", "--impl", HOPPER, "--heads", "32", "--json").stdout)["results"][0]
-    assert held["shape"]["heads"] == 32
+    assert held["shape"]["num_heads"] == 32
     assert run("plan", "--impl", HOPPER, "--solve", "heads", "--heads", "32").exit_code == 2
 
 
@@ -629,7 +643,8 @@ def test_sweep_takes_the_stack_and_agrees_with_predict():
     stack = ["--heads", "32", "--hidden", "2304", "--layers", "4"]
     swept = json.loads(run("sweep", "--impl", "fla-kda-layer@0.6.0", "--seq", "64K", *stack, "--json").stdout)["results"]
     one = json.loads(run("predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "64K", *stack, "--json").stdout)["results"][0]
-    assert [(r["shape"]["layers"], r["shape"]["hidden"], r["peak_bytes"]) for r in swept] == [(4, 2304, one["peak_bytes"])]
+    assert [(r["shape"]["num_hidden_layers"], r["shape"]["hidden_size"], r["peak_bytes"]) for r in swept] == [
+        (4, 2304, one["peak_bytes"])]
 
 
 def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
@@ -637,7 +652,7 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     caption names the shape held at the answer (a flag left out shows as its default: here H96)."""
     args = ["plan", "--impl", "fla-kda-layer@0.6.0", "--solve", "layers", "--seq", "128K", "--hidden", "2304"]
     (r,) = json.loads(run(*args, "--heads", "32", "--json").stdout)["results"]
-    assert r["options"]["layers"] == r["shape"]["layers"] == r["value"] == 8
+    assert r["options"]["layers"] == r["shape"]["num_hidden_layers"] == r["value"] == 8
     text = " ".join(run(*args).stdout.split())
     assert "fla-kda-layer@0.6.0 at its answer: MBS 1 x 128K, H96, D128, hidden 2304" in text
 
@@ -653,3 +668,50 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
 ])
 def test_an_out_of_memory_verdict_says_which_call_and_how_short(args, words):
     assert words in " ".join(run("predict", *args).stdout.split())
+
+
+# ------------------------------------------------------------------------------ the HF/FLA flags and their aliases
+
+# (HF/FLA flag, the old short flag kept as its alias, a value): every shape flag of issue 34's one vocabulary
+HF_FLAGS = [("--seq-len", "--seq", "8K"), ("--batch-size", "--mbs", "2"), ("--num-heads", "--heads", "16"),
+            ("--head-dim", "--dim", "64"), ("--num-v-heads", "--v-heads", "32"), ("--hidden-size", "--hidden", "2304"),
+            ("--num-hidden-layers", "--layers", "2")]
+
+
+def test_every_hf_flag_reads_as_its_alias():
+    """A layer model takes every shape flag: the HF names and the old short names give the one answer."""
+    def answer(names):
+        args = [a for name, (_, _, value) in zip(names, HF_FLAGS) for a in (name, value)]
+        r = run("predict", "--impl", "fla-kda-layer@0.6.0", *args, "--json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["results"][0]
+    hf, old = answer([f[0] for f in HF_FLAGS]), answer([f[1] for f in HF_FLAGS])
+    assert hf == old and hf["peak_bytes"] > 0
+
+
+@pytest.mark.parametrize("command", ["predict", "compare", "timeline", "plan", "sweep", "explain", "diff", "formula"])
+def test_the_help_names_the_hf_flag_and_lists_its_alias(command):
+    """--help lists each option by its HF name, its old short name at the end of its help ("alias: --seq")."""
+    text = " ".join(run(command, "-h").stdout.replace("│", " ").split())
+    wanted = [(hf, old) for hf, old, _ in HF_FLAGS if command != "formula" or hf in ("--hidden-size", "--num-hidden-layers")]
+    for hf, old in wanted:
+        assert f"{hf} " in text and f"alias: {old})" in text, (hf, old)
+        assert f"{hf},{old}" not in text      # not typer's own listing, whose names column overflows 80 columns
+
+
+@pytest.mark.parametrize("expand_v,head_v_dim", [("2", 256), ("0.5", 64), ("1.5", 192)])
+def test_expand_v_sets_the_value_head_dim_as_fla(expand_v, head_v_dim):
+    """FLA's layers: head_v_dim = int(head_dim * expand_v); 128 x 2 = 256, 128 x 0.5 = 64, 128 x 1.5 = 192; a value
+    head twice as wide holds more bytes than a square one."""
+    args = ["predict", "--impl", "fla-gdn-layer@0.6.0", "--seq-len", "8K", "--num-heads", "16", "--json"]
+    wide = json.loads(run(*args, "--expand-v", expand_v).stdout)["results"][0]
+    square = json.loads(run(*args).stdout)["results"][0]
+    assert wide["shape"]["head_v_dim"] == head_v_dim
+    assert (wide["peak_bytes"] > square["peak_bytes"]) == (head_v_dim > 128)
+
+
+def test_formula_names_its_symbols_by_the_shape_keys():
+    """formula keeps the math symbols; its output says which shape key each one is (S the --seq-len, ...)."""
+    text = " ".join(run("formula", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--no-groups").stdout.split())
+    assert ("in S=seq_len, MBS=batch_size, H=num_heads, HV=num_v_heads, DK=head_dim, DV=head_v_dim (HV=num_heads and "
+            "DV=head_dim unless given)") in text

@@ -30,12 +30,12 @@ def test_sweep_takes_value_heads_each_point_as_predict_has_it():
     """16 q/k heads with 32 value heads is grouped value attention (2 value heads per head: the GVA path); 32 with 32 is
     not. Every point is predict's answer at the same flags."""
     rows = document("sweep", "--impl", "fla-gdn@0.6.0", "--seq", "8K,16K", "--heads", "16,32", "--v-heads", "32")["results"]
-    assert [(r["shape"]["seq"], r["shape"]["heads"], r["shape"]["v_heads"]) for r in rows] == [
+    assert [(r["shape"]["seq_len"], r["shape"]["num_heads"], r["shape"]["num_v_heads"]) for r in rows] == [
         (8192, 16, 32), (8192, 32, 32), (16384, 16, 32), (16384, 32, 32)]
     assert [r["options"]["gva"] for r in rows] == [True, False, True, False]
     for r in rows:
         s = r["shape"]
-        (p,) = document("predict", "--impl", "fla-gdn@0.6.0", "--seq", str(s["seq"]), "--heads", str(s["heads"]),
+        (p,) = document("predict", "--impl", "fla-gdn@0.6.0", "--seq", str(s["seq_len"]), "--heads", str(s["num_heads"]),
                         "--v-heads", "32")["results"]
         assert (r["peak_bytes"], r["fits"], r["device_need_bytes"]) == (p["peak_bytes"], p["fits"], p["device_need_bytes"])
     assert rows[0]["peak_bytes"] != rows[1]["peak_bytes"]
@@ -46,8 +46,8 @@ def test_sweep_value_heads_in_the_csv_and_the_python_api(tmp_path):
     r = run("sweep", "--impl", "fla-gdn@0.6.0", "--seq", "8K", "--heads", "16", "--v-heads", "32,64", "--csv", str(target))
     assert r.exit_code == 0, r.output
     lines = target.read_text().splitlines()
-    assert [line.split(",")[9:12] for line in lines] == [["heads", "v_heads", "dim"], ["16", "32", "128"],
-                                                         ["16", "64", "128"]]
+    assert [line.split(",")[9:12] for line in lines] == [["num_heads", "num_v_heads", "head_dim"], ["16", "32", "128"],
+                                                         ["16", "64", "128"]]     # the CSV's columns: the JSON's keys
     cli = document("sweep", "--impl", "fla-gdn@0.6.0", "--seq", "8K", "--heads", "16", "--v-heads", "32,64")
     api = livebytes.sweep("fla-gdn@0.6.0", seq_len="8K", num_heads=16, num_v_heads=[32, 64])
     assert api.to_dict() == cli
@@ -82,7 +82,8 @@ def layer_twin(monkeypatch):
 def test_diff_builds_both_layer_models_at_the_layer_flags(layer_twin):
     key, twin = layer_twin
     data = document("diff", "--impl", key, "--impl", twin, "--layers", "2", "--checkpoint", "--seq", "8K", "--heads", "16")
-    assert data["shape"] == {"mbs": 1, "seq": 8192, "heads": 16, "dim": 128, "layers": 2, "checkpoint": True}
+    assert data["shape"] == {"batch_size": 1, "seq_len": 8192, "num_heads": 16, "head_dim": 128, "num_hidden_layers": 2,
+                             "checkpoint": True}
     assert [(r["options"]["layers"], r["options"]["checkpoint"]) for r in data["results"]] == [(2, True), (2, True)]
     (p,) = document("predict", "--impl", key, "--seq", "8K", "--heads", "16", "--layers", "2", "--checkpoint")["results"]
     assert data["changes"] == [] and [r["peak_bytes"] for r in data["results"]] == [p["peak_bytes"]] * 2

@@ -183,7 +183,7 @@ def test_the_assumed_line_names_the_ranks():
     r = run(["predict", "--impl", "fla-kda-cp@0.6.0", "--cp", "4", "--seq", "64K", "--heads", "16"])
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "context parallelism over 4 GPUs (contiguous, first rank; --seq is the total)" in text
+    assert "context parallelism over 4 GPUs (contiguous, first rank; --seq-len is the total)" in text
     assert "NCCL's own memory" in text and "not counted" in text
 
 

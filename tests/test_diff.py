@@ -92,13 +92,15 @@ PAIR = ["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27"]
     (["--impl", "fla-kda@0.6.0"], 2, "two --impl"),
     ([*PAIR, "--impl", "fla-gdn@0.6.0"], 2, "two --impl"),
     (["--impl", "fla-kda@0.6.0", "--impl", "fla-kda@0.6.0"], 2, "given more than once"),
-    ([*PAIR, "--seq", "8K", "--seq", "16K", "--heads", "96"], 2, "--seq given more than once"),
-    ([*PAIR, "--seq", "8K"], 2, "both --seq and --heads"),
-    ([*PAIR, "--mbs", "2", "--v-heads", "32"], 2, "--mbs, --v-heads have no effect without --seq and --heads"),
-    ([*PAIR, "--dim", "64"], 2, "--dim has no effect without --seq and --heads"),
+    ([*PAIR, "--seq", "8K", "--seq", "16K", "--heads", "96"], 2, "--seq-len given more than once"),
+    ([*PAIR, "--seq", "8K"], 2, "both --seq-len and --num-heads"),
+    ([*PAIR, "--mbs", "2", "--v-heads", "32"], 2,
+     "--batch-size, --num-v-heads have no effect without --seq-len and --num-heads"),
+    ([*PAIR, "--expand-v", "2"], 2, "--expand-v has no effect without --seq-len and --num-heads"),
+    ([*PAIR, "--dim", "64"], 2, "--head-dim has no effect without --seq-len and --num-heads"),
     (["--impl", "fla-kda@0.6.0", "--impl", "cudnn-kda-hopper@1.32.0"], 1, "one implementation"),
     ([*PAIR, "--gpu", "H201"], 1, "H201"),
-    ([*PAIR, "--seq", "8K", "--heads", "0"], 1, "--heads"),
+    ([*PAIR, "--seq", "8K", "--heads", "0"], 1, "--num-heads: must be positive"),
 ])
 def test_every_bad_input_is_one_error_line(args, code, needle):
     r = runner.invoke(app, ["diff", *args, "--json"])

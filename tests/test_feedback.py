@@ -99,9 +99,9 @@ def test_the_right_model_and_shape_warn_of_nothing(snapshot):
 
 
 @pytest.mark.parametrize("flags,fits", [
-    (("--seq", "4K", "--heads", "8"), "--seq 8K"),          # too short: the search solves the sequence back
-    (("--seq", "8K", "--heads", "4"), "--heads 8"),
-    (("--seq", "8K", "--heads", "8", "--dim", "64"), "--dim 128"),
+    (("--seq", "4K", "--heads", "8"), "--seq-len 8K"),          # too short: the search solves the sequence back
+    (("--seq", "8K", "--heads", "4"), "--num-heads 8"),          # named by the HF flags, whichever the user typed
+    (("--seq", "8K", "--heads", "8", "--dim", "64"), "--head-dim 128"),
     (("--seq", "4K", "--heads", "8", "--mbs", "2"), None),  # two sizes off: no shape one size away explains it all
 ])
 def test_a_wrong_shape_warns_and_names_the_shape_that_fits(snapshot, flags, fits):
@@ -126,7 +126,7 @@ def test_a_shape_larger_than_the_snapshot_says_its_peak_is_not_held(snapshot):
     assert result["live_bytes"] < need
     assert warnings[0] == (f"the snapshot holds {result['live_bytes']:,} B live at its peak, fewer than fla-kda@0.6.0 at "
                            f"MBS 1 x 16K, H8, D128 requests at its own peak ({need:,} B): it is not this shape's peak")
-    assert warnings[-1].endswith("the snapshot fits --seq 8K")
+    assert warnings[-1].endswith("the snapshot fits --seq-len 8K")
 
 
 def test_a_model_whose_sources_no_frame_names_warns_its_matches_are_by_size_alone(snapshot):

@@ -89,7 +89,7 @@ def test_every_number_is_whole(monkeypatch, name, width):
     text = rendered(monkeypatch, COMMANDS[name], width)
     data = json.loads(CliRunner().invoke(app, COMMANDS[name] + ["--json"]).stdout)
     if name == "payload_100000":
-        numbers = [n for r in data["results"] for n in (f"{r['shape']['seq']:,}", f"{r['save_events']:,}",
+        numbers = [n for r in data["results"] for n in (f"{r['shape']['seq_len']:,}", f"{r['save_events']:,}",
                                                    f"{r['predicted_bytes'] / 1024:,.1f}")]
     elif name == "compare_four":
         numbers = [render.g(r["peak_bytes"]) for r in data["results"]]
@@ -101,7 +101,7 @@ def test_every_number_is_whole(monkeypatch, name, width):
 
 def test_help_is_not_cut_at_80_columns(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    for command in ("validate", "plan", "sweep", "payload", "learn", "drift", "explain", "timeline"):
+    for command in ("validate", "plan", "sweep", "payload", "learn", "drift", "explain", "timeline", "predict", "compare", "diff"):
         out = CliRunner().invoke(app, [command, "-h"], terminal_width=80).stdout
         assert "…" not in out and "<str>" not in out, command
 

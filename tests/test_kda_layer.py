@@ -195,7 +195,7 @@ def test_a_stack_no_gpu_preset_holds_is_refused_before_it_is_built(monkeypatch):
 def test_the_layer_fields_are_build_options_of_layer_models_only():
     shape = Shape(1, 8192, 32, 128, hidden=HIDDEN, layers=4, checkpoint=True)
     assert shape_options("fla-kda-layer@0.6.0", shape) == {"hidden": HIDDEN, "layers": 4, "checkpoint": True}
-    with pytest.raises(RefusedShapeError, match="--checkpoint, --hidden, --layers describe a layer"):
+    with pytest.raises(RefusedShapeError, match="--checkpoint, --hidden-size, --num-hidden-layers describe a layer"):
         shape_options("fla-kda@0.6.0", shape)
     m = get_model("fla-kda-layer@0.6.0", "H200", **shape_options("fla-kda-layer@0.6.0", shape))
     assert dict(m.options)["layers"] == 4 and "4 KimiDeltaAttention layers" in m.summary
@@ -205,7 +205,11 @@ def test_layer_shapes_read_back():
     shape = parse_shape_list("1,8K,32,128,hidden=2304,layers=4,checkpoint=on,conv=4")[0]
     assert (shape.hidden, shape.layers, shape.checkpoint, shape.conv_size) == (2304, 4, True, 4)
     assert parse_shape_list(shape_spec(shape))[0] == shape
-    assert Shape.from_dict(shape.as_dict()) == shape
+    assert Shape.from_dict(shape.as_dict()) == Shape.from_dict(shape.record_dict()) == shape   # the JSON's keys, the records'
+    assert shape.as_dict() == {"batch_size": 1, "seq_len": 8192, "num_heads": 32, "head_dim": 128, "hidden_size": 2304,
+                               "num_hidden_layers": 4, "checkpoint": True, "conv_size": 4}
+    assert shape.record_dict() == {"mbs": 1, "seq": 8192, "heads": 32, "dim": 128, "hidden": 2304, "layers": 4,
+                                   "checkpoint": True, "conv_size": 4}      # the records on disk keep their keys
 
 
 def test_include_maps_every_input_and_frees_only_its_own_buffers():
@@ -305,9 +309,9 @@ def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden describes a layer"),
-    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--layers describes a layer"),
-    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--layers"),
+    (["predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "32", "--hidden", "2304"], "--hidden-size describes a layer"),
+    (["plan", "--impl", "fla-kda@0.6.0", "--solve", "layers", "--heads", "32"], "--num-hidden-layers describes a layer"),
+    (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "32", "--layers", "0"], "--num-hidden-layers: must be positive"),
     # past the largest preset's memory in parameters and gradients alone: refused before the stack is built
     (["predict", "--impl", "fla-kda-layer@0.6.0", "--seq", "8K", "--heads", "16", "--layers", "1000000"],
      "1,000,000 layers: their parameters and gradients alone take"),

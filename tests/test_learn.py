@@ -224,11 +224,22 @@ def test_events_keep_the_window_and_count_outside_frees():
     assert events == [["a", 0, 1000, []], ["f", 0], ["a", 1, 24, []]] and outside == 1
 
 
-@pytest.mark.parametrize("text", ["1,1030,2,2,64", "2,1030,1,2,64,64"])
-def test_trace_shapes_need_six_fields_and_two_shapes(text):
+@pytest.mark.parametrize("text,needle", [("1,1030,2,2,64", "the old positional N,S,H,HV,K,V"),
+                                         ("2,1030,1,2,64,64", "two shapes at least"),
+                                         ("seq_len=1030,num_heads=2", "two shapes at least")])
+def test_trace_shapes_need_six_fields_and_two_shapes(text, needle):
     from livebytes.validate.trace import parse_trace_shapes
-    with pytest.raises(LivebytesError):
+    with pytest.raises(LivebytesError, match=needle):
         parse_trace_shapes(text)
+
+
+def test_trace_shapes_read_the_one_syntax_and_the_old_one_alike():
+    """N,S,H,HV,K,V = 2,1030,1,2,64,32: 2 sequences of 1030 tokens, 1 head, 2 value heads, K 64, V 32."""
+    from livebytes.validate.trace import parse_trace_shapes, trace_shape
+    old = parse_trace_shapes("2,1030,1,2,64,32;3,1030,1,2,64,32")
+    new = parse_trace_shapes("batch_size=2,seq_len=1030,num_heads=1,num_v_heads=2,head_dim=64,head_v_dim=32;"
+                             "seq_len=1030,num_heads=1,num_v_heads=2,head_dim=64,expand_v=0.5,batch_size=3")
+    assert old == new and trace_shape(new[0]) == {"T": 2060, "N": 2, "H": 1, "HV": 2, "K": 64, "V": 32}
 
 
 # ---------------------------------------------------------------- the commands
@@ -246,6 +257,14 @@ def test_learn_command_writes_the_draft(synthetic_kda_traces, tmp_path):
     r = CliRunner().invoke(app, ["learn", "--traces", str(synthetic_kda_traces), "--draft", str(draft), "--json"])
     assert r.exit_code == 0, r.output
     assert len(json.loads(r.stdout)["results"][0]["buffers"]) == 54 and "MODEL = LifetimeModel" in draft.read_text()
+
+
+def test_learns_table_says_what_its_symbols_stand_for(synthetic_kda_traces):
+    """The learned formulas are in T, N, H, HV, K, V: the output names each by the shape keys (one vocabulary)."""
+    r = CliRunner().invoke(app, ["learn", "--traces", str(synthetic_kda_traces)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert ("in T = batch_size * seq_len (the packed tokens), N = batch_size, H = num_heads, HV = num_v_heads, "
+            "K = head_dim, V = head_v_dim") in " ".join(r.stdout.split())
 
 
 def test_learn_on_a_missing_directory_is_one_line_exit_1(tmp_path):

@@ -91,7 +91,7 @@ def test_payload_refuses_a_measurement_beyond_the_cap_before_measuring(seq, monk
     r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", seq])
     assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.output
     (line,) = r.stderr.strip().splitlines()
-    assert line.startswith("error: ") and "--seq <= 16,384" in line and "--no-measure" in line
+    assert line.startswith("error: ") and "--seq-len <= 16,384" in line and "--no-measure" in line
 
 
 @pytest.mark.parametrize("failure", [RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
@@ -142,3 +142,24 @@ def test_payload_refuses_before_measuring_when_the_host_lacks_the_memory(monkeyp
     # dense at 16,384: probabilities 16,384^2 * 4 B = 1 GiB and q, k, v 3 * 16,384 * 32 * 4 B = 6 MiB saved, plus 3 more
     # [T, T] fp32 matrices = 3 GiB: 4 GiB + 6 MiB = 4.006 GiB
     assert r.exit_code == 1 and len(lines) == 1 and "at least 4.01 GiB" in lines[0] and "1.00 GiB is available" in lines[0]
+
+
+def test_a_payload_that_differs_fails_in_validates_words(monkeypatch):
+    """payload speaks validate's vocabulary (schema 3): ``passed`` per row and ``error_bytes`` = predicted - measured. A
+    measurement 512 B above the model's 213,504 B (tiled, T 128, d 32) fails: error_bytes -512, exit code 3."""
+    import dataclasses
+    import json
+
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    from livebytes.validate import payload
+    real = payload.measure
+    monkeypatch.setattr(payload, "measure", lambda *a, **k: dataclasses.replace(real(*a, **k), bytes=real(*a, **k).bytes + 512))
+    r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--seq-len", "128", "--head-dim", "32", "--json"])
+    assert r.exit_code == 3, r.output
+    data = json.loads(r.stdout)
+    (row,) = data["results"]
+    assert data["passed"] is False and row["passed"] is False
+    assert (row["predicted_bytes"], row["measured_bytes"], row["error_bytes"]) == (213_504, 214_016, -512)
+    assert row["shape"] == {"seq_len": 128, "head_dim": 32, "head_v_dim": 32, "block_q": 32, "block_k": 32}

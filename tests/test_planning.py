@@ -154,9 +154,10 @@ def test_formula_and_sweep_commands(tmp_path):
     r = runner.invoke(app, ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..32K", "--heads", "32,64", "--csv", str(csv)])
     assert r.exit_code == 0, r.output
     lines = csv.read_text().splitlines()
-    assert lines[0] == ("impl,device,contract,recompute,alloc_conf,triton_cache,triton,mbs,seq,heads,v_heads,dim,"
-                        "peak_bytes,device_need_bytes,fits") and len(lines) == 1 + 3 * 2
-    # v_heads: the heads' 32 (no --v-heads)
+    assert lines[0] == ("impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,"
+                        "num_v_heads,head_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits")
+    assert len(lines) == 1 + 3 * 2
+    # num_v_heads: the heads' 32 (no --num-v-heads)
     assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,3.6.0,1,8192,32,32,128,")
 
 
@@ -182,10 +183,11 @@ def test_plan_at_d64_is_below_the_h200s_failure_at_240000():
 
 
 @pytest.mark.parametrize("args,solve,held", [
-    ((), "seq", {"mbs": 1, "heads": 96, "dim": 128}),                                   # plan's defaults held
-    (("--solve", "heads", "--seq", "32K"), "heads", {"mbs": 1, "seq": 32 * 1024, "dim": 128}),
-    (("--solve", "mbs", "--seq", "32K", "--heads", "16"), "mbs", {"seq": 32 * 1024, "heads": 16, "dim": 128}),
-    (("--budget", "200GiB", "--gpu", "H200"), "seq", {"mbs": 1, "heads": 96, "dim": 128}),
+    ((), "seq_len", {"batch_size": 1, "num_heads": 96, "head_dim": 128}),                   # plan's defaults held
+    (("--solve", "num_heads", "--seq", "32K"), "num_heads", {"batch_size": 1, "seq_len": 32 * 1024, "head_dim": 128}),
+    (("--solve", "mbs", "--seq", "32K", "--heads", "16"), "batch_size", {"seq_len": 32 * 1024, "num_heads": 16,
+                                                                           "head_dim": 128}),     # an old name solves too
+    (("--budget", "200GiB", "--gpu", "H200"), "seq_len", {"batch_size": 1, "num_heads": 96, "head_dim": 128}),
 ])
 def test_plans_shape_is_the_shape_at_its_answer(args, solve, held):
     """Each result's shape is the held dimensions with the solved one set to the answer (not plan's starting 8K); predict
@@ -200,7 +202,7 @@ def test_plans_shape_is_the_shape_at_its_answer(args, solve, held):
     gpu = list(args[args.index("--gpu"):][:2]) if "--gpu" in args else []
 
     def predicted(shape: dict) -> dict:
-        flags = [f for k, v in shape.items() for f in (f"--{k.replace('_', '-')}", str(v))]
+        flags = [f for k, v in shape.items() for f in (f"--{k.replace('_', '-')}", str(v))]   # a key, dashed: its flag
         out = runner.invoke(app, ["predict", "--impl", "fla-kda@0.6.0", *flags, *gpu, "--json"])
         return json.loads(out.stdout)["results"][0]
     at, above = predicted(row["shape"]), predicted({**row["shape"], solve: row["next_value"]})
@@ -215,5 +217,5 @@ def test_plans_shape_when_nothing_fits_is_at_next_value():
     import json
     (row,) = json.loads(runner.invoke(app, ["plan", "--impl", "fla-kda@0.6.0", "--budget", "1KiB", "--json"]).stdout)["results"]
     assert (row["value"], row["next_value"]) == (None, 1)
-    assert row["shape"] == {"mbs": 1, "seq": 1, "heads": 96, "dim": 128}
+    assert row["shape"] == {"batch_size": 1, "seq_len": 1, "num_heads": 96, "head_dim": 128}
     assert row["peak_at_next_bytes"] > 96 * 128 * 2 > 1024

@@ -346,7 +346,7 @@ def test_predict_model_json(tiny_config):
     r = runner.invoke(app, ["predict", "--model", str(tiny_config), "--seq", "1K", "--json"])
     assert r.exit_code == 0, r.output
     (d,) = json.loads(r.stdout)["results"]
-    assert d["impl"] == "fla-kda-model@0.6.0" and d["shape"]["heads"] == 2 and d["shape"]["dim"] == 64
+    assert d["impl"] == "fla-kda-model@0.6.0" and d["shape"]["num_heads"] == 2 and d["shape"]["head_dim"] == 64
     assert sum(m["total"] for m in d["module_bytes"].values()) == d["peak_bytes"]
     assert {"model.embeddings", "lm_head", "model.layers.1.attn", "model.layers.1.mlp"} <= set(d["module_bytes"])
     assert d["fits"] is True
@@ -354,11 +354,12 @@ def test_predict_model_json(tiny_config):
 
 @pytest.mark.parametrize("args,line", [
     (["--impl", "fla-kda@0.6.0"], "--impl and --model: give one"),
-    (["--heads", "4"], "--heads has no effect with --model"),
+    (["--heads", "4"], "--num-heads has no effect with --model"),
     (["--precision", "fp16"], "option precision='fp16' not supported (choose from bf16, fp32-amp)"),
     (["--optimizer", "adam"], "option optimizer='adam' not supported"),
-    (["--hidden", "512"], "--hidden has no effect with --model"),
-    (["--v-heads", "4"], "--v-heads has no effect with --model"),
+    (["--hidden", "512"], "--hidden-size has no effect with --model"),
+    (["--v-heads", "4"], "--num-v-heads has no effect with --model"),
+    (["--expand-v", "2"], "--expand-v has no effect with --model"),
     (["--cp", "2"], "--cp has no effect with --model"),
     (["--layers", "5000"], "a traced model expands up to 1,024"),
 ])

@@ -33,19 +33,32 @@ def new_record(**over):
 # ---------------------------------------------------------------- shapes
 
 @pytest.mark.parametrize("text,shape", [
+    # one syntax: key=value with the JSON's shape keys (batch_size 1, head_dim 128 unless given), in any order
+    ("seq_len=8K,num_heads=16,head_dim=128,num_v_heads=32,batch_size=1", Shape(1, 8192, 16, 128, v_heads=32)),
+    ("num_heads=8, seq_len=4K, batch_size=2", Shape(2, 4096, 8, 128)),
+    ("seq_len=8K,num_heads=16,expand_v=0.5", Shape(1, 8192, 16, 128, dim_v=64)),           # 128 x 0.5, as FLA's layers
+    ("seq_len=5000,num_heads=32,head_dim=64,head_v_dim=32,batch_size=3", Shape(3, 5000, 32, 64, dim_v=32)),
+    # the old positional form, an alias
     ("1,8K,16,128,hv=32", Shape(1, 8192, 16, 128, v_heads=32)),
     ("2,4K,8", Shape(2, 4096, 8, 128)),
     ("1,8K,16,128,hv=32,dv=64", Shape(1, 8192, 16, 128, v_heads=32, dim_v=64)),
     ("3,5000,32,64,dv=32", Shape(3, 5000, 32, 64, dim_v=32)),
+    ("1,8K,16,num_v_heads=32", Shape(1, 8192, 16, 128, v_heads=32)),          # the two mixed: positional first
 ])
 def test_shape_strings_round_trip_value_heads(text, shape):
     assert parse_shape_list(text) == [shape]
     assert parse_shape_list(shape_spec(shape)) == [shape]
+    assert shape_spec(shape).startswith(f"batch_size={shape.mbs},seq_len={shape.seq},num_heads={shape.heads},")
 
 
 @pytest.mark.parametrize("text,needle", [
-    ("1,8K,16,128,hv=24", "multiple of heads"), ("1,8K,hv=32,16", "expected MBS,SEQ,HEADS"),
+    ("1,8K,16,128,hv=24", "multiple of heads"), ("1,8K,hv=32,16", "expected key=value fields"),
+    ("1,8K", "or the old positional MBS,SEQ,HEADS or MBS,SEQ,HEADS,DIM"),
     ("1,8K,16,128,hq=2", "unknown or repeated"), ("1,8K,16,128,hv=32,hv=64", "unknown or repeated"), ("", "no shapes"),
+    ("seq_len=8K,num_heads=16,num_v_heads=32,hv=32", "unknown or repeated field 'hv'"),     # an alias of a key given
+    ("num_heads=16", "seq_len= is missing"), ("seq_len=8K,batch_size=2", "num_heads= is missing"),
+    ("seq_len=8K,num_heads=16,expand_v=2,head_v_dim=64", "head_v_dim= or expand_v=, not both"),
+    ("seq_len=8K,num_heads=16,expand_v=1/3", "42.6667 is not a whole value head dimension"),
 ])
 def test_bad_shape_strings(text, needle):
     with pytest.raises(LivebytesError, match=needle):
@@ -151,7 +164,8 @@ def test_runs_folders_load_but_live_dumps_do_not(tmp_path):
 
 def test_fresh_groups_expand_per_shape_keeping_value_heads():
     group = batch.check_group({"impl": "fla-kda@0.6.0", "shapes": "1,8K,16,128,hv=32;2,4K,16", "fresh": True})
-    assert [g["shapes"] for g in batch.expand([group])] == ["1,8192,16,128,hv=32", "2,4096,16,128"]
+    assert [g["shapes"] for g in batch.expand([group])] == [
+        "batch_size=1,seq_len=8192,num_heads=16,head_dim=128,num_v_heads=32", "batch_size=2,seq_len=4096,num_heads=16,head_dim=128"]
 
 
 def test_session_and_plans_share_one_runner_command(tmp_path):
@@ -159,7 +173,7 @@ def test_session_and_plans_share_one_runner_command(tmp_path):
              "contract": "plain", "forward_only": False, "no_recompute": True, "fresh": True, "triton_cache": "cold",
              "alloc_conf": "expandable_segments:True"}
     cmd = batch.runner_command(group, tmp_path)
-    assert cmd[cmd.index("--shapes") + 1] == "1,8192,16,128,hv=32"
+    assert cmd[cmd.index("--shapes") + 1] == "batch_size=1,seq_len=8192,num_heads=16,head_dim=128,num_v_heads=32"
     assert cmd[cmd.index("--mode") + 1] == "fresh-process" and "--no-recompute" in cmd and "--forward-only" not in cmd
     assert cmd[cmd.index("--triton-cache") + 1] == "cold"
     assert cmd[cmd.index("--alloc-conf") + 1] == "expandable_segments:True"

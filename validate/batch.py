@@ -3,7 +3,8 @@
 
 A plan file is a JSON list of groups ``{"impl", "shapes", "contract"?, "forward_only"?, "history"?,
 "no_recompute"?, "fresh"?, "triton_cache"?, "alloc_conf"?, "autotune_capture"?}``; ``shapes`` takes the shape strings of
-``parse_shape_list`` (``"1,8K,16,128,hv=32;2,8K,64,128"``). A group marked ``fresh`` runs each shape in a
+``parse_shape_list`` (``"seq_len=8K,num_heads=16,num_v_heads=32;seq_len=8K,num_heads=64,batch_size=2"``; the old
+positional ``"1,8K,16,128,hv=32;2,8K,64,128"`` of the committed plans reads too). A group marked ``fresh`` runs each shape in a
 process of its own (the protocol's default). Groups run side by side (compilation and autotuning
 overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another. Side by side, a
 record's ``device_memory`` (``mem_get_info``: the whole device) also holds the other processes' memory: it is not the

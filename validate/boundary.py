@@ -24,7 +24,7 @@ from livebytes.estimator.allocator import parse_alloc_conf
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, shape_options, spec
-from livebytes.estimator.shapes import Shape, shape_spec
+from livebytes.estimator.shapes import Shape, positional_spec
 
 from .protocol import WARMUP_TOKENS
 
@@ -100,7 +100,7 @@ def groups() -> list[dict]:
         value = answer(case)
         for role, v, expect in (("answer", value, "fits"), ("answer x 1.01", math.ceil(value * 1.01), "oom")):
             shape = replace(case.base, **{case.solve: v})
-            g = {"impl": case.impl, "shapes": shape_spec(shape),
+            g = {"impl": case.impl, "shapes": positional_spec(shape),     # the committed plan (run) keeps its form
                  "alloc_conf": case.alloc_conf,
                  "triton_cache": case.cache_label if case.impl.startswith("fla-") else "n/a", "fresh": True,
                  "boundary": {"solve": case.solve, "role": role, "plan_value": value, "expected": expect}}

@@ -30,7 +30,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="torchrun ... -m livebytes.validate.cp_runner", description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="fla-kda-cp@0.6.0 or fla-gdn-cp@0.6.0")
     ap.add_argument("--cp-layout", default="contiguous", choices=LAYOUTS)
-    ap.add_argument("--shapes", required=True, help='total shapes "1,SEQ,HEADS[,DIM][,hv=HV];..." (MBS 1)')
+    ap.add_argument("--shapes", required=True, help='total shapes "seq_len=SEQ,num_heads=HEADS[,head_dim=DIM]'
+                    '[,num_v_heads=HV];..." (batch_size 1; the old "1,SEQ,HEADS[,DIM][,hv=HV]" too)')
     ap.add_argument("--out", required=True)
     ap.add_argument("--contract", default="report", choices=("report", "plain"))
     ap.add_argument("--no-recompute", action="store_true")
@@ -110,11 +111,11 @@ def main(argv=None) -> int:
             try:
                 rec = runner.measure_shape(h, shape, env, ctx)
             except PeerOutOfMemory as err:
-                print(json.dumps({"rank": group.rank, "shape": shape.as_dict(), "stopped": str(err)}), flush=True)
-                ctx.earlier_shapes.append(shape.as_dict())
+                print(json.dumps({"rank": group.rank, "shape": shape.record_dict(), "stopped": str(err)}), flush=True)
+                ctx.earlier_shapes.append(shape.record_dict())
                 continue
             path = write_record(out, cp_fields(rec, group.world, group.rank, args.cp_layout, group.position, nccl_memory))
-            ctx.earlier_shapes.append(shape.as_dict())
+            ctx.earlier_shapes.append(shape.record_dict())
             status = f"OOM at {rec['oom_step']}" if rec["oom"] else f"{rec['peak_bytes']} B"
             print(f"[{args.impl} rank {group.rank}/{group.world} {args.cp_layout}] {shape.label()}: {status} -> {path}", flush=True)
         return 0

@@ -358,11 +358,10 @@ def best_shape(model_at, shape, blocks: list[LiveBlock], explained: list[Explain
 
 def _flags(asked, shape) -> str:
     """The flags that turn ``asked`` into ``shape``."""
-    from livebytes.estimator.shapes import format_tokens
-    flags = {"seq": "--seq", "mbs": "--mbs", "heads": "--heads", "dim": "--dim", "v_heads": "--v-heads"}
-    changed = [(flag, getattr(shape, f)) for f, flag in flags.items() if getattr(shape, f) != getattr(asked, f)]
-    return " ".join(f"without {flag}" if v is None else f"{flag} {format_tokens(v) if flag == '--seq' else v}"
-                    for flag, v in changed)
+    from livebytes.estimator.shapes import flag_of, format_tokens
+    changed = [(f, getattr(shape, f)) for f in ("seq", "mbs", "heads", "dim", "v_heads") if getattr(shape, f) != getattr(asked, f)]
+    return " ".join(f"without {flag_of(f)}" if v is None else f"{flag_of(f)} {format_tokens(v) if f == 'seq' else v}"
+                    for f, v in changed)
 
 
 def short_of_peak(fit: Fit, at: str, failed: bool) -> bool:
@@ -395,5 +394,6 @@ def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None) -> list[st
         out.append(f"{key} at {candidate.label()} explains {whole} {fit.live_bytes:,} live B ({fit.explained_bytes:,} B "
                    f"at the shape asked): the snapshot fits {_flags(shape, candidate)}")
     elif out:
-        out.append("no shape one of --seq, --mbs, --heads, --dim, --v-heads away explains more of it: another model?")
+        out.append("no shape one of --seq-len, --batch-size, --num-heads, --head-dim, --num-v-heads away explains more "
+                   "of it: another model?")
     return out

@@ -90,5 +90,5 @@ def dump_live_at_peak(directory, impl: str, shape) -> None:
     torch.cuda.memory._record_memory_history(enabled=None)
     peak, blocks = live_at_peak(snap)
     name = f"live_{impl.replace('@', '_')}_{shape.mbs}x{shape.seq}x{shape.heads}x{shape.dim}.json"
-    (directory / name).write_text(json.dumps({"impl": impl, "shape": shape.as_dict(), "replayed_peak_bytes": peak,
+    (directory / name).write_text(json.dumps({"impl": impl, "shape": shape.record_dict(), "replayed_peak_bytes": peak,
                                               "blocks": as_rows(blocks)}, indent=1))

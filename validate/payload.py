@@ -34,7 +34,7 @@ def check_measurable(T: int) -> None:
     if matrix > MEASURE_MAX_MATRIX_BYTES:
         raise LivebytesError(f"measuring at {T:,} tokens builds [T, T] fp32 matrices of {matrix / 2**30:,.2f} GiB each; "
                              f"measurements are capped at {MEASURE_MAX_MATRIX_BYTES / 2**30:g} GiB per matrix "
-                             f"(--seq <= {largest_measurable_tokens():,}); pass --no-measure for the model alone")
+                             f"(--seq-len <= {largest_measurable_tokens():,}); pass --no-measure for the model alone")
 
 
 DENSE_EXTRA_MATRICES = 3      # dense also holds its scores and, in backward, the gradients of scores and probabilities
@@ -69,7 +69,7 @@ def check_host_memory(fn: str, T: int, d: int, dv: int | None, block_q: int, blo
     if available is not None and need > available:
         raise LivebytesError(f"measuring {fn} at {T:,} tokens holds at least {need / 2**30:,.2f} GiB of host memory "
                              f"(its saved payload{' and three more [T, T] fp32 matrices' if fn == 'dense' else ''}); "
-                             f"{available / 2**30:,.2f} GiB is available (MemAvailable); pass a smaller --seq or --no-measure")
+                             f"{available / 2**30:,.2f} GiB is available (MemAvailable); pass a smaller --seq-len or --no-measure")
 
 
 def dense_attention(q, k, v):

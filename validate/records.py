@@ -24,7 +24,7 @@ from statistics import median
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import Either, ListOf, Obj, OneOf, check, read_json, read_json_lines, show
-from livebytes.estimator.shapes import Shape, shape_spec
+from livebytes.estimator.shapes import Shape, positional_spec
 
 RECORDS_DIR = Path(__file__).parent / "records"
 RUNS_SUBDIR = "runs"          # validate/records/runs/<run>/*.json: one file per measured shape (format 2)
@@ -358,10 +358,11 @@ def missing_fields(data: dict) -> list[str]:
 
 
 def record_file_name(data: dict) -> str:
-    """``<impl>_<shape>_<UTC date>_<pid>.json``, the shape's ``=`` written ``-`` (``hv-32``: the GPU machine's transfer
+    """``<impl>_<shape>_<UTC date>_<pid>.json``, the shape in the old positional form (the records' names keep their
+    format), its ``=`` written ``-`` (``hv-32``: the GPU machine's transfer
     refuses a name with ``=``, which lost run 21d's D64 record) and other characters than [A-Za-z0-9._-] ``_``."""
     stamp = str(data.get("date", "")).replace(":", "").replace("+0000", "Z")
-    raw = f"{data['impl']}_{shape_spec(Shape.from_dict(data['shape']))}_{stamp}_{os.getpid()}".replace("=", "-")
+    raw = f"{data['impl']}_{positional_spec(Shape.from_dict(data['shape']))}_{stamp}_{os.getpid()}".replace("=", "-")
     return re.sub(r"[^A-Za-z0-9._-]", "_", raw) + ".json"
 
 

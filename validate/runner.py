@@ -19,7 +19,8 @@ This module is the protocol and the record alone: the implementation's inputs an
 ``environment``, ``gpu_lock`` and ``triton_state``; the command line is ``runner_args``.
 
 Usage (one process; shapes of one (H, D) share compilation and autotuning):
-    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --shapes "1,8K,96,128;1,8K,16,128,hv=32" --out DIR
+    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --out DIR \
+        --shapes "seq_len=8K,num_heads=96;seq_len=8K,num_heads=16,num_v_heads=32"
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def base_record(h: Harness, shape: Shape, env: dict, ctx: RunContext) -> dict:
     taken = spec(h.impl).options     # record the what-if options the model takes, as the model names them
     options = {k: v for k, v in (("contract", h.contract), ("recompute", h.recompute)) if k in taken}
     record = {"impl": h.impl, "origin": "measured", "mode": ctx.mode, "options": options,
-              "forward_only": h.forward_only, "shape": shape.as_dict(), "protocol": PROTOCOL,
+              "forward_only": h.forward_only, "shape": shape.record_dict(), "protocol": PROTOCOL,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "allocator_conf": ctx.alloc_conf, **env}
     if ctx.earlier_shapes:
@@ -213,7 +214,7 @@ def run_shapes(args, out: Path) -> int:
     for i, shape in enumerate(shapes):
         rec = measure_shape(h, shape, env, ctx, out if (args.history and i == 0) else None)
         path = write_record(out, rec)
-        ctx.earlier_shapes.append(shape.as_dict())
+        ctx.earlier_shapes.append(shape.record_dict())
         status = f"OOM at {rec['oom_step']}" if rec["oom"] else f"{rec['peak_bytes']} B"
         print(f"[{args.impl} {h.contract}] {shape.label()}: {status} ({rec['seconds']['total']} s) -> {path.name}",
               flush=True)

@@ -14,7 +14,9 @@ these paths do not depend on tile configs (chunk_bwd_dqkwg's BK comes from the d
 Each shape's file is written as soon as it is taken.
 
     python -m livebytes.validate.trace --impl fla-gdn-fwd@0.6.0 --shapes "2,1030,1,2,64,64;..." --out DIR
-Shapes: ``N,S,H,HV,K,V`` (sequences, tokens per sequence, heads, value heads, key dim, value dim).
+Shapes: the key=value shape strings of every command (``seq_len=1030,num_heads=2,num_v_heads=4,head_dim=64,batch_size=2``;
+``estimator.shapes.parse_shape_list``), or the old ``N,S,H,HV,K,V`` (sequences, tokens per sequence, heads, value heads,
+key dim, value dim), read as an alias.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.shapes import Shape, parse_size
+from livebytes.estimator.shapes import TRACE_FORMS, Shape, parse_shape_list
 from livebytes.learn.traces import FORMAT, TRACE_SYMBOLS
 
 LIBRARY = "fla/"
@@ -35,13 +37,8 @@ IMPLS = ("fla-kda@0.6.0", "fla-kda-fwd@0.6.0", "fla-gdn@0.6.0", "fla-gdn-fwd@0.6
 
 
 def parse_trace_shapes(text: str) -> list[Shape]:
-    shapes = []
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        fields = [f.strip() for f in part.split(",")]
-        if len(fields) != 6:
-            raise LivebytesError(f"shape {part!r}: expected N,S,H,HV,K,V")
-        n, s, h, hv, k, v = (parse_size(f, name) for f, name in zip(fields, ("N", "S", "H", "HV", "K", "V")))
-        shapes.append(Shape(n, s, h, k, v_heads=hv, dim_v=v))
+    """The shapes to trace: key=value shape strings, or the old positional ``N,S,H,HV,K,V`` (``TRACE_FORMS``)."""
+    shapes = parse_shape_list(text, TRACE_FORMS)
     if len(shapes) < 2:
         raise LivebytesError("learn needs traces at two shapes at least")
     return shapes
@@ -226,7 +223,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help=f"{', '.join(IMPLS)}, or a probe file PROBE.py")
     ap.add_argument("--contract", default="report", choices=("report", "plain"), help="KDA only")
-    ap.add_argument("--shapes", required=True, help="N,S,H,HV,K,V;...")
+    ap.add_argument("--shapes", required=True, help="seq_len=1030,num_heads=2,...;... (or the old N,S,H,HV,K,V;...)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--autotune", action="store_true", help="keep Triton autotuning (slow)")
     args = ap.parse_args(argv)

@@ -38,7 +38,7 @@ def trace_harness(impl: str, shape, steps: int) -> dict:
         rec.mark("end", steps)
         del x
         gc.collect()
-    return {"mbs": shape.mbs, "seq": shape.seq, "shape": shape.as_dict(), "events": rec.events,
+    return {"mbs": shape.mbs, "seq": shape.seq, "shape": shape.record_dict(), "events": rec.events,
             "frames": rec.frame_table()}
 
 

@@ -31,7 +31,7 @@ TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
 MAX_CONFIG_BYTES = 1 << 20
-MAX_LAYERS = 1024           # --layers of a traced model: the expansion is linear in layers, ~1 s per 25 on one core
+MAX_LAYERS = 1024           # --num-hidden-layers of a traced model: the expansion is linear in layers, ~1 s per 25 on one core
 
 
 @dataclass(frozen=True)
