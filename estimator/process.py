@@ -291,9 +291,10 @@ def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int 
 
 
 def _modules(data: dict, family: str, state: str, case: str | None = None) -> Figure:
-    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``), else
-    the family's measured one (its modules per family: the same kernels by name at every head count), unbounded where
-    the family's measured cases differ (under Triton 3.9.0 GDN's by head dim: no figure bounds another case); warm
+    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``); at a
+    case those data do not hold, the family's figure, unbounded (each head dim compiles its own kernels: under Triton
+    3.9.0 GDN's differ by head dim, and no measured case bounds another); where the data keep the family's figure only,
+    that figure as measured (its modules per family); warm
     without a warm figure, the family's cold one, a bound; else the library's largest, unbounded."""
     by_case = data.get("modules_by_case", {}).get(state, {})
     if case in by_case:
@@ -302,10 +303,12 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
         measured = [k for k in by_case if k.split(":")[0] == family]
-        if case is not None and len({by_case[k]["bytes"] for k in measured}) > 1:
-            return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured at {_case_text(case)}: the family's largest of "
-                          f"{', '.join(map(_case_text, measured))} used, which bounds nothing: module memory is "
-                          "measured, not derived, and those cases differ", entry["source"])
+        if case is not None and measured:       # the data measure this family per case, and not this one
+            differ = len({by_case[k]["bytes"] for k in measured}) > 1
+            return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured at {_case_text(case)}: the family's "
+                          f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
+                          "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "
+                          "kernels" + (" (those cases differ)" if differ else ""), entry["source"])
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     cold = data["modules"].get(family, {}).get("cold")
     if state == "warm" and cold is not None:
