@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,9 +127,18 @@ def _opened(path: Path) -> int:
     """A descriptor of ``path`` opened without waiting: a named pipe no process writes to would block ``open`` for
     ever (fifo(7)); opened non-blocking it reads as empty, and with a writer (a shell's ``<(...)``) as that writer's
     bytes, once blocking reads are restored."""
-    import fcntl
+    try:
+        import fcntl
+    except ImportError:                    # not POSIX: no named pipes of this kind
+        return os.open(path, os.O_RDONLY)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory")
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

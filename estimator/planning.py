@@ -214,8 +214,9 @@ class Verdicts:
 
     def first_failure(self, values: list[int]) -> int | None:
         """The first of ``values`` (in order) that fails, evaluating them ``workers`` at a time."""
-        for i in range(0, len(values), self.workers):
-            batch = values[i:i + self.workers]
+        step = self._evaluator.workers          # 1 where it cannot fork: no value past a failure is tried
+        for i in range(0, len(values), step):
+            batch = values[i:i + step]
             failed = [v for v, fit in zip(batch, self.many(batch)) if not fit]
             if failed:
                 return failed[0]

@@ -161,7 +161,8 @@ def test_formula_and_sweep_commands(tmp_path):
     assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,3.6.0,1,8192,32,32,128,")
 
 
-def test_an_answer_in_an_island_of_fits_moves_below_the_failures():
+@pytest.mark.parametrize("workers", [1, 3])
+def test_an_answer_in_an_island_of_fits_moves_below_the_failures(workers):
     """Fits below 10,000 and again at 10,100-10,149 (fragmentation's islands): the doubling-and-bisection search ends in
     the island (10,149 fits, 10,150 fails); the answer is 9,999: the 2 % below it (199 values) all run."""
     from livebytes.estimator.planning import Verdicts, _clean_below, _largest_value
@@ -169,8 +170,17 @@ def test_an_answer_in_an_island_of_fits_moves_below_the_failures():
     def ok(v):
         return v < 10_000 or 10_100 <= v < 10_150
     assert _largest_value(ok) == 10_149
-    assert _clean_below(Verdicts(ok), 10_149) == 9_999
-    assert _clean_below(Verdicts(lambda v: v <= 5000), 5000) == 5000      # monotone: unchanged
+    with Verdicts(ok, workers) as verdicts:       # forked workers on Linux: the answer whatever their number
+        assert _clean_below(verdicts, 10_149) == 9_999
+    with Verdicts(lambda v: v <= 5000, workers) as verdicts:
+        assert _clean_below(verdicts, 5000) == 5000      # monotone: unchanged
+
+
+def test_a_bad_worker_count_is_one_line(monkeypatch):
+    from livebytes.estimator.parallel import worker_count
+    monkeypatch.setenv("LIVEBYTES_WORKERS", "0")
+    with pytest.raises(LivebytesError, match="LIVEBYTES_WORKERS='0': a whole number of worker processes, 1 or more"):
+        worker_count()
 
 
 def test_plan_at_d64_is_below_the_h200s_failure_at_240000():

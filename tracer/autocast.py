@@ -248,13 +248,6 @@ def emulated(state=None):
     import torch
     amp = Autocast(state)
     libs: dict = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")              # "Overriding a previously registered kernel": torch's CUDA one
-        for name, policy in policies().items():
-            namespace, _, qualified = name.rpartition("::")
-            if (namespace or "aten") not in libs:
-                libs[namespace or "aten"] = torch.library.Library(namespace or "aten", "IMPL")
-            libs[namespace or "aten"].impl(qualified, amp.kernel(name, policy), KEY)
     clear = torch.clear_autocast_cache
 
     def clear_both():
@@ -263,6 +256,13 @@ def emulated(state=None):
     undo = _cuda_is_there()
     torch.clear_autocast_cache = clear_both
     try:
+        with warnings.catch_warnings():             # inside the try: a failed registration undoes those made
+            warnings.simplefilter("ignore")          # "Overriding a previously registered kernel": torch's CUDA one
+            for name, policy in policies().items():
+                namespace, _, qualified = name.rpartition("::")
+                if (namespace or "aten") not in libs:
+                    libs[namespace or "aten"] = torch.library.Library(namespace or "aten", "IMPL")
+                libs[namespace or "aten"].impl(qualified, amp.kernel(name, policy), KEY)
         with torch._C._IncludeDispatchKeyGuard(torch._C.DispatchKey.AutocastCUDA):
             yield amp
     finally:

@@ -173,6 +173,9 @@ def _aligned(runs: dict) -> dict:
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
             if tag == "equal":
                 index[j1:j2] = range(i1, i2)
+            elif tag != "insert":       # only extra allocations of this run are understood; a changed one is not
+                raise NotRepeating(f"layer {layer}'s run differs from the middle one's in more than allocations of "
+                                   f"its own ({tag} at its allocation {j1})")
         out[layer] = index
     return out
 
