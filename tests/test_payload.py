@@ -148,13 +148,14 @@ def test_a_payload_that_differs_fails_in_validates_words(monkeypatch):
     """payload speaks validate's vocabulary (schema 3): ``passed`` per row and ``error_bytes`` = predicted - measured. A
     measurement 512 B above the model's 213,504 B (tiled, T 128, d 32) fails: error_bytes -512, exit code 3."""
     import dataclasses
+    import importlib
     import json
 
     from typer.testing import CliRunner
 
     from livebytes.cli.app import app
-    from livebytes.validate import payload
-    real = payload.measure
+    payload = importlib.import_module("livebytes.validate.payload")   # the module the command imports (sys.modules'),
+    real = payload.measure                                             # even after a test re-imported the package
     monkeypatch.setattr(payload, "measure", lambda *a, **k: dataclasses.replace(real(*a, **k), bytes=real(*a, **k).bytes + 512))
     r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--seq-len", "128", "--head-dim", "32", "--json"])
     assert r.exit_code == 3, r.output
