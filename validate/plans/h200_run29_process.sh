@@ -5,7 +5,7 @@
 # every loaded cubin's frame (validate/probes/process_memory.py): the GPU check of the CPU-derived limits and of the
 # family modules figure at grouped value heads. One warm H200, consecutive calls (each within 30 s of the last).
 #   install   (carry .whl: fla-core 0.6.0, flash-linear-attention 0.6.0, livebytes) into /tmp/site, as run 28
-#   kdalayer  (image's Triton 3.6.0; ~2 x 280 s, two calls: `kdalayer 16:32`, `kdalayer 8:16`) fla-kda-layer D128,
+#   kdalayer  (image's Triton 3.6.0; `kdalayer 16:32 8:16`: both cases side by side in one probe, ~300 s) fla-kda-layer D128,
 #             hidden 2304, T 4,096, cold then warm over its own cache. Predicted (estimator/process.py, cold):
 #             H16/HV32 and H8/HV16 alike: limit 11,808 B (wy_dqkg), 552,402,944 + 243,335,168 + 2,917,138,432 =
 #             3,712,876,544 B (tests/test_process_memory.py::test_issue_33s_cases_are_derived_and_measured).
@@ -32,10 +32,12 @@ install)
 kdalayer)
   export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
   python3 -c "import triton; assert triton.__version__ == '3.6.0', triton.__version__" || exit 1
-  heads=${2:?heads:v_heads, e.g. 16:32}
-  pm "29k${heads/:/_}" "fla-kda-layer:128:${heads}:4096:cold" ;;
+  shift; [ $# -gt 0 ] || { echo "usage: $0 kdalayer HEADS:V_HEADS [HEADS:V_HEADS ...]" >&2; exit 1; }
+  tag=29k; cases=""
+  for heads in "$@"; do tag="${tag}_${heads/:/_}"; cases="${cases:+$cases;}fla-kda-layer:128:${heads}:4096:cold"; done
+  pm "$tag" "$cases" ;;   # several cases are side by side in one probe (its method: each exit's drop is its own)
 gdnlayer)
   . "$here/t39_env.sh"; t39
   pm 29g "fla-gdn-layer:128:16:32:4096:cold" ;;
-*) echo "usage: $0 install | kdalayer HEADS:V_HEADS | gdnlayer" >&2; exit 1 ;;
+*) echo "usage: $0 install | kdalayer HEADS:V_HEADS... | gdnlayer" >&2; exit 1 ;;
 esac
