@@ -33,7 +33,8 @@ class ModelSpec:
     builder: Callable[..., LifetimeModel]
     refuse: Callable[[Shape, Device], str | None]
     options: dict = field(default_factory=dict)   # option name -> allowed values (first is the default); None: any
-                                                  # text the builder checks (a traced model's config), required
+                                                  # text the builder checks (a traced model's config), required;
+                                                  # (): any text, optional (a traced model's stored traces)
     default_device: str = "H200"
     phase: str = "fwd+bwd"
     refusals: dict = field(default_factory=dict)  # (option, value) -> the implementation's own reason
@@ -127,6 +128,12 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
             if not isinstance(value, str):
                 raise RefusedShapeError(f"{s.key}: needs option {name} (e.g. livebytes predict --model CONFIG.json)")
             resolved[name] = value
+            continue
+        if allowed == ():                       # optional free text (a traced model's stored traces): absent is none
+            if value is not None and not isinstance(value, str):
+                raise RefusedShapeError(f"{s.key}: option {name} is text")
+            if value is not None:
+                resolved[name] = value
             continue
         if value is None:
             value = allowed[0]

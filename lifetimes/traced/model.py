@@ -43,6 +43,7 @@ class Request:
     checkpoint: bool = False
     packed: bool = False
     layers: int | None = None   # None: the config's num_hidden_layers
+    stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
 
     @property
     def config_dict(self) -> dict:
@@ -97,14 +98,22 @@ def canonical_config(data: dict, where: str = "config") -> str:
 
 # ---------------------------------------------------------------------------------------------- tracing
 
-def environment() -> str:
+def environment(stored: str | None = None) -> str:
     """What a trace depends on beyond the request: the installed torch, triton, fla-core, flash-linear-attention and
-    transformers, and the tracer's sources (a model option: the compiled-model cache keys on it)."""
+    transformers, and the tracer's sources (a model option: the compiled-model cache keys on it); for traces read from
+    a ``stored`` folder, that folder's files (their versions are in them)."""
+    if stored is not None:
+        return json.dumps(["stored", stored_digest(stored)])
     return json.dumps([installed_versions(), tracer_digest()], sort_keys=True)
 
 
-def check_environment(env: str) -> None:
-    """The model is built here, now: ``env`` must be this environment, with flash-linear-attention ``PINNED``."""
+def check_environment(env: str, stored: str | None = None) -> None:
+    """The model is built here, now: ``env`` must be this environment, with flash-linear-attention ``PINNED`` (stored
+    traces carry their own versions: ``stored_traces`` checks them)."""
+    if stored is not None:
+        if env != environment(stored):
+            raise LivebytesError(f"the stored traces in {stored} changed since the model was asked for; ask again")
+        return
     fla = installed_versions().get("flash-linear-attention")
     if fla != PINNED:
         raise LivebytesError(f"the traced models are of flash-linear-attention {PINNED}; this environment has "
@@ -113,11 +122,13 @@ def check_environment(env: str) -> None:
         raise LivebytesError("the model was asked for under other library versions than those installed; ask again")
 
 
-def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False) -> tuple[str, dict]:
-    """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``)."""
+def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
+                stored: str | None = None) -> tuple[str, dict]:
+    """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
+    folder of traces made under other versions (``stored_traces``), None to trace here."""
     key = f"{FAMILIES[json.loads(config)['model_type']]}@{PINNED}"
     return key, {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
-                 "environment": environment()}
+                 "environment": environment(stored), "stored": stored}
 
 
 
@@ -198,9 +209,11 @@ def untraceable_here(model_type: str, sm: int = 90) -> str | None:
 
 
 def traces(req: Request) -> dict:
-    """The request's traces, layer count -> that run's traces (and the versions): from the disk cache, else traced now
-    (one tracer process per layer count, side by side)."""
+    """The request's traces, layer count -> that run's traces (and the versions): from the request's stored folder,
+    else from the disk cache, else traced now (one tracer process per layer count, side by side)."""
     from livebytes.estimator.cache import cached
+    if req.stored is not None:
+        return stored_traces(req)
     counts = layer_counts(req.depth)
     specs = [trace_spec(req, n) for n in counts]
     parts = ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
@@ -210,6 +223,52 @@ def traces(req: Request) -> dict:
         done = run_tracers(specs)
         return {"versions": done[0]["versions"], "runs": [d["runs"][0] for d in done]}
     return cached(parts, trace_now)
+
+
+# ------------------------------------------------------------------------------- traces made elsewhere, stored
+# A trace depends on the installed torch (its autograd engine's order of frees, its autocast policy): a record measured
+# under another torch is checked against that torch's traces, made by the tracer under it (``python -m
+# livebytes.tracer`` with the spec, ``validate.store_traces``) and stored as its raw output, one file per spec.
+MAX_STORED_TRACE_BYTES = 64 << 20      # one stored trace, decompressed (the largest committed: ~20 MB)
+
+
+def stored_trace_name(spec: dict) -> str:
+    """The file a spec's trace is stored under: the digest of its canonical JSON."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16] + ".json.gz"
+
+
+def stored_digest(folder: str) -> str:
+    """The stored folder's trace files, by name and content (the compiled-model cache keys on it)."""
+    h = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*.json.gz")):
+        h.update(path.name.encode() + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def _read_stored(path: Path) -> dict:
+    import gzip
+    with gzip.open(path, "rb") as fh:
+        raw = fh.read(MAX_STORED_TRACE_BYTES + 1)
+    if len(raw) > MAX_STORED_TRACE_BYTES:
+        raise LivebytesError(f"{path}: a stored trace over {MAX_STORED_TRACE_BYTES:,} bytes decompressed")
+    return json.loads(raw)
+
+
+def stored_traces(req: Request) -> dict:
+    """``traces`` read from ``req.stored``: each layer count's spec under its name, its spec the request's, made with
+    flash-linear-attention ``PINNED``."""
+    runs, versions = [], None
+    for n in layer_counts(req.depth):
+        spec = trace_spec(req, n)
+        path = Path(req.stored) / stored_trace_name(spec)
+        if not path.is_file():
+            raise LivebytesError(f"{req.stored} holds no stored trace of this request at {n} layers ({path.name})")
+        data = _read_stored(path)
+        if data.get("spec") != spec or data.get("versions", {}).get("flash-linear-attention") != PINNED:
+            raise LivebytesError(f"{path}: not a trace of this request under flash-linear-attention {PINNED}")
+        runs.append(data["runs"][0])
+        versions = data["versions"]
+    return {"versions": versions, "runs": runs}
 
 
 # ---------------------------------------------------------------------------------------------- the model

@@ -2,7 +2,8 @@
 
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
 ``optimizer``, ``precision``, ``packed`` and ``environment`` (the versions the traces come from and the tracer's digest,
-``model.environment``: a compiled model cached under one environment is never read under another); the layer fields
+``model.environment``: a compiled model cached under one environment is never read under another) and ``stored`` (a
+folder of traces made under other versions, ``model.stored_traces``; none: traced here); the layer fields
 ``layers`` and ``checkpoint`` are the shape's, as for the layer models.
 """
 from __future__ import annotations
@@ -21,15 +22,15 @@ def refuse(shape, device) -> str | None:
 
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
-                     layers: int | None = None, checkpoint: bool = False):
+                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
         if layers is not None and layers > MAX_LAYERS:
             raise RefusedShapeError(f"{FAMILIES[model_type]}@{PINNED}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
-        check_environment(environment)
-        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers)
+        check_environment(environment, stored)
+        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored)
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{FAMILIES[model_type]}@{PINNED}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
@@ -45,6 +46,6 @@ for _type, _family in FAMILIES.items():
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
         builder=builder(_type), refuse=refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None},
+                 "environment": None, "stored": ()},
         shape_fields=("layers", "checkpoint"),
     ))
