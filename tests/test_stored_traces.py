@@ -13,7 +13,6 @@ import pytest
 from livebytes.estimator.errors import LivebytesError
 from livebytes.lifetimes.traced import model as traced
 from livebytes.validate import model_records
-from livebytes.validate.store_traces import request_of
 
 STORE = model_records.TRACE_STORE
 STORED = sorted(STORE.glob("*/*.json.gz"))
@@ -42,13 +41,13 @@ def test_a_record_of_another_torch_reads_its_stored_traces(name):
         pytest.skip("this machine has the record's torch and Triton: traced here")
     folder = model_records.stored_for(data)
     assert folder and Path(folder).name == model_records.store_name(data["versions"])
-    req = request_of(data)
+    req = model_records.request_of(data)
     runs = traced.stored_traces(traced.Request(**{**req.__dict__, "stored": folder}))["runs"]
     assert [r["layers"] for r in runs] == list(traced.layer_counts(req.depth))
 
 
 def _request(name: str, folder: Path) -> traced.Request:
-    req = request_of(model_records.read(model_records.MODEL_RECORDS_DIR / name))
+    req = model_records.request_of(model_records.read(model_records.MODEL_RECORDS_DIR / name))
     return traced.Request(**{**req.__dict__, "stored": str(folder)})
 
 
@@ -90,7 +89,7 @@ def test_torch_211_and_213_differ_only_in_the_order_of_frees_under_fp32_amp():
     here = traced.installed_versions()
     if not str(here.get("torch", "")).startswith("2.13"):
         pytest.skip("the comparison is of torch 2.13's trace with the stored 2.11 one")
-    req = request_of(data)
+    req = model_records.request_of(data)
     mine = traced.traces(req)["runs"][0]["traces"]
     stored = traced.stored_traces(traced.Request(**{**req.__dict__, "stored": model_records.stored_for(data)}))
     for a, b in zip(mine, stored["runs"][0]["traces"]):

@@ -214,8 +214,9 @@ RECORDS = model_records.record_files()
 
 @pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
 def test_model_record_every_figure(path):
-    """Each figure of each committed model-step record, to the byte or at exactly its named miss (the GDN model's where
-    this environment can trace it: Triton >= 3.7.1; run by hand under 3.9.0 in session 14)."""
+    """Each figure of each committed model-step record, to the byte or at exactly its named miss: traced here, or
+    through the traces stored for the record's torch and Triton (the GDN records' Triton 3.9.0, which fla-core 0.6.0
+    needs for the gated backward on Hopper; run 28's fp32-amp records' torch 2.11)."""
     why = model_records.not_checkable_here(path)
     if why:
         pytest.skip(why)

@@ -106,6 +106,10 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run28_a2-kda-ckpt.json", "steps[2].reserved_after_bytes"): (-432_013_312, PLACEMENT_UNTRACED),
     ("h200_run28_a3-gdn-8k.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
     ("h200_run28_a3-gdn-8k.json", "steps[1].max_allocated_bytes"): (524_288, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[0].reserved_after_bytes"): (23_068_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[1].reserved_after_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[2].reserved_after_bytes"): (285_212_672, PLACEMENT_UNTRACED),
     ("h200_run24_edge-1.3b-468519.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run25_edge-1.3b-467552.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run27_edge-1.3b-467491.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
@@ -143,11 +147,25 @@ def is_model_source(source: str) -> bool:
 
 def stored_for(data: dict) -> str | None:
     """The folder of traces made under the record's torch and Triton (``TRACE_STORE``/``store_name``) when this machine
-    has another torch or Triton and the folder exists; None: the record is checked against traces made here."""
-    from livebytes.lifetimes.traced.model import installed_versions
+    has another torch or Triton and that folder holds every trace the record's model reads; None: the record is checked
+    against traces made here (where the two torches' traces are the same: bf16 steps, the allocator figures of every
+    run 23-27 record exact or named through them)."""
+    from livebytes.lifetimes.traced.model import installed_versions, layer_counts, stored_trace_name, trace_spec
     recorded, here = store_name(data.get("versions", {})), store_name(installed_versions())
     folder = TRACE_STORE / recorded
-    return str(folder) if recorded != here and folder.is_dir() else None
+    if recorded == here or not folder.is_dir():
+        return None
+    req = request_of(data)
+    names = [stored_trace_name(trace_spec(req, n)) for n in layer_counts(req.depth)]
+    return str(folder) if all((folder / name).is_file() for name in names) else None
+
+
+def request_of(data: dict):
+    """The traced model's request for a model-step record (its config, options and GPU)."""
+    from livebytes.lifetimes.traced.model import Request, canonical_config
+    opts = data["options"]
+    return Request(canonical_config(data["config"], "record config"), _device_name(data["gpu"]), opts["optimizer"],
+                   opts["precision"], bool(opts["checkpoint"]), bool(opts["packed"]))
 
 
 def store_name(versions: dict) -> str:

@@ -22,22 +22,12 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 
 
-def request_of(data: dict):
-    """The traced model's request for a model-step record (its config, options and GPU)."""
-    from livebytes.lifetimes.traced.model import Request, canonical_config
-
-    from .model_records import _device_name
-    opts = data["options"]
-    return Request(canonical_config(data["config"], "record config"), _device_name(data["gpu"]), opts["optimizer"],
-                   opts["precision"], bool(opts["checkpoint"]), bool(opts["packed"]))
-
-
 def store(paths: list[Path], out: Path | None = None) -> list[Path]:
     """Trace each record's request here and write each layer count's trace into the store; the files written."""
     from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, run_tracers, stored_trace_name,
                                                   trace_spec)
 
-    from .model_records import TRACE_STORE, read, store_name
+    from .model_records import TRACE_STORE, read, request_of, store_name
     here = store_name(installed_versions())
     folder = out or TRACE_STORE / here
     written = []
