@@ -154,13 +154,14 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
     process) or whose allocated peak fits ``budget_bytes``; the other dimensions held at ``base``. ``progress`` hears
     of each value tried (a search: no total)."""
     from livebytes.choose import alloc_conf_of
+    from livebytes.estimator.shapes import HF_NAMES
     conf = alloc_conf_of(setting.alloc_conf)
     tried = [0]
 
     def on_try(key: str):
-        def told(value: int) -> None:
+        def told(value: int) -> None:           # in the bar's and the flags' words: seq_len, not the field seq
             tried[0] += 1
-            progress(tried[0], None, f"{key}: {solve} {value:,}")
+            progress(tried[0], None, f"{key}: {HF_NAMES[solve]} {value:,}")
         return told if progress else None
     answers = [_plan_one(key, base, solve, setting, budget_bytes, conf, len(keys) > 1, on_try(key)) for key in keys]
     skipped = cache_skipped([(model, device) for _, device, _, model in answers], setting.triton_cache, setting.triton)

@@ -128,7 +128,8 @@ def options_text(r: dict) -> str:
 
 def device_text(r: dict) -> str:
     d = r["device_memory"]
-    status = "measured" if d["status"] == "measured" else f"assumed: {d['source']}"
+    # reported or assumed: the source opens with its kind's words (devices.CAPACITY_KINDS: "public report, ...")
+    status = "measured" if d["status"] == "measured" else d["source"]
     return f"{r['device']} {g(d['total_bytes'])} GiB ({status})"
 
 

@@ -356,6 +356,9 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     measured_limit = _model_limit(data, prefix, shape, triton_cache)
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
+        if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
+            status = kind_of(([] if status == "measured" else [status]) +
+                             [f"{UNBOUNDED}the {assumed_from}'s limit (its process's, sm90's compile) and thread count rule"])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)")

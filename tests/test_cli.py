@@ -336,7 +336,9 @@ def test_sweep_writes_csv(tmp_path):
 def test_plan_defaults_to_each_models_device():
     d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
     assert [r["device"] for r in d["results"]] == ["H200", "B300"]
-    assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "assumed"]
+    # the B300's total is a public report (estimator/data/devices.json capacity_kind "reported"), said as such
+    assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "reported"]
+    assert d["results"][1]["device_memory"]["source"].startswith("public report, not measured by us: ")
     assert all(r["shape"] == {"batch_size": 1, "seq_len": r["value"], "num_heads": 96, "head_dim": 128} for r in d["results"])
     assert d["budget_bytes"] is None
 
@@ -452,7 +454,7 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     (("predict", "--impl", "fla-kda@0.6.0", *OOM_SHAPE), "with no memory limit: it runs out of memory"),
     (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
     # 85,017,755,648 B (a public deviceQuery's totalGlobalMem) / 2^30 = 79.179 GiB, labelled a public report
-    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (assumed: public report, not measured "
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (public report, not measured "
                                                             "by us: deviceQuery"),
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"),
      "unbounded: fla-kda@0.6.0: stack reservation: the H200's frames (sm90's compile) and thread count rule"),

@@ -32,7 +32,8 @@ def test_plan_tells_its_progress_of_each_value_it_tries():
     assert [done for done, _, _ in told] == list(range(1, len(told) + 1))       # one step per value tried, counted
     assert {total for _, total, _ in told} == {None}                            # a search: no total
     notes = {note for _, _, note in told}
-    assert {f"fla-kda@0.6.0: seq {answer.value:,}", f"fla-kda@0.6.0: seq {answer.next_value:,}"} <= notes
+    # named as the bar and the flags name it (seq_len), not by the library's field (seq)
+    assert {f"fla-kda@0.6.0: seq_len {answer.value:,}", f"fla-kda@0.6.0: seq_len {answer.next_value:,}"} <= notes
 
 
 def test_sweep_tells_its_progress_of_each_point():

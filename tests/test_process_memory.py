@@ -360,6 +360,25 @@ def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
     assert len(p.assumptions) == 3 and all("H200's" in a for a in p.assumptions)    # context, modules, stack
 
 
+@pytest.mark.parametrize("gpu,status", [
+    ("H200", "measured"),             # run 25's process read the limit at 8K, H16: measured where it ran
+    ("B300", "unbounded: the H200's limit (its process's, sm90's compile) and thread count rule"),
+    ("H100", "unbounded: the H200's limit (its process's, sm90's compile) and thread count rule")])
+def test_a_traced_models_stack_is_measured_only_on_the_gpu_that_measured_it(gpu, status):
+    """A whole model's stack limit is read from its own H200 process (``model_limits``: 15,280 B at 8K, H16, D128); on
+    another GPU its kernels are another compile and its threads another count, so the figure is unbounded there, as a
+    kernel model's frames are. B300: 148 SMs x 2,048 = 303,104 threads; 15,280 x 303,104 = 4,631,429,120 B -> 2,209
+    pages of 2 MiB = 4,632,608,768 B, less the default 1,024 B x 303,104 = 148 pages = 310,378,496 B: 4,322,230,272 B."""
+    from types import SimpleNamespace
+    traced = SimpleNamespace(key="fla-kda-model@0.6.0", options=(("precision", "bf16"),), autotuned=())
+    p = process_memory(get_device(gpu), traced, "cold", Shape(1, 8192, 16, 128))
+    assert p.stack_limit_bytes == 15_280 and p.stack.status == status
+    if gpu == "B300":
+        assert p.stack.bytes == 4_322_230_272
+    if gpu != "H200":
+        assert f"unbounded: stack reservation: {status.removeprefix('unbounded: ')}" in p.assumptions
+
+
 def test_every_measured_process_through_the_documented_comparison():
     """validate.process_check's rows (what docs/capacity.md shows): every measured process within 64 MiB, every recorded
     stack limit exact, and the document's table is what the comparison gives today."""
