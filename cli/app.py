@@ -421,6 +421,10 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
                                                 help="value heads, a list or a doubling range, each a multiple of every "
                                                      "--num-heads (grouped value attention, e.g. --num-heads 16 "
                                                      "--num-v-heads 32); default: --num-heads at each point"),
+          expand_v: Optional[str] = typer.Option(None, "--expand-v", metavar="RATIOS",
+                                                 help="value head dimension over --head-dim, as FLA's expand_v: a list "
+                                                      "0.5,1,2 or a doubling range 0.5..2 (head_dim * expand_v a whole "
+                                                      "number at each point); default 1"),
           hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
           conv_size: Optional[str] = o.ConvSize,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -432,10 +436,10 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
     each runs on its device (the same verdict as predict and plan: the allocator simulation of a fresh process)."""
     from livebytes import calls
-    from livebytes.estimator.planning import parse_range
+    from livebytes.estimator.planning import parse_range, parse_ratio_range
 
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None, v_heads=v_heads is not None,
-                  hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
+                  expand_v=expand_v is not None, hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
                   no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "sweep")
@@ -443,7 +447,8 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     mbs_list, dims = parse_range(mbs, "--batch-size"), parse_range(_given(dim, ch.dim, "128"), "--head-dim")
     path = o.out_file(out, (".csv",)) if out is not None else None
     hv_list = parse_range(v_heads, "--num-v-heads") if v_heads is not None else None
-    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size), hv_list)
+    ratios = parse_ratio_range(expand_v, "--expand-v") if expand_v is not None else None
+    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size), hv_list, ratios)
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
     with progress("sweep: each point's verdict" + (TRACING if ch.options else ""), as_json) as step:
         data = calls.sweep_at(impl, grid, setting, progress=step).to_dict()

@@ -407,23 +407,38 @@ def plan_table(data: dict, budget_label: str) -> Table:
     return t
 
 
+def sweep_axes(results: list[dict]) -> tuple[list[str], dict]:
+    """(the shape keys that vary over the grid, in the shape's order; the others with their one value): a sweep's
+    columns are its axes, what it holds is said once in the title (the keys, the JSON's: batch_size, seq_len, ...)."""
+    keys = list(dict.fromkeys(k for r in results for k in r["shape"]))
+    values = {k: {r["shape"].get(k) for r in results} for k in keys}
+    return [k for k in keys if len(values[k]) > 1], {k: next(iter(values[k])) for k in keys if len(values[k]) == 1}
+
+
 def sweep_table(data: dict) -> Table:
-    devices = ", ".join(sorted({r["device"] for r in data["results"]}))
-    t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices}")
+    results = data["results"]
+    devices = ", ".join(sorted({r["device"] for r in results}))
+    from livebytes.estimator.shapes import format_tokens
+    varying, held = sweep_axes(results)
+    shown = {"seq_len": format_tokens, "checkpoint": lambda v: "on" if v else "off"}
+    at = ", ".join(f"{k}={shown.get(k, str)(v)}" for k, v in held.items() if v is not None)
+    t = _table(f"sweep{f' at {at}' if at else ''}: peak allocated GiB; runs: predict's verdict for a fresh process on "
+               f"{devices}")
     _key_column(t, "impl")
-    grouped = any("num_v_heads" in r["shape"] for r in data["results"])      # a --num-v-heads sweep: its value heads shown
-    for c in ("MBS", "seq", "heads", *(("v heads",) if grouped else ()), "dim", "peak GiB"):
+    for c in (*varying, "peak GiB"):
         _number_column(t, c)
     _key_column(t, "runs")
-    for r in data["results"]:
-        s = r["shape"]
-        hv = [f"{s.get('num_v_heads', s['num_heads']):,}"] if grouped else []
-        cells = [r["impl"], f"{s['batch_size']:,}", f"{s['seq_len']:,}", f"{s['num_heads']:,}", *hv, f"{s['head_dim']:,}",
-                 g(r["peak_bytes"]),
-                 "yes" if r["fits"] else "OOM"]
+    for r in results:
+        cells = [r["impl"], *(_grid_cell(r["shape"], k) for k in varying), g(r["peak_bytes"]), "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
-    _assumed_caption(t, data["results"], terms=list({r["impl"]: r for r in data["results"]}.values()))
+    _assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
     return t
+
+
+def _grid_cell(shape: dict, key: str) -> str:
+    """One axis's value at a point; value heads and head dim left out there are the query/key ones (``Shape.hv``/``dv``)."""
+    value = shape.get(key, shape.get({"num_v_heads": "num_heads", "head_v_dim": "head_dim"}.get(key, key)))
+    return "-" if value is None else ("on" if value is True else "off" if value is False else f"{value:,}")
 
 
 def autotune_lines(results: list[dict]) -> list[str]:
@@ -496,16 +511,17 @@ def bar_width(preds) -> int:
 
 def sweep_csv(data: dict) -> str:
     """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
-    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them)."""
+    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them; head_v_dim: the head dim
+    unless --expand-v set it)."""
     lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
-             "head_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
+             "head_dim,head_v_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
     for r in data["results"]:
         s, o = r["shape"], r["options"]
         recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
         lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
                      f"{r['triton']},"
                      f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
-                     f"{s['head_dim']},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
+                     f"{s['head_dim']},{s.get('head_v_dim', s['head_dim'])},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
                      f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"
 

@@ -56,18 +56,23 @@ def parse_size(text: str | int, what: str = "value") -> int:
     return value
 
 
+def parse_ratio(text: str | int | float, what: str = "expand_v"):
+    """A positive ratio (2, 0.5, "1.5"), read exactly as a ``Fraction`` (0.1 is one tenth, not its float)."""
+    from fractions import Fraction
+    try:
+        ratio = Fraction(str(text).strip())
+    except (ValueError, ZeroDivisionError):
+        raise LivebytesError(f"{what}: {show(text)} is not a number (e.g. 0.5, 1 or 2)") from None
+    if ratio <= 0:
+        raise LivebytesError(f"{what}: must be positive, got {show(text)}")
+    return ratio
+
+
 def head_v_dim(head_dim: int, expand_v: str | int | float, what: str = "expand_v") -> int:
     """The value head dimension of FLA's ``expand_v`` (``int(head_dim * expand_v)`` in its layers): ``expand_v`` a
     positive number (2, 0.5, "1.5"), read exactly; a product that is not a whole number is refused, as FLA refuses a
     value dim it cannot split into heads."""
-    from fractions import Fraction
-    try:
-        ratio = Fraction(str(expand_v).strip())
-    except (ValueError, ZeroDivisionError):
-        raise LivebytesError(f"{what}: {show(expand_v)} is not a number (e.g. 0.5, 1 or 2)") from None
-    if ratio <= 0:
-        raise LivebytesError(f"{what}: must be positive, got {show(expand_v)}")
-    value = head_dim * ratio
+    value = head_dim * parse_ratio(expand_v, what)
     if value > MAX_SIZE:
         raise LivebytesError(f"{what}: head_dim {head_dim} x {show(expand_v)} is beyond any size (at most 2^50)")
     if value.denominator != 1:
