@@ -335,7 +335,6 @@ def models_table(data: dict) -> Table:
 def validation_table(data: dict) -> Table:
     """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
     predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
-    from livebytes.estimator.shapes import Shape
     tol = data["tolerance_fraction"]
     t = _table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
                f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
@@ -348,7 +347,7 @@ def validation_table(data: dict) -> Table:
     for r in data["results"]:
         contract = r["options"].get("contract")
         seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
-        lines = [r["impl"], Shape.from_dict(r["shape"]).label(), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
+        lines = [r["impl"], *shape_lines(r["shape"]), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
         measured = "OOM" if r["measured_bytes"] is None else g(r["measured_bytes"], 4)
         err = "-" if r["error_bytes"] is None else f"{r['error_bytes']:+,}"
         frac = "-" if r["error_fraction"] is None else f"{r['error_fraction'] * 100:+.4f}%"
@@ -489,6 +488,15 @@ def frame_cell(frame: str) -> str:
     """``file:line:function`` as two lines, ``file:line`` over ``function``: each fits a narrow column whole."""
     where, _, function = frame.rpartition(":")
     return f"{where}\n{function}" if where else frame
+
+
+SHAPE_LINE = 30      # a shape's label in a column that never wraps (validate's key column): fields, ~2 to a line
+
+
+def shape_lines(shape: dict) -> list[str]:
+    """A JSON shape's label (``shape_label``) broken between its fields, each line ``SHAPE_LINE`` wide or one field."""
+    import textwrap
+    return textwrap.wrap(shape_label(shape), SHAPE_LINE, break_long_words=False, break_on_hyphens=False)
 
 
 def shape_label(shape: dict) -> str:

@@ -164,21 +164,19 @@ class Shape:
         return {HF_NAMES[k]: v for k, v in self.record_dict().items()}
 
     def label(self) -> str:
-        text = f"MBS {self.mbs} x {format_tokens(self.seq)}, H{self.heads}"
-        if self.v_heads and self.v_heads != self.heads:
-            text += f"/HV{self.v_heads}"
-        text += f", D{self.dim}"
-        if self.dim_v and self.dim_v != self.dim:
-            text += f"/DV{self.dim_v}"
-        if self.hidden is not None:
-            text += f", hidden {self.hidden}"
-        if self.layers is not None:
-            text += f", {self.layers} layer{'s' if self.layers != 1 else ''}"
-        if self.checkpoint:
-            text += ", checkpointed"
-        if self.conv_size is not None:
-            text += f", conv {self.conv_size}"
-        return text
+        """The shape as tables and messages name it: the shape string's ``key=value`` fields (the HF/FLA names,
+        ``as_dict``'s keys; tokens as ``8K``), which ``parse_shape_list`` reads back: ``batch_size=1, seq_len=8K,
+        num_heads=96, head_dim=128``; value heads and head dim only where they differ from the query/key ones,
+        checkpoint only when on."""
+        fields = self.as_dict()
+        if fields.get("num_v_heads") == self.heads:
+            del fields["num_v_heads"]
+        if fields.get("head_v_dim") == self.dim:
+            del fields["head_v_dim"]
+        if not fields.get("checkpoint"):
+            fields.pop("checkpoint", None)
+        shown = {"seq_len": format_tokens(self.seq), "checkpoint": "on"}
+        return ", ".join(f"{k}={shown.get(k, v)}" for k, v in fields.items())
 
     @classmethod
     def from_dict(cls, d: dict) -> Shape:

@@ -468,8 +468,8 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
      "expandable_segments:True, no Triton kernels; device H200 139.801 GiB (measured)"),
     (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),
     # GDN fwd+bwd's frames are Triton 3.9.0's at H16/HV32 D128 (run 20): H4/HV4 takes them, and says nothing bounds it
-    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "unbounded: stack reservation: stack frames (cold) not derived at D128 "
-                                                  "H4 HV4"),
+    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "unbounded: stack reservation: stack frames (cold) not derived at "
+                                                  "head_dim=128 num_heads=4:"),
     (("predict", "--impl", "fla-gdn@0.6.0", *S8), "Triton 3.9.0 kernels, its bundled legacy ptxas"),
 ])
 def test_every_answer_names_what_it_assumed(args, phrase):
@@ -522,7 +522,7 @@ def test_timeline_warns_when_the_device_runs_out_of_memory(tmp_path, out, shape,
     if runs:
         assert lines == []
         return
-    assert len(lines) == 1 and lines[0].startswith("warning: fla-kda@0.6.0 at MBS 1 x 256K, H128, D128 runs out of "
+    assert len(lines) == 1 and lines[0].startswith("warning: fla-kda@0.6.0 at batch_size=1, seq_len=256K, num_heads=128, head_dim=128 runs out of "
                                                    "memory on the H200"), r.stderr
     o = predicted["oom"]
     assert f"at {o['step']} allocating {o['buffer']}" in lines[0] and "no memory limit" in lines[0]
@@ -656,7 +656,7 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     (r,) = json.loads(run(*args, "--heads", "32", "--json").stdout)["results"]
     assert r["options"]["layers"] == r["shape"]["num_hidden_layers"] == r["value"] == 8
     text = " ".join(run(*args).stdout.split())
-    assert "fla-kda-layer@0.6.0 at its answer: MBS 1 x 128K, H96, D128, hidden 2304" in text
+    assert "fla-kda-layer@0.6.0 at its answer: batch_size=1, seq_len=128K, num_heads=96, head_dim=128, hidden_size=2304" in text
 
 
 @pytest.mark.parametrize("args, words", [

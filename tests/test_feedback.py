@@ -42,7 +42,7 @@ def test_sweep_tells_its_progress_of_each_point():
     calls.sweep_at(["fla-kda@0.6.0", "fla-gdn@0.6.0"], grid, progress=lambda *step: told.append(step))
     # 2 models x 2 sequences x 2 head counts = 8 points, each told once with the total
     assert [(done, total) for done, total, _ in told] == [(n, 8) for n in range(1, 9)]
-    assert told[0][2] == "fla-kda@0.6.0 at MBS 1 x 8K, H16, D128"
+    assert told[0][2] == "fla-kda@0.6.0 at batch_size=1, seq_len=8K, num_heads=16, head_dim=128"
 
 
 @pytest.fixture
@@ -110,8 +110,8 @@ def test_a_wrong_shape_warns_and_names_the_shape_that_fits(snapshot, flags, fits
     result, warnings = explained(snapshot, "--impl", "fla-kda@0.6.0", *flags)
     assert result["unexplained_bytes"] > 0 and warnings
     if fits:
-        assert warnings[-1].startswith(f"fla-kda@0.6.0 at MBS 1 x 8K, H8, D128 explains all {whole['live_bytes']:,} live "
-                                       f"B ({result['explained_bytes']:,} B at the shape asked)")
+        assert warnings[-1].startswith(f"fla-kda@0.6.0 at batch_size=1, seq_len=8K, num_heads=8, head_dim=128 explains all "
+                                       f"{whole['live_bytes']:,} live B ({result['explained_bytes']:,} B at the shape asked)")
         assert warnings[-1].endswith(f"the snapshot fits {fits}")
     else:
         assert "explains all" not in " ".join(warnings)
@@ -126,16 +126,16 @@ def test_a_shape_larger_than_the_snapshot_says_its_peak_is_not_held(snapshot):
     need = requested_peak(get_model("fla-kda@0.6.0"), Shape(1, 16384, 8))
     assert result["live_bytes"] < need
     assert warnings[0] == (f"the snapshot holds {result['live_bytes']:,} B live at its peak, fewer than fla-kda@0.6.0 at "
-                           f"MBS 1 x 16K, H8, D128 requests at its own peak ({need:,} B): it is not this shape's peak")
+                           f"batch_size=1, seq_len=16K, num_heads=8, head_dim=128 requests at its own peak ({need:,} B): it is not this shape's peak")
     assert warnings[-1].endswith("the snapshot fits --seq-len 8K")
 
 
 def test_a_model_whose_sources_no_frame_names_warns_its_matches_are_by_size_alone(snapshot):
     result, warnings = explained(snapshot, "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "8")
     assert result["explained_bytes"] > 0 and {b["match"] for b in result["blocks"] if b["buffer"]} == {"size"}
-    assert warnings[0] == (f"cudnn-kda-hopper-cuda@1.32.0 at MBS 1 x 8K, H8, D128 explains {result['explained_bytes']:,} B "
-                           "by size alone (no frame of the blocks names a source it cites): another implementation or "
-                           "shape with tensors of these sizes would match as well")
+    assert warnings[0] == (f"cudnn-kda-hopper-cuda@1.32.0 at batch_size=1, seq_len=8K, num_heads=8, head_dim=128 explains "
+                           f"{result['explained_bytes']:,} B by size alone (no frame of the blocks names a source it cites): "
+                           "another implementation or shape with tensors of these sizes would match as well")
 
 
 # The right model on its real process warns of nothing: tests/test_snapshot.py's explain of the validator's own H200

@@ -318,15 +318,15 @@ def test_no_model_borrows_another_models_figure_unlabelled():
         p = process_memory(H200, model, "cold", shape)
         assert p.modules is not None or p.assumptions, s.key
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200"), "cold", shape)
-    assert gdn.modules.bytes == 100_663_296 and "not measured at fla-gdn D128 H16/HV16" in gdn.modules.status
-    assert any(a.startswith("unbounded: kernel modules: ") and "the family's largest of fla-gdn D128 H16/HV32, fla-gdn "
-               "D64 H16/HV32 used, which bounds nothing" in a for a in gdn.assumptions)
-    assert any("not derived at D128 H16 HV16" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
+    assert gdn.modules.bytes == 100_663_296 and "not measured for fla-gdn at head_dim=128 num_heads=16:" in gdn.modules.status
+    assert any(a.startswith("unbounded: kernel modules: ") and "the family's largest of fla-gdn at head_dim=128 num_heads=16 "
+               "num_v_heads=32, fla-gdn at head_dim=64 num_heads=16 num_v_heads=32 used, which bounds nothing" in a for a in gdn.assumptions)
+    assert any("not derived at head_dim=128 num_heads=16:" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
     assert gdn.stack_limit_bytes == 21_856            # the one Triton 3.9.0 case's dqkwg, 21,848 B, rounded to 16
 
 
-@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at D128 H48 HV48"),
-                                        (Shape(1, 8192, 16, 48), "not derived at D48")])
+@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at head_dim=128 num_heads=48:"),
+                                        (Shape(1, 8192, 16, 48), "not derived at head_dim=48 num_heads=16:")])
 def test_an_unmeasured_case_says_it_is_unbounded(shape, note):
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
     assert any(a.startswith("unbounded: ") and note in a for a in p.assumptions), p.assumptions
@@ -514,7 +514,7 @@ def test_a_warm_gdn_layer_is_bounded_by_its_cold_process():
     p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200"), "warm", Shape(1, 8192, 16, 128, 32))
     assert (p.stack_limit_bytes, p.modules.bytes) == (21_888, 241_238_016)
     assert p.modules.status.startswith("bounded: no warm process of fla-gdn-layer measured: its cold figure bounds it")
-    assert p.stack.status.startswith("bounded: tuned configs' frames not measured at D128 H16 HV32")
+    assert p.stack.status.startswith("bounded: tuned configs' frames not measured at head_dim=128 num_heads=16 num_v_heads=32:")
     assert [a.split(": ", 2)[:2] for a in p.assumptions] == [["bounded", "kernel modules"], ["bounded", "stack reservation"]]
 
 
