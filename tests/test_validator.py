@@ -51,6 +51,24 @@ def test_shape_strings_round_trip_value_heads(text, shape):
     assert shape_spec(shape).startswith(f"batch_size={shape.mbs},seq_len={shape.seq},num_heads={shape.heads},")
 
 
+@pytest.mark.parametrize("shape,label", [
+    (Shape(1, 8192, 96), "batch_size=1, seq_len=8K, num_heads=96, head_dim=128"),
+    (Shape(3, 5000, 16, 64, v_heads=32, dim_v=32),
+     "batch_size=3, seq_len=5000, num_heads=16, head_dim=64, num_v_heads=32, head_v_dim=32"),
+    (Shape(1, 131072, 32, 128, hidden=2304, layers=4, checkpoint=True, conv_size=4),
+     "batch_size=1, seq_len=128K, num_heads=32, head_dim=128, hidden_size=2304, num_hidden_layers=4, checkpoint=on, "
+     "conv_size=4"),
+])
+def test_a_shapes_label_is_its_shape_string_in_the_jsons_names(shape, label):
+    """Tables and messages name a shape as the shape string does (the JSON's keys, tokens as 8K), so a label pastes
+    back into --shapes."""
+    assert shape.label() == label and parse_shape_list(label) == [shape]
+
+
+def test_a_label_leaves_out_value_heads_and_dims_equal_to_the_query_keys():
+    assert Shape(1, 8192, 16, 128, v_heads=16, dim_v=128).label() == "batch_size=1, seq_len=8K, num_heads=16, head_dim=128"
+
+
 @pytest.mark.parametrize("text,needle", [
     ("1,8K,16,128,hv=24", "multiple of heads"), ("1,8K,hv=32,16", "expected key=value fields"),
     ("1,8K", "or the old positional MBS,SEQ,HEADS or MBS,SEQ,HEADS,DIM"),
