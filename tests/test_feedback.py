@@ -142,6 +142,74 @@ def test_a_model_whose_sources_no_frame_names_warns_its_matches_are_by_size_alon
 # dumps (a 2.52 GB workspace block matched by size alone beside blocks their frames name included).
 
 
+# ------------------------------------------------------------------------------ explain: a sibling model's snapshot
+
+LIVE_KDA = "live_fla-kda_0.6.0_1x8192x96x128.json"      # the validator's H200 dump of fla-kda@0.6.0, 1 x 8K, H96, D128
+KDA_LIVE_SHAPE = ("--seq-len", "8K", "--num-heads", "96")
+
+
+@pytest.fixture(scope="module")
+def kda_h200_snapshot(tmp_path_factory):
+    """The committed H200 dump of fla-kda@0.6.0 at its peak (validate/records/live/), its 44 blocks with their frames
+    (innermost first, as the GPU recorded them), as a snapshot's active blocks."""
+    from pathlib import Path
+    dump = json.loads((Path(__file__).resolve().parents[1] / "validate" / "records" / "live" / LIVE_KDA).read_text())
+    blocks = [{"address": 0, "size": b["bytes"], "state": "active_allocated", "frames": [_frame(f) for f in b["frames"]]}
+              for b in dump["blocks"]]
+    target = tmp_path_factory.mktemp("live") / "kda_h200.pickle"
+    target.write_bytes(pickle.dumps({"segments": [{"address": 0, "blocks": blocks}], "device_traces": []}))
+    return str(target)
+
+
+def _frame(text: str) -> dict:
+    """"file:line:function" (the dump's) as a snapshot's frame."""
+    filename, line, name = text.rsplit(":", 2)
+    return {"filename": filename, "line": int(line), "name": name}
+
+
+def test_a_sibling_models_snapshot_is_flagged_though_shared_frames_match(kda_h200_snapshot):
+    """fla-gdn@0.6.0 asked of fla-kda@0.6.0's H200 dump: GDN shares FLA's common code (chunk_delta_h.py's h and v_new,
+    l2norm.py's outputs), so blocks match it by source line and no earlier warning fired. The blocks' own allocation
+    sites (each one's innermost fla frame) name KDA's files, which GDN cites nowhere; from the dump, by hand:
+    chunk_bwd.py 3 x 402,653,184 + 3 x 201,326,592 + 3,145,728 = 1,815,085,056 B; chunk_intra.py 3 x 402,653,184
+    + 2 x 100,663,296 + 12,582,912 + 3,145,728 = 1,425,014,784 B; wy_fast.py 4 x 201,326,592 = 805,306,368 B;
+    kda/gate.py 402,653,184 B; gla/chunk.py 201,326,592 B; common/gate.py 3,145,728 B: 21 blocks, 4,652,531,712 B."""
+    result, warnings = explained(kda_h200_snapshot, "--impl", "fla-gdn@0.6.0", *KDA_LIVE_SHAPE)
+    assert any(b["match"] == "source line" for b in result["blocks"])           # the shared code's frames do match
+    foreign = [w for w in warnings if "cites nowhere" in w]
+    assert foreign == [
+        "21 live blocks (4,652,531,712 B) were allocated in fla/ops/kda/chunk_bwd.py, fla/ops/kda/chunk_intra.py, "
+        "fla/ops/kda/wy_fast.py and 3 more, which fla-gdn@0.6.0 cites nowhere: the snapshot is another model's (a "
+        "sibling shares some of its package's code, so some frames match); fla-kda@0.6.0, fla-kda@07b80f27, "
+        "fla-kda-cp@0.6.0, fla-kda-layer@0.6.0 cite all of it"]
+    assert 1_815_085_056 + 1_425_014_784 + 805_306_368 + 402_653_184 + 201_326_592 + 3_145_728 == 4_652_531_712
+
+
+def test_a_forward_only_model_asked_of_a_backward_snapshot_is_flagged(kda_h200_snapshot):
+    """fla-kda-fwd@0.6.0 runs chunk_kda's forward only: the backward's 7 blocks from chunk_bwd.py (1,815,085,056 B, as
+    above) are code it does not run."""
+    _, warnings = explained(kda_h200_snapshot, "--impl", "fla-kda-fwd@0.6.0", *KDA_LIVE_SHAPE)
+    assert [w.split(", which")[0] for w in warnings if "cites nowhere" in w] == [
+        "7 live blocks (1,815,085,056 B) were allocated in fla/ops/kda/chunk_bwd.py"]
+
+
+def test_the_asked_model_on_its_own_snapshot_has_no_foreign_site(kda_h200_snapshot):
+    result, warnings = explained(kda_h200_snapshot, "--impl", "fla-kda@0.6.0", *KDA_LIVE_SHAPE)
+    assert warnings == []
+
+
+@pytest.mark.parametrize("frame,site", [
+    ("/tmp/site/fla/ops/kda/gate.py:502:kda_gate_chunk_cumsum", "fla/ops/kda/gate.py"),
+    ("/home/fla/venv/lib/site-packages/fla/modules/norm/l2norm.py:117:l2norm_fwd", "fla/modules/norm/l2norm.py"),
+    ("fla/ops/utils/index.py:42:prepare_lens", "fla/ops/utils/index.py"),
+    ("/usr/lib/python3/site-packages/torch/nn/functional.py:12:linear", None),      # outside the package
+    ("/tmp/fla.py:3:f", None),                                                      # a file named like it is not it
+])
+def test_a_frames_allocation_site_is_its_path_from_the_package(frame, site):
+    from livebytes.validate.explain import package_path
+    assert package_path(frame, "fla") == site
+
+
 # ------------------------------------------------------------------------------ the out-of-memory snapshot
 
 OOM = ("--impl", "fla-kda@0.6.0", "--seq", "1M", "--heads", "96")
