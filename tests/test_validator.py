@@ -238,6 +238,34 @@ def test_summary_counts():
     assert (s.passed, s.failed, s.out_of_memory, s.device_seconds) == (1, 2, 2, 12.5)  # an unpredicted OOM fails
 
 
+# ---------------------------------------------------------------- validate's steps, as the library gives them
+
+def test_measured_records_of_one_model_say_how_many_they_leave_out():
+    """validate --from-records all --impl K: K's records, and a note counting the others (every measured record is
+    one model's or another's)."""
+    from livebytes.validate import session
+    every, none_left = session.measured_records("all")
+    mine, notes = session.measured_records("all", "cudnn-kda-hopper@1.32.0")
+    assert none_left == [] and {r.impl for r in mine} == {"cudnn-kda-hopper@1.32.0"}
+    assert notes == [f"--impl cudnn-kda-hopper@1.32.0: re-checking its {len(mine)} of the {len(every)} measured records "
+                     f"in all; the other {len(every) - len(mine)} are other models'"]
+    with pytest.raises(LivebytesError, match="no measured records in 'h200_run5_fla-core-0.6.0.json' for fla-gdn@0.6.0"):
+        session.measured_records("h200_run5_fla-core-0.6.0.json", "fla-gdn@0.6.0")
+
+
+def test_judge_all_tells_each_record_and_names_a_record_it_cannot_judge():
+    from livebytes.validate import session
+    records, _ = session.measured_records("h200_run5_fla-core-0.6.0.json")       # run 5: five fla-kda records
+    told = []
+    comparisons = session.judge_all(records, 0.001, lambda *step: told.append(step))
+    assert [c.record for c in comparisons] == records and all(c.passed for c in comparisons)
+    assert told == [(n, 5, r.path.name) for n, r in enumerate(records, 1)]
+    from dataclasses import replace
+    unknown = replace(records[0], data={**records[0].data, "impl": "no-such@1"})
+    with pytest.raises(LivebytesError, match=f"^{records[0].path}: unknown implementation 'no-such@1'"):
+        session.judge(unknown, 0.001)
+
+
 # ---------------------------------------------------------------- out of memory
 
 MESSAGE = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which "
