@@ -601,7 +601,7 @@ def payload_table(data: dict) -> Table:
     """``data``: the payload command's JSON (rows from report.payload_rows)."""
     t = _table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
                "3Td: the inputs q, k, v")
-    for c in ("seq", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
+    for c in ("seq_len", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
               "vs dense\nvs tiled", "3Td\nKiB"):
         _number_column(t, c)
     for r in data["results"]:
