@@ -415,9 +415,9 @@ def sweep_axes(results: list[dict]) -> tuple[list[str], dict]:
 
 
 def sweep_table(data: dict) -> Table:
+    from livebytes.estimator.shapes import format_tokens
     results = data["results"]
     devices = ", ".join(sorted({r["device"] for r in results}))
-    from livebytes.estimator.shapes import format_tokens
     varying, held = sweep_axes(results)
     shown = {"seq_len": format_tokens, "checkpoint": lambda v: "on" if v else "off"}
     at = ", ".join(f"{k}={shown.get(k, str)(v)}" for k, v in held.items() if v is not None)
