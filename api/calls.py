@@ -87,27 +87,32 @@ def compare_at(keys: list[str], shape, setting: Setting = Setting()) -> Comparis
 @dataclass(frozen=True)
 class Grid:
     """``sweep``'s grid: every combination of these sizes, with one stack (``Shape``'s layer fields) for all; ``v_heads``
-    None: as many value heads as heads at each point."""
+    None: as many value heads as heads at each point; ``expand_v`` (FLA's ratios, as text: ``planning.parse_ratio_range``)
+    None: the value head dim is the head dim at each point, else head_dim * expand_v (``shapes.head_v_dim``)."""
     mbs: list
     seqs: list
     heads: list
     dims: list
     stack: dict = field(default_factory=dict)
     v_heads: Optional[list] = None
+    expand_v: Optional[list] = None
 
     def shapes(self) -> list:
-        """Every point in order (micro-batch, sequence, heads, head dim, value heads; the last varies fastest); a point
-        whose value heads are not a multiple of its heads is refused (``Shape``), naming --num-v-heads."""
+        """Every point in order (micro-batch, sequence, heads, head dim, value heads, expand_v; the last varies
+        fastest); a point whose value heads are not a multiple of its heads, or whose head_dim * expand_v is not whole,
+        is refused, naming its flags."""
         from itertools import product
 
         from livebytes.estimator.errors import LivebytesError
-        from livebytes.estimator.shapes import Shape
+        from livebytes.estimator.shapes import Shape, head_v_dim
         out = []
-        for m, s, h, d, hv in product(self.mbs, self.seqs, self.heads, self.dims, self.v_heads or [None]):
+        for m, s, h, d, hv, ev in product(self.mbs, self.seqs, self.heads, self.dims, self.v_heads or [None],
+                                          self.expand_v or [None]):
             if hv is not None and hv % h:
                 raise LivebytesError(f"--num-v-heads {hv} at --num-heads {h}: value heads must be a multiple of heads (each "
                                      "combination of the grid is a point)")
-            out.append(Shape(m, s, h, d, v_heads=hv, **self.stack))
+            dv = None if ev is None else head_v_dim(d, ev, f"--expand-v at --head-dim {d}")
+            out.append(Shape(m, s, h, d, v_heads=hv, dim_v=dv, **self.stack))
         return out
 
 
@@ -154,13 +159,14 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
     process) or whose allocated peak fits ``budget_bytes``; the other dimensions held at ``base``. ``progress`` hears
     of each value tried (a search: no total)."""
     from livebytes.choose import alloc_conf_of
+    from livebytes.estimator.shapes import HF_NAMES
     conf = alloc_conf_of(setting.alloc_conf)
     tried = [0]
 
     def on_try(key: str):
-        def told(value: int) -> None:
+        def told(value: int) -> None:           # in the bar's and the flags' words: seq_len, not the field seq
             tried[0] += 1
-            progress(tried[0], None, f"{key}: {solve} {value:,}")
+            progress(tried[0], None, f"{key}: {HF_NAMES[solve]} {value:,}")
         return told if progress else None
     answers = [_plan_one(key, base, solve, setting, budget_bytes, conf, len(keys) > 1, on_try(key)) for key in keys]
     skipped = cache_skipped([(model, device) for _, device, _, model in answers], setting.triton_cache, setting.triton)

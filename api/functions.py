@@ -156,11 +156,12 @@ def plan(model, solve: str = "seq_len", budget=None, **keywords) -> calls.Plan:
 
 
 def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1, head_dim=128, num_v_heads=None,
-          **keywords) -> calls.Sweep:
+          expand_v=None, **keywords) -> calls.Sweep:
     """Predictions over a grid: each size an int, a list, or the command line's text ("8K..256K", "16,32");
-    ``num_v_heads`` None: as many value heads as heads."""
+    ``num_v_heads`` None: as many value heads as heads; ``expand_v`` (a number, a list, or "0.5..2") None: the value
+    head dim is head_dim, else head_dim * expand_v at each point."""
     check_keywords("sweep", keywords, ("hidden_size", "num_hidden_layers", "conv_size", "checkpoint", *SETTING_KEYWORDS),
-                   named=("seq_len", "num_heads", "batch_size", "head_dim", "num_v_heads"))
+                   named=("seq_len", "num_heads", "batch_size", "head_dim", "num_v_heads", "expand_v"))
     keys = [models] if isinstance(models, str) else list(models)
     for m in keys:
         if is_config(m) or not isinstance(m, str):
@@ -168,8 +169,20 @@ def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1,
     stack = shape_of({**keywords, "seq_len": 1, "num_heads": 1}).layer_fields()     # one stack for the whole grid
     grid = calls.Grid(_sizes(batch_size, "batch_size"), _sizes(seq_len, "seq_len"), _sizes(num_heads, "num_heads"),
                       _sizes(head_dim, "head_dim"), stack,
-                      None if num_v_heads is None else _sizes(num_v_heads, "num_v_heads"))
+                      None if num_v_heads is None else _sizes(num_v_heads, "num_v_heads"),
+                      None if expand_v is None else _ratios(expand_v))
     return calls.sweep_at(keys, grid, setting_of(keywords, {}))
+
+
+def _ratios(value) -> list[str]:
+    """``expand_v``'s values as text (``shapes.head_v_dim`` reads each exactly): a number, a list, or "0.5..2"."""
+    from livebytes.estimator.planning import parse_ratio_range
+    from livebytes.estimator.shapes import parse_ratio
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            parse_ratio(v, "expand_v")          # each refused here, naming the keyword
+        return [str(v) for v in value]
+    return parse_ratio_range(str(value), "expand_v")
 
 
 def _sizes(value, name: str) -> list[int]:

@@ -57,8 +57,13 @@ def model_terms(model) -> dict:
             "options": {name: allowed[0] if allowed else None for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase}
 
 
+# a preset's capacity_kind (estimator/data/devices.json) -> the status its figure reads as: measured on our GPU, a
+# public report of what CUDA reports on that card, or assumed (a datasheet estimate); the source says whose figure
+CAPACITY_STATUS = {"measured": "measured", "reported": "reported", "datasheet": "assumed"}
+
+
 def device_memory_data(device) -> dict:
-    return {"total_bytes": device.capacity_bytes, "status": "measured" if device.capacity_measured else "assumed",
+    return {"total_bytes": device.capacity_bytes, "status": CAPACITY_STATUS[device.capacity_kind],
             "source": device.capacity_source}
 
 

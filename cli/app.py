@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -159,15 +160,6 @@ def models(as_json: bool = o.Json) -> None:
 DEFAULT_RECORDS_DIR = "livebytes-records"
 
 
-def _judge(cmp, record, tolerance: float):
-    """The comparison of one record; a record the models cannot judge (unknown impl, device, option) names its file."""
-    from livebytes.estimator.errors import LivebytesError
-    try:
-        return cmp.compare(record, tolerance)
-    except LivebytesError as err:
-        raise LivebytesError(f"{record.path}: {err}") from None
-
-
 @app.command()
 def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
                                                help=o.IMPL_HELP + "; runs it on this machine's GPU; with --from-records: "
@@ -200,59 +192,51 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
              as_json: bool = o.Json) -> None:
     """Run the real kernels under the protocol and check every prediction (or re-check records).
     Exit code 3 when a row fails."""
-    from pathlib import Path
-
-    from livebytes.estimator.errors import LivebytesError
     from livebytes.validate import compare as cmp
-    from livebytes.validate import session
-    from livebytes.validate.records import records_from
+    from livebytes.validate import model_records, session
 
-    from livebytes import report
     tol = cmp.parse_tolerance(tolerance)
-    device_seconds, notes = None, []
+    runner = {"shapes": shapes is not None, "contract": contract is not None, "no_recompute": no_recompute,
+              "forward_only": forward_only, "same_process": same_process, "triton_cache": triton_cache is not None,
+              "alloc_conf": alloc_conf is not None}       # the options of a run on this machine's GPU, given or not
     if from_records is not None:
         o.named(from_records, "--from-records", "a file or folder of records, a committed file's name, or all")
-        o.refuse_unused("with --from-records (it re-checks records, runs nothing)", shapes=shapes is not None,
-                        plan=plan_file is not None, out_dir=out_dir is not None, contract=contract is not None,
-                        no_recompute=no_recompute, forward_only=forward_only, same_process=same_process,
-                        triton_cache=triton_cache is not None, alloc_conf=alloc_conf is not None)
-        from livebytes.validate import model_records
+        o.refuse_unused("with --from-records (it re-checks records, runs nothing)", shapes=runner.pop("shapes"),
+                        plan=plan_file is not None, out_dir=out_dir is not None, **runner)
         if model_records.is_model_source(from_records):         # whole-model step records
-            _validate_models(from_records, impl, as_json)
-            return
-        measured = [r for r in records_from(from_records) if r.origin == "measured"]
-        recs = [r for r in measured if not impl or r.impl == impl]
-        if not recs:
-            raise LivebytesError(f"no measured records in {from_records!r}" + (f" for {impl}" if impl else ""))
-        if len(recs) < len(measured):       # --impl filters: said, not silent
-            notes.append(f"--impl {impl}: re-checking its {len(recs)} of the {len(measured)} measured records in "
-                         f"{from_records}; the other {len(measured) - len(recs)} are other models'")
-    elif plan_file:
-        from livebytes.validate.batch import load_plan, run_plan
-        o.refuse_unused("with --plan (each of the plan file's groups sets its own)", impl=impl is not None,
-                        shapes=shapes is not None, contract=contract is not None, no_recompute=no_recompute,
-                        forward_only=forward_only, same_process=same_process, triton_cache=triton_cache is not None,
-                        alloc_conf=alloc_conf is not None)
-        groups = load_plan(Path(plan_file))
-        session.check_runnable(groups)
-        done = run_plan(groups, Path(out_dir or DEFAULT_RECORDS_DIR))
-        recs, device_seconds = done.records, done.device_seconds
+            return _validate_models(from_records, impl, as_json)
+        recs, notes = session.measured_records(from_records, impl)
+        device_seconds = None
     else:
-        if not impl or not shapes:
-            raise UsageProblem("--impl and --shapes are required unless --plan or --from-records is given")
-        o.check_options_taken(impl, o.what_if(contract, no_recompute))
-        triton_cache = o.validate_triton_cache(triton_cache)
-        done = session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
-                           same_process=same_process, out=Path(out_dir or DEFAULT_RECORDS_DIR), triton_cache=triton_cache, alloc_conf=alloc_conf)
-        recs, device_seconds = done.records, done.device_seconds
+        done = _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_process, triton_cache,
+                                alloc_conf, plan_file, Path(out_dir or DEFAULT_RECORDS_DIR), runner)
+        recs, device_seconds, notes = done.records, done.device_seconds, []
     for line in notes:
         warn(line)
     with progress("re-checking records" if from_records else "checking the new records", as_json) as step:
-        comparisons = []
-        for r in recs:
-            comparisons.append(_judge(cmp, r, tol))
-            step(len(comparisons), len(recs), r.path.name)
-    s = session.summarize(comparisons, device_seconds)
+        comparisons = session.judge_all(recs, tol, step)
+    _show_validation(comparisons, tol, session.summarize(comparisons, device_seconds), notes, as_json)
+
+
+def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_process, triton_cache, alloc_conf,
+                     plan_file, out: Path, runner: dict):
+    """``validate --plan FILE`` or ``--impl KEY --shapes SHAPES``: the runner on this machine's GPU (``PlanRun``), the
+    options that mean nothing with a plan refused (each of its groups sets its own)."""
+    from livebytes.validate import session
+    if plan_file:
+        o.refuse_unused("with --plan (each of the plan file's groups sets its own)", impl=impl is not None, **runner)
+        return session.run_plan_file(Path(plan_file), out)
+    if not impl or not shapes:
+        raise UsageProblem("--impl and --shapes are required unless --plan or --from-records is given")
+    o.check_options_taken(impl, o.what_if(contract, no_recompute))
+    return session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
+                       same_process=same_process, out=out, triton_cache=o.validate_triton_cache(triton_cache),
+                       alloc_conf=alloc_conf)
+
+
+def _show_validation(comparisons, tol: float, s, notes: list[str], as_json: bool) -> None:
+    """validate's answer: JSON, or the table, a FAILED line per failing figure and the summary; exit 3 on a failure."""
+    from livebytes import report
     data = report.validation_data(comparisons, tol, s, notes)
     if as_json:
         _print_json(data)
@@ -421,6 +405,10 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
                                                 help="value heads, a list or a doubling range, each a multiple of every "
                                                      "--num-heads (grouped value attention, e.g. --num-heads 16 "
                                                      "--num-v-heads 32); default: --num-heads at each point"),
+          expand_v: Optional[str] = typer.Option(None, "--expand-v", metavar="RATIOS",
+                                                 help="value head dimension over --head-dim, as FLA's expand_v: a list "
+                                                      "0.5,1,2 or a doubling range 0.5..2 (head_dim * expand_v a whole "
+                                                      "number at each point); default 1"),
           hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
           conv_size: Optional[str] = o.ConvSize,
           gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
@@ -432,10 +420,10 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
     each runs on its device (the same verdict as predict and plan: the allocator simulation of a fresh process)."""
     from livebytes import calls
-    from livebytes.estimator.planning import parse_range
+    from livebytes.estimator.planning import parse_range, parse_ratio_range
 
     ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None, v_heads=v_heads is not None,
-                  hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
+                  expand_v=expand_v is not None, hidden=hidden is not None, conv_size=conv_size is not None, contract=contract is not None,
                   no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "sweep")
@@ -443,7 +431,8 @@ def sweep(impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.M
     mbs_list, dims = parse_range(mbs, "--batch-size"), parse_range(_given(dim, ch.dim, "128"), "--head-dim")
     path = o.out_file(out, (".csv",)) if out is not None else None
     hv_list = parse_range(v_heads, "--num-v-heads") if v_heads is not None else None
-    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size), hv_list)
+    ratios = parse_ratio_range(expand_v, "--expand-v") if expand_v is not None else None
+    grid = calls.Grid(mbs_list, seqs, head_list, dims, o.stack_from(hidden, layers, checkpoint, conv_size), hv_list, ratios)
     setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
     with progress("sweep: each point's verdict" + (TRACING if ch.options else ""), as_json) as step:
         data = calls.sweep_at(impl, grid, setting, progress=step).to_dict()

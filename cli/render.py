@@ -128,7 +128,8 @@ def options_text(r: dict) -> str:
 
 def device_text(r: dict) -> str:
     d = r["device_memory"]
-    status = "measured" if d["status"] == "measured" else f"assumed: {d['source']}"
+    # reported or assumed: the source opens with its kind's words (devices.CAPACITY_KINDS: "public report, ...")
+    status = "measured" if d["status"] == "measured" else d["source"]
     return f"{r['device']} {g(d['total_bytes'])} GiB ({status})"
 
 
@@ -334,7 +335,6 @@ def models_table(data: dict) -> Table:
 def validation_table(data: dict) -> Table:
     """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
     predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
-    from livebytes.estimator.shapes import Shape
     tol = data["tolerance_fraction"]
     t = _table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
                f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
@@ -347,7 +347,7 @@ def validation_table(data: dict) -> Table:
     for r in data["results"]:
         contract = r["options"].get("contract")
         seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
-        lines = [r["impl"], Shape.from_dict(r["shape"]).label(), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
+        lines = [r["impl"], *shape_lines(r["shape"]), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
         measured = "OOM" if r["measured_bytes"] is None else g(r["measured_bytes"], 4)
         err = "-" if r["error_bytes"] is None else f"{r['error_bytes']:+,}"
         frac = "-" if r["error_fraction"] is None else f"{r['error_fraction'] * 100:+.4f}%"
@@ -406,23 +406,38 @@ def plan_table(data: dict, budget_label: str) -> Table:
     return t
 
 
+def sweep_axes(results: list[dict]) -> tuple[list[str], dict]:
+    """(the shape keys that vary over the grid, in the shape's order; the others with their one value): a sweep's
+    columns are its axes, what it holds is said once in the title (the keys, the JSON's: batch_size, seq_len, ...)."""
+    keys = list(dict.fromkeys(k for r in results for k in r["shape"]))
+    values = {k: {r["shape"].get(k) for r in results} for k in keys}
+    return [k for k in keys if len(values[k]) > 1], {k: next(iter(values[k])) for k in keys if len(values[k]) == 1}
+
+
 def sweep_table(data: dict) -> Table:
-    devices = ", ".join(sorted({r["device"] for r in data["results"]}))
-    t = _table(f"sweep: peak allocated GiB; runs: predict's verdict for a fresh process on {devices}")
+    from livebytes.estimator.shapes import format_tokens
+    results = data["results"]
+    devices = ", ".join(sorted({r["device"] for r in results}))
+    varying, held = sweep_axes(results)
+    shown = {"seq_len": format_tokens, "checkpoint": lambda v: "on" if v else "off"}
+    at = ", ".join(f"{k}={shown.get(k, str)(v)}" for k, v in held.items() if v is not None)
+    t = _table(f"sweep{f' at {at}' if at else ''}: peak allocated GiB; runs: predict's verdict for a fresh process on "
+               f"{devices}")
     _key_column(t, "impl")
-    grouped = any("num_v_heads" in r["shape"] for r in data["results"])      # a --num-v-heads sweep: its value heads shown
-    for c in ("MBS", "seq", "heads", *(("v heads",) if grouped else ()), "dim", "peak GiB"):
+    for c in (*varying, "peak GiB"):
         _number_column(t, c)
     _key_column(t, "runs")
-    for r in data["results"]:
-        s = r["shape"]
-        hv = [f"{s.get('num_v_heads', s['num_heads']):,}"] if grouped else []
-        cells = [r["impl"], f"{s['batch_size']:,}", f"{s['seq_len']:,}", f"{s['num_heads']:,}", *hv, f"{s['head_dim']:,}",
-                 g(r["peak_bytes"]),
-                 "yes" if r["fits"] else "OOM"]
+    for r in results:
+        cells = [r["impl"], *(_grid_cell(r["shape"], k) for k in varying), g(r["peak_bytes"]), "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
-    _assumed_caption(t, data["results"], terms=list({r["impl"]: r for r in data["results"]}.values()))
+    _assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
     return t
+
+
+def _grid_cell(shape: dict, key: str) -> str:
+    """One axis's value at a point; value heads and head dim left out there are the query/key ones (``Shape.hv``/``dv``)."""
+    value = shape.get(key, shape.get({"num_v_heads": "num_heads", "head_v_dim": "head_dim"}.get(key, key)))
+    return "-" if value is None else ("on" if value is True else "off" if value is False else f"{value:,}")
 
 
 def autotune_lines(results: list[dict]) -> list[str]:
@@ -475,6 +490,15 @@ def frame_cell(frame: str) -> str:
     return f"{where}\n{function}" if where else frame
 
 
+SHAPE_LINE = 30      # a shape's label in a column that never wraps (validate's key column): fields, ~2 to a line
+
+
+def shape_lines(shape: dict) -> list[str]:
+    """A JSON shape's label (``shape_label``) broken between its fields, each line ``SHAPE_LINE`` wide or one field."""
+    import textwrap
+    return textwrap.wrap(shape_label(shape), SHAPE_LINE, break_long_words=False, break_on_hyphens=False)
+
+
 def shape_label(shape: dict) -> str:
     """A JSON shape as ``Shape.label`` writes it."""
     from livebytes.estimator.shapes import Shape
@@ -495,16 +519,17 @@ def bar_width(preds) -> int:
 
 def sweep_csv(data: dict) -> str:
     """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
-    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them)."""
+    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them; head_v_dim: the head dim
+    unless --expand-v set it)."""
     lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
-             "head_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
+             "head_dim,head_v_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
     for r in data["results"]:
         s, o = r["shape"], r["options"]
         recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
         lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
                      f"{r['triton']},"
                      f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
-                     f"{s['head_dim']},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
+                     f"{s['head_dim']},{s.get('head_v_dim', s['head_dim'])},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
                      f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"
 
@@ -576,7 +601,7 @@ def payload_table(data: dict) -> Table:
     """``data``: the payload command's JSON (rows from report.payload_rows)."""
     t = _table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
                "3Td: the inputs q, k, v")
-    for c in ("seq", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
+    for c in ("seq_len", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
               "vs dense\nvs tiled", "3Td\nKiB"):
         _number_column(t, c)
     for r in data["results"]:

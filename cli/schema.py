@@ -104,8 +104,8 @@ ALLOCATOR = {
                      "otherwise), n/a (no Triton kernels)"),
     "device_memory": obj("the device's memory and where the figure comes from", {
         "total_bytes": integer("device memory"),
-        "status": string("measured on our GPU, or assumed (a public report of the card's total_memory, or a datasheet "
-                          "estimate: the source says which)", enum=("measured", "assumed")),
+        "status": string("measured on our GPU; reported: a public report of the card's total_memory (the source "
+                          "names it); assumed: a datasheet estimate", enum=("measured", "reported", "assumed")),
         "source": string("where the figure comes from")}),
     "process_memory": obj("the process's memory outside PyTorch after the first call (CUDA context, loaded kernel "
                           "modules, the stack reservation of the kernels that launched), as estimator/process.py states it", {

@@ -22,7 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .shapes import Shape
+from .shapes import SYMBOL_NAMES, Shape
 
 if TYPE_CHECKING:
     from .buffers import LifetimeModel
@@ -92,7 +92,7 @@ def held_until_gc(model: LifetimeModel, shape: Shape, benchmarks: tuple[str, ...
     return out
 
 
-_NAMES = {"DK": "K", "DV": "V", "S": "seq", "MBS": "MBS", "H": "H", "HV": "HV"}
+_NAMES = SYMBOL_NAMES       # a symbol in words: the shape key it stands for (DK -> head_dim)
 
 
 def _rules(model) -> tuple:
@@ -111,7 +111,7 @@ def _measured_fn(model: LifetimeModel):
 
 
 def equal_head_dims(*dims: int):
-    """The shapes K = V = one of ``dims``: where a kernel's failing configs were measured (``held_measured``)."""
+    """The shapes head_dim = head_v_dim = one of ``dims``: where a kernel's failing configs were measured (``held_measured``)."""
     import sympy as sp
 
     from .symbols import DK, DV
@@ -119,7 +119,7 @@ def equal_head_dims(*dims: int):
 
 
 def measured_text(condition) -> str:
-    """A measured condition in words: "Eq(DK, 128) & Eq(DV, 128)" -> "K = V = 128", an Or of those joined by "or"; its
+    """A measured condition in words: "Eq(DK, 128) & Eq(DV, 128)" -> "head_dim = head_v_dim = 128", an Or of those joined by "or"; its
     text where not equalities; "" where never measured (false). A CompiledModel stores these words."""
     import sympy as sp
     expr = sp.sympify(condition)

@@ -364,6 +364,30 @@ def sweep_shapes(model: LifetimeModel, shapes: list[Shape]) -> list[int]:
     return [int(p) for p in np.rint(peaks)]
 
 
+def parse_ratio_range(text: str, what: str = "expand_v") -> list[str]:
+    """``parse_range``'s forms for ratios (FLA's ``expand_v``): ``0.5,1,2`` or a doubling range ``0.5..2``; each
+    checked positive (``shapes.parse_ratio``) and returned as text, which ``shapes.head_v_dim`` reads exactly."""
+    from .shapes import parse_ratio
+    if ".." in text:
+        a, b = (parse_ratio(x, what) for x in text.split("..", 1))
+        if a > b:
+            raise LivebytesError(f"{what}: empty range {text!r}")
+        out, v = [], a
+        while v <= b:
+            out.append(v)
+            v *= 2
+        if out[-1] != b:
+            raise LivebytesError(f"{what}: range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
+                                 "list the values instead (e.g. 0.5,1,1.5)")
+        return [str(v) if v.denominator == 1 or float(v) != v else str(float(v)) for v in out]   # 0.5, not 1/2
+    items = [x.strip() for x in text.split(",")]
+    if "" in items:
+        raise LivebytesError(f"{what}: an empty item in {text!r} (a doubled or trailing comma?)")
+    for x in items:
+        parse_ratio(x, what)
+    return items
+
+
 def parse_range(text: str, what: str = "value") -> list[int]:
     """``8K..256K`` (powers of two from 8K to 256K), ``8K,16K,100000`` or one value. An empty item
     (``16,,32``, ``8K,``) is refused: it is a typo, not a value."""

@@ -183,7 +183,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
         return table[case], []
     if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
         frames, notes = _frame_table(data, prefix, shape, "cold")
-        return frames, [f"{BOUNDED}tuned configs' frames not measured at D{shape.dim} H{shape.heads} HV{shape.hv}: every "
+        return frames, [f"{BOUNDED}tuned configs' frames not measured at {_dims(shape.dim, shape.heads, shape.hv)}: every "
                         "candidate's (the cold frames) bound them, each tuned config being one of the candidates the "
                         "autotuner chose from"] + notes
     scope, keys = _known_cases(table, prefix)
@@ -192,7 +192,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
         for k in keys:
             for kernel, frame in table[k].items():
                 merged[kernel] = max(merged.get(kernel, 0), frame)
-        return merged, [f"{UNBOUNDED}stack frames ({state}) not derived at D{shape.dim} H{shape.heads} HV{shape.hv}: each "
+        return merged, [f"{UNBOUNDED}stack frames ({state}) not derived at {_dims(shape.dim, shape.heads, shape.hv)}: each "
                         f"kernel's largest known {scope} ({len(keys)} cases, up to {max(merged.values()):,} B) used, "
                         "which bounds nothing: frames move with the head count and head dim, not monotonically "
                         "(validate/probes/cpu_frames.py derives the case)"]
@@ -210,10 +210,19 @@ def _known_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
     return "at any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
 
 
+def _dims(dim: int, heads: int, v_heads: int) -> str:
+    """A case's sizes in the shape keys' words, one word each (they sit in comma lists): ``head_dim=64 num_heads=16``,
+    ``num_v_heads=32`` only where it differs from the heads."""
+    return f"head_dim={dim} num_heads={heads}" + (f" num_v_heads={v_heads}" if v_heads != heads else "")
+
+
 def _case_text(case: str) -> str:
-    """``fla-kda:report D64 H16 HV16`` -> ``fla-kda (report contract) D64 H16/HV16``."""
+    """The data's case key in words: ``fla-kda:report D64 H16 HV16`` -> ``fla-kda (report contract) at head_dim=64
+    num_heads=16``."""
+    import re
     prefix, rest = case.split(" ", 1)
-    return f"{_readable(prefix)} {rest.replace(' HV', '/HV')}"
+    dim, heads, v_heads = map(int, re.fullmatch(r"D(\d+) H(\d+) HV(\d+)", rest).groups())
+    return f"{_readable(prefix)} at {_dims(dim, heads, v_heads)}"
 
 
 def _readable(prefix: str) -> str:
@@ -257,7 +266,7 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
         return p["limit_bytes"], status, f"read after the first step by {', '.join(p['records'])}"
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
-    where = f"D{shape.dim} H{shape.heads} HV{shape.hv}" + (f" above {points[-1]['tokens']:,} tokens" if points else "")
+    where = _dims(shape.dim, shape.heads, shape.hv) + (f" above {points[-1]['tokens']:,} tokens" if points else "")
     return (limit, f"{UNBOUNDED}stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
             f"{len(measured)} figures) used, which bounds nothing: frames move with the head count and the length",
             f"read by {record}")
@@ -305,7 +314,7 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
         measured = [k for k in by_case if k.split(":")[0] == family]
         if case is not None and measured:       # the data measure this family per case, and not this one
             differ = len({by_case[k]["bytes"] for k in measured}) > 1
-            return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured at {_case_text(case)}: the family's "
+            return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured for {_case_text(case)}: the family's "
                           f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
                           "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "
                           "kernels" + (" (those cases differ)" if differ else ""), entry["source"])
@@ -356,6 +365,9 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     measured_limit = _model_limit(data, prefix, shape, triton_cache)
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
+        if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
+            status = kind_of(([] if status == "measured" else [status]) +
+                             [f"{UNBOUNDED}the {assumed_from}'s limit (its process's, sm90's compile) and thread count rule"])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)")

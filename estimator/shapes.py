@@ -56,18 +56,23 @@ def parse_size(text: str | int, what: str = "value") -> int:
     return value
 
 
+def parse_ratio(text: str | int | float, what: str = "expand_v"):
+    """A positive ratio (2, 0.5, "1.5"), read exactly as a ``Fraction`` (0.1 is one tenth, not its float)."""
+    from fractions import Fraction
+    try:
+        ratio = Fraction(str(text).strip())
+    except (ValueError, ZeroDivisionError):
+        raise LivebytesError(f"{what}: {show(text)} is not a number (e.g. 0.5, 1 or 2)") from None
+    if ratio <= 0:
+        raise LivebytesError(f"{what}: must be positive, got {show(text)}")
+    return ratio
+
+
 def head_v_dim(head_dim: int, expand_v: str | int | float, what: str = "expand_v") -> int:
     """The value head dimension of FLA's ``expand_v`` (``int(head_dim * expand_v)`` in its layers): ``expand_v`` a
     positive number (2, 0.5, "1.5"), read exactly; a product that is not a whole number is refused, as FLA refuses a
     value dim it cannot split into heads."""
-    from fractions import Fraction
-    try:
-        ratio = Fraction(str(expand_v).strip())
-    except (ValueError, ZeroDivisionError):
-        raise LivebytesError(f"{what}: {show(expand_v)} is not a number (e.g. 0.5, 1 or 2)") from None
-    if ratio <= 0:
-        raise LivebytesError(f"{what}: must be positive, got {show(expand_v)}")
-    value = head_dim * ratio
+    value = head_dim * parse_ratio(expand_v, what)
     if value > MAX_SIZE:
         raise LivebytesError(f"{what}: head_dim {head_dim} x {show(expand_v)} is beyond any size (at most 2^50)")
     if value.denominator != 1:
@@ -159,21 +164,19 @@ class Shape:
         return {HF_NAMES[k]: v for k, v in self.record_dict().items()}
 
     def label(self) -> str:
-        text = f"MBS {self.mbs} x {format_tokens(self.seq)}, H{self.heads}"
-        if self.v_heads and self.v_heads != self.heads:
-            text += f"/HV{self.v_heads}"
-        text += f", D{self.dim}"
-        if self.dim_v and self.dim_v != self.dim:
-            text += f"/DV{self.dim_v}"
-        if self.hidden is not None:
-            text += f", hidden {self.hidden}"
-        if self.layers is not None:
-            text += f", {self.layers} layer{'s' if self.layers != 1 else ''}"
-        if self.checkpoint:
-            text += ", checkpointed"
-        if self.conv_size is not None:
-            text += f", conv {self.conv_size}"
-        return text
+        """The shape as tables and messages name it: the shape string's ``key=value`` fields (the HF/FLA names,
+        ``as_dict``'s keys; tokens as ``8K``), which ``parse_shape_list`` reads back: ``batch_size=1, seq_len=8K,
+        num_heads=96, head_dim=128``; value heads and head dim only where they differ from the query/key ones,
+        checkpoint only when on."""
+        fields = self.as_dict()
+        if fields.get("num_v_heads") == self.heads:
+            del fields["num_v_heads"]
+        if fields.get("head_v_dim") == self.dim:
+            del fields["head_v_dim"]
+        if not fields.get("checkpoint"):
+            fields.pop("checkpoint", None)
+        shown = {"seq_len": format_tokens(self.seq), "checkpoint": "on"}
+        return ", ".join(f"{k}={shown.get(k, v)}" for k, v in fields.items())
 
     @classmethod
     def from_dict(cls, d: dict) -> Shape:

@@ -114,6 +114,9 @@ def refuse(shape, device) -> str | None:
         return "this FROST model covers equal q/k/v heads (the report's configuration); GVA folds are not modelled"
     if shape.dim != 128:
         return f"FROST KDA kernels are built for head dim 128 (kda_bprop_config), got {shape.dim}"
+    if shape.dv != 128:         # no value-dim axis: the recurrent state is 128 x 128
+        return ("FROST KDA kernels take value head dim 128 only (frost/kda_engine.py _check_common: 'head dims must be "
+                f"128 (the recurrent state is 128x128)'), got head_v_dim {shape.dv}")
     return None
 
 

@@ -73,6 +73,9 @@ def refuse(shape, device) -> str | None:
         return reason
     if shape.dim != 128:
         return f"kda_hopper engines support head dim 128 only (HEAD_DIM = 128), got {shape.dim}"
+    if shape.dv != 128:         # no value-dim axis: K and V are both HEAD_DIM
+        return ("kda_hopper engines take value head dim 128 only (hopper/cuda_engine.py and hopper/kda_engine.py "
+                f"check_support: 'head dims must be 128 (HEAD_DIM), got K=.. V=..'), got head_v_dim {shape.dv}")
     if shape.hv != shape.heads:
         return ("the engines refuse grouped value heads: 'the backward kernel needs equal head counts' "
                 "(hopper/cuda_engine.py) and 'grouped heads are unsupported; q/k/v head counts must match' "

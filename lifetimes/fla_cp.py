@@ -317,8 +317,8 @@ def seq_multiple(options: dict) -> tuple[int, str]:
 
 def refuse_packed(shape, device) -> str | None:
     if shape.mbs != 1:
-        return (f"this model covers one sequence split across the ranks (MBS 1), got MBS {shape.mbs}: with several "
-                "packed sequences each rank's local boundaries depend on where its interval falls")
+        return (f"this model covers one sequence split across the ranks (batch_size 1), got batch_size {shape.mbs}: with "
+                "several packed sequences each rank's local boundaries depend on where its interval falls")
     return None
 
 

@@ -203,6 +203,18 @@ BAD_COMMANDS = [
      "value heads != heads (GVA) is not covered by this model"),
     (("sweep", "--model", str(CONFIG), "--v-heads", "32"), 2,
      "--num-v-heads has no effect with --model"),
+    # sweep --expand-v: a model whose kernels take no other value head dim refuses it (predict and plan alike)
+    (("sweep", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "16", "--expand-v", "1,2"), 1,
+     "kda_hopper engines take value head dim 128 only (hopper/cuda_engine.py and hopper/kda_engine.py check_support"),
+    (("predict", "--impl", "cudnn-kda-frost@1.32.0", "--seq", "8K", "--heads", "16", "--expand-v", "0.5"), 1,
+     "FROST KDA kernels take value head dim 128 only (frost/kda_engine.py _check_common: 'head dims must be 128 (the "
+     "recurrent state is 128x128)'), got head_v_dim 64"),
+    (("plan", "--impl", "cudnn-kda-hopper@1.32.0", "--expand-v", "2"), 1, "got head_v_dim 256"),
+    (("sweep", *KDA, "--expand-v", "0.5,,2"), 1, "--expand-v: an empty item in '0.5,,2'"),
+    (("sweep", *KDA, "--expand-v", "0.5..3"), 1, "--expand-v: range '0.5..3' doubles from its start and would stop at 2"),
+    (("sweep", *KDA, "--head-dim", "64,100", "--expand-v", "0.125"), 1,
+     "--expand-v at --head-dim 100: head_dim 100 x '0.125' = 12.5 is not a whole value head dimension"),
+    (("sweep", "--model", str(CONFIG), "--expand-v", "2"), 2, "--expand-v has no effect with --model"),
     (("formula", "--impl", "fla-kda@0.6.0", "--layers", "2"), 1, "--num-hidden-layers describes a layer; this model is a kernel"),
     (("diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--hidden", "1024"), 1,
      "--hidden-size describes a layer; this model is a kernel"),

@@ -148,7 +148,7 @@ def protocol_verdict(model, shape, *args):
 # (chunk indices, cu_seqlens) sit in other segments than the trace's (not modelled: the first call's tensor_cache-miss
 # temporaries, the stack's parameter order); the record's own stack in every call hid it. Strict, so a fix shows.
 RESERVED_MISSES = {
-    ("fla-kda-layer@0.6.0", "MBS 1 x 8K, H32, D128, hidden 2304, 4 layers"):
+    ("fla-kda-layer@0.6.0", "batch_size=1, seq_len=8K, num_heads=32, head_dim=128, hidden_size=2304, num_hidden_layers=4"):
         "small-pool placement: the earlier calls' small leftovers sit in other segments than the process's (the first "
         "call's tensor_cache-miss temporaries and the stack's parameter order are not modelled): one 2 MiB segment more",
 }

@@ -336,7 +336,9 @@ def test_sweep_writes_csv(tmp_path):
 def test_plan_defaults_to_each_models_device():
     d = json.loads(run("plan", "--impl", "fla-kda@0.6.0", "--impl", FROST, "--json").stdout)
     assert [r["device"] for r in d["results"]] == ["H200", "B300"]
-    assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "assumed"]
+    # the B300's total is a public report (estimator/data/devices.json capacity_kind "reported"), said as such
+    assert [r["device_memory"]["status"] for r in d["results"]] == ["measured", "reported"]
+    assert d["results"][1]["device_memory"]["source"].startswith("public report, not measured by us: ")
     assert all(r["shape"] == {"batch_size": 1, "seq_len": r["value"], "num_heads": 96, "head_dim": 128} for r in d["results"])
     assert d["budget_bytes"] is None
 
@@ -452,7 +454,7 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     (("predict", "--impl", "fla-kda@0.6.0", *OOM_SHAPE), "with no memory limit: it runs out of memory"),
     (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
     # 85,017,755,648 B (a public deviceQuery's totalGlobalMem) / 2^30 = 79.179 GiB, labelled a public report
-    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (assumed: public report, not measured "
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (public report, not measured "
                                                             "by us: deviceQuery"),
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"),
      "unbounded: fla-kda@0.6.0: stack reservation: the H200's frames (sm90's compile) and thread count rule"),
@@ -466,8 +468,8 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
      "expandable_segments:True, no Triton kernels; device H200 139.801 GiB (measured)"),
     (("formula", "--impl", "fla-kda@0.6.0", "--no-recompute", "--no-groups"), "recompute off"),
     # GDN fwd+bwd's frames are Triton 3.9.0's at H16/HV32 D128 (run 20): H4/HV4 takes them, and says nothing bounds it
-    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "unbounded: stack reservation: stack frames (cold) not derived at D128 "
-                                                  "H4 HV4"),
+    (("predict", "--impl", "fla-gdn@0.6.0", *S8), "unbounded: stack reservation: stack frames (cold) not derived at "
+                                                  "head_dim=128 num_heads=4:"),
     (("predict", "--impl", "fla-gdn@0.6.0", *S8), "Triton 3.9.0 kernels, its bundled legacy ptxas"),
 ])
 def test_every_answer_names_what_it_assumed(args, phrase):
@@ -520,7 +522,7 @@ def test_timeline_warns_when_the_device_runs_out_of_memory(tmp_path, out, shape,
     if runs:
         assert lines == []
         return
-    assert len(lines) == 1 and lines[0].startswith("warning: fla-kda@0.6.0 at MBS 1 x 256K, H128, D128 runs out of "
+    assert len(lines) == 1 and lines[0].startswith("warning: fla-kda@0.6.0 at batch_size=1, seq_len=256K, num_heads=128, head_dim=128 runs out of "
                                                    "memory on the H200"), r.stderr
     o = predicted["oom"]
     assert f"at {o['step']} allocating {o['buffer']}" in lines[0] and "no memory limit" in lines[0]
@@ -654,7 +656,7 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     (r,) = json.loads(run(*args, "--heads", "32", "--json").stdout)["results"]
     assert r["options"]["layers"] == r["shape"]["num_hidden_layers"] == r["value"] == 8
     text = " ".join(run(*args).stdout.split())
-    assert "fla-kda-layer@0.6.0 at its answer: MBS 1 x 128K, H96, D128, hidden 2304" in text
+    assert "fla-kda-layer@0.6.0 at its answer: batch_size=1, seq_len=128K, num_heads=96, head_dim=128, hidden_size=2304" in text
 
 
 @pytest.mark.parametrize("args, words", [

@@ -53,6 +53,47 @@ def test_sweep_value_heads_in_the_csv_and_the_python_api(tmp_path):
     assert api.to_dict() == cli
 
 
+# ------------------------------------------------------------------------------ sweep --expand-v (FLA's value head dim)
+
+def test_sweep_takes_expand_v_as_flas_layers_define_it():
+    """head_v_dim = head_dim * expand_v (FLA's layers: ``self.head_v_dim = int(self.head_dim * expand_v)``). fla-kda at
+    8K tokens, 16 heads, head_dim 128: expand_v 2 makes head_v_dim 256. Every [T, HV, DV] bf16 tensor live at the peak
+    (v, dO, o, u, v_new, dv) grows by 8,192 x 16 x 128 x 2 B = 33,554,432 B, and h and dh, [NT = 8,192 / 64 = 128, HV,
+    DK, DV] bf16, by 128 x 16 x 128 x 128 x 2 B = 67,108,864 B each: 6 x 33,554,432 + 2 x 67,108,864 = 335,544,320 B
+    more at the same peak step. Each point is predict's answer at --expand-v."""
+    rows = document("sweep", *KDA[:2], "--seq", "8K", "--heads", "16", "--expand-v", "1,2")["results"]
+    assert [r["shape"]["head_v_dim"] for r in rows] == [128, 256]
+    assert rows[1]["peak_bytes"] - rows[0]["peak_bytes"] == 6 * 33_554_432 + 2 * 67_108_864 == 335_544_320
+    for r, ratio in zip(rows, ("1", "2")):
+        (p,) = document("predict", *KDA[:2], "--seq", "8K", "--heads", "16", "--expand-v", ratio)["results"]
+        assert (r["peak_bytes"], r["fits"], r["device_need_bytes"]) == (p["peak_bytes"], p["fits"], p["device_need_bytes"])
+    (p,) = document("predict", *KDA[:2], "--seq", "8K", "--heads", "16", "--expand-v", "2")["results"]
+    h = next(b for b in p["buffers_at_peak"] if b["name"] == "h")
+    assert (h["shape"], h["allocated_bytes"]) == ("[MBS*ceiling(S/64), HV, DK, DV]", 128 * 16 * 128 * 256 * 2)
+
+
+def test_sweep_expand_v_is_a_list_or_a_doubling_range_per_head_dim():
+    """--expand-v 0.5..2 is 0.5, 1, 2 at each head dim: head_dim 64 gives head_v_dim 32, 64, 128 (the last varies
+    fastest, after the head dims)."""
+    rows = document("sweep", *KDA[:2], "--seq", "8K", "--heads", "4", "--head-dim", "64,128", "--expand-v", "0.5..2")
+    assert [(r["shape"]["head_dim"], r["shape"]["head_v_dim"]) for r in rows["results"]] == [
+        (64, 32), (64, 64), (64, 128), (128, 64), (128, 128), (128, 256)]
+
+
+def test_sweep_expand_v_in_the_csv_table_and_the_python_api(tmp_path):
+    target = tmp_path / "grid.csv"
+    r = run("sweep", *KDA[:2], "--seq", "8K", "--heads", "16", "--expand-v", "1,2", "--csv", str(target))
+    assert r.exit_code == 0, r.output
+    lines = target.read_text().splitlines()
+    assert [line.split(",")[11:13] for line in lines] == [["head_dim", "head_v_dim"], ["128", "128"], ["128", "256"]]
+    cli = document("sweep", *KDA[:2], "--seq", "8K", "--heads", "16", "--expand-v", "1,2")
+    assert livebytes.sweep("fla-kda@0.6.0", seq_len="8K", num_heads=16, expand_v=[1, 2]).to_dict() == cli
+    assert livebytes.sweep("fla-kda@0.6.0", seq_len="8K", num_heads=16, expand_v="1..2").to_dict() == cli
+    table = " ".join(run("sweep", *KDA[:2], "--seq", "8K", "--heads", "16", "--expand-v", "1,2").stdout.split())
+    # the axis that varies is a column; what the grid holds, its title
+    assert "sweep at batch_size=1, seq_len=8K, num_heads=16, head_dim=128:" in table and "┃ head_v_dim ┃" in table
+
+
 # ------------------------------------------------------------------------------ formula and diff: the layer flags
 
 def test_formula_takes_the_layer_flags():

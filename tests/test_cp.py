@@ -127,7 +127,7 @@ def test_the_model_takes_the_total_sequence_fla_takes(key):
     check_shape(key, Shape(1, 16 * 1000, 8), None, {"cp": 8, "cp_layout": "zigzag"})
     with pytest.raises(RefusedShapeError, match="multiple of 16"):
         check_shape(key, Shape(1, 8 * 1001, 8), None, {"cp": 8, "cp_layout": "zigzag"})
-    with pytest.raises(RefusedShapeError, match="MBS 1"):
+    with pytest.raises(RefusedShapeError, match="batch_size 1"):
         check_shape(key, Shape(2, 8192, 8), None, {"cp": 2})
     with pytest.raises(RefusedShapeError, match="3 or more"):
         get_model(key, cp=2, cp_rank="middle")
@@ -152,7 +152,7 @@ def run(args):
     (["predict", "--impl", "fla-kda-cp@0.6.0", "--cp", "2", "--cp-layout", "ring", "--seq", "8K", "--heads", "16"], "cp_layout"),
     (["predict", "--impl", "fla-gdn-cp@0.6.0", "--cp", "0", "--seq", "8K", "--heads", "16"], "--cp"),
     (["predict", "--impl", "fla-gdn-cp@0.6.0", "--cp", "two", "--seq", "8K", "--heads", "16"], "--cp"),
-    (["predict", "--impl", "fla-gdn-cp@0.6.0", "--mbs", "2", "--seq", "8K", "--heads", "16"], "MBS 1"),
+    (["predict", "--impl", "fla-gdn-cp@0.6.0", "--mbs", "2", "--seq", "8K", "--heads", "16"], "batch_size 1"),
     (["formula", "--impl", "fla-kda@0.6.0", "--cp", "2"], "does not take --cp"),
 ])
 def test_cp_flags_refused_with_one_error_line(args, needle):

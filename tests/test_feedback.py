@@ -32,7 +32,8 @@ def test_plan_tells_its_progress_of_each_value_it_tries():
     assert [done for done, _, _ in told] == list(range(1, len(told) + 1))       # one step per value tried, counted
     assert {total for _, total, _ in told} == {None}                            # a search: no total
     notes = {note for _, _, note in told}
-    assert {f"fla-kda@0.6.0: seq {answer.value:,}", f"fla-kda@0.6.0: seq {answer.next_value:,}"} <= notes
+    # named as the bar and the flags name it (seq_len), not by the library's field (seq)
+    assert {f"fla-kda@0.6.0: seq_len {answer.value:,}", f"fla-kda@0.6.0: seq_len {answer.next_value:,}"} <= notes
 
 
 def test_sweep_tells_its_progress_of_each_point():
@@ -41,7 +42,7 @@ def test_sweep_tells_its_progress_of_each_point():
     calls.sweep_at(["fla-kda@0.6.0", "fla-gdn@0.6.0"], grid, progress=lambda *step: told.append(step))
     # 2 models x 2 sequences x 2 head counts = 8 points, each told once with the total
     assert [(done, total) for done, total, _ in told] == [(n, 8) for n in range(1, 9)]
-    assert told[0][2] == "fla-kda@0.6.0 at MBS 1 x 8K, H16, D128"
+    assert told[0][2] == "fla-kda@0.6.0 at batch_size=1, seq_len=8K, num_heads=16, head_dim=128"
 
 
 @pytest.fixture
@@ -109,8 +110,8 @@ def test_a_wrong_shape_warns_and_names_the_shape_that_fits(snapshot, flags, fits
     result, warnings = explained(snapshot, "--impl", "fla-kda@0.6.0", *flags)
     assert result["unexplained_bytes"] > 0 and warnings
     if fits:
-        assert warnings[-1].startswith(f"fla-kda@0.6.0 at MBS 1 x 8K, H8, D128 explains all {whole['live_bytes']:,} live "
-                                       f"B ({result['explained_bytes']:,} B at the shape asked)")
+        assert warnings[-1].startswith(f"fla-kda@0.6.0 at batch_size=1, seq_len=8K, num_heads=8, head_dim=128 explains all "
+                                       f"{whole['live_bytes']:,} live B ({result['explained_bytes']:,} B at the shape asked)")
         assert warnings[-1].endswith(f"the snapshot fits {fits}")
     else:
         assert "explains all" not in " ".join(warnings)
@@ -125,20 +126,88 @@ def test_a_shape_larger_than_the_snapshot_says_its_peak_is_not_held(snapshot):
     need = requested_peak(get_model("fla-kda@0.6.0"), Shape(1, 16384, 8))
     assert result["live_bytes"] < need
     assert warnings[0] == (f"the snapshot holds {result['live_bytes']:,} B live at its peak, fewer than fla-kda@0.6.0 at "
-                           f"MBS 1 x 16K, H8, D128 requests at its own peak ({need:,} B): it is not this shape's peak")
+                           f"batch_size=1, seq_len=16K, num_heads=8, head_dim=128 requests at its own peak ({need:,} B): it is not this shape's peak")
     assert warnings[-1].endswith("the snapshot fits --seq-len 8K")
 
 
 def test_a_model_whose_sources_no_frame_names_warns_its_matches_are_by_size_alone(snapshot):
     result, warnings = explained(snapshot, "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--seq", "8K", "--heads", "8")
     assert result["explained_bytes"] > 0 and {b["match"] for b in result["blocks"] if b["buffer"]} == {"size"}
-    assert warnings[0] == (f"cudnn-kda-hopper-cuda@1.32.0 at MBS 1 x 8K, H8, D128 explains {result['explained_bytes']:,} B "
-                           "by size alone (no frame of the blocks names a source it cites): another implementation or "
-                           "shape with tensors of these sizes would match as well")
+    assert warnings[0] == (f"cudnn-kda-hopper-cuda@1.32.0 at batch_size=1, seq_len=8K, num_heads=8, head_dim=128 explains "
+                           f"{result['explained_bytes']:,} B by size alone (no frame of the blocks names a source it cites): "
+                           "another implementation or shape with tensors of these sizes would match as well")
 
 
 # The right model on its real process warns of nothing: tests/test_snapshot.py's explain of the validator's own H200
 # dumps (a 2.52 GB workspace block matched by size alone beside blocks their frames name included).
+
+
+# ------------------------------------------------------------------------------ explain: a sibling model's snapshot
+
+LIVE_KDA = "live_fla-kda_0.6.0_1x8192x96x128.json"      # the validator's H200 dump of fla-kda@0.6.0, 1 x 8K, H96, D128
+KDA_LIVE_SHAPE = ("--seq-len", "8K", "--num-heads", "96")
+
+
+@pytest.fixture(scope="module")
+def kda_h200_snapshot(tmp_path_factory):
+    """The committed H200 dump of fla-kda@0.6.0 at its peak (validate/records/live/), its 44 blocks with their frames
+    (innermost first, as the GPU recorded them), as a snapshot's active blocks."""
+    from pathlib import Path
+    dump = json.loads((Path(__file__).resolve().parents[1] / "validate" / "records" / "live" / LIVE_KDA).read_text())
+    blocks = [{"address": 0, "size": b["bytes"], "state": "active_allocated", "frames": [_frame(f) for f in b["frames"]]}
+              for b in dump["blocks"]]
+    target = tmp_path_factory.mktemp("live") / "kda_h200.pickle"
+    target.write_bytes(pickle.dumps({"segments": [{"address": 0, "blocks": blocks}], "device_traces": []}))
+    return str(target)
+
+
+def _frame(text: str) -> dict:
+    """"file:line:function" (the dump's) as a snapshot's frame."""
+    filename, line, name = text.rsplit(":", 2)
+    return {"filename": filename, "line": int(line), "name": name}
+
+
+def test_a_sibling_models_snapshot_is_flagged_though_shared_frames_match(kda_h200_snapshot):
+    """fla-gdn@0.6.0 asked of fla-kda@0.6.0's H200 dump: GDN shares FLA's common code (chunk_delta_h.py's h and v_new,
+    l2norm.py's outputs), so blocks match it by source line and no earlier warning fired. The blocks' own allocation
+    sites (each one's innermost fla frame) name KDA's files, which GDN cites nowhere; from the dump, by hand:
+    chunk_bwd.py 3 x 402,653,184 + 3 x 201,326,592 + 3,145,728 = 1,815,085,056 B; chunk_intra.py 3 x 402,653,184
+    + 2 x 100,663,296 + 12,582,912 + 3,145,728 = 1,425,014,784 B; wy_fast.py 4 x 201,326,592 = 805,306,368 B;
+    kda/gate.py 402,653,184 B; gla/chunk.py 201,326,592 B; common/gate.py 3,145,728 B: 21 blocks, 4,652,531,712 B."""
+    result, warnings = explained(kda_h200_snapshot, "--impl", "fla-gdn@0.6.0", *KDA_LIVE_SHAPE)
+    assert any(b["match"] == "source line" for b in result["blocks"])           # the shared code's frames do match
+    foreign = [w for w in warnings if "cites nowhere" in w]
+    assert foreign == [
+        "21 live blocks (4,652,531,712 B) were allocated in fla/ops/kda/chunk_bwd.py, fla/ops/kda/chunk_intra.py, "
+        "fla/ops/kda/wy_fast.py and 3 more, which fla-gdn@0.6.0 cites nowhere: the snapshot is another model's (a "
+        "sibling shares some of its package's code, so some frames match); fla-kda@0.6.0, fla-kda@07b80f27, "
+        "fla-kda-cp@0.6.0, fla-kda-layer@0.6.0 cite all of it"]
+    assert 1_815_085_056 + 1_425_014_784 + 805_306_368 + 402_653_184 + 201_326_592 + 3_145_728 == 4_652_531_712
+
+
+def test_a_forward_only_model_asked_of_a_backward_snapshot_is_flagged(kda_h200_snapshot):
+    """fla-kda-fwd@0.6.0 runs chunk_kda's forward only: the backward's 7 blocks from chunk_bwd.py (1,815,085,056 B, as
+    above) are code it does not run."""
+    _, warnings = explained(kda_h200_snapshot, "--impl", "fla-kda-fwd@0.6.0", *KDA_LIVE_SHAPE)
+    assert [w.split(", which")[0] for w in warnings if "cites nowhere" in w] == [
+        "7 live blocks (1,815,085,056 B) were allocated in fla/ops/kda/chunk_bwd.py"]
+
+
+def test_the_asked_model_on_its_own_snapshot_has_no_foreign_site(kda_h200_snapshot):
+    result, warnings = explained(kda_h200_snapshot, "--impl", "fla-kda@0.6.0", *KDA_LIVE_SHAPE)
+    assert warnings == []
+
+
+@pytest.mark.parametrize("frame,site", [
+    ("/tmp/site/fla/ops/kda/gate.py:502:kda_gate_chunk_cumsum", "fla/ops/kda/gate.py"),
+    ("/home/fla/venv/lib/site-packages/fla/modules/norm/l2norm.py:117:l2norm_fwd", "fla/modules/norm/l2norm.py"),
+    ("fla/ops/utils/index.py:42:prepare_lens", "fla/ops/utils/index.py"),
+    ("/usr/lib/python3/site-packages/torch/nn/functional.py:12:linear", None),      # outside the package
+    ("/tmp/fla.py:3:f", None),                                                      # a file named like it is not it
+])
+def test_a_frames_allocation_site_is_its_path_from_the_package(frame, site):
+    from livebytes.validate.explain import package_path
+    assert package_path(frame, "fla") == site
 
 
 # ------------------------------------------------------------------------------ the out-of-memory snapshot

@@ -57,7 +57,7 @@ def test_a_stack_says_it_once():
     assert sum(a.kernel == KERNEL for a in model.autotuned) == 3
     assert held_assumptions(model, Shape(1, 8192, 16, 128, 32)) == ()
     notes = held_assumptions(model, Shape(1, 8192, 16, 256, 32))
-    assert len(notes) == 1 and "(kda.bwd.dhu)" in notes[0] and "measured only at K = V = 128" in notes[0]
+    assert len(notes) == 1 and "(kda.bwd.dhu)" in notes[0] and "measured only at head_dim = head_v_dim = 128" in notes[0]
 
 
 def test_the_context_parallel_copy_was_never_measured():
@@ -82,9 +82,10 @@ def test_no_shape_no_assumptions():
 
 
 def test_measured_text():
-    assert measured_text("Eq(DK, 128) & Eq(DV, 128)") == "K = V = 128"
-    assert measured_text("Eq(DK, 128) & Eq(DV, 64)") == "K = 128 and V = 64"
-    assert measured_text(equal_head_dims(64, 128)) == "K = V = 64 or K = V = 128"
+    # in the shape keys' words (formula's symbols: DK head_dim, DV head_v_dim)
+    assert measured_text("Eq(DK, 128) & Eq(DV, 128)") == "head_dim = head_v_dim = 128"
+    assert measured_text("Eq(DK, 128) & Eq(DV, 64)") == "head_dim = 128 and head_v_dim = 64"
+    assert measured_text(equal_head_dims(64, 128)) == "head_dim = head_v_dim = 64 or head_dim = head_v_dim = 128"
 
 
 @pytest.mark.parametrize("extra, expected", [([], 1), (["--triton-cache", "warm"], 0)])

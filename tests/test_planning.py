@@ -155,10 +155,11 @@ def test_formula_and_sweep_commands(tmp_path):
     assert r.exit_code == 0, r.output
     lines = csv.read_text().splitlines()
     assert lines[0] == ("impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,"
-                        "num_v_heads,head_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits")
+                        "num_v_heads,head_dim,head_v_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,"
+                        "fits")
     assert len(lines) == 1 + 3 * 2
-    # num_v_heads: the heads' 32 (no --num-v-heads)
-    assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,3.6.0,1,8192,32,32,128,")
+    # num_v_heads: the heads' 32 (no --num-v-heads); head_v_dim: the head dim's 128 (no --expand-v)
+    assert lines[1].startswith("fla-kda@0.6.0,H200,report,on,expandable_segments:False,cold,3.6.0,1,8192,32,32,128,128,")
 
 
 @pytest.mark.parametrize("workers", [1, 3])

@@ -318,15 +318,15 @@ def test_no_model_borrows_another_models_figure_unlabelled():
         p = process_memory(H200, model, "cold", shape)
         assert p.modules is not None or p.assumptions, s.key
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200"), "cold", shape)
-    assert gdn.modules.bytes == 100_663_296 and "not measured at fla-gdn D128 H16/HV16" in gdn.modules.status
-    assert any(a.startswith("unbounded: kernel modules: ") and "the family's largest of fla-gdn D128 H16/HV32, fla-gdn "
-               "D64 H16/HV32 used, which bounds nothing" in a for a in gdn.assumptions)
-    assert any("not derived at D128 H16 HV16" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
+    assert gdn.modules.bytes == 100_663_296 and "not measured for fla-gdn at head_dim=128 num_heads=16:" in gdn.modules.status
+    assert any(a.startswith("unbounded: kernel modules: ") and "the family's largest of fla-gdn at head_dim=128 num_heads=16 "
+               "num_v_heads=32, fla-gdn at head_dim=64 num_heads=16 num_v_heads=32 used, which bounds nothing" in a for a in gdn.assumptions)
+    assert any("not derived at head_dim=128 num_heads=16:" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
     assert gdn.stack_limit_bytes == 21_856            # the one Triton 3.9.0 case's dqkwg, 21,848 B, rounded to 16
 
 
-@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at D128 H48 HV48"),
-                                        (Shape(1, 8192, 16, 48), "not derived at D48")])
+@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at head_dim=128 num_heads=48:"),
+                                        (Shape(1, 8192, 16, 48), "not derived at head_dim=48 num_heads=16:")])
 def test_an_unmeasured_case_says_it_is_unbounded(shape, note):
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
     assert any(a.startswith("unbounded: ") and note in a for a in p.assumptions), p.assumptions
@@ -358,6 +358,25 @@ def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
     p = process_memory(b300, get_model("fla-kda@0.6.0", "B300"), "cold", Shape(1, 8192, 96, 128))
     assert p.stack.bytes == stack_reservation_bytes(14_464, b300) > stack_reservation_bytes(14_464, H200)
     assert len(p.assumptions) == 3 and all("H200's" in a for a in p.assumptions)    # context, modules, stack
+
+
+@pytest.mark.parametrize("gpu,status", [
+    ("H200", "measured"),             # run 25's process read the limit at 8K, H16: measured where it ran
+    ("B300", "unbounded: the H200's limit (its process's, sm90's compile) and thread count rule"),
+    ("H100", "unbounded: the H200's limit (its process's, sm90's compile) and thread count rule")])
+def test_a_traced_models_stack_is_measured_only_on_the_gpu_that_measured_it(gpu, status):
+    """A whole model's stack limit is read from its own H200 process (``model_limits``: 15,280 B at 8K, H16, D128); on
+    another GPU its kernels are another compile and its threads another count, so the figure is unbounded there, as a
+    kernel model's frames are. B300: 148 SMs x 2,048 = 303,104 threads; 15,280 x 303,104 = 4,631,429,120 B -> 2,209
+    pages of 2 MiB = 4,632,608,768 B, less the default 1,024 B x 303,104 = 148 pages = 310,378,496 B: 4,322,230,272 B."""
+    from types import SimpleNamespace
+    traced = SimpleNamespace(key="fla-kda-model@0.6.0", options=(("precision", "bf16"),), autotuned=())
+    p = process_memory(get_device(gpu), traced, "cold", Shape(1, 8192, 16, 128))
+    assert p.stack_limit_bytes == 15_280 and p.stack.status == status
+    if gpu == "B300":
+        assert p.stack.bytes == 4_322_230_272
+    if gpu != "H200":
+        assert f"unbounded: stack reservation: {status.removeprefix('unbounded: ')}" in p.assumptions
 
 
 def test_every_measured_process_through_the_documented_comparison():
@@ -495,7 +514,7 @@ def test_a_warm_gdn_layer_is_bounded_by_its_cold_process():
     p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200"), "warm", Shape(1, 8192, 16, 128, 32))
     assert (p.stack_limit_bytes, p.modules.bytes) == (21_888, 241_238_016)
     assert p.modules.status.startswith("bounded: no warm process of fla-gdn-layer measured: its cold figure bounds it")
-    assert p.stack.status.startswith("bounded: tuned configs' frames not measured at D128 H16 HV32")
+    assert p.stack.status.startswith("bounded: tuned configs' frames not measured at head_dim=128 num_heads=16 num_v_heads=32:")
     assert [a.split(": ", 2)[:2] for a in p.assumptions] == [["bounded", "kernel modules"], ["bounded", "stack reservation"]]
 
 

@@ -195,7 +195,7 @@ def test_fp32_amp_process_memory_names_what_it_borrows():
     case's, each named unbounded (nothing proves either bounds fp32's kernels)."""
     from livebytes.estimator.process import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
-    assert pm.modules.status.startswith("unbounded: not measured at fla-kda-model (fp32-amp) D64 H2/HV2")
+    assert pm.modules.status.startswith("unbounded: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
     assert pm.stack.status.startswith("unbounded: fp32-amp's process not measured: the bf16 one's limit used")
 
 

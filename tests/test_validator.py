@@ -51,6 +51,24 @@ def test_shape_strings_round_trip_value_heads(text, shape):
     assert shape_spec(shape).startswith(f"batch_size={shape.mbs},seq_len={shape.seq},num_heads={shape.heads},")
 
 
+@pytest.mark.parametrize("shape,label", [
+    (Shape(1, 8192, 96), "batch_size=1, seq_len=8K, num_heads=96, head_dim=128"),
+    (Shape(3, 5000, 16, 64, v_heads=32, dim_v=32),
+     "batch_size=3, seq_len=5000, num_heads=16, head_dim=64, num_v_heads=32, head_v_dim=32"),
+    (Shape(1, 131072, 32, 128, hidden=2304, layers=4, checkpoint=True, conv_size=4),
+     "batch_size=1, seq_len=128K, num_heads=32, head_dim=128, hidden_size=2304, num_hidden_layers=4, checkpoint=on, "
+     "conv_size=4"),
+])
+def test_a_shapes_label_is_its_shape_string_in_the_jsons_names(shape, label):
+    """Tables and messages name a shape as the shape string does (the JSON's keys, tokens as 8K), so a label pastes
+    back into --shapes."""
+    assert shape.label() == label and parse_shape_list(label) == [shape]
+
+
+def test_a_label_leaves_out_value_heads_and_dims_equal_to_the_query_keys():
+    assert Shape(1, 8192, 16, 128, v_heads=16, dim_v=128).label() == "batch_size=1, seq_len=8K, num_heads=16, head_dim=128"
+
+
 @pytest.mark.parametrize("text,needle", [
     ("1,8K,16,128,hv=24", "multiple of heads"), ("1,8K,hv=32,16", "expected key=value fields"),
     ("1,8K", "or the old positional MBS,SEQ,HEADS or MBS,SEQ,HEADS,DIM"),
@@ -218,6 +236,34 @@ def test_summary_counts():
          SimpleNamespace(measured=None, passed=True), SimpleNamespace(measured=None, passed=False)]
     s = summarize(c, 12.5)
     assert (s.passed, s.failed, s.out_of_memory, s.device_seconds) == (1, 2, 2, 12.5)  # an unpredicted OOM fails
+
+
+# ---------------------------------------------------------------- validate's steps, as the library gives them
+
+def test_measured_records_of_one_model_say_how_many_they_leave_out():
+    """validate --from-records all --impl K: K's records, and a note counting the others (every measured record is
+    one model's or another's)."""
+    from livebytes.validate import session
+    every, none_left = session.measured_records("all")
+    mine, notes = session.measured_records("all", "cudnn-kda-hopper@1.32.0")
+    assert none_left == [] and {r.impl for r in mine} == {"cudnn-kda-hopper@1.32.0"}
+    assert notes == [f"--impl cudnn-kda-hopper@1.32.0: re-checking its {len(mine)} of the {len(every)} measured records "
+                     f"in all; the other {len(every) - len(mine)} are other models'"]
+    with pytest.raises(LivebytesError, match="no measured records in 'h200_run5_fla-core-0.6.0.json' for fla-gdn@0.6.0"):
+        session.measured_records("h200_run5_fla-core-0.6.0.json", "fla-gdn@0.6.0")
+
+
+def test_judge_all_tells_each_record_and_names_a_record_it_cannot_judge():
+    from livebytes.validate import session
+    records, _ = session.measured_records("h200_run5_fla-core-0.6.0.json")       # run 5: five fla-kda records
+    told = []
+    comparisons = session.judge_all(records, 0.001, lambda *step: told.append(step))
+    assert [c.record for c in comparisons] == records and all(c.passed for c in comparisons)
+    assert told == [(n, 5, r.path.name) for n, r in enumerate(records, 1)]
+    from dataclasses import replace
+    unknown = replace(records[0], data={**records[0].data, "impl": "no-such@1"})
+    with pytest.raises(LivebytesError, match=f"^{records[0].path}: unknown implementation 'no-such@1'"):
+        session.judge(unknown, 0.001)
 
 
 # ---------------------------------------------------------------- out of memory

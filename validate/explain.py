@@ -228,6 +228,14 @@ def explain(model, shape, blocks: list[LiveBlock]) -> list[Explained]:
 # the shapes whose model explains more of the same blocks.
 
 @dataclass(frozen=True)
+class Foreign:
+    """Live blocks allocated (innermost frame in the model's package) in a file the model cites nowhere."""
+    file: str                     # package-relative, as the models cite it: fla/ops/kda/gate.py
+    blocks: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class Fit:
     """How a snapshot's live blocks meet a model at a shape."""
     live_bytes: int               # the blocks' bytes
@@ -236,6 +244,7 @@ class Fit:
     frame_matches: int            # blocks matched by a source line or a function the model cites
     size_matched_bytes: int       # explained bytes matched by size alone
     framed: bool                  # whether any live block carries frames
+    foreign: tuple[Foreign, ...] = ()   # ``foreign_sites``: the package's code the model does not run, largest first
 
 
 def fit_of(model, shape, explained: list[Explained]) -> Fit:
@@ -243,7 +252,57 @@ def fit_of(model, shape, explained: list[Explained]) -> Fit:
     named = [e for e in explained if e.buffer is not None]
     return Fit(sum(e.block.size for e in explained), sum(e.block.size for e in named), requested_peak(model, shape),
                sum(e.match != "size" for e in named), sum(e.block.size for e in named if e.match == "size"),
-               any(e.block.frames for e in explained))
+               any(e.block.frames for e in explained), foreign_sites(model, [e.block for e in explained]))
+
+
+# ---------------------------------------------------------------------------------------------- whose code?
+# A sibling model shares its package's common code (FLA's KDA and GDN both call ops/common/chunk_delta_h.py and
+# modules/norm/l2norm.py), so some of its blocks match the asked model by source line: that alone does not say the
+# snapshot is the asked model's. Each block's allocation site does: the innermost frame inside the model's package is
+# the code that allocated it, and a file there the model cites nowhere (no buffer's source, no step's) is code the
+# asked model does not run. Frames outside the package (torch's, Triton's, the harness's) say nothing either way.
+
+def cited_files(model) -> frozenset[str]:
+    """Every source file the model cites, its buffers' and its steps' (package-relative: ``fla/ops/kda/chunk.py``)."""
+    return frozenset(x.source.file for x in (*model.buffers, *model.steps) if x.source is not None)
+
+
+def package_of(model) -> str | None:
+    """The implementation's package: the top directory most of the model's cited files lie in (``fla``, ``cudnn``;
+    ``torch`` is the framework every model runs under, cited for a few buffers only)."""
+    from collections import Counter
+    tops = Counter(f.split("/", 1)[0] for f in cited_files(model) if "/" in f)
+    return tops.most_common(1)[0][0] if tops else None
+
+
+def package_path(frame: str, package: str) -> str | None:
+    """``/site/fla/ops/kda/gate.py:502:fn`` -> ``fla/ops/kda/gate.py`` (from the path's last ``package`` folder); None
+    outside the package."""
+    parts = frame.rsplit(":", 2)[0].replace("\\", "/").split("/")
+    if package not in parts[:-1]:
+        return None
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index(package):])
+
+
+def foreign_sites(model, blocks: list[LiveBlock]) -> tuple[Foreign, ...]:
+    """The files of the model's package that allocated live blocks (each block's innermost frame there) and that the
+    model cites nowhere, with their blocks and bytes, largest first."""
+    package = package_of(model)
+    if package is None:
+        return ()
+    cited, found = cited_files(model), {}
+    for block in blocks:
+        site = next(filter(None, (package_path(f, package) for f in block.frames)), None)
+        if site is not None and site not in cited:
+            n, nbytes = found.get(site, (0, 0))
+            found[site] = (n + 1, nbytes + block.size)
+    return tuple(Foreign(f, n, b) for f, (n, b) in sorted(found.items(), key=lambda kv: (-kv[1][1], kv[0])))
+
+
+def citing_models(files, exclude: str) -> list[str]:
+    """The registered models (a key alone builds them, each on its own device) that cite every one of ``files``."""
+    from livebytes.estimator.registry import get_model, keyed_specs
+    return [s.key for s in keyed_specs() if s.key != exclude and set(files) <= cited_files(get_model(s.key))]
 
 
 # one varied at a time, the others as asked ("heads" keeps the value-head ratio; "heads+v_heads": both set, no GVA)
@@ -371,9 +430,25 @@ def short_of_peak(fit: Fit, at: str, failed: bool) -> bool:
     return at == "peak" and not failed and fit.live_bytes < fit.peak_request_bytes
 
 
+FOREIGN_NAMED = 3       # the files a warning names, largest first; the rest counted
+
+
+def foreign_warning(key: str, foreign: tuple[Foreign, ...]) -> str:
+    """The snapshot's blocks allocated in code the asked model does not run, and the models that run all of it."""
+    files = [f.file for f in foreign]
+    named = ", ".join(files[:FOREIGN_NAMED]) + (f" and {len(files) - FOREIGN_NAMED} more" if len(files) > FOREIGN_NAMED else "")
+    blocks, nbytes = sum(f.blocks for f in foreign), sum(f.bytes for f in foreign)
+    others = citing_models(files, key)
+    whose = f"; {', '.join(others)} {'cites' if len(others) == 1 else 'cite'} all of it" if others else ""
+    return (f"{blocks:,} live block{'' if blocks == 1 else 's'} ({nbytes:,} B) {'was' if blocks == 1 else 'were'} "
+            f"allocated in {named}, which {key} cites nowhere: the snapshot is another model's (a sibling shares some of "
+            f"its package's code, so some frames match){whose}")
+
+
 def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None) -> list[str]:
     """The warnings of an explanation that does not fit (each one line): the live bytes below what the model requests at
-    its peak (``short``: ``short_of_peak``), nothing explained, every match by size alone, and the shape that explains
+    its peak (``short``: ``short_of_peak``), nothing explained, every match by size alone, blocks allocated in code of
+    the model's package it does not run (``fit.foreign``: another model's snapshot), and the shape that explains
     more (``best_shape``'s), or, after one of the others, that none one size away does. Some blocks matched by size
     alone beside others a frame names is no warning: the validator's own H200 dump of cudnn-kda-hopper-cuda@1.32.0
     matches its 2.52 GB workspace so, the frames naming the workspace helper, not the carved regions' sources."""
@@ -388,6 +463,8 @@ def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None) -> list[st
         why = ("no frame of the blocks names a source it cites" if fit.framed else "the snapshot records no frames")
         out.append(f"{here} explains {fit.explained_bytes:,} B by size alone ({why}): another implementation or shape "
                    "with tensors of these sizes would match as well")
+    if fit.foreign:
+        out.append(foreign_warning(key, fit.foreign))
     if better is not None:
         candidate, _, f = better
         whole = "all" if f.explained_bytes == fit.live_bytes else f"{f.explained_bytes:,} of the"

@@ -46,6 +46,47 @@ def run(impl: str, shapes: str, contract: str | None, recompute: bool, forward_o
     return done
 
 
+def run_plan_file(path: Path, out: Path) -> PlanRun:
+    """``validate --plan``: every group of the plan file, refused before anything starts where it cannot run here."""
+    from .batch import load_plan
+    groups = load_plan(path)
+    check_runnable(groups)
+    return run_plan(groups, out)
+
+
+def measured_records(source: str, impl: str | None = None) -> tuple[list, list[str]]:
+    """``validate --from-records``: the measured records of ``source`` (a file, a folder, a committed file's name, or
+    all), ``impl``'s only when given, and the note that says how many others that leaves out (said, not silent)."""
+    from .records import records_from
+    measured = [r for r in records_from(source) if r.origin == "measured"]
+    records = [r for r in measured if not impl or r.impl == impl]
+    if not records:
+        raise LivebytesError(f"no measured records in {source!r}" + (f" for {impl}" if impl else ""))
+    left_out = len(measured) - len(records)
+    return records, ([f"--impl {impl}: re-checking its {len(records)} of the {len(measured)} measured records in "
+                      f"{source}; the other {left_out} are other models'"] if left_out else [])
+
+
+def judge(record, tolerance: float):
+    """The comparison of one record (``compare.compare``); one the models cannot judge (unknown impl, device, option)
+    names its file."""
+    from . import compare as cmp
+    try:
+        return cmp.compare(record, tolerance)
+    except LivebytesError as err:
+        raise LivebytesError(f"{record.path}: {err}") from None
+
+
+def judge_all(records: list, tolerance: float, progress=None) -> list:
+    """Each record's comparison in order; ``progress(done, total, file name)`` hears of each."""
+    out = []
+    for r in records:
+        out.append(judge(r, tolerance))
+        if progress:
+            progress(len(out), len(records), r.path.name)
+    return out
+
+
 @dataclass(frozen=True)
 class Summary:
     passed: int

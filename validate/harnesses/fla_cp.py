@@ -46,7 +46,7 @@ class CpGroup:
     def local_shape(self, shape: Shape) -> Shape:
         parts = self.world * (2 if self.layout == "zigzag" else 1)
         if shape.mbs != 1 or shape.seq % parts:
-            raise ValueError(f"CP needs MBS 1 and a sequence divisible by {parts}, got {shape.label()}")
+            raise ValueError(f"CP needs batch_size 1 and a sequence divisible by {parts}, got {shape.label()}")
         return Shape(1, shape.seq // self.world, shape.heads, shape.dim, shape.v_heads, shape.dim_v)
 
     def agree(self, failed: bool) -> int:
