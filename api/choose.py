@@ -156,7 +156,7 @@ def triton_for(key: str, device, triton: Optional[str], several: bool = False) -
     """--triton, None when not given or, beside other --impl (``several``; ``cache_skipped`` warns), for a model without
     Triton kernels; a version the data lack is refused (``process.check_triton``)."""
     from livebytes.estimator.process import check_triton, triton_versions
-    if triton is None or (several and not triton_versions(key, device.name)):
+    if triton is None or (several and not triton_versions(key, device)):
         return None
-    check_triton(key, triton, device.name)
+    check_triton(key, triton, device)
     return triton

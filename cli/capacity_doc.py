@@ -15,7 +15,7 @@ from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, spec
 from livebytes.estimator.shapes import Shape
 
-GPUS = ("H100", "H200", "B200", "B300")
+GPUS = tuple(d.name for d in sorted(DEVICES.values(), key=lambda d: d.capacity_bytes))   # columns: smallest total first
 ROWS = (("fla-kda@07b80f27", {}), ("fla-kda@0.6.0", {}), ("fla-kda@0.6.0", {"contract": "plain"}),
         ("cudnn-kda-frost@1.32.0", {}), ("cudnn-kda-hopper-cuda@1.32.0", {}))
 SHAPES = (Shape(1, 131072, 96), Shape(1, 262144, 96), Shape(1, 131072, 128), Shape(1, 262144, 128))

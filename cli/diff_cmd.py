@@ -12,7 +12,7 @@ from .errors import UsageProblem, warn
 from livebytes.report import envelope, model_terms
 
 Impls = typer.Option(..., "--impl", help=o.IMPL_HELP + "; twice: the old model, then the new", metavar="KEY")
-Gpu = typer.Option(None, "--gpu", help="device preset of both models: H200, H100, B200 or B300; default: the first "
+Gpu = typer.Option(None, "--gpu", help=f"device preset of both models: {o.preset_names()}; default: the first "
                                        "model's own (see: livebytes models)", metavar="GPU")
 Seq = typer.Option(None, "--seq-len", "--seq", help="tokens per sequence for the peak's change: 8192, 8K or 128K",
                    metavar="SIZE")

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import typer
 
+from livebytes.estimator.devices import preset_names
 from livebytes.estimator.errors import LivebytesError
 from livebytes.choose import (OPTION_FLAGS, alloc_conf_of, cache_skipped, check_options_taken,  # noqa: F401 (moved)
                               compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for, what_if,
@@ -54,7 +55,7 @@ Layers = typer.Option(None, "--num-hidden-layers", "--layers", help="layer model
 Checkpoint = typer.Option(False, "--checkpoint", help="layer models and --model: activation checkpointing per layer "
                           "(torch.utils.checkpoint, non-reentrant)")
 ConvSize = typer.Option(None, "--conv-size", help="layer models only: the short convolution's width (default 4)", metavar="SIZE")
-Gpu = typer.Option(None, "--gpu", help="device preset: H200, H100, B200 or B300; default: each model's own (see: livebytes models)", metavar="GPU")
+Gpu = typer.Option(None, "--gpu", help=f"device preset: {preset_names()}; default: each model's own (see: livebytes models)", metavar="GPU")
 Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")

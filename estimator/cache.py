@@ -228,12 +228,18 @@ def package_digest(package: str) -> str:
 
 @lru_cache(maxsize=1)
 def sources_digest() -> str:
+    """The sources a built model depends on: every Python file of the core and the model packages, and the device table
+    (a model reads its device's facts, estimator/data/devices.json, as it is built)."""
     h = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
     for d in _package_dirs():
         for path in sorted(d.rglob("*.py")) if d.is_dir() else [d]:
             h.update(str(path.name).encode())
             h.update(path.read_bytes())
+    h.update(DEVICES_TABLE.read_bytes())
     return h.hexdigest()[:32]
+
+
+DEVICES_TABLE = Path(__file__).parent / "data" / "devices.json"
 
 
 class _EntryUnpickler(pickle.Unpickler):

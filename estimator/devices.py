@@ -1,11 +1,13 @@
-"""GPU presets: what a model needs from the device (SM count, architecture) and what planning needs
-(capacity and what PyTorch can actually allocate). The presets are a table, estimator/data/devices.json; every
-figure there says where it comes from."""
+"""GPU presets: every fact a model, the process-memory model or planning asks of a GPU (architecture, SM count, shared
+memory per block, resident threads per SM, total memory and whose figure it is, whose process-memory data it takes).
+The presets are a table, estimator/data/devices.json, one row a card; every figure there says where it comes from,
+and no other file names a card or holds its figures: a model asks the ``Device`` (``device.capability == (9, 0)``,
+``device.shared_memory_per_block_optin``), never its name."""
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from .errors import LivebytesError
@@ -18,17 +20,6 @@ GB = 10**9
 TB = 10**12
 
 
-# cudaDeviceProp.maxThreadsPerMultiProcessor of compute capability 9.0 and 10.0, every device here (CUDA C++
-# Programming Guide, 'Features and Technical Specifications'; the B300, compute capability 10.3, reports the same:
-# devices.json's B300 source): resident threads, and ATen's reduce grid target
-MAX_THREADS_PER_SM = 2048
-
-
-# cudaDevAttrMaxSharedMemoryPerBlockOptin (CUDA C++ Programming Guide, "Technical Specifications per Compute
-# Capability"): 227 KB on compute capability 9.0 and 10.0
-SHARED_MEMORY_OPTIN = {"sm90": 232_448, "sm100": 232_448}
-
-
 # What a preset's capacity_bytes is, as the output says it: estimator/data/devices.json's capacity_kind
 CAPACITY_KINDS = {"measured": "measured on our GPU", "reported": "public report, not measured by us",
                   "datasheet": "datasheet estimate, not measured"}
@@ -37,12 +28,16 @@ CAPACITY_KINDS = {"measured": "measured on our GPU", "reported": "public report,
 @dataclass(frozen=True)
 class Device:
     name: str
-    arch: str                 # "sm90" (Hopper) or "sm100" (Blackwell)
-    sm_count: int
+    arch: str                 # the compute capability as smXY: "sm90" (Hopper), "sm100" (Blackwell)
+    sm_count: int             # multiProcessorCount
     capacity_bytes: int       # total device memory as CUDA reports it (total_memory), or a datasheet estimate
     capacity_source: str      # what a process holds outside PyTorch is estimator/data/process_memory.json's
     capacity_kind: str = "datasheet"   # a key of CAPACITY_KINDS: whose figure capacity_bytes is
     product_name: str = ""    # torch.cuda.get_device_name() on the card: libraries match on it ("NVIDIA H" = Hopper)
+    _: KW_ONLY
+    shared_memory_per_block_optin: int    # cudaDevAttrMaxSharedMemoryPerBlockOptin: Triton's max_shared_mem, fla's classes
+    max_threads_per_sm: int               # maxThreadsPerMultiProcessor: resident threads (stack), ATen's reduce grid
+    process_memory: str                   # the process_memory.json device whose figures this one takes (itself if measured)
 
     @property
     def capacity_measured(self) -> bool:
@@ -51,7 +46,7 @@ class Device:
 
     @property
     def blackwell(self) -> bool:
-        return self.arch.startswith("sm10")
+        return self.capability[0] == 10
 
     @property
     def capability(self) -> tuple[int, int]:
@@ -60,8 +55,9 @@ class Device:
         return int(digits[:-1]), int(digits[-1])
 
     @property
-    def shared_memory_per_block_optin(self) -> int:
-        return SHARED_MEMORY_OPTIN[self.arch]
+    def process_memory_assumed_from(self) -> str | None:
+        """The device whose process-memory figures stand in for this one's (None: its own, measured on it)."""
+        return None if self.process_memory == self.name else self.process_memory
 
 
 PRESETS_FILE = Path(__file__).parent / "data" / "devices.json"
@@ -69,29 +65,42 @@ PRESETS_FILE = Path(__file__).parent / "data" / "devices.json"
 
 def preset(entry: dict) -> Device:
     """One row of devices.json as a Device; its source starts with what kind of figure it is (CAPACITY_KINDS), so a
-    datasheet estimate reads as one wherever the source is shown."""
+    datasheet estimate reads as one wherever the source is shown. A row without one of the facts a model asks is
+    refused by name (no fact has a default: a card's limits are its own)."""
     kind = entry["capacity_kind"]
     if kind not in CAPACITY_KINDS:
         raise ValueError(f"{PRESETS_FILE.name}: {entry['name']}: capacity_kind {kind!r} is none of {', '.join(CAPACITY_KINDS)}")
+    missing = [k for k in ROW_FACTS if k not in entry]
+    if missing:
+        raise ValueError(f"{PRESETS_FILE.name}: {entry['name']}: no {', '.join(missing)} (every row states {', '.join(ROW_FACTS)})")
     return Device(entry["name"], entry["arch"], int(entry["sm_count"]), int(entry["capacity_bytes"]),
-                  f"{CAPACITY_KINDS[kind]}: {entry['capacity_source']}", kind, entry.get("product_name", ""))
+                  f"{CAPACITY_KINDS[kind]}: {entry['capacity_source']}", kind, entry.get("product_name", ""),
+                  shared_memory_per_block_optin=int(entry["shared_memory_per_block_optin"]),
+                  max_threads_per_sm=int(entry["max_threads_per_sm"]), process_memory=entry["process_memory"])
+
+
+# what every row of devices.json states besides its name and total (preset refuses a row without one)
+ROW_FACTS = ("arch", "sm_count", "shared_memory_per_block_optin", "max_threads_per_sm", "limits_source", "process_memory")
 
 
 # The H200 row is our own measurement (validate/records/h200_device.json, written by
 # `python -m livebytes.validate.runner --probe-device` on 2026-11-29, driver 580.159.04, torch 2.11.0+cu130);
 # the others are public reports, each row naming its address and the figure it quotes.
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in map(preset, json.loads(PRESETS_FILE.read_text())["presets"])}
-H200 = DEVICES["H200"]
 
 
 def preset_of(product_name: str | None) -> str | None:
     """The preset name (``H200``) of a GPU's product name as torch reports it (``NVIDIA H200``, ``NVIDIA B300 SXM6 AC``):
-    the preset whose product name it is, else the one whose name it contains; None for a GPU no preset describes."""
+    the preset whose product name it is, exactly (case and outer spaces aside); None for a GPU no preset describes,
+    another product of the same chip among them (``NVIDIA H100 PCIe`` is not the H100 SXM row: other SMs and memory)."""
     text = (product_name or "").strip().upper()
-    for d in DEVICES.values():
-        if d.product_name and d.product_name.upper() == text:
-            return d.name
-    return next((d.name for d in DEVICES.values() if text and d.name.upper() in text.split()), None)
+    return next((d.name for d in DEVICES.values() if text and d.product_name.upper() == text), None)
+
+
+def preset_names() -> str:
+    """The presets as a user writes them, in the table's order: ``H200, H100, B200 or B300``."""
+    names = [d.name for d in DEVICES.values()]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def get_device(name: str) -> Device:

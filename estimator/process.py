@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .devices import MAX_THREADS_PER_SM, Device
+from .devices import Device, get_device
 from .errors import LivebytesError
 from .fields import show
 
@@ -67,8 +67,9 @@ def driver_stack_limit(frame_bytes: int) -> int:
 
 
 def resident_threads(device: Device) -> int:
-    """Threads that can be resident at once: SMs x 2,048 (``devices.MAX_THREADS_PER_SM``); 270,336 on the H200."""
-    return device.sm_count * MAX_THREADS_PER_SM
+    """Threads that can be resident at once: SMs x the device's maxThreadsPerMultiProcessor; 132 x 2,048 = 270,336 on
+    the H200."""
+    return device.sm_count * device.max_threads_per_sm
 
 
 def _pages(nbytes: int) -> int:
@@ -122,26 +123,38 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _device_entry(device: Device) -> dict:
+    """process_memory.json's entry whose figures ``device`` takes (``Device.process_memory``: its own where measured on
+    it, else its stand-in's; ``Device.process_memory_assumed_from`` names the stand-in)."""
+    return _json(DATA / "process_memory.json")["devices"][device.process_memory]
+
+
+def _device(device: Device | str) -> Device:
+    return device if isinstance(device, Device) else get_device(device)
+
+
 def _figure(entry: dict, assumed_from: str | None) -> Figure:
     status = entry["status"] if assumed_from is None else f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU"
     return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
 
 
-def triton_versions(model_key: str, device_name: str = "H200") -> tuple[str, ...]:
-    """The Triton versions whose kernels the process-memory data holds for ``model_key`` (its default first)."""
-    devices = _json(DATA / "process_memory.json")["devices"]
-    entry = devices.get(device_name.upper(), devices["H200"])
+def triton_versions(model_key: str, device: Device | str = "H200") -> tuple[str, ...]:
+    """The Triton versions whose kernels the process-memory data of ``device`` (a Device or a preset name; default the
+    models' default device) hold for ``model_key`` (its default first)."""
+    entry = _device_entry(_device(device))
     return tuple(lib["triton"] for lib in entry["libraries"] if model_key in lib["models"] and "triton" in lib)
 
 
-def check_triton(model_key: str, triton: str, device_name: str = "H200") -> None:
+def check_triton(model_key: str, triton: str, device: Device | str = "H200") -> None:
     """Refuse a Triton version the process-memory data lack for ``model_key``, in one line naming those they have."""
-    known = triton_versions(model_key, device_name)
+    device = _device(device)
+    known = triton_versions(model_key, device)
     if not known:
         raise LivebytesError(f"{model_key} runs no Triton kernels that the process-memory data hold: --triton changes "
                              "nothing for it; leave the flag out")
     if triton not in known:
-        raise LivebytesError(f"{model_key}: no process-memory data for Triton {show(triton)} (measured on the H200: "
+        raise LivebytesError(f"{model_key}: no process-memory data for Triton {show(triton)} (measured on the "
+                             f"{device.process_memory}: "
                              f"{', '.join(known)})")
 
 
@@ -337,12 +350,10 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     default, ``triton_versions``). ``raised_before``: an earlier call of the process launched the same kernels (a
     warmup): the stack limit is raised from the start, no growth."""
     key = model if isinstance(model, str) else model.key
-    devices = _json(DATA / "process_memory.json")["devices"]
-    assumed_from = None if device.name.upper() in devices else "H200"
-    entry = devices.get(device.name.upper(), devices["H200"])
+    assumed_from, entry = device.process_memory_assumed_from, _device_entry(device)
     context = _figure(entry["context"], assumed_from)
     if triton is not None:
-        check_triton(key, triton, device.name)
+        check_triton(key, triton, device)
     lib, model_notes = _library(entry, key, triton)
     none = Figure(0, "measured: no stack beyond the context's", "")
     if lib is None:
@@ -367,7 +378,8 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
         limit, status, source = measured_limit
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = kind_of(([] if status == "measured" else [status]) +
-                             [f"{UNBOUNDED}the {assumed_from}'s limit (its process's, sm90's compile) and thread count rule"])
+                             [f"{UNBOUNDED}the {assumed_from}'s limit (its process's, {get_device(assumed_from).arch}'s compile) "
+                              "and thread count rule"])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)")
@@ -380,8 +392,8 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     derived = on_cpu.get(_case_key(prefix, shape)) if not frame_notes and triton_cache == "cold" else None   # cold only
     partial = any(v["partial"] for k, v in on_cpu.items() if k.startswith(f"{prefix} "))   # the family's call stopped
     limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest, partial=partial)
-    notes_on_stack = frame_notes + kernel_notes + ([f"{UNBOUNDED}the {assumed_from}'s frames (sm90's compile) and thread "
-                                                    "count rule"] if assumed_from else [])
+    notes_on_stack = frame_notes + kernel_notes + ([f"{UNBOUNDED}the {assumed_from}'s frames ({get_device(assumed_from).arch}'s "
+                                                    "compile) and thread count rule"] if assumed_from else [])
     status = "derived" + (f" ({derived['note']})" if derived else "") if not notes_on_stack else kind_of(notes_on_stack)
     stack = Figure(stack_reservation_bytes(limit, device), status,
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, "

@@ -11,8 +11,9 @@ the input's base address is a multiple of the allocator's 512 bytes). The accumu
 inputs (``reduce_dispatch``: ``OpFunctor<at::BFloat16, float>``; ``sum_functor<float>``), so ``element_size_bytes``
 is 4.
 
-Device properties: ``multiProcessorCount`` (the device's SM count) and ``maxThreadsPerMultiProcessor`` (2048 on
-compute capability 9.0 and 10.0, the devices modelled here).
+Device properties: ``multiProcessorCount`` (the device's SM count, passed in) and ``maxThreadsPerMultiProcessor``
+(``THREADS_PER_SM``: the one figure every device preset states, estimator/data/devices.json; the sizes take the SM
+count alone, so a preset with another figure is refused here until it is passed in too).
 
 Above 32-bit indexing (``TensorIteratorBase::can_use_32bit_indexing``: the input's largest byte offset,
 ``(rows * outputs - 1) * element size``, over 2**31 - 1) ``gpu_reduce_kernel`` runs sub-iterators
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from livebytes.estimator.buffers import Group
 from livebytes.estimator.declare import Declaration, source_root, vectorised
-from livebytes.estimator.devices import MAX_THREADS_PER_SM     # maxThreadsPerMultiProcessor
+from livebytes.estimator.devices import DEVICES
 
 torch_src = source_root("torch")
 REDUCE = "include/ATen/native/cuda/Reduce.cuh"
@@ -47,12 +48,24 @@ ONE_OUTPUT_NOT_MODELLED = ("ATen's global-reduce staging of a sum to one value (
                            "fastest-dim branch), counted as 0 bytes")
 
 
+def _threads_per_sm() -> int:
+    """maxThreadsPerMultiProcessor of the device presets: one figure for all (2048 on compute capability 9.0 and 10.0)."""
+    figures = {d.max_threads_per_sm for d in DEVICES.values()}
+    if len(figures) != 1:
+        raise ValueError(f"device presets differ in max_threads_per_sm ({sorted(figures)}): aten_reduce's sizes take the "
+                         "SM count only; pass the device's figure through leading_sum_scratch first")
+    return figures.pop()
+
+
+THREADS_PER_SM = _threads_per_sm()     # maxThreadsPerMultiProcessor, the presets' one figure
+
+
 def _last_pow2(n: int) -> int:
     """``last_pow2`` (Reduce.cuh:31): floor(log2(n)) as a power of 2, at least 1."""
     return max(1, 1 << (n.bit_length() - 1)) if n > 0 else 1
 
 
-def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = MAX_THREADS_PER_SM) -> dict:
+def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = THREADS_PER_SM) -> dict:
     """``setReduceConfig`` for the sum over dim 0 of a contiguous ``[rows, outputs]`` tensor: block, grid, vector
     size and ``ctas_per_output`` (Reduce.cuh:1033-1178)."""
     if outputs < 2:

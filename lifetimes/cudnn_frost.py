@@ -24,6 +24,7 @@ import sympy as sp
 
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, ceil_to, vectorised
+from livebytes.estimator.devices import DEVICES, get_device
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 from .cudnn_common import (
@@ -99,10 +100,15 @@ def backward_pieces(num_sm: int, min_tokens: int = 192) -> tuple[sp.Expr, sp.Exp
     return chain, budget
 
 
+DEFAULT_DEVICE = "B300"      # the device a model built without one describes (the registry's default_device)
+# the presets it runs on, as its refusal names them (a text: refuse_device is kept in the disk cache's spec index)
+BLACKWELL_PRESETS = ", ".join(d.name for d in DEVICES.values() if d.blackwell)
+
+
 def refuse_device(device) -> str | None:
     if not device.blackwell:
         return (f"kda_frost is Blackwell-only (tcgen05/TMEM, sm100-103 and sm107); {device.name} is {device.arch}: "
-                "choose a Blackwell device (B200, B300)")
+                f"choose a Blackwell device ({BLACKWELL_PRESETS})")
     return None
 
 
@@ -182,7 +188,9 @@ def _backward_workspace(d: Declaration, num_sm: int, version: CudnnVersion) -> N
            'regions.append(("bwd_tensormaps", layout.add(self.bwd_tensormap_bytes, align=128), ...))')
 
 
-def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int = 148, device: str = "") -> LifetimeModel:
+def build(version: CudnnVersion = CUDNN_1_32_0, num_sm: int | None = None, device: str = "") -> LifetimeModel:
+    """``num_sm``: the device's SM count (default: the default device's)."""
+    num_sm = num_sm or get_device(DEFAULT_DEVICE).sm_count
     d = Declaration()
     d.inputs(REPORT, backward=True, note="inputs, dO and the packed boundaries exist before the step")
     forward_output(d)
@@ -221,7 +229,7 @@ def _register(v: CudnnVersion) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-frost@{v.version}", implementation="cuDNN frontend kda_frost (CuTeDSL)", version=v.version,
         covers=_covers(v), builder=lambda device, v=v: build(version=v, num_sm=device.sm_count, device=device.name),
-        refuse=refuse, refuse_device=refuse_device, default_device="B300",
+        refuse=refuse, refuse_device=refuse_device, default_device=DEFAULT_DEVICE,
     ))
 
 

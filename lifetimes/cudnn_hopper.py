@@ -62,7 +62,7 @@ def pick_nseg_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
 
 
 def refuse_device(device) -> str | None:
-    if device.arch != "sm90":
+    if device.capability != (9, 0):
         return f"the Hopper KDA engines run only on sm90; {device.name} is {device.arch}"
     return None
 

@@ -32,6 +32,7 @@ import sympy as sp
 from livebytes.estimator.autotune import equal_head_dims
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
+from livebytes.estimator.devices import get_device
 from livebytes.lifetimes.aten_reduce import ONE_OUTPUT_NOT_MODELLED, accumulation_scratch, leading_sum_scratch
 from livebytes.lifetimes.fla_l2norm import l2norm_backward, l2norm_forward
 from livebytes.estimator.symbols import DK, DV, H, HV, MBS, T, cdiv, chunks_per_batch
@@ -53,16 +54,16 @@ def cumsum_scalar_key(reverse: int) -> tuple:
     return (1, HV, BT, 1, reverse)
 
 
-def wy_bwd_const_tiling(arch: str) -> int:
-    """prepare_wy_repr_bwd's CONST_TILING (ops/gated_delta_rule/wy_fast.py:314): 64 if check_shared_mem() (the
-    102400-byte default class), else 32."""
-    return 64 if MAX_SHARED_MEM_PER_BLOCK.get(arch, 0) >= SMEM_DEFAULT else 32
+def wy_bwd_const_tiling(smem: int) -> int:
+    """prepare_wy_repr_bwd's CONST_TILING (ops/gated_delta_rule/wy_fast.py:314) on a device of ``smem`` bytes of shared
+    memory per block (``Device.shared_memory_per_block_optin``): 64 if check_shared_mem() (the 102400-byte default
+    class), else 32."""
+    return 64 if smem >= SMEM_DEFAULT else 32
 
-# fla/utils/hardware.py Backend: the shared-memory thresholds check_shared_mem compares against
+# fla/utils/hardware.py Backend: the shared-memory thresholds check_shared_mem compares against (a device's own
+# figure is the Device's: estimator/data/devices.json)
 SMEM_HOPPER, SMEM_AMPERE, SMEM_ADA, SMEM_DEFAULT = 232448, 166912, 101376, 102400
-# Largest shared memory per block (opt-in) by architecture: CUDA C++ Programming Guide, "Technical
-# Specifications per Compute Capability": 227 KB for 9.0 and 10.0, 163 KB for 8.0, 99 KB for 8.6 and 8.9.
-MAX_SHARED_MEM_PER_BLOCK = {"sm90": 232448, "sm100": 232448, "sm80": 166912, "sm86": 101376, "sm89": 101376}
+DEFAULT_DEVICE = "H200"      # the device a model built without one describes (the registry's default_device)
 
 src = source_root("fla")
 CHUNK = "ops/gated_delta_rule/chunk.py"
@@ -93,12 +94,10 @@ LAYER_CALL = Contract("layer", CALL, tuple(
 GATE = "ops/gated_delta_rule/gate.py"
 
 
-def dqkwg_const_tiling(arch: str) -> int:
-    """CONST_TILING of chunk_bwd_dqkwg (ops/common/chunk_o.py:741-749) on a device of ``arch``; the Ampere
-    branch gives 128 because q, k, v, do, h, dh, w, dv are all bf16 in this configuration."""
-    smem = MAX_SHARED_MEM_PER_BLOCK.get(arch)
-    if smem is None:
-        raise ValueError(f"no shared-memory figure for {arch}; add it to MAX_SHARED_MEM_PER_BLOCK")
+def dqkwg_const_tiling(smem: int) -> int:
+    """CONST_TILING of chunk_bwd_dqkwg (ops/common/chunk_o.py:741-749) on a device of ``smem`` bytes of shared memory
+    per block (``Device.shared_memory_per_block_optin``); the Ampere branch gives 128 because q, k, v, do, h, dh, w,
+    dv are all bf16 in this configuration."""
     if smem >= SMEM_AMPERE:     # the Hopper class, and the Ampere class with 16-bit inputs
         return 128
     return 64 if smem >= SMEM_ADA else 32
@@ -121,15 +120,16 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
     sms = sms if sms is not None else getattr(device, "sm_count", None)
     if layer_call and not forward_only and sms is None:
         raise ValueError("the layer call's backward needs the device's SM count (its gate gradients' sums: aten_reduce)")
-    arch = getattr(device, "arch", "sm90")
-    const_tiling = dqkwg_const_tiling(arch)
+    facts = device or get_device(DEFAULT_DEVICE)      # shared memory and architecture; the SM count only as given
+    arch, const_tiling = facts.arch, dqkwg_const_tiling(facts.shared_memory_per_block_optin)
     saved_until = "fwd.output" if forward_only else "bwd.return"
     d = Declaration()
     d.inputs(LAYER_CALL if layer_call else QWEN3_NEXT, backward=not forward_only,
              note="inputs, dO and the packed boundaries exist before the step")
     _forward(d, saved_until, layer_call)
     if not forward_only:
-        _backward(d, gva, const_tiling, wy_bwd_const_tiling(arch), layer_call, sms, sm90=arch == "sm90")
+        _backward(d, gva, const_tiling, wy_bwd_const_tiling(facts.shared_memory_per_block_optin), layer_call, sms,
+                  sm90=facts.capability == (9, 0))
     return d.freeze(
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
@@ -431,7 +431,7 @@ def _register(v: GdnVersion) -> None:
             key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
             version=v.version, covers=v.covers_forward if forward_only else v.covers,
             builder=lambda device, gva=False, f=forward_only, v=v: build(forward_only=f, device=device, gva=gva, version=v),
-            refuse=refuse, options=OPTIONS, default_device="H200", phase="fwd" if forward_only else "fwd+bwd",
+            refuse=refuse, options=OPTIONS, default_device=DEFAULT_DEVICE, phase="fwd" if forward_only else "fwd+bwd",
         ))
 
 

@@ -67,9 +67,12 @@ def test_a_cold_first_call_benchmarks_each_new_key_once(key, options, tuned_step
 
 
 def test_gdn_wy_tile_follows_shared_memory():
-    """prepare_wy_repr_bwd: CONST_TILING 64 from 102,400 B of shared memory per block, else 32 (Ada's 101,376)."""
+    """prepare_wy_repr_bwd: CONST_TILING 64 from 102,400 B of shared memory per block, else 32: Hopper's 232,448,
+    Ampere's (8.0) 166,912, Ada's 101,376 (CUDA C++ Programming Guide, per compute capability); the H200 preset's."""
+    from livebytes.estimator.devices import get_device
     from livebytes.lifetimes.fla_gdn import wy_bwd_const_tiling
-    assert (wy_bwd_const_tiling("sm90"), wy_bwd_const_tiling("sm80"), wy_bwd_const_tiling("sm89")) == (64, 64, 32)
+    assert (wy_bwd_const_tiling(232_448), wy_bwd_const_tiling(166_912), wy_bwd_const_tiling(101_376)) == (64, 64, 32)
+    assert wy_bwd_const_tiling(get_device("H200").shared_memory_per_block_optin) == 64
 
 
 def failing_configs() -> dict[str, int]:

@@ -166,3 +166,17 @@ def test_an_entry_of_ours_is_loaded(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "_from_disk", lambda data: loaded.append(data) or real(data))
     cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
     assert len(loaded) == 1
+
+
+def test_an_edited_device_table_is_another_cache_key(tmp_path, monkeypatch):
+    """A model reads its device's facts (shared memory, SMs) from estimator/data/devices.json as it is built: an entry
+    cached before the table changed must not answer after it."""
+    before = cache.sources_digest()
+    edited = tmp_path / "devices.json"
+    edited.write_bytes(cache.DEVICES_TABLE.read_bytes().replace(b'"sm_count": 132', b'"sm_count": 114', 1))
+    monkeypatch.setattr(cache, "DEVICES_TABLE", edited)
+    cache.sources_digest.cache_clear()
+    try:
+        assert cache.sources_digest() != before
+    finally:
+        cache.sources_digest.cache_clear()

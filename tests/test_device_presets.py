@@ -50,7 +50,8 @@ def test_no_preset_is_a_datasheet_gb_figure():
 
 def test_a_datasheet_row_says_so_in_its_source():
     row = {"name": "X1", "arch": "sm90", "sm_count": 132, "capacity_bytes": 80 * 10**9, "capacity_kind": "datasheet",
-           "capacity_source": "X1 datasheet: 80 GB"}
+           "capacity_source": "X1 datasheet: 80 GB", "shared_memory_per_block_optin": 232_448, "max_threads_per_sm": 2048,
+           "limits_source": "guide", "process_memory": "H200"}
     d = preset(row)
     assert d.capacity_source == "datasheet estimate, not measured: X1 datasheet: 80 GB" and not d.capacity_measured
 
@@ -66,3 +67,47 @@ def test_every_row_says_why_its_other_figures_are_not_taken():
     rows = json.loads(PRESETS_FILE.read_text())["presets"]
     assert [r["name"] for r in rows] == list(DEVICES) and {r["capacity_kind"] for r in rows} <= set(CAPACITY_KINDS)
     assert all(o["figure"] and o["why_not"] for r in rows for o in r.get("also_reported", []))
+
+
+def test_every_row_states_each_fact_a_model_asks():
+    """A device is one row: arch, SMs, shared memory per block, resident threads per SM, the limits' source and whose
+    process-memory data it takes; 227 KB = 227 x 1,024 = 232,448 B and 2,048 threads on compute capability 9.0 and 10.0."""
+    from livebytes.estimator.devices import ROW_FACTS
+    rows = json.loads(PRESETS_FILE.read_text())["presets"]
+    assert all(all(k in r for k in ROW_FACTS) for r in rows)
+    assert {(d.capability[0], d.shared_memory_per_block_optin, d.max_threads_per_sm) for d in DEVICES.values()} == {
+        (9, 227 * 1024, 2048), (10, 227 * 1024, 2048)}
+
+
+@pytest.mark.parametrize("fact", ["shared_memory_per_block_optin", "max_threads_per_sm", "process_memory"])
+def test_a_row_without_a_fact_is_refused_by_name(fact):
+    row = {"name": "X1", "arch": "sm90", "sm_count": 132, "capacity_bytes": 1, "capacity_kind": "reported",
+           "capacity_source": "", "shared_memory_per_block_optin": 232_448, "max_threads_per_sm": 2048,
+           "limits_source": "guide", "process_memory": "H200"}
+    del row[fact]
+    with pytest.raises(ValueError, match=f"X1: no {fact} "):
+        preset(row)
+
+
+def test_each_device_takes_process_memory_data_that_exist():
+    """The H200's own (measured on it); every other preset the H200's as a stand-in, said unbounded in the answer."""
+    from livebytes.estimator.process import DATA
+    measured = json.loads((DATA / "process_memory.json").read_text())["devices"]
+    assert all(d.process_memory in measured for d in DEVICES.values())
+    assert [d.name for d in DEVICES.values() if d.process_memory_assumed_from is None] == ["H200"]
+
+
+@pytest.mark.parametrize("product,name", [
+    ("NVIDIA H200", "H200"),
+    ("  nvidia h200 ", "H200"),                 # case and outer spaces aside
+    ("NVIDIA H100 80GB HBM3", "H100"),          # the SXM card the H100 row quotes
+    ("NVIDIA B300 SXM6 AC", "B300"),
+    ("NVIDIA H100 PCIe", None),                 # 114 SMs, HBM2e: not the SXM row's 132 SMs
+    ("NVIDIA H100 NVL", None),                  # 94 GB: not the SXM row's total
+    ("NVIDIA H200 NVL", None),
+    ("H100", None),                             # a preset name is no product name
+    ("", None), (None, None),
+])
+def test_a_product_name_matches_its_row_exactly_or_none(product, name):
+    from livebytes.estimator.devices import preset_of
+    assert preset_of(product) == name

@@ -28,7 +28,9 @@ def test_training_peaks_above_inference():
     assert train > infer
 
 
-ADA = Device("L40S", "sm89", 142, 48 * 2**30, "test device")
+# a device no preset is: Ada's 99 KB of shared memory per block (CUDA C++ Programming Guide, compute capability 8.9)
+ADA = Device("L40S", "sm89", 142, 48 * 2**30, "test device", shared_memory_per_block_optin=101_376,
+             max_threads_per_sm=1536, process_memory="H200")
 
 
 @pytest.mark.parametrize("device,dim,tiles", [
@@ -45,9 +47,15 @@ def test_dg_tiles_follow_the_shared_memory_class(device, dim, tiles):
     assert dg == tiles * 1024 * 4 * 4          # [NK, T, HV] fp32 (multiples of 512 already)
 
 
-def test_an_unknown_architecture_is_refused():
-    with pytest.raises(ValueError):
-        fla_gdn.dqkwg_const_tiling("sm70")
+@pytest.mark.parametrize("smem,tiling", [
+    (232_448, 128),     # the Hopper class (SMEM_HOPPER and up)
+    (166_912, 128),     # the Ampere class: 128 as every input is bf16
+    (101_376, 64),      # Ada's class
+    (49_152, 32),       # below every class
+])
+def test_dqkwg_tiling_follows_the_devices_shared_memory(smem, tiling):
+    """chunk_o.py:741-749 on the device's own figure (Device.shared_memory_per_block_optin), not its architecture."""
+    assert fla_gdn.dqkwg_const_tiling(smem) == tiling
 
 
 def test_key_dim_above_256_is_refused_with_the_library_reason():

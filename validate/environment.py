@@ -49,10 +49,9 @@ def environment() -> dict:
 
 
 def _preset(name: str) -> str:
-    for p in ("H200", "H100", "B200", "B300"):
-        if p in name.upper():
-            return p
-    return name
+    """The preset whose product name the GPU reports, exactly (``devices.preset_of``); else the reported name."""
+    from livebytes.estimator.devices import preset_of
+    return preset_of(name) or name
 
 
 def library_versions() -> dict:

@@ -191,8 +191,10 @@ def model_for(data: dict):
 
 
 def _device_name(gpu: str) -> str:
-    """'NVIDIA H200' -> 'H200'."""
-    return gpu.removeprefix("NVIDIA ").strip()
+    """'NVIDIA H200' -> 'H200': the preset whose product name the record's GPU is (``devices.preset_of``); a GPU no
+    preset describes keeps its name, which ``get_device`` then refuses in one line."""
+    from livebytes.estimator.devices import preset_of
+    return preset_of(gpu) or gpu.removeprefix("NVIDIA ").strip()
 
 
 def _replay(model, shape, data: dict):
