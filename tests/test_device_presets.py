@@ -12,6 +12,7 @@ FIGURES = [
     ("H100", 85_017_755_648, 132, "85017755648 bytes"),                          # deviceQuery prints the bytes
     ("B200", 182_642 * MiB, 148, "total_memory=182642MB"),                      # PyTorch prints MiB, rounded down
     ("B300", 287_428_771_840, 148, "287.4 GB total"),                            # 287,428,771,840 / 10^9 = 287.4
+    ("A100-40GB", 42_298_834_944, 108, "42298834944 bytes"),                     # deviceQuery prints the bytes
 ]
 
 
@@ -29,14 +30,15 @@ def test_the_h200_stays_our_measurement():
     assert [d.name for d in DEVICES.values() if d.capacity_measured] == ["H200"]
 
 
-@pytest.mark.parametrize("name,gib", [("H100", "79.18"), ("B200", "178.36"), ("B300", "267.69")])
+@pytest.mark.parametrize("name,gib", [("H100", "79.18"), ("B200", "178.36"), ("B300", "267.69"), ("A100-40GB", "39.39")])
 def test_the_reported_totals_in_gib(name, gib):
     """What PyTorch's out-of-memory message would print as the total: 85,017,755,648 / 2^30 = 79.18;
-    182,642 / 1,024 = 178.36; 287,428,771,840 / 2^30 = 267.69 (sglang#25225 prints 267.7, to 0.1 GiB)."""
+    182,642 / 1,024 = 178.36; 287,428,771,840 / 2^30 = 267.69 (sglang#25225 prints 267.7, to 0.1 GiB);
+    42,298,834,944 / 2^30 = 39.39."""
     assert f"{get_device(name).capacity_bytes / GiB:.2f}" == gib
 
 
-@pytest.mark.parametrize("name", ["H100", "B200", "B300"])
+@pytest.mark.parametrize("name", ["H100", "B200", "B300", "A100-40GB"])
 def test_a_public_figure_names_its_address_and_is_labelled(name):
     d = get_device(name)
     assert d.capacity_kind == "reported" and not d.capacity_measured
@@ -107,6 +109,8 @@ def test_each_device_takes_process_memory_data_that_exist():
     ("  nvidia h200 ", "H200"),                 # case and outer spaces aside
     ("NVIDIA H100 80GB HBM3", "H100"),          # the SXM card the H100 row quotes
     ("NVIDIA B300 SXM6 AC", "B300"),
+    ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+    ("NVIDIA A100-PCIE-40GB", None),            # another product: not the row's source
     ("NVIDIA H100 PCIe", None),                 # 114 SMs, HBM2e: not the SXM row's 132 SMs
     ("NVIDIA H100 NVL", None),                  # 94 GB: not the SXM row's total
     ("NVIDIA H200 NVL", None),
