@@ -191,12 +191,14 @@ def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
 
 
 def test_fp32_amp_process_memory_names_what_it_borrows():
-    """No fp32-amp process is measured yet (run 27): its modules are the family's figure and its stack limit the bf16
-    case's, each named unbounded (nothing proves either bounds fp32's kernels)."""
+    """fp32-amp processes are measured at two KDA cases (run 28: H8 and H16, head_dim 128): at another case its modules
+    are the family's largest figure and its stack limit the fp32-amp cases' largest (15,280 B, H16), each named
+    unbounded (nothing proves either bounds that case's kernels)."""
     from livebytes.estimator.process import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
     assert pm.modules.status.startswith("unbounded: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
-    assert pm.stack.status.startswith("unbounded: fp32-amp's process not measured: the bf16 one's limit used")
+    assert pm.stack.status.startswith("unbounded: stack limit not measured at head_dim=64 num_heads=2: the family's "
+                                      "largest measured (fla-kda-model (fp32-amp) at head_dim=128 num_heads=16;")
 
 
 def test_fp32_amp_costs_more_than_bf16(tiny_config):
