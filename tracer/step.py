@@ -166,6 +166,7 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     from .launches import install as install_launches
     from .modules import module_paths
     from .recorder import Recorder, code_line
+    from .sdpa import Target, cuda_sdpa_mode
     precision = spec["precision"]
     if precision not in PRECISIONS:
         raise SystemExit(f"error: precision {precision!r} is not traced (known: {', '.join(PRECISIONS)})")
@@ -180,7 +181,9 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     model.train()
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
-    with amp, rec.mode(), module_paths(model, rec.state):
+    from livebytes.estimator.devices import get_device
+    sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
+    with amp, sdpa, rec.mode(), module_paths(model, rec.state):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
         rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),
