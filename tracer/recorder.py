@@ -38,7 +38,8 @@ REDUCTIONS = ("aten.sum.dim_IntList", "aten.sum.default", "aten.mean.dim", "aten
 GPU_SCRATCH_OPS = ("aten.embedding_dense_backward.default", "aten.sort.default", "aten.sort.stable", "aten.topk.default",
                    "aten.cumsum.default", "aten.nonzero.default", "aten.unique_consecutive.default",
                    "aten._unique2.default", "aten.index_put_.default", "aten._index_put_impl_.default",
-                   "aten.repeat_interleave.Tensor", "aten.scatter_add_.default", "aten.index_add_.default")
+                   "aten.repeat_interleave.Tensor", "aten.scatter_add_.default", "aten.index_add_.default",
+                   "aten._grouped_mm.default")
 
 
 def site_packages_relative(path: str) -> str:

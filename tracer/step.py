@@ -41,6 +41,10 @@ def build_model(config: dict, layers: int | None):
     cfg = AutoConfig.for_model(config["model_type"], **kwargs)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
+    experts = getattr(model.config, "_experts_implementation", None)
+    if experts not in (None, "grouped_mm"):      # transformers' default on sm80+ (modeling_utils get_correct_experts_...)
+        raise SystemExit(f"error: the experts run as {experts!r}, not grouped_mm: not traced (their buffers would be "
+                         "sized by the routing)")
     return model
 
 
