@@ -42,7 +42,9 @@ def build_model(config: dict, layers: int | None):
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
     experts = getattr(model.config, "_experts_implementation", None)
-    if experts not in (None, "grouped_mm"):      # transformers' default on sm80+ (modeling_utils get_correct_experts_...)
+    # an experts module of transformers' ``use_experts_implementation`` (integrations/moe.py) carries ``has_gate``
+    moe = any(hasattr(m, "has_gate") and hasattr(m, "is_transposed") for m in model.modules())
+    if moe and experts != "grouped_mm":      # transformers' default from sm80 (modeling_utils get_correct_experts_...)
         raise SystemExit(f"error: the experts run as {experts!r}, not grouped_mm: not traced (their buffers would be "
                          "sized by the routing)")
     return model
