@@ -171,6 +171,8 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     from .autocast import emulated
     from .launches import install as install_launches
     from .modules import module_paths
+    from livebytes.estimator.devices import get_device
+
     from .recorder import Recorder, code_line
     from .sdpa import Target, cuda_sdpa_mode
     precision = spec["precision"]
@@ -187,7 +189,6 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     model.train()
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
-    from livebytes.estimator.devices import get_device
     sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
     with amp, sdpa, rec.mode(), module_paths(model, rec.state):
         rec.mark("harness", 0)
