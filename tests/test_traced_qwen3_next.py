@@ -74,7 +74,7 @@ def test_experts_buffers_are_sized_by_tokens_not_routing(model):
 
 @pytest.mark.parametrize("args,line", [
     (["--batch-size", "2"], "a batch of 2 sequences"),
-    (["--packed"], "packed sequences: its Gated DeltaNet layers take no cu_seqlens"),
+    (["--packed"], "packed sequences: its Gated DeltaNet layers read the boundaries as cu_seq_lens_q"),
     (["--layers", "9"], "9 layers: a hybrid stack"),
 ])
 def test_what_is_not_traced_is_said_in_one_line(tmp_path, args, line):

@@ -27,21 +27,23 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
-FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model", "qwen3_next": "qwen3-next-model"}
+FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model", "qwen3_next": "qwen3-next-model",
+            "kimi_linear": "kimi-linear-model"}
 PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``check_environment``)
 # the distribution and version a family's model key names (its causal LM's code); fla's models are fla's, Qwen3-Next
 # is transformers' (the H200 image's 5.17.0), which runs fla ``PINNED``'s kernels in its linear-attention layers
 PINS = {"kda": ("flash-linear-attention", PINNED), "gated_deltanet": ("flash-linear-attention", PINNED),
-        "qwen3_next": ("transformers", "5.17.0")}
-CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM"}
-HYBRID = ("qwen3_next",)    # layer types differ along the stack (config.layer_types): traced at the config's depth
+        "qwen3_next": ("transformers", "5.17.0"), "kimi_linear": ("transformers", "5.17.0")}
+CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
+           "kimi_linear": "KimiLinearForCausalLM"}
+HYBRID = ("qwen3_next", "kimi_linear")    # layer types differ along the stack (config.layer_types): traced at its depth
 MAX_HYBRID_LAYERS = 8       # a hybrid stack's trace grows with its depth (about a minute a shape at 4 layers here)
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
 # at one row, a copy (and an earlier free of the padded labels) at more, so a batch of one row and a batch of several
 # are two programs; such a family is traced, and answers, at one row per batch (loss/loss_utils.py:64)
-ONE_ROW = ("qwen3_next",)
+ONE_ROW = ("qwen3_next", "kimi_linear")
 LEARN_ONE_ROW = ((1, 1030), (1, 1542), (1, 2060), (1, 2574))
 HELD_OUT_ONE_ROW = (1, 777)
 TRACED_LAYERS = (1, 2, 3, 4)
@@ -92,20 +94,27 @@ def model_key(model_type: str) -> str:
 
 # the config classes' defaults for what a config.json may leave out (fla 0.6.0 fla/models/kda/configuration_kda.py:31-38,
 # fla/models/gated_deltanet/configuration_gated_deltanet.py:31-38; transformers 5.17.0
-# models/qwen3_next/configuration_qwen3_next.py:93-132: num_attention_heads 16, head_dim 256, 48 layers)
+# models/qwen3_next/configuration_qwen3_next.py:93-132: num_attention_heads 16, head_dim 256, 48 layers;
+# models/kimi_linear/configuration_kimi_linear.py:91-105: 32 heads, qk_nope_head_dim 128 + qk_rope_head_dim 64, 27 layers)
 CONFIG_DEFAULTS = {"kda": {"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24},
                    "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21},
-                   "qwen3_next": {"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48}}
-HEADS_FIELD = {"qwen3_next": "num_attention_heads"}      # the query heads' field where it is not ``num_heads``
+                   "qwen3_next": {"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48},
+                   "kimi_linear": {"num_attention_heads": 32, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                                   "num_hidden_layers": 27}}
+HEADS_FIELD = {"qwen3_next": "num_attention_heads", "kimi_linear": "num_attention_heads"}   # where not ``num_heads``
 
 
 def config_sizes(config: str) -> tuple[int, int]:
-    """(query heads, head_dim) of a canonical config, its class's defaults where it leaves them out (Qwen3-Next: its
-    full-attention layers' ``num_attention_heads`` and ``head_dim``)."""
+    """(query heads, query/key head dim) of a canonical config, its class's defaults where it leaves them out
+    (Qwen3-Next: its full-attention layers' ``num_attention_heads`` and ``head_dim``; Kimi-Linear: its MLA layers'
+    heads and ``qk_nope_head_dim + qk_rope_head_dim``, the ``qk_head_dim`` its config derives)."""
     data = json.loads(config)
-    defaults = CONFIG_DEFAULTS[data["model_type"]]
-    heads = HEADS_FIELD.get(data["model_type"], "num_heads")
-    return data.get(heads, defaults[heads]), data.get("head_dim", defaults["head_dim"])
+    kind = data["model_type"]
+    defaults = CONFIG_DEFAULTS[kind]
+    heads = data.get(HEADS_FIELD.get(kind, "num_heads"), defaults[HEADS_FIELD.get(kind, "num_heads")])
+    if kind == "kimi_linear":
+        return heads, sum(data.get(f, defaults[f]) for f in ("qk_nope_head_dim", "qk_rope_head_dim"))
+    return heads, data.get("head_dim", defaults["head_dim"])
 
 
 def read_config(path: str) -> str:
@@ -125,7 +134,9 @@ def canonical_config(data: dict, where: str = "config") -> str:
     if type(layers) is not int or not 1 <= layers <= 4096:
         raise LivebytesError(f"{where}: num_hidden_layers must be an integer from 1 to 4096, got {show(layers)}")
     for field in ("hidden_size", "vocab_size", "num_heads", "head_dim", "num_attention_heads", "num_key_value_heads",
-                  "num_experts", "num_experts_per_tok", "moe_intermediate_size", "full_attention_interval"):
+                  "num_experts", "num_experts_per_tok", "moe_intermediate_size", "full_attention_interval",
+                  "num_local_experts", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
+                  "linear_num_heads", "linear_head_dim"):
         value = data.get(field)
         if value is not None and (type(value) is not int or value <= 0):
             raise LivebytesError(f"{where}: {field} must be a positive integer, got {show(value)}")
@@ -234,6 +245,9 @@ KNOWN_REFUSALS = (
      "FLA's FusedCrossEntropyLoss (the config's fuse_cross_entropy, GatedDeltaNet's default) asserts CUDA inputs, which "
      "the tracer's meta tensors are not: not traced yet; set fuse_linear_cross_entropy true and fuse_cross_entropy "
      "false in the config to trace the fused linear loss instead"),
+    ("Padding_idx must be within num_embeddings",
+     "the config's pad_token_id is not a token of its vocab_size (Kimi-Linear's default is 163839): set pad_token_id "
+     "to null or to an id below vocab_size"),
     ("Please upgrade Triton to >= 3.7.1",
      "fla-core 0.6.0 refuses the gated backward on Hopper under Triton < 3.7.1 (its #640): trace with Triton >= 3.7.1 "
      "installed (pip install 'triton>=3.7.1')"),
@@ -431,4 +445,9 @@ FAMILY_NOT_MODELLED = {"qwen3_next": (
     "torch._grouped_mm's own CUDA workspace (CUTLASS grouped GEMM: problem-size arrays and scheduler workspace), "
     "allocated inside each call; which experts the tokens go to changes its work, not the traced buffers",
 )}
+FAMILY_NOTES["kimi_linear"] = (FAMILY_NOTES["qwen3_next"][0],
+                               "full attention (MLA): transformers' sdpa with no mask, q/k head dim "
+                               "qk_nope + qk_rope, v head dim v_head_dim, which torch 2.11's CUDA build runs as cuDNN "
+                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][2])
+FAMILY_NOT_MODELLED["kimi_linear"] = FAMILY_NOT_MODELLED["qwen3_next"]
 

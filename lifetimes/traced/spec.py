@@ -1,5 +1,6 @@
 """The traced whole models in the registry: ``fla-kda-model@0.6.0``, ``fla-gdn-model@0.6.0`` (flash-linear-attention's
-causal LMs) and ``qwen3-next-model@5.17.0`` (transformers' ``Qwen3NextForCausalLM``).
+causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (transformers' ``Qwen3NextForCausalLM`` and
+``KimiLinearForCausalLM``).
 
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
 ``optimizer``, ``precision``, ``packed`` and ``environment`` (the versions the traces come from and the tracer's digest,
@@ -20,6 +21,12 @@ def refuse(shape, device) -> str | None:
     if shape.seq < 1 or shape.mbs < 1:
         return "a batch needs at least one sequence of one token"
     return None
+
+
+# why a family's packed batch is not traced (transformers 5.17.0's modeling files)
+PACKED_REFUSED = {"qwen3_next": "its Gated DeltaNet layers read the boundaries as cu_seq_lens_q (modeling_qwen3_next.py"
+                                ":737, flash attention's varlen convention), which the tracer's batch does not pass",
+                  "kimi_linear": "its KDA layers take no sequence boundaries (each row is one sequence)"}
 
 
 def refuse_one_row(shape, device) -> str | None:
@@ -48,8 +55,7 @@ def builder(model_type: str):
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
         if model_type in ONE_ROW and packed:
-            raise RefusedShapeError(f"{key}: packed sequences: its Gated DeltaNet layers take no cu_seqlens (each row "
-                                    "is one sequence); not traced")
+            raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
         if model_type in HYBRID and req.depth > MAX_HYBRID_LAYERS:
             raise RefusedShapeError(f"{key}: {req.depth:,} layers: a hybrid stack (full attention every "
                                     f"full_attention_interval layers) is traced at its own depth, up to "
