@@ -76,6 +76,7 @@ def test_experts_buffers_are_sized_by_tokens_not_routing(model):
     (["--batch-size", "2"], "a batch of 2 sequences"),
     (["--packed"], "packed sequences: its Gated DeltaNet layers read the boundaries as cu_seq_lens_q"),
     (["--layers", "9"], "9 layers: a hybrid stack"),
+    (["--precision", "fp32-amp"], "fp32-amp: its experts call torch._grouped_mm with the fp32 weights"),
 ])
 def test_what_is_not_traced_is_said_in_one_line(tmp_path, args, line):
     path = tmp_path / "config.json"

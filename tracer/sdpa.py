@@ -199,6 +199,10 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
     """``at::native::scaled_dot_product_attention`` on CUDA (attention.cpp): the backend ``choose`` picks, called as
     that function calls it."""
     import torch
+    if torch.is_autocast_enabled("cuda") and any(t.dtype == torch.float32 for t in (q, k, v)):
+        # autocast would cast them to its dtype at AutocastCUDA (scaled_dot_product_attention is lower_precision_fp),
+        # below this function-level routing: not emulated here
+        raise SdpaUnsupported("scaled_dot_product_attention of fp32 inputs under autocast is not traced yet")
     c = Call.of(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
     backend = choose(c, target)
     if backend == "math":

@@ -54,6 +54,10 @@ def builder(model_type: str):
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
+        if model_type in ONE_ROW and precision == "fp32-amp":
+            raise RefusedShapeError(f"{key}: fp32-amp: its experts call torch._grouped_mm with the fp32 weights (moe.py "
+                                    "casts the input to the weight's dtype), which torch's meta kernel refuses (bf16 "
+                                    "only); not traced")
         if model_type in ONE_ROW and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
         if model_type in HYBRID and req.depth > MAX_HYBRID_LAYERS:

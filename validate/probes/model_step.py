@@ -14,7 +14,8 @@ accelerate's ``convert_to_fp32`` after it (as HF Trainer's ``bf16=True`` runs it
 Every step is appended to ``OUT/<tag>.jsonl`` as soon as it ends (max_memory_allocated, max_memory_reserved,
 requested_bytes peak, what is allocated and reserved after it, the process's own non-PyTorch bytes from NVML by pid
 (device-wide when that is unreadable, and said so), the stack limit); an out-of-memory ends the run with PyTorch's
-figures (the observer's request to the byte). ``OUT/<tag>.json`` is the record.
+figures (the observer's request to the byte). ``OUT/<tag>.json`` is the record; with ``--sdpa-choice`` it also says
+which SDPA kernel torch picks for the config's full attention (``torch._fused_sdp_choice``, asked after the steps).
 
     python3 validate/probes/model_step.py --config CONFIG.json --mbs 1 --seq 8192 --checkpoint --state cold \
         --out DIR --tag kda-1.3b-8k
@@ -268,7 +269,7 @@ def sdpa_choice(torch, config: dict, mbs: int, seq: int) -> dict | None:
     opts = dict(dtype=torch.bfloat16, device="cuda", requires_grad=True)
     q = torch.empty(mbs, h, seq, d, **opts)
     k, v = (torch.empty(mbs, hkv, seq, d, **opts) for _ in range(2))
-    choice = int(torch._fused_sdp_choice(q, k, v, None, 0.0, True, None, hkv < h))
+    choice = int(torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=None, enable_gqa=hkv < h))
     return {"choice": choice, "backend": SDP_BACKENDS.get(choice, str(choice)), "cudnn": torch.backends.cudnn.version(),
             "q": [mbs, h, seq, d], "kv": [mbs, hkv, seq, d]}
 
