@@ -34,6 +34,7 @@ def test_cudnn_goes_first_above_cudnn_9_15_on_sm90_and_sm100(target, prefers):
     (call(dtype="float32"), H200, "efficient"),               # fp32: no cuDNN or flash; 128 % 4 == 0
     (call(gqa=False), H200, "math"),                          # 4 vs 2 heads without enable_gqa: no fused kernel
     (call(), Target((9, 0), 91000), "flash"),                 # cuDNN 9.10: the default order, flash first
+    (Call((1, 4, 1030), (1, 4, 1030), (1, 4, 1030), "bfloat16"), H200, "math"),    # 3-D: no fused kernel
 ])
 def test_the_backend_is_torch_2_11s_choice(c, target, backend):
     assert choose(c, target) == backend

@@ -149,6 +149,9 @@ def flash_refusal(c: Call, t: Target) -> str | None:
     """``can_use_flash_attention``: no mask, equal head dims up to 256, sm80..sm121 (training with head dim over 192
     refused on sm86-89 and sm120-121), causal only with equal query and key lengths, bf16/fp16, grouped-query heads
     allowed (K and V equal)."""
+    why = _common(c, t, (8, 0), (12, 1))
+    if why:
+        return why
     if c.has_mask:
         return "flash takes no attention mask"
     if not (c.q_shape[3] == c.k_shape[3] == c.v_shape[3] <= 256):
@@ -162,16 +165,19 @@ def flash_refusal(c: Call, t: Target) -> str | None:
         d = c.q_shape[3]
         if not (d <= 192 or (c.dropout_p == 0 and d > 224)):
             return "training with this head dim on sm86-89/sm120-121"
-    return _common(c, t, (8, 0), (12, 1)) or _heads_ok(c, gqa_supported=True, same_kv_heads=True)
+    return _heads_ok(c, gqa_supported=True, same_kv_heads=True)
 
 
 def efficient_refusal(c: Call, t: Target) -> str | None:
     """``can_use_mem_efficient_attention``: sm50..sm121, q and k head dims equal, head dims multiples of the GEMM
     alignment (8 for 16-bit dtypes from sm80, 4 for fp32), equal heads unless grouped-query."""
+    why = _common(c, t, (5, 0), (12, 1))
+    if why:
+        return why
     align = 8 if c.dtype in ("bfloat16", "float16") else 4
     if c.q_shape[3] != c.k_shape[3] or c.q_shape[3] % align or c.v_shape[3] % align:
         return "head dims not aligned"
-    return _common(c, t, (5, 0), (12, 1)) or _heads_ok(c, gqa_supported=True, same_kv_heads=True)
+    return _heads_ok(c, gqa_supported=True, same_kv_heads=True)
 
 
 REFUSALS = {"cudnn": cudnn_refusal, "flash": flash_refusal, "efficient": efficient_refusal}
