@@ -27,7 +27,8 @@ Impl = typer.Option(None, "--impl", help=IMPL_HELP, metavar="KEY")
 Impls = typer.Option(None, "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
 Model = typer.Option(None, "--model", metavar="CONFIG.json",
                      help="a whole model's training step: an HF config.json of model_type kda or gated_deltanet "
-                          "(KDAForCausalLM or GatedDeltaNetForCausalLM of flash-linear-attention), traced on this CPU "
+                          "(KDAForCausalLM or GatedDeltaNetForCausalLM of flash-linear-attention), qwen3_next or "
+                          "kimi_linear (transformers' Qwen3NextForCausalLM, KimiLinearForCausalLM), traced on this CPU "
                           "(needs the model extra: pip install 'livebytes\\[model]'); instead of --impl")
 Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
                          help="--model only: torch.optim.AdamW (default, its CUDA defaults: foreach), SGD or none")

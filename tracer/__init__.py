@@ -11,6 +11,8 @@ tensors, on a machine without a GPU, recording every allocation and free in orde
   (forward hooks; in the backward, the autograd node's module) and the thread a GPU would run it on;
 - ``autocast``: CUDA autocast's kernels at their dispatch key for meta tensors (torch's own do not act on them), so
   ``torch.autocast("cuda")`` casts as on the GPU, with its weight cache (fp32-amp);
+- ``sdpa``: ``scaled_dot_product_attention`` routed to the fused kernel torch's CUDA build picks for the target GPU
+  (cuDNN or flash, else math), with that kernel's allocations, instead of the meta math path;
 - ``step``: a training step as a script runs it (model built from an HF config, inputs, AdamW, checkpointing, the
   precision: bf16 parameters, or fp32 ones under autocast);
 - ``__main__``: ``python -m livebytes.tracer SPEC.json`` prints the traces as JSON (what ``lifetimes`` reads).

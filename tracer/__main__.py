@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
         return 1
     meta_index_is_device_0()
     from .autocast import AutocastUnknown
+    from .sdpa import SdpaUnsupported
     from .step import trace_training
     runs = spec.get("runs") or [{"layers": spec.get("layers"), "shapes": spec["shapes"]}]
     out = []
@@ -45,7 +46,7 @@ def main(argv: list[str]) -> int:
         for run in runs:
             one = {**spec, "layers": run["layers"]}
             out.append({"layers": run["layers"], "traces": [trace_training(one, mbs, seq) for mbs, seq in run["shapes"]]})
-    except AutocastUnknown as err:
+    except (AutocastUnknown, SdpaUnsupported) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     json.dump({"format": FORMAT, "versions": installed_versions(), "device": device.name, "spec": spec, "runs": out,

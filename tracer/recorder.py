@@ -24,6 +24,7 @@ import sys
 import weakref
 from dataclasses import dataclass, field
 
+from .sdpa import KERNELS
 from .values import Mirrors, meta_like, mirrorable, tensors
 
 LIBRARY_DIRS = ("fla/", "transformers/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
@@ -37,7 +38,8 @@ REDUCTIONS = ("aten.sum.dim_IntList", "aten.sum.default", "aten.mean.dim", "aten
 GPU_SCRATCH_OPS = ("aten.embedding_dense_backward.default", "aten.sort.default", "aten.sort.stable", "aten.topk.default",
                    "aten.cumsum.default", "aten.nonzero.default", "aten.unique_consecutive.default",
                    "aten._unique2.default", "aten.index_put_.default", "aten._index_put_impl_.default",
-                   "aten.repeat_interleave.Tensor", "aten.scatter_add_.default", "aten.index_add_.default")
+                   "aten.repeat_interleave.Tensor", "aten.scatter_add_.default", "aten.index_add_.default",
+                   "aten._grouped_mm.default")
 
 
 def site_packages_relative(path: str) -> str:
@@ -216,6 +218,22 @@ class Recorder:
             self.events.append({"e": "scratch_op", "op": name, "frames": self._frames(),
                                 "out": self._alloc_id(out if isinstance(out, torch.Tensor) else None), **self.where()})
 
+    def cuda_kernel(self, func, args, kwargs):
+        """An operator whose CUDA kernel allocates other than its meta kernel (``sdpa.KERNELS``): its allocations as
+        the CUDA function makes them, in order (temporaries freed as it returns), and a ``scratch_op`` event for a
+        workspace of a size only the GPU knows."""
+        emulate, workspace = KERNELS[str(func)]
+        made, out = emulate(func, args, kwargs)
+        frames, name = self._frames(), str(func)
+        for t in made:
+            self.track(t, name, frames)
+        del made                                         # the temporaries die here, as when the C++ call returns
+        if workspace:
+            self.events.append({"e": "scratch_op", "op": name, "frames": frames, "out": None,
+                                "what": "cuDNN's SDPA graph workspace (cudnn/MHA.cpp get_workspace_size), sized by its "
+                                        "execution plan on the GPU", **self.where()})
+        return out
+
     def launch(self, launch) -> None:
         args = [i for i in (self._alloc_id(t) for t in launch.tensors) if i is not None]
         self.events.append({"e": "launch", "kernel": launch.kernel, "key": list(launch.key) if launch.key else None,
@@ -241,6 +259,8 @@ class Recorder:
         from torch.utils._pytree import tree_flatten, tree_map
         if func is torch.ops.aten.add.Tensor and accumulates_in_place(args, kwargs):
             func = torch.ops.aten.add_.Tensor            # the engine's ``old_var.add_(var)``: no new storage
+        if str(func) in KERNELS:
+            return self.cuda_kernel(func, args, kwargs)
         has_meta = self.mirrors.any_meta((args, kwargs))
         real_in = self.mirrors.to_real((args, kwargs)) if has_meta else None
         try:

@@ -41,6 +41,12 @@ def build_model(config: dict, layers: int | None):
     cfg = AutoConfig.for_model(config["model_type"], **kwargs)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
+    experts = getattr(model.config, "_experts_implementation", None)
+    # an experts module of transformers' ``use_experts_implementation`` (integrations/moe.py) carries ``has_gate``
+    moe = any(hasattr(m, "has_gate") and hasattr(m, "is_transposed") for m in model.modules())
+    if moe and experts != "grouped_mm":      # transformers' default from sm80 (modeling_utils get_correct_experts_...)
+        raise SystemExit(f"error: the experts run as {experts!r}, not grouped_mm: not traced (their buffers would be "
+                         "sized by the routing)")
     return model
 
 
@@ -165,7 +171,10 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     from .autocast import emulated
     from .launches import install as install_launches
     from .modules import module_paths
+    from livebytes.estimator.devices import get_device
+
     from .recorder import Recorder, code_line
+    from .sdpa import Target, cuda_sdpa_mode
     precision = spec["precision"]
     if precision not in PRECISIONS:
         raise SystemExit(f"error: precision {precision!r} is not traced (known: {', '.join(PRECISIONS)})")
@@ -180,7 +189,8 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     model.train()
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
-    with amp, rec.mode(), module_paths(model, rec.state):
+    sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
+    with amp, sdpa, rec.mode(), module_paths(model, rec.state):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
         rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),

@@ -38,7 +38,7 @@ def store(paths: list[Path], out: Path | None = None) -> list[Path]:
             raise LivebytesError(f"{path.name} ran {recorded}; this environment has {here}")
         folder.mkdir(parents=True, exist_ok=True)
         req = request_of(data)
-        specs = [trace_spec(req, n) for n in layer_counts(req.depth)]
+        specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
         for spec, done in zip(specs, run_tracers(specs)):
             target = folder / stored_trace_name(spec)
             with gzip.open(target, "wt", compresslevel=9) as fh:

@@ -75,6 +75,10 @@ def _extras(s: TracedStep, sms: int, threads: set, not_modelled: list) -> list[E
             out += scratch
             if why and why not in not_modelled:
                 not_modelled.append(why)
+        elif kind == "scratch_op" and ev.get("what"):
+            why = f"{ev['what']}: {ev['op']}, allocated and freed inside each call"
+            if why not in not_modelled:
+                not_modelled.append(why)
     return out
 
 

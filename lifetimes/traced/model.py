@@ -1,14 +1,18 @@
 """A whole model's training step from its HF config, traced once per configuration and answered at any shape.
 
 ``Request``: the config (``model_type`` kda or gated_deltanet: flash-linear-attention's ``KDAForCausalLM`` and
-``GatedDeltaNetForCausalLM``), the optimizer, precision, checkpointing, batch layout, layers and the device.
+``GatedDeltaNetForCausalLM``; qwen3_next: transformers' ``Qwen3NextForCausalLM``, whose linear-attention layers call
+flash-linear-attention's ``chunk_gated_delta_rule``), the optimizer, precision, checkpointing, batch layout, layers and
+the device.
 
 ``traces``: one subprocess (``python -m livebytes.tracer``) traces the step at ``LEARN`` shapes for 1, 2, 3 and 4
 layers and at ``HELD_OUT`` for three; cached on disk (the private model cache) by the request, the installed library
 versions and the tracer's sources. ``symbolic``: each layer count's calls become one call with byte formulas in S and
 MBS (``symbolic``), checked exact at the held-out shape; four layers are checked to be three with one more
-(``layers.check``), so any depth from three up is the three-layer call expanded (``layers.expand``). ``model``: that
-call as a ``LifetimeModel`` with the GPU's own buffers (``build``).
+(``layers.check``), so any depth from three up is the three-layer call expanded (``layers.expand``). A hybrid stack
+(``HYBRID``: Qwen3-Next's full-attention layer every ``full_attention_interval`` layers) is not three layers repeated:
+it is traced at its own depth, up to ``MAX_HYBRID_LAYERS``. ``model``: that call as a ``LifetimeModel`` with the GPU's
+own buffers (``build``).
 """
 from __future__ import annotations
 
@@ -23,10 +27,25 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
-FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model"}
+FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model", "qwen3_next": "qwen3-next-model",
+            "kimi_linear": "kimi-linear-model"}
 PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``check_environment``)
+# the distribution and version a family's model key names (its causal LM's code); fla's models are fla's, Qwen3-Next
+# is transformers' (the H200 image's 5.17.0), which runs fla ``PINNED``'s kernels in its linear-attention layers
+PINS = {"kda": ("flash-linear-attention", PINNED), "gated_deltanet": ("flash-linear-attention", PINNED),
+        "qwen3_next": ("transformers", "5.17.0"), "kimi_linear": ("transformers", "5.17.0")}
+CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
+           "kimi_linear": "KimiLinearForCausalLM"}
+HYBRID = ("qwen3_next", "kimi_linear")    # layer types differ along the stack (config.layer_types): traced at its depth
+MAX_HYBRID_LAYERS = 8       # a hybrid stack's trace grows with its depth (about a minute a shape at 4 layers here)
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
+# transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
+# at one row, a copy (and an earlier free of the padded labels) at more, so a batch of one row and a batch of several
+# are two programs; such a family is traced, and answers, at one row per batch (loss/loss_utils.py:64)
+ONE_ROW = ("qwen3_next", "kimi_linear")
+LEARN_ONE_ROW = ((1, 1030), (1, 1542), (1, 2060), (1, 2574))
+HELD_OUT_ONE_ROW = (1, 777)
 TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
@@ -58,18 +77,44 @@ class Request:
     def family(self) -> str:
         return FAMILIES[self.config_dict["model_type"]]
 
+    @property
+    def key(self) -> str:
+        return model_key(self.config_dict["model_type"])
+
+    @property
+    def expanded(self) -> bool:
+        """Answered by expanding three traced layers (``layers.expand``), not traced at its own depth."""
+        return len(layer_counts(self.depth, self.config_dict["model_type"])) > 1
+
+
+def model_key(model_type: str) -> str:
+    """The registry key of a family: ``fla-kda-model@0.6.0``, ``qwen3-next-model@5.17.0``."""
+    return f"{FAMILIES[model_type]}@{PINS[model_type][1]}"
+
 
 # the config classes' defaults for what a config.json may leave out (fla 0.6.0 fla/models/kda/configuration_kda.py:31-38,
-# fla/models/gated_deltanet/configuration_gated_deltanet.py:31-38)
+# fla/models/gated_deltanet/configuration_gated_deltanet.py:31-38; transformers 5.17.0
+# models/qwen3_next/configuration_qwen3_next.py:93-132: num_attention_heads 16, head_dim 256, 48 layers;
+# models/kimi_linear/configuration_kimi_linear.py:91-105: 32 heads, qk_nope_head_dim 128 + qk_rope_head_dim 64, 27 layers)
 CONFIG_DEFAULTS = {"kda": {"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24},
-                   "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21}}
+                   "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21},
+                   "qwen3_next": {"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48},
+                   "kimi_linear": {"num_attention_heads": 32, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                                   "num_hidden_layers": 27}}
+HEADS_FIELD = {"qwen3_next": "num_attention_heads", "kimi_linear": "num_attention_heads"}   # where not ``num_heads``
 
 
 def config_sizes(config: str) -> tuple[int, int]:
-    """(num_heads, head_dim) of a canonical config, its class's defaults where it leaves them out."""
+    """(query heads, query/key head dim) of a canonical config, its class's defaults where it leaves them out
+    (Qwen3-Next: its full-attention layers' ``num_attention_heads`` and ``head_dim``; Kimi-Linear: its MLA layers'
+    heads and ``qk_nope_head_dim + qk_rope_head_dim``, the ``qk_head_dim`` its config derives)."""
     data = json.loads(config)
-    defaults = CONFIG_DEFAULTS[data["model_type"]]
-    return data.get("num_heads", defaults["num_heads"]), data.get("head_dim", defaults["head_dim"])
+    kind = data["model_type"]
+    defaults = CONFIG_DEFAULTS[kind]
+    heads = data.get(HEADS_FIELD.get(kind, "num_heads"), defaults[HEADS_FIELD.get(kind, "num_heads")])
+    if kind == "kimi_linear":
+        return heads, sum(data.get(f, defaults[f]) for f in ("qk_nope_head_dim", "qk_rope_head_dim"))
+    return heads, data.get("head_dim", defaults["head_dim"])
 
 
 def read_config(path: str) -> str:
@@ -88,7 +133,10 @@ def canonical_config(data: dict, where: str = "config") -> str:
     layers = data.get("num_hidden_layers", CONFIG_DEFAULTS[kind]["num_hidden_layers"])
     if type(layers) is not int or not 1 <= layers <= 4096:
         raise LivebytesError(f"{where}: num_hidden_layers must be an integer from 1 to 4096, got {show(layers)}")
-    for field in ("hidden_size", "vocab_size", "num_heads", "head_dim"):
+    for field in ("hidden_size", "vocab_size", "num_heads", "head_dim", "num_attention_heads", "num_key_value_heads",
+                  "num_experts", "num_experts_per_tok", "moe_intermediate_size", "full_attention_interval",
+                  "num_local_experts", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
+                  "linear_num_heads", "linear_head_dim"):
         value = data.get(field)
         if value is not None and (type(value) is not int or value <= 0):
             raise LivebytesError(f"{where}: {field} must be a positive integer, got {show(value)}")
@@ -107,9 +155,9 @@ def environment(stored: str | None = None) -> str:
     return json.dumps([installed_versions(), tracer_digest()], sort_keys=True)
 
 
-def check_environment(env: str, stored: str | None = None) -> None:
-    """The model is built here, now: ``env`` must be this environment, with flash-linear-attention ``PINNED`` (stored
-    traces carry their own versions: ``stored_traces`` checks them)."""
+def check_environment(env: str, stored: str | None = None, model_type: str | None = None) -> None:
+    """The model is built here, now: ``env`` must be this environment, with flash-linear-attention ``PINNED`` and the
+    family's pinned distribution (``PINS``; stored traces carry their own versions: ``stored_traces`` checks them)."""
     if stored is not None:
         if env != environment(stored):
             raise LivebytesError(f"the stored traces in {stored} changed since the model was asked for; ask again")
@@ -118,6 +166,10 @@ def check_environment(env: str, stored: str | None = None) -> None:
     if fla != PINNED:
         raise LivebytesError(f"the traced models are of flash-linear-attention {PINNED}; this environment has "
                              f"{fla or 'none'} (pip install 'livebytes[model]')")
+    dist, pinned = PINS.get(model_type, ("flash-linear-attention", PINNED))
+    have = installed_versions().get(dist)
+    if have != pinned:
+        raise LivebytesError(f"{model_key(model_type)} traces {dist} {pinned}; this environment has {have or 'none'}")
     if env != environment():
         raise LivebytesError("the model was asked for under other library versions than those installed; ask again")
 
@@ -126,7 +178,7 @@ def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", 
                 stored: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
     folder of traces made under other versions (``stored_traces``), None to trace here."""
-    key = f"{FAMILIES[json.loads(config)['model_type']]}@{PINNED}"
+    key = model_key(json.loads(config)["model_type"])
     return key, {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
                  "environment": environment(stored), "stored": stored}
 
@@ -142,13 +194,24 @@ def tracer_digest() -> str:
     return package_digest("livebytes.tracer")
 
 
-def layer_counts(depth: int) -> tuple[int, ...]:
-    """The depths traced for a model of ``depth`` layers: itself below three, else three and four (``layers``)."""
-    return (depth,) if depth < 3 else (3, 4)
+def layer_counts(depth: int, model_type: str | None = None) -> tuple[int, ...]:
+    """The depths traced for a model of ``depth`` layers: itself below three or for a hybrid stack (``HYBRID``), else
+    three and four (``layers``)."""
+    return (depth,) if depth < 3 or model_type in HYBRID else (3, 4)
+
+
+def learn_shapes(req: Request) -> tuple:
+    """The shapes the formulas are solved from: ``LEARN``, or one row per batch for ``ONE_ROW`` families."""
+    return LEARN_ONE_ROW if req.config_dict["model_type"] in ONE_ROW else LEARN
+
+
+def held_out_shape(req: Request) -> tuple:
+    return HELD_OUT_ONE_ROW if req.config_dict["model_type"] in ONE_ROW else HELD_OUT
 
 
 def trace_spec(req: Request, layers: int) -> dict:
-    shapes = [list(s) for s in LEARN] + ([list(HELD_OUT)] if layers in (1, 2, 3) else [])
+    held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.config_dict["model_type"] in HYBRID else []
+    shapes = [list(s) for s in learn_shapes(req)] + held
     return {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
             "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
 
@@ -182,6 +245,9 @@ KNOWN_REFUSALS = (
      "FLA's FusedCrossEntropyLoss (the config's fuse_cross_entropy, GatedDeltaNet's default) asserts CUDA inputs, which "
      "the tracer's meta tensors are not: not traced yet; set fuse_linear_cross_entropy true and fuse_cross_entropy "
      "false in the config to trace the fused linear loss instead"),
+    ("Padding_idx must be within num_embeddings",
+     "the config's pad_token_id is not a token of its vocab_size (Kimi-Linear's default is 163839): set pad_token_id "
+     "to null or to an id below vocab_size"),
     ("Please upgrade Triton to >= 3.7.1",
      "fla-core 0.6.0 refuses the gated backward on Hopper under Triton < 3.7.1 (its #640): trace with Triton >= 3.7.1 "
      "installed (pip install 'triton>=3.7.1')"),
@@ -203,8 +269,9 @@ def untraceable_here(model_type: str, sm: int = 90) -> str | None:
     triton = installed_versions().get("triton") or "0"
     version = tuple(int(part) for part in triton.split("+")[0].split(".")[:3])
     low, high = GATED_BACKWARD_REFUSED
-    if model_type == "gated_deltanet" and sm == 90 and low <= version < high:
-        return f"GatedDeltaNet traces for Hopper under Triton >= 3.7.1 only (fla-core 0.6.0's #640); this has {triton}"
+    if model_type in ("gated_deltanet", "qwen3_next") and sm == 90 and low <= version < high:
+        return (f"{'GatedDeltaNet' if model_type == 'gated_deltanet' else 'Qwen3-Next (its Gated DeltaNet layers)'} "
+                f"traces for Hopper under Triton >= 3.7.1 only (fla-core 0.6.0's #640); this has {triton}")
     return None
 
 
@@ -214,7 +281,7 @@ def traces(req: Request) -> dict:
     from livebytes.estimator.cache import cached
     if req.stored is not None:
         return stored_traces(req)
-    counts = layer_counts(req.depth)
+    counts = layer_counts(req.depth, req.config_dict["model_type"])
     specs = [trace_spec(req, n) for n in counts]
     parts = ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
              tracer_digest())
@@ -258,7 +325,7 @@ def stored_traces(req: Request) -> dict:
     """``traces`` read from ``req.stored``: each layer count's spec under its name, its spec the request's, made with
     flash-linear-attention ``PINNED``."""
     runs, versions = [], None
-    for n in layer_counts(req.depth):
+    for n in layer_counts(req.depth, req.config_dict["model_type"]):
         spec = trace_spec(req, n)
         path = Path(req.stored) / stored_trace_name(spec)
         if not path.is_file():
@@ -284,9 +351,9 @@ def symbolic_calls(req: Request) -> dict:
     out = {}
     for run in data["runs"]:
         calls = [unify(t) for t in run["traces"]]
-        learn = [c for c in calls if (c.mbs, c.seq) in LEARN]
+        learn = [c for c in calls if (c.mbs, c.seq) in learn_shapes(req)]
         out[run["layers"]] = symbolic_call(learn, config)
-        held = [c for c in calls if (c.mbs, c.seq) == HELD_OUT]
+        held = [c for c in calls if (c.mbs, c.seq) == held_out_shape(req)]
         if held:
             check_held_out(out[run["layers"]], held[0], config, learn)
     if 3 in out and 4 in out:
@@ -313,7 +380,7 @@ def call_for(req: Request):
     """The symbolic call of the request's depth."""
     from .layers import expand
     depth = req.depth
-    calls = symbolic_calls(req if depth < 3 else _deep(req))
+    calls = symbolic_calls(_deep(req) if req.expanded else req)
     return calls[depth] if depth in calls else expand(calls[3], depth)
 
 
@@ -325,8 +392,14 @@ def _deep(req: Request) -> Request:
 
 def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
     from .build import traced_model
-    call = call_for(req)
-    versions = traces(_deep(req) if req.depth >= 3 else req)["versions"]
+    from .calls import TraceRefused
+    from .layers import NotRepeating
+    from .symbolic import Unexplained
+    try:
+        call = call_for(req)
+    except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
+        raise LivebytesError(f"{req.key}: {err}") from None
+    versions = traces(_deep(req) if req.expanded else req)["versions"]
     return traced_model(call, device.sm_count, device.arch, **fields(req, device, versions))
 
 
@@ -334,9 +407,11 @@ def fields(req: Request, device, versions: dict) -> dict:
     config = req.config_dict
     fla = versions.get("flash-linear-attention") or "?"
     depth = req.depth
+    kind = config["model_type"]
+    dist, _ = PINS[kind]
+    version = versions.get(dist) or "?"
     return dict(
-        key=f"{req.family}@{PINNED}", implementation=f"flash-linear-attention {fla} {config['model_type']} causal LM, traced",
-        version=fla, device=device.name,
+        key=req.key, implementation=f"{dist} {version} {CLASSES[kind]}, traced", version=version, device=device.name,
         summary=(f"{depth} layer{'s' if depth != 1 else ''}, hidden {config.get('hidden_size')}, vocab "
                  f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
                  f"{req.precision}{', checkpointing per layer' if req.checkpoint else ''}; traced with torch "
@@ -344,9 +419,9 @@ def fields(req: Request, device, versions: dict) -> dict:
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
                  ("layers", depth)),
-        not_modelled=NOT_MODELLED,
+        not_modelled=NOT_MODELLED + FAMILY_NOT_MODELLED.get(kind, ()),
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
-               f"{versions.get('transformers')}, triton {versions.get('triton')}",),
+               f"{versions.get('transformers')}, triton {versions.get('triton')}",) + FAMILY_NOTES.get(kind, ()),
     )
 
 
@@ -355,3 +430,24 @@ NOT_MODELLED = (
     "temporaries: named per model where they run)",
     "what the process does between steps beyond the step itself (data loading, logging, a second batch in flight)",
 )
+
+# what a family's answer assumes, said with every answer (transformers 5.17.0 integrations/moe.py, sdpa_attention.py)
+FAMILY_NOTES = {"qwen3_next": (
+    "routing: none of the traced sizes depends on it; the experts run as transformers' default grouped_mm "
+    "(integrations/moe.py grouped_mm_experts_forward): tokens sorted by expert into [T*top_k, hidden] buffers and one "
+    "torch._grouped_mm per projection over all experts, with the per-expert offsets as data (the eager per-expert "
+    "loop, whose buffers are sized by each expert's tokens, is not what runs)",
+    "full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs as "
+    "cuDNN attention on sm90 (tracer.sdpa)",
+    "causal_conv1d: transformers' torch fallback (the causal-conv1d package is not installed, here or on the H200)",
+)}
+FAMILY_NOT_MODELLED = {"qwen3_next": (
+    "torch._grouped_mm's own CUDA workspace (CUTLASS grouped GEMM: problem-size arrays and scheduler workspace), "
+    "allocated inside each call; which experts the tokens go to changes its work, not the traced buffers",
+)}
+FAMILY_NOTES["kimi_linear"] = (FAMILY_NOTES["qwen3_next"][0],
+                               "full attention (MLA): transformers' sdpa with no mask, q/k head dim "
+                               "qk_nope + qk_rope, v head dim v_head_dim, which torch 2.11's CUDA build runs as cuDNN "
+                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][2])
+FAMILY_NOT_MODELLED["kimi_linear"] = FAMILY_NOT_MODELLED["qwen3_next"]
+

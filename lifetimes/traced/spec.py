@@ -1,4 +1,6 @@
-"""The traced whole models in the registry: ``fla-kda-model@0.6.0`` and ``fla-gdn-model@0.6.0``.
+"""The traced whole models in the registry: ``fla-kda-model@0.6.0``, ``fla-gdn-model@0.6.0`` (flash-linear-attention's
+causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (transformers' ``Qwen3NextForCausalLM`` and
+``KimiLinearForCausalLM``).
 
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
 ``optimizer``, ``precision``, ``packed`` and ``environment`` (the versions the traces come from and the tracer's digest,
@@ -10,7 +12,8 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
-from .model import FAMILIES, OPTIMIZERS, PINNED, PRECISIONS, Request, check_environment
+from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, Request, \
+    check_environment, model_key
 
 
 def refuse(shape, device) -> str | None:
@@ -20,31 +23,58 @@ def refuse(shape, device) -> str | None:
     return None
 
 
+# why a family's packed batch is not traced (transformers 5.17.0's modeling files)
+PACKED_REFUSED = {"qwen3_next": "its Gated DeltaNet layers read the boundaries as cu_seq_lens_q (modeling_qwen3_next.py"
+                                ":737, flash attention's varlen convention), which the tracer's batch does not pass",
+                  "kimi_linear": "its KDA layers take no sequence boundaries (each row is one sequence)"}
+
+
+def refuse_one_row(shape, device) -> str | None:
+    """A family traced at one row per batch (``model.ONE_ROW``): any sequence length, one sequence."""
+    if shape.seq < 1:
+        return "a batch needs at least one sequence of one token"
+    if shape.mbs != 1:
+        return (f"a batch of {shape.mbs} sequences: transformers' loss copies the shifted labels only for two rows or "
+                "more (loss_utils.py:64), a program of its own; traced at one sequence per batch only")
+    return None
+
+
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
+        key = model_key(model_type)
         if layers is not None and layers > MAX_LAYERS:
-            raise RefusedShapeError(f"{FAMILIES[model_type]}@{PINNED}: {layers:,} layers: a traced model expands up "
+            raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
-        check_environment(environment, stored)
+        check_environment(environment, stored, model_type)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored)
         if req.config_dict.get("model_type") != model_type:
-            raise RefusedShapeError(f"{FAMILIES[model_type]}@{PINNED}: the config's model_type is "
+            raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
+        if model_type in ONE_ROW and precision == "fp32-amp":
+            raise RefusedShapeError(f"{key}: fp32-amp: its experts call torch._grouped_mm with the fp32 weights (moe.py "
+                                    "casts the input to the weight's dtype), which torch's meta kernel refuses (bf16 "
+                                    "only); not traced")
+        if model_type in ONE_ROW and packed:
+            raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
+        if model_type in HYBRID and req.depth > MAX_HYBRID_LAYERS:
+            raise RefusedShapeError(f"{key}: {req.depth:,} layers: a hybrid stack (full attention every "
+                                    f"full_attention_interval layers) is traced at its own depth, up to "
+                                    f"{MAX_HYBRID_LAYERS}; expanding it by its period is not built yet")
         return build(req, device)
     return build_traced
 
 
-for _type, _family in FAMILIES.items():
-    _cls = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM"}[_type]
+for _type in FAMILIES:
+    _dist, _version = PINS[_type]
     register(ModelSpec(
-        key=f"{_family}@{PINNED}", implementation=f"flash-linear-attention {PINNED} {_cls} (traced)", version=PINNED,
-        covers=f"a whole training step of flash-linear-attention {PINNED}'s {_cls} from its HF config (--model "
+        key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
+        covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
-        builder=builder(_type), refuse=refuse,
+        builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None, "stored": ()},
         shape_fields=("layers", "checkpoint"),

@@ -14,7 +14,8 @@ accelerate's ``convert_to_fp32`` after it (as HF Trainer's ``bf16=True`` runs it
 Every step is appended to ``OUT/<tag>.jsonl`` as soon as it ends (max_memory_allocated, max_memory_reserved,
 requested_bytes peak, what is allocated and reserved after it, the process's own non-PyTorch bytes from NVML by pid
 (device-wide when that is unreadable, and said so), the stack limit); an out-of-memory ends the run with PyTorch's
-figures (the observer's request to the byte). ``OUT/<tag>.json`` is the record.
+figures (the observer's request to the byte). ``OUT/<tag>.json`` is the record; with ``--sdpa-choice`` it also says
+which SDPA kernel torch picks for the config's full attention (``torch._fused_sdp_choice``, asked after the steps).
 
     python3 validate/probes/model_step.py --config CONFIG.json --mbs 1 --seq 8192 --checkpoint --state cold \
         --out DIR --tag kda-1.3b-8k
@@ -229,6 +230,7 @@ def run(args) -> int:
         rows.append(measure(torch, model, opt, inputs, i, log, observed, args.precision))
         if rows[-1]["oom"]:
             break
+    sdpa = sdpa_choice(torch, config, args.mbs, args.seq) if args.sdpa_choice else None
     record = {"kind": "model-step", "config": config, "shape": {"mbs": args.mbs, "seq": args.seq},
               "options": {"optimizer": args.optimizer, "precision": args.precision, "checkpoint": args.checkpoint,
                           "packed": args.packed},
@@ -241,12 +243,35 @@ def run(args) -> int:
               "total_memory": torch.cuda.get_device_properties(0).total_memory,
               "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "seconds": round(time.time() - t_start, 1), "tag": args.tag}
+    if sdpa is not None:
+        record["sdpa_choice"] = sdpa
     (out / f"{args.tag}.json").write_text(json.dumps(record, indent=1))
     if args.history:
         import pickle
         with (out / f"{args.tag}.snapshot.pickle").open("wb") as fh:
             pickle.dump(torch.cuda.memory._snapshot(), fh)
     return 0
+
+
+SDP_BACKENDS = {-1: "error", 0: "math", 1: "flash_attention", 2: "efficient_attention", 3: "cudnn_attention",
+                4: "overrideable"}          # torch.nn.attention.SDPBackend
+
+
+def sdpa_choice(torch, config: dict, mbs: int, seq: int) -> dict | None:
+    """The kernel torch picks here (``torch._fused_sdp_choice``) for a full-attention call as transformers makes it
+    (integrations/sdpa_attention.py): bf16 q [mbs, H, S, D] and k, v [mbs, H_kv, S, D] requiring grad, no mask, causal,
+    enable_gqa when H_kv < H; and cuDNN's runtime version. Asked after the steps (its tensors come and go then); None
+    for a config without full attention (no num_attention_heads and head_dim)."""
+    if "num_attention_heads" not in config or "head_dim" not in config:
+        return None
+    h, d = config["num_attention_heads"], config["head_dim"]
+    hkv = config.get("num_key_value_heads", h)
+    opts = dict(dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    q = torch.empty(mbs, h, seq, d, **opts)
+    k, v = (torch.empty(mbs, hkv, seq, d, **opts) for _ in range(2))
+    choice = int(torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=None, enable_gqa=hkv < h))
+    return {"choice": choice, "backend": SDP_BACKENDS.get(choice, str(choice)), "cudnn": torch.backends.cudnn.version(),
+            "q": [mbs, h, seq, d], "kv": [mbs, hkv, seq, d]}
 
 
 def versions(torch) -> dict:
@@ -274,6 +299,8 @@ def main() -> int:
     p.add_argument("--state", choices=("cold", "warm"), required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--history", action="store_true", help="record the allocator's events; <tag>.snapshot.pickle at the end")
+    p.add_argument("--sdpa-choice", action="store_true",
+                   help="after the steps, record the SDPA kernel torch picks for the config's full attention")
     p.add_argument("--out", required=True)
     p.add_argument("--tag", required=True)
     return run(p.parse_args())

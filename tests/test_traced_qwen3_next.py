@@ -1,0 +1,109 @@
+"""transformers 5.17's Qwen3NextForCausalLM through the traced source (issue 36 point 1): a hybrid stack (Gated DeltaNet
+layers, a full-attention layer every ``full_attention_interval``) with a mixture of experts in every block, traced on
+this CPU at its own depth; its full attention as torch 2.11's CUDA build runs it (cuDNN), its experts as
+transformers' grouped_mm. Traces live (about a minute cold; cached in ``LIVEBYTES_CACHE_DIR``)."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from livebytes.cli.app import app
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.engine import evaluate
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.registry import get_model
+from livebytes.estimator.shapes import Shape
+from livebytes.lifetimes.traced import model as traced
+from livebytes.lifetimes.traced.model import canonical_config, config_sizes, options_for
+
+# 4 layers: linear, linear, linear, full attention (interval 4); 8 experts, top 2
+TINY = {"model_type": "qwen3_next", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128, "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8, "linear_key_head_dim": 64, "linear_value_head_dim": 64, "num_experts": 8,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 256, "shared_expert_intermediate_size": 256,
+        "vocab_size": 32000, "full_attention_interval": 4}
+H200 = get_device("H200")
+AT_4K = Shape(1, 4096, 4, 128)
+runner = CliRunner()
+pytestmark = pytest.mark.skipif(traced.untraceable_here("qwen3_next") is not None,
+                                reason="this Triton refuses the Gated DeltaNet backward on Hopper")
+
+
+@pytest.fixture(scope="module")
+def model():
+    key, options = options_for(canonical_config(dict(TINY)))
+    return get_model(key, H200, **options)
+
+
+def test_the_key_is_transformers_version():
+    key, _ = options_for(canonical_config(dict(TINY)))
+    assert key == "qwen3-next-model@5.17.0"
+
+
+@pytest.mark.parametrize("config,sizes", [
+    ({"model_type": "qwen3_next"}, (16, 256)),                    # configuration_qwen3_next.py:97 and :108
+    (TINY, (4, 128)),
+])
+def test_heads_and_head_dim_are_the_full_attention_layers(config, sizes):
+    assert config_sizes(canonical_config(dict(config))) == sizes
+
+
+def bytes_of(model, note_has: str) -> list[int]:
+    return [evaluate(b.nbytes, AT_4K) for b in model.buffers if note_has in (b.note or "")]
+
+
+def test_full_attention_is_cudnns_seed_offset_output_and_stats(model):
+    """One full-attention layer (layer 3): cuDNN's forward keeps seed, offset (8 B each), the output [1, 4, T, 128]
+    bf16 = 4 * 4096 * 128 * 2 = 4,194,304 B and the stats [1, 4, T, 1] fp32 = 4 * 4096 * 4 = 65,536 B for the
+    backward, which makes dq (as q) and dk, dv [1, 2, T, 128] bf16 = 2,097,152 B each."""
+    assert bytes_of(model, "aten._scaled_dot_product_cudnn_attention.default") == [8, 8, 4_194_304, 65_536]
+    assert bytes_of(model, "aten._scaled_dot_product_cudnn_attention_backward.default") == [4_194_304, 2_097_152,
+                                                                                          2_097_152]
+    assert not bytes_of(model, "_safe_softmax")                  # no math path's [B, H, S, S]
+    assert any("cuDNN's SDPA graph workspace" in line for line in model.not_modelled)
+
+
+def test_experts_buffers_are_sized_by_tokens_not_routing(model):
+    """grouped_mm's up projection: [T * top_k, 2 * moe_intermediate] bf16 = 4096 * 2 * 512 * 2 = 8,388,608 B per MoE
+    block (four), whatever the routing; its weight gradients [8, 512, 512] bf16 = 4,194,304 B."""
+    ups = [b for b in model.buffers if "aten._grouped_mm" in (b.note or "") and b.name.startswith("for.")
+           and b.name.endswith("ge.out1")]
+    assert [evaluate(b.nbytes, AT_4K) for b in ups] == [8_388_608] * 4
+    assert any(line.startswith("routing: none of the traced sizes depends on it") for line in model.notes)
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--batch-size", "2"], "a batch of 2 sequences"),
+    (["--packed"], "packed sequences: its Gated DeltaNet layers read the boundaries as cu_seq_lens_q"),
+    (["--layers", "9"], "9 layers: a hybrid stack"),
+    (["--precision", "fp32-amp"], "fp32-amp: its experts call torch._grouped_mm with the fp32 weights"),
+])
+def test_what_is_not_traced_is_said_in_one_line(tmp_path, args, line):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "4096", *args])
+    assert r.exit_code == 1 and line in r.output and "Traceback" not in r.output, r.output
+
+
+def test_triton_below_3_7_1_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(traced, "installed_versions", lambda: {"triton": "3.6.0"})
+    assert traced.untraceable_here("qwen3_next").startswith("Qwen3-Next (its Gated DeltaNet layers) traces for "
+                                                            "Hopper under Triton >= 3.7.1 only")
+
+
+def test_another_transformers_is_refused(monkeypatch):
+    real = traced.installed_versions()
+    monkeypatch.setattr(traced, "installed_versions", lambda: dict(real, transformers="5.18.0"))
+    with pytest.raises(LivebytesError, match="qwen3-next-model@5.17.0 traces transformers 5.17.0; this environment "
+                                             "has 5.18.0"):
+        traced.check_environment("", None, "qwen3_next")
+
+
+def test_predict_at_4k_on_the_cpu(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "4096", "--json"])
+    assert r.exit_code == 0, r.output
+    (d,) = json.loads(r.stdout)["results"]
+    assert d["impl"] == "qwen3-next-model@5.17.0" and d["shape"]["num_heads"] == 4 and d["shape"]["head_dim"] == 128
+    assert {"model.layers.3.self_attn", "model.layers.0.linear_attn", "model.layers.0.mlp"} <= set(d["module_bytes"])

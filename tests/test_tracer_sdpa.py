@@ -1,0 +1,94 @@
+"""The tracer's SDPA: the kernel torch 2.11's CUDA build picks (sdp_utils.cpp ``select_sdp_backend``) and the buffers
+that kernel allocates, on meta tensors (``livebytes.tracer.sdpa``)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from livebytes.tracer.recorder import Recorder
+from livebytes.tracer.sdpa import Call, SdpaUnsupported, Target, choose, cuda_sdpa_mode, prefers_cudnn
+
+H200 = Target((9, 0), 91900)          # torch 2.11.0's wheel pins cuDNN 9.19.0
+
+
+def call(d=128, hq=4, hk=2, dtype="bfloat16", gqa=True, **kw):
+    return Call((1, hq, 1030, d), (1, hk, 1030, d), (1, hk, 1030, d), dtype, enable_gqa=gqa, is_causal=True, **kw)
+
+
+@pytest.mark.parametrize("target,prefers", [
+    (H200, True),                          # 91900 > 91500, sm90
+    (Target((10, 0), 91900), True),        # B200
+    (Target((10, 3), 91900), True),        # B300
+    (Target((9, 0), 91500), False),        # not above 9.15.0
+    (Target((8, 6), 91900), False),        # sm86 is not preferred
+])
+def test_cudnn_goes_first_above_cudnn_9_15_on_sm90_and_sm100(target, prefers):
+    assert prefers_cudnn(target) is prefers
+
+
+@pytest.mark.parametrize("c,target,backend", [
+    (call(), H200, "cudnn"),                                  # transformers' GQA call, head dim 128
+    (call(d=256), H200, "cudnn"),                             # sm90 from cuDNN 9.10: head dims up to 256
+    (call(d=256), Target((10, 0), 91900), "flash"),           # sm100: cuDNN's limit is 128, flash takes 256
+    (call(d=100), H200, "flash"),                             # 100 % 8 = 4: cuDNN refuses, flash pads to 104
+    (call(d=264), H200, "efficient"),                         # over 256: cuDNN and flash refuse; 264 % 8 == 0
+    (call(dtype="float32"), H200, "efficient"),               # fp32: no cuDNN or flash; 128 % 4 == 0
+    (call(gqa=False), H200, "math"),                          # 4 vs 2 heads without enable_gqa: no fused kernel
+    (call(), Target((9, 0), 91000), "flash"),                 # cuDNN 9.10: the default order, flash first
+    (Call((1, 4, 1030), (1, 4, 1030), (1, 4, 1030), "bfloat16"), H200, "math"),    # 3-D: no fused kernel
+])
+def test_the_backend_is_torch_2_11s_choice(c, target, backend):
+    assert choose(c, target) == backend
+
+
+def traced(target=H200, d=128, hq=4, hk=2, s=1030, expanded_grad=False):
+    """The allocations (op, bytes) of one causal GQA SDPA forward and backward, traced; the output's gradient dense
+    (a layer's), or ``expanded_grad``: ``out.sum()``'s (stride 0)."""
+    q = torch.empty(1, hq, s, d, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    k, v = (torch.empty(1, hk, s, d, dtype=torch.bfloat16, device="meta", requires_grad=True) for _ in range(2))
+    rec = Recorder()
+    with cuda_sdpa_mode(target), rec.mode():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        out.sum().backward() if expanded_grad else out.backward(torch.empty_like(out))
+    return [(e["op"].split(".")[1], e["bytes"]) for e in rec.events if e["e"] == "alloc" and "attention" in e["op"]], \
+        [e for e in rec.events if e["e"] == "scratch_op"]
+
+
+def test_cudnn_allocates_seed_offset_output_stats_then_grads():
+    allocs, scratch = traced()
+    assert allocs == [
+        ("_scaled_dot_product_cudnn_attention", 8),                  # philox seed, int64 scalar on the device
+        ("_scaled_dot_product_cudnn_attention", 8),                  # offset
+        ("_scaled_dot_product_cudnn_attention", 1_054_720),          # out 4 heads * 1030 * 128 * 2 B
+        ("_scaled_dot_product_cudnn_attention", 16_480),             # stats 4 * 1030 * 4 B fp32
+        ("_scaled_dot_product_cudnn_attention_backward", 1_054_720),  # dq as q
+        ("_scaled_dot_product_cudnn_attention_backward", 527_360),   # dk 2 heads * 1030 * 128 * 2 B
+        ("_scaled_dot_product_cudnn_attention_backward", 527_360),   # dv
+    ]
+    assert [e["op"] for e in scratch] == ["aten._scaled_dot_product_cudnn_attention.default",
+                                          "aten._scaled_dot_product_cudnn_attention_backward.default"]
+    assert all("workspace" in e["what"] for e in scratch)
+
+
+def test_cudnn_backward_copies_a_gradient_whose_innermost_stride_is_not_1():
+    """run_cudnn_SDP_bprop's ``permute_to_matching_layout``: ``out.sum()``'s gradient is an expanded [1, 4, 1030, 128]
+    (stride 0), copied in the output's layout: 4 * 1030 * 128 * 2 B after dq, dk, dv."""
+    allocs, _ = traced(expanded_grad=True)
+    assert [b for op, b in allocs if op.endswith("backward")] == [1_054_720, 527_360, 527_360, 1_054_720]
+
+
+def test_flash_backward_allocates_mha_bwd_temporaries():
+    allocs, scratch = traced(Target((9, 0), 91000))
+    bwd = [b for op, b in allocs if op.endswith("backward")]
+    assert bwd == [1_054_720, 1_054_720,             # grad_out and out as [B, S, H, D] .contiguous(): both BHSD
+                   1_054_720, 527_360, 527_360,      # dq, dk, dv
+                   18_432,                           # softmax_d [1, 4, round128(1030) = 1152] fp32: 4 * 1152 * 4
+                   2_359_296,                        # dq_accum [1, 1152, 4, 128] fp32: 1152 * 4 * 128 * 4
+                   1_054_720, 1_054_720]             # dk/dv_expanded [1, 1030, 4, 128] bf16 (GQA 4 vs 2 heads)
+    fwd = [b for op, b in allocs if not op.endswith("backward")]
+    assert fwd == [1_054_720, 16_480, 16, 8, 0]      # out, lse [1, 4, 1030] fp32, rng state (2 x uint64), offset, mask
+    assert scratch == []
+
+
+def test_memory_efficient_attention_is_refused_in_one_line():
+    with pytest.raises(SdpaUnsupported, match="memory-efficient kernel"):
+        traced(d=264)
