@@ -43,7 +43,7 @@ def test_a_record_of_another_torch_reads_its_stored_traces(name):
     assert folder and Path(folder).name == model_records.store_name(data["versions"])
     req = model_records.request_of(data)
     runs = traced.stored_traces(traced.Request(**{**req.__dict__, "stored": folder}))["runs"]
-    assert [r["layers"] for r in runs] == list(traced.layer_counts(req.depth))
+    assert [r["layers"] for r in runs] == list(traced.layer_counts(req.depth, req.config_dict["model_type"]))
 
 
 def _request(name: str, folder: Path) -> traced.Request:

@@ -156,7 +156,7 @@ def stored_for(data: dict) -> str | None:
     if recorded == here or not folder.is_dir():
         return None
     req = request_of(data)
-    names = [stored_trace_name(trace_spec(req, n)) for n in layer_counts(req.depth)]
+    names = [stored_trace_name(trace_spec(req, n)) for n in layer_counts(req.depth, req.config_dict["model_type"])]
     return str(folder) if all((folder / name).is_file() for name in names) else None
 
 
