@@ -57,15 +57,25 @@ def parse_size(text: str | int, what: str = "value") -> int:
 
 
 def parse_ratio(text: str | int | float, what: str = "expand_v"):
-    """A positive ratio (2, 0.5, "1.5"), read exactly as a ``Fraction`` (0.1 is one tenth, not its float)."""
+    """A positive ratio (2, 0.5, "1.5"), read exactly as a ``Fraction`` (0.1 is one tenth, not its float), from 2^-20
+    to 2^20 (a value head dim of head_dim x that: beyond it no head fits any GPU) and at most ``MAX_RATIO_CHARS``
+    characters of text (so no text makes a Fraction of unbounded size)."""
     from fractions import Fraction
+    word = str(text).strip()
+    if len(word) > MAX_RATIO_CHARS:
+        raise LivebytesError(f"{what}: {show(word[:MAX_RATIO_CHARS])}... is longer than any ratio ({MAX_RATIO_CHARS} characters)")
     try:
-        ratio = Fraction(str(text).strip())
-    except (ValueError, ZeroDivisionError):
+        ratio = Fraction(word)
+    except (ValueError, ZeroDivisionError, OverflowError):
         raise LivebytesError(f"{what}: {show(text)} is not a number (e.g. 0.5, 1 or 2)") from None
     if ratio <= 0:
         raise LivebytesError(f"{what}: must be positive, got {show(text)}")
+    if not Fraction(1, 1 << 20) <= ratio <= 1 << 20:
+        raise LivebytesError(f"{what}: {show(word)} is outside 2^-20 to 2^20")
     return ratio
+
+
+MAX_RATIO_CHARS = 24
 
 
 def head_v_dim(head_dim: int, expand_v: str | int | float, what: str = "expand_v") -> int:

@@ -211,6 +211,10 @@ BAD_COMMANDS = [
      "recurrent state is 128x128)'), got head_v_dim 64"),
     (("plan", "--impl", "cudnn-kda-hopper@1.32.0", "--expand-v", "2"), 1, "got head_v_dim 256"),
     (("sweep", *KDA, "--expand-v", "0.5,,2"), 1, "--expand-v: an empty item in '0.5,,2'"),
+    # a ratio's text and size are bounded (1e20000 formatted a 20,000-digit number, 1..1e1000000 doubled for ever)
+    (("sweep", *KDA, "--expand-v", "1..1e20000"), 1, "--expand-v: '1e20000' is outside 2^-20 to 2^20"),
+    (("sweep", *KDA, "--expand-v", "1e-300..1"), 1, "--expand-v: '1e-300' is outside 2^-20 to 2^20"),
+    (("predict", *KDA, "--expand-v", "1" * 40), 1, "is longer than any ratio (24 characters)"),
     (("sweep", *KDA, "--expand-v", "0.5..3"), 1, "--expand-v: range '0.5..3' doubles from its start and would stop at 2"),
     (("sweep", *KDA, "--head-dim", "64,100", "--expand-v", "0.125"), 1,
      "--expand-v at --head-dim 100: head_dim 100 x '0.125' = 12.5 is not a whole value head dimension"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -27,7 +28,7 @@ def test_the_store_holds_traces():
 def test_a_stored_trace_is_named_by_its_spec_and_foldered_by_its_versions(path):
     data = json.loads(gzip.open(path, "rt").read())
     assert path.name == traced.stored_trace_name(data["spec"])
-    assert path.parent.name == model_records.store_name(data["versions"])
+    assert path.parent.name == traced.store_name(data["versions"])
     assert data["versions"]["flash-linear-attention"] == traced.PINNED
 
 
@@ -37,10 +38,10 @@ def test_a_record_of_another_torch_reads_its_stored_traces(name):
     """The records ran torch 2.11.0+cu130 (Triton 3.6.0 for KDA, 3.9.0 for GDN): on this machine's torch their
     traces come from the store, and every trace their model reads is there."""
     data = model_records.read(model_records.MODEL_RECORDS_DIR / name)
-    if model_records.store_name(traced.installed_versions()) == model_records.store_name(data["versions"]):
+    if traced.store_name(traced.installed_versions()) == traced.store_name(data["versions"]):
         pytest.skip("this machine has the record's torch and Triton: traced here")
     folder = model_records.stored_for(data)
-    assert folder and Path(folder).name == model_records.store_name(data["versions"])
+    assert folder and Path(folder).name == traced.store_name(data["versions"])
     req = model_records.request_of(data)
     runs = traced.stored_traces(traced.Request(**{**req.__dict__, "stored": folder}))["runs"]
     assert [r["layers"] for r in runs] == list(traced.layer_counts(req.depth, req.config_dict["model_type"]))
@@ -98,3 +99,28 @@ def test_torch_211_and_213_differ_only_in_the_order_of_frees_under_fp32_amp():
         assert set_a == set_b and order_a != order_b
         moved = sum(1 for x, y in zip(order_a, order_b) if x != y)
         assert 0 < moved <= 4 * 12
+
+
+@pytest.mark.parametrize("body,line", [
+    (b"not gzip", "not a readable stored trace"),
+    (gzip.compress(b""), "not a readable stored trace"),
+    (gzip.compress(b"[1, 2]"), "not a stored trace (no runs or versions)"),
+    (gzip.compress(b'{"runs": []}'), "not a stored trace (no runs or versions)"),
+])
+def test_a_broken_stored_trace_is_one_line(body, line, tmp_path):
+    """An interrupted or foreign file under a request's name: one line, no traceback."""
+    req = _request("h200_run28_a1-kda-8k.json", tmp_path)
+    (tmp_path / traced.stored_trace_name(traced.trace_spec(req, 2))).write_bytes(body)
+    with pytest.raises(LivebytesError, match=re.escape(line)):
+        traced.stored_traces(req)
+
+
+def test_a_stored_trace_in_another_versions_folder_is_refused(tmp_path):
+    """A trace made under torch 2.11 and Triton 3.6.0 copied into a folder named for 3.9.0 is not that folder's."""
+    folder = tmp_path / "torch-2.11.0_triton-3.9.0"
+    folder.mkdir()
+    req = _request("h200_run28_a1-kda-8k.json", folder)
+    name = traced.stored_trace_name(traced.trace_spec(req, 2))
+    shutil.copy(STORE / "torch-2.11.0_triton-3.6.0" / name, folder / name)
+    with pytest.raises(LivebytesError, match="made under torch-2.11.0_triton-3.6.0, not the torch-2.11.0_triton-3.9.0"):
+        traced.stored_traces(req)

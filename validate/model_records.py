@@ -150,7 +150,8 @@ def stored_for(data: dict) -> str | None:
     has another torch or Triton and that folder holds every trace the record's model reads; None: the record is checked
     against traces made here (where the two torches' traces are the same: bf16 steps, the allocator figures of every
     run 23-27 record exact or named through them)."""
-    from livebytes.lifetimes.traced.model import installed_versions, layer_counts, stored_trace_name, trace_spec
+    from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, store_name, stored_trace_name,
+                                                  trace_spec)
     recorded, here = store_name(data.get("versions", {})), store_name(installed_versions())
     folder = TRACE_STORE / recorded
     if recorded == here or not folder.is_dir():
@@ -166,12 +167,6 @@ def request_of(data: dict):
     opts = data["options"]
     return Request(canonical_config(data["config"], "record config"), _device_name(data["gpu"]), opts["optimizer"],
                    opts["precision"], bool(opts["checkpoint"]), bool(opts["packed"]))
-
-
-def store_name(versions: dict) -> str:
-    """``torch-2.11.0_triton-3.6.0``: the versions a trace depends on beyond the pinned libraries (local builds'
-    ``+cu130`` dropped)."""
-    return "_".join(f"{lib}-{str(versions.get(lib) or '?').split('+')[0]}" for lib in ("torch", "triton"))
 
 
 def model_for(data: dict):

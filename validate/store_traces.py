@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,10 +25,10 @@ from livebytes.estimator.errors import LivebytesError
 
 def store(paths: list[Path], out: Path | None = None) -> list[Path]:
     """Trace each record's request here and write each layer count's trace into the store; the files written."""
-    from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, run_tracers, stored_trace_name,
-                                                  trace_spec)
+    from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, run_tracers, store_name,
+                                                  stored_trace_name, trace_spec)
 
-    from .model_records import TRACE_STORE, read, request_of, store_name
+    from .model_records import TRACE_STORE, read, request_of
     here = store_name(installed_versions())
     folder = out or TRACE_STORE / here
     written = []
@@ -41,8 +42,10 @@ def store(paths: list[Path], out: Path | None = None) -> list[Path]:
         specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
         for spec, done in zip(specs, run_tracers(specs)):
             target = folder / stored_trace_name(spec)
-            with gzip.open(target, "wt", compresslevel=9) as fh:
+            part = target.with_name(target.name + ".part")      # whole or absent: an interrupted run leaves no trace
+            with gzip.open(part, "wt", compresslevel=9) as fh:
                 json.dump(done, fh, sort_keys=True)
+            os.replace(part, target)
             written.append(target)
     return written
 

@@ -136,7 +136,10 @@ def canonical_config(data: dict, where: str = "config") -> str:
     for field in ("hidden_size", "vocab_size", "num_heads", "head_dim", "num_attention_heads", "num_key_value_heads",
                   "num_experts", "num_experts_per_tok", "moe_intermediate_size", "full_attention_interval",
                   "num_local_experts", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
-                  "linear_num_heads", "linear_head_dim"):
+                  "linear_num_heads", "linear_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+                  "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim"):
+        if field in data and data[field] is None:
+            raise LivebytesError(f"{where}: {field} is null: give a positive integer or leave it out (its class's default)")
         value = data.get(field)
         if value is not None and (type(value) is not int or value <= 0):
             raise LivebytesError(f"{where}: {field} must be a positive integer, got {show(value)}")
@@ -299,26 +302,43 @@ def traces(req: Request) -> dict:
 MAX_STORED_TRACE_BYTES = 64 << 20      # one stored trace, decompressed (the largest committed: ~20 MB)
 
 
+def store_name(versions: dict) -> str:
+    """``torch-2.11.0_triton-3.6.0``: the versions a trace depends on beyond the pinned libraries (local builds'
+    ``+cu130`` dropped): a store folder's name."""
+    return "_".join(f"{lib}-{str(versions.get(lib) or '?').split('+')[0]}" for lib in ("torch", "triton"))
+
+
 def stored_trace_name(spec: dict) -> str:
     """The file a spec's trace is stored under: the digest of its canonical JSON."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16] + ".json.gz"
 
 
 def stored_digest(folder: str) -> str:
-    """The stored folder's trace files, by name and content (the compiled-model cache keys on it)."""
+    """The stored folder's trace files, by name and content (the compiled-model cache keys on it); a file over the
+    stored-trace limit is named by its size alone (reading it is refused later, in one line)."""
     h = hashlib.sha256()
     for path in sorted(Path(folder).glob("*.json.gz")):
-        h.update(path.name.encode() + hashlib.sha256(path.read_bytes()).digest())
+        size = path.stat().st_size
+        body = hashlib.sha256(path.read_bytes()).digest() if size <= MAX_STORED_TRACE_BYTES else str(size).encode()
+        h.update(path.name.encode() + body)
     return h.hexdigest()[:16]
 
 
 def _read_stored(path: Path) -> dict:
+    """A stored trace (gzipped JSON, bounded); every problem one line."""
     import gzip
-    with gzip.open(path, "rb") as fh:
-        raw = fh.read(MAX_STORED_TRACE_BYTES + 1)
-    if len(raw) > MAX_STORED_TRACE_BYTES:
-        raise LivebytesError(f"{path}: a stored trace over {MAX_STORED_TRACE_BYTES:,} bytes decompressed")
-    return json.loads(raw)
+    try:
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read(MAX_STORED_TRACE_BYTES + 1)
+        if len(raw) > MAX_STORED_TRACE_BYTES:
+            raise LivebytesError(f"{path}: a stored trace over {MAX_STORED_TRACE_BYTES:,} bytes decompressed")
+        data = json.loads(raw)
+    except (OSError, EOFError, ValueError, RecursionError):
+        raise LivebytesError(f"{path}: not a readable stored trace (gzipped JSON)") from None
+    if not (isinstance(data, dict) and isinstance(data.get("runs"), list) and data["runs"]
+            and isinstance(data.get("versions"), dict)):
+        raise LivebytesError(f"{path}: not a stored trace (no runs or versions)")
+    return data
 
 
 def stored_traces(req: Request) -> dict:
@@ -331,8 +351,11 @@ def stored_traces(req: Request) -> dict:
         if not path.is_file():
             raise LivebytesError(f"{req.stored} holds no stored trace of this request at {n} layers ({path.name})")
         data = _read_stored(path)
-        if data.get("spec") != spec or data.get("versions", {}).get("flash-linear-attention") != PINNED:
+        if data.get("spec") != spec or data["versions"].get("flash-linear-attention") != PINNED:
             raise LivebytesError(f"{path}: not a trace of this request under flash-linear-attention {PINNED}")
+        made = store_name(data["versions"])
+        if made != Path(req.stored).name:
+            raise LivebytesError(f"{path}: made under {made}, not the {Path(req.stored).name} its folder names")
         runs.append(data["runs"][0])
         versions = data["versions"]
     return {"versions": versions, "runs": runs}
