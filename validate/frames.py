@@ -59,8 +59,16 @@ LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
 # and reservations)
 LAYER_PROCESSES = {"3.9.0": ("run22/fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4_checkpoint=on_"
                              "2026-12-01T230038Z_2011.json",)}
-MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
-MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl")
+# Run 29: the layer cases issue 33 names (the KDA layer H16/HV32 and H8/HV16 under Triton 3.6.0, the GDN layer
+# H16/HV32 under 3.9.0), each alone on the GPU with every loaded cubin's frame: their frames replace the CPU-derived
+# ones; their modules are not read (MODULE_CHECKS), so those processes stay an independent check of the modules
+# figures the data take from other processes (run 16b's KDA layer, run 22f's GDN layer).
+RUN29_KDA_LAYER, RUN29_GDN_LAYER = "run29/process_memory_29k_16_32_8_16.jsonl", "run29/process_memory_29g.jsonl"
+MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl",
+            "run17/process_memory_17.jsonl", RUN29_KDA_LAYER)
+MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl",
+                      RUN29_GDN_LAYER)
+MODULE_CHECKS = (RUN29_KDA_LAYER, RUN29_GDN_LAYER)
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -356,7 +364,8 @@ def build_triton_39() -> dict:
     compiler (the GatedDeltaNet layer), the layer's modules from its own process; no edge-probe limits."""
     rows = rows_of_triton(MATRICES_TRITON_39, "3.9.0")
     m = matrix_frames(rows)
-    modules, modules_by_case = modules_from_rows(rows)
+    checks = {f"validate/records/runs/{name}" for name in MODULE_CHECKS}
+    modules, modules_by_case = modules_from_rows([r for r in rows if r["record"] not in checks])
     derived, derived_source = cpu_frames(m["cold"], CPU_SUMMARIES_TRITON_39, "3.9.0")
     cold = {**derived, **m["cold"]}
     layer_families, layer_cases = layer_modules(LAYER_PROCESSES["3.9.0"], cold)
