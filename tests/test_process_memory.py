@@ -530,6 +530,82 @@ def test_a_warm_gdn_layer_is_bounded_by_its_cold_process_and_the_h200_agrees():
     assert p.bytes - row["nonpytorch_bytes"] == 793_640_960 - 787_283_968 == 6_356_992
 
 
+def _same_case_pairs() -> list[tuple[dict, dict]]:
+    """(warm, cold) matrix processes of one case (Triton, family, D, H, HV, tokens), the warm one over the cold one's cache."""
+    cases: dict = {}
+    for r in frames_tool.complete(frames_tool.matrix_rows()):
+        c = r["case"]
+        key = (r["triton"], frames_tool.family(c), c["dim"], c["heads"], c["v_heads"], c["tokens"])
+        cases.setdefault(key, {}).setdefault(c["state"], []).append(r)
+    return [(w, c) for states in cases.values() for w in states.get("warm", []) for c in states.get("cold", [])]
+
+
+def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
+    """The premise of the warm bounds (``process._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
+    the cold ones): a warm process launches a subset of its cold case's candidates and loads a subset of its modules.
+    Every committed pair agrees (26: runs 13a/13c, 16b, 20, 22, 22r and 29): the warm limit at most the cold one, and its
+    modules (non-PyTorch bytes less the context and the limit's reservation) at most the cold ones. E.g. run 29's GDN
+    layer: limit 1,024 <= 21,888; 787,283,968 - 552,402,944 = 234,881,024 <= 6,432,817,152 - 552,402,944 -
+    5,641,338,880 = 239,075,328."""
+    def modules(r: dict) -> int:
+        return r["nonpytorch_bytes"] - 552_402_944 - stack_reservation_bytes(r["stack_limit_bytes"], H200)
+    pairs = _same_case_pairs()
+    assert len(pairs) == 26
+    assert all(w["stack_limit_bytes"] <= c["stack_limit_bytes"] for w, c in pairs)
+    assert all(modules(w) <= modules(c) for w, c in pairs)
+    gdn = next((w, c) for w, c in pairs if "29g" in w["record"])
+    assert (modules(gdn[0]), modules(gdn[1])) == (234_881_024, 239_075_328)
+
+
+def test_every_bound_holds_against_the_committed_measurements():
+    """Each measured process whose figure the model gives as a bound (some part ``bounded: ``, none ``unbounded: ``)
+    holds no more than that bound, limit and bytes: today run 29's warm GDN layer (793,640,960 >= 787,283,968)."""
+    from livebytes.validate.process_check import rows
+    bounded = [r for r in rows() if any(a.startswith("bounded: ") for a in r.assumptions)
+               and not any(a.startswith("unbounded: ") for a in r.assumptions)]
+    assert [(r.label, r.state) for r in bounded] == [("fla-gdn-layer@0.6.0 D128 H16/HV32 T4096 Triton 3.9.0", "warm")]
+    assert all(r.predicted_bytes >= r.measured_bytes and r.predicted_limit >= r.measured_limit for r in bounded)
+
+
+@pytest.mark.parametrize("shape,kind", [(Shape(1, 4096, 16, 128, 32), "bounded: "),       # its cold case measured
+                                        (Shape(1, 4096, 16, 64, 32), "unbounded: "),      # its cold case not
+                                        (Shape(1, 4096, 8, 128, 16), "unbounded: ")])
+def test_warm_modules_are_bounded_only_where_the_cold_figure_is_a_bound(shape, kind):
+    """A warm process loads a subset of its cold case's modules: the cold figure bounds it where that figure is the
+    case's own (GDN layer D128 H16/HV32, run 22f: 241,238,016 B); at a case whose cold figure is the family's, itself
+    unbounded, the warm one is unbounded too (it said bounded before: the family's figure bounds nothing there)."""
+    p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200", gva=True), "warm", shape)
+    assert p.modules.bytes == 241_238_016 and p.modules.status.startswith(kind + "no warm process of fla-gdn-layer")
+    assert any(a.startswith(kind + "kernel modules: ") for a in p.assumptions)
+
+
+def _whole_model(key: str):
+    """What process_memory reads of a traced whole model: its key, options and declared autotuned launches (a traced
+    model declares none: its kernels' frames are not logged one by one, its limit is its process's)."""
+    from types import SimpleNamespace
+    return SimpleNamespace(key=key, options={}, autotuned=())
+
+
+@pytest.mark.parametrize("shape,kind,limit,total", [
+    # the cold process's limit at 8,192 tokens, measured: 15,280 x 270,336 = 4,130,734,080 B = 1,969.7 pages -> 1,970 -
+    # 132 = 1,838 pages = 3,854,565,376 B; 552,402,944 + 236,126,208 + 3,854,565,376 = 4,643,094,528 B
+    (Shape(1, 8192, 16, 128), "bounded: ", 15_280, 4_643_094_528),
+    # at 4,096 tokens the cold limit is itself the 8,192-token one, unbounded: so is the warm one
+    (Shape(1, 4096, 16, 128), "unbounded: ", 15_280, 4_643_094_528)])
+def test_a_warm_whole_model_is_bounded_by_its_cold_process(shape, kind, limit, total):
+    """No warm whole-model process was measured. It took the 1,024-B default (no frames: 790,626,304 B, possibly below
+    the truth: run 29's warm KDA layer alone needs 1,952 B); now the cold process's limit at the case and length, a
+    bound (the warm process launches a subset of the cold one's candidates; the driver never lowers the limit), and the
+    cold modules (a subset loaded)."""
+    p = process_memory(H200, _whole_model("fla-kda-model@0.6.0"), "warm", shape)
+    assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (limit, 236_126_208, total)
+    assert p.bytes == 552_402_944 + 236_126_208 + stack_reservation_bytes(limit, H200)
+    assert p.stack.status.startswith(kind + "no warm process measured")
+    assert p.modules.status.startswith("bounded: no warm process of fla-kda-model measured: its cold figure (measured)")
+    cold = process_memory(H200, _whole_model("fla-kda-model@0.6.0"), "cold", shape)
+    assert (cold.stack_limit_bytes, cold.bytes) == (limit, total)
+
+
 def test_no_process_figure_is_merely_assumed():
     """Every registered model, cold and warm, on the H200 and on the B300: each figure is measured, derived, bounded
     (with its proof) or unbounded (with why), and so is every note; none says only 'assumed'."""
@@ -565,6 +641,60 @@ def test_cpu_summaries_of_another_compiler_are_refused(tmp_path, monkeypatch):
         frames_tool.cpu_frames({}, ("cpu_frames/s.jsonl",), "3.9.0")
     with pytest.raises(SystemExit, match="not this file's compiler"):
         frames_tool.cpu_frames({}, ("cpu_frames/s.jsonl",), "3.6.0")
+
+
+def _candidates(archive: str, tag: str) -> dict:
+    """{(kernel, config, constexprs less the head counts): STACK} of one CPU-compiled case's counted candidates
+    (``validate/records/runs/cpu_frames/<archive>``: one line per candidate; ``tag`` ``..._D128_H16_HV32``). The head
+    counts leave the key: H, HV, l2norm's NB (cdiv(T*H, 65,536), its autotune key only); a convolution's channel count D
+    (H*K for q and k, HV*K for v) is kept in units of H*K (1, or HV/H for v)."""
+    import tarfile
+    dim, heads = (int(part[1:]) for part in tag.split("_")[1:3])
+    with tarfile.open(CPU_FRAMES / archive) as tar:
+        lines = tar.extractfile(f"{tag}_T4096.jsonl").read().decode().splitlines()
+    out = {}
+    for r in map(json.loads, lines):
+        if r["counted"]:
+            constexprs = {k: v for k, v in r["constexprs"].items() if k not in ("H", "HV", "NB")}
+            if r["kernel"].startswith("causal_conv1d"):
+                constexprs["D"] = constexprs["D"] / (heads * dim)
+            out[(r["kernel"], json.dumps(r["config"], sort_keys=True), json.dumps(constexprs, sort_keys=True))] = r["STACK"]
+    return out
+
+
+@pytest.mark.parametrize("archive,a,b,candidates,differ,up", [
+    ("candidates.tgz", "fla-report_D64_H16_HV16", "fla-report_D64_H128_HV128", 204, 0, 0),
+    ("candidates.tgz", "fla-report_D128_H16_HV16", "fla-report_D128_H96_HV96", 202, 42, 23),   # 14,392 -> 14,456 B
+    ("candidates.tgz", "fla-report_D256_H16_HV16", "fla-report_D256_H96_HV96", 192, 32, 21),   # 14,912 -> 15,184 B
+    ("candidates.tgz", "fla-plain_D128_H16_HV16", "fla-plain_D128_H96_HV96", 146, 41, None),
+    ("candidates_e.tgz", "fla-kda-layer_D128_H16_HV16", "fla-kda-layer_D128_H32_HV32", 257, 0, 0),
+    ("candidates_e.tgz", "fla-kda-layer_D128_H16_HV32", "fla-kda-layer_D128_H8_HV16", 290, 0, 0)])
+def test_frames_depend_on_the_head_counts_not_on_the_head_dim_alone(archive, a, b, candidates, differ, up):
+    """Issue 33 asks for the frames grid over H 1..128 and D 32..256: can it be one entry per head dim? No. At a head dim
+    the same candidates compile whatever the head count (their configs are fla's lists, pruned by D and shared memory),
+    but H and HV are constexprs of every chunk kernel and ptxas's frames move with them: equal between the power-of-two
+    head counts committed (D64 H16/H128, the KDA layer H16/HV16 and H32/HV32, H16/HV32 and H8/HV16), different at H96
+    (D128: 42 of 202 candidates, 23 larger and 19 smaller; D256: 32 of 192, 21 larger), so frames are per (D, H, HV),
+    and no head count's frames bound another's (both directions). The power-of-two agreement is an observation at the
+    committed pairs, not a proof (ptxas is not bound to allocate alike for other constants), so a head count not
+    compiled stays unbounded."""
+    first, second = _candidates(archive, a), _candidates(archive, b)
+    assert set(first) == set(second) and len(first) == candidates
+    changed = [k for k in first if first[k] != second[k]]
+    assert len(changed) == differ
+    if up is not None:
+        assert sum(second[k] > first[k] for k in changed) == up
+        assert sum(second[k] < first[k] for k in changed) == differ - up
+
+
+def test_the_group_ratio_moves_the_frames_too():
+    """HV/H is a constexpr ratio (``i_h = i_hv // (HV // H)``): the KDA layer at H16/HV32 compiles the 257 candidates of
+    H16/HV16 and 33 more (the value convolution's, at twice the channels), and 17 of the shared ones change frame; its
+    largest is 11,808 B against 11,712."""
+    same, grouped = (_candidates("candidates_e.tgz", f"fla-kda-layer_D128_H16_HV{hv}") for hv in (16, 32))
+    assert set(same) < set(grouped) and (len(same), len(grouped)) == (257, 290)
+    assert sum(same[k] != grouped[k] for k in same) == 17
+    assert (max(same.values()), max(grouped.values())) == (11_712, 11_808)
 
 
 def _cpu_frames_probe():
