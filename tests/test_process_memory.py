@@ -309,9 +309,11 @@ def test_the_head_count_moves_the_largest_frame_but_not_monotonically(dim, frame
 
 def test_no_model_borrows_another_models_figure_unlabelled():
     """Every registered model's process memory is its own library's, or each borrowed part is named unbounded: GDN
-    forward+backward at H16/HV16 (runs 20 and 22 measured H16/HV32 at D128 and D64) takes Triton 3.9.0's frames of
-    those cases, and its modules the larger of theirs (100,663,296 B at D128, 98,566,144 B at D64), and says that
-    neither bounds the case."""
+    forward+backward at H16/HV16 (runs 20 and 22 measured H16/HV32 at D128 and D64) takes its modules from the larger
+    of those cases (100,663,296 B at D128, 98,566,144 B at D64) and says that neither bounds the case. Its frames are
+    its own since session 17 (CPU-derived under Triton 3.9.0): dqkwg 21,896 B -> limit 21,904 B, 21,904 x 270,336 =
+    5,921,439,744 B -> 2,824 pages - 132 = 5,645,533,184 B. The two known cases' largest it took before (21,848 B ->
+    21,856 B, 2,818 - 132 pages = 5,632,950,272 B) was 12,582,912 B (6 pages) below it: a borrowed figure bounds nothing."""
     shape = Shape(1, 8192, 16, 128)
     for s in keyed_specs():
         model = get_model(s.key, "H200")
@@ -321,8 +323,9 @@ def test_no_model_borrows_another_models_figure_unlabelled():
     assert gdn.modules.bytes == 100_663_296 and "not measured at fla-gdn D128 H16/HV16" in gdn.modules.status
     assert any(a.startswith("unbounded: kernel modules: ") and "the family's largest of fla-gdn D128 H16/HV32, fla-gdn "
                "D64 H16/HV32 used, which bounds nothing" in a for a in gdn.assumptions)
-    assert any("not derived at D128 H16 HV16" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
-    assert gdn.stack_limit_bytes == 21_856            # the one Triton 3.9.0 case's dqkwg, 21,848 B, rounded to 16
+    assert gdn.stack.status.startswith("derived (compiled for sm90 on the CPU")
+    assert (gdn.stack_limit_bytes, gdn.stack.bytes) == (21_904, 5_645_533_184)
+    assert gdn.stack.bytes - stack_reservation_bytes(21_856, H200) == 5_645_533_184 - 5_632_950_272 == 6 * 2 * MIB
 
 
 @pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at D128 H48 HV48"),
@@ -643,6 +646,40 @@ def test_cpu_summaries_of_another_compiler_are_refused(tmp_path, monkeypatch):
         frames_tool.cpu_frames({}, ("cpu_frames/s.jsonl",), "3.6.0")
 
 
+@pytest.mark.parametrize("key,options,triton,shape,limit,reservation", [
+    # Triton 3.6.0 (summary_f.jsonl). wy_dqkg 14,392 B (as H16's) -> 14,400: x 270,336 = 3,892,838,400 B = 1,856.25
+    # pages -> 1,857 - 132 = 1,725 pages = 3,617,587,200 B
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 8, 128), 14_400, 3_617_587_200),
+    # wy_dqkg 18,584 B (as H16's and H128's) -> 18,592: 5,026,086,912 B = 2,396.6 pages -> 2,397 - 132 = 4,750,049,280 B
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 32, 64), 18_592, 4_750_049_280),
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 64, 64), 18_592, 4_750_049_280),
+    # wy_dqkg 14,456 B (as H96's, candidate for candidate) -> 14,464: 3,910,139,904 B = 1,864.5 pages -> 1,865 - 132 =
+    # 1,733 pages = 3,634,364,416 B, what run 6a's reset freed at H96
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 24, 128), 14_464, 3_634_364_416),
+    # the plain contract at the head dims it lacked: D256 wy_dqkg 14,912 B: 4,031,250,432 B = 1,922.25 pages -> 1,923 -
+    # 132 = 1,791 pages = 3,755,999,232 B; D32 18,104 -> 18,112 B: 4,896,325,632 B = 2,334.75 -> 2,335 - 132 = 2,203
+    # pages = 4,620,025,856 B
+    ("fla-kda@0.6.0", {"contract": "plain"}, "3.6.0", Shape(1, 8192, 16, 256), 14_912, 3_755_999_232),
+    ("fla-kda@0.6.0", {"contract": "plain"}, "3.6.0", Shape(1, 8192, 16, 32), 18_112, 4_620_025_856),
+    # forward only without grouped value heads: inter_solve 880 B < the 1,024-B default, no reservation
+    ("fla-kda-fwd@0.6.0", {"contract": "plain"}, "3.6.0", Shape(1, 8192, 16, 128), 1_024, 0),
+    ("fla-kda-fwd@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 16, 128), 1_024, 0),
+    # Triton 3.9.0 (summary_t39b.jsonl): GDN H16/HV16, dqkwg 21,896 -> 21,904 B: 5,921,439,744 B = 2,823.6 pages ->
+    # 2,824 - 132 = 2,692 pages = 5,645,533,184 B; KDA plain D128 wy_dqkg 14,544 B: 3,931,766,784 B = 1,874.8 -> 1,875 -
+    # 132 = 1,743 pages = 3,655,335,936 B (the report contract's limit under 3.9.0 too)
+    ("fla-gdn@0.6.0", {}, "3.9.0", Shape(1, 8192, 16, 128), 21_904, 5_645_533_184),
+    ("fla-kda@0.6.0", {"contract": "plain"}, "3.9.0", Shape(1, 8192, 16, 128), 14_544, 3_655_335_936)])
+def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, limit, reservation):
+    """Cases users ask that the data lacked, compiled for sm90 on the CPU one at a time (validate/records/runs/
+    cpu_frames/summary_f.jsonl, summary_t39b.jsonl): each stack reservation now derived, where each said unbounded (the
+    family's largest frame over other cases) before."""
+    p = process_memory(H200, get_model(key, "H200", **options), "cold", shape, triton=triton)
+    assert p.stack.status.startswith("derived (compiled for sm90 on the CPU")
+    assert not any("stack reservation" in a for a in p.assumptions)
+    assert (p.stack_limit_bytes, p.stack.bytes) == (limit, reservation)
+    assert stack_reservation_bytes(limit, H200) == reservation
+
+
 def _candidates(archive: str, tag: str) -> dict:
     """{(kernel, config, constexprs less the head counts): STACK} of one CPU-compiled case's counted candidates
     (``validate/records/runs/cpu_frames/<archive>``: one line per candidate; ``tag`` ``..._D128_H16_HV32``). The head
@@ -662,23 +699,33 @@ def _candidates(archive: str, tag: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("archive,a,b,candidates,differ,up", [
-    ("candidates.tgz", "fla-report_D64_H16_HV16", "fla-report_D64_H128_HV128", 204, 0, 0),
-    ("candidates.tgz", "fla-report_D128_H16_HV16", "fla-report_D128_H96_HV96", 202, 42, 23),   # 14,392 -> 14,456 B
-    ("candidates.tgz", "fla-report_D256_H16_HV16", "fla-report_D256_H96_HV96", 192, 32, 21),   # 14,912 -> 15,184 B
-    ("candidates.tgz", "fla-plain_D128_H16_HV16", "fla-plain_D128_H96_HV96", 146, 41, None),
-    ("candidates_e.tgz", "fla-kda-layer_D128_H16_HV16", "fla-kda-layer_D128_H32_HV32", 257, 0, 0),
-    ("candidates_e.tgz", "fla-kda-layer_D128_H16_HV32", "fla-kda-layer_D128_H8_HV16", 290, 0, 0)])
-def test_frames_depend_on_the_head_counts_not_on_the_head_dim_alone(archive, a, b, candidates, differ, up):
+@pytest.mark.parametrize("a,b,candidates,differ,up", [
+    ("candidates.tgz:fla-report_D64_H16_HV16", "candidates.tgz:fla-report_D64_H128_HV128", 204, 0, 0),
+    ("candidates.tgz:fla-report_D64_H16_HV16", "candidates_f.tgz:fla-report_D64_H32_HV32", 204, 0, 0),
+    ("candidates.tgz:fla-report_D64_H16_HV16", "candidates_f.tgz:fla-report_D64_H64_HV64", 204, 0, 0),
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_f.tgz:fla-report_D128_H8_HV8", 202, 0, 0),
+    ("candidates.tgz:fla-report_D256_H16_HV16", "candidates_d.tgz:fla-report_D256_H8_HV8", 192, 0, 0),
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates.tgz:fla-report_D128_H96_HV96", 202, 42, 23),  # 14,392 -> 14,456
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_f.tgz:fla-report_D128_H24_HV24", 202, 42, 23),
+    ("candidates.tgz:fla-report_D128_H96_HV96", "candidates_f.tgz:fla-report_D128_H24_HV24", 202, 0, 0),   # 3 x 2^k
+    ("candidates.tgz:fla-report_D256_H16_HV16", "candidates.tgz:fla-report_D256_H96_HV96", 192, 32, 21),  # 14,912 -> 15,184
+    ("candidates.tgz:fla-plain_D128_H16_HV16", "candidates.tgz:fla-plain_D128_H96_HV96", 146, 41, None),
+    ("candidates_e.tgz:fla-kda-layer_D128_H16_HV16", "candidates_e.tgz:fla-kda-layer_D128_H32_HV32", 257, 0, 0),
+    ("candidates_e.tgz:fla-kda-layer_D128_H16_HV32", "candidates_e.tgz:fla-kda-layer_D128_H8_HV16", 290, 0, 0),
+    # Triton 3.9.0: GDN at HV32 against HV16 (the group ratio): dqkwg's 2-warp candidates 21,848 -> 21,896 B
+    ("candidates_t39.tgz:fla-gdn_D128_H16_HV32", "candidates_t39b.tgz:fla-gdn_D128_H16_HV16", 117, 9, None)])
+def test_frames_depend_on_the_head_counts_not_on_the_head_dim_alone(a, b, candidates, differ, up):
     """Issue 33 asks for the frames grid over H 1..128 and D 32..256: can it be one entry per head dim? No. At a head dim
     the same candidates compile whatever the head count (their configs are fla's lists, pruned by D and shared memory),
     but H and HV are constexprs of every chunk kernel and ptxas's frames move with them: equal between the power-of-two
-    head counts committed (D64 H16/H128, the KDA layer H16/HV16 and H32/HV32, H16/HV32 and H8/HV16), different at H96
-    (D128: 42 of 202 candidates, 23 larger and 19 smaller; D256: 32 of 192, 21 larger), so frames are per (D, H, HV),
+    head counts committed (D64 H16/H32/H64/H128, D128 and D256 H8/H16, the KDA layer H16/HV16 and H32/HV32, H16/HV32 and
+    H8/HV16), different at H96 (D128: 42 of 202 candidates, 23 larger and 19 smaller; D256: 32 of 192, 21 larger) and
+    and H24 alike (equal to each other: both 3 x 2^k), and with the group ratio (GDN H16/HV32 and H16/HV16 under
+    Triton 3.9.0: 9 of 117), so frames are per (D, H, HV),
     and no head count's frames bound another's (both directions). The power-of-two agreement is an observation at the
     committed pairs, not a proof (ptxas is not bound to allocate alike for other constants), so a head count not
     compiled stays unbounded."""
-    first, second = _candidates(archive, a), _candidates(archive, b)
+    first, second = (_candidates(*side.split(":")) for side in (a, b))
     assert set(first) == set(second) and len(first) == candidates
     changed = [k for k in first if first[k] != second[k]]
     assert len(changed) == differ
