@@ -17,10 +17,14 @@ Frames come from the H200's logs, or, for cases no GPU process logged, from ever
 the CPU (``derived_on_cpu``; equal to the H200's wherever both exist, and to the stack limits the edge probes read,
 ``limits``, a cross-check only). A figure's status is ``measured`` or ``derived``, or, where neither holds for the
 asked case, ``bounded: ...`` (an upper bound, its proof in the words: a warm process's tuned configs are among the
-candidates whose frames the cold case holds, and it loads a subset of the cold process's modules) or ``unbounded:
-...`` (the figure used and why nothing bounds it: another GPU, a head count or head dim whose frames were not
-derived, which move with both and not monotonically, a kernel or family without frames, a library without a module
-figure); ``ProcessMemory.assumptions`` lists each such part in those words; never silently another case's figure.
+candidates whose frames the cold case holds, it loads a subset of the cold process's modules, and a warm whole model's
+limit is at most its cold process's at the same case and length; each only where the cold figure it rests on is itself
+measured, derived or bounded) or ``unbounded: ...`` (the figure used and why nothing bounds it: another GPU, a head
+count or head dim whose frames were not derived, which move with both and not monotonically, a kernel or family
+without frames, a library without a module figure); ``ProcessMemory.assumptions`` lists each such part in those words;
+never silently another case's figure. No bound exists for a case not compiled: the head counts and head dims are
+constexprs of every kernel, and ptxas's frames at one value bound nothing at another (the committed candidates: at
+D128, H96's differ from H16's in 42 of 202, 23 up and 19 down; ``tests/test_process_memory.py``).
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
@@ -261,6 +265,9 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     unbounded."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
+    if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
+        cold = _model_limit(data, prefix, shape, "cold")
+        return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2])
     if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: the bf16 one's, named
         bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state)
         return None if bf16 is None else (bf16[0], f"{UNBOUNDED}fp32-amp's process not measured: the bf16 one's limit "
@@ -283,6 +290,18 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     return (limit, f"{UNBOUNDED}stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
             f"{len(measured)} figures) used, which bounds nothing: frames move with the head count and the length",
             f"read by {record}")
+
+
+def _warm_limit_by_cold(cold_status: str) -> str:
+    """A warm whole model's stack limit where no warm process was measured: the cold process's at the same case and
+    length bounds it (a warm process launches the tuned configs, each one of the candidates the cold process launched
+    at that shape, or, at a key it has not tuned, every candidate, as the cold one did; the limit is the largest frame
+    launched, rounded to 16 B, and the driver never lowers it). Not a bound where the cold limit is not one."""
+    if cold_status.startswith(UNBOUNDED):
+        return (f"{UNBOUNDED}no warm process measured, and the cold limit used for it bounds nothing here "
+                f"({cold_status.removeprefix(UNBOUNDED)})")
+    return (f"{BOUNDED}no warm process measured: the cold process's limit ({cold_status}) bounds it, a warm process "
+            "launching a subset of the cold one's candidates at the same shape and the driver never lowering the limit")
 
 
 def _below(points: list, tokens: int) -> str:
@@ -332,15 +351,26 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
                           "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "
                           "kernels" + (" (those cases differ)" if differ else ""), entry["source"])
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
-    cold = data["modules"].get(family, {}).get("cold")
-    if state == "warm" and cold is not None:
-        return Figure(int(cold["bytes"]), f"{BOUNDED}no warm process of {family} measured: its cold figure bounds it, a "
-                      "warm process loading a subset of the cold one's modules (its tuned configs are among the "
-                      "candidates the cold process loaded; cuBLAS's and PyTorch's kernels are the same calls) and the "
-                      "driver freeing none while the process lives", cold["source"])
+    if state == "warm" and data["modules"].get(family, {}).get("cold") is not None:
+        return _warm_modules_by_cold(_modules(data, family, "cold", case), family)
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
     return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {family} ({state}): the library's largest module "
                   "figure used, which bounds nothing: another family's kernels", top["source"])
+
+
+def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
+    """A warm process's modules where none was measured: the same case's cold figure, a bound (a warm process loads a
+    subset of the cold one's modules: its tuned configs are among the candidates the cold process loaded, cuBLAS's and
+    PyTorch's kernels are the same calls, and the driver frees none while the process lives; every committed warm
+    process holds no more than its cold case, ``tests/test_process_memory.py``) only where that cold figure is one;
+    where it is unbounded, so is the warm one."""
+    if cold.status.startswith(UNBOUNDED):
+        return Figure(cold.bytes, f"{UNBOUNDED}no warm process of {family} measured, and the cold figure used for it "
+                      f"bounds nothing here ({cold.status.removeprefix(UNBOUNDED)})", cold.source)
+    return Figure(cold.bytes, f"{BOUNDED}no warm process of {family} measured: its cold figure ({cold.status}) bounds "
+                  "it, a warm process loading a subset of the cold one's modules (its tuned configs are among the "
+                  "candidates the cold process loaded; cuBLAS's and PyTorch's kernels are the same calls) and the "
+                  "driver freeing none while the process lives", cold.source)
 
 
 def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,

@@ -309,9 +309,11 @@ def test_the_head_count_moves_the_largest_frame_but_not_monotonically(dim, frame
 
 def test_no_model_borrows_another_models_figure_unlabelled():
     """Every registered model's process memory is its own library's, or each borrowed part is named unbounded: GDN
-    forward+backward at H16/HV16 (runs 20 and 22 measured H16/HV32 at D128 and D64) takes Triton 3.9.0's frames of
-    those cases, and its modules the larger of theirs (100,663,296 B at D128, 98,566,144 B at D64), and says that
-    neither bounds the case."""
+    forward+backward at H16/HV16 (runs 20 and 22 measured H16/HV32 at D128 and D64) takes its modules from the larger
+    of those cases (100,663,296 B at D128, 98,566,144 B at D64) and says that neither bounds the case. Its frames are
+    its own since session 17 (CPU-derived under Triton 3.9.0): dqkwg 21,896 B -> limit 21,904 B, 21,904 x 270,336 =
+    5,921,439,744 B -> 2,824 pages - 132 = 5,645,533,184 B. The two known cases' largest it took before (21,848 B ->
+    21,856 B, 2,818 - 132 pages = 5,632,950,272 B) was 12,582,912 B (6 pages) below it: a borrowed figure bounds nothing."""
     shape = Shape(1, 8192, 16, 128)
     for s in keyed_specs():
         model = get_model(s.key, "H200")
@@ -320,9 +322,11 @@ def test_no_model_borrows_another_models_figure_unlabelled():
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200"), "cold", shape)
     assert gdn.modules.bytes == 100_663_296 and "not measured for fla-gdn at head_dim=128 num_heads=16:" in gdn.modules.status
     assert any(a.startswith("unbounded: kernel modules: ") and "the family's largest of fla-gdn at head_dim=128 num_heads=16 "
-               "num_v_heads=32, fla-gdn at head_dim=64 num_heads=16 num_v_heads=32 used, which bounds nothing" in a for a in gdn.assumptions)
-    assert any("not derived at head_dim=128 num_heads=16:" in a and "2 cases, up to 21,848 B" in a for a in gdn.assumptions)
-    assert gdn.stack_limit_bytes == 21_856            # the one Triton 3.9.0 case's dqkwg, 21,848 B, rounded to 16
+               "num_v_heads=32, fla-gdn at head_dim=64 num_heads=16 num_v_heads=32 used, which bounds nothing" in a
+               for a in gdn.assumptions)
+    assert gdn.stack.status.startswith("derived (compiled for sm90 on the CPU")
+    assert (gdn.stack_limit_bytes, gdn.stack.bytes) == (21_904, 5_645_533_184)
+    assert gdn.stack.bytes - stack_reservation_bytes(21_856, H200) == 5_645_533_184 - 5_632_950_272 == 6 * 2 * MIB
 
 
 @pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at head_dim=128 num_heads=48:"),
@@ -358,25 +362,6 @@ def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
     p = process_memory(b300, get_model("fla-kda@0.6.0", "B300"), "cold", Shape(1, 8192, 96, 128))
     assert p.stack.bytes == stack_reservation_bytes(14_464, b300) > stack_reservation_bytes(14_464, H200)
     assert len(p.assumptions) == 3 and all("H200's" in a for a in p.assumptions)    # context, modules, stack
-
-
-@pytest.mark.parametrize("gpu,status", [
-    ("H200", "measured"),             # run 25's process read the limit at 8K, H16: measured where it ran
-    ("B300", "unbounded: the H200's limit (its process's, sm90's compile) and thread count rule"),
-    ("H100", "unbounded: the H200's limit (its process's, sm90's compile) and thread count rule")])
-def test_a_traced_models_stack_is_measured_only_on_the_gpu_that_measured_it(gpu, status):
-    """A whole model's stack limit is read from its own H200 process (``model_limits``: 15,280 B at 8K, H16, D128); on
-    another GPU its kernels are another compile and its threads another count, so the figure is unbounded there, as a
-    kernel model's frames are. B300: 148 SMs x 2,048 = 303,104 threads; 15,280 x 303,104 = 4,631,429,120 B -> 2,209
-    pages of 2 MiB = 4,632,608,768 B, less the default 1,024 B x 303,104 = 148 pages = 310,378,496 B: 4,322,230,272 B."""
-    from types import SimpleNamespace
-    traced = SimpleNamespace(key="fla-kda-model@0.6.0", options=(("precision", "bf16"),), autotuned=())
-    p = process_memory(get_device(gpu), traced, "cold", Shape(1, 8192, 16, 128))
-    assert p.stack_limit_bytes == 15_280 and p.stack.status == status
-    if gpu == "B300":
-        assert p.stack.bytes == 4_322_230_272
-    if gpu != "H200":
-        assert f"unbounded: stack reservation: {status.removeprefix('unbounded: ')}" in p.assumptions
 
 
 def test_every_measured_process_through_the_documented_comparison():
@@ -462,60 +447,167 @@ def _summary(name: str) -> dict:
 
 @pytest.mark.parametrize("name,triton,keys,kernels", [
     ("summary_e.jsonl", "3.6.0", ["fla-kda-layer:- D128 H32 HV32"], 20),        # chunk_kda's 16, 2 conv, 2 norm
-    ("summary_t39.jsonl", "3.9.0", ["fla-gdn:- D64 H16 HV32", "fla-gdn:- D128 H16 HV32"], 22)])   # 11 + 11
+    # run 29: the grouped-value-head layer cases, 20 kernels each
+    ("summary_e.jsonl", "3.6.0", ["fla-kda-layer:- D128 H16 HV32", "fla-kda-layer:- D128 H8 HV16"], 40),
+    ("summary_t39.jsonl", "3.9.0", ["fla-gdn:- D64 H16 HV32", "fla-gdn:- D128 H16 HV32"], 22),   # 11 + 11
+    ("summary_t39.jsonl", "3.9.0", ["fla-gdn-layer:- D128 H16 HV32"], 19)])     # run 29: GDN's 11, 2 conv, 2 norm, 4 gate/beta
 def test_cpu_frames_equal_the_h200s_where_both_exist(name, triton, keys, kernels):
-    """The CPU compile against the H200's kernel logs, kernel for kernel: the KimiDeltaAttention layer (run 16b, Triton
-    3.6.0: 20 kernels, its convolutions' and norm's among them) and GDN forward+backward under Triton 3.9.0 through its
-    bundled legacy ptxas (runs 20g and 22e: 11 + 11), the compiler the layer's GDN frames are derived with."""
+    """The CPU compile against the H200's kernel logs, kernel for kernel: the KimiDeltaAttention layer (run 16b at
+    H32/HV32, run 29 at H16/HV32 and H8/HV16, Triton 3.6.0: 20 kernels, its convolutions' and norm's among them), GDN
+    forward+backward under Triton 3.9.0 through its bundled legacy ptxas (runs 20g and 22e: 11 + 11) and the GDN layer
+    (run 29: 19 kernels), the compiler the layer's GDN frames were derived with before run 29 logged them."""
     gpu = json.loads(frames_tool.LIBRARIES[triton][0].read_text())["frames"]["cold"]      # logged cases are the GPU's
     cpu = _summary(name)
     assert sum(len(gpu[k]) for k in keys) == kernels
     assert all(cpu[k]["frames"] == gpu[k] and cpu[k]["triton"] == triton for k in keys)
+    on_cpu = json.loads(frames_tool.LIBRARIES[triton][0].read_text())["derived_on_cpu"]
+    assert not any(k in on_cpu for k in keys)            # the GPU's frames replace the CPU-derived ones
+
+
+def _run29(name: str, tag: str) -> dict:
+    """Run 29's line of one process (validate/records/runs/run29/, alone on the H200 or side by side, cold or warm)."""
+    rows = [json.loads(line) for line in (RUNS / "run29" / name).read_text().splitlines()]
+    return next(r for r in rows if r.get("case", {}).get("tag") == tag)
+
+
+@pytest.mark.parametrize("key,triton,record,tag,limit,predicted,measured,modules_from", [
+    # wy_dqkg's 11,808-B frame (H32/HV32's is 11,712: the head counts are constexprs): 11,808 x 270,336 =
+    # 3,192,127,488 B = 1,522.1 pages of 2 MiB -> 1,523 - 132 = 1,391 pages = 2,917,138,432 B; modules: run 16b's
+    # H32/HV32 records process, 243,335,168 B; 552,402,944 + 243,335,168 + 2,917,138,432 = 3,712,876,544 B. Measured
+    # (side by side, its exit's NVML drop) 3,707,305,984: 5,570,560 B (5.3 MiB) below
+    ("fla-kda-layer@0.6.0", "3.6.0", "process_memory_29k_16_32_8_16.jsonl", "fla-kda-layer_D128_H16_HV32_T4096_cold",
+     11_808, 3_712_876_544, 3_707_305_984, "run 16b: the KimiDeltaAttention records process (H32 D128"),
+    # the same figures; measured alone 3,710,713,856: 2,162,688 B (2.1 MiB) below
+    ("fla-kda-layer@0.6.0", "3.6.0", "process_memory_29k_16_32_8_16.jsonl", "fla-kda-layer_D128_H8_HV16_T4096_cold",
+     11_808, 3_712_876_544, 3_710_713_856, "run 16b: the KimiDeltaAttention records process (H32 D128"),
+    # dqkwg's 21,888-B frame (the layer passes STATE_V_FIRST; the kernel model's call 21,848): 21,888 x 270,336 =
+    # 5,917,114,368 B = 2,821.5 pages -> 2,822 - 132 = 2,690 pages = 5,641,338,880 B; modules: run 22f's 4-layer
+    # process, 6,434,979,840 - 552,402,944 - 5,641,338,880 = 241,238,016 B; total 6,434,979,840 B. Measured alone
+    # 6,432,817,152: 2,162,688 B (2.1 MiB) below
+    ("fla-gdn-layer@0.6.0", "3.9.0", "process_memory_29g.jsonl", "fla-gdn-layer_D128_H16_HV32_T4096_cold",
+     21_888, 6_434_979_840, 6_432_817_152, "fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4")])
+def test_issue_33s_layer_cases_hold_on_the_h200(key, triton, record, tag, limit, predicted, measured, modules_from):
+    """Issue 33's layer cases, measured on the H200 by run 29 (fresh processes, empty Triton caches) after the model's
+    figures were committed: each stack limit exact, each process within 64 MiB (within 6 MiB). The modules come from
+    other processes (run 29's are not read: frames.MODULE_CHECKS), so this is a check, not a fit. The model said
+    3,685,613,568 B (KDA, 15-24 MiB low) and 6,288,113,664 B (GDN, 138 MiB low) when the issue was filed."""
+    row = _run29(record, tag)
+    c = row["case"]
+    p = process_memory(H200, get_model(key, "H200", gva=True), "cold", Shape(1, c["tokens"], c["heads"], c["dim"],
+                                                                             c["v_heads"]), triton=triton)
+    assert (row["triton"], row["stack_limit_bytes"], row["nonpytorch_bytes"]) == (triton, limit, measured)
+    assert p.stack_limit_bytes == limit and p.bytes == predicted
+    assert p.bytes == 552_402_944 + p.modules.bytes + stack_reservation_bytes(limit, H200)
+    assert abs(predicted - measured) <= TOLERANCE and abs(predicted - measured) <= 6 * MIB
+    assert p.assumptions == [] and p.modules.status == "measured" and p.stack.status == "derived"
+    assert p.modules.source.startswith(modules_from) and "run29" not in p.modules.source      # another process's
 
 
 @pytest.mark.parametrize("key,options,shape,limit,modules,total", [
-    # wy_dqkg 11,808 B (H32/HV32's 11,712: the head counts are constexprs): 11,808 x 270,336 = 3,192,127,488 B =
-    # 1,522.1 pages of 2 MiB -> 1,523 - 132 = 1,391 pages = 2,917,138,432 B; 552,402,944 + 243,335,168 + that
-    ("fla-kda-layer@0.6.0", {"hidden": 2048}, Shape(1, 8192, 16, 128, 32), 11_808, 243_335_168, 3_712_876_544),
-    ("fla-kda-layer@0.6.0", {"hidden": 2304}, Shape(1, 8192, 8, 128, 16), 11_808, 243_335_168, 3_712_876_544),
-    # dqkwg 21,888 B (the layer passes STATE_V_FIRST; the kernel model's call 21,848): 21,888 x 270,336 =
-    # 5,917,114,368 B = 2,821.5 pages -> 2,822 - 132 = 2,690 pages = 5,641,338,880 B; modules: run 22f's 4-layer
-    # process, 6,434,979,840 - 552,402,944 - 5,641,338,880 = 241,238,016 B
+    # dqkwg 21,888 B: run 22f's own process, whose non-PyTorch bytes the layer's modules are taken from: 552,402,944 +
+    # 241,238,016 + 5,641,338,880 = 6,434,979,840 B, its reading to the byte by construction
     ("fla-gdn-layer@0.6.0", {"hidden": 2048, "layers": 4, "checkpoint": True}, Shape(1, 8192, 16, 128, 32), 21_888,
      241_238_016, 6_434_979_840),
     # wy_dqkg 14,912 B: 14,912 x 270,336 = 4,031,250,432 B -> 1,923 - 132 = 1,791 pages = 3,755,999,232 B
     ("fla-kda@0.6.0", {"contract": "report"}, Shape(1, 8192, 8, 256), 14_912, 104_857_600, 4_413_259_776)])
-def test_issue_33s_cases_are_derived_and_measured(key, options, shape, limit, modules, total):
-    """Issue 33's three cases, each part measured or derived: the stack limit from frames compiled for sm90 on the CPU,
-    the modules the family's measured figure (the layers' with their convolutions', norms' and cuBLAS's kernels).
-    The H200 read (issue 33): the KDA layer H16/HV32 and H8/HV16 3.70-3.71 GB (the model said 3,685,613,568 B, 15-24 MiB
-    low; now 2-13 MB above), the GDN layer 6.42-6.43 GB (run 22f: 6,434,979,840 B; the model said 6,288,113,664 B,
-    140 MiB low), D256 H8 4,413,259,776 B."""
+def test_issue_33s_other_cases_are_derived_and_measured(key, options, shape, limit, modules, total):
+    """The GDN layer's modules' source process, and chunk_kda at D256 H8 (issue 33's reading, 4,413,259,776 B; the
+    model said 5,581,373,440 B): every part measured or derived (frames compiled for sm90 on the CPU at D256 H8)."""
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape)
-    assert p.assumptions == [] and p.stack.status.startswith("derived (compiled for sm90 on the CPU")
+    assert p.assumptions == [] and p.stack.status.startswith("derived")
     assert p.modules.status == "measured"
     assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (limit, modules, total)
     assert p.bytes == 552_402_944 + modules + stack_reservation_bytes(limit, H200)
 
 
-@pytest.mark.parametrize("measured", [3_700_000_000, 3_710_000_000])
-def test_the_kda_layers_grouped_value_heads_within_64_mib_of_the_h200(measured):
-    """Issue 33's reading of the KDA layer at H16/HV32 and H8/HV16 (3.70-3.71 GB, not committed as records: the run-29
-    plan measures them alone with their kernels' frames) against the derived 3,712,876,544 B: 12.9 MB and 2.9 MB."""
-    for shape in (Shape(1, 8192, 16, 128, 32), Shape(1, 8192, 8, 128, 16)):
-        p = process_memory(H200, get_model("fla-kda-layer@0.6.0", "H200"), "cold", shape)
-        assert abs(p.bytes - measured) <= TOLERANCE
+def test_a_warm_gdn_layer_is_bounded_by_its_cold_process_and_the_h200_agrees():
+    """Run 29's warm GDN-layer process (over its cold case's cache) logged its tuned configs: the largest frame is
+    dqkwg's 640 B < 1,024, so no reservation (derived). No warm figure of the layer's modules is read (run 29's are a
+    check): the cold process's 241,238,016 B bound them, said as bounded; 552,402,944 + 241,238,016 = 793,640,960 B >=
+    the 787,283,968 B the H200 measured (6,356,992 B, 6.1 MiB, above: the bound holds and is within 64 MiB)."""
+    row = _run29("process_memory_29g.jsonl", "fla-gdn-layer_D128_H16_HV32_T4096_warm")
+    p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200", gva=True), "warm", Shape(1, 4096, 16, 128, 32))
+    assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (1024, 241_238_016, 793_640_960)
+    assert p.stack.status == "derived" and row["stack_limit_bytes"] == 1024
+    assert p.modules.status.startswith("bounded: no warm process of fla-gdn-layer measured: its cold figure")
+    assert [a.split(": ", 2)[:2] for a in p.assumptions] == [["bounded", "kernel modules"]]
+    assert p.bytes - row["nonpytorch_bytes"] == 793_640_960 - 787_283_968 == 6_356_992
 
 
-def test_a_warm_gdn_layer_is_bounded_by_its_cold_process():
-    """No warm GDN-layer process was measured: its tuned configs' frames are bounded by every candidate's (the cold,
-    CPU-derived frames: limit 21,888 B), and its modules by the cold process's 241,238,016 B (a warm process loads a
-    subset of them); both said as bounded, with the reason."""
-    p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200"), "warm", Shape(1, 8192, 16, 128, 32))
-    assert (p.stack_limit_bytes, p.modules.bytes) == (21_888, 241_238_016)
-    assert p.modules.status.startswith("bounded: no warm process of fla-gdn-layer measured: its cold figure bounds it")
-    assert p.stack.status.startswith("bounded: tuned configs' frames not measured at head_dim=128 num_heads=16 num_v_heads=32:")
-    assert [a.split(": ", 2)[:2] for a in p.assumptions] == [["bounded", "kernel modules"], ["bounded", "stack reservation"]]
+def _same_case_pairs() -> list[tuple[dict, dict]]:
+    """(warm, cold) matrix processes of one case (Triton, family, D, H, HV, tokens), the warm one over the cold one's cache."""
+    cases: dict = {}
+    for r in frames_tool.complete(frames_tool.matrix_rows()):
+        c = r["case"]
+        key = (r["triton"], frames_tool.family(c), c["dim"], c["heads"], c["v_heads"], c["tokens"])
+        cases.setdefault(key, {}).setdefault(c["state"], []).append(r)
+    return [(w, c) for states in cases.values() for w in states.get("warm", []) for c in states.get("cold", [])]
+
+
+def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
+    """The premise of the warm bounds (``process._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
+    the cold ones): a warm process launches a subset of its cold case's candidates and loads a subset of its modules.
+    Every committed pair agrees (26: runs 13a/13c, 16b, 20, 22, 22r and 29): the warm limit at most the cold one, and its
+    modules (non-PyTorch bytes less the context and the limit's reservation) at most the cold ones. E.g. run 29's GDN
+    layer: limit 1,024 <= 21,888; 787,283,968 - 552,402,944 = 234,881,024 <= 6,432,817,152 - 552,402,944 -
+    5,641,338,880 = 239,075,328."""
+    def modules(r: dict) -> int:
+        return r["nonpytorch_bytes"] - 552_402_944 - stack_reservation_bytes(r["stack_limit_bytes"], H200)
+    pairs = _same_case_pairs()
+    assert len(pairs) == 26
+    assert all(w["stack_limit_bytes"] <= c["stack_limit_bytes"] for w, c in pairs)
+    assert all(modules(w) <= modules(c) for w, c in pairs)
+    gdn = next((w, c) for w, c in pairs if "29g" in w["record"])
+    assert (modules(gdn[0]), modules(gdn[1])) == (234_881_024, 239_075_328)
+
+
+def test_every_bound_holds_against_the_committed_measurements():
+    """Each measured process whose figure the model gives as a bound (some part ``bounded: ``, none ``unbounded: ``)
+    holds no more than that bound, limit and bytes: today run 29's warm GDN layer (793,640,960 >= 787,283,968)."""
+    from livebytes.validate.process_check import rows
+    bounded = [r for r in rows() if any(a.startswith("bounded: ") for a in r.assumptions)
+               and not any(a.startswith("unbounded: ") for a in r.assumptions)]
+    assert [(r.label, r.state) for r in bounded] == [("fla-gdn-layer@0.6.0 D128 H16/HV32 T4096 Triton 3.9.0", "warm")]
+    assert all(r.predicted_bytes >= r.measured_bytes and r.predicted_limit >= r.measured_limit for r in bounded)
+
+
+@pytest.mark.parametrize("shape,kind", [(Shape(1, 4096, 16, 128, 32), "bounded: "),       # its cold case measured
+                                        (Shape(1, 4096, 16, 64, 32), "unbounded: "),      # its cold case not
+                                        (Shape(1, 4096, 8, 128, 16), "unbounded: ")])
+def test_warm_modules_are_bounded_only_where_the_cold_figure_is_a_bound(shape, kind):
+    """A warm process loads a subset of its cold case's modules: the cold figure bounds it where that figure is the
+    case's own (GDN layer D128 H16/HV32, run 22f: 241,238,016 B); at a case whose cold figure is the family's, itself
+    unbounded, the warm one is unbounded too (it said bounded before: the family's figure bounds nothing there)."""
+    p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200", gva=True), "warm", shape)
+    assert p.modules.bytes == 241_238_016 and p.modules.status.startswith(kind + "no warm process of fla-gdn-layer")
+    assert any(a.startswith(kind + "kernel modules: ") for a in p.assumptions)
+
+
+def _whole_model(key: str):
+    """What process_memory reads of a traced whole model: its key, options and declared autotuned launches (a traced
+    model declares none: its kernels' frames are not logged one by one, its limit is its process's)."""
+    from types import SimpleNamespace
+    return SimpleNamespace(key=key, options={}, autotuned=())
+
+
+@pytest.mark.parametrize("shape,kind,limit,total", [
+    # the cold process's limit at 8,192 tokens, measured: 15,280 x 270,336 = 4,130,734,080 B = 1,969.7 pages -> 1,970 -
+    # 132 = 1,838 pages = 3,854,565,376 B; 552,402,944 + 236,126,208 + 3,854,565,376 = 4,643,094,528 B
+    (Shape(1, 8192, 16, 128), "bounded: ", 15_280, 4_643_094_528),
+    # at 4,096 tokens the cold limit is itself the 8,192-token one, unbounded: so is the warm one
+    (Shape(1, 4096, 16, 128), "unbounded: ", 15_280, 4_643_094_528)])
+def test_a_warm_whole_model_is_bounded_by_its_cold_process(shape, kind, limit, total):
+    """No warm whole-model process was measured. It took the 1,024-B default (no frames: 790,626,304 B, possibly below
+    the truth: run 29's warm KDA layer alone needs 1,952 B); now the cold process's limit at the case and length, a
+    bound (the warm process launches a subset of the cold one's candidates; the driver never lowers the limit), and the
+    cold modules (a subset loaded)."""
+    p = process_memory(H200, _whole_model("fla-kda-model@0.6.0"), "warm", shape)
+    assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (limit, 236_126_208, total)
+    assert p.bytes == 552_402_944 + 236_126_208 + stack_reservation_bytes(limit, H200)
+    assert p.stack.status.startswith(kind + "no warm process measured")
+    assert p.modules.status.startswith("bounded: no warm process of fla-kda-model measured: its cold figure (measured)")
+    cold = process_memory(H200, _whole_model("fla-kda-model@0.6.0"), "cold", shape)
+    assert (cold.stack_limit_bytes, cold.bytes) == (limit, total)
 
 
 def test_no_process_figure_is_merely_assumed():
@@ -553,6 +645,104 @@ def test_cpu_summaries_of_another_compiler_are_refused(tmp_path, monkeypatch):
         frames_tool.cpu_frames({}, ("cpu_frames/s.jsonl",), "3.9.0")
     with pytest.raises(SystemExit, match="not this file's compiler"):
         frames_tool.cpu_frames({}, ("cpu_frames/s.jsonl",), "3.6.0")
+
+
+@pytest.mark.parametrize("key,options,triton,shape,limit,reservation", [
+    # Triton 3.6.0 (summary_f.jsonl). wy_dqkg 14,392 B (as H16's) -> 14,400: x 270,336 = 3,892,838,400 B = 1,856.25
+    # pages -> 1,857 - 132 = 1,725 pages = 3,617,587,200 B
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 8, 128), 14_400, 3_617_587_200),
+    # wy_dqkg 18,584 B (as H16's and H128's) -> 18,592: 5,026,086,912 B = 2,396.6 pages -> 2,397 - 132 = 4,750,049,280 B
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 32, 64), 18_592, 4_750_049_280),
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 64, 64), 18_592, 4_750_049_280),
+    # wy_dqkg 14,456 B (as H96's, candidate for candidate) -> 14,464: 3,910,139,904 B = 1,864.5 pages -> 1,865 - 132 =
+    # 1,733 pages = 3,634,364,416 B, what run 6a's reset freed at H96
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 24, 128), 14_464, 3_634_364_416),
+    # the plain contract at the head dims it lacked: D256 wy_dqkg 14,912 B: 4,031,250,432 B = 1,922.25 pages -> 1,923 -
+    # 132 = 1,791 pages = 3,755,999,232 B; D32 18,104 -> 18,112 B: 4,896,325,632 B = 2,334.75 -> 2,335 - 132 = 2,203
+    # pages = 4,620,025,856 B
+    ("fla-kda@0.6.0", {"contract": "plain"}, "3.6.0", Shape(1, 8192, 16, 256), 14_912, 3_755_999_232),
+    ("fla-kda@0.6.0", {"contract": "plain"}, "3.6.0", Shape(1, 8192, 16, 32), 18_112, 4_620_025_856),
+    # forward only without grouped value heads: inter_solve 880 B < the 1,024-B default, no reservation
+    ("fla-kda-fwd@0.6.0", {"contract": "plain"}, "3.6.0", Shape(1, 8192, 16, 128), 1_024, 0),
+    ("fla-kda-fwd@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 16, 128), 1_024, 0),
+    # Triton 3.9.0 (summary_t39b.jsonl): GDN H16/HV16, dqkwg 21,896 -> 21,904 B: 5,921,439,744 B = 2,823.6 pages ->
+    # 2,824 - 132 = 2,692 pages = 5,645,533,184 B; KDA plain D128 wy_dqkg 14,544 B: 3,931,766,784 B = 1,874.8 -> 1,875 -
+    # 132 = 1,743 pages = 3,655,335,936 B (the report contract's limit under 3.9.0 too)
+    ("fla-gdn@0.6.0", {}, "3.9.0", Shape(1, 8192, 16, 128), 21_904, 5_645_533_184),
+    ("fla-kda@0.6.0", {"contract": "plain"}, "3.9.0", Shape(1, 8192, 16, 128), 14_544, 3_655_335_936)])
+def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, limit, reservation):
+    """Cases users ask that the data lacked, compiled for sm90 on the CPU one at a time (validate/records/runs/
+    cpu_frames/summary_f.jsonl, summary_t39b.jsonl): each stack reservation now derived, where each said unbounded (the
+    family's largest frame over other cases) before."""
+    p = process_memory(H200, get_model(key, "H200", **options), "cold", shape, triton=triton)
+    assert p.stack.status.startswith("derived (compiled for sm90 on the CPU")
+    assert not any("stack reservation" in a for a in p.assumptions)
+    assert (p.stack_limit_bytes, p.stack.bytes) == (limit, reservation)
+    assert stack_reservation_bytes(limit, H200) == reservation
+
+
+def _candidates(archive: str, tag: str) -> dict:
+    """{(kernel, config, constexprs less the head counts): STACK} of one CPU-compiled case's counted candidates
+    (``validate/records/runs/cpu_frames/<archive>``: one line per candidate; ``tag`` ``..._D128_H16_HV32``). The head
+    counts leave the key: H, HV, l2norm's NB (cdiv(T*H, 65,536), its autotune key only); a convolution's channel count D
+    (H*K for q and k, HV*K for v) is kept in units of H*K (1, or HV/H for v)."""
+    import tarfile
+    dim, heads = (int(part[1:]) for part in tag.split("_")[1:3])
+    with tarfile.open(CPU_FRAMES / archive) as tar:
+        lines = tar.extractfile(f"{tag}_T4096.jsonl").read().decode().splitlines()
+    out = {}
+    for r in map(json.loads, lines):
+        if r["counted"]:
+            constexprs = {k: v for k, v in r["constexprs"].items() if k not in ("H", "HV", "NB")}
+            if r["kernel"].startswith("causal_conv1d"):
+                constexprs["D"] = constexprs["D"] / (heads * dim)
+            out[(r["kernel"], json.dumps(r["config"], sort_keys=True), json.dumps(constexprs, sort_keys=True))] = r["STACK"]
+    return out
+
+
+@pytest.mark.parametrize("a,b,candidates,differ,up", [
+    ("candidates.tgz:fla-report_D64_H16_HV16", "candidates.tgz:fla-report_D64_H128_HV128", 204, 0, 0),
+    ("candidates.tgz:fla-report_D64_H16_HV16", "candidates_f.tgz:fla-report_D64_H32_HV32", 204, 0, 0),
+    ("candidates.tgz:fla-report_D64_H16_HV16", "candidates_f.tgz:fla-report_D64_H64_HV64", 204, 0, 0),
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_f.tgz:fla-report_D128_H8_HV8", 202, 0, 0),
+    ("candidates.tgz:fla-report_D256_H16_HV16", "candidates_d.tgz:fla-report_D256_H8_HV8", 192, 0, 0),
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates.tgz:fla-report_D128_H96_HV96", 202, 42, 23),  # 14,392 -> 14,456
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_f.tgz:fla-report_D128_H24_HV24", 202, 42, 23),
+    ("candidates.tgz:fla-report_D128_H96_HV96", "candidates_f.tgz:fla-report_D128_H24_HV24", 202, 0, 0),   # 3 x 2^k
+    ("candidates.tgz:fla-report_D256_H16_HV16", "candidates.tgz:fla-report_D256_H96_HV96", 192, 32, 21),  # 14,912 -> 15,184
+    ("candidates.tgz:fla-plain_D128_H16_HV16", "candidates.tgz:fla-plain_D128_H96_HV96", 146, 41, None),
+    ("candidates_e.tgz:fla-kda-layer_D128_H16_HV16", "candidates_e.tgz:fla-kda-layer_D128_H32_HV32", 257, 0, 0),
+    ("candidates_e.tgz:fla-kda-layer_D128_H16_HV32", "candidates_e.tgz:fla-kda-layer_D128_H8_HV16", 290, 0, 0),
+    # Triton 3.9.0: GDN at HV32 against HV16 (the group ratio): dqkwg's 2-warp candidates 21,848 -> 21,896 B
+    ("candidates_t39.tgz:fla-gdn_D128_H16_HV32", "candidates_t39b.tgz:fla-gdn_D128_H16_HV16", 117, 9, None)])
+def test_frames_depend_on_the_head_counts_not_on_the_head_dim_alone(a, b, candidates, differ, up):
+    """Issue 33 asks for the frames grid over H 1..128 and D 32..256: can it be one entry per head dim? No. At a head dim
+    the same candidates compile whatever the head count (their configs are fla's lists, pruned by D and shared memory),
+    but H and HV are constexprs of every chunk kernel and ptxas's frames move with them: equal between the power-of-two
+    head counts committed (D64 H16/H32/H64/H128, D128 and D256 H8/H16, the KDA layer H16/HV16 and H32/HV32, H16/HV32 and
+    H8/HV16), different at H96 (D128: 42 of 202 candidates, 23 larger and 19 smaller; D256: 32 of 192, 21 larger) and
+    and H24 alike (equal to each other: both 3 x 2^k), and with the group ratio (GDN H16/HV32 and H16/HV16 under
+    Triton 3.9.0: 9 of 117), so frames are per (D, H, HV),
+    and no head count's frames bound another's (both directions). The power-of-two agreement is an observation at the
+    committed pairs, not a proof (ptxas is not bound to allocate alike for other constants), so a head count not
+    compiled stays unbounded."""
+    first, second = (_candidates(*side.split(":")) for side in (a, b))
+    assert set(first) == set(second) and len(first) == candidates
+    changed = [k for k in first if first[k] != second[k]]
+    assert len(changed) == differ
+    if up is not None:
+        assert sum(second[k] > first[k] for k in changed) == up
+        assert sum(second[k] < first[k] for k in changed) == differ - up
+
+
+def test_the_group_ratio_moves_the_frames_too():
+    """HV/H is a constexpr ratio (``i_h = i_hv // (HV // H)``): the KDA layer at H16/HV32 compiles the 257 candidates of
+    H16/HV16 and 33 more (the value convolution's, at twice the channels), and 17 of the shared ones change frame; its
+    largest is 11,808 B against 11,712."""
+    same, grouped = (_candidates("candidates_e.tgz", f"fla-kda-layer_D128_H16_HV{hv}") for hv in (16, 32))
+    assert set(same) < set(grouped) and (len(same), len(grouped)) == (257, 290)
+    assert sum(same[k] != grouped[k] for k in same) == 17
+    assert (max(same.values()), max(grouped.values())) == (11_712, 11_808)
 
 
 def _cpu_frames_probe():

@@ -3,7 +3,7 @@ model, one file per Triton version the kernels were compiled by (``estimator/dat
 {3.6.0,3.9.0}_H200.json``; ``LIBRARIES``), regenerated from the GPU records. Every matrix row names its Triton; a row
 under another Triton than its file's is refused.
 
-Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/probes/process_memory.py``,
+Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/probes/process_memory.py``, run 29 too,
 runs 13 and 16b; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
 state, the largest frame of each kernel: cold, over every candidate that launched while autotuning; warm, over the
 configs the tuned cache chose. A warm case counts only where its cold case filled the cache completely (run 13a's
@@ -49,9 +49,11 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
 # raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
 CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl",
                  "cpu_frames/summary_d.jsonl",       # _d: session 15, report contract D256 H8 (issue 33's case)
-                 "cpu_frames/summary_e.jsonl")       # _e: the KimiDeltaAttention layer, grouped value heads (issue 33)
+                 "cpu_frames/summary_e.jsonl",       # _e: the KimiDeltaAttention layer, grouped value heads (issue 33)
+                 "cpu_frames/summary_f.jsonl")       # _f: session 17, cases users ask (H8, the plain contract's head dims)
 # Triton 3.9.0 compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH), as on the H200 in runs 20-22
-CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",)
+CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",
+                           "cpu_frames/summary_t39b.jsonl")   # _t39b: session 17, GDN H16/HV16 and KDA's plain contract
 LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
 # Layer processes whose non-PyTorch bytes give their family's cold modules (the process alone on the GPU): run 22f's
 # 4 GatedDeltaNet layers, fresh and cold; its side-by-side 1-layer process had freed its memory (that reading,
@@ -59,8 +61,16 @@ LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
 # and reservations)
 LAYER_PROCESSES = {"3.9.0": ("run22/fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4_checkpoint=on_"
                              "2026-12-01T230038Z_2011.json",)}
-MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl", "run17/process_memory_17.jsonl")
-MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl")
+# Run 29: the layer cases issue 33 names (the KDA layer H16/HV32 and H8/HV16 under Triton 3.6.0, the GDN layer
+# H16/HV32 under 3.9.0), each alone on the GPU with every loaded cubin's frame: their frames replace the CPU-derived
+# ones; their modules are not read (MODULE_CHECKS), so those processes stay an independent check of the modules
+# figures the data take from other processes (run 16b's KDA layer, run 22f's GDN layer).
+RUN29_KDA_LAYER, RUN29_GDN_LAYER = "run29/process_memory_29k_16_32_8_16.jsonl", "run29/process_memory_29g.jsonl"
+MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl",
+            "run17/process_memory_17.jsonl", RUN29_KDA_LAYER)
+MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl",
+                      RUN29_GDN_LAYER)
+MODULE_CHECKS = (RUN29_KDA_LAYER, RUN29_GDN_LAYER)
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -356,7 +366,8 @@ def build_triton_39() -> dict:
     compiler (the GatedDeltaNet layer), the layer's modules from its own process; no edge-probe limits."""
     rows = rows_of_triton(MATRICES_TRITON_39, "3.9.0")
     m = matrix_frames(rows)
-    modules, modules_by_case = modules_from_rows(rows)
+    checks = {f"validate/records/runs/{name}" for name in MODULE_CHECKS}
+    modules, modules_by_case = modules_from_rows([r for r in rows if r["record"] not in checks])
     derived, derived_source = cpu_frames(m["cold"], CPU_SUMMARIES_TRITON_39, "3.9.0")
     cold = {**derived, **m["cold"]}
     layer_families, layer_cases = layer_modules(LAYER_PROCESSES["3.9.0"], cold)
