@@ -364,21 +364,27 @@ def sweep_shapes(model: LifetimeModel, shapes: list[Shape]) -> list[int]:
     return [int(p) for p in np.rint(peaks)]
 
 
+def _doubling(a, b, text: str, what: str, example: str) -> list:
+    """``a``, 2a, 4a ... up to ``b``, which the doubling must reach exactly (a range ``a..b`` of sizes or ratios)."""
+    if a > b:
+        raise LivebytesError(f"{what}: empty range {text!r}")
+    out, v = [], a
+    while v <= b:
+        out.append(v)
+        v *= 2
+    if out[-1] != b:
+        raise LivebytesError(f"{what}: range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
+                             f"list the values instead (e.g. {example})")
+    return out
+
+
 def parse_ratio_range(text: str, what: str = "expand_v") -> list[str]:
     """``parse_range``'s forms for ratios (FLA's ``expand_v``): ``0.5,1,2`` or a doubling range ``0.5..2``; each
     checked positive (``shapes.parse_ratio``) and returned as text, which ``shapes.head_v_dim`` reads exactly."""
     from .shapes import parse_ratio
     if ".." in text:
         a, b = (parse_ratio(x, what) for x in text.split("..", 1))
-        if a > b:
-            raise LivebytesError(f"{what}: empty range {text!r}")
-        out, v = [], a
-        while v <= b:
-            out.append(v)
-            v *= 2
-        if out[-1] != b:
-            raise LivebytesError(f"{what}: range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
-                                 "list the values instead (e.g. 0.5,1,1.5)")
+        out = _doubling(a, b, text, what, "0.5,1,1.5")
         return [str(v) if v.denominator == 1 or float(v) != v else str(float(v)) for v in out]   # 0.5, not 1/2
     items = [x.strip() for x in text.split(",")]
     if "" in items:
@@ -394,16 +400,7 @@ def parse_range(text: str, what: str = "value") -> list[int]:
     from .shapes import parse_size
     if ".." in text:
         a, b = (parse_size(x, what) for x in text.split("..", 1))
-        if a > b:
-            raise LivebytesError(f"{what}: empty range {text!r}")
-        out, v = [], a
-        while v <= b:
-            out.append(v)
-            v *= 2
-        if out[-1] != b:
-            raise LivebytesError(f"{what}: range {text!r} doubles from its start and would stop at {out[-1]}, not {b}; "
-                                 "list the values instead (e.g. 8K,10K)")
-        return out
+        return _doubling(a, b, text, what, "8K,10K")
     if not text.strip():
         raise LivebytesError(f"{what}: no values in {text!r}")
     items = [x.strip() for x in text.split(",")]
