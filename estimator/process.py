@@ -262,7 +262,8 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     of 16 or not) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other
     code). Above the longest, or at a case not measured, the family's largest measured limit is taken, unbounded
     (frames are not monotonic in the head count). An fp32-amp case never measured takes its bf16 case's answer,
-    unbounded."""
+    unbounded. Warm, where no warm process was measured: the cold answer, a bound where it is one
+    (``_warm_limit_by_cold``)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
@@ -335,8 +336,9 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
     """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``); at a
     case those data do not hold, the family's figure, unbounded (each head dim compiles its own kernels: under Triton
     3.9.0 GDN's differ by head dim, and no measured case bounds another); where the data keep the family's figure only,
-    that figure as measured (its modules per family); warm
-    without a warm figure, the family's cold one, a bound; else the library's largest, unbounded."""
+    that figure as measured (its modules per family); warm without a warm figure, the same case's cold one
+    (``_warm_modules_by_cold``: a bound where that cold figure is not unbounded); else the library's largest,
+    unbounded."""
     by_case = data.get("modules_by_case", {}).get(state, {})
     if case in by_case:
         entry = by_case[case]

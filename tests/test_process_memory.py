@@ -669,6 +669,9 @@ def test_cpu_summaries_of_another_compiler_are_refused(tmp_path, monkeypatch):
     # 2,824 - 132 = 2,692 pages = 5,645,533,184 B; KDA plain D128 wy_dqkg 14,544 B: 3,931,766,784 B = 1,874.8 -> 1,875 -
     # 132 = 1,743 pages = 3,655,335,936 B (the report contract's limit under 3.9.0 too)
     ("fla-gdn@0.6.0", {}, "3.9.0", Shape(1, 8192, 16, 128), 21_904, 5_645_533_184),
+    # the GDN layer H16/HV16: dqkwg 22,120 -> 22,128 B (H16/HV32's 21,888): 5,981,995,008 B = 2,852.4 pages -> 2,853 -
+    # 132 = 2,721 pages = 5,706,350,592 B
+    ("fla-gdn-layer@0.6.0", {}, "3.9.0", Shape(1, 8192, 16, 128), 22_128, 5_706_350_592),
     ("fla-kda@0.6.0", {"contract": "plain"}, "3.9.0", Shape(1, 8192, 16, 128), 14_544, 3_655_335_936)])
 def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, limit, reservation):
     """Cases users ask that the data lacked, compiled for sm90 on the CPU one at a time (validate/records/runs/

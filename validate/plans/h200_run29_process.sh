@@ -15,6 +15,8 @@
 #             (chunk_bwd_kernel_dqkwg with the layer's STATE_V_FIRST), 552,402,944 + 241,238,016 + 5,641,338,880 =
 #             6,434,979,840 B (the modules are run 22f's 4-layer process's less that reservation, so the non-PyTorch
 #             figure checks the modules across processes and the limit checks the frames).
+# Ran in session 17 (validate/records/runs/run29/, README there): folded in as below, its modules kept as a check
+# (validate/frames.py's MODULE_CHECKS; tests/test_process_memory.py::test_issue_33s_layer_cases_hold_on_the_h200).
 # Then here: add $OUT/process_memory_29*.jsonl to validate/frames.py's MATRICES (3.6.0) and MATRICES_TRITON_39, run
 # `python -m livebytes.validate.frames`; the GPU's frames replace the CPU-derived ones where both exist, and
 # tests/test_process_memory.py's comparison tests (every matrix process within 64 MiB, its limit exact) cover them.
