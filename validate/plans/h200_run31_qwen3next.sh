@@ -7,6 +7,9 @@
 # run: validate/records/models/predictions/run31/ (this tree's code).
 #   q1  q3n-h1024-l4-e16-v32k (4 layers, full attention at layer 3, 16 experts top 2, head dim 128), 1 x 8192
 #   q2  q3n-h2048-l2-d256-v32k (2 layers, full attention at layer 1, 8 experts top 2, head dim 256), 1 x 4096
+# and (step `kimi`, added in session 18 with its predictions, the image's Triton 3.6.0) KimiLinearForCausalLM:
+#   k1  kimi-h1024-l4-e16-v32k (4 layers: KDA x3 then MLA; layer 0 dense, then 16 experts top 2), 1 x 8192
+#   k2  kimi-h2048-l2-e8-v32k (2 layers: KDA then MLA; layer 0 dense, layer 1 8 experts top 2), 1 x 16384
 # What the run checks, beyond the peaks: (a) which SDPA kernel torch 2.11 runs (the tracer says cuDNN attention for
 # both: cuDNN 9.19 > 9.15 on sm90 puts it first; head dim 256 within its sm90 limit from cuDNN 9.10); (b) the cuDNN
 # graph workspaces, not modelled (sized by cuDNN's plan): the history shows each call's allocations; (c) what
@@ -51,6 +54,15 @@ records)
   probe q2-d256-4k q3n-h2048-l2-d256-v32k 1 4096 --history --sdpa-choice & p2=$!
   wait $p1 $p2
   pack records; kill %1 2>/dev/null ;;
+kimi)      # Triton 3.6.0 (the image's): install first (h200_run28.sh install)
+  export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
+  STEP=kimi; DEADLINE=${DEADLINE:-480}; mkdir -p "$W/kimi"
+  packing kimi &
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$W/kimi/gpu.csv"
+  probe k1-l4-8k kimi-h1024-l4-e16-v32k 1 8192 --history --sdpa-choice & p1=$!
+  probe k2-l2-16k kimi-h2048-l2-e8-v32k 1 16384 --history --sdpa-choice & p2=$!
+  wait $p1 $p2
+  pack kimi; kill %1 2>/dev/null ;;
 traces)
   t39
   STEP=traces; mkdir -p "$W/traces"
@@ -58,5 +70,5 @@ traces)
   ( trace q1-l4-8k q3n-h1024-l4-e16-v32k "$W/traces"; trace q2-d256-4k q3n-h2048-l2-d256-v32k "$W/traces" ) \
     > "$W/traces/trace.log" 2>&1
   pack traces; kill %1 2>/dev/null ;;
-*) echo "usage: $0 records | traces" >&2; exit 1 ;;
+*) echo "usage: $0 records | kimi | traces" >&2; exit 1 ;;
 esac
