@@ -1,5 +1,6 @@
 """flash-linear-attention 0.6.0's ``GatedDeltaNet`` layer (``fla/layers/gated_deltanet.py``), forward + backward in bf16,
-and a stack of L of them, as buffer records (the stack: ``lifetimes/layer_stack.py``, as for the KDA layer).
+and a stack of L of them, as buffer records (the stack: ``lifetimes/layer_stack.py``, as for the KDA layer): ``GDN_0_6_0``,
+a row of the FLA layer table (``lifetimes/fla_layer.py`` declares it).
 
 Called as a training step calls it: ``hidden_states [1, T, hidden]`` bf16 with packed ``cu_seqlens`` (so the three
 short convolutions run apart: ``_use_fused_qkv_conv`` needs ``cu_seqlens is None``, gated_deltanet.py:202),

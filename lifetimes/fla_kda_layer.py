@@ -1,5 +1,6 @@
 """flash-linear-attention 0.6.0's ``KimiDeltaAttention`` layer (``fla/layers/kda.py``), forward + backward in bf16,
-and a stack of L of them, as buffer records.
+and a stack of L of them, as buffer records: ``KDA_0_6_0``, a row of the FLA layer table (``lifetimes/fla_layer.py``
+declares it).
 
 The layer is called as a training step calls it: ``hidden_states [1, T, hidden]`` bf16 with packed ``cu_seqlens``
 (``unpad_hidden_states`` and ``repad_hidden_states`` are no-ops then), ``use_short_conv=True``, no cache, mode
