@@ -35,6 +35,7 @@ deferred by the NCCL stream (``recordStream``): synchronous collectives are assu
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import sympy as sp
 
@@ -283,7 +284,7 @@ def build(target: Target, inner: LifetimeModel, cp: Cp, options: dict, device: s
     d = _splice(inner, cp, target, options)
     comm = (f"W={cp.world} {cp.layout}, {cp.rank} rank" + (" (zigzag: every rank launches every CP kernel)" if cp.zigzag else ""))
     return d.freeze(
-        key=f"fla-{target.name}-cp@0.6.0", implementation=inner.implementation + " under fla.ops.cp context parallelism",
+        key=f"fla-{target.name}-cp@{inner.version}", implementation=inner.implementation + " under fla.ops.cp context parallelism",
         version=inner.version, device=device,
         summary=f"one rank of {comm}; total sequence S over W ranks, S/W local tokens; local computation: {inner.summary}",
         options=tuple(sorted({**dict(inner.options), "cp": cp.world, "cp_layout": cp.layout, "cp_rank": cp.rank}.items())),
@@ -334,29 +335,68 @@ def refuse_gdn(shape, device) -> str | None:
     return gdn_refuse(shape, device) or refuse_packed(shape, device)
 
 
-def _kda_builder(device, contract="report", recompute=True, gva=False, cp=2, cp_layout="contiguous", cp_rank="first"):
-    inner = fla_kda.build(version=fla_kda.FLA_0_6_0, contract=contract, recompute=recompute, forward_only=False,
-                          device=device.name, gva=gva)
-    return build(KDA, inner, Cp(cp, cp_layout, cp_rank), {"contract": contract}, device.name)
+def _kda_inner(kernel_version, device, contract="report", recompute=True, gva=False) -> LifetimeModel:
+    return fla_kda.build(version=kernel_version, contract=contract, recompute=recompute, forward_only=False,
+                         device=device.name, gva=gva)
 
 
-def _gdn_builder(device, gva=False, cp=2, cp_layout="contiguous", cp_rank="first"):
-    inner = fla_gdn.build(forward_only=False, device=device, gva=gva, version=fla_gdn.GDN_0_6_0)
-    return build(GDN, inner, Cp(cp, cp_layout, cp_rank), {}, device.name)
+def _gdn_inner(kernel_version, device, gva=False) -> LifetimeModel:
+    return fla_gdn.build(forward_only=False, device=device, gva=gva, version=kernel_version)
 
 
-register(ModelSpec(
-    key="fla-kda-cp@0.6.0", implementation="FLA chunk_kda (Triton) under fla.ops.cp", version="0.6.0",
-    covers="fla-core 0.6.0 chunk_kda forward + backward, one rank of context parallelism (contiguous or zigzag), "
-           "report or plain contract, recompute on or off; the shape's S is the total sequence over W ranks",
-    builder=_kda_builder, refuse=refuse_kda, options={**fla_kda.OPTIONS, **CP_OPTIONS},
-    default_device="H200", seq_multiple=seq_multiple,
-))
-register(ModelSpec(
-    key="fla-gdn-cp@0.6.0", implementation="FLA chunk_gated_delta_rule (Triton) under fla.ops.cp", version="0.6.0",
-    covers="fla-core 0.6.0 Gated DeltaNet forward + backward as Qwen3-Next calls it, one rank of context parallelism "
-           "(contiguous or zigzag); the shape's S is the total sequence over W ranks; not measured under context parallelism "
-           "(the single-GPU backward is, on the H200 with Triton 3.9.0)",
-    builder=_gdn_builder, refuse=refuse_gdn, options={**fla_gdn.OPTIONS, **CP_OPTIONS},
-    default_device="H200", seq_multiple=seq_multiple,
-))
+@dataclass(frozen=True)
+class CpVersion:
+    """One registered CP model: a kernel's CP path (``Target``) at one entry of its kernel model's ``VERSIONS``, which
+    names the version (CP's lines are the same fla-core wheel's). A new fla-core version is an entry derived from the
+    one it differs from (``derive``): its kernel version entry, and a ``Target`` with the cited lines that moved."""
+
+    target: Target
+    kernel_version: object         # fla_kda.FlaVersion / fla_gdn.GdnVersion: the single-GPU model at the local tokens
+    implementation: str
+    covers: str                    # "{version}": the kernel version's
+    inner: Callable                # (kernel_version, device, **kernel options) -> the single-GPU model
+    kernel_options: dict           # the kernel model's options (the CP options are added)
+    refuse: Callable               # module-level: the spec index stores it
+
+    def derive(self, **overrides) -> "CpVersion":
+        return replace(self, **overrides)
+
+    @property
+    def version(self) -> str:
+        return self.kernel_version.version
+
+    @property
+    def key(self) -> str:
+        return f"fla-{self.target.name}-cp@{self.version}"
+
+
+def _builder(v: CpVersion):
+    def build_for(device, cp=2, cp_layout="contiguous", cp_rank="first", **kernel_options):
+        inner = v.inner(v.kernel_version, device, **kernel_options)
+        return build(v.target, inner, Cp(cp, cp_layout, cp_rank), kernel_options, device.name)
+    return build_for
+
+
+VERSIONS: tuple[CpVersion, ...] = (
+    CpVersion(KDA, fla_kda.FLA_0_6_0, "FLA chunk_kda (Triton) under fla.ops.cp",
+              "fla-core {version} chunk_kda forward + backward, one rank of context parallelism (contiguous or zigzag), "
+              "report or plain contract, recompute on or off; the shape's S is the total sequence over W ranks",
+              _kda_inner, fla_kda.OPTIONS, refuse_kda),
+    CpVersion(GDN, fla_gdn.GDN_0_6_0, "FLA chunk_gated_delta_rule (Triton) under fla.ops.cp",
+              "fla-core {version} Gated DeltaNet forward + backward as Qwen3-Next calls it, one rank of context parallelism "
+              "(contiguous or zigzag); the shape's S is the total sequence over W ranks; not measured under context "
+              "parallelism (the single-GPU backward is, on the H200 with Triton 3.9.0)",
+              _gdn_inner, fla_gdn.OPTIONS, refuse_gdn),
+)
+
+
+def _register(v: CpVersion) -> None:
+    register(ModelSpec(
+        key=v.key, implementation=v.implementation, version=v.version, covers=v.covers.format(version=v.version),
+        builder=_builder(v), refuse=v.refuse, options={**v.kernel_options, **CP_OPTIONS}, default_device="H200",
+        seq_multiple=seq_multiple,
+    ))
+
+
+for _v in VERSIONS:
+    _register(_v)

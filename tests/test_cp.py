@@ -281,3 +281,18 @@ def test_the_plan_scripts_boundary_is_the_models(rank):
     assert verdict(model, Shape(1, s_star, 96), h200, tuned_at_tokens=1024).fits
     assert not verdict(model, Shape(1, s_star + 2, 96), h200, tuned_at_tokens=1024).fits
     assert not verdict(model, Shape(1, s_over, 96), h200, tuned_at_tokens=1024).fits
+
+
+@pytest.mark.parametrize("index, name", [(0, "kda"), (1, "gdn")])
+def test_a_cp_version_is_its_kernel_models_version_entry(index, name):
+    """CP's version is data (lifetimes/fla_cp.py ``VERSIONS``): an entry whose kernel version entry is derived with only
+    ``version`` changed is keyed by it and describes the same records as the registered one."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes import fla_cp
+    v = fla_cp.VERSIONS[index]
+    example = v.derive(kernel_version=v.kernel_version.derive(version="0.6.0+example"))
+    assert (v.key, example.key) == (f"fla-{name}-cp@0.6.0", f"fla-{name}-cp@0.6.0+example")
+    before, after = (fla_cp._builder(x)(get_device("H200"), cp=4, cp_layout="zigzag", cp_rank="middle") for x in (v, example))
+    assert (after.key, after.version) == (example.key, "0.6.0+example")
+    assert (after.steps, after.buffers, after.autotuned) == (before.steps, before.buffers, before.autotuned)
+    assert example.covers.format(version=example.version).startswith("fla-core 0.6.0+example ")

@@ -460,3 +460,20 @@ def test_predict_quotes_a_layer_record_at_the_layers_defaults(args, record):
     from livebytes.cli.app import app
     r = json.loads(CliRunner().invoke(app, ["predict", "--seq", "8K", "--json", *args]).stdout)["results"][0]
     assert [m["record"][:len(record)] for m in r["measured"]] == [record]
+
+
+@pytest.mark.parametrize("module", ["kda", "gdn"])
+def test_a_layer_version_is_one_entry_of_its_table(module):
+    """A version is data (lifetimes/fla_layer.py): an entry derived from a row with only ``version`` changed is registered
+    under its own key and describes the same records, every step and buffer; the row's version is named once (the key,
+    the implementation, what it covers and the first note all take it from the entry)."""
+    from livebytes.lifetimes import fla_gdn_layer, fla_layer
+    row = (fla_kda_layer if module == "kda" else fla_gdn_layer).LAYER
+    example = row.derive(version="0.6.0+example")
+    before, after = (fla_layer.build(r, layers=2, checkpoint=True) for r in (row, example))
+    assert (after.key, after.version) == (f"fla-{module}-layer@0.6.0+example", "0.6.0+example")
+    assert (after.steps, after.buffers, after.autotuned) == (before.steps, before.buffers, before.autotuned)
+    assert after.implementation == f"FLA {row.cls} layer (flash-linear-attention 0.6.0+example)"
+    assert example.covers.startswith(f"flash-linear-attention 0.6.0+example {row.cls} x L")
+    assert after.notes[0].startswith(f"from flash-linear-attention 0.6.0+example fla/{row.file} and fla-core 0.6.0;")
+    assert before.notes[0].startswith(f"from flash-linear-attention 0.6.0 fla/{row.file} and fla-core 0.6.0;")
