@@ -23,6 +23,15 @@ CASES = {
     "h200_run27_edge-1.3b-467490": (16723, 141_459_193_856, 141_459_193_856),   # plan's answer since ecc4a09: the same
     "h200_run25h_k2-ckpt": (3211, 5_840_568_320, 5_840_568_320 - 64 * 2**20),
     "h200_run25h_k4-1.3b": (15991, 15_181_283_328, 15_181_283_328 - 276 * 2**20),
+    # run 30: run 28's fp32-amp a2 (KDA h2048 4 layers, checkpointing, 1 x 16K) and a3 (GDN h1024 2 layers, 1 x 8K)
+    # again, their figures equal to run 28's; a2's model placement: 9,779,019,776 - 415,236,096 (396 MiB)
+    "h200_run30_a2-kda-ckpt": (3820, 9_779_019_776, 9_363_783_680),
+    "h200_run30_a3-gdn-8k": (1614, 2_751_463_424, 2_751_463_424),
+    # run 31: transformers 5.17's Kimi-Linear and Qwen3-Next steps (their records' steps[1..2].max_reserved_bytes)
+    "h200_run31_k1-l4-8k": (4166, 8_315_207_680, 8_315_207_680),
+    "h200_run31_k2-l2-16k": (1944, 15_839_789_056, 15_839_789_056),
+    "h200_run31_q1-l4-8k": (4308, 8_627_683_328, 8_627_683_328),
+    "h200_run31_q2-d256-4k": (2316, 5_112_856_576, 5_112_856_576),
 }
 
 
@@ -56,3 +65,17 @@ def test_a_moved_segment_is_seen():
     first = next(i for i, e in enumerate(trace) if e["action"] == "segment_alloc" and e["size"] >= 64 * 2**20)
     trace[first] = dict(trace[first], addr=trace[first]["addr"] + (1 << 40))
     assert replay_trace(snap).divergence is not None
+
+
+@pytest.mark.parametrize("name,device_placement,allocated_end", [
+    ("h200_run30_a3-gdn-8k", True, 1_173_954_560),    # run 28's a3 record: steps[*].allocated_after_bytes
+    ("h200_run30_a3-gdn-8k", False, 1_172_905_984),   # 1 MiB less: the traced prediction's (model_records.NAMED_MISSES)
+    ("h200_run31_k1-l4-8k", True, 1_108_045_824),     # the k1 record's steps[*].allocated_after_bytes
+    ("h200_run31_k1-l4-8k", False, 1_105_948_672),    # 2 MiB less; the traced prediction 1,106,472,960 (order: 0.5 MiB)
+])
+def test_allocated_after_is_the_placement(name, device_placement, allocated_end):
+    """Allocated bytes depend on placement too: a request served from a cached block whose remainder is too small to
+    split (CUDACachingAllocator.cpp ``shouldSplit``: large-pool remainders of 1 MiB or less stay with the block) holds
+    the whole block, and which block serves it is where the segments lie."""
+    run = replay_trace(_snapshot(name), device_placement=device_placement)
+    assert run.allocated_end_bytes == allocated_end

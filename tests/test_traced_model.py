@@ -239,6 +239,21 @@ def test_records_cover_what_the_issue_asks(model_type):
     assert max(c["config"]["vocab_size"] for c in ran) >= 150_000
 
 
+@pytest.mark.parametrize("model_type,experts", [("qwen3_next", "num_experts"), ("kimi_linear", "num_local_experts")])
+def test_hybrid_records_cover_issue_36(model_type, experts):
+    """Issue 36 point 4: small configurations of both transformers models on the H200 (run 31), each 2-4 blocks with
+    one full-attention layer and a few experts, 4K-32K tokens, AdamW; two configurations each."""
+    ran = [json.loads(p.read_text()) for p in RECORDS]
+    ran = [r for r in ran if r["config"]["model_type"] == model_type]
+    assert len({json.dumps(r["config"], sort_keys=True) for r in ran}) >= 2
+    for r in ran:
+        c = r["config"]
+        kinds = c.get("layer_types") or ["full_attention" if (i + 1) % c["full_attention_interval"] == 0
+                                         else "linear_attention" for i in range(c["num_hidden_layers"])]
+        assert 2 <= c["num_hidden_layers"] <= 4 and kinds.count("full_attention") == 1 and c[experts] <= 16
+        assert 4096 <= r["shape"]["seq"] <= 32768 and r["options"]["optimizer"] == "adamw"
+
+
 @pytest.mark.parametrize("field,delta", [("max_allocated_bytes", 512), ("max_reserved_bytes", 2 << 20),
                                          ("requested_peak_bytes", 8)])
 def test_an_edited_record_fails_at_the_field(field, delta, tmp_path):

@@ -22,6 +22,7 @@ class TraceReplay:
     segments: tuple[int, ...]         # cudaMalloc sizes the model made, in order
     reserved_peak_bytes: int
     allocated_peak_bytes: int
+    allocated_end_bytes: int          # the blocks still live when the trace ends (the record's last allocated-after)
     divergence: tuple | None          # (request number, bytes, model's address, GPU's address) of the first other block
 
 
@@ -53,4 +54,5 @@ def replay_trace(snapshot: dict, device_placement: bool = True) -> TraceReplay:
             live[addr] = block
         elif action == "free_completed":
             alloc.free(live.pop(addr))
-    return TraceReplay(requests, tuple(made), alloc.peak_reserved, alloc.peak, divergence)
+    return TraceReplay(requests, tuple(made), alloc.peak_reserved, alloc.peak, sum(b.size for b in live.values()),
+                       divergence)

@@ -215,20 +215,27 @@ MODEL_RECORDS = Path(__file__).parent / "records" / "models"
 def model_processes(triton: str = "3.6.0") -> list[dict]:
     """The whole-model processes (``validate/records/models``, model-step records, cold, of Triton ``triton``): per
     record its case key, its tokens (MBS x S), its limit and non-PyTorch bytes after the first step."""
-    from livebytes.estimator.process import case_variant
     out = []
     for path in sorted(MODEL_RECORDS.glob("*.json")):
         r = json.loads(path.read_text())
         first = r["steps"][0] if r.get("kind") == "model-step" and r["steps"] else {}
         if r.get("triton_cache") != "cold" or r["versions"].get("triton") != triton or first.get("oom", True):
             continue
-        c = r["config"]
-        heads = c.get("num_heads", 16)
-        family = f"fla-{'kda' if c['model_type'] == 'kda' else 'gdn'}-model"
-        key = case_key(f"{family}:{case_variant(r['options'])}", c.get("head_dim", 128), heads, c.get("num_v_heads") or heads)
+        key = _model_case(r["config"], r["options"])
         out.append({"key": key, "tokens": r["shape"]["mbs"] * r["shape"]["seq"], "record": path.name,
                     "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
     return out
+
+
+def _model_case(config: dict, options: dict) -> str:
+    """A model record's case key as estimator/process.py looks it up: the traced family's key and the shape its model
+    answers at (``config_sizes``: fla's models their heads and head dim, a hybrid model its full-attention layers'),
+    value heads those of fla's configs (``num_v_heads``) or the heads."""
+    from livebytes.estimator.process import case_variant
+    from livebytes.lifetimes.traced.model import FAMILIES, canonical_config, config_sizes
+    heads, dim = config_sizes(canonical_config(config, "record config"))
+    return case_key(f"{FAMILIES[config['model_type']]}:{case_variant(options)}", dim, heads,
+                    config.get("num_v_heads") or heads)
 
 
 def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:

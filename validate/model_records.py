@@ -38,6 +38,23 @@ PLACEMENT = ("cudaMalloc's placement of segments: this configuration's GPU alloc
              "allocated 1 MiB apart)")
 PLACEMENT_UNTRACED = ("cudaMalloc's placement of segments, as PLACEMENT shows for the KDA 1.3B and k2 configurations; "
                       "this one has no allocator trace (requested peak exact)")
+PLACEMENT_A3 = ("cudaMalloc's placement of segments: run 30's allocator trace of this configuration (its figures equal to "
+                "this record's), replayed with the GPU's segment addresses, gives every block and 1,173,954,560 B "
+                "still allocated at its end; with the model's placement the same requests leave 1,172,905,984, this "
+                "miss (a cached block too little larger than a request to be split serves it whole, and which block "
+                "that is depends on where the segments lie; tests/test_allocator_traces.py)")
+PLACEMENT_AND_ORDER = ("cudaMalloc's placement, and the order of the traced requests: run 30's allocator trace of this "
+                       "configuration (figures equal to this record's) replays with the GPU's segment addresses to every "
+                       "block and the GPU's reserved and allocated peaks; with the model's placement the GPU's own "
+                       "requests reserve 415,236,096 B less at the end (a2) or peak 524,288 B lower (a3), not this "
+                       "miss: the rest is where the traced request stream's order differs from the GPU's (the cold "
+                       "autotuner's 256 MiB L2-flush buffers, allocated and freed around each benchmark on the GPU, are "
+                       "one of the differences), not yet found")
+PLACEMENT_K1 = ("cudaMalloc's placement, and the order of the traced requests: run 31's allocator trace of this record "
+                "replays with the GPU's segment addresses to every block, its allocated peak 7,269,427,200 and "
+                "1,108,045,824 B at its end; with the model's placement the GPU's own requests give 7,266,281,472 and "
+                "1,105,948,672 (3 MiB and 2 MiB lower); the traced request stream's order against the GPU's moves "
+                "another 524,288 B the other way (tests/test_allocator_traces.py), not yet found")
 OOM_FREE = ("not explained yet: at the failing request the device had 9,240,576 B less free than the model's capacity "
             "minus reserved minus the process figure; the record holds no process reading at that step. The same bytes "
             "in all three 1.3B out-of-memory records (runs 24, 25, 27: 468,519, 467,552 and 467,491 tokens): total - "
@@ -96,20 +113,25 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run25h_k4-1.3b.json", "steps[1].reserved_after_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run25h_k4-1.3b.json", "steps[2].reserved_after_bytes"): (-289_406_976, PLACEMENT),
     # run 28, fp32-amp (predictions committed before the run, predictions/run28/), checked against the traces stored
-    # for the records' torch 2.11 (``stored_for``; a1 is exact through them): no allocator trace; validate/plans/
-    # h200_run30_history.sh records one for a2 and a3
-    ("h200_run28_a2-kda-ckpt.json", "steps[0].max_reserved_bytes"): (2_097_152, PLACEMENT_UNTRACED),
-    ("h200_run28_a2-kda-ckpt.json", "steps[0].reserved_after_bytes"): (2_097_152, PLACEMENT_UNTRACED),
-    ("h200_run28_a2-kda-ckpt.json", "steps[1].max_reserved_bytes"): (-566_231_040, PLACEMENT_UNTRACED),
-    ("h200_run28_a2-kda-ckpt.json", "steps[1].reserved_after_bytes"): (-566_231_040, PLACEMENT_UNTRACED),
-    ("h200_run28_a2-kda-ckpt.json", "steps[2].max_reserved_bytes"): (-432_013_312, PLACEMENT_UNTRACED),
-    ("h200_run28_a2-kda-ckpt.json", "steps[2].reserved_after_bytes"): (-432_013_312, PLACEMENT_UNTRACED),
-    ("h200_run28_a3-gdn-8k.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
-    ("h200_run28_a3-gdn-8k.json", "steps[1].max_allocated_bytes"): (524_288, PLACEMENT_UNTRACED),
+    # for the records' torch 2.11 (``stored_for``; a1 is exact through them); run 30 traced a2 and a3's allocators
+    # (validate/records/models/snapshots/h200_run30_*)
+    ("h200_run28_a2-kda-ckpt.json", "steps[0].max_reserved_bytes"): (2_097_152, PLACEMENT_AND_ORDER),
+    ("h200_run28_a2-kda-ckpt.json", "steps[0].reserved_after_bytes"): (2_097_152, PLACEMENT_AND_ORDER),
+    ("h200_run28_a2-kda-ckpt.json", "steps[1].max_reserved_bytes"): (-566_231_040, PLACEMENT_AND_ORDER),
+    ("h200_run28_a2-kda-ckpt.json", "steps[1].reserved_after_bytes"): (-566_231_040, PLACEMENT_AND_ORDER),
+    ("h200_run28_a2-kda-ckpt.json", "steps[2].max_reserved_bytes"): (-432_013_312, PLACEMENT_AND_ORDER),
+    ("h200_run28_a2-kda-ckpt.json", "steps[2].reserved_after_bytes"): (-432_013_312, PLACEMENT_AND_ORDER),
+    ("h200_run28_a3-gdn-8k.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_A3),
+    ("h200_run28_a3-gdn-8k.json", "steps[1].max_allocated_bytes"): (524_288, PLACEMENT_AND_ORDER),
     ("h200_run25_g4-1.3b.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[0].reserved_after_bytes"): (23_068_672, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[1].reserved_after_bytes"): (285_212_672, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[2].reserved_after_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    # run 31 (predictions committed before the run, predictions/run31/): transformers 5.17's Kimi-Linear and
+    # Qwen3-Next, checked against the traces stored for torch 2.11; k2, q1 and q2 are exact in every figure
+    ("h200_run31_k1-l4-8k.json", "steps[*].allocated_after_bytes"): (-1_572_864, PLACEMENT_K1),
+    ("h200_run31_k1-l4-8k.json", "steps[1].max_allocated_bytes"): (-2_621_440, PLACEMENT_K1),
+    ("h200_run31_k1-l4-8k.json", "steps[2].max_allocated_bytes"): (-2_621_440, PLACEMENT_K1),
     ("h200_run24_edge-1.3b-468519.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run25_edge-1.3b-467552.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run27_edge-1.3b-467491.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
