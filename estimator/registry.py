@@ -137,11 +137,15 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
             continue
         if value is None:
             value = allowed[0]
+        if isinstance(allowed, range) and type(value) is not int:       # 2.0 and True are in a range
+            raise RefusedShapeError(f"{s.key}: option {name}={value!r} is not a whole number")
         if value not in allowed:
             reason = s.refusals.get((name, value))
             if reason:
                 raise RefusedShapeError(f"{s.key}: {reason}")
-            raise RefusedShapeError(f"{s.key}: option {name}={value!r} not supported (choose from {', '.join(map(str, allowed))})")
+            choices = (f"{allowed[0]} to {allowed[-1]}" if isinstance(allowed, range)    # a world size: not listed
+                       else ", ".join(map(str, allowed)))
+            raise RefusedShapeError(f"{s.key}: option {name}={value!r} not supported (choose from {choices})")
         resolved[name] = value
     for name in s.shape_fields:                 # sizes of a layer: any positive integer (checkpoint: a bool)
         value = options.get(name)

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
+from .fsdp import MAX_WORLD
 from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, Request, \
     check_environment, model_key
+
+
+FSDP_SIZES = range(0, MAX_WORLD + 1)     # FSDP2's world size, 0 (the default): not sharded (``traced.fsdp``)
 
 
 def refuse(shape, device) -> str | None:
@@ -41,7 +45,7 @@ def refuse_one_row(shape, device) -> str | None:
 
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
-                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False):
+                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -50,7 +54,7 @@ def builder(model_type: str):
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
-        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored)
+        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp)
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
@@ -76,6 +80,6 @@ for _type in FAMILIES:
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
         builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": ()},
+                 "environment": None, "stored": (), "fsdp": FSDP_SIZES},
         shape_fields=("layers", "checkpoint"),
     ))
