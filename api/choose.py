@@ -65,7 +65,7 @@ def fsdp_of(text: Optional[str | int]) -> dict:
 def check_options_taken(key: str, options: dict) -> None:
     """Every command refuses a flag the model does not take, naming the flag."""
     from livebytes.estimator.registry import spec
-    taken = spec(key).options
+    taken = {**spec(key).options, **spec(key).counts}
     for name in options:
         if name not in taken:
             raise LivebytesError(f"{key} does not take {OPTION_FLAGS.get(name, name)} (it takes: "

@@ -17,9 +17,6 @@ from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, ONE_ROW, OPTIMI
     check_environment, model_key
 
 
-FSDP_SIZES = range(0, MAX_WORLD + 1)     # FSDP2's world size, 0 (the default): not sharded (``traced.fsdp``)
-
-
 def refuse(shape, device) -> str | None:
     """A traced model takes any batch of at least one token (a portable function: the spec index stores it)."""
     if shape.seq < 1 or shape.mbs < 1:
@@ -80,6 +77,7 @@ for _type in FAMILIES:
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
         builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": (), "fsdp": FSDP_SIZES},
+                 "environment": None, "stored": ()},
+        counts={"fsdp": (1, MAX_WORLD)},
         shape_fields=("layers", "checkpoint"),
     ))
