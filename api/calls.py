@@ -220,25 +220,27 @@ def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Opt
     of the whole model ``key`` at ``base`` runs on the device (predict's verdict) or whose allocated peak fits
     ``budget_bytes``; every count tried, with its peaks. No count: ``value`` null."""
     from livebytes.choose import alloc_conf_of
-    from livebytes.estimator.capacity import allocated_peak
+    from livebytes.estimator.capacity import allocated_peak, process_memory
     device, conf = device_of(key, setting.gpu), alloc_conf_of(setting.alloc_conf)
     tried, answer = [], None
     for world in GPU_COUNTS:
         model = compiled_for(key, setting.gpu, setting.what_if | {"fsdp": world}, base)
+        cache = triton_cache_for(model, device, setting.triton_cache)
         if budget_bytes is None:
             verdict = verdict_for(model, base, device, setting.alloc_conf, setting.triton_cache, setting.triton)
-            row = report.verdict_data(verdict)
+            row, process = report.verdict_data(verdict), verdict.process
         else:
-            peak = allocated_peak(model, base, conf, triton_cache_for(model, device, setting.triton_cache))
-            row = {"fits": peak <= budget_bytes, "allocated_peak_bytes": peak}
+            peak = allocated_peak(model, base, conf, cache)
+            row, process = {"fits": peak <= budget_bytes, "allocated_peak_bytes": peak}, None
         tried.append({"world_size": world, **row})
         if progress:
             progress(len(tried), None, f"{key}: --fsdp {world}")
         if row["fits"]:
             answer = model
             break
+    process = process or process_memory(device, model, cache, base, triton=triton_for(key, device, setting.triton))
     data = report.gpus_plan_data(answer or model, device, base, tried, answer is not None, GPU_COUNTS, budget_bytes,
-                                 conf)
+                                 conf, process)
     return document_of(Plan, PlanAnswer, data)
 
 

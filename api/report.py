@@ -301,12 +301,13 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
 
 
 def gpus_plan_data(model, device, shape, tried: list, found: bool, counts: tuple, budget_bytes: int | None,
-                   conf) -> dict:
+                   conf, process) -> dict:
     """``plan --solve gpus``: ``tried`` the rows of each FSDP2 world size in order (``fits`` and its peaks), the last
-    one the answer when ``found``; ``model`` the answer's (else the last tried)."""
+    one the answer when ``found``; ``model`` the answer's (else the last tried), ``process`` its process memory."""
     row = {**model_terms(model), "device": device.name, "shape": shape.as_dict(),
+           **allocator_terms(model, device, conf, process, shape),
            "value": tried[-1]["world_size"] if found else None, "searched": f"powers of two from {counts[0]} to "
-           f"{counts[-1]:,} ranks, the smallest first", "tried": tried, "alloc_conf": conf.text}
+           f"{counts[-1]:,} ranks, the smallest first", "tried": tried}
     notes = [] if found else [f"{model.key}: no FSDP2 world size up to {counts[-1]:,} fits "
                               f"{'the budget' if budget_bytes is not None else device.name}: what does not shard "
                               "(activations, the loss, the root's unsharded parameters) does not fit alone"]

@@ -5,7 +5,9 @@ every bad world size in one line.
 The traced model is ``test_traced_model``'s TINY KDA (2 layers, hidden 256, vocab 1,000): traced once into the model
 cache, shared with those tests."""
 import json
+from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -149,10 +151,16 @@ def tiny_config(tmp_path_factory):
     return str(path)
 
 
+SCHEMAS = Path(__file__).parents[1] / "docs" / "schema"
+
+
 def _json(*args) -> dict:
+    """The command's --json, checked against its committed schema (docs/schema/<command>.json)."""
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, json.loads((SCHEMAS / f"{args[0]}.json").read_text()))
+    return data
 
 
 def test_predict_fsdp_says_its_world_size_and_that_it_is_unvalidated(tiny_config):
@@ -176,9 +184,7 @@ def test_plan_solve_gpus_answers_the_first_power_of_two_under_the_budget(tiny_co
 
 
 def test_plan_solve_gpus_says_when_no_count_fits(tiny_config):
-    result = runner.invoke(app, ["plan", "--model", tiny_config, "--seq-len", "2K", "--solve", "gpus", "--budget",
-                                 "1MiB", "--json"])
-    data = json.loads(result.stdout)
+    data = _json("plan", "--model", tiny_config, "--seq-len", "2K", "--solve", "gpus", "--budget", "1MiB")
     row = data["results"][0]
     assert row["value"] is None and [t["world_size"] for t in row["tried"]] == [2 ** k for k in range(11)]
     assert "no FSDP2 world size up to 1,024 fits the budget" in data["warnings"][0]
@@ -215,3 +221,18 @@ def test_a_bad_world_size_is_one_line(tiny_config, args, code, phrase):
 ])
 def test_a_kernel_or_layer_takes_no_fsdp(args, code, phrase):
     one_line(run(*args), code, phrase)
+
+
+def _record(fsdp) -> dict:
+    """A model-step record as validate/probes/model_step.py --fsdp writes it (the figures do not matter here)."""
+    return {"kind": "model-step", "config": dict(TINY), "shape": {"mbs": 1, "seq": 2048}, "gpu": "NVIDIA H200",
+            "options": {"optimizer": "adamw", "precision": "bf16", "checkpoint": False, "packed": False, "fsdp": fsdp},
+            "steps": [], "triton_cache": "cold"}
+
+
+def test_a_record_of_an_fsdp2_run_is_checked_against_the_fsdp_model():
+    from livebytes.validate import model_records
+    model, shape, _ = model_records.model_for(_record(1))
+    assert dict(model.options)["fsdp"] == 1 and shape.seq == 2048
+    with pytest.raises(LivebytesError, match="fsdp='one' is not a whole number"):
+        model_records.model_for(_record("one"))

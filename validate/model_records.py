@@ -166,7 +166,7 @@ def request_of(data: dict):
     from livebytes.lifetimes.traced.model import Request, canonical_config
     opts = data["options"]
     return Request(canonical_config(data["config"], "record config"), _device_name(data["gpu"]), opts["optimizer"],
-                   opts["precision"], bool(opts["checkpoint"]), bool(opts["packed"]), fsdp=int(opts.get("fsdp") or 0))
+                   opts["precision"], bool(opts["checkpoint"]), bool(opts["packed"]))
 
 
 def model_for(data: dict):
@@ -182,7 +182,7 @@ def model_for(data: dict):
     device = get_device(_device_name(data["gpu"]))
     heads, dim = config_sizes(config)
     shape = Shape(int(data["shape"]["mbs"]), int(data["shape"]["seq"]), heads, dim)
-    fsdp = {"fsdp": int(opts["fsdp"])} if opts.get("fsdp") else {}      # an FSDP2 record (run 32): its world size
+    fsdp = {"fsdp": opts["fsdp"]} if "fsdp" in opts else {}      # an FSDP2 record (run 32): its world size (checked)
     return get_compiled(key, device, **options, **fsdp, checkpoint=bool(opts["checkpoint"])), shape, device
 
 

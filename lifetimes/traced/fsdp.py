@@ -232,7 +232,10 @@ def _backward(plan: _Plan, blocks: list[str], params: dict, grads: dict, world: 
     prefetches the last), its post-backward's reduce-scatter; then the root's in the final callback."""
     bwd = _spans(plan.steps, "backward")
     first, last = bwd[""]
-    pending = _gather(plan, blocks[-1], first, "backward", params[blocks[-1]], world) if blocks else None
+    # the root's pre-backward hook runs when the engine reaches the loss's node, after backward() made the seed gradient
+    # (torch.ones_like(loss), torch 2.11 autograd/__init__.py:374 _make_grads): the prefetch goes after that step
+    hook = first + 1 if plan.name(first).endswith(".ones_like") and first + 1 <= last else first
+    pending = _gather(plan, blocks[-1], hook, "backward", params[blocks[-1]], world) if blocks else None
     rs_in = None
     for k in range(len(blocks) - 1, -1, -1):
         u = blocks[k]
