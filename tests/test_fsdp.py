@@ -134,6 +134,35 @@ def test_three_ranks_shard_the_embedding_by_hand():
     assert dict(m.options)["fsdp"] == 3
 
 
+def test_two_ranks_keep_one_all_gather_behind_in_the_forward_and_prefetch_one_ahead_in_the_backward():
+    m = tiny_model(fsdp=2)
+    L0, L1 = "model.layers.0", "model.layers.1"
+    size = {b.name: b.nbytes for b in m.buffers}
+    params = [b for b in m.buffers if b.group is Group.PARAMETERS]
+    for unit in (ROOT, L0, L1):       # a unit's flat all-gather output is W x its padded shards, as its sharded params
+        assert size[f"fsdp.{unit}.for.all_gather_output"] == 2 * sum(size[b.name] for b in params if unit_of(b.name) == unit)
+    root = {f"fsdp.for.unsharded.{b.name}" for b in params if unit_of(b.name) == ROOT}
+    index = m.step_positions()
+
+    def unsharded(unit: str, pass_: str) -> set:
+        return {f"fsdp.{pass_}.unsharded.{b.name}" for b in params if unit_of(b.name) == unit}
+
+    def live(step: str) -> set:
+        return {b.name for b in m.buffers if b.name.startswith("fsdp.") and index[step] in m.live_range(b, index)}
+    flat = "fsdp.{}.{}.all_gather_output".format
+    # forward: block 1's all-gather beside block 0's flat output (freed at block 1's copy-out, _fsdp_param_group.py:363);
+    # block 0's unsharded parameters already resharded; the root's held
+    assert live("for.fsdp.model.layers.1.all_gather") == root | {flat(L0, "for"), flat(L1, "for")}
+    assert live("for.fsdp.model.layers.1.copy_out") == root | {flat(L1, "for")} | unsharded(L1, "for")
+    # backward: the root's pre-backward prefetched block 1; its copy-out frees that flat output after it; then block
+    # 0's prefetch (one deep, :634-647)
+    assert live("bac.fsdp.model.layers.1.copy_out") == root | {flat(L1, "bac")} | unsharded(L1, "bac")
+    assert live("bac.fsdp.model.layers.0.all_gather") == root | unsharded(L1, "bac") | {flat(L0, "bac")}
+    # block 1's post-backward: resharded, its gradients in the reduce-scatter input and the sharded output
+    assert live("bac.fsdp.model.layers.1.reduce_scatter_output") == root | {flat(L0, "bac"), f"fsdp.{L1}.reduce_scatter_input",
+                                                                           f"fsdp.{L1}.sharded_grads"}
+
+
 @pytest.mark.parametrize("value,phrase", [(2.0, "fsdp=2.0 is not a whole number from 1 to 65,536"),
                                           (True, "fsdp=True is not a whole number"), (0, "fsdp=0 is not a whole number"),
                                           (-1, "fsdp=-1 is not a whole number"), (65_537, "fsdp=65537 is not a whole")])
@@ -236,3 +265,22 @@ def test_a_record_of_an_fsdp2_run_is_checked_against_the_fsdp_model():
     assert dict(model.options)["fsdp"] == 1 and shape.seq == 2048
     with pytest.raises(LivebytesError, match="fsdp='one' is not a whole number"):
         model_records.model_for(_record("one"))
+
+
+def test_a_hybrid_moe_model_shards_per_decoder_block():
+    """transformers' Kimi-Linear (KDA, MLA and expert blocks; test_traced_kimi_linear's config): every block a unit,
+    each unit's all-gathers and reduce-scatters in FSDP2's order, every parameter sharded."""
+    from livebytes.estimator.registry import get_model
+    from livebytes.lifetimes.traced.model import canonical_config, options_for
+
+    from .test_traced_kimi_linear import H200, TINY as KIMI
+    key, options = options_for(canonical_config(dict(KIMI)))
+    whole, m = get_model(key, H200, **options), get_model(key, H200, **options, fsdp=4)
+    blocks = [f"model.layers.{i}" for i in range(4)]
+    fsdp_steps = [s.name.split(".fsdp.")[1] for s in m.steps if ".fsdp." in s.name]
+    assert fsdp_steps[:2] == ["root.all_gather", "root.copy_out"] and fsdp_steps[-1] == "root.reduce_scatter_output"
+    assert [s.rsplit(".", 1)[0] for s in fsdp_steps if s.endswith("reduce_scatter_input")] == blocks[::-1] + [ROOT]
+    shards = {b.name: b.nbytes for b in m.buffers if b.group is Group.PARAMETERS}
+    for b in whole.buffers:            # 4 ranks: each parameter's shard a quarter of it, or its padded rows
+        if b.group is Group.PARAMETERS:
+            assert b.nbytes / 4 <= shards[b.name] < b.nbytes or b.nbytes <= 512, b.name
