@@ -52,6 +52,8 @@ NOT_MODELLED = (
     "FSDP2: HSDP, CPU offload, explicit prefetching, reshard_after_forward other than the default, and mixed-precision "
     "policies other than none (param_dtype, reduce_dtype)",
     "FSDP2: ranks other than 0 (their shards are the same or smaller: torch.chunk gives rank 0 ceil(d0 / W) rows)",
+    "FSDP2: the optimizer on DTensor parameters is not traced: assumed to allocate what it does on the traced plain "
+    "tensors, scaled to the shards (DTensor runs the foreach ops on the local tensors)",
 )
 
 

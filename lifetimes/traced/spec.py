@@ -74,7 +74,8 @@ for _type in FAMILIES:
     register(ModelSpec(
         key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
         covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
-               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
+               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 "
+               "of W under FSDP2 (fully_shard per block, then the root)",
         builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None, "stored": ()},
