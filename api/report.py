@@ -67,7 +67,7 @@ def fsdp_terms(model) -> dict:
     from livebytes.lifetimes.traced.fsdp import NOT_MODELLED
     return {"fsdp": {"world_size": world, "rank": 0, "validated": False,
                      "status": "predicted, unvalidated" + (" (world size 1: run plan h200_run32_fsdp1.sh)"
-                                                           if world == 1 else " (only world size 1 is run)"),
+                                                           if world == 1 else " (a GPU run is planned at world size 1 only)"),
                      "not_modelled": list(NOT_MODELLED)}}
 
 

@@ -283,7 +283,8 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
          solve: str = typer.Option("seq_len", "--solve", metavar="NAME",
                                    help="seq_len, batch_size, num_heads or num_hidden_layers (layer models, --model): "
-                                        "which dimension to maximise (their short names seq, mbs, heads, layers too)"),
+                                        "which dimension to maximise (their short names seq, mbs, heads, layers too); "
+                                        "gpus (--model): the fewest FSDP2 ranks, powers of two"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
