@@ -210,6 +210,40 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
     return result, device, process, model
 
 
+# plan --solve gpus: FSDP2's world sizes tried, in order (powers of two: a mesh of whole nodes of 1, 2, 4 or 8 GPUs)
+GPU_COUNTS = tuple(1 << k for k in range(11))       # 1 .. 1,024
+
+
+def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Optional[int] = None,
+                 progress: Progress = None) -> Plan:
+    """``plan --solve gpus``: the fewest FSDP2 ranks (``GPU_COUNTS``, tried from the smallest) at which rank 0's step
+    of the whole model ``key`` at ``base`` runs on the device (predict's verdict) or whose allocated peak fits
+    ``budget_bytes``; every count tried, with its peaks. No count: ``value`` null."""
+    from livebytes.choose import alloc_conf_of
+    from livebytes.estimator.capacity import allocated_peak, process_memory
+    device, conf = device_of(key, setting.gpu), alloc_conf_of(setting.alloc_conf)
+    tried, answer = [], None
+    for world in GPU_COUNTS:
+        model = compiled_for(key, setting.gpu, setting.what_if | {"fsdp": world}, base)
+        cache = triton_cache_for(model, device, setting.triton_cache)
+        if budget_bytes is None:
+            verdict = verdict_for(model, base, device, setting.alloc_conf, setting.triton_cache, setting.triton)
+            row, process = report.verdict_data(verdict), verdict.process
+        else:
+            peak = allocated_peak(model, base, conf, cache)
+            row, process = {"fits": peak <= budget_bytes, "allocated_peak_bytes": peak}, None
+        tried.append({"world_size": world, **row})
+        if progress:
+            progress(len(tried), None, f"{key}: --fsdp {world}")
+        if row["fits"]:
+            answer = model
+            break
+    process = process or process_memory(device, model, cache, base, triton=triton_for(key, device, setting.triton))
+    data = report.gpus_plan_data(answer or model, device, base, tried, answer is not None, GPU_COUNTS, budget_bytes,
+                                 conf, process)
+    return document_of(Plan, PlanAnswer, data)
+
+
 def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str = "peak") -> Explanation:
     """``explain``: each live block of a ``torch.cuda.memory._dump_snapshot`` file named by the model's buffer, and
     warnings where the blocks do not fit the model at this shape (``validate.explain.fit_warnings``), with the shape one

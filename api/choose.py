@@ -18,7 +18,7 @@ ALLOC_CONF_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # what-if options: library option name -> the flag that sets it
 OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
                 "cp_rank": "--cp-rank", "config": "--model", "optimizer": "--optimizer", "precision": "--precision",
-                "packed": "--packed", "environment": "--model",
+                "packed": "--packed", "environment": "--model", "fsdp": "--fsdp",
                 "stored": "validate --from-records (a record of another torch: its stored traces)"}
 # options no flag names because the shape selects them (``registry.shape_options``): option -> what sets it
 SHAPE_SET_OPTIONS = {"gva": "--num-v-heads above --num-heads"}
@@ -49,10 +49,23 @@ def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str | int]
     return options
 
 
+def fsdp_of(text: Optional[str | int]) -> dict:
+    """--fsdp W: FSDP2's world size as the option ``fsdp`` (nothing when not given); a whole model's only (a kernel or
+    layer model refuses it in ``check_options_taken``, naming the flag)."""
+    if text is None:
+        return {}
+    from livebytes.estimator.shapes import parse_size
+    from livebytes.lifetimes.traced.fsdp import MAX_WORLD
+    world = parse_size(text, "--fsdp")
+    if world > MAX_WORLD:
+        raise LivebytesError(f"--fsdp: {world:,} ranks is beyond any machine (at most {MAX_WORLD:,})")
+    return {"fsdp": world}
+
+
 def check_options_taken(key: str, options: dict) -> None:
     """Every command refuses a flag the model does not take, naming the flag."""
     from livebytes.estimator.registry import spec
-    taken = spec(key).options
+    taken = {**spec(key).options, **spec(key).counts}
     for name in options:
         if name not in taken:
             raise LivebytesError(f"{key} does not take {OPTION_FLAGS.get(name, name)} (it takes: "

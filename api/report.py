@@ -54,7 +54,21 @@ def model_terms(model) -> dict:
     from livebytes.estimator.registry import spec
     s = spec(model.key)
     return {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
-            "options": {name: allowed[0] if allowed else None for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase}
+            "options": {name: allowed[0] if allowed else None for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase,
+            **fsdp_terms(model)}
+
+
+def fsdp_terms(model) -> dict:
+    """A model sharded by FSDP2 (``--fsdp W``): its world size, the rank answered and that no W has been measured
+    (world size 1 has a run plan, validate/plans/h200_run32_fsdp1.sh); nothing for any other model."""
+    world = dict(model.options).get("fsdp") or 0
+    if not world:
+        return {}
+    from livebytes.lifetimes.traced.fsdp import NOT_MODELLED
+    return {"fsdp": {"world_size": world, "rank": 0, "validated": False,
+                     "status": "predicted, unvalidated" + (" (world size 1: run plan h200_run32_fsdp1.sh)"
+                                                           if world == 1 else " (a GPU run is planned at world size 1 only)"),
+                     "not_modelled": list(NOT_MODELLED)}}
 
 
 # a preset's capacity_kind (estimator/data/devices.json) -> the status its figure reads as: measured on our GPU, a
@@ -284,6 +298,20 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
         rows.append(row)
     from livebytes.estimator.shapes import HF_NAMES
     return envelope("plan", rows, notes, solve=HF_NAMES[solve], budget_bytes=budget_bytes)
+
+
+def gpus_plan_data(model, device, shape, tried: list, found: bool, counts: tuple, budget_bytes: int | None,
+                   conf, process) -> dict:
+    """``plan --solve gpus``: ``tried`` the rows of each FSDP2 world size in order (``fits`` and its peaks), the last
+    one the answer when ``found``; ``model`` the answer's (else the last tried), ``process`` its process memory."""
+    row = {**model_terms(model), "device": device.name, "shape": shape.as_dict(),
+           **allocator_terms(model, device, conf, process, shape),
+           "value": tried[-1]["world_size"] if found else None, "searched": f"powers of two from {counts[0]} to "
+           f"{counts[-1]:,} ranks, the smallest first", "tried": tried}
+    notes = [] if found else [f"{model.key}: no FSDP2 world size up to {counts[-1]:,} fits "
+                              f"{'the budget' if budget_bytes is not None else device.name}: what does not shard "
+                              "(activations, the loss, the root's unsharded parameters) does not fit alone"]
+    return envelope("plan", [row], notes, solve="gpus", budget_bytes=budget_bytes)
 
 
 def sweep_data(rows, warnings: list | None = None) -> dict:

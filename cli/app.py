@@ -76,7 +76,8 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
             gpu: Optional[str] = o.Gpu, contract: Optional[str] = o.Contract,
             no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
             cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank, alloc_conf: Optional[str] = o.AllocConf,
-            triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
+            triton_cache: Optional[str] = o.TritonCache, triton: Optional[str] = o.Triton, as_json: bool = o.Json,
+            fsdp: Optional[str] = o.Fsdp) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
     from livebytes import calls
@@ -87,7 +88,8 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
                   cp_rank=cp_rank is not None)
     key = o.single_impl(ch.keys, "predict")
     shape = o.shape_from(mbs, seq, _given(heads, ch.heads), _given(dim, ch.dim), v_heads, hidden, layers, checkpoint, conv_size, expand_v)
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options | o.fsdp_of(fsdp),
+                            alloc_conf, triton_cache, triton)
     with progress("predict" + TRACING, as_json or not ch.options):
         answer = calls.predict_at(key, shape, setting, announce=warn)  # warned at once: an absurd shape's run takes a moment
     if as_json:
@@ -97,6 +99,8 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
         first = answer.to_dict()
         pred, measured, replayed = answer.engine
         _print(render.T(answer.summary))
+        if first.get("fsdp"):
+            _print(render.T(render.fsdp_line(first["fsdp"])))
         _print(render.prediction_table(pred, measured, replayed, first["peaks_unbounded"], bool(first.get("probed"))))
         by_module = render.module_table(first)
         if by_module is not None:
@@ -279,7 +283,8 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
             precision: Optional[str] = o.Precision, packed: bool = o.Packed,
          solve: str = typer.Option("seq_len", "--solve", metavar="NAME",
                                    help="seq_len, batch_size, num_heads or num_hidden_layers (layer models, --model): "
-                                        "which dimension to maximise (their short names seq, mbs, heads, layers too)"),
+                                        "which dimension to maximise (their short names seq, mbs, heads, layers too); "
+                                        "gpus (--model): the fewest FSDP2 ranks, powers of two"),
          gpu: Optional[str] = o.Gpu,
          budget: Optional[str] = typer.Option(None, "--budget", metavar="SIZE",
                                               help="a budget on the allocated peak (what max_memory_allocated would show) "
@@ -295,19 +300,22 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
          contract: Optional[str] = o.Contract, no_recompute: bool = o.NoRecompute, cp: Optional[str] = o.Cp,
          cp_layout: Optional[str] = o.CpLayout, cp_rank: Optional[str] = o.CpRank,
          alloc_conf: Optional[str] = o.AllocConf, triton_cache: Optional[str] = o.TritonCache,
-         triton: Optional[str] = o.Triton, as_json: bool = o.Json) -> None:
+         triton: Optional[str] = o.Triton, as_json: bool = o.Json, fsdp: Optional[str] = o.Fsdp) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
-    memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held."""
+    memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held;
+    --solve gpus: the fewest FSDP2 ranks (--model)."""
     from livebytes import calls
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.errors import LivebytesError
     from livebytes.estimator.planning import SOLVABLE, solved_field
     from livebytes.estimator.shapes import HF_NAMES
+    gpus = solve.strip().lower() in GPUS
     try:
-        solve = solved_field(solve)
+        solve = "seq" if gpus else solved_field(solve)      # --solve gpus holds every shape field
     except LivebytesError as err:
         raise UsageProblem(f"--solve: {err}") from None
-    o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
+    if not gpus:
+        o.refuse_solved(solve, o.given(ctx, *SOLVABLE))
     # --alloc-conf and --triton-cache stay: they change the replayed max_memory_allocated, so the budget's answer
     o.refuse_unused("with --budget: the budget bounds the allocated peak (max_memory_allocated), and the Triton "
                     "version only sets the process memory (stack frames, modules), which is not part of it",
@@ -318,6 +326,9 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
                   cp_rank=cp_rank is not None)
     impl = o.distinct_impls(ch.keys, "plan")
+    if gpus:
+        return _plan_gpus(ch, model_config, mbs, seq, layers, checkpoint, gpu, budget, alloc_conf, triton_cache, triton,
+                          as_json, fsdp)
     if ch.options and solve == "heads":
         raise UsageProblem("--solve num_heads with --model: the config fixes the heads; solve seq_len, batch_size or "
                            "num_hidden_layers")
@@ -325,7 +336,8 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     if solve == "layers" and base.layers is None:
         base = replace(base, layers=1)      # the solver varies it: a layer model's field (a kernel model refuses it)
     limit = parse_budget(budget) if budget is not None else None
-    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options, alloc_conf, triton_cache, triton)
+    setting = calls.Setting(gpu, o.what_if(contract, no_recompute, cp, cp_layout, cp_rank) | ch.options | o.fsdp_of(fsdp),
+                            alloc_conf, triton_cache, triton)
     with progress(f"plan: the largest {HF_NAMES[solve]}" + (TRACING if ch.options else ""), as_json) as step:
         data = calls.plan_at(impl, base, solve, setting, limit, announce=warn, progress=step).to_dict()
     _warn_all(data)
@@ -334,6 +346,30 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
         return
     from . import render
     _print(render.plan_table(data, f"a budget of {limit:,} B") if limit is not None else render.capacity_plan_table(data))
+
+
+GPUS = ("gpus", "gpu")       # plan --solve gpus: FSDP2's fewest ranks
+
+
+def _plan_gpus(ch, model_config, mbs, seq, layers, checkpoint, gpu, budget, alloc_conf, triton_cache, triton, as_json,
+               fsdp) -> None:
+    """``plan --solve gpus``: a whole model (--model) at one shape, the fewest FSDP2 ranks that run it."""
+    from livebytes import calls
+    from livebytes.estimator.devices import parse_budget
+    if model_config is None:
+        raise UsageProblem("--solve gpus needs --model CONFIG.json (FSDP2 shards a whole model)")
+    o.refuse_unused("with --solve gpus: plan solves for the FSDP2 world size", fsdp=fsdp is not None)
+    shape = o.shape_from(mbs, seq, ch.heads, ch.dim, layers=layers, checkpoint=checkpoint)
+    limit = parse_budget(budget) if budget is not None else None
+    setting = calls.Setting(gpu, ch.options, alloc_conf, triton_cache, triton)
+    with progress("plan: the fewest FSDP2 ranks" + TRACING, as_json) as step:
+        data = calls.plan_gpus_at(ch.keys[0], shape, setting, limit, progress=step).to_dict()
+    _warn_all(data)
+    if as_json:
+        _print_json(data)
+        return
+    from . import render
+    _print(render.gpus_plan_table(data))
 
 
 @app.command()

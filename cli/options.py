@@ -17,8 +17,8 @@ import typer
 from livebytes.estimator.devices import preset_names
 from livebytes.estimator.errors import LivebytesError
 from livebytes.choose import (OPTION_FLAGS, alloc_conf_of, cache_skipped, check_options_taken,  # noqa: F401 (moved)
-                              compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for, what_if,
-                              word)
+                              compiled_for, device_of, fsdp_of, model_for, triton_cache_for, triton_for, verdict_for,
+                              what_if, word)
 
 from .errors import UsageProblem
 
@@ -67,6 +67,9 @@ CpLayout = typer.Option(None, "--cp-layout", metavar="LAYOUT",
 CpRank = typer.Option(None, "--cp-rank", metavar="RANK",
                       help="context-parallel models only: the rank modelled, rank 0 (first, default), W-1 (last) or one "
                            "between (middle, W >= 3); which CP kernels it launches, so autotunes on a cold first call")
+Fsdp = typer.Option(None, "--fsdp", metavar="W",
+                    help="--model only: FSDP2 (torch 2.11's fully_shard per decoder block, then the root) at W ranks: "
+                         "rank 0's memory; W > 1 is predicted, unvalidated")
 Json = typer.Option(False, "--json", help="print JSON (schema 3, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",

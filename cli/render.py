@@ -632,3 +632,24 @@ def model_checks_table(checks) -> Table:
 
 def _count(n: int | None) -> str:
     return "n/a" if n is None else f"{n:,}"
+
+
+def fsdp_line(fsdp: dict) -> str:
+    """The FSDP2 answer's terms: its world size, the rank answered, its status."""
+    return (f"FSDP2 at {fsdp['world_size']:,} rank{'s' if fsdp['world_size'] > 1 else ''}, rank {fsdp['rank']}'s "
+            f"memory: {fsdp['status']}")
+
+
+def gpus_plan_table(data: dict) -> Table:
+    """``plan --solve gpus``: each FSDP2 world size tried, its peaks and whether it fits; the answer in the title."""
+    r = data["results"][0]
+    answer = (f"{r['value']:,} GPU{'s' if r['value'] > 1 else ''}" if r["value"] is not None else "none of those tried")
+    t = _table(f"{r['impl']} on {r['device']}, FSDP2 rank 0: the fewest ranks that fit: {answer} ({r['searched']}; "
+               f"{r['fsdp']['status']})")
+    for col in ("ranks", "allocated peak GiB", "reserved peak GiB"):
+        _number_column(t, col)
+    _key_column(t, "fits")
+    for row in r["tried"]:
+        t.add_row(f"{row['world_size']:,}", g(row["allocated_peak_bytes"]), g(row.get("reserved_peak_bytes")),
+                  "yes" if row["fits"] else "no")
+    return t

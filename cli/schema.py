@@ -160,8 +160,15 @@ MEASURED = listof(obj("one record", {
                                      "predicted bytes (null for published figures and out-of-memory records)", nullable=True),
     "error_bytes": integer("validate's error for the record: predicted - measured (null for an out-of-memory)",
                            nullable=True)}), "committed records of this implementation at this shape and options")
+FSDP = obj("--model --fsdp W (and plan --solve gpus): FSDP2 sharding, lifetimes/traced/fsdp.py", {
+    "world_size": integer("W, the ranks the model is sharded over"),
+    "rank": integer("the rank whose memory is answered: 0 (torch.chunk gives it the largest shard)"),
+    "validated": boolean("false: no FSDP2 step has been measured yet (world size 1 has a run plan)"),
+    "status": string("predicted, unvalidated, and what would validate it"),
+    "not_modelled": listof(string("one part of FSDP2 not modelled"), "what the answer leaves out")})
 PREDICTION = {
     **terms(),
+    "fsdp": FSDP,
     "peak_bytes": integer("peak allocated bytes (512-byte blocks), steady state of a process running this shape"),
     "peak_step": string("the step where the peak is first reached"),
     "replay_peak_bytes": integer("steady-state torch.cuda.max_memory_allocated of the allocator replay"),
@@ -180,7 +187,7 @@ PREDICTION = {
                           "holds at the peak"),
     **ALLOCATOR, **VERDICT_KEYS,
 }
-PREDICTION_OPTIONAL = ("module_bytes",)
+PREDICTION_OPTIONAL = ("module_bytes", "fsdp")
 
 
 def envelope(command: str, results_item: dict, description: str, **fields) -> dict:
@@ -209,7 +216,15 @@ PLAN_ITEM = obj("one --impl", {
     "peak_at_next_bytes": integer("with --budget: replayed max_memory_allocated at next_value (over the budget)"),
     "at_value": dict(VERDICT, type=["object", "null"], description="without --budget: the verdict at value (null: none runs)"),
     "at_next": dict(VERDICT, description="without --budget: the verdict at next_value"),
-}, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next"))
+    "fsdp": FSDP,
+    "searched": string("--solve gpus: the FSDP2 world sizes tried (powers of two, the smallest first)"),
+    "tried": listof(obj("one world size tried", {
+        "world_size": integer("W"), "fits": boolean("rank 0's step runs on the device (fits the budget)"),
+        **{k: v for k, v in VERDICT_KEYS.items() if k != "fits"}},
+        optional=tuple(k for k in VERDICT_KEYS if k not in ("fits", "allocated_peak_bytes"))),
+        "--solve gpus: each world size tried, in order, until one fits (with --budget: its allocated peak alone)"),
+}, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next", "next_value",
+             "fsdp", "searched", "tried"))
 
 
 def _predict() -> dict:
@@ -266,7 +281,8 @@ def _validate() -> dict:
 def _plan() -> dict:
     return envelope("plan", PLAN_ITEM, "the largest value that runs (or fits --budget)",
                      solve=string("the dimension solved for, a shape key: seq_len, batch_size, num_heads or "
-                                  "num_hidden_layers", enum=SOLVE_NAMES),
+                                  "num_hidden_layers; gpus: the fewest FSDP2 ranks (--model)",
+                                  enum=SOLVE_NAMES + ("gpus",)),
                      budget_bytes=integer("--budget in bytes (null: the device simulation)", nullable=True))
 
 

@@ -27,6 +27,8 @@ class Group(Enum):
     OPTIMIZER_STATES = "optimizer states"      # kept by the optimizer from its first step (AdamW's two moments)
     OPTIMIZER_WORK = "optimizer temporaries"   # made and dropped inside optimizer.step()
     LOSS = "loss"                              # the loss's logits, chunks and the gradients it precomputes
+    FSDP_GATHER = "FSDP2 all-gathers and unsharded parameters"   # a unit's flat all-gather output, its full weights
+    FSDP_REDUCE = "FSDP2 reduce-scatter inputs"   # a unit's gradients padded and laid out for the reduce-scatter
     AUTOCAST = "autocast copies"               # the lower-precision copies autocast makes (weights cached to the
                                                # region's end, inputs), and what an operator saves of them
 

@@ -45,6 +45,8 @@ class ModelSpec:
     # a stack of --num-hidden-layers copies of its one-layer model, each with its own parameters (lifetimes/layer_stack.py): a
     # depth no GPU preset holds is refused before it is built (check_depth)
     stacked: bool = False
+    # whole-number options: name -> (smallest, largest) (a traced model's FSDP2 world size); absent: the builder's default
+    counts: dict = field(default_factory=dict)
 
     @property
     def required_options(self) -> tuple[str, ...]:
@@ -150,7 +152,13 @@ def resolve_options(s: ModelSpec, options: dict) -> tuple[tuple[str, object], ..
             if not ok:
                 raise RefusedShapeError(f"{s.key}: {name}={value!r} is not valid")
             resolved[name] = value
-    unknown = {k for k, v in options.items() if v is not None} - set(s.options) - set(s.shape_fields)
+    for name, (low, high) in s.counts.items():
+        value = options.get(name)
+        if value is not None:
+            if type(value) is not int or not low <= value <= high:      # 2.0 and True are no count
+                raise RefusedShapeError(f"{s.key}: option {name}={value!r} is not a whole number from {low} to {high:,}")
+            resolved[name] = value
+    unknown = {k for k, v in options.items() if v is not None} - set(s.options) - set(s.shape_fields) - set(s.counts)
     if unknown:
         raise RefusedShapeError(f"{s.key}: does not take option(s) {', '.join(sorted(unknown))}")
     return tuple(sorted(resolved.items()))

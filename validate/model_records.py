@@ -204,7 +204,8 @@ def model_for(data: dict):
     device = get_device(_device_name(data["gpu"]))
     heads, dim = config_sizes(config)
     shape = Shape(int(data["shape"]["mbs"]), int(data["shape"]["seq"]), heads, dim)
-    return get_compiled(key, device, **options, checkpoint=bool(opts["checkpoint"])), shape, device
+    fsdp = {"fsdp": opts["fsdp"]} if "fsdp" in opts else {}      # an FSDP2 record (run 32): its world size (checked)
+    return get_compiled(key, device, **options, **fsdp, checkpoint=bool(opts["checkpoint"])), shape, device
 
 
 def _device_name(gpu: str) -> str:

@@ -143,8 +143,9 @@ def _frame(ev: dict) -> tuple:
     return file, function, line, quote[0] if quote else ""
 
 
-def traced_model(call: Call, sms: int, arch: str = "sm90", **fields) -> LifetimeModel:
-    """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers."""
+def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, **fields) -> LifetimeModel:
+    """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers; ``fsdp``
+    W > 0: rank 0's step under FSDP2 at W ranks (``fsdp.shard_model``)."""
     steps = segment(call)
     timeline = [Step(INPUTS_STEP, "harness", note="parameters and the batch, before the first iteration")]
     timeline += [Step(s.name, "backward" if s.phase == "backward" else "forward",
@@ -152,5 +153,21 @@ def traced_model(call: Call, sms: int, arch: str = "sm90", **fields) -> Lifetime
     not_modelled: list = []
     bufs = buffers(call, steps, sms, not_modelled)
     names = buffer_names(steps, call.harness)
-    return LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
-                         not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)
+    model = LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
+                          not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)
+    return sharded(model, call, steps, names, fsdp) if fsdp else model
+
+
+def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: dict, world: int) -> LifetimeModel:
+    """``model`` under FSDP2 at ``world`` ranks: the harness's parameters (their traced shapes and dtypes) and the
+    steps' modules are what ``fsdp.shard_model`` places its rules by."""
+    import json
+    import math
+
+    from .fsdp import Param, shard_model
+    params = {}
+    for a in call.harness:
+        if a.op == "model.to(device)":          # a parameter: its dims are constants (a symbolic call's as text)
+            dims = tuple(int(d) for d in (a.shape if hasattr(a, "shape") else json.loads(a.shape_text)))
+            params[names[id(a)]] = Param(a.param or names[id(a)], dims, int(a.bytes) // max(1, math.prod(dims)))
+    return shard_model(model, params, [(s.name, s.phase, s.module) for s in steps], world)

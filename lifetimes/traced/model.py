@@ -63,6 +63,7 @@ class Request:
     packed: bool = False
     layers: int | None = None   # None: the config's num_hidden_layers
     stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
+    fsdp: int = 0               # FSDP2's world size (``traced.fsdp``); 0: not sharded. Not in the traces' spec
 
     @property
     def config_dict(self) -> dict:
@@ -403,7 +404,7 @@ def call_for(req: Request):
     """The symbolic call of the request's depth."""
     from .layers import expand
     depth = req.depth
-    calls = symbolic_calls(_deep(req) if req.expanded else req)
+    calls = symbolic_calls(_traced(req))
     return calls[depth] if depth in calls else expand(calls[3], depth)
 
 
@@ -411,6 +412,14 @@ def _deep(req: Request) -> Request:
     """Every depth from three up shares one request (and its traces at three and four)."""
     from dataclasses import replace
     return replace(req, layers=3)
+
+
+def _traced(req: Request) -> Request:
+    """The request whose traces and formulas answer ``req``: FSDP2 is placed on the traced step afterwards, so every
+    world size shares the unsharded one."""
+    from dataclasses import replace
+    req = replace(req, fsdp=0)
+    return _deep(req) if req.expanded else req
 
 
 def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
@@ -422,8 +431,8 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
         call = call_for(req)
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
-    versions = traces(_deep(req) if req.expanded else req)["versions"]
-    return traced_model(call, device.sm_count, device.arch, **fields(req, device, versions))
+    versions = traces(_traced(req))["versions"]
+    return traced_model(call, device.sm_count, device.arch, req.fsdp, **fields(req, device, versions))
 
 
 def fields(req: Request, device, versions: dict) -> dict:

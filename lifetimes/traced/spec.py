@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
+from .fsdp import MAX_WORLD
 from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, Request, \
     check_environment, model_key
 
@@ -41,7 +42,7 @@ def refuse_one_row(shape, device) -> str | None:
 
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
-                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False):
+                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -50,7 +51,7 @@ def builder(model_type: str):
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
-        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored)
+        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp)
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
@@ -73,9 +74,11 @@ for _type in FAMILIES:
     register(ModelSpec(
         key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
         covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
-               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
+               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 "
+               "of W under FSDP2 (fully_shard per block, then the root)",
         builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None, "stored": ()},
+        counts={"fsdp": (1, MAX_WORLD)},
         shape_fields=("layers", "checkpoint"),
     ))

@@ -5,7 +5,10 @@ warm, ``--state`` labels it). The model is built from an HF config on the CPU (f
 (``--precision bf16``, the default; ``fp32-amp`` keeps it fp32), and moved to the GPU one tensor at a time
 (``Module._apply``'s order); the batch is ``input_ids`` and ``labels`` [B, S] int64 (``--packed``: [1, B*S] and
 ``cu_seqlens`` [B + 1] int64); the optimizer is AdamW (lr 1e-3, its CUDA defaults: foreach), SGD or none;
-``--checkpoint`` calls ``gradient_checkpointing_enable()``. Then ``--steps`` steps, each with the peaks reset before
+``--checkpoint`` calls ``gradient_checkpointing_enable()``; ``--fsdp 1`` (FSDP2 at world size 1) starts
+``torch.distributed`` with NCCL as rank 0 of 1 (MASTER_ADDR localhost) after the model is on the GPU and applies
+``fully_shard`` to each decoder block (the ``layers`` ModuleList), then to the root, before the optimizer is made on the
+sharded parameters. Then ``--steps`` steps, each with the peaks reset before
 it: ``loss = model(**batch).loss; loss.backward(); del loss; opt.step(); opt.zero_grad(set_to_none=True)``; for
 fp32-amp the forward runs under ``torch.autocast("cuda", dtype=torch.bfloat16)`` and its outputs go through
 accelerate's ``convert_to_fp32`` after it (as HF Trainer's ``bf16=True`` runs it through accelerate;
@@ -100,6 +103,36 @@ def build(config: dict, seed: int, precision: str = "bf16"):
     if precision == "bf16":
         model = model.to(torch.bfloat16)                                  # cast on the CPU
     return model.to("cuda")                                               # one copy per tensor, _apply's order
+
+
+def decoder_blocks(model):
+    """The decoder blocks FSDP2 wraps one by one: the model's ``layers`` ModuleList (``model.model.layers`` of both
+    flash-linear-attention's and transformers' causal LMs)."""
+    import torch
+    return next(m for name, m in model.named_modules() if name.split(".")[-1] == "layers"
+                and isinstance(m, torch.nn.ModuleList))
+
+
+def start_fsdp(world: int) -> None:
+    """torch.distributed with NCCL, this process rank 0 of ``world`` (1: the one-GPU check of FSDP2's buffers)."""
+    import torch
+    import torch.distributed as dist
+    if world != 1:
+        raise SystemExit("--fsdp: this probe runs world size 1 only (one process, one GPU)")
+    os.environ.setdefault("MASTER_ADDR", "localhost")
+    os.environ.setdefault("MASTER_PORT", "29532")
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=world)
+
+
+def shard(model):
+    """FSDP2 as the predictions assume it: ``fully_shard`` on each decoder block, then on the root (defaults:
+    reshard_after_forward True for the blocks, no mixed-precision policy, no offload)."""
+    from torch.distributed.fsdp import fully_shard
+    for block in decoder_blocks(model):
+        fully_shard(block)
+    fully_shard(model)
+    return model
 
 
 def batch(config: dict, mbs: int, seq: int, packed: bool) -> dict:
@@ -216,9 +249,13 @@ def run(args) -> int:
     context = nonpytorch(torch)
     if args.history:        # the allocator's own event trace (no stacks: host-side only, the device layout is unchanged)
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=2_000_000)
+    if args.fsdp:
+        start_fsdp(args.fsdp)
     model = build(config, args.seed, args.precision)
     if args.checkpoint:
         model.gradient_checkpointing_enable()
+    if args.fsdp:
+        shard(model)
     model.train()
     inputs = batch(config, args.mbs, args.seq, args.packed)
     opt = optimizer(args.optimizer, model)
@@ -233,7 +270,7 @@ def run(args) -> int:
     sdpa = sdpa_choice(torch, config, args.mbs, args.seq) if args.sdpa_choice else None
     record = {"kind": "model-step", "config": config, "shape": {"mbs": args.mbs, "seq": args.seq},
               "options": {"optimizer": args.optimizer, "precision": args.precision, "checkpoint": args.checkpoint,
-                          "packed": args.packed},
+                          "packed": args.packed, **({"fsdp": args.fsdp} if args.fsdp else {})},
               "steps": rows, "before": before, "history": args.history, "triton_cache": args.state, "allocator_conf":
                   os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") or "expandable_segments:False",
               "protocol": "model-step-v1: fresh process, model built on the CPU in bf16 (fp32-amp: fp32) then moved, "
@@ -250,6 +287,9 @@ def run(args) -> int:
         import pickle
         with (out / f"{args.tag}.snapshot.pickle").open("wb") as fh:
             pickle.dump(torch.cuda.memory._snapshot(), fh)
+    if args.fsdp:
+        import torch.distributed as dist
+        dist.destroy_process_group()
     return 0
 
 
@@ -295,6 +335,8 @@ def main() -> int:
                    help="bf16 parameters, or fp32 ones with the forward under bf16 autocast")
     p.add_argument("--checkpoint", action="store_true")
     p.add_argument("--packed", action="store_true")
+    p.add_argument("--fsdp", type=int, default=0, metavar="W",
+                   help="FSDP2 (fully_shard per decoder block, then the root) at world size W: 1 only (NCCL, one process)")
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--state", choices=("cold", "warm"), required=True)
     p.add_argument("--seed", type=int, default=0)
