@@ -264,7 +264,7 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
         raise UsageProblem(f"{'--impl' if impl else '--json'} has no effect on model-step records (each names its own "
                            "config); leave it out")
     with progress(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)") as step:
-        checks, skipped = model_records.check_all(source, step)
+        checks, skipped, notes = model_records.check_all(source, step)
     _print(render.model_checks_table(checks))
     for c in checks:
         if not c.passed:
@@ -274,6 +274,8 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
                f"({sum(bool(c.expected_error) for c in checks)} named misses among the passed)")
     for name, why in skipped:
         typer.echo(f"not checked here: {name}: {why}")
+    for line in notes:          # the traces a checked record rests on: made here in its torch's stead, or by another tracer
+        warn(line)
     if failed:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 

@@ -51,13 +51,18 @@ class Device:
     @property
     def capability(self) -> tuple[int, int]:
         """(major, minor) of the compute capability: "sm90" -> (9, 0)."""
-        digits = self.arch.removeprefix("sm")
-        return int(digits[:-1]), int(digits[-1])
+        return capability_of(self.arch)
 
     @property
     def process_memory_assumed_from(self) -> str | None:
         """The device whose process-memory figures stand in for this one's (None: its own, measured on it)."""
         return None if self.process_memory == self.name else self.process_memory
+
+
+def capability_of(arch: str) -> tuple[int, int]:
+    """(major, minor) of an smXY architecture: "sm90" -> (9, 0), "sm100" -> (10, 0) (the last digit is the minor)."""
+    digits = arch.removeprefix("sm")
+    return int(digits[:-1]), int(digits[-1])
 
 
 PRESETS_FILE = Path(__file__).parent / "data" / "devices.json"

@@ -333,21 +333,21 @@ def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int 
 
 
 def _modules(data: dict, family: str, state: str, case: str | None = None) -> Figure:
-    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``); at a
-    case those data do not hold, the family's figure, unbounded (each head dim compiles its own kernels: under Triton
-    3.9.0 GDN's differ by head dim, and no measured case bounds another); where the data keep the family's figure only,
-    that figure as measured (its modules per family); warm without a warm figure, the same case's cold one
-    (``_warm_modules_by_cold``: a bound where that cold figure is not unbounded); else the library's largest,
-    unbounded."""
+    """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``); where
+    the data keep the family's figure only, that figure as measured at the cases its processes ran (``measured_at``);
+    at a case neither holds, the family's figure, unbounded (each head dim compiles its own kernels: under Triton
+    3.9.0 GDN's differ by head dim, and no measured case bounds another); warm without a warm figure, the same case's
+    cold one (``_warm_modules_by_cold``: a bound where that cold figure is not unbounded); else the library's largest,
+    unbounded. No case asked (a key alone): the family's figure as the data label it."""
     by_case = data.get("modules_by_case", {}).get(state, {})
     if case in by_case:
         entry = by_case[case]
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
-        measured = [k for k in by_case if k.split(":")[0] == family]
-        if case is not None and measured:       # the data measure this family per case, and not this one
-            differ = len({by_case[k]["bytes"] for k in measured}) > 1
+        measured = [k for k in by_case if k.split(":")[0] == family] or entry.get("measured_at", [])
+        if case is not None and measured and case not in measured:    # measured at other cases than this one
+            differ = len({by_case[k]["bytes"] for k in measured if k in by_case}) > 1
             return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured for {_case_text(case)}: the family's "
                           f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
                           "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "

@@ -130,6 +130,11 @@ class LayerConfig:
         return self.device or get_device(self.default_device)
 
     @property
+    def capability(self) -> tuple[int, int]:
+        """The device's compute capability (the cuBLAS workspace's size)."""
+        return self.facts.capability
+
+    @property
     def sms(self) -> int:
         """The device's SM count (FusedRMSNormGated's partials, ATen's global reduces)."""
         return self.facts.sm_count
@@ -173,7 +178,8 @@ def forward(row: FlaLayer, d: Declaration, c: LayerConfig, x: str, mode: str, fi
     saving = mode != DISCARD
     p = "" if saving else "ckpt."
     lin = {k: replace(v, name=p + v.name) for k, v in linears(row, c.hidden).items()}
-    linear = partial(linear_forward, d, thread="backward" if mode == RECOMPUTE else "forward")   # recompute: autograd thread
+    linear = partial(linear_forward, d, thread="backward" if mode == RECOMPUTE else "forward",   # recompute: autograd's
+                     capability=c.capability)
 
     def kept(saved_until: str, last_use: str) -> str:
         return saved_until if saving else f"fwd.{p}{last_use}"
@@ -200,17 +206,19 @@ def backward(row: FlaLayer, d: Declaration, c: LayerConfig, input_grad_until: st
     the layer input's gradient; the later ones are added into it in place and die at their step), the kernel, the
     kernel's gate projections, then each convolution and its projection, v, k, q."""
     lin = linears(row, c.hidden)
-    linear_backward(d, lin["o_proj"], "bwd.o_norm")
+    cap = c.capability
+    linear_backward(d, lin["o_proj"], "bwd.o_norm", capability=cap)
     norm_backward(d, "o_norm", T * HV, DV, c.sms, f"{row.name}.bwd.return", f"bwd.{row.after_kernel[-1].name}")
     for g in reversed(row.after_kernel):
-        linear_backward(d, lin[g.name], input_grad_until if g.grad_until is None else g.grad_until, sms=c.sms)
+        linear_backward(d, lin[g.name], input_grad_until if g.grad_until is None else g.grad_until, sms=c.sms,
+                        capability=cap)
     d.include(row.kernel(row, False, c), row.name, "backward", row.kernel_inputs | PASSED, freed=row.kernel_grads)
     for g in reversed(row.before_kernel):
-        linear_backward(d, lin[g.name], g.grad_until, sms=c.sms)
+        linear_backward(d, lin[g.name], g.grad_until, sms=c.sms, capability=cap)
     for name, channels, _, _ in reversed(tuple(_convs(row))):
         proj = name.replace("_conv1d", "_proj")
         conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}", c.sms)
-        linear_backward(d, lin[proj], f"bwd.{proj}")
+        linear_backward(d, lin[proj], f"bwd.{proj}", capability=cap)
 
 
 def input_grad(row: FlaLayer) -> str:

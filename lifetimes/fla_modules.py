@@ -10,11 +10,13 @@ installed torch 2.13 ``nn/modules/linear.py``) allocates the input gradient
 ``[T, in]`` and the weight gradient ``[out, in]`` in the input's dtype, and the bias gradient ``[out]`` as the
 sum of the output gradient over tokens. ``AccumulateGrad`` keeps the weight gradient as ``.grad`` (the first
 backward of a step: no copy). PyTorch's C++ sources are not in the wheel: the two cuBLAS workspace sizes cite the
-lines of pytorch/pytorch's main-line ``CublasHandlePool.cpp`` as read, not checked against torch 2.11's copy.
+lines of pytorch/pytorch's ``CublasHandlePool.cpp`` before its Blackwell change (PR #175344, Feb 2026), and the
+cuBLAS size's rule is checked against torch 2.11.0's own binary (``cublas_workspace_bytes``).
 
 Every thread that runs a GEMM gets its own cuBLAS handle, and PyTorch gives each (handle, stream) a workspace from
 the caching allocator, kept for the process (``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``setWorkspaceForHandle``,
-``getChosenWorkspaceSize``: 4096 KiB x 8 = 32 MiB on sm90 unless ``CUBLAS_WORKSPACE_CONFIG``), and a separate cuBLASLt
+``getChosenWorkspaceSize``: unless ``CUBLAS_WORKSPACE_CONFIG``, 4096 KiB x 8 = 32 MiB on compute capability 9.0 and
+``:4096:2:16:8`` = 8 MiB + 128 KiB on any other: ``cublas_workspace_bytes``), and a separate cuBLASLt
 workspace per (handle, stream) where a GEMM takes the Lt path (``getCUDABlasLtWorkspace``: 1,024 KiB unless
 ``CUBLASLT_WORKSPACE_SIZE``, separate unless ``TORCH_CUBLASLT_UNIFIED_WORKSPACE=1``): ``addmm`` with a 1-D bias, as
 a biased ``nn.Linear`` runs. The forward runs on the caller's thread, the backward (and checkpoint's recompute) on
@@ -73,23 +75,37 @@ def linear_parameters(d: Declaration, lin: Linear) -> None:
 
 
 BLAS_POOL = "aten/src/ATen/cuda/CublasHandlePool.cpp"
-CUBLAS_WORKSPACE_BYTES = 4096 * 8 * 1024     # getChosenWorkspaceSize's sm90 default (:4096:8)
+CUBLAS_SM90_BYTES = 4096 * 8 * 1024                    # :4096:8 = 33,554,432 B (32 MiB)
+CUBLAS_DEFAULT_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8  # :4096:2:16:8 = 8,388,608 + 131,072 = 8,519,680 B
 CUBLASLT_WORKSPACE_BYTES = 1024 * 1024       # parseCUDABlasLtWorkspaceSize's default, 1,024 KiB
 THREADS = ("forward", "backward")            # the caller's thread; autograd's device thread
 FORWARD_WORKSPACES = ("cublas.workspace.forward", "cublaslt.workspace.forward")
-# lines of pytorch/pytorch's main-line file as read (torch 2.11's own copy is not in the wheel: not checked)
+# lines of pytorch/pytorch's file before PR #175344 (which made 10.x and 12.x 32 MiB too, after torch 2.11.0):
+# :149 ``const bool sm90 = properties != nullptr && properties->major == 9 && properties->minor == 0;``
 CUBLAS_SIZE = torch_src(BLAS_POOL, "parseChosenWorkspaceSize", 150,
                         "const size_t default_size = sm90 ? 4096 * 8 * 1024 : 4096 * 1024 * 2 + 16 * 1024 * 8;")
 CUBLASLT_SIZE = torch_src(BLAS_POOL, "parseCUDABlasLtWorkspaceSize", 186,
                           "size_t workspace_size = 1024; /* default size in KiB according to #73328 */")
 
 
-def blas_workspace(d: Declaration, thread: str, lt: bool) -> None:
-    """The cuBLAS workspace of ``thread``'s handle, and its cuBLASLt workspace when ``lt`` (a biased Linear), at the
-    current step if that thread has none yet: the GEMM's output comes first, then the handle's workspace; kept for
-    the process (a cache keyed by nothing that changes between calls)."""
+def cublas_workspace_bytes(capability: tuple[int, int]) -> int:
+    """A cuBLAS handle's workspace on a GPU of compute ``capability`` (major, minor), CUBLAS_WORKSPACE_CONFIG unset:
+    torch 2.11.0's ``parseChosenWorkspaceSize`` (CublasHandlePool.cpp:149-150) gives 32 MiB on 9.0 exactly and
+    8 MiB + 128 KiB on every other capability, Blackwell's 10.x included. Checked in the 2.11.0+cu130 wheel's
+    libtorch_cuda.so (git 70d99e99): ``cmpq $0x9, 0x168(%rax)`` compares the 8 bytes of cudaDeviceProp's major
+    (offset 0x168) and minor (0x16c) with (9, 0), then picks 0x2000000 or 0x820000. pytorch/pytorch's main after
+    PR #175344 gives 32 MiB on major 9, 10 and 12: a later torch needs its own rule."""
+    return CUBLAS_SM90_BYTES if tuple(capability) == (9, 0) else CUBLAS_DEFAULT_BYTES
+
+
+def blas_workspace(d: Declaration, thread: str, lt: bool, capability: tuple[int, int]) -> None:
+    """The cuBLAS workspace of ``thread``'s handle (``cublas_workspace_bytes`` of the device's ``capability``), and
+    its cuBLASLt workspace when ``lt`` (a biased Linear), at the current step if that thread has none yet: the GEMM's
+    output comes first, then the handle's workspace; kept for the process (a cache keyed by nothing that changes
+    between calls)."""
     assert thread in THREADS, thread
-    for name, nbytes, source, wanted in ((f"cublas.workspace.{thread}", CUBLAS_WORKSPACE_BYTES, CUBLAS_SIZE, True),
+    for name, nbytes, source, wanted in ((f"cublas.workspace.{thread}", cublas_workspace_bytes(capability),
+                                          CUBLAS_SIZE, True),
                                          (f"cublaslt.workspace.{thread}", CUBLASLT_WORKSPACE_BYTES, CUBLASLT_SIZE, lt)):
         if wanted and not any(b.name == name or b.name.endswith("." + name) for b in d.buffers):   # prefixed: included
             d.buffer(name, Group.WORKSPACE, (nbytes,), "uint8", source,                         # [bytes] uint8
@@ -97,23 +113,24 @@ def blas_workspace(d: Declaration, thread: str, lt: bool) -> None:
 
 
 def linear_forward(d: Declaration, lin: Linear, call: Source, kept_until: str | None, group: Group = Group.ACTIVATIONS,
-                   thread: str = "forward") -> str:
+                   thread: str = "forward", *, capability: tuple[int, int]) -> str:
     """``y = lin(x)`` at ``call``: the output ``[T, out]`` bf16 (autograd saves x and the weight: no new bytes);
-    ``kept_until``: where its last reference dies; ``thread``: where it runs (checkpoint's recompute: the backward's).
-    Returns the output's buffer name."""
+    ``kept_until``: where its last reference dies; ``thread``: where it runs (checkpoint's recompute: the backward's);
+    ``capability``: the device's, for the cuBLAS workspace. Returns the output's buffer name."""
     d.step(f"fwd.{lin.name}", "forward", call)
     out = f"{lin.name}.out"
     d.buffer(out, group, (T, lin.out_features), "bf16", LINEAR_FWD, kept_until)                 # [T, out] bf16
-    blas_workspace(d, thread, lin.bias)
+    blas_workspace(d, thread, lin.bias, capability)
     return out
 
 
 def linear_backward(d: Declaration, lin: Linear, input_grad_until: str | None, input_grad: bool = True,
-                    sms: int | None = None) -> str:
+                    sms: int | None = None, *, capability: tuple[int, int]) -> str:
     """``lin``'s backward: the weight gradient (and bias gradient) kept as ``.grad``, and the input gradient
     ``[T, in]`` bf16 until ``input_grad_until`` (where the next node consumes it). A bias's gradient is the output
     gradient summed over its T rows (``sum_to``, after the node's two GEMMs), whose global reduce on ``sms`` SMs
-    stages through the allocator (``aten_reduce``). Returns the input gradient's name."""
+    stages through the allocator (``aten_reduce``); ``capability``: the device's, for the cuBLAS workspace. Returns the
+    input gradient's name."""
     if lin.bias and sms is None:
         raise ValueError(f"{lin.name}: a biased Linear's backward needs the device's SM count (its bias-gradient sum)")
     d.step(f"bwd.{lin.name}", "backward", ADDMM_BWD if lin.bias else MM_BWD)
@@ -127,7 +144,7 @@ def linear_backward(d: Declaration, lin: Linear, input_grad_until: str | None, i
                  note="mat1's gradient: grad @ weight")                                         # [T, in] bf16
     if lin.bias:
         leading_sum_scratch(d, f"{lin.name}.bias.grad", T, lin.out_features, sms, "bf16")   # sum of the [T, out] gradient
-    blas_workspace(d, "backward", False)      # the bias's gradient is a sum: the backward's GEMMs are plain mm
+    blas_workspace(d, "backward", False, capability)      # the bias's gradient is a sum: the backward's GEMMs are plain mm
     return name
 
 

@@ -124,3 +124,100 @@ def test_a_stored_trace_in_another_versions_folder_is_refused(tmp_path):
     shutil.copy(STORE / "torch-2.11.0_triton-3.6.0" / name, folder / name)
     with pytest.raises(LivebytesError, match="made under torch-2.11.0_triton-3.6.0, not the torch-2.11.0_triton-3.9.0"):
         traced.stored_traces(req)
+
+
+# ------------------------------------------------- which tracer made a stored trace, and a check that falls back
+
+from livebytes.validate import store_traces  # noqa: E402
+
+A1 = "h200_run28_a1-kda-8k.json"            # torch 2.11.0, Triton 3.6.0: one trace, at 2 layers
+
+
+@pytest.mark.parametrize("path", STORED, ids=[f"{p.parent.name}/{p.name}" for p in STORED])
+def test_a_stored_trace_names_the_tracer_that_made_it(path):
+    """Every committed trace carries its tracer's digest (32 hex digits of ``tracer_digest``); one another tracer made
+    is a warning when read (``trace_notes``), not a failure, so this holds whatever the tracer is now."""
+    digest = json.loads(gzip.open(path, "rt").read())[store_traces.TRACER_DIGEST]
+    assert re.fullmatch(r"[0-9a-f]{32}", digest)
+
+
+def test_store_writes_the_tracers_digest(tmp_path, monkeypatch):
+    """``store`` adds this tracer's digest to the tracer's raw output (traced by a stand-in here: no torch 2.11)."""
+    data = model_records.read(model_records.MODEL_RECORDS_DIR / A1)
+    monkeypatch.setattr(traced, "installed_versions", lambda: dict(data["versions"]))
+    monkeypatch.setattr(traced, "run_tracers", lambda specs: [{"spec": s, "runs": [], "versions": {}} for s in specs])
+    [written] = store_traces.store([model_records.MODEL_RECORDS_DIR / A1], tmp_path)
+    stored = json.loads(gzip.open(written, "rt").read())
+    assert stored[store_traces.TRACER_DIGEST] == traced.tracer_digest() and stored["runs"] == []
+
+
+def _store_a1(tmp_path, monkeypatch, digest: str | None, elsewhere: bool = True) -> tuple[dict, Path]:
+    """a1's committed trace copied into a store under ``tmp_path`` with ``digest`` (None: without one); this machine
+    made to have another torch than the record's (``elsewhere``) or the record's own."""
+    data = model_records.read(model_records.MODEL_RECORDS_DIR / A1)
+    here = {**data["versions"], "torch": "2.13.0"} if elsewhere else dict(data["versions"])
+    monkeypatch.setattr(traced, "installed_versions", lambda: here)
+    store = tmp_path / "traces"
+    folder = store / traced.store_name(data["versions"])
+    folder.mkdir(parents=True)
+    name = traced.stored_trace_name(traced.trace_spec(model_records.request_of(data), 2))
+    trace = json.loads(gzip.open(STORE / folder.name / name, "rt").read())
+    trace.pop(store_traces.TRACER_DIGEST, None)
+    if digest is not None:
+        trace[store_traces.TRACER_DIGEST] = digest
+    (folder / name).write_bytes(gzip.compress(json.dumps(trace).encode()))
+    monkeypatch.setattr(model_records, "TRACE_STORE", store)
+    return data, folder / name
+
+
+@pytest.mark.parametrize("digest, said", [
+    ("0" * 32, f"{'0' * 32}"),          # another tracer's digest, named beside the file
+    (None, "(no digest)"),             # a trace stored before the store wrote digests
+])
+def test_a_trace_another_tracer_made_is_a_warning_naming_the_record(tmp_path, monkeypatch, digest, said):
+    data, path = _store_a1(tmp_path, monkeypatch, digest)
+    [note] = model_records.trace_notes(A1, data)
+    assert note.startswith(f"{A1}: its stored traces in ") and "made by another tracer than this one" in note
+    assert f"{path.name} {said}" in note or f"{path.name} ({said})" in note
+    assert model_records.stored_for(data) == str(path.parent)          # still checked through them: a warning only
+
+
+def test_a_trace_this_tracer_made_says_nothing(tmp_path, monkeypatch):
+    data, _ = _store_a1(tmp_path, monkeypatch, traced.tracer_digest())
+    assert model_records.trace_notes(A1, data) == []
+
+
+def test_a_record_without_its_stored_traces_says_it_was_checked_against_traces_made_here(tmp_path, monkeypatch):
+    """The fallback (``stored_for`` None although the record ran another torch) is said, naming the record."""
+    data, path = _store_a1(tmp_path, monkeypatch, traced.tracer_digest())
+    path.unlink()
+    assert model_records.stored_for(data) is None
+    [note] = model_records.trace_notes(A1, data)
+    assert note.startswith(f"{A1}: ran under torch-2.11.0_triton-3.6.0, this machine has torch-2.13.0_triton-3.6.0")
+    assert "lacks 1 of the 1 traces it reads: checked against traces made here" in note
+
+
+def test_a_record_of_this_machines_torch_needs_no_store(tmp_path, monkeypatch):
+    data, path = _store_a1(tmp_path, monkeypatch, None, elsewhere=False)
+    assert model_records.trace_notes(A1, data) == [] and model_records.stored_for(data) is None
+
+
+def test_check_all_returns_each_records_notes(tmp_path, monkeypatch):
+    """check_all collects the notes of the records it checks (the figures' check stubbed: no model built here)."""
+    data, _ = _store_a1(tmp_path, monkeypatch, "0" * 32)
+    (tmp_path / A1).write_text(json.dumps(data))
+    monkeypatch.setattr(model_records, "check", lambda path: [])
+    checks, skipped, notes = model_records.check_all(tmp_path / A1)
+    assert (checks, skipped) == ([], []) and len(notes) == 1 and notes[0].startswith(f"{A1}: its stored traces")
+
+
+def test_validate_prints_each_note_as_a_warning_line(monkeypatch):
+    """``validate --from-records`` of model-step records: each note one ``warning:`` line after the summary."""
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    note = f"{A1}: ran under torch-2.11.0_triton-3.6.0, this machine has torch-2.13.0_triton-3.6.0, and ..."
+    monkeypatch.setattr(model_records, "check_all", lambda source, progress=None: ([], [], [note]))
+    r = CliRunner().invoke(app, ["validate", "--from-records", str(model_records.MODEL_RECORDS_DIR / A1)])
+    assert r.exit_code == 0, r.output
+    assert f"warning: {note}" in r.output.splitlines()

@@ -165,28 +165,42 @@ def probe_limits() -> dict:
 
 def modules() -> dict:
     """Loaded modules (non-PyTorch memory minus the context and the stack reservation), measured in processes alone on
-    the GPU at the edge (the matrix's side-by-side processes read 3.1-3.3 MiB less)."""
-    def fig(nbytes: int, source: str) -> dict:
-        return {"bytes": nbytes, "status": "measured", "source": source}
+    the GPU at the edge (the matrix's side-by-side processes read 3.1-3.3 MiB less). Each figure names the cases
+    (``case_key``) its cited processes ran, ``measured_at``: ``process._modules`` calls it measured there only."""
+    def fig(nbytes: int, source: str, *cases: tuple) -> dict:
+        return {"bytes": nbytes, "status": "measured", "source": source,
+                "measured_at": [case_key(prefix, dim, heads, v_heads) for prefix, dim, heads, v_heads in cases]}
     edge_fwd = "run 13b: fla-kda-fwd and fla-gdn-fwd H16/HV32 D128 cold at the edge, 650,969,088 B - context"
+    warm_fwd = "run 13a/13c warm forward-only processes side by side (NVML drop at exit)"
+    fwd_dims = (32, 64, 128, 256)           # 13a's warm forward-only cases, H16/HV32 (13c repeated D128 and D256)
+    h96 = (("fla-kda:plain", 128, 96, 96), ("fla-kda:report", 128, 96, 96))     # run 6a plain, run 12/12b report
+    # run 17a's warm D64 H128 process (run17/process_memory_17.jsonl, alone, limit 1,024 B) read 650,969,088 B: the
+    # context and this warm figure to the byte
+    d64_h128 = ("fla-kda:report", 64, 128, 128)
+    # runs 17c/17d's cold edge probes at D256 H96 (LIMIT_PROBES) read 4,486,660,096 B: the context, this cold figure
+    # and the 15,184-B limit's reservation (3,829,399,552 B) to the byte
+    d256_h96 = ("fla-kda:report", 256, 96, 96)
     return {
         "fla-kda": {
             "cold": fig(104_857_600, "run 12 (D128 H96, both contracts) and run 13d (D64 H128 report): 4,291,624,960 and "
-                                     "5,407,309,824 B minus the context and each limit's reservation"),
+                                     "5,407,309,824 B minus the context and each limit's reservation",
+                        *h96, d64_h128, d256_h96),
             "warm": fig(98_566_144, "runs 6a and 12b (D128 H96 warm): 764,215,296 B minus the context and the 1,440-B "
-                                    "limit's reservation")},
-        "fla-kda-fwd": {"cold": fig(98_566_144, edge_fwd),
-                        "warm": fig(95_158_272, "run 13a/13c warm forward-only processes side by side (NVML drop at exit)")},
-        "fla-gdn-fwd": {"cold": fig(98_566_144, edge_fwd),
-                        "warm": fig(95_158_272, "run 13a/13c warm forward-only processes side by side (NVML drop at exit)")},
+                                    "limit's reservation", *h96, d64_h128)},
+        "fla-kda-fwd": {"cold": fig(98_566_144, edge_fwd, ("fla-kda-fwd:report", 128, 16, 32)),
+                        "warm": fig(95_158_272, warm_fwd, *(("fla-kda-fwd:report", d, 16, 32) for d in fwd_dims))},
+        "fla-gdn-fwd": {"cold": fig(98_566_144, edge_fwd, ("fla-gdn-fwd:-", 128, 16, 32)),
+                        "warm": fig(95_158_272, warm_fwd, *(("fla-gdn-fwd:-", d, 16, 32) for d in fwd_dims))},
         # the records process read its own figure alone on the GPU (the probe beside it had exited), at the probe's
         # 11,712-B limit: its autotune keys hold no T, so its 8K first shape launched the probe's candidates
         "fla-kda-layer": {
             "cold": fig(243_335_168, "run 16b: the KimiDeltaAttention records process (H32 D128 hidden 2304, cold, "
                                      "first shape 1 x 8K), 3,685,613,568 B before its measured steps, minus the context "
-                                     "and the 11,712-B limit's reservation (the probe beside it read 239,861,760)"),
+                                     "and the 11,712-B limit's reservation (the probe beside it read 239,861,760)",
+                        ("fla-kda-layer:-", 128, 32, 32)),
             "warm": fig(229_376_000, "run 16b: the layer's warm probe process beside the records process (NVML drop at "
-                                     "exit), 874,053,632 B minus the context and the 1,360-B limit's reservation")},
+                                     "exit), 874,053,632 B minus the context and the 1,360-B limit's reservation",
+                        ("fla-kda-layer:-", 128, 32, 32))},
     }
 
 
@@ -287,7 +301,8 @@ def build() -> dict:
                  "Triton-cache state, each kernel's largest stack frame in bytes (cold: every candidate that launched; warm: "
                  "the tuned configs; derived_on_cpu: cold cases compiled for sm90 on the CPU, not logged on a GPU), the stack "
                  "limit measured at cases whose kernels were not logged (limits), and the loaded "
-                 "modules per model family and state; model_limits: traced models' stack limits read from their own "
+                 "modules per model family and state (measured_at: the cases the processes it cites ran); "
+                 "model_limits: traced models' stack limits read from their own "
                  "processes after the first step (their kernels' frames are not logged one by one), at each measured "
                  "number of tokens ('points': a kernel whose integer argument reaches 2**31 compiles an int64 "
                  "specialisation with other frames, so the limit steps up with the length), and their modules per case (modules_by_case). Written by "

@@ -12,6 +12,7 @@ that step, for the same request.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
@@ -167,20 +168,67 @@ def is_model_source(source: str) -> bool:
     return bool(record_files(source)) if Path(source).exists() else False
 
 
+def _trace_files(data: dict) -> tuple[str, str, Path, list[str]]:
+    """(the store name of the record's torch and Triton, this machine's, the record's store folder, the trace files its
+    model reads there)."""
+    from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, store_name, stored_trace_name,
+                                                  trace_spec)
+    recorded, here = store_name(data.get("versions", {})), store_name(installed_versions())
+    req = request_of(data)
+    names = [stored_trace_name(trace_spec(req, n)) for n in layer_counts(req.depth, req.config_dict["model_type"])]
+    return recorded, here, TRACE_STORE / recorded, names
+
+
 def stored_for(data: dict) -> str | None:
     """The folder of traces made under the record's torch and Triton (``TRACE_STORE``/``store_name``) when this machine
     has another torch or Triton and that folder holds every trace the record's model reads; None: the record is checked
     against traces made here (where the two torches' traces are the same: bf16 steps, the allocator figures of every
-    run 23-27 record exact or named through them)."""
-    from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, store_name, stored_trace_name,
-                                                  trace_spec)
-    recorded, here = store_name(data.get("versions", {})), store_name(installed_versions())
-    folder = TRACE_STORE / recorded
+    run 23-27 record exact or named through them; ``trace_notes`` says so)."""
+    recorded, here, folder, names = _trace_files(data)
     if recorded == here or not folder.is_dir():
         return None
-    req = request_of(data)
-    names = [stored_trace_name(trace_spec(req, n)) for n in layer_counts(req.depth, req.config_dict["model_type"])]
     return str(folder) if all((folder / name).is_file() for name in names) else None
+
+
+def trace_notes(name: str, data: dict) -> list[str]:
+    """What the check of record ``name`` rests on beyond its figures, one line each: traces made here although the
+    record ran another torch or Triton and the store lacks some of its traces (the fallback ``stored_for`` takes), or
+    stored traces another tracer made (their ``tracer_digest`` is not this tracer's, or they carry none): a warning,
+    not a failure, as the trace may still be what this tracer records."""
+    from livebytes.lifetimes.traced.model import tracer_digest
+    recorded, here, folder, names = _trace_files(data)
+    if recorded == here:
+        return []
+    root = MODEL_RECORDS_DIR.parents[2]                          # the checkout: say the store as its path there
+    where = folder.relative_to(root) if folder.is_relative_to(root) else folder
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        return [f"{name}: ran under {recorded}, this machine has {here}, and {where} lacks {len(missing)} of the "
+                f"{len(names)} traces it reads: checked against traces made here (torch's order of frees may differ; "
+                f"python -m livebytes.validate.store_traces under {recorded} stores them)"]
+    made = {n: _stored_tracer(folder / n) for n in names}
+    stale = [n for n, digest in made.items() if digest != tracer_digest()]
+    if not stale:
+        return []
+    said = ", ".join(f"{n} ({made[n] or 'no digest'})" for n in stale)
+    return [f"{name}: its stored traces in {where} were made by another tracer than this one ({tracer_digest()}): "
+            f"{said}; checked through them as stored (python -m livebytes.validate.store_traces under {recorded} "
+            "stores them again)"]
+
+
+def _stored_tracer(path: Path) -> str | None:
+    """The ``tracer_digest`` a stored trace carries (``validate.store_traces``), None where it has none."""
+    stat = path.stat()
+    return _stored_tracer_of(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _stored_tracer_of(path: str, mtime_ns: int, size: int) -> str | None:
+    from livebytes.lifetimes.traced.model import _read_stored
+
+    from .store_traces import TRACER_DIGEST
+    digest = _read_stored(Path(path)).get(TRACER_DIGEST)
+    return digest if isinstance(digest, str) else None
 
 
 def request_of(data: dict):
@@ -314,9 +362,11 @@ def not_checkable_here(path: Path) -> str | None:
     return None if stored_for(data) else untraceable_here(data["config"].get("model_type"))
 
 
-def check_all(source: str | Path = MODEL_RECORDS_DIR, progress=None) -> tuple[list[FigureCheck], list[tuple[str, str]]]:
-    """Every figure of every record this environment can trace, and (record, why) for those it cannot. ``progress(done,
-    total, note)``: told after each record checked (a config's first use traces it: a minute)."""
+def check_all(source: str | Path = MODEL_RECORDS_DIR,
+              progress=None) -> tuple[list[FigureCheck], list[tuple[str, str]], list[str]]:
+    """Every figure of every record this environment can trace, (record, why) for those it cannot, and the warnings on
+    the traces the checked ones rest on (``trace_notes``). ``progress(done, total, note)``: told after each record
+    checked (a config's first use traces it: a minute)."""
     files = record_files(source)
     if not files:
         raise LivebytesError(f"no {KIND} records in {show(str(source))}")
@@ -324,8 +374,10 @@ def check_all(source: str | Path = MODEL_RECORDS_DIR, progress=None) -> tuple[li
     names = {n for n, _ in skipped}
     checkable = [f for f in files if f.name not in names]
     checks: list[FigureCheck] = []
+    notes: list[str] = []
     for n, f in enumerate(checkable, 1):
+        notes += trace_notes(f.name, read(f))
         checks += check(f)
         if progress:
             progress(n, len(checkable), f.name)
-    return checks, skipped
+    return checks, skipped, notes

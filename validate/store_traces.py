@@ -9,7 +9,9 @@ Run under the record's torch (a virtual environment with it, the tracer's librar
 
 Each record's request is traced at the layer counts its model reads (``lifetimes.traced.model.layer_counts``) and the
 tracer's raw output is written gzipped to ``validate/records/models/traces/torch-<version>_triton-<version>/<spec digest>.json.gz``,
-where ``validate.model_records.stored_for`` finds it on a machine whose torch is another.
+where ``validate.model_records.stored_for`` finds it on a machine whose torch is another. Each file carries the digest
+of the tracer that made it (``tracer_digest``, the sources of ``livebytes.tracer``): a check through a trace another
+tracer made says so (``model_records.trace_notes``), as the trace may not be what this tracer would record.
 """
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
 
+TRACER_DIGEST = "tracer_digest"     # a stored trace's field: ``traced.model.tracer_digest()`` where it was made
+
 
 def store(paths: list[Path], out: Path | None = None) -> list[Path]:
     """Trace each record's request here and write each layer count's trace into the store; the files written."""
     from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, run_tracers, store_name,
-                                                  stored_trace_name, trace_spec)
+                                                  stored_trace_name, trace_spec, tracer_digest)
 
     from .model_records import TRACE_STORE, read, request_of
     here = store_name(installed_versions())
@@ -41,6 +45,7 @@ def store(paths: list[Path], out: Path | None = None) -> list[Path]:
         req = request_of(data)
         specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
         for spec, done in zip(specs, run_tracers(specs)):
+            done = {**done, TRACER_DIGEST: tracer_digest()}      # the tracer here made it (run_tracers: this install)
             target = folder / stored_trace_name(spec)
             part = target.with_name(target.name + ".part")      # whole or absent: an interrupted run leaves no trace
             with gzip.open(part, "wt", compresslevel=9) as fh:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from livebytes.estimator.buffers import Autotune, Buffer, Group, LifetimeModel, Source, Step
 from livebytes.estimator.declare import INPUTS_STEP
+from livebytes.estimator.devices import capability_of
 
 from .calls import Alloc, Call
 from .gpu_rules import FAILING, Extra, blas_workspaces, held_args, reduce_scratch
@@ -64,12 +65,12 @@ def lifetimes(steps: list[TracedStep]) -> dict[int, TracedStep | None]:
     return out
 
 
-def _extras(s: TracedStep, sms: int, threads: set, not_modelled: list) -> list[Extra]:
+def _extras(s: TracedStep, sms: int, threads: set, not_modelled: list, capability: tuple[int, int]) -> list[Extra]:
     """The step's GPU-only buffers (``gpu_rules``), in the order its operators ran."""
     out = []
     for kind, ev in s.events:
         if kind == "gemm":
-            out += blas_workspaces([(kind, ev)], threads)
+            out += blas_workspaces([(kind, ev)], threads, capability)
         elif kind == "reduce":
             scratch, why = reduce_scratch(ev, sms)
             out += scratch
@@ -109,14 +110,14 @@ def _extra(s: TracedStep, x: Extra, scratch_of: str | None) -> Buffer:
                   first_call=x.scratch and s.first_call, module=s.module)
 
 
-def buffers(call: Call, steps: list[TracedStep], sms: int, not_modelled: list) -> list[Buffer]:
+def buffers(call: Call, steps: list[TracedStep], sms: int, not_modelled: list, capability: tuple[int, int]) -> list[Buffer]:
     names = buffer_names(steps, call.harness)
     ends = lifetimes(steps)
     out = [Buffer(names[id(a)], group_of(a, None), (a.bytes,), "uint8", source_of(a), INPUTS_STEP,
                   note=f"{a.dtype} {_shape(a)}", module=a.module) for a in call.harness]
     threads: set = set()
     for s in steps:
-        out += _step_buffers(s, names, ends, _extras(s, sms, threads, not_modelled))
+        out += _step_buffers(s, names, ends, _extras(s, sms, threads, not_modelled, capability))
     return out
 
 
@@ -151,7 +152,7 @@ def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, **fiel
     timeline += [Step(s.name, "backward" if s.phase == "backward" else "forward",
                       note=f"{s.phase}: {s.module or 'model'}") for s in steps]
     not_modelled: list = []
-    bufs = buffers(call, steps, sms, not_modelled)
+    bufs = buffers(call, steps, sms, not_modelled, capability_of(arch))
     names = buffer_names(steps, call.harness)
     model = LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
                           not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)

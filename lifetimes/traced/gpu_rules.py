@@ -1,9 +1,10 @@
 """What a GPU adds to a traced call, as named rules on the recorded operators (none fitted to a measurement):
 
 - **cuBLAS workspaces** (``fla_modules.blas_workspace``, CublasHandlePool.cpp): the first GEMM a thread runs gives its
-  handle a 32 MiB workspace on sm90, after the GEMM's output, kept for the process; the first GEMM with a 1-D bias
-  (``addmm``: the cuBLASLt path) adds that thread's 1 MiB cuBLASLt workspace. The forward, the optimizer and the loss
-  run on the caller's thread; the backward (checkpoint's recompute too) on autograd's device thread.
+  handle its workspace (``fla_modules.cublas_workspace_bytes``: 32 MiB on sm90), after the GEMM's output, kept for
+  the process; the first GEMM with a 1-D bias (``addmm``: the cuBLASLt path) adds that thread's 1 MiB cuBLASLt
+  workspace. The forward, the optimizer and the loss run on the caller's thread; the backward (checkpoint's
+  recompute too) on autograd's device thread.
 - **ATen's reduce staging** (``aten_reduce``, Reduce.cuh): a sum over the leading dims of a contiguous tensor into two
   or more outputs may stage through the allocator (staging, semaphores; an fp32 accumulation buffer for bf16 above
   32-bit indexing), after the sum's output, freed when it returns. Other reductions are named as not modelled when
@@ -17,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from livebytes.lifetimes import aten_reduce
-from livebytes.lifetimes.fla_modules import (CUBLAS_SIZE, CUBLAS_WORKSPACE_BYTES, CUBLASLT_SIZE,
-                                             CUBLASLT_WORKSPACE_BYTES)
+from livebytes.lifetimes.fla_modules import (CUBLAS_SIZE, CUBLASLT_SIZE, CUBLASLT_WORKSPACE_BYTES,
+                                             cublas_workspace_bytes)
 
 NOT_MODELLED_FROM = 1 << 20     # a reduction over less than 1 MiB stages at most a few KiB: not worth a line
 
@@ -36,14 +37,16 @@ class Extra:
     scratch: bool
 
 
-def blas_workspaces(events, seen_threads: set) -> list[Extra]:
-    """The cuBLAS (and cuBLASLt) workspace of each thread's first GEMM (and first biased GEMM) among ``events``."""
+def blas_workspaces(events, seen_threads: set, capability: tuple[int, int]) -> list[Extra]:
+    """The cuBLAS (and cuBLASLt) workspace of each thread's first GEMM (and first biased GEMM) among ``events``, on
+    a device of compute ``capability``."""
     out = []
     for kind, ev in events:
         if kind != "gemm":
             continue
         thread = ev["thread"]
-        for name, nbytes, source, wanted in ((f"cublas.workspace.{thread}", CUBLAS_WORKSPACE_BYTES, CUBLAS_SIZE, True),
+        for name, nbytes, source, wanted in ((f"cublas.workspace.{thread}", cublas_workspace_bytes(capability),
+                                              CUBLAS_SIZE, True),
                                              (f"cublaslt.workspace.{thread}", CUBLASLT_WORKSPACE_BYTES, CUBLASLT_SIZE,
                                               ev["lt"])):
             if wanted and name not in seen_threads:
