@@ -49,6 +49,8 @@ HELD_OUT_ONE_ROW = (1, 777)
 TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
+MOE = ("qwen3_next", "kimi_linear")       # families whose blocks route tokens to experts (``ROUTINGS`` applies)
+ROUTINGS = ("balanced", "worst")          # the routing an answer assumes (``routing_note``)
 MAX_CONFIG_BYTES = 1 << 20
 MAX_LAYERS = 1024           # --num-hidden-layers of a traced model: the expansion is linear in layers, ~1 s per 25 on one core
 
@@ -63,6 +65,7 @@ class Request:
     packed: bool = False
     layers: int | None = None   # None: the config's num_hidden_layers
     stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
+    routing: str = "balanced"   # ``ROUTINGS``: what the answer assumes (MoE families; no traced buffer depends on it)
 
     @property
     def config_dict(self) -> dict:
@@ -178,12 +181,28 @@ def check_environment(env: str, stored: str | None = None, model_type: str | Non
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
-                stored: str | None = None) -> tuple[str, dict]:
+                stored: str | None = None, routing: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
-    folder of traces made under other versions (``stored_traces``), None to trace here."""
-    key = model_key(json.loads(config)["model_type"])
-    return key, {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
-                 "environment": environment(stored), "stored": stored}
+    folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
+    default balanced) for a family with experts (``MOE``), refused for one without."""
+    kind = json.loads(config)["model_type"]
+    key = model_key(kind)
+    options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
+               "environment": environment(stored), "stored": stored}
+    if kind not in MOE:
+        if routing is not None:
+            raise LivebytesError(f"--routing: {key} has no experts to route to (routing applies to "
+                                 f"{', '.join(model_key(k) for k in MOE)})")
+        return key, options
+    return key, options | {"routing": check_routing(routing)}
+
+
+def check_routing(routing: str | None) -> str:
+    """``--routing``'s value (any case, blanks around it dropped), balanced when left out; else one line."""
+    word = "balanced" if routing is None else str(routing).strip().lower()
+    if word not in ROUTINGS:
+        raise LivebytesError(f"--routing must be one of {', '.join(ROUTINGS)}, got {show(routing)}")
+    return word
 
 
 
@@ -441,10 +460,11 @@ def fields(req: Request, device, versions: dict) -> dict:
                  f"{versions.get('torch')}, transformers {versions.get('transformers')}"),
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
-                 ("layers", depth)),
+                 ("layers", depth)) + ((("routing", req.routing),) if kind in MOE else ()),
         not_modelled=NOT_MODELLED + FAMILY_NOT_MODELLED.get(kind, ()),
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
-               f"{versions.get('transformers')}, triton {versions.get('triton')}",) + FAMILY_NOTES.get(kind, ()),
+               f"{versions.get('transformers')}, triton {versions.get('triton')}",)
+              + ((routing_note(req.routing),) if kind in MOE else ()) + FAMILY_NOTES.get(kind, ()),
     )
 
 
@@ -454,12 +474,34 @@ NOT_MODELLED = (
     "what the process does between steps beyond the step itself (data loading, logging, a second batch in flight)",
 )
 
+# transformers 5.17.0: the experts implementation a model gets unless it asks for another is grouped_mm
+# (modeling_utils.py:1882-1903 get_correct_experts_implementation; ``_grouped_mm_can_dispatch``, 1678-1687, holds for
+# every model whose experts use ``use_experts_implementation``, as both families' do); the call itself runs
+# torch.nn.functional.grouped_mm or torch._grouped_mm on sm80+ (integrations/moe.py:291-336); the tracer refuses any
+# other implementation (tracer/step.py build_model)
+ROUTING_SAID = {
+    "balanced": "balanced (each of the E experts takes T x top_k / E of the T x top_k token-expert pairs)",
+    "worst": "worst (the busiest experts take every token they can: top_k experts take all T tokens each, the rest "
+             "none; a token picks an expert at most once)",
+}
+
+
+def routing_note(routing: str) -> str:
+    """What the answer assumes of the routing and why the bytes do not depend on it (``MOE`` families)."""
+    same = " -- the same bytes as balanced" if routing == "worst" else ""
+    return (f"routing: {ROUTING_SAID[routing]}{same}: no traced buffer depends on it. The experts run as transformers "
+            "5.17's default grouped_mm (integrations/moe.py:377-481 grouped_mm_experts_forward): the T x top_k "
+            "token-expert pairs sorted by expert into [T*top_k, hidden] and [T*top_k, 2*moe_intermediate_size] "
+            "buffers, one torch._grouped_mm per projection over all experts, the tokens per expert only the offsets' "
+            "values. The per-expert transients that would depend on it are the eager loop's "
+            "(experts_implementation='eager': modeling_qwen3_next.py:799-823, KimiLinearExperts the same): each hit "
+            "expert's gathered tokens [n_e, hidden], its gate_up output [n_e, 2*moe_intermediate_size], act(gate)*up "
+            "[n_e, moe_intermediate_size] and its down and weighted outputs [n_e, hidden], n_e = T x top_k / E "
+            "balanced, T worst; that path is not traced")
+
+
 # what a family's answer assumes, said with every answer (transformers 5.17.0 integrations/moe.py, sdpa_attention.py)
 FAMILY_NOTES = {"qwen3_next": (
-    "routing: none of the traced sizes depends on it; the experts run as transformers' default grouped_mm "
-    "(integrations/moe.py grouped_mm_experts_forward): tokens sorted by expert into [T*top_k, hidden] buffers and one "
-    "torch._grouped_mm per projection over all experts, with the per-expert offsets as data (the eager per-expert "
-    "loop, whose buffers are sized by each expert's tokens, is not what runs)",
     "full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs as "
     "cuDNN attention on sm90 (tracer.sdpa)",
     "causal_conv1d: transformers' torch fallback (the causal-conv1d package is not installed, here or on the H200)",
@@ -468,9 +510,8 @@ FAMILY_NOT_MODELLED = {"qwen3_next": (
     "torch._grouped_mm's own CUDA workspace (CUTLASS grouped GEMM: problem-size arrays and scheduler workspace), "
     "allocated inside each call; which experts the tokens go to changes its work, not the traced buffers",
 )}
-FAMILY_NOTES["kimi_linear"] = (FAMILY_NOTES["qwen3_next"][0],
-                               "full attention (MLA): transformers' sdpa with no mask, q/k head dim "
+FAMILY_NOTES["kimi_linear"] = ("full attention (MLA): transformers' sdpa with no mask, q/k head dim "
                                "qk_nope + qk_rope, v head dim v_head_dim, which torch 2.11's CUDA build runs as cuDNN "
-                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][2])
+                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][1])
 FAMILY_NOT_MODELLED["kimi_linear"] = FAMILY_NOT_MODELLED["qwen3_next"]
 

@@ -3,7 +3,8 @@ causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (trans
 ``KimiLinearForCausalLM``).
 
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
-``optimizer``, ``precision``, ``packed`` and ``environment`` (the versions the traces come from and the tracer's digest,
+``optimizer``, ``precision``, ``packed``, ``routing`` (Qwen3-Next and Kimi-Linear: balanced or worst, ``model.
+routing_note``) and ``environment`` (the versions the traces come from and the tracer's digest,
 ``model.environment``: a compiled model cached under one environment is never read under another) and ``stored`` (a
 folder of traces made under other versions, ``model.stored_traces``; none: traced here); the layer fields
 ``layers`` and ``checkpoint`` are the shape's, as for the layer models.
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
-from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, Request, \
-    check_environment, model_key
+from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
+    Request, check_environment, check_routing, model_key
+from .presets import presets_line
 
 
 def refuse(shape, device) -> str | None:
@@ -41,7 +43,8 @@ def refuse_one_row(shape, device) -> str | None:
 
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
-                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False):
+                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False,
+                     routing: str = "balanced"):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -50,7 +53,8 @@ def builder(model_type: str):
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
-        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored)
+        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored,
+                      check_routing(routing))
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
@@ -73,9 +77,10 @@ for _type in FAMILIES:
     register(ModelSpec(
         key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
         covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
-               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU",
+               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU"
+               + (f"; {presets_line(_type)}" if presets_line(_type) else ""),
         builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": ()},
+                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if _type in MOE else {}),
         shape_fields=("layers", "checkpoint"),
     ))
