@@ -11,7 +11,8 @@ versions and the tracer's sources. ``symbolic``: each layer count's calls become
 MBS (``symbolic``), checked exact at the held-out shape; four layers are checked to be three with one more
 (``layers.check``), so any depth from three up is the three-layer call expanded (``layers.expand``). A hybrid stack
 (``HYBRID``: Qwen3-Next's full-attention layer every ``full_attention_interval`` layers) is not three layers repeated:
-it is traced at its own depth, up to ``MAX_HYBRID_LAYERS``. ``model``: that call as a ``LifetimeModel`` with the GPU's
+it is traced at its own depth up to ``MAX_HYBRID_LAYERS``; deeper, as its head, one and two periods of its layer
+pattern and its tail, expanded by period (``hybrid``). ``model``: that call as a ``LifetimeModel`` with the GPU's
 own buffers (``build``).
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ PINS = {"kda": ("flash-linear-attention", PINNED), "gated_deltanet": ("flash-lin
 CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
            "kimi_linear": "KimiLinearForCausalLM"}
 HYBRID = ("qwen3_next", "kimi_linear")    # layer types differ along the stack (config.layer_types): traced at its depth
-MAX_HYBRID_LAYERS = 8       # a hybrid stack's trace grows with its depth (about a minute a shape at 4 layers here)
+MAX_HYBRID_LAYERS = 8       # deeper hybrid stacks: from their head, one and two periods and tail (``hybrid``)
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
@@ -303,15 +304,46 @@ def traces(req: Request) -> dict:
     from livebytes.estimator.cache import cached
     if req.stored is not None:
         return stored_traces(req)
-    counts = layer_counts(req.depth, req.config_dict["model_type"])
-    specs = [trace_spec(req, n) for n in counts]
-    parts = ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
-             tracer_digest())
+    specs, parts = _trace_key(req)
 
     def trace_now() -> dict:
-        done = run_tracers(specs)
-        return {"versions": done[0]["versions"], "runs": [d["runs"][0] for d in done]}
+        return _joined(run_tracers(specs))
     return cached(parts, trace_now)
+
+
+def _trace_key(req: Request) -> tuple[list, tuple]:
+    """(the tracer specs of the request's layer counts, the disk cache's key of their traces)."""
+    specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
+    return specs, ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
+                   tracer_digest())
+
+
+def _joined(done: list) -> dict:
+    return {"versions": done[0]["versions"], "runs": [d["runs"][0] for d in done]}
+
+
+class _NotCached(Exception):
+    pass
+
+
+def prefetch_traces(reqs: list) -> None:
+    """Trace the requests whose traces are not cached yet side by side (a tracer process per spec), into the cache:
+    ``traces`` then reads each from there."""
+    from livebytes.estimator.cache import cached
+
+    def missing() -> dict:
+        raise _NotCached
+    todo = []
+    for req in reqs:
+        try:
+            cached(_trace_key(req)[1], missing)
+        except _NotCached:
+            todo.append(req)
+    keys = [_trace_key(req) for req in todo]
+    done = run_tracers([spec for specs, _ in keys for spec in specs]) if todo else []
+    for specs, parts in keys:
+        mine, done = done[:len(specs)], done[len(specs):]
+        cached(parts, lambda mine=mine: _joined(mine))
 
 
 # ------------------------------------------------------------------------------- traces made elsewhere, stored
@@ -419,11 +451,28 @@ def check_held_out(sym, held, config: dict, learn: list) -> None:
 
 
 def call_for(req: Request):
-    """The symbolic call of the request's depth."""
+    """The symbolic call of the request's depth: traced whole, or expanded from three and four layers, or for a hybrid
+    stack deeper than ``MAX_HYBRID_LAYERS``, from its head, one or two periods and its tail (``hybrid``)."""
     from .layers import expand
     depth = req.depth
+    if by_period(req):
+        from .hybrid import hybrid_call
+        return hybrid_call(req)
     calls = symbolic_calls(_deep(req) if req.expanded else req)
     return calls[depth] if depth in calls else expand(calls[3], depth)
+
+
+def by_period(req: Request) -> bool:
+    """A hybrid stack too deep to trace whole: answered from its pattern's periods (``hybrid``)."""
+    return req.config_dict["model_type"] in HYBRID and req.depth > MAX_HYBRID_LAYERS
+
+
+def traced_request(req: Request) -> Request:
+    """The request whose traces (and their versions) the answer comes from."""
+    if by_period(req):
+        from .hybrid import pattern_of, period_request
+        return period_request(req, pattern_of(req), 1)
+    return _deep(req) if req.expanded else req
 
 
 def _deep(req: Request) -> Request:
@@ -441,7 +490,7 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
         call = call_for(req)
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
-    versions = traces(_deep(req) if req.expanded else req)["versions"]
+    versions = traces(traced_request(req))["versions"]
     return traced_model(call, device.sm_count, device.arch, **fields(req, device, versions))
 
 

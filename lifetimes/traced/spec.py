@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
-from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
+from .model import CLASSES, FAMILIES, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
     Request, check_environment, check_routing, model_key
 from .presets import presets_line
 
@@ -64,10 +64,6 @@ def builder(model_type: str):
                                     "only); not traced")
         if model_type in ONE_ROW and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
-        if model_type in HYBRID and req.depth > MAX_HYBRID_LAYERS:
-            raise RefusedShapeError(f"{key}: {req.depth:,} layers: a hybrid stack (full attention every "
-                                    f"full_attention_interval layers) is traced at its own depth, up to "
-                                    f"{MAX_HYBRID_LAYERS}; expanding it by its period is not built yet")
         return build(req, device)
     return build_traced
 
