@@ -158,18 +158,14 @@ GROUPED_AT = re.compile(r"(^|\.)layers\.(\d+)\.([a-z]?\d+)(\.|$)")
 
 
 def _labels(pattern: Pattern, repeats: int) -> list[tuple[int, str]]:
-    """(group, label) of each layer of a stack of ``repeats`` periods: a head layer within one period of the first
-    period, and a tail layer within one period of the last, of the period's kind there, takes that place's label
-    (``j``); other head and tail layers their own (``h{i}``, ``t{r}``)."""
+    """(group, label) of each layer of a stack of ``repeats`` periods. A period's layers are labelled by their place in
+    it (``j``); so are the head's last ``P`` layers and the tail's first ``P``, whatever their kinds, so that what a
+    group hands the next (the residual, made at the end of the decoder layer before it) lines up with its twin in the
+    period (``layers._aligned``); other head and tail layers their own (``h{i}``, ``t{r}``)."""
     h, p = len(pattern.head), len(pattern.period)
-    out = []
-    for i, kind in enumerate(pattern.head):
-        j = (i - h) % p
-        out.append((0, str(j) if i >= h - p and kind == pattern.period[j] else f"h{i}"))
+    out = [(0, str((i - h) % p) if i >= h - p else f"h{i}") for i in range(h)]
     out += [(1 + n // p, str(n % p)) for n in range(repeats * p)]
-    for r, kind in enumerate(pattern.tail):
-        out.append((repeats + 1, str(r) if r < p and kind == pattern.period[r] else f"t{r}"))
-    return out
+    return out + [(repeats + 1, str(r) if r < p else f"t{r}") for r in range(len(pattern.tail))]
 
 
 def _rename(call, rename):
