@@ -25,7 +25,7 @@ from .errors import UsageProblem
 IMPL_HELP = "model key, implementation@version, e.g. fla-kda@0.6.0 (see: livebytes models); or --model"
 Impl = typer.Option(None, "--impl", help=IMPL_HELP, metavar="KEY")
 Impls = typer.Option(None, "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
-Model = typer.Option(None, "--model", metavar="CONFIG.json|PRESET",
+Model = typer.Option(None, "--model", metavar="CONFIG.json",
                      help="a whole model's training step: a preset (qwen3-next-80b-a3b, kimi-linear-48b-a3b and their "
                           "-small configs; see: livebytes models) or an HF config.json of model_type kda or gated_deltanet "
                           "(KDAForCausalLM or GatedDeltaNetForCausalLM of flash-linear-attention), qwen3_next or "

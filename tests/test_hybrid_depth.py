@@ -8,8 +8,8 @@ import pytest
 
 from livebytes.lifetimes.traced import model as traced
 from livebytes.lifetimes.traced.calls import ALLOC
-from livebytes.lifetimes.traced.hybrid import Pattern, _labels, find_pattern, layer_kinds, sub_config
-from livebytes.lifetimes.traced.layers import canonical
+from livebytes.lifetimes.traced.hybrid import Pattern, _labels, find_pattern, layer_kinds, pattern_of, sub_config
+from livebytes.lifetimes.traced.layers import NotRepeating, canonical
 from livebytes.lifetimes.traced.model import Request, call_for, canonical_config, symbolic_calls
 
 L, F = "linear_attention", "full_attention"
@@ -70,6 +70,19 @@ def test_labels_line_the_head_and_tail_up_with_the_period():
 def test_kinds_a_config_cannot_build_are_one_line(config, depth, line):
     with pytest.raises(traced.LivebytesError, match=line.replace("(", r"\(").replace(")", r"\)")):
         layer_kinds(config, depth)
+
+
+def test_a_deep_stack_without_a_period_is_one_line():
+    """12 layers over three kinds, abcacbabcbac: no block of layers is followed by its own copy (square-free), so no
+    period repeats between a head and a tail."""
+    kinds = {"a": L, "b": F, "c": L}
+    word = "abcacbabcbac"
+    config = dict(QWEN, num_hidden_layers=12, layer_types=[kinds[x] for x in word],
+                  mlp_only_layers=[i for i, x in enumerate(word) if x == "c"])
+    assert find_pattern(layer_kinds(config, 12)) is None
+    with pytest.raises(NotRepeating, match="12 layers whose kinds .attention, MLP. repeat no period of up to 16 layers "
+                                           "between a head and a tail: a hybrid stack is traced whole up to 8 layers"):
+        pattern_of(Request(canonical_config(config), "H200"))
 
 
 def test_the_sub_config_writes_the_kinds_out():

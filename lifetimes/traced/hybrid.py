@@ -216,7 +216,11 @@ def ungroup(call, pattern: Pattern, repeats: int):
 def expand_pattern(one, two, pattern: Pattern):
     """The call of ``pattern.repeats`` periods from the calls traced with one and two: proved (``check``), expanded."""
     grouped_one, grouped_two = regroup(one, pattern, 1), regroup(two, pattern, 2)
-    check(grouped_one, grouped_two)
+    try:
+        check(grouped_one, grouped_two)
+    except NotRepeating as err:
+        raise NotRepeating(f"head + two periods + tail is not head + one period + tail with one more period "
+                           f"({str(err).split(': ', 1)[-1]})") from None
     return ungroup(expand(grouped_one, pattern.repeats + 2), pattern, pattern.repeats)
 
 
@@ -227,9 +231,15 @@ def pattern_of(req) -> Pattern:
     kinds = layer_kinds(req.config_dict, req.depth)
     pattern = find_pattern(kinds)
     if pattern is None:
-        raise NotRepeating(f"{req.depth:,} layers whose kinds repeat no period (attention, MLP by layer): traced whole "
-                           "up to 8 layers only")
+        raise NotRepeating(f"{req.depth:,} layers whose kinds (attention, MLP) repeat no period of up to "
+                           f"{MAX_PERIOD} layers between a head and a tail: a hybrid stack is traced whole up to "
+                           f"{max_whole()} layers only")
     return pattern
+
+
+def max_whole() -> int:
+    from .model import MAX_HYBRID_LAYERS
+    return MAX_HYBRID_LAYERS
 
 
 def period_request(req, pattern: Pattern, repeats: int):
