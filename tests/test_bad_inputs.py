@@ -239,6 +239,9 @@ BAD_COMMANDS = [
      "--model 'qwen3-next-81b': no such preset and no such file; presets: kimi-linear-48b-a3b, kimi-linear-small, "
      "qwen3-next-80b-a3b, qwen3-next-small (or give a config.json)"),
     (("plan", "--model", "no-such.json"), 1, "no-such.json"),
+    # the checkpoint's linear_attn_config places 27 layers (1-indexed), as transformers 5.17 reads it
+    (("predict", "--model", "kimi-linear-48b-a3b", "--seq", "8K", "--layers", "8"), 1,
+     "config: linear_attn_config places layers 1 .. 27 (27 of them), not each of 1 .. 8 once: give layer_types"),
     (("predict", "--model", "qwen3-next-small", "--seq", "8K", "--routing", "sideways"), 1,
      "--routing must be one of balanced, worst, got 'sideways'"),
     (("plan", "--model", "kimi-linear-small", "--routing", ""), 1, "--routing must be one of balanced, worst, got ''"),

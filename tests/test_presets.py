@@ -112,3 +112,15 @@ def test_models_lists_the_presets():
     assert covers["qwen3-next-model@5.17.0"].endswith("presets: --model qwen3-next-80b-a3b, qwen3-next-small")
     assert covers["kimi-linear-model@5.17.0"].endswith("presets: --model kimi-linear-48b-a3b, kimi-linear-small")
     assert "presets" not in covers["fla-kda-model@0.6.0"]
+
+
+def test_the_library_takes_a_preset_and_routing():
+    """``livebytes.predict("qwen3-next-small", routing="worst", ...)``: a preset's name is a config, routing a whole
+    model's keyword (nothing traced to choose the model)."""
+    from livebytes.functions import ArgumentError, chosen, is_config
+    assert is_config("qwen3-next-80b-a3b") and not is_config("fla-kda@0.6.0")
+    key, options, heads, dim = chosen("qwen3-next-small", {"routing": "worst"})
+    assert (key, options["routing"], heads, dim) == ("qwen3-next-model@5.17.0", "worst", 16, 256)
+    assert chosen("kimi-linear-small", {})[1]["routing"] == "balanced"
+    with pytest.raises(ArgumentError, match="routing has no effect for a kernel or layer model"):
+        chosen("fla-kda@0.6.0", {"routing": "worst"})

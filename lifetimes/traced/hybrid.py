@@ -245,7 +245,7 @@ def max_whole() -> int:
 def period_request(req, pattern: Pattern, repeats: int):
     """The request of head + ``repeats`` periods + tail, its kinds written into its config, traced at its own depth."""
     config = sub_config(req.config_dict, pattern.kinds(repeats))
-    return replace(req, config=json.dumps(config, sort_keys=True), layers=None)
+    return replace(req, config=json.dumps(config, sort_keys=True), layers=None, routing="balanced")   # no trace depends on it
 
 
 def hybrid_call(req):

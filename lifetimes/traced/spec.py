@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from livebytes.estimator.registry import ModelSpec, register
 
-from .model import CLASSES, FAMILIES, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
+from .model import CLASSES, FAMILIES, HYBRID, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
     Request, check_environment, check_routing, model_key
 from .presets import presets_line
 
@@ -64,6 +64,9 @@ def builder(model_type: str):
                                     "only); not traced")
         if model_type in ONE_ROW and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
+        if model_type in HYBRID:
+            from .hybrid import layer_kinds
+            layer_kinds(req.config_dict, req.depth)     # a depth the config class cannot build: one line, untraced
         return build(req, device)
     return build_traced
 
