@@ -119,3 +119,16 @@ def test_predict_at_4k_on_the_cpu(tmp_path):
     (d,) = json.loads(r.stdout)["results"]
     assert d["impl"] == "qwen3-next-model@5.17.0" and d["shape"]["num_heads"] == 4 and d["shape"]["head_dim"] == 128
     assert {"model.layers.3.self_attn", "model.layers.0.linear_attn", "model.layers.0.mlp"} <= set(d["module_bytes"])
+
+
+def test_predict_states_worst_routing_with_the_answer(tmp_path):
+    """--routing worst: the answer's options say it, and its warnings say why the bytes are balanced's."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "4096", "--routing", "worst", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["results"][0]["options"]["routing"] == "worst"
+    (line,) = data["warnings"]
+    assert line.startswith("routing: worst (the busiest experts take every token they can") and "the same bytes as " \
+        "balanced: no traced buffer depends on it" in line
