@@ -107,3 +107,10 @@ def test_a_deep_stack_is_its_periods_expanded(config, depth, traced_at, monkeypa
     expanded, whole = call_for(req), symbolic_calls(req)[depth]
     assert canonical(expanded) == canonical(whole)
     assert sum(k == ALLOC for k, _ in expanded.events) == sum(k == ALLOC for k, _ in whole.events)
+
+
+def test_the_answer_says_how_it_was_traced(monkeypatch):
+    """Qwen3-Next at 14 layers: head 1 + 3 periods of 4 + tail 1, traced at 6 and 10 layers."""
+    monkeypatch.setattr(traced, "MAX_HYBRID_LAYERS", 4)
+    note = traced.period_note(Request(canonical_config(dict(QWEN)), "H200"))
+    assert note.startswith("depth by period: 14 layers = head 1 + 3 x a period of 4 + tail 1; traced at 6 and 10 layers")

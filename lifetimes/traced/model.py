@@ -462,6 +462,16 @@ def call_for(req: Request):
     return calls[depth] if depth in calls else expand(calls[3], depth)
 
 
+def period_note(req: Request) -> str:
+    """How a stack answered by period was traced (``hybrid``)."""
+    from .hybrid import pattern_of
+    p = pattern_of(req)
+    h, n, t = len(p.head), len(p.period), len(p.tail)
+    return (f"depth by period: {req.depth} layers = head {h} + {p.repeats} x a period of {n} + tail {t}; traced at "
+            f"{h + n + t} and {h + 2 * n + t} layers, the second proved the first with one more period (layers.check), "
+            f"expanded to {p.repeats} periods (layers.expand)")
+
+
 def by_period(req: Request) -> bool:
     """A hybrid stack too deep to trace whole: answered from its pattern's periods (``hybrid``)."""
     return req.config_dict["model_type"] in HYBRID and req.depth > MAX_HYBRID_LAYERS
@@ -513,7 +523,8 @@ def fields(req: Request, device, versions: dict) -> dict:
         not_modelled=NOT_MODELLED + FAMILY_NOT_MODELLED.get(kind, ()),
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
-              + ((routing_note(req.routing),) if kind in MOE else ()) + FAMILY_NOTES.get(kind, ()),
+              + ((routing_note(req.routing),) if kind in MOE else ()) + FAMILY_NOTES.get(kind, ())
+              + ((period_note(req),) if by_period(req) else ()),
     )
 
 
