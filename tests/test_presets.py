@@ -124,3 +124,12 @@ def test_the_library_takes_a_preset_and_routing():
     assert chosen("kimi-linear-small", {})[1]["routing"] == "balanced"
     with pytest.raises(ArgumentError, match="routing has no effect for a kernel or layer model"):
         chosen("fla-kda@0.6.0", {"routing": "worst"})
+
+
+def test_checkpointing_a_hybrid_is_refused_in_words():
+    """The tracer's last line under --checkpoint (torch.utils.checkpoint's CheckpointError tip) becomes the reason."""
+    from livebytes.lifetimes.traced.model import known_refusal
+    said = known_refusal("with `with torch.utils.checkpoint.set_checkpoint_debug_enabled(True):` to enable "
+                         "checkpoint\u2011debug mode globally.")
+    assert said.startswith("--checkpoint is not traced for this model yet: torch.utils.checkpoint found a different "
+                           "number of tensors saved by the recomputation than by the forward")
