@@ -35,6 +35,13 @@ def implausible_warnings(*shapes) -> list[str]:
     return list(dict.fromkeys(r for r in map(implausible, shapes) if r))
 
 
+def assumption_lines(models) -> list[str]:
+    """What a whole model's answer assumes beyond its options' words: ``--routing worst``'s note (the same bytes as
+    balanced, why, and which transients would depend on it: ``lifetimes.traced.model.routing_note``)."""
+    from livebytes.lifetimes.traced.model import routing_note
+    return [routing_note("worst")] if any(dict(m.options).get("routing") == "worst" for m in models) else []
+
+
 def measured_records(model, shape):
     """The records of this model at this shape; a layer model's shape with its layer fields left out is the model's
     defaults (hidden, one layer, no checkpointing), as its records state them."""
@@ -51,7 +58,7 @@ def predict_at(key: str, shape, setting: Setting = Setting(), announce: Optional
     ``announce`` gets each warning before the simulation (an absurd shape's takes a moment)."""
     from livebytes.estimator.replay import replay
     model = compiled_for(key, setting.gpu, setting.what_if, shape)
-    warnings = implausible_warnings(shape)
+    warnings = implausible_warnings(shape) + assumption_lines([model])
     for line in warnings if announce else ():
         announce(line)
     pred = model.predict(shape)
@@ -173,7 +180,7 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
     if skipped and announce:
         announce(skipped)
     data = report.plan_data([a[0] for a in answers], solve, base, [a[1] for a in answers], budget_bytes, conf,
-                            [a[2] for a in answers])
+                            [a[2] for a in answers], assumption_lines([a[3] for a in answers]))
     return document_of(Plan, PlanAnswer, data)
 
 

@@ -2,7 +2,8 @@
 line's flags parse to (a model key, a ``Shape``, a ``calls.Setting``), then the same ``calls.*_at`` the command runs.
 
 ``model`` is a registry key (``"fla-kda@0.6.0"``, see ``livebytes.models()``) or, for a whole model's training step,
-an HF config: a path to its config.json, a dict, or a ``transformers.PretrainedConfig``.
+an HF config: a path to its config.json, a preset's name (``"qwen3-next-80b-a3b"``, ``livebytes models`` lists
+them), a dict, or a ``transformers.PretrainedConfig``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "
 # the command line's options, each flag's name with underscores: those that choose the model, those of the verdict
 MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
 SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
-WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed")
+WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed", "routing")
 # what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
 CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "expand_v", "hidden_size", "conv_size", "contract", "no_recompute",
                 "cp", "cp_layout", "cp_rank")
@@ -52,17 +53,20 @@ def refuse_given(why: str, given: dict, names) -> None:
 
 
 def is_config(model) -> bool:
-    """A whole model's config (a path to a .json file or an existing file, a dict, a PretrainedConfig), not a key."""
+    """A whole model's config (a path to a .json file or an existing file, a preset's name such as
+    "qwen3-next-80b-a3b", a dict, a PretrainedConfig), not a key."""
     if isinstance(model, str):
-        return model.endswith(".json") or os.path.isfile(model)
+        from livebytes.lifetimes.traced.presets import preset_names
+        return model.endswith(".json") or os.path.isfile(model) or model in preset_names()
     return isinstance(model, (dict, os.PathLike)) or hasattr(model, "to_diff_dict")
 
 
 def config_text(model) -> str:
     """The config as canonical JSON (``traced.model``): a PretrainedConfig as ``save_pretrained`` writes it."""
-    from livebytes.lifetimes.traced.model import canonical_config, read_config
+    from livebytes.lifetimes.traced.model import canonical_config
+    from livebytes.lifetimes.traced.presets import config_of
     if isinstance(model, (str, os.PathLike)):
-        return read_config(os.fspath(model))
+        return config_of(os.fspath(model))
     data = model if isinstance(model, dict) else model.to_diff_dict()
     return canonical_config(dict(data), "config")
 
@@ -79,7 +83,7 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
     from livebytes.lifetimes.traced.model import config_sizes, options_for
     text = config_text(model)
     key, options = options_for(text, given.get("optimizer") or "adamw", given.get("precision") or "bf16",
-                               bool(given.get("packed")))
+                               bool(given.get("packed")), routing=given.get("routing"))
     heads, dim = config_sizes(text)
     return key, options, heads, dim
 

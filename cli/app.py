@@ -68,7 +68,7 @@ def _given(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
 
 @app.command()
 def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
-            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed, routing: Optional[str] = o.Routing,
             mbs: str = o.Mbs, seq: str = o.Seq, heads: str = o.Heads, dim: str = o.Dim,
             v_heads: Optional[str] = o.VHeads, expand_v: Optional[str] = o.ExpandV,
             hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers,
@@ -81,7 +81,7 @@ def predict(impl: Optional[List[str]] = o.Impl, model_config: Optional[str] = o.
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and
     whether a fresh process runs it on the device (or where it goes out of memory)."""
     from livebytes import calls
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None, routing,
                   v_heads=v_heads is not None, expand_v=expand_v is not None, hidden=hidden is not None,
                   conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,
@@ -282,7 +282,7 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
 
 @app.command()
 def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: Optional[str] = o.Model, optimizer: Optional[str] = o.Optimizer,
-            precision: Optional[str] = o.Precision, packed: bool = o.Packed,
+            precision: Optional[str] = o.Precision, packed: bool = o.Packed, routing: Optional[str] = o.Routing,
          solve: str = typer.Option("seq_len", "--solve", metavar="NAME",
                                    help="seq_len, batch_size, num_heads or num_hidden_layers (layer models, --model): "
                                         "which dimension to maximise (their short names seq, mbs, heads, layers too); "
@@ -322,7 +322,7 @@ def plan(ctx: typer.Context, impl: Optional[List[str]] = o.Impls, model_config: 
     o.refuse_unused("with --budget: the budget bounds the allocated peak (max_memory_allocated), and the Triton "
                     "version only sets the process memory (stack frames, modules), which is not part of it",
                     triton=budget is not None and triton is not None)
-    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None,
+    ch = o.chosen(impl, model_config, optimizer, precision, packed, heads, dim is not None, routing,
                   v_heads=v_heads is not None, expand_v=expand_v is not None, hidden=hidden is not None,
                   conv_size=conv_size is not None,
                   contract=contract is not None, no_recompute=no_recompute, cp=cp is not None, cp_layout=cp_layout is not None,

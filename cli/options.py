@@ -26,7 +26,8 @@ IMPL_HELP = "model key, implementation@version, e.g. fla-kda@0.6.0 (see: livebyt
 Impl = typer.Option(None, "--impl", help=IMPL_HELP, metavar="KEY")
 Impls = typer.Option(None, "--impl", help=IMPL_HELP + "; repeat for several", metavar="KEY")
 Model = typer.Option(None, "--model", metavar="CONFIG.json",
-                     help="a whole model's training step: an HF config.json of model_type kda or gated_deltanet "
+                     help="a whole model's training step: a preset (qwen3-next-80b-a3b, kimi-linear-48b-a3b and their "
+                          "-small configs; see: livebytes models) or an HF config.json of model_type kda or gated_deltanet "
                           "(KDAForCausalLM or GatedDeltaNetForCausalLM of flash-linear-attention), qwen3_next or "
                           "kimi_linear (transformers' Qwen3NextForCausalLM, KimiLinearForCausalLM), traced on this CPU "
                           "(needs the model extra: pip install 'livebytes\\[model]'); instead of --impl")
@@ -35,6 +36,10 @@ Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
 Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
                          help="--model only: bf16 parameters (default); fp32-amp: fp32 parameters, gradients and "
                               "AdamW states, the forward and loss under CUDA bf16 autocast (HF Trainer's bf16=True)")
+Routing = typer.Option(None, "--routing", metavar="balanced|worst",
+                       help="--model with experts (Qwen3-Next, Kimi-Linear): the routing the answer assumes, balanced "
+                            "(default) or worst (the busiest experts take every token they can); the answer says which "
+                            "buffers depend on it")
 Packed = typer.Option(False, "--packed", help="--model only: the --batch-size sequences packed into one row with "
                                               "cu_seqlens (FLA's varlen path) instead of a batch of rows")
 Mbs = typer.Option("1", "--batch-size", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: "
@@ -107,13 +112,14 @@ class Chosen:
 
 def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional[str] = None,
            precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
-           dim_given: bool = False, **kernel_flags: bool) -> Chosen:
+           dim_given: bool = False, routing: Optional[str] = None, **kernel_flags: bool) -> Chosen:
     """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and beside it
     --num-heads, --head-dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config
     says or the whole model does not take."""
     impls = list(impls or [])
     if model is None:
-        refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed)
+        refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed,
+                      routing=routing is not None)
         if not impls:
             raise UsageProblem("give --impl KEY (see: livebytes models) or --model CONFIG.json (a whole model)")
         return Chosen(impls, {})
@@ -122,9 +128,10 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     refuse_unused("with --model: the config's num_heads and head_dim count", heads=heads is not None, dim=dim_given)
     refuse_unused("with --model: the config's sizes count (hidden_size, num_v_heads, expand_v, conv_size), and a whole "
                   "model takes no kernel what-if", **kernel_flags)
-    from livebytes.lifetimes.traced.model import config_sizes, options_for, read_config
-    config = read_config(named(model, "--model"))
-    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed)
+    from livebytes.lifetimes.traced.model import config_sizes, options_for
+    from livebytes.lifetimes.traced.presets import config_of
+    config = config_of(named(model, "--model"))
+    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing)
     n_heads, head_dim = config_sizes(config)
     return Chosen([key], options, str(n_heads), str(head_dim))
 

@@ -119,6 +119,8 @@ def options_text(r: dict) -> str:
         [f"context parallelism over {o['cp']} GPUs ({o['cp_layout']}, {o['cp_rank']} rank; --seq-len is the total)"] if "cp" in o else [])
     if o.get("gva"):
         parts.append("grouped value heads")
+    if "routing" in o:          # a model with experts: the routing assumed (its notes say what depends on it)
+        parts.append(f"routing {o['routing']}")
     if "hidden" in o:           # a layer model: the stack it describes (defaults included)
         n = o["layers"]
         parts.append(f"hidden {o['hidden']}, {n} layer{'' if n == 1 else 's'}, checkpointing "

@@ -234,6 +234,21 @@ BAD_COMMANDS = [
      "--triton-cache must be one of cold, warm, auto, got 'hot'"),
     (("validate", "--plan", str(BAD / "record_peak_bytes_0.json"), "--triton-cache", "warm"), 2,
      "--triton-cache has no effect with --plan (each of the plan file's groups sets its own)"),
+    # issue 36 point 3: a preset's name is a name or a file; --routing is a model with experts' (all before tracing)
+    (("predict", "--model", "qwen3-next-81b", "--seq", "8K"), 1,
+     "--model 'qwen3-next-81b': no such preset and no such file; presets: kimi-linear-48b-a3b, kimi-linear-small, "
+     "qwen3-next-80b-a3b, qwen3-next-small (or give a config.json)"),
+    (("plan", "--model", "no-such.json"), 1, "no-such.json"),
+    # the checkpoint's linear_attn_config places 27 layers (1-indexed), as transformers 5.17 reads it
+    (("predict", "--model", "kimi-linear-48b-a3b", "--seq", "8K", "--layers", "8"), 1,
+     "config: linear_attn_config places layers 1 .. 27 (27 of them), not each of 1 .. 8 once: give layer_types"),
+    (("predict", "--model", "qwen3-next-small", "--seq", "8K", "--routing", "sideways"), 1,
+     "--routing must be one of balanced, worst, got 'sideways'"),
+    (("plan", "--model", "kimi-linear-small", "--routing", ""), 1, "--routing must be one of balanced, worst, got ''"),
+    (("predict", *KDA, "--routing", "worst"), 2, "--routing has no effect without --model; leave it out"),
+    (("plan", "--model", str(CONFIG), "--routing", "worst"), 1,
+     "--routing: fla-kda-model@0.6.0 has no experts to route to (routing applies to qwen3-next-model@5.17.0, "
+     "kimi-linear-model@5.17.0)"),
 ]
 
 

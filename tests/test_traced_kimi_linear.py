@@ -61,6 +61,8 @@ def test_experts_after_the_dense_first_block(model):
 
 @pytest.mark.parametrize("change,line", [
     ({"pad_token_id": 163839}, "the config's pad_token_id is not a token of its vocab_size"),
+    # the class indexes layer_types by layer: a depth it does not list is refused before tracing
+    ({"num_hidden_layers": 5}, "config: layer_types must list one entry per layer (5), got 4"),
 ])
 def test_a_config_the_library_refuses_is_one_line(tmp_path, change, line):
     path = tmp_path / "config.json"

@@ -69,13 +69,25 @@ def test_experts_buffers_are_sized_by_tokens_not_routing(model):
     ups = [b for b in model.buffers if "aten._grouped_mm" in (b.note or "") and b.name.startswith("for.")
            and b.name.endswith("ge.out1")]
     assert [evaluate(b.nbytes, AT_4K) for b in ups] == [8_388_608] * 4
-    assert any(line.startswith("routing: none of the traced sizes depends on it") for line in model.notes)
+    assert any(line.startswith("routing: balanced (each of the E experts takes T x top_k / E") and
+               "no traced buffer depends on it" in line for line in model.notes)
+
+
+def test_worst_routing_is_the_same_bytes_and_says_why(model):
+    """--routing worst: the busiest experts take every token they can; grouped_mm's buffers are [T * top_k, ...]
+    however the tokens split, so every buffer is balanced's, byte formula for byte formula."""
+    key, options = options_for(canonical_config(dict(TINY)), routing="worst")
+    worst = get_model(key, H200, **options)
+    assert [(b.name, str(b.nbytes)) for b in worst.buffers] == [(b.name, str(b.nbytes)) for b in model.buffers]
+    (line,) = [n for n in worst.notes if n.startswith("routing: worst")]
+    assert "the same bytes as balanced" in line and "[n_e, 2*moe_intermediate_size]" in line and "n_e = T x top_k / E " \
+        "balanced, T worst" in line
 
 
 @pytest.mark.parametrize("args,line", [
     (["--batch-size", "2"], "a batch of 2 sequences"),
     (["--packed"], "packed sequences: its Gated DeltaNet layers read the boundaries as cu_seq_lens_q"),
-    (["--layers", "9"], "9 layers: a hybrid stack"),
+    (["--layers", "2000"], "2,000 layers: a traced model expands up to 1,024"),
     (["--precision", "fp32-amp"], "fp32-amp: its experts call torch._grouped_mm with the fp32 weights"),
 ])
 def test_what_is_not_traced_is_said_in_one_line(tmp_path, args, line):
@@ -107,3 +119,16 @@ def test_predict_at_4k_on_the_cpu(tmp_path):
     (d,) = json.loads(r.stdout)["results"]
     assert d["impl"] == "qwen3-next-model@5.17.0" and d["shape"]["num_heads"] == 4 and d["shape"]["head_dim"] == 128
     assert {"model.layers.3.self_attn", "model.layers.0.linear_attn", "model.layers.0.mlp"} <= set(d["module_bytes"])
+
+
+def test_predict_states_worst_routing_with_the_answer(tmp_path):
+    """--routing worst: the answer's options say it, and its warnings say why the bytes are balanced's."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "4096", "--routing", "worst", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["results"][0]["options"]["routing"] == "worst"
+    (line,) = data["warnings"]
+    assert line.startswith("routing: worst (the busiest experts take every token they can") and "the same bytes as " \
+        "balanced: no traced buffer depends on it" in line

@@ -3,10 +3,11 @@
 The events of a layer module (``...layers.{i}...``) come in *sweeps*: the forward runs layer 0, 1, 2 in turn, the
 backward 2, 1, 0, the optimizer's passes and ``zero_grad`` go over the parameters layer by layer. A sweep of a call
 with three layers has the first layer's run, a middle one and the last one's; the call with L layers runs the same
-sweep with the middle run repeated for layers 1 .. L-2, each event renamed to its layer. A free, and any reference to an
-allocation (a GEMM's output, a launch's arguments), keeps its relation: to the same layer's run of another sweep (an
-activation saved for the backward), to the layer before (the residual handed on), or to an allocation outside the
-layers. Frees that come in a stretch over the layers (``zero_grad``; the optimizer dropping a list) are a sweep too.
+sweep with the middle run repeated for layers 1 .. L-2, each event renamed to its layer. A free, and any reference to
+an allocation (a GEMM's output, a launch's arguments), keeps its relation: to the same layer's run of another sweep
+(an activation saved for the backward), to the layer before (the residual handed on), or to an allocation outside the
+layers (freed once, by the middle layer the sweep runs last, when the middle run frees it). Frees that come in a
+stretch over the layers (``zero_grad``; the optimizer dropping a list) are a sweep too.
 
 ``expand(call3, L)``: that call. ``check(call3, call4)``: ``expand(call3, 4)`` is ``call4``, event by event (operators,
 frames, modules, byte formulas, what each free frees): the proof that layers 1 .. L-2 repeat, required before any
@@ -159,7 +160,9 @@ def _aligned(runs: dict) -> dict:
     """layer -> [index in the middle run's numbering, or None] for each allocation of that layer's run. Runs of equal
     length align one to one; otherwise by operator and module (``difflib``): the first layer of packed sequences makes
     the chunk indices that fla's ``tensor_cache`` hands every later layer (``prepare_chunk_indices``), so its run holds
-    allocations no other run has, and only the others align."""
+    allocations no other run has, and only the others align; a hybrid stack's head and tail (``hybrid``) are other
+    layers than its period's, of which only those of the period's kinds align. An allocation that does not align is
+    its run's own (None); ``check`` proves what the expansion makes of it."""
     import difflib
     middle = runs[1] if 1 in runs else next(iter(runs.values()))
     key = [(a.op, relabel(a.module, 0)) for a in middle]
@@ -173,9 +176,6 @@ def _aligned(runs: dict) -> dict:
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
             if tag == "equal":
                 index[j1:j2] = range(i1, i2)
-            elif tag != "insert":       # only extra allocations of this run are understood; a changed one is not
-                raise NotRepeating(f"layer {layer}'s run differs from the middle one's in more than allocations of "
-                                   f"its own ({tag} at its allocation {j1})")
         out[layer] = index
     return out
 
@@ -240,6 +240,8 @@ def expand(call: SymCall, layers: int) -> SymCall:
             if kind == ALLOC:
                 out.events.append((ALLOC, clone(ev, layer)))
             elif kind == FREE:
+                if here == 1 and homes[ev.uid].sweep is None and layer != _last_middle(unit, layers):
+                    continue        # an allocation made outside the layers is freed once, by its last user
                 new = target(ev.uid, layer, here)
                 if new is None:
                     raise NotRepeating(f"a free of {ev.op} at {ev.module} refers to nothing in the {layers}-layer call")
@@ -252,6 +254,13 @@ def expand(call: SymCall, layers: int) -> SymCall:
                 ev["args"] = [n.uid for n in (target(a, layer, here) for a in ev.get("args", ())) if n]
                 out.events.append((kind, ev))
     return out
+
+
+def _last_middle(unit, layers: int) -> int:
+    """The middle layer a sweep runs last: a free the middle run makes of an allocation from outside the layers (the
+    rotary embeddings' cos and sin, which a hybrid stack's first full-attention layer may be the last to use) is made
+    by that layer alone."""
+    return layers - 2 if unit.order[0] == 0 else 1
 
 
 def _template_layer(layer: int, layers: int) -> int:

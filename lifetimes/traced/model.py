@@ -11,7 +11,8 @@ versions and the tracer's sources. ``symbolic``: each layer count's calls become
 MBS (``symbolic``), checked exact at the held-out shape; four layers are checked to be three with one more
 (``layers.check``), so any depth from three up is the three-layer call expanded (``layers.expand``). A hybrid stack
 (``HYBRID``: Qwen3-Next's full-attention layer every ``full_attention_interval`` layers) is not three layers repeated:
-it is traced at its own depth, up to ``MAX_HYBRID_LAYERS``. ``model``: that call as a ``LifetimeModel`` with the GPU's
+it is traced at its own depth up to ``MAX_HYBRID_LAYERS``; deeper, as its head, one and two periods of its layer
+pattern and its tail, expanded by period (``hybrid``). ``model``: that call as a ``LifetimeModel`` with the GPU's
 own buffers (``build``).
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ PINS = {"kda": ("flash-linear-attention", PINNED), "gated_deltanet": ("flash-lin
 CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
            "kimi_linear": "KimiLinearForCausalLM"}
 HYBRID = ("qwen3_next", "kimi_linear")    # layer types differ along the stack (config.layer_types): traced at its depth
-MAX_HYBRID_LAYERS = 8       # a hybrid stack's trace grows with its depth (about a minute a shape at 4 layers here)
+MAX_HYBRID_LAYERS = 8       # deeper hybrid stacks: from their head, one and two periods and tail (``hybrid``)
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
@@ -49,6 +50,8 @@ HELD_OUT_ONE_ROW = (1, 777)
 TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
+MOE = ("qwen3_next", "kimi_linear")       # families whose blocks route tokens to experts (``ROUTINGS`` applies)
+ROUTINGS = ("balanced", "worst")          # the routing an answer assumes (``routing_note``)
 MAX_CONFIG_BYTES = 1 << 20
 MAX_LAYERS = 1024           # --num-hidden-layers of a traced model: the expansion is linear in layers, ~1 s per 25 on one core
 
@@ -64,6 +67,7 @@ class Request:
     layers: int | None = None   # None: the config's num_hidden_layers
     stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
     fsdp: int = 0               # FSDP2's world size (``traced.fsdp``); 0: not sharded. Not in the traces' spec
+    routing: str = "balanced"   # ``ROUTINGS``: what the answer assumes (MoE families; no traced buffer depends on it)
 
     @property
     def config_dict(self) -> dict:
@@ -179,12 +183,28 @@ def check_environment(env: str, stored: str | None = None, model_type: str | Non
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
-                stored: str | None = None) -> tuple[str, dict]:
+                stored: str | None = None, routing: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
-    folder of traces made under other versions (``stored_traces``), None to trace here."""
-    key = model_key(json.loads(config)["model_type"])
-    return key, {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
-                 "environment": environment(stored), "stored": stored}
+    folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
+    default balanced) for a family with experts (``MOE``), refused for one without."""
+    kind = json.loads(config)["model_type"]
+    key = model_key(kind)
+    options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
+               "environment": environment(stored), "stored": stored}
+    if kind not in MOE:
+        if routing is not None:
+            raise LivebytesError(f"--routing: {key} has no experts to route to (routing applies to "
+                                 f"{', '.join(model_key(k) for k in MOE)})")
+        return key, options
+    return key, options | {"routing": check_routing(routing)}
+
+
+def check_routing(routing: str | None) -> str:
+    """``--routing``'s value (any case, blanks around it dropped), balanced when left out; else one line."""
+    word = "balanced" if routing is None else str(routing).strip().lower()
+    if word not in ROUTINGS:
+        raise LivebytesError(f"--routing must be one of {', '.join(ROUTINGS)}, got {show(routing)}")
+    return word
 
 
 
@@ -252,6 +272,10 @@ KNOWN_REFUSALS = (
     ("Padding_idx must be within num_embeddings",
      "the config's pad_token_id is not a token of its vocab_size (Kimi-Linear's default is 163839): set pad_token_id "
      "to null or to an id below vocab_size"),
+    ("enable checkpoint\u2011debug mode globally",
+     "--checkpoint is not traced for this model yet: torch.utils.checkpoint found a different number of tensors saved "
+     "by the recomputation than by the forward under the tracer (CheckpointError; seen for Qwen3-Next and Kimi-Linear "
+     "under transformers 5.17)"),
     ("Please upgrade Triton to >= 3.7.1",
      "fla-core 0.6.0 refuses the gated backward on Hopper under Triton < 3.7.1 (its #640): trace with Triton >= 3.7.1 "
      "installed (pip install 'triton>=3.7.1')"),
@@ -285,15 +309,46 @@ def traces(req: Request) -> dict:
     from livebytes.estimator.cache import cached
     if req.stored is not None:
         return stored_traces(req)
-    counts = layer_counts(req.depth, req.config_dict["model_type"])
-    specs = [trace_spec(req, n) for n in counts]
-    parts = ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
-             tracer_digest())
+    specs, parts = _trace_key(req)
 
     def trace_now() -> dict:
-        done = run_tracers(specs)
-        return {"versions": done[0]["versions"], "runs": [d["runs"][0] for d in done]}
+        return _joined(run_tracers(specs))
     return cached(parts, trace_now)
+
+
+def _trace_key(req: Request) -> tuple[list, tuple]:
+    """(the tracer specs of the request's layer counts, the disk cache's key of their traces)."""
+    specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
+    return specs, ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
+                   tracer_digest())
+
+
+def _joined(done: list) -> dict:
+    return {"versions": done[0]["versions"], "runs": [d["runs"][0] for d in done]}
+
+
+class _NotCached(Exception):
+    pass
+
+
+def prefetch_traces(reqs: list) -> None:
+    """Trace the requests whose traces are not cached yet side by side (a tracer process per spec), into the cache:
+    ``traces`` then reads each from there."""
+    from livebytes.estimator.cache import cached
+
+    def missing() -> dict:
+        raise _NotCached
+    todo = []
+    for req in reqs:
+        try:
+            cached(_trace_key(req)[1], missing)
+        except _NotCached:
+            todo.append(req)
+    keys = [_trace_key(req) for req in todo]
+    done = run_tracers([spec for specs, _ in keys for spec in specs]) if todo else []
+    for specs, parts in keys:
+        mine, done = done[:len(specs)], done[len(specs):]
+        cached(parts, lambda mine=mine: _joined(mine))
 
 
 # ------------------------------------------------------------------------------- traces made elsewhere, stored
@@ -401,25 +456,49 @@ def check_held_out(sym, held, config: dict, learn: list) -> None:
 
 
 def call_for(req: Request):
-    """The symbolic call of the request's depth."""
+    """The symbolic call of the request's depth: traced whole, or expanded from three and four layers, or for a hybrid
+    stack deeper than ``MAX_HYBRID_LAYERS``, from its head, one or two periods and its tail (``hybrid``)."""
+    from dataclasses import replace
+
     from .layers import expand
-    depth = req.depth
-    calls = symbolic_calls(_traced(req))
+    req, depth = replace(req, fsdp=0), req.depth        # FSDP2 is placed on the traced step afterwards
+    if by_period(req):
+        from .hybrid import hybrid_call
+        return hybrid_call(req)
+    calls = symbolic_calls(traced_request(req))
     return calls[depth] if depth in calls else expand(calls[3], depth)
+
+
+def period_note(req: Request) -> str:
+    """How a stack answered by period was traced (``hybrid``)."""
+    from .hybrid import pattern_of
+    p = pattern_of(req)
+    h, n, t = len(p.head), len(p.period), len(p.tail)
+    return (f"depth by period: {req.depth} layers = head {h} + {p.repeats} x a period of {n} + tail {t}; traced at "
+            f"{h + n + t} and {h + 2 * n + t} layers, the second proved the first with one more period (layers.check), "
+            f"expanded to {p.repeats} periods (layers.expand)")
+
+
+def by_period(req: Request) -> bool:
+    """A hybrid stack too deep to trace whole: answered from its pattern's periods (``hybrid``)."""
+    return req.config_dict["model_type"] in HYBRID and req.depth > MAX_HYBRID_LAYERS
+
+
+def traced_request(req: Request) -> Request:
+    """The request whose traces (and their versions) the answer comes from: FSDP2 is placed on the traced step
+    afterwards (``traced.fsdp``), so every world size shares the unsharded one."""
+    from dataclasses import replace
+    req = replace(req, fsdp=0)
+    if by_period(req):
+        from .hybrid import pattern_of, period_request
+        return period_request(req, pattern_of(req), 1)
+    return _deep(req) if req.expanded else req
 
 
 def _deep(req: Request) -> Request:
     """Every depth from three up shares one request (and its traces at three and four)."""
     from dataclasses import replace
     return replace(req, layers=3)
-
-
-def _traced(req: Request) -> Request:
-    """The request whose traces and formulas answer ``req``: FSDP2 is placed on the traced step afterwards, so every
-    world size shares the unsharded one."""
-    from dataclasses import replace
-    req = replace(req, fsdp=0)
-    return _deep(req) if req.expanded else req
 
 
 def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
@@ -431,7 +510,7 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
         call = call_for(req)
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
-    versions = traces(_traced(req))["versions"]
+    versions = traces(traced_request(req))["versions"]
     return traced_model(call, device.sm_count, device.arch, req.fsdp, **fields(req, device, versions))
 
 
@@ -450,10 +529,12 @@ def fields(req: Request, device, versions: dict) -> dict:
                  f"{versions.get('torch')}, transformers {versions.get('transformers')}"),
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
-                 ("layers", depth)),
+                 ("layers", depth)) + ((("routing", req.routing),) if kind in MOE else ()),
         not_modelled=NOT_MODELLED + FAMILY_NOT_MODELLED.get(kind, ()),
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
-               f"{versions.get('transformers')}, triton {versions.get('triton')}",) + FAMILY_NOTES.get(kind, ()),
+               f"{versions.get('transformers')}, triton {versions.get('triton')}",)
+              + ((routing_note(req.routing),) if kind in MOE else ()) + FAMILY_NOTES.get(kind, ())
+              + ((period_note(req),) if by_period(req) else ()),
     )
 
 
@@ -463,12 +544,34 @@ NOT_MODELLED = (
     "what the process does between steps beyond the step itself (data loading, logging, a second batch in flight)",
 )
 
+# transformers 5.17.0: the experts implementation a model gets unless it asks for another is grouped_mm
+# (modeling_utils.py:1882-1903 get_correct_experts_implementation; ``_grouped_mm_can_dispatch``, 1678-1687, holds for
+# every model whose experts use ``use_experts_implementation``, as both families' do); the call itself runs
+# torch.nn.functional.grouped_mm or torch._grouped_mm on sm80+ (integrations/moe.py:291-336); the tracer refuses any
+# other implementation (tracer/step.py build_model)
+ROUTING_SAID = {
+    "balanced": "balanced (each of the E experts takes T x top_k / E of the T x top_k token-expert pairs)",
+    "worst": "worst (the busiest experts take every token they can: top_k experts take all T tokens each, the rest "
+             "none; a token picks an expert at most once)",
+}
+
+
+def routing_note(routing: str) -> str:
+    """What the answer assumes of the routing and why the bytes do not depend on it (``MOE`` families)."""
+    same = " -- the same bytes as balanced" if routing == "worst" else ""
+    return (f"routing: {ROUTING_SAID[routing]}{same}: no traced buffer depends on it. The experts run as transformers "
+            "5.17's default grouped_mm (integrations/moe.py:377-481 grouped_mm_experts_forward): the T x top_k "
+            "token-expert pairs sorted by expert into [T*top_k, hidden] and [T*top_k, 2*moe_intermediate_size] "
+            "buffers, one torch._grouped_mm per projection over all experts, the tokens per expert only the offsets' "
+            "values. The per-expert transients that would depend on it are the eager loop's "
+            "(experts_implementation='eager': modeling_qwen3_next.py:799-823, KimiLinearExperts the same): each hit "
+            "expert's gathered tokens [n_e, hidden], its gate_up output [n_e, 2*moe_intermediate_size], act(gate)*up "
+            "[n_e, moe_intermediate_size] and its down and weighted outputs [n_e, hidden], n_e = T x top_k / E "
+            "balanced, T worst; that path is not traced")
+
+
 # what a family's answer assumes, said with every answer (transformers 5.17.0 integrations/moe.py, sdpa_attention.py)
 FAMILY_NOTES = {"qwen3_next": (
-    "routing: none of the traced sizes depends on it; the experts run as transformers' default grouped_mm "
-    "(integrations/moe.py grouped_mm_experts_forward): tokens sorted by expert into [T*top_k, hidden] buffers and one "
-    "torch._grouped_mm per projection over all experts, with the per-expert offsets as data (the eager per-expert "
-    "loop, whose buffers are sized by each expert's tokens, is not what runs)",
     "full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs as "
     "cuDNN attention on sm90 (tracer.sdpa)",
     "causal_conv1d: transformers' torch fallback (the causal-conv1d package is not installed, here or on the H200)",
@@ -477,9 +580,8 @@ FAMILY_NOT_MODELLED = {"qwen3_next": (
     "torch._grouped_mm's own CUDA workspace (CUTLASS grouped GEMM: problem-size arrays and scheduler workspace), "
     "allocated inside each call; which experts the tokens go to changes its work, not the traced buffers",
 )}
-FAMILY_NOTES["kimi_linear"] = (FAMILY_NOTES["qwen3_next"][0],
-                               "full attention (MLA): transformers' sdpa with no mask, q/k head dim "
+FAMILY_NOTES["kimi_linear"] = ("full attention (MLA): transformers' sdpa with no mask, q/k head dim "
                                "qk_nope + qk_rope, v head dim v_head_dim, which torch 2.11's CUDA build runs as cuDNN "
-                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][2])
+                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][1])
 FAMILY_NOT_MODELLED["kimi_linear"] = FAMILY_NOT_MODELLED["qwen3_next"]
 

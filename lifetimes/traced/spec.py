@@ -3,7 +3,8 @@ causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (trans
 ``KimiLinearForCausalLM``).
 
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
-``optimizer``, ``precision``, ``packed`` and ``environment`` (the versions the traces come from and the tracer's digest,
+``optimizer``, ``precision``, ``packed``, ``routing`` (Qwen3-Next and Kimi-Linear: balanced or worst, ``model.
+routing_note``) and ``environment`` (the versions the traces come from and the tracer's digest,
 ``model.environment``: a compiled model cached under one environment is never read under another) and ``stored`` (a
 folder of traces made under other versions, ``model.stored_traces``; none: traced here); the layer fields
 ``layers`` and ``checkpoint`` are the shape's, as for the layer models.
@@ -13,8 +14,9 @@ from __future__ import annotations
 from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
-from .model import CLASSES, FAMILIES, HYBRID, MAX_HYBRID_LAYERS, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, Request, \
-    check_environment, model_key
+from .model import CLASSES, FAMILIES, HYBRID, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
+    Request, check_environment, check_routing, model_key
+from .presets import presets_line
 
 
 def refuse(shape, device) -> str | None:
@@ -42,7 +44,8 @@ def refuse_one_row(shape, device) -> str | None:
 
 def builder(model_type: str):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
-                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0):
+                     stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
+                     routing: str = "balanced"):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -51,7 +54,8 @@ def builder(model_type: str):
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
-        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp)
+        req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
+                      check_routing(routing))
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
@@ -61,10 +65,9 @@ def builder(model_type: str):
                                     "only); not traced")
         if model_type in ONE_ROW and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
-        if model_type in HYBRID and req.depth > MAX_HYBRID_LAYERS:
-            raise RefusedShapeError(f"{key}: {req.depth:,} layers: a hybrid stack (full attention every "
-                                    f"full_attention_interval layers) is traced at its own depth, up to "
-                                    f"{MAX_HYBRID_LAYERS}; expanding it by its period is not built yet")
+        if model_type in HYBRID:
+            from .hybrid import layer_kinds
+            layer_kinds(req.config_dict, req.depth)     # a depth the config class cannot build: one line, untraced
         return build(req, device)
     return build_traced
 
@@ -75,10 +78,11 @@ for _type in FAMILIES:
         key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
         covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 "
-               "of W under FSDP2 (fully_shard per block, then the root)",
+               "of W under FSDP2 (fully_shard per block, then the root)"
+               + (f"; {presets_line(_type)}" if presets_line(_type) else ""),
         builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": ()},
+                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if _type in MOE else {}),
         counts={"fsdp": (1, MAX_WORLD)},
         shape_fields=("layers", "checkpoint"),
     ))
