@@ -79,3 +79,16 @@ def test_allocated_after_is_the_placement(name, device_placement, allocated_end)
     the whole block, and which block serves it is where the segments lie."""
     run = replay_trace(_snapshot(name), device_placement=device_placement)
     assert run.allocated_end_bytes == allocated_end
+
+
+def test_fsdp_reduce_scatter_stream_has_its_own_pool():
+    """Run 32's FSDP2 step at world size 1: the reduce-scatter inputs (26,788,112 B per block x 2, the root's
+    131,074,048) are allocated on the reduce-scatter stream, whose 3 segments (27,262,976 x 2 + 132,120,576 =
+    186,646,528 B) the default stream cannot reuse; the GPU's reserved 2,260,729,856 = the default stream's pool
+    (2,074,083,328, the whole trace replayed in one pool) + those 186,646,528 (model_records.FSDP_RS_POOL)."""
+    snap = _snapshot("h200_run32_f1-kda-8k-fsdp1")
+    side = [e["size"] for e in snap["device_traces"][0] if e["action"] == "segment_alloc" and e["stream"] != 0]
+    assert side == [27_262_976, 27_262_976, 132_120_576] and sum(side) == 186_646_528
+    run = replay_trace(snap, device_placement=False)
+    assert run.reserved_peak_bytes == 2_074_083_328
+    assert run.reserved_peak_bytes + sum(side) == sum(s["total_size"] for s in snap["segments"]) == 2_260_729_856
