@@ -60,14 +60,14 @@ def model_terms(model) -> dict:
 
 def fsdp_terms(model) -> dict:
     """A model sharded by FSDP2 (``--fsdp W``): its world size, the rank answered and that no W has been measured
-    (world size 1 has a run plan, validate/plans/h200_run32_fsdp1.sh); nothing for any other model."""
+    (world size 1 was measured by run 32, with the misses named there); nothing for any other model."""
     world = dict(model.options).get("fsdp") or 0
     if not world:
         return {}
-    from livebytes.lifetimes.traced.fsdp import NOT_MODELLED
+    from livebytes.lifetimes.traced.fsdp import NOT_MODELLED, WORLD_1_MEASURED
     return {"fsdp": {"world_size": world, "rank": 0, "validated": False,
-                     "status": "predicted, unvalidated" + (" (world size 1: run plan h200_run32_fsdp1.sh)"
-                                                           if world == 1 else " (a GPU run is planned at world size 1 only)"),
+                     "status": (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1
+                                else WORLD_1_MEASURED),
                      "not_modelled": list(NOT_MODELLED)}}
 
 
