@@ -107,3 +107,18 @@ def test_predict_at_4k_on_the_cpu(tmp_path):
     (d,) = json.loads(r.stdout)["results"]
     assert d["impl"] == "qwen3-next-model@5.17.0" and d["shape"]["num_heads"] == 4 and d["shape"]["head_dim"] == 128
     assert {"model.layers.3.self_attn", "model.layers.0.linear_attn", "model.layers.0.mlp"} <= set(d["module_bytes"])
+
+
+def peak_at_1k(tmp_path, *flags) -> int:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "1K", "--json", *flags])
+    assert r.exit_code == 0, r.output
+    (d,) = json.loads(r.stdout)["results"]
+    return d["peak_bytes"]
+
+
+def test_checkpointing_predicts_below_the_plain_step(tmp_path):
+    """The full-attention layer's recompute routes SDPA to cuDNN as its forward did (before: 81 tensors saved against
+    83, checkpoint's CheckpointError); checkpointing keeps each layer's input, not its activations."""
+    assert peak_at_1k(tmp_path, "--checkpoint") < peak_at_1k(tmp_path)
