@@ -31,6 +31,12 @@ def model():
     return get_model(key, H200, **options)
 
 
+@pytest.fixture(scope="module")
+def checkpointed():
+    key, options = options_for(canonical_config(dict(TINY)))
+    return get_model(key, H200, **options, checkpoint=True)
+
+
 @pytest.mark.parametrize("config,sizes", [
     ({"model_type": "kimi_linear"}, (32, 192)),     # configuration_kimi_linear.py: 32 heads, 128 + 64
     (TINY, (4, 192)),
@@ -50,6 +56,15 @@ def test_mla_runs_cudnn_with_unequal_head_dims(model):
     assert bytes_of(model, "aten._scaled_dot_product_cudnn_attention.default") == [8, 8, 4_194_304, 65_536]
     assert bytes_of(model, "aten._scaled_dot_product_cudnn_attention_backward.default") == [6_291_456, 6_291_456,
                                                                                           4_194_304]
+
+
+def test_checkpoint_recompute_runs_cudnn_as_its_forward(checkpointed):
+    """--checkpoint: the MLA layer's recompute (in the backward) routes SDPA to cuDNN as its forward did, so the same
+    seed, offset, out 4 * 4096 * 128 * 2 = 4,194,304 B and stats 4 * 4096 * 4 = 65,536 B twice (before the fix the
+    recompute took the math path: 68 tensors saved against the forward's 70, checkpoint's CheckpointError)."""
+    assert bytes_of(checkpointed, "aten._scaled_dot_product_cudnn_attention.default") == [8, 8, 4_194_304, 65_536] * 2
+    assert bytes_of(checkpointed, "aten._scaled_dot_product_cudnn_attention_backward.default") == [
+        6_291_456, 6_291_456, 4_194_304]
 
 
 def test_experts_after_the_dense_first_block(model):
@@ -78,3 +93,17 @@ def test_predict_at_4k_on_the_cpu(tmp_path):
     assert r.exit_code == 0, r.output
     (d,) = json.loads(r.stdout)["results"]
     assert d["impl"] == "kimi-linear-model@5.17.0" and d["shape"]["num_heads"] == 4 and d["shape"]["head_dim"] == 192
+
+
+def peak_at_1k(tmp_path, *flags) -> int:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "1K", "--json", *flags])
+    assert r.exit_code == 0, r.output
+    (d,) = json.loads(r.stdout)["results"]
+    return d["peak_bytes"]
+
+
+def test_checkpointing_predicts_below_the_plain_step(tmp_path):
+    """Checkpointing keeps each layer's input, not its activations, until the backward recomputes them."""
+    assert peak_at_1k(tmp_path, "--checkpoint") < peak_at_1k(tmp_path)

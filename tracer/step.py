@@ -19,7 +19,8 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
 - Optimizers with their CUDA defaults: AdamW(lr 1e-3, weight_decay 0.01, foreach: what ``_default_to_fused_or_foreach``
   picks for CUDA tensors; on meta tensors it would pick the per-tensor loop, so foreach is passed), SGD (no momentum:
   no state), or none.
-- Checkpointing: ``model.gradient_checkpointing_enable()`` (transformers' default: non-reentrant).
+- Checkpointing: ``model.gradient_checkpointing_enable()`` (transformers' default: non-reentrant), whose recompute
+  runs under the function modes its forward ran under (``recompute_under_forward_modes``).
 - Batch: ``input_ids`` and ``labels`` [B, S] int64, or packed: [1, B*S] with ``cu_seqlens`` [B + 1] int64 passed to the
   model (fla's layers read it from the keyword arguments), whose values the trace knows (``values``).
 """
@@ -105,6 +106,28 @@ def reset_library_caches() -> None:
                     contents.clear()
 
 
+def recompute_under_forward_modes():
+    """``torch.utils.checkpoint``'s ``context_fn``: the recompute re-enters the torch function modes active at the
+    checkpointed forward (the tracer's CUDA routing, e.g. ``sdpa.cuda_sdpa_mode``). ``loss.backward()`` reaches each
+    mode's ``__torch_function__``, which runs with that mode popped, so the recompute inside the backward would run
+    without them: SDPA's math path where the forward took cuDNN, a different count of saved tensors, and checkpoint's
+    CheckpointError. On the GPU the routing is torch's C++ (``select_sdp_backend``), the same in both passes."""
+    import contextlib
+
+    from torch.overrides import _get_current_function_mode_stack
+    forward_modes = _get_current_function_mode_stack()       # bottom first, as pushed
+
+    @contextlib.contextmanager
+    def recompute():
+        with contextlib.ExitStack() as stack:
+            active = _get_current_function_mode_stack()
+            for mode in forward_modes:
+                if not any(mode is m for m in active):
+                    stack.enter_context(mode)
+            yield
+    return contextlib.nullcontext(), recompute()
+
+
 def forward_region(precision: str):
     """The forward's autocast region: ``torch.autocast("cuda", dtype=torch.bfloat16)`` for fp32-amp, none for bf16."""
     import contextlib
@@ -185,7 +208,8 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     if precision == "bf16":
         model = model.to(torch.bfloat16)
     if spec.get("checkpoint"):
-        model.gradient_checkpointing_enable()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={  # transformers' default, plus the modes
+            "use_reentrant": False, "context_fn": recompute_under_forward_modes})
     model.train()
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()

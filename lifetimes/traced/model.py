@@ -274,8 +274,8 @@ KNOWN_REFUSALS = (
      "to null or to an id below vocab_size"),
     ("enable checkpoint\u2011debug mode globally",
      "--checkpoint is not traced for this model yet: torch.utils.checkpoint found a different number of tensors saved "
-     "by the recomputation than by the forward under the tracer (CheckpointError; seen for Qwen3-Next and Kimi-Linear "
-     "under transformers 5.17)"),
+     "by the recomputation than by the forward under the tracer (CheckpointError: the recompute ran other code than "
+     "the forward, as Qwen3-Next's and Kimi-Linear's SDPA did before the tracer re-entered its modes there)"),
     ("Please upgrade Triton to >= 3.7.1",
      "fla-core 0.6.0 refuses the gated backward on Hopper under Triton < 3.7.1 (its #640): trace with Triton >= 3.7.1 "
      "installed (pip install 'triton>=3.7.1')"),
