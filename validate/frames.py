@@ -235,6 +235,8 @@ def model_processes(triton: str = "3.6.0") -> list[dict]:
         first = r["steps"][0] if r.get("kind") == "model-step" and r["steps"] else {}
         if r.get("triton_cache") != "cold" or r["versions"].get("triton") != triton or first.get("oom", True):
             continue
+        if r["options"].get("fsdp"):    # NCCL's memory is in its non-PyTorch bytes (model_records.FSDP_NCCL)
+            continue
         key = _model_case(r["config"], r["options"])
         out.append({"key": key, "tokens": r["shape"]["mbs"] * r["shape"]["seq"], "record": path.name,
                     "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
