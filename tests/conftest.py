@@ -9,6 +9,26 @@ def peak(key, shape, device=None, **options):
     return predict(get_model(key, device, **options), shape)
 
 
+@pytest.fixture
+def predict_config_peak(tmp_path):
+    """``livebytes predict --model CONFIG --json FLAGS``'s peak_bytes for a config given as a dict (written to
+    ``tmp_path``): the traced models' tests compare one config's answers under two sets of flags."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+
+    def run(config: dict, *flags: str) -> int:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+        r = CliRunner().invoke(app, ["predict", "--model", str(path), "--json", *flags])
+        assert r.exit_code == 0, r.output
+        (d,) = json.loads(r.stdout)["results"]
+        return d["peak_bytes"]
+    return run
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_model_cache(tmp_path_factory):
     """Every test session compiles into its own model cache (estimator/cache.py), never the user's."""

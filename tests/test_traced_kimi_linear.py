@@ -95,15 +95,7 @@ def test_predict_at_4k_on_the_cpu(tmp_path):
     assert d["impl"] == "kimi-linear-model@5.17.0" and d["shape"]["num_heads"] == 4 and d["shape"]["head_dim"] == 192
 
 
-def peak_at_1k(tmp_path, *flags) -> int:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TINY))
-    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "1K", "--json", *flags])
-    assert r.exit_code == 0, r.output
-    (d,) = json.loads(r.stdout)["results"]
-    return d["peak_bytes"]
-
-
-def test_checkpointing_predicts_below_the_plain_step(tmp_path):
+def test_checkpointing_predicts_below_the_plain_step(predict_config_peak):
     """Checkpointing keeps each layer's input, not its activations, until the backward recomputes them."""
-    assert peak_at_1k(tmp_path, "--checkpoint") < peak_at_1k(tmp_path)
+    at_1k = ("--seq-len", "1K")
+    assert predict_config_peak(TINY, *at_1k, "--checkpoint") < predict_config_peak(TINY, *at_1k)

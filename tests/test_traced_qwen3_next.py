@@ -134,16 +134,8 @@ def test_predict_states_worst_routing_with_the_answer(tmp_path):
         "balanced: no traced buffer depends on it" in line
 
 
-def peak_at_1k(tmp_path, *flags) -> int:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TINY))
-    r = runner.invoke(app, ["predict", "--model", str(path), "--seq-len", "1K", "--json", *flags])
-    assert r.exit_code == 0, r.output
-    (d,) = json.loads(r.stdout)["results"]
-    return d["peak_bytes"]
-
-
-def test_checkpointing_predicts_below_the_plain_step(tmp_path):
+def test_checkpointing_predicts_below_the_plain_step(predict_config_peak):
     """The full-attention layer's recompute routes SDPA to cuDNN as its forward did (before: 81 tensors saved against
     83, checkpoint's CheckpointError); checkpointing keeps each layer's input, not its activations."""
-    assert peak_at_1k(tmp_path, "--checkpoint") < peak_at_1k(tmp_path)
+    at_1k = ("--seq-len", "1K")
+    assert predict_config_peak(TINY, *at_1k, "--checkpoint") < predict_config_peak(TINY, *at_1k)

@@ -41,9 +41,6 @@ FSDP = "torch/distributed/fsdp/_fully_shard/"
 ROOT = "root"
 BLOCK = re.compile(r"^(.*?\blayers\.\d+)(?:\.|$)")
 
-# what run 32 showed at world size 1 (validate/records/runs/run32/, model_records' named misses)
-WORLD_1_MEASURED = ("world size 1 measured on the H200 (run 32): allocated within 1 MiB in every step; reserved "
-                    "212 MB low there, the reduce-scatter stream's own pool (not modelled)")
 NOT_MODELLED = (
     "FSDP2: NCCL's own buffers (communicators, channels, proxy and registered memory) outside PyTorch's allocator",
     "FSDP2: the caching allocator's per-stream pools (CUDACachingAllocator.cpp: a free block is reused only by its own "
@@ -322,7 +319,7 @@ def shard_model(model: LifetimeModel, params: dict[str, Param], steps: list[tupl
             b = replace(b, freed_after=plan.frees[b.name])
         out.append(b)
     note = (f"FSDP2 at {world} rank{'s' if world > 1 else ''} ({TORCH}'s fully_shard per block, then the root; "
-            f"rank 0; {'predicted, not validated' if world > 1 else WORLD_1_MEASURED})")
+            f"rank 0)")
     return replace(model, steps=plan.timeline(model.steps), buffers=tuple(out + plan.buffers()),
                    options=tuple(model.options) + (("fsdp", world),), summary=f"{model.summary}; {note}",
                    not_modelled=tuple(model.not_modelled) + NOT_MODELLED, notes=tuple(model.notes) + (note,))
