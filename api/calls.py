@@ -47,7 +47,7 @@ def assumption_lines(models) -> list[str]:
 def measured_records(model, shape):
     """The records of this model at this shape; a layer model's shape with its layer fields left out is the model's
     defaults (hidden, one layer, no checkpointing), as its records state them."""
-    from livebytes.validate.records import find
+    from livebytes.validate.check.records import find
     opts = {k: v for k, v in model.options if k != "forward_only"}
     if "hidden" in opts and "layers" in opts:
         shape = replace(shape, hidden=shape.hidden or opts["hidden"], layers=shape.layers or opts["layers"],
@@ -255,11 +255,11 @@ def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Opt
 
 def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str = "peak") -> Explanation:
     """``explain``: each live block of a ``torch.cuda.memory._dump_snapshot`` file named by the model's buffer, and
-    warnings where the blocks do not fit the model at this shape (``validate.explain.fit_warnings``), with the shape one
+    warnings where the blocks do not fit the model at this shape (``validate.check.explain.fit_warnings``), with the shape one
     size away that explains more, when there is one."""
     from pathlib import Path
 
-    from livebytes.validate import explain as ex
+    from livebytes.validate.check import explain as ex
     model = model_for(key, setting.gpu, setting.what_if, shape)
     blocks, failed = ex.read_blocks(Path(snapshot), at)
     explained = ex.explain(model, shape, blocks)

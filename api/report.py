@@ -71,7 +71,7 @@ def fsdp_terms(model) -> dict:
                      "not_modelled": list(NOT_MODELLED)}}
 
 
-# what run 32 showed at world size 1 (validate/records/runs/run32/, validate/model_records' named misses): said with
+# what run 32 showed at world size 1 (validate/data/records/runs/run32/, validate/model_records' named misses): said with
 # every --fsdp answer, kept here beside the answer's other words (no model names a validation run)
 WORLD_1_MEASURED = ("world size 1 measured on the H200 (run 32): allocated within 1 MiB in every step; reserved 212 MB "
                     "low there, the reduce-scatter stream's own pool (not modelled)")
@@ -120,8 +120,8 @@ def allocator_terms(model, device, conf, process, shape=None) -> dict:
 
 
 def probed_data(v) -> list[dict]:
-    """The H200 boundary-probe trials that ran this verdict's very case (``validate.probe_records.probed_at``)."""
-    from livebytes.validate.probe_records import layer_options, probed_at
+    """The H200 boundary-probe trials that ran this verdict's very case (``validate.check.probe_records.probed_at``)."""
+    from livebytes.validate.check.probe_records import layer_options, probed_at
     if v.shape is None:
         return []
     options = dict(v.options)
@@ -152,12 +152,12 @@ def _validate_digest() -> str:
 
 
 def _judged(record) -> tuple[int | None, int | None]:
-    """(validator-process replay, error) of ``validate.compare.compare``, the one comparison policy. It builds the
+    """(validator-process replay, error) of ``validate.check.compare.compare``, the one comparison policy. It builds the
     symbolic model (sympy), so the result is cached on disk by the record's data and both packages' sources."""
     from livebytes.estimator.cache import cached
 
     def judge():
-        from livebytes.validate.compare import compare
+        from livebytes.validate.check.compare import compare
         c = compare(record)
         return (c.predicted if (record.origin == "measured" and not record.oom) else None), c.error_bytes
     return cached(("comparison", record.path.name, json.dumps(record.data, sort_keys=True, default=str),
@@ -188,7 +188,7 @@ def measured_data(records) -> list[dict]:
 
 def quoted_record(records):
     """The one record a table quotes for a shape (the validator's choice), or None."""
-    from livebytes.validate.records import best
+    from livebytes.validate.check.records import best
     return best(list(records or []))
 
 
@@ -374,7 +374,7 @@ def timeline_data(preds, verdicts, warnings: list | None = None) -> dict:
 
 
 def explain_data(model, shape, explained, snapshot: str, at: str) -> dict:
-    """``validate.explain``'s answer: every live block, the buffer it is (or null) and how it was matched."""
+    """``validate.check.explain``'s answer: every live block, the buffer it is (or null) and how it was matched."""
     blocks = [{"address": e.block.address, "bytes": e.block.size, "requested_bytes": e.block.requested,
                "buffer": e.buffer, "match": e.match, "frames": list(e.block.frames)} for e in explained]
     explained_bytes = sum(b["bytes"] for b in blocks if b["buffer"] is not None)

@@ -1,6 +1,6 @@
 """Wall time of the whole-model commands, each a fresh process (not a test: it reports numbers; issue 32 point 4).
 
-    python benchmarks/model_speed.py [CONFIG.json ...]      # default: validate/model_configs/kda-1.3b.json
+    python benchmarks/model_speed.py [CONFIG.json ...]      # default: validate/data/model_configs/kda-1.3b.json
 
 Per config: ``predict --model`` with an empty model cache (traces the model at the learning shapes, solves, compiles),
 then warm (the compiled model from the private cache), and ``plan --model`` warm; then the build cost against depth
@@ -15,7 +15,7 @@ import tempfile
 
 from cli_speed import wall      # this folder's: one command's wall time as a fresh process
 
-DEFAULT = ["validate/model_configs/kda-1.3b.json"]
+DEFAULT = ["validate/data/model_configs/kda-1.3b.json"]
 DEPTHS = (24, 48, 96, 192)
 
 

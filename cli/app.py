@@ -184,7 +184,7 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
                                                         help="FLA: cold (a fresh Triton cache: every kernel autotunes in "
                                                              "the process), warm (the committed autotune configs of this "
                                                              "GPU, fla and triton installed first: "
-                                                             "validate/autotune_configs) or auto (default: warm when such "
+                                                             "validate/data/autotune_configs) or auto (default: warm when such "
                                                              "a file is committed, else cold)"),
              alloc_conf: Optional[str] = typer.Option(None, "--alloc-conf", metavar="CONF", help="PYTORCH_CUDA_ALLOC_CONF for the runner"),
              plan_file: Optional[str] = typer.Option(None, "--plan", metavar="FILE", help="run a plan file (JSON list of runner groups)"),
@@ -196,8 +196,9 @@ def validate(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
              as_json: bool = o.Json) -> None:
     """Run the real kernels under the protocol and check every prediction (or re-check records).
     Exit code 3 when a row fails."""
-    from livebytes.validate import compare as cmp
-    from livebytes.validate import model_records, session
+    from livebytes.validate.check import compare as cmp
+    from livebytes.validate.check import model_records
+    from livebytes.validate.gpu import session
 
     tol = cmp.parse_tolerance(tolerance)
     runner = {"shapes": shapes is not None, "contract": contract is not None, "no_recompute": no_recompute,
@@ -226,7 +227,7 @@ def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_pr
                      plan_file, out: Path, runner: dict):
     """``validate --plan FILE`` or ``--impl KEY --shapes SHAPES``: the runner on this machine's GPU (``PlanRun``), the
     options that mean nothing with a plan refused (each of its groups sets its own)."""
-    from livebytes.validate import session
+    from livebytes.validate.gpu import session
     if plan_file:
         o.refuse_unused("with --plan (each of the plan file's groups sets its own)", impl=impl is not None, **runner)
         return session.run_plan_file(Path(plan_file), out)
@@ -257,7 +258,7 @@ def _show_validation(comparisons, tol: float, s, notes: list[str], as_json: bool
 
 def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
     """``validate --from-records`` of whole-model step records: every figure, named misses as such; exit 3 on a miss."""
-    from livebytes.validate import model_records
+    from livebytes.validate.check import model_records
 
     from . import render
     if impl or as_json:
@@ -584,12 +585,12 @@ def payload(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
     measure = None
     if measure_on_cpu:
         try:
-            from livebytes.validate.payload import measure
+            from livebytes.validate.gpu.payload import measure
             import torch  # noqa: F401 - the measurement needs it; say so before running anything
         except ImportError:
             raise LivebytesError("--measure needs torch (pip install torch, or the [test] extra); "
                                  "pass --no-measure for the model alone") from None
-        from livebytes.validate.payload import check_host_memory, check_measurable
+        from livebytes.validate.gpu.payload import check_host_memory, check_measurable
         check_measurable(max(seqs))       # up front: refuse before measuring any row
         check_host_memory(fn, max(seqs), d, dv, bq, bk)
     with progress(f"measuring {fn} attention on the CPU", as_json or measure is None) as step:

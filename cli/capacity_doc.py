@@ -1,7 +1,7 @@
 """The generated tables of docs/planning.md and docs/capacity.md (between ``<!-- capacity:NAME -->`` markers): the GPU
 presets and where each total comes from (``estimator/data/devices.json``), which shapes run on which GPU and the longest
 sequence per GPU, from the full simulation (``estimator.capacity``), and every measured process's own memory against
-the process-memory model (``validate.process_check``).
+the process-memory model (``validate.check.process_check``).
 ``python -m livebytes.cli.capacity_doc`` rewrites them; tests/test_capacity.py keeps them in sync."""
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ def longest_table() -> str:
 
 
 def process_table() -> str:
-    """Every measured process's non-PyTorch bytes and stack limit against the model (``validate.process_check``)."""
-    from livebytes.validate.process_check import rows
+    """Every measured process's non-PyTorch bytes and stack limit against the model (``validate.check.process_check``)."""
+    from livebytes.validate.check.process_check import rows
     lines = ["| process (record) | cache | limit measured / model (B) | non-PyTorch measured (B) | model - measured (MiB) |",
              "|---|---|---:|---:|---:|"]
     for r in rows():

@@ -18,7 +18,7 @@ from rich.table import Table
 
 console = Console()
 
-TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/trace.py)")
+TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/gpu/trace.py)")
 OnlyImpl = typer.Option(None, "--impl", metavar="KEY", help="only the traces of this implementation")
 Probe = typer.Option(None, "--probe", metavar="PROBE", help="GPU: trace first: PROBE.py (IMPL, cpu_inputs, step) or a built-in key")
 TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with --probe: the shapes to trace, separated "
@@ -65,7 +65,7 @@ def learn_command(
     if probe is not None:
         if shapes is None:
             raise UsageProblem("--probe needs --shapes seq_len=...,num_heads=...;... (the shapes to trace)")
-        from livebytes.validate.trace import request, write_traces
+        from livebytes.validate.gpu.trace import request, write_traces
         write_traces(*request(probe, shapes), traces)
     learned = learn(load_traces(traces, impl))
     if draft is not None:

@@ -617,7 +617,7 @@ def payload_table(data: dict) -> Table:
 
 
 def model_checks_table(checks) -> Table:
-    """validate's figures of whole-model step records (``validate.model_records``)."""
+    """validate's figures of whole-model step records (``validate.check.model_records``)."""
     t = _table("model-step records: every figure")
     _text_column(t, "record")
     _text_column(t, "figure")

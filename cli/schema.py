@@ -131,7 +131,7 @@ ALLOCATOR = {
                                    "(estimator/autotune.py held_assumptions); empty when warm or measured"),
 }
 PROBED = listof(obj("one trial", {
-    "record": string("the probe file (validate/records/boundary/)"),
+    "record": string("the probe file (validate/data/records/boundary/)"),
     "fits": boolean("the trial ran (first call and two steady calls)"),
     "phase": string("where it ran out of memory: first_call, steady_1, steady_2, inputs (null: it ran)", nullable=True),
     "tried_bytes": integer("PyTorch's \"Tried to allocate\" (the OOM observer's figure)", nullable=True),
@@ -266,7 +266,7 @@ def _validate() -> dict:
         "criterion": string("tolerance, allocator bounds, or the out-of-memory verdict"),
         "note": string("the comparison's note"), "record": string("record file name"),
         "failed_figures": listof(string("one failing figure: the record, its field, measured and predicted"),
-                                 "every figure of the record that failed (validate.record_figures); empty when all pass")}),
+                                 "every figure of the record that failed (validate.check.record_figures); empty when all pass")}),
         "records checked against their models",
         tolerance_fraction=number("largest error that passes, a fraction of the measured peak (--tolerance 0.1% = 0.001)"),
         passed=boolean("every row passed (else exit code 3)"),

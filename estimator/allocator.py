@@ -103,7 +103,7 @@ def cuda_malloc_address(segment_number: int) -> int:
     """Where the ``segment_number``-th segment (1, 2, ...) starts: below every earlier one, one
     ``2 * ES_ADDRESS_SPACE`` stride each (``snapshot`` keys segments by that stride). Not
     CUDACachingAllocator.cpp, which takes whatever ``cudaMalloc`` returns: the driver's placement, as the
-    probes' ``memory_snapshot`` addresses show it (validate/records/boundary, every ``expandable_segments:False``
+    probes' ``memory_snapshot`` addresses show it (validate/data/records/boundary, every ``expandable_segments:False``
     record): in a fresh process each new segment starts below the one before, by its size rounded up to 32 MiB
     (run 13d, D64: 3.66 GiB segments every 3,776 MiB, 7.32 GiB ones every 7,520 MiB). Not modelled: segments
     of a few hundred MiB fill a free range near the top first (runs 12d, 13b, 13d: 118 then 256 MiB above the
@@ -188,7 +188,7 @@ class CachingAllocator:
     def __init__(self, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
                  device_total_bytes: int | None = None, placement=None) -> None:
         """``placement``: (segment number, bytes) -> where cudaMalloc puts that segment (None: ``model_placement``; a
-        GPU trace's own addresses in ``validate.allocator_traces``)."""
+        GPU trace's own addresses in ``validate.check.allocator_traces``)."""
         self.conf = conf
         self.placement = placement or model_placement
         self.capacity = capacity_bytes

@@ -10,7 +10,7 @@ the failing request with PyTorch's figures.
 The sequence simulated is what a process runs: a fresh start, the inputs, the first call at this
 shape (library caches allocated), then steady steps. ``protocol=True`` runs the validator's
 sequence instead (one target warmup step, ``empty_cache``, three measured steps) for the boundary
-records; its small-shape warmup comes in as a ``prelude`` (``validate.protocol.prelude``: replayed whole) or,
+records; its small-shape warmup comes in as a ``prelude`` (``validate.check.protocol.prelude``: replayed whole) or,
 coarser, as ``history`` (its leftovers put into an empty allocator).
 """
 from __future__ import annotations

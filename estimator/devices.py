@@ -88,8 +88,8 @@ def preset(entry: dict) -> Device:
 ROW_FACTS = ("arch", "sm_count", "shared_memory_per_block_optin", "max_threads_per_sm", "limits_source", "process_memory")
 
 
-# The H200 row is our own measurement (validate/records/h200_device.json, written by
-# `python -m livebytes.validate.runner --probe-device` on 2026-11-29, driver 580.159.04, torch 2.11.0+cu130);
+# The H200 row is our own measurement (validate/data/records/h200_device.json, written by
+# `python -m livebytes.validate.gpu.runner --probe-device` on 2026-11-29, driver 580.159.04, torch 2.11.0+cu130);
 # the others are public reports, each row naming its address and the figure it quotes.
 DEVICES: dict[str, Device] = {d.name.upper(): d for d in map(preset, json.loads(PRESETS_FILE.read_text())["presets"])}
 

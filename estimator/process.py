@@ -185,7 +185,7 @@ def case_variant(options: dict) -> str:
 
 
 def _case_key(prefix: str, shape) -> str:
-    """The data file's case key, 'FAMILY:CONTRACT D.. H.. HV..' (``validate/frames.py``'s ``case_key``)."""
+    """The data file's case key, 'FAMILY:CONTRACT D.. H.. HV..' (``validate/check/frames.py``'s ``case_key``)."""
     return f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
 
 
@@ -212,7 +212,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list
         return merged, [f"{UNBOUNDED}stack frames ({state}) not derived at {_dims(shape.dim, shape.heads, shape.hv)}: each "
                         f"kernel's largest known {scope} ({len(keys)} cases, up to {max(merged.values()):,} B) used, "
                         "which bounds nothing: frames move with the head count and head dim, not monotonically "
-                        "(validate/probes/cpu_frames.py derives the case)"]
+                        "(validate/gpu/probes/cpu_frames.py derives the case)"]
     largest = max((f for entry in table.values() for f in entry.values()), default=0)
     return {}, [f"{UNBOUNDED}no stack frames derived for {_readable(prefix)}: the library's largest ({largest:,} B) used "
                 "for every kernel, which bounds nothing: its kernels were neither logged nor compiled for these data"]
@@ -223,7 +223,7 @@ def _known_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
     and head count. No bound: a frame changes with the head count (a constexpr) and not monotonically (CPU-derived,
     sm90: D64 H16 and H128 need 18,584 B, H96 19,232 B; D128 H96 14,456 B, H16, H64 and H128 14,392 B; the KDA layer
     H32/HV32 11,712 B, H16/HV32 11,808 B), so no known case bounds another; the case itself is one
-    ``validate/probes/cpu_frames.py`` run away."""
+    ``validate/gpu/probes/cpu_frames.py`` run away."""
     return "at any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
 
 

@@ -22,7 +22,7 @@ failing request and says where (``OomEvent``).
 One walk of a call serves every caller: ``Process`` runs a sequence of calls (``Call``: shape, runs, when the cache
 is emptied, benchmarks, capacity, library-cache keys, the model it runs when not the process's) in one allocator, and
 keeps what library caches hold by key across them; ``replay`` is its one-call form. Callers that know a process's
-earlier calls (``validate.protocol``: the validator's; ``validate.probe_replay``: a boundary probe's trials) choose the
+earlier calls (``validate.check.protocol``: the validator's; ``validate.check.probe_replay``: a boundary probe's trials) choose the
 keys, evictions and models.
 
 The byte formulas are compiled once per model (``_schedule``); a replay costs a few hundred

@@ -2,7 +2,7 @@
 
 Each model file registers its own models (its specs, options and refusals close the file), one per entry of
 its ``VERSIONS`` table: adding a version is one entry in that file. No model names the validator: a model is
-runnable where a harness (``validate/harnesses``) is registered for its key.
+runnable where a harness (``validate/gpu/harnesses``) is registered for its key.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Saved-payload models of the three attention functions of the saved-payload document (seed 004),
-as implemented in livebytes/validate/payload.py, read against torch 2.13's autograd formulas
+as implemented in livebytes/validate/gpu/payload.py, read against torch 2.13's autograd formulas
 (tools/autograd/derivatives.yaml; a multiplication saves the operand the *other* input's gradient
 needs, only when that input requires grad).
 

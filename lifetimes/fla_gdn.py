@@ -291,7 +291,7 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
                note="key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST'] (chunk_delta_h.py:366); BV is a config "
                     "parameter, not an argument: Triton leaves it out of the key. On the H200 under Triton 3.9.0 at K = V = "
                     "128 its config num_warps 4, num_stages 4, BV 64 compiles but never loads (OutOfResources: run 20's "
-                    "cold kernel list, validate/records/runs/run20/kernels_20.tgz), so dv_local, which the step drops, lives "
+                    "cold kernel list, validate/data/records/runs/run20/kernels_20.tgz), so dv_local, which the step drops, lives "
                     "until the next compile's garbage collection, as in KDA's variant (run 21c's boundary probe: the free "
                     "7.01 GiB block it leaves at chunk_bwd_dqkwg takes dq's sum); at K = V = 64 all 12 load (run 22e's "
                     "cold list, kernels_22.tgz); other K below 128 assumed to fit, at K > 128 and any V assumed to fail as "

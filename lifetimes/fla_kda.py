@@ -370,7 +370,7 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
                     "HV (chunk_delta_h.py:769); BV is a "
                     "config parameter, not an argument: Triton leaves it out of the key. 2 of its 12 configs fail to launch "
                     "on the H200 at K = V = 128 (OutOfResources: their timings are inf in the committed capture, "
-                    "validate/autotune_configs/), so dv, which the step drops, lives until the next compile's garbage "
+                    "validate/data/autotune_configs/), so dv, which the step drops, lives until the next compile's garbage "
                     "collection (run 7b's trace: freed inside chunk_kda_bwd_wy_dqkg_fused's JIT parse); below K = 128 "
                     "assumed to fit (not measured)",
                held_until_gc=("dv_dAv",) if c.sm90 else (), held_when=sp.Ge(DK, 128),

@@ -112,7 +112,7 @@ KDA_0_6_0 = FlaLayer(
         "pre-norm, MLP and residual adds between the layers (the stack chains the linear-attention blocks alone)",
         "autograd's first accumulation into a layer's input gradient is out of place (one [T, hidden] bf16 add, "
         "input_buffer.cpp), the model adds in place; the CPU allocation trace moves no peak with it "
-        "(validate/records/runs/cpu_alloc_trace/)",
+        "(validate/data/records/runs/cpu_alloc_trace/)",
         "assumed: the dhu kernel's configs that fail to launch on the H200 (a cold first call keeps dv until the next "
         "garbage collection) were measured with STATE_V_FIRST 0; the layer's call has 1",
         "checkpoint's early stop (the recompute runs the layer's whole forward; o_proj's recomputed output dies at once)",

@@ -1,4 +1,4 @@
-"""The allocator model on the GPU's own request streams (``validate/allocator_traces.py``): three device traces of
+"""The allocator model on the GPU's own request streams (``validate/check/allocator_traces.py``): three device traces of
 whole-model steps on the H200 (run 24's 1.3B edge at 468,518 tokens, run 25h's k2 and 1.3B at 8-16K, cold, three steps
 each). With each segment where the GPU's cudaMalloc put it, every block the model hands out is the GPU's, at the GPU's
 address, and the reserved peak is the GPU's to the byte; with the model's own placement the reserved peak is off by
@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from livebytes.validate.allocator_traces import replay_trace
-from livebytes.validate.explain import _PlainUnpickler
-from livebytes.validate.model_records import MODEL_RECORDS_DIR
+from livebytes.validate.check.allocator_traces import replay_trace
+from livebytes.validate.check.explain import _PlainUnpickler
+from livebytes.validate.check.model_records import MODEL_RECORDS_DIR
 
 SNAPSHOTS = MODEL_RECORDS_DIR / "snapshots"
 

@@ -1,5 +1,5 @@
 """The declared autotune keys against what Triton tuned on the H200: the committed capture
-(validate/autotune_configs/NVIDIA_H200_fla-0.6.0_triton-3.6.0.json, runs 7a/8, report contract, recompute on)
+(validate/data/autotune_configs/NVIDIA_H200_fla-0.6.0_triton-3.6.0.json, runs 7a/8, report contract, recompute on)
 holds every key a cold process benchmarked, with the tensor arguments' dtypes Triton appends."""
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 from livebytes.estimator import Shape, get_model
 from livebytes.estimator.autotune import benchmarking_steps, tuning_keys
 
-CAPTURE = Path(__file__).resolve().parents[1] / "validate" / "autotune_configs" / "NVIDIA_H200_fla-0.6.0_triton-3.6.0.json"
+CAPTURE = Path(__file__).resolve().parents[1] / "validate" / "data" / "autotune_configs" / "NVIDIA_H200_fla-0.6.0_triton-3.6.0.json"
 T_DEPENDENT = {"l2norm_fwd_kernel", "l2norm_bwd_kernel"}
 
 
@@ -123,7 +123,7 @@ def test_the_committed_file_holds_a_tuning_of_every_kernel_each_contract_launche
 
 
 def test_merging_into_the_committed_file_keeps_its_entries(tmp_path):
-    from livebytes.validate.autotune import main
+    from livebytes.validate.gpu.autotune import main
     committed = json.loads(CAPTURE.read_text())
     (tmp_path / CAPTURE.name).write_text(json.dumps(committed))
     one = dict(committed, triton_files={"new/key/x.autotune.json": {"configs_timings": []}}, fla_configs={})

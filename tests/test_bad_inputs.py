@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from livebytes.cli.app import app
-from livebytes.validate import explain
+from livebytes.validate.check import explain
 
 BAD = Path(__file__).parent / "bad_inputs"
-CONFIG = Path(__file__).parents[1] / "validate" / "model_configs" / "kda-h1024-l2-v32k.json"
+CONFIG = Path(__file__).parents[1] / "validate" / "data" / "model_configs" / "kda-h1024-l2-v32k.json"
 KDA = ("--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4")
 
 

@@ -1,7 +1,7 @@
 """Issue 9's proof at the edge: for every boundary case, plan's answer S* ran in a fresh H200 process and
 fitted, ceil(S* x 1.01) went out of memory, and S* is within 1 % below the smallest size measured to fail.
 
-The measurements are the committed boundary probes (validate/records/boundary/*.jsonl); each case is
+The measurements are the committed boundary probes (validate/data/records/boundary/*.jsonl); each case is
 matched to the probe lines of its implementation, allocator configuration and Triton-cache state."""
 import json
 import math
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from livebytes.estimator.shapes import Shape
-from livebytes.validate.boundary import CASES, Case, answer, probe_state
-from livebytes.validate.boundary import model_of as model_of_case
-from livebytes.validate.probe_records import layer_options, model_of
+from livebytes.validate.gpu.boundary import CASES, Case, answer, probe_state
+from livebytes.validate.gpu.boundary import model_of as model_of_case
+from livebytes.validate.check.probe_records import layer_options, model_of
 
-BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
+BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "boundary"
 
 
 def ran(case: Case, head: dict, line: dict) -> bool:
@@ -109,7 +109,7 @@ def test_predict_quotes_the_probes_of_plans_answer_and_one_percent_above(case):
     ceil(1.01 S*) none did; a cold case only as its process's first call."""
     from dataclasses import replace
 
-    from livebytes.validate.probe_records import probed_at
+    from livebytes.validate.check.probe_records import probed_at
     contract = case.contract
     cache = case.triton_cache if case.impl.startswith("fla-") else "cold"
 

@@ -22,10 +22,10 @@ from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.replay import replay
-from livebytes.validate import boundary
-from livebytes.validate import protocol
-from livebytes.validate.compare import earlier_shapes, model_at, model_of
-from livebytes.validate.records import load_records
+from livebytes.validate.gpu import boundary
+from livebytes.validate.check import protocol
+from livebytes.validate.check.compare import earlier_shapes, model_at, model_of
+from livebytes.validate.check.records import load_records
 from typer.testing import CliRunner
 
 MiB, GiB = 2**20, 2**30
@@ -306,7 +306,7 @@ def test_one_percent_above_is_what_the_plan_file_runs():
         assert value == (b["plan_value"] if b["role"] == "answer" else math.ceil(b["plan_value"] * 1.01))
 
 
-# The H200 boundary probes (validate/records/boundary/README.md): largest S (or MBS) that ran, smallest that went out
+# The H200 boundary probes (validate/data/records/boundary/README.md): largest S (or MBS) that ran, smallest that went out
 # of memory, bisected in one process (a first call and two steady calls per trial). plan's answer must lie in between.
 PROBES = [
     (("fla-kda@0.6.0", "plain", "seq", 1, 8192), "expandable_segments:False", "tuned at 1024", 168_156, 168_437),

@@ -79,7 +79,7 @@ def test_validate_from_records_rechecks_committed_measurements():
 
 def test_validate_from_records_judges_a_tampered_copy_on_its_own_figures(tmp_path):
     """A copy of a committed file with every peak set to 1 FAILs (exit 3): the file is loaded, not its name matched."""
-    from livebytes.validate.records import RECORDS_DIR
+    from livebytes.validate.check.records import RECORDS_DIR
     data = json.loads((RECORDS_DIR / "h200_run5_fla-core-0.6.0.json").read_text())
     for rec in data["records"]:
         rec["peak_bytes"], rec["peaks_bytes"] = 1, [1, 1, 1]
@@ -106,7 +106,7 @@ def test_validate_bad_plans_and_sources_are_one_line(tmp_path, plan, message):
 
 
 def test_a_failed_validation_exits_3(monkeypatch):
-    from livebytes.validate import compare as cmp
+    from livebytes.validate.check import compare as cmp
     real = cmp.compare
     monkeypatch.setattr(cmp, "compare", lambda rec, tol: real(rec, tol).__class__(
         **{**real(rec, tol).__dict__, "passed": False}))
@@ -119,7 +119,7 @@ P = ("predict", "--impl", "fla-kda@0.6.0")
 FROST = "cudnn-kda-frost@1.32.0"
 HOPPER = "cudnn-kda-hopper-cuda@1.32.0"
 S8 = ("--seq", "8K", "--heads", "4")
-GDN_TRACES = str(Path(__file__).resolve().parents[1] / "validate" / "traces" / "fla-gdn-fwd_0.6.0")
+GDN_TRACES = str(Path(__file__).resolve().parents[1] / "validate" / "data" / "traces" / "fla-gdn-fwd_0.6.0")
 
 BAD_INPUTS = [
     # (arguments, exit code, a phrase the one line must contain)
@@ -283,7 +283,7 @@ def test_token_labels_use_the_largest_exact_suffix(tokens, label):
 def test_payload_without_torch_is_one_line(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "torch", None)            # import torch -> ImportError
-    monkeypatch.delitem(sys.modules, "livebytes.validate.payload", raising=False)
+    monkeypatch.delitem(sys.modules, "livebytes.validate.gpu.payload", raising=False)
     r = run("payload", "--seq", "128")
     assert r.exit_code == 1 and r.stderr.strip().count("\n") == 0 and "--measure needs torch" in r.stderr
 
@@ -379,8 +379,8 @@ HOPPER_3x8000 = ("--impl", "cudnn-kda-hopper-cuda@1.32.0", "--contract", "plain"
 def test_a_measured_record_is_shown_as_validate_judges_it():
     """Steady-state replay 13.602 GiB vs the record's 13.631 GiB: the record was taken in the validator's process,
     whose replay (warmup leftovers included) gives 13.631 GiB to the byte, the +0 B validate reports."""
-    from livebytes.validate.compare import compare
-    from livebytes.validate.records import load_records
+    from livebytes.validate.check.compare import compare
+    from livebytes.validate.check.records import load_records
     d = json.loads(run("compare", *HOPPER_3x8000, "--json").stdout)["results"][0]
     by_name = {}
     for rec in load_records():

@@ -169,7 +169,7 @@ def test_a_word_flag_reads_in_any_case_as_gpu_does():
 # ------------------------------------------------------------------------------ validate --impl with --from-records
 
 def test_validate_impl_with_from_records_says_what_it_leaves_out():
-    from livebytes.validate.records import records_from
+    from livebytes.validate.check.records import records_from
     measured = [r for r in records_from("all") if r.origin == "measured"]
     mine = [r for r in measured if r.impl == "cudnn-kda-hopper@1.32.0"]
     assert 0 < len(mine) < len(measured)

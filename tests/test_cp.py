@@ -191,9 +191,9 @@ def test_the_assumed_line_names_the_ranks():
 
 
 def test_the_harness_imports_and_declines_without_a_gpu():
-    from livebytes.validate import cp_runner
-    from livebytes.validate.harnesses import decline_reason, harness_for
-    from livebytes.validate.harnesses.fla_cp import CpHarness, FlaGdnCp, FlaKdaCp
+    from livebytes.validate.gpu import cp_runner
+    from livebytes.validate.gpu.harnesses import decline_reason, harness_for
+    from livebytes.validate.gpu.harnesses.fla_cp import CpHarness, FlaGdnCp, FlaKdaCp
     assert harness_for("fla-kda-cp@0.6.0") is FlaKdaCp and harness_for("fla-gdn-cp@0.6.0") is FlaGdnCp
     assert issubclass(FlaKdaCp, CpHarness) and FlaKdaCp.takes_contract and FlaKdaCp.triton
     env = cp_runner.rank_environment(1)
@@ -203,13 +203,13 @@ def test_the_harness_imports_and_declines_without_a_gpu():
 
 
 def _cuda() -> bool:
-    from livebytes.validate.environment import cuda_available
+    from livebytes.validate.gpu.environment import cuda_available
     return cuda_available()
 
 
 def test_a_rank_record_carries_the_cp_options_the_model_takes():
     from livebytes.estimator.registry import spec
-    from livebytes.validate.cp_runner import cp_fields
+    from livebytes.validate.gpu.cp_runner import cp_fields
     rec = cp_fields({"impl": "fla-kda-cp@0.6.0", "options": {"contract": "report", "recompute": True}}, 2, 1, "zigzag", "last",
                     {"context_only_bytes": 1, "after_nccl_init_bytes": 2})
     assert rec["options"] == {"contract": "report", "recompute": True, "cp": 2, "cp_layout": "zigzag", "cp_rank": "last"}
@@ -221,7 +221,7 @@ def test_a_rank_record_carries_the_cp_options_the_model_takes():
 def test_the_local_shape_and_the_inputs_order_match_the_model():
     """The harness's local shape is S/W tokens (one slice per rank) and it allocates q, k, v, g, beta, (A_log, dt_bias),
     the global boundaries, the context's local ones, then dO: the model's input order."""
-    from livebytes.validate.harnesses.fla_cp import CpGroup
+    from livebytes.validate.gpu.harnesses.fla_cp import CpGroup
     g = CpGroup.__new__(CpGroup)
     g.layout, g.world, g.rank = "zigzag", 4, 3
     assert g.local_shape(Shape(1, 8 * 1024, 16)) == Shape(1, 2048, 16) and g.position == "last"
@@ -233,7 +233,7 @@ def test_the_local_shape_and_the_inputs_order_match_the_model():
 
 
 def test_the_plan_script_runs_torchrun_with_nvls_off():
-    plan = Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200x2_cp.sh"
+    plan = Path(__file__).resolve().parents[1] / "validate" / "data" / "plans" / "h200x2_cp.sh"
     text = plan.read_text()
     assert "NCCL_NVLS_ENABLE=0" in text and "torchrun" in text and "--nproc-per-node 2" in text
     for key in CP_KEYS:
@@ -264,14 +264,14 @@ def test_every_cp_source_quotes_its_line_in_the_wheel(key, layout):
 
 
 def _plan_value(name: str) -> int:
-    plan = (Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200x2_cp.sh").read_text()
+    plan = (Path(__file__).resolve().parents[1] / "validate" / "data" / "plans" / "h200x2_cp.sh").read_text()
     (line,) = [x for x in plan.splitlines() if x.startswith(f"{name}=")]
     return int(line.split("=")[1].split()[0])
 
 
 @pytest.mark.parametrize("rank", ["first", "last"])
 def test_the_plan_scripts_boundary_is_the_models(rank):
-    """S* in validate/plans/h200x2_cp.sh runs on both ranks (the runner's process: tuned at 1 x 1,024 first), and the
+    """S* in validate/data/plans/h200x2_cp.sh runs on both ranks (the runner's process: tuned at 1 x 1,024 first), and the
     next multiple of 2 does not; 1.01 S* (rounded up to a multiple of 2) does not either."""
     from livebytes.estimator.capacity import verdict
     from livebytes.estimator.devices import get_device

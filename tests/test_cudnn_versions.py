@@ -105,7 +105,7 @@ def test_every_cited_line_reads_in_the_1_31_0_wheel_as_in_1_32_0(old, new):
 
 def test_a_probe_is_the_model_of_the_library_version_it_ran():
     """A boundary probe of kda_hopper_cuda under the 1.31.0 wheel replays against 1.31.0's model, not 1.32.0's."""
-    from livebytes.validate.probe_records import load_probe, model_of, probe_files
+    from livebytes.validate.check.probe_records import load_probe, model_of, probe_files
     assert model_of("kda_hopper_cuda", {"cudnn": "1.31.0"}) == ("cudnn-kda-hopper-cuda@1.31.0", {})
     assert model_of("fla-plain", {"fla": "0.6.0", "cudnn": "1.31.0"}) == ("fla-kda@0.6.0", {"contract": "plain"})
     hopper = [load_probe(p) for p in probe_files() if load_probe(p).impl == "kda_hopper_cuda"]
@@ -117,12 +117,12 @@ def test_a_probe_is_the_model_of_the_library_version_it_ran():
 
 
 def test_run_13_probes_plans_answer_and_one_percent_above():
-    """validate/plans/h200_run14_cudnn131.sh probes, per allocator setting, plan's S* for 1.31.0 at H96 and ceil(1.01 S*)."""
+    """validate/data/plans/h200_run14_cudnn131.sh probes, per allocator setting, plan's S* for 1.31.0 at H96 and ceil(1.01 S*)."""
     import math
     import re
 
-    from livebytes.validate.boundary import Case, answer
-    script = (Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_run14_cudnn131.sh").read_text()
+    from livebytes.validate.gpu.boundary import Case, answer
+    script = (Path(__file__).resolve().parents[1] / "validate" / "data" / "plans" / "h200_run14_cudnn131.sh").read_text()
     probed = re.search(r"for conf in ([\w: ]+); do", script).group(1).split()
     expected = []
     for conf in ("False", "True"):
@@ -138,7 +138,7 @@ def test_the_protocol_replay_holds_the_warmup_graphs_workspace():
     4,194,304; six [1024, 32, 128] bf16 6 * 1024 * 32 * 256 = 50,331,648; three states 3 * 16 * 32 * 32768 = 50,331,648
     (105,120,768 B), and both graphs' one-byte forward workspaces (2 x 512 B); the target graph's arena is live at the
     peak in both versions."""
-    from livebytes.validate.protocol import protocol_replay
+    from livebytes.validate.check.protocol import protocol_replay
     shape = Shape(1, 8192, 32, 128)
     old, new = (protocol_replay(get_model(k, "H200"), shape)[0].peak_bytes for k in PAIRS[0])
     assert old - new == 1_024 + 262_144 + 4_194_304 + 50_331_648 + 50_331_648 + 2 * 512 == 105_121_792

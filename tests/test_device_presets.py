@@ -8,7 +8,7 @@ from livebytes.estimator.devices import CAPACITY_KINDS, DEVICES, GiB, MiB, PRESE
 
 # (preset, capacity_bytes as its source's figure, SMs, the figure as the source prints it)
 FIGURES = [
-    ("H200", 150_109_880_320, 132, "validate/records/h200_device.json"),        # our probe's total_memory, to the byte
+    ("H200", 150_109_880_320, 132, "validate/data/records/h200_device.json"),        # our probe's total_memory, to the byte
     ("H100", 85_017_755_648, 132, "85017755648 bytes"),                          # deviceQuery prints the bytes
     ("B200", 182_642 * MiB, 148, "total_memory=182642MB"),                      # PyTorch prints MiB, rounded down
     ("B300", 287_428_771_840, 148, "287.4 GB total"),                            # 287,428,771,840 / 10^9 = 287.4
@@ -24,7 +24,7 @@ def test_each_preset_is_its_sources_figure(name, capacity, sms, quoted):
 
 
 def test_the_h200_stays_our_measurement():
-    """150,109,880,320 B = 143,155.9375 MiB: validate/records/h200_device.json's total_memory, the only measured one."""
+    """150,109,880,320 B = 143,155.9375 MiB: validate/data/records/h200_device.json's total_memory, the only measured one."""
     h200 = get_device("H200")
     assert h200.capacity_bytes == 150_109_880_320 and h200.capacity_measured
     assert [d.name for d in DEVICES.values() if d.capacity_measured] == ["H200"]

@@ -2,8 +2,8 @@
 import re
 from pathlib import Path
 
-from livebytes.validate.compare import compare
-from livebytes.validate.records import load_records
+from livebytes.validate.check.compare import compare
+from livebytes.validate.check.records import load_records
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = [r for r in load_records() if r.origin == "measured"]

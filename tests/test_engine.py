@@ -194,7 +194,7 @@ def test_every_buffer_cites_a_line_of_the_pinned_library():
 
 
 def test_every_released_version_has_a_harness_and_no_snapshot_does():
-    from livebytes.validate.harnesses import harness_for, runnable
+    from livebytes.validate.gpu.harnesses import harness_for, runnable
     assert harness_for("cudnn-kda-hopper@1.32.0").plan == "kda_hopper"
     # the report's private snapshots cannot be installed: running 0.6.0 under their names would mislabel records
     assert harness_for("fla-kda@07b80f27") is None and harness_for("cudnn-kda-frost@e0b4ce98") is None

@@ -150,10 +150,10 @@ KDA_LIVE_SHAPE = ("--seq-len", "8K", "--num-heads", "96")
 
 @pytest.fixture(scope="module")
 def kda_h200_snapshot(tmp_path_factory):
-    """The committed H200 dump of fla-kda@0.6.0 at its peak (validate/records/live/), its 44 blocks with their frames
+    """The committed H200 dump of fla-kda@0.6.0 at its peak (validate/data/records/live/), its 44 blocks with their frames
     (innermost first, as the GPU recorded them), as a snapshot's active blocks."""
     from pathlib import Path
-    dump = json.loads((Path(__file__).resolve().parents[1] / "validate" / "records" / "live" / LIVE_KDA).read_text())
+    dump = json.loads((Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "live" / LIVE_KDA).read_text())
     blocks = [{"address": 0, "size": b["bytes"], "state": "active_allocated", "frames": [_frame(f) for f in b["frames"]]}
               for b in dump["blocks"]]
     target = tmp_path_factory.mktemp("live") / "kda_h200.pickle"
@@ -206,7 +206,7 @@ def test_the_asked_model_on_its_own_snapshot_has_no_foreign_site(kda_h200_snapsh
     ("/tmp/fla.py:3:f", None),                                                      # a file named like it is not it
 ])
 def test_a_frames_allocation_site_is_its_path_from_the_package(frame, site):
-    from livebytes.validate.explain import package_path
+    from livebytes.validate.check.explain import package_path
     assert package_path(frame, "fla") == site
 
 
@@ -245,15 +245,15 @@ def test_an_out_of_memory_snapshot_ends_with_pytorchs_oom_event(oom_snapshot):
 
 
 def test_the_h200s_out_of_memory_snapshot_is_the_predicted_one(oom_snapshot):
-    """Run 27 (validate/plans/h200_run27_oom_snapshot.sh): the same process on the H200, cold, memory history recorded,
+    """Run 27 (validate/data/plans/h200_run27_oom_snapshot.sh): the same process on the H200, cold, memory history recorded,
     the snapshot dumped in the OutOfMemoryError handler. One ``oom`` event, last, of the predicted request; the segments
     (PyTorch's reserved) the predicted ones to the byte. Its free bytes are 8,388,608 B above the prediction's: the
     prediction charges the call's kernel modules (104,857,600 B, measured after the call) from its start, and the GPU's
     process had loaded 8 MiB of them fewer when it failed, before fla's first launch (CUDA loads a module at a
     kernel's first launch): 150,109,880,320 - 129,052,442,624 - 20,408,565,760 = 648,871,936 B outside PyTorch, the
     context's 552,402,944 and 96,468,992 B of modules."""
-    from livebytes.validate.explain import _PlainUnpickler
-    from livebytes.validate.model_records import MODEL_RECORDS_DIR
+    from livebytes.validate.check.explain import _PlainUnpickler
+    from livebytes.validate.check.model_records import MODEL_RECORDS_DIR
     path = MODEL_RECORDS_DIR.parent / "runs" / "run27" / "oom_snapshot" / "real.pickle"
     real = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
     predicted = pickle.loads(oom_snapshot.read_bytes())

@@ -253,14 +253,14 @@ def test_a_kernel_or_layer_takes_no_fsdp(args, code, phrase):
 
 
 def _record(fsdp) -> dict:
-    """A model-step record as validate/probes/model_step.py --fsdp writes it (the figures do not matter here)."""
+    """A model-step record as validate/gpu/probes/model_step.py --fsdp writes it (the figures do not matter here)."""
     return {"kind": "model-step", "config": dict(TINY), "shape": {"mbs": 1, "seq": 2048}, "gpu": "NVIDIA H200",
             "options": {"optimizer": "adamw", "precision": "bf16", "checkpoint": False, "packed": False, "fsdp": fsdp},
             "steps": [], "triton_cache": "cold"}
 
 
 def test_a_record_of_an_fsdp2_run_is_checked_against_the_fsdp_model():
-    from livebytes.validate import model_records
+    from livebytes.validate.check import model_records
     model, shape, _ = model_records.model_for(_record(1))
     assert dict(model.options)["fsdp"] == 1 and shape.seq == 2048
     with pytest.raises(LivebytesError, match="fsdp='one' is not a whole number"):

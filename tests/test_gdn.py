@@ -75,14 +75,14 @@ def test_backward_is_labelled_with_what_runs_20_to_22_measured_and_what_they_did
     assert not any("not measured: equal heads" in n or "the out-of-memory boundary" in n for n in m.notes)
 
 
-RUN20 = sorted((Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "run20").glob("fla-gdn_*.json"))
+RUN20 = sorted((Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs" / "run20").glob("fla-gdn_*.json"))
 
 
 @pytest.mark.parametrize("path", RUN20, ids=lambda p: p.stem)
 def test_run_20s_records_ran_the_backward_under_a_triton_fla_core_accepts_on_hopper(path):
     """fla-core 0.6.0 raises in chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0 and < 3.7.1 (chunk_o.py:727): each
     fwd+bwd record ran 3.9.0, at the Qwen3-Next layout the notes name."""
-    from livebytes.validate.records import load_file
+    from livebytes.validate.check.records import load_file
     (r,) = load_file(path)
     assert (r.impl, r.data["triton"], r.gpu) == ("fla-gdn@0.6.0", "3.9.0", "H200") and not r.forward_only
     assert (r.shape.heads, r.shape.hv, r.shape.dim) == (16, 32, 128)
@@ -94,8 +94,8 @@ def test_run_20s_8k_peak_by_hand():
     v_new, dv_dhu, dw, dk2_full, dv (10 x 64); h and dh [NT 128, HV, K, V] bf16 = 128 each; [T, HV] fp32 = 1: g, g_cumsum,
     dg_sum, dg2; 0.5: beta, q_rstd, k_rstd, db; plus cu_seqlens, seq_lens, chunk_offsets (512 B blocks) and
     chunk_indices (2,048 B). The record's measured figure is the replay's to the byte."""
-    from livebytes.validate.compare import compare
-    from livebytes.validate.records import load_file
+    from livebytes.validate.check.compare import compare
+    from livebytes.validate.check.records import load_file
     (r,) = load_file(next(p for p in RUN20 if "_1_8192_" in p.name))
     p = predict(get_model("fla-gdn@0.6.0", gva=True), QWEN_LIKE)
     mib = 7 * 32 + 32 + 10 * 64 + 2 * 128 + 4 * 1 + 4 * 0.5            # 1,158 MiB
@@ -104,7 +104,7 @@ def test_run_20s_8k_peak_by_hand():
     assert checked.error_bytes == 0 and checked.requested_error == 0
 
 
-KERNELS_20 = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "run20" / "kernels_20.tgz"
+KERNELS_20 = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs" / "run20" / "kernels_20.tgz"
 
 
 def test_dhus_config_that_never_loads_is_in_run_20s_cold_kernel_list():

@@ -1,12 +1,12 @@
 """GPU tests: the runner against the models on a real device. Skipped without CUDA (CI has none);
-what the GPU measured is committed under validate/records and re-checked by test_records.py."""
+what the GPU measured is committed under validate/data/records and re-checked by test_records.py."""
 import pytest
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 from livebytes.estimator.shapes import Shape  # noqa: E402  (after the CUDA skip)
-from livebytes.validate.inputs import build_inputs, input_specs  # noqa: E402
+from livebytes.validate.gpu.inputs import build_inputs, input_specs  # noqa: E402
 
 
 def _blocks():
@@ -44,9 +44,9 @@ def test_fla_small_shape_matches_its_replay(tmp_path):
     pytest.importorskip("fla")
     from livebytes.estimator import get_model
     from livebytes.estimator.replay import replay
-    from livebytes.validate.environment import environment
-    from livebytes.validate.harnesses import make
-    from livebytes.validate.runner import RunContext, measure_shape
+    from livebytes.validate.gpu.environment import environment
+    from livebytes.validate.gpu.harnesses import make
+    from livebytes.validate.gpu.runner import RunContext, measure_shape
 
     h = make("fla-kda@0.6.0", "report", True, False)
     rec = measure_shape(h, Shape(1, 2048, 16, 64), environment(), RunContext("fresh-process", "expandable_segments:False", "n/a"))

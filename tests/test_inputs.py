@@ -4,7 +4,7 @@ import weakref
 
 import pytest
 from livebytes.estimator.shapes import Shape
-from livebytes.validate import inputs as recipe
+from livebytes.validate.gpu import inputs as recipe
 
 torch = pytest.importorskip("torch")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402  (after importorskip)

@@ -165,7 +165,7 @@ def test_a_schema_refuses_an_undocumented_key():
 def test_learn_names_the_traces_shapes_and_device_as_everywhere():
     """A trace's T=4096 packed tokens over N=2 sequences is seq_len 2048 x batch_size 2 (the file name's T4096_N2); its
     GPU is the preset H200, the product name torch reported only in device_name."""
-    root = Path(__file__).resolve().parents[1] / "validate" / "traces" / "fla-gdn-fwd_0.6.0"
+    root = Path(__file__).resolve().parents[1] / "validate" / "data" / "traces" / "fla-gdn-fwd_0.6.0"
     (r,) = validated(["learn", "--traces", str(root)])["results"]
     assert (r["device"], r["device_name"]) == ("H200", "NVIDIA H200")
     names = sorted(p.name for p in root.glob("*.json"))

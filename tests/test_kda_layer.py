@@ -294,13 +294,13 @@ def test_gdn_checkpointing_lowers_the_peak_by_the_saved_sets_and_outputs_less_th
 
 
 def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
-    """validate/plans/h200_v4_layers.json (its KDA entries ran as run 16; its GDN entry is run 21's,
-    validate/plans/h200_run21.sh): every shape a fresh process, the layer fields kept."""
+    """validate/data/plans/h200_v4_layers.json (its KDA entries ran as run 16; its GDN entry is run 21's,
+    validate/data/plans/h200_run21.sh): every shape a fresh process, the layer fields kept."""
     from pathlib import Path
 
-    from livebytes.validate.batch import expand, load_plan
-    from livebytes.validate.harnesses import harness_for
-    plan = Path(__file__).resolve().parents[1] / "validate" / "plans" / "h200_v4_layers.json"
+    from livebytes.validate.gpu.batch import expand, load_plan
+    from livebytes.validate.gpu.harnesses import harness_for
+    plan = Path(__file__).resolve().parents[1] / "validate" / "data" / "plans" / "h200_v4_layers.json"
     groups = expand(load_plan(plan))
     shapes = [parse_shape_list(g["shapes"])[0] for g in groups]
     assert len(groups) == 10 and all(s.hidden for s in shapes)

@@ -200,19 +200,19 @@ def test_the_draft_module_imports(kda, tmp_path):
 # ---------------------------------------------------------------- the tracer's pure parts
 
 def test_frames_are_library_frames_innermost_first_relative_to_site_packages():
-    from livebytes.validate.trace import frames_of
+    from livebytes.validate.gpu.trace import frames_of
     roots = {"/repo/validate/": "livebytes/validate/"}
-    entry = {"frames": [{"filename": "/repo/validate/trace.py", "name": "take", "line": 9},
+    entry = {"frames": [{"filename": "/repo/validate/gpu/trace.py", "name": "take", "line": 9},
                         {"filename": "/x/site-packages/fla/ops/a.py", "name": "outer", "line": 5},
                         {"filename": "/x/site-packages/fla/ops/b.py", "name": "inner", "line": 7}]}
     assert frames_of(entry, roots) == ["fla/ops/b.py:inner:7", "fla/ops/a.py:outer:5"]   # outermost-first input turned round
     harness = {"frames": [{"filename": "/repo/validate/gdn_harness.py", "name": "to_device", "line": 3},
-                          {"filename": "/repo/validate/trace.py", "name": "take", "line": 9}]}
+                          {"filename": "/repo/validate/gpu/trace.py", "name": "take", "line": 9}]}
     assert frames_of(harness, roots) == ["livebytes/validate/gdn_harness.py:to_device:3"]
 
 
 def test_events_keep_the_window_and_count_outside_frees():
-    from livebytes.validate.trace import events_of
+    from livebytes.validate.gpu.trace import events_of
     snap = {"device_traces": [[
         {"action": "alloc", "addr": 1, "size": 1000, "frames": []},
         {"action": "free_requested", "addr": 99, "size": 512, "frames": []},     # allocated before the window
@@ -228,14 +228,14 @@ def test_events_keep_the_window_and_count_outside_frees():
                                          ("2,1030,1,2,64,64", "two shapes at least"),
                                          ("seq_len=1030,num_heads=2", "two shapes at least")])
 def test_trace_shapes_need_six_fields_and_two_shapes(text, needle):
-    from livebytes.validate.trace import parse_trace_shapes
+    from livebytes.validate.gpu.trace import parse_trace_shapes
     with pytest.raises(LivebytesError, match=needle):
         parse_trace_shapes(text)
 
 
 def test_trace_shapes_read_the_one_syntax_and_the_old_one_alike():
     """N,S,H,HV,K,V = 2,1030,1,2,64,32: 2 sequences of 1030 tokens, 1 head, 2 value heads, K 64, V 32."""
-    from livebytes.validate.trace import parse_trace_shapes, trace_shape
+    from livebytes.validate.gpu.trace import parse_trace_shapes, trace_shape
     old = parse_trace_shapes("2,1030,1,2,64,32;3,1030,1,2,64,32")
     new = parse_trace_shapes("batch_size=2,seq_len=1030,num_heads=1,num_v_heads=2,head_dim=64,head_v_dim=32;"
                              "seq_len=1030,num_heads=1,num_v_heads=2,head_dim=64,expand_v=0.5,batch_size=3")
@@ -272,9 +272,9 @@ def test_learn_on_a_missing_directory_is_one_line_exit_1(tmp_path):
     assert r.exit_code == 1 and r.output.count("\n") == 1 and "not a directory" in r.output
 
 
-# ---------------------------------------------------------------- committed GPU traces (validate/traces/)
+# ---------------------------------------------------------------- committed GPU traces (validate/data/traces/)
 
-TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "validate" / "data" / "traces"
 CHECKS = {  # traced implementation directory -> (hand model, options, expected drift)
     "fla-kda_0.6.0": [("fla-kda@0.6.0", set()),
                       ("fla-kda@07b80f27", {("re-typed", "dq2"), ("re-typed", "dk2"), ("re-typed", "beta_sigmoid")})],
@@ -288,7 +288,7 @@ def test_committed_gpu_traces(folder):
     """H200 traces (runs 6b, 7a; KDA at K = V = 16 added so that db2's [NK, T, H] fp32 tile count is decided:
     at K 64 and 128 alone 2*T*H*cdiv(K,16), 4*T*H*cdiv(K,32) and 8*T*H*cdiv(K,64) all fit)."""
     if not (TRACES / folder).is_dir():
-        pytest.skip(f"no GPU traces committed in validate/traces/{folder} yet")
+        pytest.skip(f"no GPU traces committed in validate/data/traces/{folder} yet")
     learned = learn(load_traces(TRACES / folder))
     assert learned.unexplained == ()               # every event solved, none ambiguous
     assert all(not b.alternatives for b in learned.buffers)
@@ -314,15 +314,15 @@ def test_gdn_backward_traces_hold_the_forward_traces_buffers_then_the_backwards(
     assert forward == [b.formula for b in fwd.buffers]
 
 
-@pytest.mark.skipif(__import__("livebytes.validate.environment", fromlist=["x"]).cuda_available(), reason="a GPU is present")
+@pytest.mark.skipif(__import__("livebytes.validate.gpu.environment", fromlist=["x"]).cuda_available(), reason="a GPU is present")
 def test_tracer_without_a_gpu_is_one_line_exit_1(capsys):
-    from livebytes.validate.trace import main
+    from livebytes.validate.gpu.trace import main
     assert main(["--impl", "fla-gdn-fwd@0.6.0", "--shapes", "2,1030,1,2,64,64;2,2048,1,2,64,64", "--out", "/tmp/x"]) == 1
     assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_a_probe_file_must_define_its_parts(tmp_path):
-    from livebytes.validate.trace import load_probe
+    from livebytes.validate.gpu.trace import load_probe
     probe = tmp_path / "probe.py"
     probe.write_text("IMPL = 'mine@1'\n")
     with pytest.raises(LivebytesError, match="cpu_inputs, step"):
@@ -334,7 +334,7 @@ def test_the_tracer_builds_its_inputs_on_the_cpu(impl, contract):
     """Run 6b lost its KDA traces to a recipe the tracer reached into (runner._to_gpu) after the runner changed:
     the inputs must come from the runner's own recipe, on the CPU, leaves without grad until copied."""
     pytest.importorskip("torch")
-    from livebytes.validate.trace import _Impl
+    from livebytes.validate.gpu.trace import _Impl
     shape = Shape(2, 1030, 2, 64, 2, 64)
     x = _Impl(impl, contract).cpu_inputs(shape)
     assert all(t.device.type == "cpu" and not t.requires_grad for t in x.values())

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from livebytes.cli.app import app
 from livebytes.estimator.fields import Obj
 from livebytes.learn.traces import TRACE_LAYOUT
-from livebytes.validate.records import RECORD_LAYOUT, RECORDS_DIR, REQUIRED_V2, load_records
+from livebytes.validate.check.records import RECORD_LAYOUT, RECORDS_DIR, REQUIRED_V2, load_records
 
 RECORDS = load_records()
 # one record of each kind: format 2 (every field the writer requires), an old one, a published one, an out-of-memory
@@ -21,7 +21,7 @@ SAMPLES = {
     "old": next(r for r in RECORDS if r.record_format == 1 and r.origin == "measured" and not r.oom),
     "oom": next(r for r in RECORDS if r.oom),
 }
-TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "fla-gdn-fwd_0.6.0"
+TRACES = Path(__file__).resolve().parents[1] / "validate" / "data" / "traces" / "fla-gdn-fwd_0.6.0"
 
 
 def paths(data: dict, prefix: str = "") -> list[str]:
@@ -161,7 +161,7 @@ def test_a_list_that_holds_something_else_than_records_says_what_it_holds(tmp_pa
 
 @pytest.mark.parametrize("text,count", [(f"[{RECORD}]", 1), (f"[{RECORD}, {RECORD}]", 2)])
 def test_a_list_of_records_is_still_read(tmp_path, text, count):
-    from livebytes.validate.records import load_file
+    from livebytes.validate.check.records import load_file
     target = tmp_path / "hand.json"
     target.write_text(text)
     assert [r.peak_bytes for r in load_file(target)] == [1] * count

@@ -10,7 +10,7 @@ from livebytes.estimator.payload import predict_payload, totals
 from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
 
 torch = pytest.importorskip("torch")
-from livebytes.validate.payload import gradients_match, measure  # noqa: E402
+from livebytes.validate.gpu.payload import gradients_match, measure  # noqa: E402
 
 CASES = [
     (128, 32, 32, 32, 32), (256, 32, 32, 32, 32), (1024, 32, 32, 32, 32),
@@ -75,7 +75,7 @@ def test_payload_command():
 
 
 def test_the_measurement_cap_is_one_gib_per_t_by_t_matrix():
-    from livebytes.validate.payload import MEASURE_MAX_MATRIX_BYTES, largest_measurable_tokens
+    from livebytes.validate.gpu.payload import MEASURE_MAX_MATRIX_BYTES, largest_measurable_tokens
     t = largest_measurable_tokens()
     assert t == 16384                                          # 16,384^2 * 4 B = 2^30 B
     assert t * t * 4 <= MEASURE_MAX_MATRIX_BYTES < (t + 1) ** 2 * 4
@@ -86,7 +86,7 @@ def test_payload_refuses_a_measurement_beyond_the_cap_before_measuring(seq, monk
     from typer.testing import CliRunner
 
     from livebytes.cli.app import app
-    payload = importlib.import_module("livebytes.validate.payload")   # the module the command imports (sys.modules)
+    payload = importlib.import_module("livebytes.validate.gpu.payload")   # the module the command imports (sys.modules)
     monkeypatch.setattr(payload, "_measure", lambda *a: pytest.fail("measured a row before refusing"))
     r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", seq])
     assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.output
@@ -100,7 +100,7 @@ def test_a_host_allocation_failure_is_one_line(failure, monkeypatch):
     from typer.testing import CliRunner
 
     from livebytes.cli.app import app
-    payload = importlib.import_module("livebytes.validate.payload")
+    payload = importlib.import_module("livebytes.validate.gpu.payload")
 
     def fail(*args):
         raise failure
@@ -112,7 +112,7 @@ def test_a_host_allocation_failure_is_one_line(failure, monkeypatch):
 
 
 def test_another_runtime_error_is_not_disguised_as_memory(monkeypatch):
-    payload = importlib.import_module("livebytes.validate.payload")
+    payload = importlib.import_module("livebytes.validate.gpu.payload")
 
     def fail(*args):
         raise RuntimeError("shape mismatch")
@@ -125,7 +125,7 @@ def test_another_runtime_error_is_not_disguised_as_memory(monkeypatch):
 def test_host_memory_bound_is_the_payload_and_denses_other_matrices(fn, more):
     from livebytes.estimator.payload import predict_payload
     from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
-    from livebytes.validate.payload import host_bytes_needed
+    from livebytes.validate.gpu.payload import host_bytes_needed
     payload = predict_payload(PAYLOAD_MODELS[fn], T=4096, d=32, dv=None, bq=32, bk=32).bytes
     assert host_bytes_needed(fn, 4096, 32, None, 32, 32) == payload + more * 4096 * 4096 * 4   # [T, T] fp32
 
@@ -134,7 +134,7 @@ def test_payload_refuses_before_measuring_when_the_host_lacks_the_memory(monkeyp
     from typer.testing import CliRunner
 
     from livebytes.cli.app import app
-    payload = importlib.import_module("livebytes.validate.payload")     # the module the command imports (sys.modules)
+    payload = importlib.import_module("livebytes.validate.gpu.payload")     # the module the command imports (sys.modules)
     monkeypatch.setattr(payload, "available_host_bytes", lambda: 2**30)          # 1 GiB available
     monkeypatch.setattr(payload, "_measure", lambda *a: pytest.fail("measured although refused"))
     r = CliRunner().invoke(app, ["payload", "--fn", "dense", "--seq", "1024,16384"])
@@ -154,7 +154,7 @@ def test_a_payload_that_differs_fails_in_validates_words(monkeypatch):
     from typer.testing import CliRunner
 
     from livebytes.cli.app import app
-    payload = importlib.import_module("livebytes.validate.payload")   # the module the command imports (sys.modules'),
+    payload = importlib.import_module("livebytes.validate.gpu.payload")   # the module the command imports (sys.modules'),
     real = payload.measure                                             # even after a test re-imported the package
     monkeypatch.setattr(payload, "measure", lambda *a, **k: dataclasses.replace(real(*a, **k), bytes=real(*a, **k).bytes + 512))
     r = CliRunner().invoke(app, ["payload", "--fn", "tiled", "--seq-len", "128", "--head-dim", "32", "--json"])

@@ -1,4 +1,4 @@
-"""Every trial of every committed H200 boundary probe (validate/records/boundary/*.jsonl), replayed with its whole
+"""Every trial of every committed H200 boundary probe (validate/data/records/boundary/*.jsonl), replayed with its whole
 process in one allocator (``probe_replay.simulate``): fits or out of memory as measured, in the same phase, with
 PyTorch's figures, and every completed phase's max_allocated / max_reserved to the byte."""
 import dataclasses
@@ -12,7 +12,7 @@ from livebytes.estimator.devices import get_device
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.replay import replay, request_sizes
 from livebytes.estimator.allocator import expandable_address_space, parse_alloc_conf
-from livebytes.validate.probe_replay import (
+from livebytes.validate.check.probe_replay import (
     PHASES,
     load_probe,
     measured_segments,
@@ -21,9 +21,9 @@ from livebytes.validate.probe_replay import (
     simulated_segments,
     unwound_bytes,
 )
-from livebytes.validate.protocol import WARMUP_TOKENS, held_before
+from livebytes.validate.check.protocol import WARMUP_TOKENS, held_before
 
-TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
+TRACES = Path(__file__).resolve().parents[1] / "validate" / "data" / "traces" / "process"
 
 MiB = 2**20
 SIMULATED = {path.name: simulate(load_probe(path)) for path in probe_files()}
@@ -300,7 +300,7 @@ def test_cold_at_the_shape_covers_answer_and_above_for_both_contracts():
         "fla-kda-plainabove.jsonl", "fla-kda-plainanswer.jsonl", "fla-kda-reportabove.jsonl", "fla-kda-reportanswer.jsonl"]
 
 
-RUN12 = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "run12"
+RUN12 = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs" / "run12"
 UNTUNED = sorted(RUN12.glob("*_l2norm-bwd-untuned_values.jsonl"))
 
 

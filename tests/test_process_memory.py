@@ -1,5 +1,5 @@
 """What the non-PyTorch memory of an FLA process that autotuned is made of, re-checked from the committed
-H200 records (validate/records/boundary/h200_run6a_*_cold_values.jsonl).
+H200 records (validate/data/records/boundary/h200_run6a_*_cold_values.jsonl).
 
 The driver reserves local memory for every thread that can be resident, sized by the per-thread stack
 limit (cudaLimitStackSize); launching a kernel that needs more local memory than the limit raises the
@@ -13,7 +13,7 @@ import pytest
 
 from livebytes.estimator.devices import get_device
 
-BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
+BOUNDARY = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "boundary"
 THREADS_PER_SM = 2048     # sm90: maximum resident threads per multiprocessor (CUDA occupancy limits)
 MIB = 2**20
 
@@ -46,8 +46,8 @@ def test_a_warm_process_keeps_a_small_stack():
     assert warm_extra < cold_extra - 3_000_000_000
 
 
-RUNS = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs"
-AUTOTUNE = Path(__file__).resolve().parents[1] / "validate" / "autotune_configs" / "NVIDIA_H200_fla-0.6.0_triton-3.6.0.json"
+RUNS = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs"
+AUTOTUNE = Path(__file__).resolve().parents[1] / "validate" / "data" / "autotune_configs" / "NVIDIA_H200_fla-0.6.0_triton-3.6.0.json"
 
 
 def cubins(contract: str) -> list[dict]:
@@ -119,9 +119,9 @@ from livebytes.estimator.process import (  # noqa: E402
 )
 from livebytes.estimator.registry import get_model, keyed_specs  # noqa: E402
 from livebytes.estimator.shapes import Shape  # noqa: E402
-from livebytes.validate import frames as frames_tool  # noqa: E402
-from livebytes.validate import process_check  # noqa: E402
-from livebytes.validate.probe_records import load_probe, probe_files  # noqa: E402
+from livebytes.validate.check import frames as frames_tool  # noqa: E402
+from livebytes.validate.check import process_check  # noqa: E402
+from livebytes.validate.check.probe_records import load_probe, probe_files  # noqa: E402
 
 H200 = get_device("H200")
 TOLERANCE = 64 * MIB       # issue 18: within 64 MiB of every measured non-PyTorch figure
@@ -146,7 +146,7 @@ def test_the_reservation_is_whole_pages_of_the_limit_for_every_resident_thread()
 
 @pytest.mark.parametrize("triton", sorted(frames_tool.LIBRARIES))
 def test_the_frames_data_is_what_the_records_give(triton):
-    """estimator/data/process/*.json, one file a Triton version, is ``python -m livebytes.validate.frames``'s output from
+    """estimator/data/process/*.json, one file a Triton version, is ``python -m livebytes.validate.check.frames``'s output from
     the committed records."""
     path, builder = frames_tool.LIBRARIES[triton]
     assert path.name == f"fla-core-0.6.0_triton-{triton}_H200.json"
@@ -365,10 +365,10 @@ def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
 
 
 def test_every_measured_process_through_the_documented_comparison():
-    """validate.process_check's rows (what docs/capacity.md shows): every measured process within 64 MiB, every recorded
+    """validate.check.process_check's rows (what docs/capacity.md shows): every measured process within 64 MiB, every recorded
     stack limit exact, and the document's table is what the comparison gives today."""
     from livebytes.cli.capacity_doc import regenerate
-    from livebytes.validate.process_check import rows
+    from livebytes.validate.check.process_check import rows
     checked = rows()
     assert len(checked) >= 60
     assert all(abs(r.difference_bytes) <= TOLERANCE for r in checked)
@@ -417,7 +417,7 @@ def test_edge_probe_limits_come_from_each_files_first_call(tmp_path, monkeypatch
                                   ["--filled-by", "x", "--warm-cases", "fla-report:64:128:128:4096:warm"]])
 def test_the_process_probe_refuses_warm_over_misuse(argv, tmp_path):
     import importlib.util
-    path = Path(__file__).resolve().parents[1] / "validate" / "probes" / "process_memory.py"   # a script, not installed
+    path = Path(__file__).resolve().parents[1] / "validate" / "gpu" / "probes" / "process_memory.py"   # its source, read by path
     spec = importlib.util.spec_from_file_location("process_memory_probe", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -438,7 +438,7 @@ def test_gdn_fwd_bwd_under_triton_39_at_another_shape_and_process():
 
 # --------------------------------------- issue 33: the layers' frames compiled on the CPU, their modules measured
 
-CPU_FRAMES = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs" / "cpu_frames"
+CPU_FRAMES = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs" / "cpu_frames"
 
 
 def _summary(name: str) -> dict:
@@ -465,7 +465,7 @@ def test_cpu_frames_equal_the_h200s_where_both_exist(name, triton, keys, kernels
 
 
 def _run29(name: str, tag: str) -> dict:
-    """Run 29's line of one process (validate/records/runs/run29/, alone on the H200 or side by side, cold or warm)."""
+    """Run 29's line of one process (validate/data/records/runs/run29/, alone on the H200 or side by side, cold or warm)."""
     rows = [json.loads(line) for line in (RUNS / "run29" / name).read_text().splitlines()]
     return next(r for r in rows if r.get("case", {}).get("tag") == tag)
 
@@ -580,7 +580,7 @@ def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
 def test_every_bound_holds_against_the_committed_measurements():
     """Each measured process whose figure the model gives as a bound (some part ``bounded: ``, none ``unbounded: ``)
     holds no more than that bound, limit and bytes: today run 29's warm GDN layer (793,640,960 >= 787,283,968)."""
-    from livebytes.validate.process_check import rows
+    from livebytes.validate.check.process_check import rows
     bounded = [r for r in rows() if any(a.startswith("bounded: ") for a in r.assumptions)
                and not any(a.startswith("unbounded: ") for a in r.assumptions)]
     assert [(r.label, r.state) for r in bounded] == [("fla-gdn-layer@0.6.0 D128 H16/HV32 T4096 Triton 3.9.0", "warm")]
@@ -690,7 +690,7 @@ def test_cpu_summaries_of_another_compiler_are_refused(tmp_path, monkeypatch):
     ("fla-gdn-layer@0.6.0", {}, "3.9.0", Shape(1, 8192, 16, 128), 22_128, 5_706_350_592),
     ("fla-kda@0.6.0", {"contract": "plain"}, "3.9.0", Shape(1, 8192, 16, 128), 14_544, 3_655_335_936)])
 def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, limit, reservation):
-    """Cases users ask that the data lacked, compiled for sm90 on the CPU one at a time (validate/records/runs/
+    """Cases users ask that the data lacked, compiled for sm90 on the CPU one at a time (validate/data/records/runs/
     cpu_frames/summary_f.jsonl, summary_t39b.jsonl): each stack reservation now derived, where each said unbounded (the
     family's largest frame over other cases) before."""
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape, triton=triton)
@@ -702,7 +702,7 @@ def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, l
 
 def _candidates(archive: str, tag: str) -> dict:
     """{(kernel, config, constexprs less the head counts): STACK} of one CPU-compiled case's counted candidates
-    (``validate/records/runs/cpu_frames/<archive>``: one line per candidate; ``tag`` ``..._D128_H16_HV32``). The head
+    (``validate/data/records/runs/cpu_frames/<archive>``: one line per candidate; ``tag`` ``..._D128_H16_HV32``). The head
     counts leave the key: H, HV, l2norm's NB (cdiv(T*H, 65,536), its autotune key only); a convolution's channel count D
     (H*K for q and k, HV*K for v) is kept in units of H*K (1, or HV/H for v)."""
     import tarfile
@@ -766,7 +766,7 @@ def test_the_group_ratio_moves_the_frames_too():
 
 def _cpu_frames_probe():
     import importlib.util
-    path = Path(__file__).resolve().parents[1] / "validate" / "probes" / "cpu_frames.py"   # a script, not installed
+    path = Path(__file__).resolve().parents[1] / "validate" / "gpu" / "probes" / "cpu_frames.py"   # its source, read by path
     spec = importlib.util.spec_from_file_location("cpu_frames_probe", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

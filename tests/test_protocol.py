@@ -8,7 +8,7 @@ import pytest
 from livebytes.estimator import Shape, get_model, predict
 from livebytes.estimator.allocator import CachingAllocator
 from livebytes.estimator.replay import _run_prelude, replay
-from livebytes.validate import protocol
+from livebytes.validate.check import protocol
 
 MIB = 2**20
 
@@ -55,7 +55,7 @@ def test_the_steady_state_measured_without_warmup_is_predict():
     max_memory_allocated is predict's peak to the byte (the issue quoted 1,658,849,792: 512 B high)."""
     import json
     from pathlib import Path
-    path = (Path(__file__).resolve().parents[1] / "validate" / "records" / "boundary"
+    path = (Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "boundary"
             / "h200_run6c_cudnn-kda-hopper-cuda_1x8K_H32_steady_nowarmup.jsonl")
     (trial,) = [d for d in map(json.loads, path.read_text().splitlines()) if d["stage"] == "value"]
     assert (trial["seq"], trial["mbs"], trial["heads"], trial["fits"]) == (8192, 1, 32, True)
@@ -97,7 +97,7 @@ def test_earlier_shapes_leave_their_caches_once():
 
 
 # ------------------------------------------------------------------ the warmup replayed whole
-PROCESS_TRACES = Path(__file__).resolve().parents[1] / "validate" / "traces" / "process"
+PROCESS_TRACES = Path(__file__).resolve().parents[1] / "validate" / "data" / "traces" / "process"
 
 
 def reserved_before_target_inputs(trace: dict, first_input_bytes: int) -> int:

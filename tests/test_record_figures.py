@@ -1,14 +1,14 @@
 """validate --from-records checks every figure a kernel or layer record holds that its model predicts
-(``validate.record_figures``): a copy of a committed record edited in any checked figure fails, naming that field."""
+(``validate.check.record_figures``): a copy of a committed record edited in any checked figure fails, naming that field."""
 import json
 import re
 
 import pytest
 
-from livebytes.validate import compare as cmp
-from livebytes.validate.figures import FigureCheck, named_miss
-from livebytes.validate.record_misses import NAMED_MISSES
-from livebytes.validate.records import RECORDS_DIR, load_file, load_records
+from livebytes.validate.check import compare as cmp
+from livebytes.validate.check.figures import FigureCheck, named_miss
+from livebytes.validate.check.record_misses import NAMED_MISSES
+from livebytes.validate.check.records import RECORDS_DIR, load_file, load_records
 from tests.test_cli import run
 
 RUNS = RECORDS_DIR / "runs"

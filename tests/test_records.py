@@ -1,5 +1,5 @@
 """Every committed validation record, re-checked against the models on the CPU, through the one
-comparison policy of ``livebytes.validate.compare`` (the same function `livebytes validate
+comparison policy of ``livebytes.validate.check.compare`` (the same function `livebytes validate
 --from-records all` calls):
 
 1. requested bytes: the model's peak of the tensors' own sizes, plus what the protocol's history left,
@@ -11,8 +11,8 @@ comparison policy of ``livebytes.validate.compare`` (the same function `livebyte
 """
 import pytest
 
-from livebytes.validate.compare import compare
-from livebytes.validate.records import load_records
+from livebytes.validate.check.compare import compare
+from livebytes.validate.check.records import load_records
 
 RECORDS = load_records()
 MEASURED = [r for r in RECORDS if r.origin == "measured" and not r.oom]
@@ -57,7 +57,7 @@ def test_device_preset_is_the_measured_h200():
     import json
 
     from livebytes.estimator.devices import get_device
-    from livebytes.validate.records import RECORDS_DIR
+    from livebytes.validate.check.records import RECORDS_DIR
     probe = json.loads((RECORDS_DIR / "h200_device.json").read_text())
     h200 = get_device("H200")
     assert h200.capacity_bytes == probe["device"]["total_memory"]
@@ -78,7 +78,7 @@ def test_every_measured_record_states_its_allocator_config_and_triton_cache_stat
 
 
 def test_only_a_shared_process_that_did_not_list_its_earlier_shapes_gets_slack():
-    from livebytes.validate.compare import SHARED_PROCESS_LEFTOVERS, _slack
+    from livebytes.validate.check.compare import SHARED_PROCESS_LEFTOVERS, _slack
     listed = [r for r in MEASURED if r.mode == "shared-process" and "earlier_shapes_in_process" in r.data]
     unlisted = [r for r in MEASURED if r.mode == "shared-process" and "earlier_shapes_in_process" not in r.data]
     fresh = [r for r in MEASURED if r.mode == "fresh-process"]

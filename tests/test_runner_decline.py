@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from livebytes.validate import environment, harnesses
+from livebytes.validate.gpu import environment
+from livebytes.validate.gpu import harnesses
 
 
 def fake_torch(capability, name="NVIDIA H200"):

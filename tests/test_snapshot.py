@@ -1,7 +1,7 @@
 """PyTorch's own memory-snapshot format, both ways: ``timeline --out FILE.pickle`` writes the predicted process as a
 ``torch.cuda.memory._snapshot()`` dictionary that ``torch.cuda._memory_viz`` opens, its peak the prediction's;
 ``explain`` names a snapshot's live blocks by the model's buffers (our own snapshot, and the validator's live
-dumps of real runs, validate/records/live/)."""
+dumps of real runs, validate/data/records/live/)."""
 import json
 import pickle
 from pathlib import Path
@@ -17,7 +17,7 @@ from livebytes.estimator.shapes import Shape
 
 memory_viz = pytest.importorskip("torch.cuda._memory_viz")
 
-LIVE = Path(__file__).resolve().parents[1] / "validate" / "records" / "live"
+LIVE = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "live"
 CASES = [("fla-kda@0.6.0", ["--seq", "8K", "--heads", "32"]), ("cudnn-kda-hopper-cuda@1.32.0", ["--seq", "8K", "--heads", "32"]),
          ("fla-gdn@0.6.0", ["--seq", "4K", "--heads", "16", "--v-heads", "32"]), ("cudnn-kda-frost@e0b4ce98", ["--seq", "8K", "--heads", "8"])]
 
@@ -167,7 +167,7 @@ def test_live_at_peak_replays_the_trace_up_to_its_peak():
     """history.live_at_peak in two passes (find the peak, then replay to it), by hand: a 1,000-B block from before
     the trace, then alloc 1 (100 B): 1,100; alloc 2 (200 B): 1,300, the peak; free 1: 1,200; alloc 3 (50 B): 1,250;
     free 2: 1,050; alloc 4 (150 B): 1,200. Live at the peak: the 1,000, 200 and 100-B blocks."""
-    from livebytes.validate.history import live_at_peak
+    from livebytes.validate.check.history import live_at_peak
 
     def alloc(addr, size):
         return {"action": "alloc", "addr": addr, "size": size}

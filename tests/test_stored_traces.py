@@ -1,4 +1,4 @@
-"""Traces stored for records measured under another torch (``validate/records/models/traces``): what they are, that
+"""Traces stored for records measured under another torch (``validate/data/records/models/traces``): what they are, that
 the records' check reads them, and why they exist (torch 2.11 and 2.13 free in another order under fp32-amp)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.lifetimes.traced import model as traced
-from livebytes.validate import model_records
+from livebytes.validate.check import model_records
 
 STORE = model_records.TRACE_STORE
 STORED = sorted(STORE.glob("*/*.json.gz"))
@@ -128,7 +128,7 @@ def test_a_stored_trace_in_another_versions_folder_is_refused(tmp_path):
 
 # ------------------------------------------------- which tracer made a stored trace, and a check that falls back
 
-from livebytes.validate import store_traces  # noqa: E402
+from livebytes.validate.check import store_traces  # noqa: E402
 
 A1 = "h200_run28_a1-kda-8k.json"            # torch 2.11.0, Triton 3.6.0: one trace, at 2 layers
 

@@ -25,8 +25,8 @@ from livebytes.estimator.registry import get_compiled, get_model
 from livebytes.estimator.replay import replay
 from livebytes.estimator.shapes import Shape
 from livebytes.lifetimes.traced.model import canonical_config, options_for, read_config
-from livebytes.validate import model_records
-from livebytes.validate.records import load_records
+from livebytes.validate.check import model_records
+from livebytes.validate.check.records import load_records
 
 TINY = {"model_type": "kda", "hidden_size": 256, "num_hidden_layers": 2, "num_heads": 2, "head_dim": 64,
         "vocab_size": 1000}
@@ -320,7 +320,7 @@ def _triton_runs_gated_backward() -> bool:
 
 
 # the GDN layer's traces made under Triton 3.9.0 (fla-core 0.6.0 refuses the gated backward on Hopper under < 3.7.1),
-# read where this machine cannot trace it: made by ``python -m livebytes.validate.traced_harness SPEC`` in a virtual
+# read where this machine cannot trace it: made by ``python -m livebytes.validate.gpu.traced_harness SPEC`` in a virtual
 # environment with triton 3.9.0, gzipped under the digest of SPEC (``_layer_spec``)
 LAYER_TRACE_STORE = Path(model_records.MODEL_RECORDS_DIR).parent / "layer_traces" / "triton-3.9.0"
 LAYER_RECORDS = [pytest.param(r, id=f"{r.impl} {r.shape.label()}")
@@ -346,7 +346,7 @@ def _layer_trace(spec: dict) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
         json.dump(spec, fh)
         fh.flush()
-        out = subprocess.run([sys.executable, "-m", "livebytes.validate.traced_harness", fh.name], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "livebytes.validate.gpu.traced_harness", fh.name], capture_output=True,
                              text=True, check=True).stdout
     return json.loads(out)
 

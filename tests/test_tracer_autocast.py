@@ -260,7 +260,7 @@ def test_outputs_come_back_in_fp32_as_accelerate_converts_them():
 
 
 def test_the_gpu_probe_converts_outputs_as_the_tracer_does():
-    """validate/probes/model_step.py imports nothing of livebytes (it runs wherever the model does), so it carries its
+    """validate/gpu/probes/model_step.py imports nothing of livebytes (it runs wherever the model does), so it carries its
     own copy of accelerate's fp32 conversion: the two function bodies must be the same code, docstrings aside."""
     import ast
     from pathlib import Path
@@ -271,5 +271,5 @@ def test_the_gpu_probe_converts_outputs_as_the_tracer_does():
         fn = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "fp32_outputs")
         fn.body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         return ast.dump(fn)
-    probe = Path(__file__).resolve().parents[1] / "validate" / "probes" / "model_step.py"   # a script, not installed
+    probe = Path(__file__).resolve().parents[1] / "validate" / "gpu" / "probes" / "model_step.py"   # its source, read by path
     assert body(probe.read_text()) == body(Path(step.__file__).read_text())

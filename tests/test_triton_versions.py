@@ -14,7 +14,7 @@ from livebytes.estimator.devices import get_device
 from livebytes.estimator.process import process_memory, stack_reservation_bytes, triton_versions
 from livebytes.estimator.shapes import Shape
 
-RUNS = Path(__file__).resolve().parents[1] / "validate" / "records" / "runs"
+RUNS = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs"
 H200 = get_device("H200")
 CONTEXT = 552_402_944          # the H200's CUDA context (estimator/data/process_memory.json)
 

@@ -14,10 +14,12 @@ from livebytes.estimator.shapes import (
     shape_list_spec,
     shape_spec,
 )
-from livebytes.validate import autotune, batch, oom
-from livebytes.validate import records as rec
-from livebytes.validate.compare import compare
-from livebytes.validate.session import summarize
+from livebytes.validate.gpu import autotune
+from livebytes.validate.gpu import batch
+from livebytes.validate.gpu import oom
+from livebytes.validate.check import records as rec
+from livebytes.validate.check.compare import compare
+from livebytes.validate.gpu.session import summarize
 
 
 def new_record(**over):
@@ -101,7 +103,7 @@ def test_v10_sorts_after_v3_where_names_do_not():
 
 def test_every_committed_record_has_a_protocol_version():
     measured = [r for r in rec.load_records() if r.origin == "measured"]
-    from livebytes.validate.protocol import PROTOCOLS
+    from livebytes.validate.check.protocol import PROTOCOLS
     assert {r.protocol_version for r in measured} == set(PROTOCOLS) == {1, 2, 3, 4}
 
 
@@ -198,7 +200,7 @@ def test_session_and_plans_share_one_runner_command(tmp_path):
 
 
 def test_committed_plans_still_load():
-    plans = sorted((Path(batch.__file__).parent / "plans").glob("*.json"))
+    plans = sorted((Path(batch.__file__).parents[1] / "data" / "plans").glob("*.json"))
     runner_plans = [p for p in plans if p.name != "h200_boundary.json"]
     assert runner_plans and all(batch.load_plan(p) for p in runner_plans)
 
@@ -206,11 +208,11 @@ def test_committed_plans_still_load():
 def test_the_boundary_plan_is_refused_by_the_batch_driver_and_names_the_probe():
     """Side by side, each process would see the others' memory: a boundary is measured one process at a time."""
     with pytest.raises(LivebytesError, match="boundary_probe.py"):
-        batch.load_plan(Path(batch.__file__).parent / "plans" / "h200_boundary.json")
+        batch.load_plan(Path(batch.__file__).parents[1] / "data" / "plans" / "h200_boundary.json")
 
 
 def test_the_boundary_commands_run_every_case_at_plans_answer_and_one_percent_above():
-    from livebytes.validate.boundary import CASES, answer, commands, probe_flags
+    from livebytes.validate.gpu.boundary import CASES, answer, commands, probe_flags
     lines = commands()
     first_calls = [c for c in CASES if c.impl.startswith("fla-") and (c.cache_label == "cold" or c.no_warmup)]   # a process per value
     warm_report = [c for c in CASES if c.contract == "report" and c.triton_cache == "warm"]    # + l2norm's pretuning
@@ -243,7 +245,7 @@ def test_summary_counts():
 def test_measured_records_of_one_model_say_how_many_they_leave_out():
     """validate --from-records all --impl K: K's records, and a note counting the others (every measured record is
     one model's or another's)."""
-    from livebytes.validate import session
+    from livebytes.validate.gpu import session
     every, none_left = session.measured_records("all")
     mine, notes = session.measured_records("all", "cudnn-kda-hopper@1.32.0")
     assert none_left == [] and {r.impl for r in mine} == {"cudnn-kda-hopper@1.32.0"}
@@ -254,7 +256,7 @@ def test_measured_records_of_one_model_say_how_many_they_leave_out():
 
 
 def test_judge_all_tells_each_record_and_names_a_record_it_cannot_judge():
-    from livebytes.validate import session
+    from livebytes.validate.gpu import session
     records, _ = session.measured_records("h200_run5_fla-core-0.6.0.json")       # run 5: five fla-kda records
     told = []
     comparisons = session.judge_all(records, 0.001, lambda *step: told.append(step))
@@ -330,8 +332,8 @@ def test_cache_environment(tmp_path, mode, fla_mode):
 # ---------------------------------------------------------------- runner bookkeeping (imports no torch)
 
 def test_runner_bookkeeping(tmp_path):
-    from livebytes.validate import runner
-    from livebytes.validate.triton_state import triton_state
+    from livebytes.validate.gpu import runner
+    from livebytes.validate.gpu.triton_state import triton_state
     assert runner.nonpytorch_bytes(free=100, total=1000, reserved=300) == 600      # 1000 - 100 - 300
     s = runner.seconds_of(total=60.0, compile_s=40.0, measure_s=5.0, lock_wait=3.0)
     assert s == {"setup": 12.0, "compile": 40.0, "measure": 5.0, "total": 60.0, "lock_wait": 3.0}  # 60-40-5-3
@@ -344,7 +346,7 @@ def test_runner_bookkeeping(tmp_path):
 
 
 def test_alloc_conf_must_precede_torch():
-    from livebytes.validate.environment import apply_alloc_conf
+    from livebytes.validate.gpu.environment import apply_alloc_conf
     env = {}
     apply_alloc_conf("expandable_segments:False", env, modules={})
     assert env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
@@ -367,7 +369,7 @@ def test_captures_of_several_processes_merge():
 
 def _boundary_probe():
     import importlib.util
-    path = Path(__file__).resolve().parents[1] / "validate" / "probes" / "boundary_probe.py"   # a script, not installed
+    path = Path(__file__).resolve().parents[1] / "validate" / "gpu" / "probes" / "boundary_probe.py"   # its source, read by path
     spec = importlib.util.spec_from_file_location("boundary_probe", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)        # imports torch only when a probe runs
@@ -391,6 +393,6 @@ def test_a_layer_probe_records_its_stack_and_a_kernel_probe_none():
     kernel = bp.parser().parse_args(["--impl", "fla-report", "--state", "cold", "--out", "x"])
     assert bp.layer_of(layer) == {"hidden": 2304, "layers": 4, "checkpoint": False, "conv_size": 4}
     assert bp.layer_of(kernel) is None
-    from livebytes.validate.probe_records import model_of
+    from livebytes.validate.check.probe_records import model_of
     assert model_of("fla-kda-layer", {"fla": "0.6.0", "layer": bp.layer_of(layer)}) == (
         "fla-kda-layer@0.6.0", {"hidden": 2304, "layers": 4, "checkpoint": False, "conv_size": 4})

@@ -6,7 +6,7 @@ counts later (``check_shared_mem``, ``get_multiprocessor_count``). Every answer 
 
 Tensors live on ``meta`` (the recorder's stand-in for the GPU): fla calls ``check_shared_mem(arch, t.device.index)``,
 and a meta tensor's index is None where a GPU tensor's is 0, which would make the lookup fail and pick the small-smem
-branch; device None reads as device 0 here (as ``validate/probes/cpu_frames.py`` does for CPU tensors).
+branch; device None reads as device 0 here (as ``validate/gpu/probes/cpu_frames.py`` does for CPU tensors).
 """
 from __future__ import annotations
 

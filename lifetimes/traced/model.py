@@ -354,7 +354,7 @@ def prefetch_traces(reqs: list) -> None:
 # ------------------------------------------------------------------------------- traces made elsewhere, stored
 # A trace depends on the installed torch (its autograd engine's order of frees, its autocast policy): a record measured
 # under another torch is checked against that torch's traces, made by the tracer under it (``python -m
-# livebytes.tracer`` with the spec, ``validate.store_traces``) and stored as its raw output, one file per spec.
+# livebytes.tracer`` with the spec, ``validate.check.store_traces``) and stored as its raw output, one file per spec.
 MAX_STORED_TRACE_BYTES = 64 << 20      # one stored trace, decompressed (the largest committed: ~20 MB)
 
 

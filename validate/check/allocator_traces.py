@@ -1,5 +1,5 @@
 """The allocator model against the GPU's own allocator: a device trace (``torch.cuda.memory._record_memory_history``,
-``validate/probes/model_step.py --history``) fed request by request into ``estimator.allocator.CachingAllocator``.
+``validate/gpu/probes/model_step.py --history``) fed request by request into ``estimator.allocator.CachingAllocator``.
 
 With each new segment placed where the GPU's ``cudaMalloc`` put it (the trace's ``segment_alloc`` addresses), every
 block the model hands out must be the GPU's block at the GPU's address, and its reserved bytes the GPU's: that checks

@@ -1,5 +1,5 @@
 """One figure of a record against the model's: the check ``validate --from-records`` makes of every figure a record
-holds (kernel and layer records: ``validate.record_figures``; whole-model step records: ``validate.model_records``).
+holds (kernel and layer records: ``validate.check.record_figures``; whole-model step records: ``validate.check.model_records``).
 
 A figure passes to the byte, or at exactly the size of a named miss (a known, explained difference: a record edited
 anywhere still fails), or, where the model gives a range rather than one figure, inside that range (the allocator's

@@ -3,7 +3,7 @@ model, one file per Triton version the kernels were compiled by (``estimator/dat
 {3.6.0,3.9.0}_H200.json``; ``LIBRARIES``), regenerated from the GPU records. Every matrix row names its Triton; a row
 under another Triton than its file's is refused.
 
-Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/probes/process_memory.py``, run 29 too,
+Frames: ``cuobjdump -res-usage``'s STACK of every cubin a process loaded (``validate/gpu/probes/process_memory.py``, run 29 too,
 runs 13 and 16b; run 12's ``cubin_usage.jsonl`` for H96). Per case (model family and contract, D, H, HV) and Triton-cache
 state, the largest frame of each kernel: cold, over every candidate that launched while autotuning; warm, over the
 configs the tuned cache chose. A warm case counts only where its cold case filled the cache completely (run 13a's
@@ -22,8 +22,8 @@ cold frames are compiled for sm90 on the CPU by the same Triton and ptxas (``CPU
 D128 there equal run 20/22's GPU frames kernel for kernel), and its modules are run 22f's 4-layer process's non-PyTorch
 bytes minus the context and those frames' reservation (``LAYER_PROCESSES``).
 
-    python -m livebytes.validate.frames            # rewrite the data files
-    python -m livebytes.validate.frames --check    # exit 1 when a committed file differs
+    python -m livebytes.validate.check.frames            # rewrite the data files
+    python -m livebytes.validate.check.frames --check    # exit 1 when a committed file differs
 """
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-RECORDS = Path(__file__).parent / "records" / "runs"
-PROCESS_DATA = Path(__file__).resolve().parents[1] / "estimator" / "data" / "process"
+RECORDS = Path(__file__).parents[1] / "data" / "records" / "runs"
+PROCESS_DATA = Path(__file__).resolve().parents[2] / "estimator" / "data" / "process"
 DATA = PROCESS_DATA / "fla-core-0.6.0_triton-3.6.0_H200.json"
 DATA_TRITON_39 = PROCESS_DATA / "fla-core-0.6.0_triton-3.9.0_H200.json"
-BOUNDARY = Path(__file__).parent / "records" / "boundary"
+BOUNDARY = Path(__file__).parents[1] / "data" / "records" / "boundary"
 # Cold edge probes at cases no matrix logged kernels for: the stack limit after the first call at the shape (no
 # warmup) is the case's own measurement, though not which kernel set it.
 LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_240000.jsonl",
@@ -44,7 +44,7 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
                 "h200_run17b_fla-kda-report_H128_D64_default_cold_firstcall_above.jsonl",
                 "h200_run17c_fla-kda-report_H96_D256_default_cold_firstcall_answer.jsonl",
                 "h200_run17d_fla-kda-report_H96_D256_default_cold_firstcall_above.jsonl")
-# Frames compiled for sm90 on the CPU (validate/probes/cpu_frames.py): 166/166 kernels and 3,220/3,220 candidates equal
+# Frames compiled for sm90 on the CPU (validate/gpu/probes/cpu_frames.py): 166/166 kernels and 3,220/3,220 candidates equal
 # the H200's where both exist (runs/cpu_frames/README.md); used for cases no GPU process logged. A case whose call
 # raised (GDN's backward: fla-core 0.6.0 refuses Hopper with Triton 3.6.0) holds the kernels before the raise: partial.
 CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl",
@@ -94,7 +94,7 @@ def matrix_rows(names: tuple[str, ...] | None = None) -> list[dict]:
     """The case rows of ``names`` (default: every Triton version's matrices, ``LIBRARIES``)."""
     rows = []
     for name in names if names is not None else MATRICES + MATRICES_TRITON_39:
-        rows += [json.loads(line) | {"record": f"validate/records/runs/{name}"}
+        rows += [json.loads(line) | {"record": f"validate/data/records/runs/{name}"}
                  for line in (RECORDS / name).read_text().splitlines() if '"case"' in line]
     return rows
 
@@ -159,7 +159,7 @@ def probe_limits() -> dict:
         entry = out[first["state"]].setdefault(key, {"limit_bytes": limit, "records": []})
         if entry["limit_bytes"] != limit:
             raise SystemExit(f"{name}: stack limit {limit} differs from {entry['limit_bytes']} of {entry['records']}")
-        entry["records"].append(f"validate/records/boundary/{name}")
+        entry["records"].append(f"validate/data/records/boundary/{name}")
     return out
 
 
@@ -218,16 +218,16 @@ def cpu_frames(measured: dict, names: tuple[str, ...] = CPU_SUMMARIES, triton: s
                 continue
             frames[r["key"]] = r["frames"]
             stop = f"; partial: the kernels launched before the call raised ({r['error'][:100]}...)" if "error" in r else ""
-            source[r["key"]] = {"record": f"validate/records/runs/{name}", "partial": bool(stop),
-                                "note": f"compiled for sm90 on the CPU (validate/probes/cpu_frames.py){stop}"}
+            source[r["key"]] = {"record": f"validate/data/records/runs/{name}", "partial": bool(stop),
+                                "note": f"compiled for sm90 on the CPU (validate/gpu/probes/cpu_frames.py){stop}"}
     return frames, source
 
 
-MODEL_RECORDS = Path(__file__).parent / "records" / "models"
+MODEL_RECORDS = Path(__file__).parents[1] / "data" / "records" / "models"
 
 
 def model_processes(triton: str = "3.6.0") -> list[dict]:
-    """The whole-model processes (``validate/records/models``, model-step records, cold, of Triton ``triton``): per
+    """The whole-model processes (``validate/data/records/models``, model-step records, cold, of Triton ``triton``): per
     record its case key, its tokens (MBS x S), its limit and non-PyTorch bytes after the first step."""
     out = []
     for path in sorted(MODEL_RECORDS.glob("*.json")):
@@ -273,7 +273,7 @@ def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:
             points.sort(key=lambda e: e["tokens"])
         if entry["limit_bytes"] != p["limit"]:
             raise SystemExit(f"{p['record']}: stack limit {p['limit']:,} B differs from {entry['records']}")
-        entry["records"].append(f"validate/records/models/{p['record']}")
+        entry["records"].append(f"validate/data/records/models/{p['record']}")
         reservation = stack_reservation_bytes(p["limit"], get_device("H200"))
         figure = {"bytes": p["nonpytorch"] - context - reservation, "status": "measured",
                   "source": f"{p['record']}: the whole-model process's {p['nonpytorch']:,} B after its first step, minus "
@@ -308,8 +308,8 @@ def build() -> dict:
                  "processes after the first step (their kernels' frames are not logged one by one), at each measured "
                  "number of tokens ('points': a kernel whose integer argument reaches 2**31 compiles an int64 "
                  "specialisation with other frames, so the limit steps up with the length), and their modules per case (modules_by_case). Written by "
-                 "`python -m livebytes.validate.frames` from the records it names; read by estimator/process.py.",
-        "records": [f"validate/records/runs/{n}" for n in MATRICES] + ["validate/records/runs/run12/cubin_usage.jsonl"],
+                 "`python -m livebytes.validate.check.frames` from the records it names; read by estimator/process.py.",
+        "records": [f"validate/data/records/runs/{n}" for n in MATRICES] + ["validate/data/records/runs/run12/cubin_usage.jsonl"],
         "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",
         "modules": {**modules(), **model_families},
         "modules_by_case": model_modules,
@@ -390,7 +390,7 @@ def build_triton_39() -> dict:
     compiler (the GatedDeltaNet layer), the layer's modules from its own process; no edge-probe limits."""
     rows = rows_of_triton(MATRICES_TRITON_39, "3.9.0")
     m = matrix_frames(rows)
-    checks = {f"validate/records/runs/{name}" for name in MODULE_CHECKS}
+    checks = {f"validate/data/records/runs/{name}" for name in MODULE_CHECKS}
     modules, modules_by_case = modules_from_rows([r for r in rows if r["record"] not in checks])
     derived, derived_source = cpu_frames(m["cold"], CPU_SUMMARIES_TRITON_39, "3.9.0")
     cold = {**derived, **m["cold"]}
@@ -404,10 +404,10 @@ def build_triton_39() -> dict:
                  "state (a layer's from its own cold process, less its derived frames' reservation); model_limits "
                  "and the models' modules_by_case: the whole GDN models' own processes (run 25), as in the Triton "
                  "3.6.0 file. Written by "
-                 "`python -m livebytes.validate.frames` from the records it names; read by "
+                 "`python -m livebytes.validate.check.frames` from the records it names; read by "
                  "estimator/process.py for the models estimator/data/process_memory.json lists under Triton 3.9.0.",
-        "records": [f"validate/records/runs/{n}" for n in MATRICES_TRITON_39 + CPU_SUMMARIES_TRITON_39
-                    + LAYER_PROCESSES["3.9.0"]] + [f"validate/records/models/{p['record']}" for p in model_processes("3.9.0")],
+        "records": [f"validate/data/records/runs/{n}" for n in MATRICES_TRITON_39 + CPU_SUMMARIES_TRITON_39
+                    + LAYER_PROCESSES["3.9.0"]] + [f"validate/data/records/models/{p['record']}" for p in model_processes("3.9.0")],
         "library": "fla-core 0.6.0 (Triton 3.9.0 kernels, its bundled legacy ptxas)",
         "modules": {**modules, **layer_families, **model_families},
         "modules_by_case": {state: dict(sorted({**modules_by_case.get(state, {}), **layer_cases.get(state, {}),
@@ -443,7 +443,7 @@ def main(argv: list[str]) -> int:
         print(path)
     if argv == ["--check"]:
         print("up to date" if not stale else
-              "\n".join(f"{p} differs from the records: run python -m livebytes.validate.frames" for p in stale))
+              "\n".join(f"{p} differs from the records: run python -m livebytes.validate.check.frames" for p in stale))
         return 1 if stale else 0
     return 0
 

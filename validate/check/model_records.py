@@ -1,4 +1,4 @@
-"""Whole-model step records (``validate/probes/model_step.py`` on a GPU) re-checked on the CPU: every figure a record
+"""Whole-model step records (``validate/gpu/probes/model_step.py`` on a GPU) re-checked on the CPU: every figure a record
 holds that the traced model predicts, each to the byte unless a named miss says by how much and why.
 
 The probe's process: the model built on the CPU in bf16, moved to the GPU, the batch and the optimizer made, then
@@ -20,8 +20,8 @@ from livebytes.estimator.fields import read_bytes, read_json, show
 
 from .figures import FigureCheck, at_least, figure, named_miss
 
-MODEL_RECORDS_DIR = Path(__file__).parent / "records" / "models"
-# traces made under the torch a record ran (``validate.store_traces``), for a machine with another one: the autograd
+MODEL_RECORDS_DIR = Path(__file__).parents[1] / "data" / "records" / "models"
+# traces made under the torch a record ran (``validate.check.store_traces``), for a machine with another one: the autograd
 # engine's order of frees differs between torch versions where a step's gradients change dtype (fp32-amp)
 TRACE_STORE = MODEL_RECORDS_DIR / "traces"
 KIND = "model-step"
@@ -80,7 +80,7 @@ OOM_FREE = ("not explained yet: at the failing request the device had 9,240,576 
             "reserved - free at the failure is the process's reading after the first step plus 9,240,576 B, so the "
             "process grows by that much outside PyTorch early in its first steady step, whatever the length")
 NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
-    # run 26, held out (predictions committed before the run, validate/records/models/predictions/run26/): no trace
+    # run 26, held out (predictions committed before the run, validate/data/records/models/predictions/run26/): no trace
     ("h200_run26_ho1-v64k.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
     ("h200_run26_ho1-v64k.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
     ("h200_run26_ho3-ckpt-mbs4.json", "steps[1].max_allocated_bytes"): (524_288, PLACEMENT_UNTRACED),
@@ -133,7 +133,7 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run25h_k4-1.3b.json", "steps[2].reserved_after_bytes"): (-289_406_976, PLACEMENT),
     # run 28, fp32-amp (predictions committed before the run, predictions/run28/), checked against the traces stored
     # for the records' torch 2.11 (``stored_for``; a1 is exact through them); run 30 traced a2 and a3's allocators
-    # (validate/records/models/snapshots/h200_run30_*)
+    # (validate/data/records/models/snapshots/h200_run30_*)
     ("h200_run28_a2-kda-ckpt.json", "steps[0].max_reserved_bytes"): (2_097_152, PLACEMENT_AND_ORDER),
     ("h200_run28_a2-kda-ckpt.json", "steps[0].reserved_after_bytes"): (2_097_152, PLACEMENT_AND_ORDER),
     ("h200_run28_a2-kda-ckpt.json", "steps[1].max_reserved_bytes"): (-566_231_040, PLACEMENT_AND_ORDER),
@@ -237,19 +237,19 @@ def trace_notes(name: str, data: dict) -> list[str]:
     if missing:
         return [f"{name}: ran under {recorded}, this machine has {here}, and {where} lacks {len(missing)} of the "
                 f"{len(names)} traces it reads: checked against traces made here (torch's order of frees may differ; "
-                f"python -m livebytes.validate.store_traces under {recorded} stores them)"]
+                f"python -m livebytes.validate.check.store_traces under {recorded} stores them)"]
     made = {n: _stored_tracer(folder / n) for n in names}
     stale = [n for n, digest in made.items() if digest != tracer_digest()]
     if not stale:
         return []
     said = ", ".join(f"{n} ({made[n] or 'no digest'})" for n in stale)
     return [f"{name}: its stored traces in {where} were made by another tracer than this one ({tracer_digest()}): "
-            f"{said}; checked through them as stored (python -m livebytes.validate.store_traces under {recorded} "
+            f"{said}; checked through them as stored (python -m livebytes.validate.check.store_traces under {recorded} "
             "stores them again)"]
 
 
 def _stored_tracer(path: Path) -> str | None:
-    """The ``tracer_digest`` a stored trace carries (``validate.store_traces``), None where it has none."""
+    """The ``tracer_digest`` a stored trace carries (``validate.check.store_traces``), None where it has none."""
     stat = path.stat()
     return _stored_tracer_of(str(path), stat.st_mtime_ns, stat.st_size)
 

@@ -1,5 +1,5 @@
-"""The committed boundary probes (``validate/records/boundary/*.jsonl``, written by
-``validate/probes/boundary_probe.py``) as data: one ``Probe`` per file (one process), its ``Trial``s in order, and
+"""The committed boundary probes (``validate/data/records/boundary/*.jsonl``, written by
+``validate/gpu/probes/boundary_probe.py``) as data: one ``Probe`` per file (one process), its ``Trial``s in order, and
 ``probed_at``, the trials that ran a given case (what ``predict``, ``compare`` and ``plan`` quote). Light on purpose:
 reading them imports no model and no sympy; ``probe_replay`` replays them."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from livebytes.estimator.shapes import LAYER_FIELDS, Shape
 
-BOUNDARY_DIR = Path(__file__).parent / "records" / "boundary"
+BOUNDARY_DIR = Path(__file__).parents[1] / "data" / "records" / "boundary"
 PHASES = ("first_call", "steady_1", "steady_2")
 MODELS = {                  # the probe's --impl -> (implementation, the package whose version the probe records, options)
     "fla-plain": ("fla-kda", "fla", {"contract": "plain"}),

@@ -1,6 +1,6 @@
-"""Replay a boundary probe's whole process (``validate/records/boundary/*.jsonl``) through the allocator model.
+"""Replay a boundary probe's whole process (``validate/data/records/boundary/*.jsonl``) through the allocator model.
 
-A probe file is one process (``validate/probes/boundary_probe.py``): the context; unless ``--no-warmup``
+A probe file is one process (``validate/gpu/probes/boundary_probe.py``): the context; unless ``--no-warmup``
 a 1 x 1024 trial; then trials in order. A trial: fresh inputs, one block each (the recipe's
 temporaries are freed and the cache emptied before the first call), ``reset_peak_memory_stats``, a
 first call, ``steady_1``, ``steady_2`` (no ``empty_cache`` in between); at its end, OOM or not,

@@ -63,7 +63,7 @@ PROTOCOLS: dict[int, Protocol] = {p.version: p for p in (
     Protocol(2, "kda-report-v2", one_block_per_input=True, empty_cache_after_warmup=False),
     Protocol(3, "kda-report-v3", one_block_per_input=True, empty_cache_after_warmup=True),
     # v4: seeded on the GPU in place, one block per input, temporaries freed and the cache emptied before
-    # the next input (validate/inputs.py): the same allocator state as v3, without the CPU round trip
+    # the next input (validate/gpu/inputs.py): the same allocator state as v3, without the CPU round trip
     Protocol(4, "kda-report-v4", one_block_per_input=True, empty_cache_after_warmup=True),
 )}
 CURRENT = max(PROTOCOLS)

@@ -1,6 +1,6 @@
 """The figures of kernel and layer records the models are known to miss, each at its exact size and why: a named miss
 passes only at exactly that size, so a record edited anywhere still fails (the mechanism of
-``model_records.NAMED_MISSES``, for the figures ``validate.record_figures`` checks). Every entry was the difference
+``model_records.NAMED_MISSES``, for the figures ``validate.check.record_figures`` checks). Every entry was the difference
 ``validate --from-records`` found when these checks were added (issue 33); none is a tolerance.
 
 Keys: (record file, the record's place in its file from 0, field); a field ``name[*]`` names each step's figure. Keyed
@@ -101,7 +101,7 @@ NAMED_MISSES: dict[tuple[str, int, str], tuple[int, str]] = {
     # H32/HV32, not derived: H16/HV16's frames (CPU-derived in session 17, limit 21,904 B) are the family's largest
     ("fla-gdn_0.6.0_1_32768_32_128_2026-12-01T195524Z_909.json", 0, "device_memory.nonpytorch_after_bytes"): (-2_162_688, DEVICE_WIDE),
     ("fla-gdn_0.6.0_1_8192_32_128_2026-12-01T195526Z_908.json", 0, "device_memory.nonpytorch_after_bytes"): (-11_846_418_432, DEVICE_WIDE),
-    # the 4-layer process beside it (6,434,979,840 B of its own, its modules' source: validate/frames.py) counts here
+    # the 4-layer process beside it (6,434,979,840 B of its own, its modules' source: validate/check/frames.py) counts here
     ("fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=1_2026-12-01T230037Z_2010.json", 0,
      "device_memory.nonpytorch_after_bytes"): (-8_543_338_496, DEVICE_WIDE),
     ("cudnn-kda-hopper-cuda_1.32.0_1_65536_96_128_2026-11-30T073219Z_1908.json", 0,

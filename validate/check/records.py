@@ -26,8 +26,8 @@ from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import Either, ListOf, Obj, OneOf, check, read_json, read_json_lines, show
 from livebytes.estimator.shapes import Shape, positional_spec
 
-RECORDS_DIR = Path(__file__).parent / "records"
-RUNS_SUBDIR = "runs"          # validate/records/runs/<run>/*.json: one file per measured shape (format 2)
+RECORDS_DIR = Path(__file__).parents[1] / "data" / "records"
+RUNS_SUBDIR = "runs"          # validate/data/records/runs/<run>/*.json: one file per measured shape (format 2)
 RECORD_FORMAT = 2
 REQUIRED_V2 = ("impl", "shape", "protocol", "allocator_conf", "triton_cache", "device_memory", "seconds", "oom")
 REQUIRED_OOM = ("oom_message", "oom_figures", "oom_step")

@@ -5,11 +5,11 @@ torch's, and it changed between 2.11 and 2.13 where a gradient changes dtype (fp
 Function's saved tensors after the engine casts its bf16 weight gradient to the fp32 parameter's dtype, 2.13 before).
 Run under the record's torch (a virtual environment with it, the tracer's libraries at the record's versions):
 
-    python -m livebytes.validate.store_traces validate/records/models/h200_run28_a1-kda-8k.json ...
+    python -m livebytes.validate.check.store_traces validate/data/records/models/h200_run28_a1-kda-8k.json ...
 
 Each record's request is traced at the layer counts its model reads (``lifetimes.traced.model.layer_counts``) and the
-tracer's raw output is written gzipped to ``validate/records/models/traces/torch-<version>_triton-<version>/<spec digest>.json.gz``,
-where ``validate.model_records.stored_for`` finds it on a machine whose torch is another. Each file carries the digest
+tracer's raw output is written gzipped to ``validate/data/records/models/traces/torch-<version>_triton-<version>/<spec digest>.json.gz``,
+where ``validate.check.model_records.stored_for`` finds it on a machine whose torch is another. Each file carries the digest
 of the tracer that made it (``tracer_digest``, the sources of ``livebytes.tracer``): a check through a trace another
 tracer made says so (``model_records.trace_notes``), as the trace may not be what this tracer would record.
 """
@@ -56,7 +56,7 @@ def store(paths: list[Path], out: Path | None = None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m livebytes.validate.store_traces", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m livebytes.validate.check.store_traces", description=__doc__.split("\n")[0])
     parser.add_argument("records", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, help="the store folder (default: the records' store for this torch)")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ How fla-core 0.6.0 autotunes (read from the wheel):
   backend (GPU target, ptxas), the kernel's source, Triton's cache-invalidating environment, the tuning
   key and the configs: nothing machine-local, so the same versions on the same GPU model find it.
 
-The committed file (``validate/autotune_configs/<gpu>_fla-<v>_triton-<v>.json``) holds both: Triton's
+The committed file (``validate/data/autotune_configs/<gpu>_fla-<v>_triton-<v>.json``) holds both: Triton's
 ``*.autotune.json`` files by relative path, and FLA's config entries built from the in-process
 autotuners. ``--triton-cache warm`` installs them into a fresh ``TRITON_CACHE_DIR`` and an FLA config
 folder (``FLA_CACHE_MODE=strict``); ``cold`` starts from an empty ``TRITON_CACHE_DIR`` and autotunes in
@@ -27,7 +27,7 @@ import json
 import re
 from pathlib import Path
 
-AUTOTUNE_DIR = Path(__file__).parent / "autotune_configs"
+AUTOTUNE_DIR = Path(__file__).parents[1] / "data" / "autotune_configs"
 CACHE_FORMAT = 1
 SUFFIX = ".autotune.json"
 
@@ -129,7 +129,7 @@ def merge(captures: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m livebytes.validate.autotune OUT/autotune/*.json``: merge captures into the committed file."""
+    """``python -m livebytes.validate.gpu.autotune OUT/autotune/*.json``: merge captures into the committed file."""
     import argparse
     import sys
     ap = argparse.ArgumentParser(description=main.__doc__)

@@ -8,11 +8,11 @@ positional ``"1,8K,16,128,hv=32;2,8K,64,128"`` of the committed plans reads too)
 process of its own (the protocol's default). Groups run side by side (compilation and autotuning
 overlap on the CPU; the runner's GPU lock serialises the measured parts) or one after another. Side by side, a
 record's ``device_memory`` (``mem_get_info``: the whole device) also holds the other processes' memory: it is not the
-process's own (run 21d); measure process memory with ``validate/probes/process_memory.py``, alone. Record file names
+process's own (run 21d); measure process memory with ``validate/gpu/probes/process_memory.py``, alone. Record file names
 before session 11 hold the shape's ``hv=``, which the device machine's transfer refuses (``records.record_file_name``
 now writes ``hv-``).
 
-    python -m livebytes.validate.batch PLAN.json --out DIR [--deadline SECONDS]
+    python -m livebytes.validate.gpu.batch PLAN.json --out DIR [--deadline SECONDS]
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json
 from livebytes.estimator.shapes import parse_shape_list, shape_list_spec, shape_spec
 
-from .records import Record, load_records, record_files
+from ..check.records import Record, load_records, record_files
 
 GROUP_KEYS = {"impl", "shapes", "contract", "forward_only", "history", "no_recompute", "fresh", "triton_cache",
               "alloc_conf", "autotune_capture",
@@ -48,8 +48,8 @@ def check_group(group: dict) -> dict:
     if not isinstance(group, dict) or "impl" not in group or "shapes" not in group:
         raise LivebytesError(f"plan group {group!r}: needs impl and shapes")
     if "boundary" in group:
-        raise LivebytesError("a boundary plan is measured one process at a time with validate/probes/boundary_probe.py, "
-                             "not side by side: python -m livebytes.validate.boundary --commands prints the runs")
+        raise LivebytesError("a boundary plan is measured one process at a time with validate/gpu/probes/boundary_probe.py, "
+                             "not side by side: python -m livebytes.validate.gpu.boundary --commands prints the runs")
     unknown = set(group) - GROUP_KEYS
     if unknown:
         raise LivebytesError(f"plan group of {group['impl']}: unknown keys {', '.join(sorted(unknown))}")
@@ -70,7 +70,7 @@ def load_plan(path: Path) -> list[dict]:
 
 def runner_command(group: dict, out: Path) -> list[str]:
     """The one runner command line (the ``validate`` command and plans both use it)."""
-    cmd = [sys.executable, "-m", "livebytes.validate.runner", "--impl", group["impl"], "--shapes", group["shapes"],
+    cmd = [sys.executable, "-m", "livebytes.validate.gpu.runner", "--impl", group["impl"], "--shapes", group["shapes"],
            "--out", str(out), "--mode", "fresh-process" if group.get("fresh") else "shared-process"]
     if group.get("contract"):
         cmd += ["--contract", group["contract"]]

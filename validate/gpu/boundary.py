@@ -1,14 +1,14 @@
 """The out-of-memory boundary plan for the H200 (issue 9): ``plan``'s answer and 1 % above it, per case.
 
 Each case runs in a fresh process (the process's own memory and the allocator start clean): the
-answer S* must fit and ceil(S* x 1.01) must go out of memory. ``validate/plans/h200_boundary.json``
+answer S* must fit and ceil(S* x 1.01) must go out of memory. ``validate/data/plans/h200_boundary.json``
 is this module's output; ``tests/test_boundary.py`` keeps the file equal to what ``plan`` answers today
 and re-checks every boundary record against the simulation.
 
-    python -m livebytes.validate.boundary [PATH]     # rewrite the plan file
-    python -m livebytes.validate.boundary --commands # the probe commands that measure it on a GPU
+    python -m livebytes.validate.gpu.boundary [PATH]     # rewrite the plan file
+    python -m livebytes.validate.gpu.boundary --commands # the probe commands that measure it on a GPU
 
-A boundary is measured by ``validate/probes/boundary_probe.py``, one process per case and cache state,
+A boundary is measured by ``validate/gpu/probes/boundary_probe.py``, one process per case and cache state,
 never side by side with another process (the capacity it probes is the whole device):
 ``--commands`` prints them. The batch driver refuses boundary groups for that reason.
 """
@@ -26,9 +26,9 @@ from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, shape_options, spec
 from livebytes.estimator.shapes import Shape, positional_spec
 
-from .protocol import WARMUP_TOKENS
+from ..check.protocol import WARMUP_TOKENS
 
-PLAN_PATH = Path(__file__).parent / "plans" / "h200_boundary.json"
+PLAN_PATH = Path(__file__).parents[1] / "data" / "plans" / "h200_boundary.json"
 COLD_AFTER_WARMUP = "cold-after-warmup"   # the plan file's and the tests' label of a cold case tuned at the warmup first
 
 
@@ -75,7 +75,7 @@ CASES = (
     Case("fla-kda-layer@0.6.0", None, "seq", Shape(1, 8192, 32, 128, hidden=2304, layers=4)),
     # issue 22: Gated DeltaNet forward+backward, grouped value heads (Qwen3-Next's H16/HV32), under Triton 3.9.0, whose
     # backward fla-core 0.6.0 runs on Hopper (run 21e/f). Its --commands line needs that Triton first: run them after
-    # validate/plans/h200_run21.sh install, in its t39 environment (t39_env.sh), as its gdnedge step does
+    # validate/data/plans/h200_run21.sh install, in its t39 environment (t39_env.sh), as its gdnedge step does
     Case("fla-gdn@0.6.0", None, "seq", Shape(1, 8192, 16, 128, 32)),
 )
 
@@ -175,7 +175,7 @@ def _pretune_command(case: Case, values: str) -> list[str]:
         return []
     tag = f"fla-report_pretune_{case.alloc_conf.split(':')[1]}" + ("" if case.base.heads == 96 and case.base.dim == 128
                                                                     else f"_{_shape_tag(case)}")
-    return [f"TRITON_CACHE_DIR={_cache_dir(case)} python3 validate/probes/boundary_probe.py --impl fla-report "
+    return [f"TRITON_CACHE_DIR={_cache_dir(case)} python3 validate/gpu/probes/boundary_probe.py --impl fla-report "
             f"--heads {case.base.heads}{probe_flags(case)} --pretune {WARMUP_TOKENS},{values} --state warm --out \"$OUT/{tag}\""]
 
 
@@ -202,7 +202,7 @@ def _probe_command(case: Case, values: str, suffix: str) -> str:
         env += f" TRITON_CACHE_DIR={_cache_dir(case)}"
     fixed = f" --solve mbs --seq {case.base.seq}" if case.solve == "mbs" else ""
     probe_impl = PROBE_IMPL[(case.impl.split("@")[0], case.contract)]
-    return (f"{copy}{env} python3 validate/probes/boundary_probe.py --impl {probe_impl} "
+    return (f"{copy}{env} python3 validate/gpu/probes/boundary_probe.py --impl {probe_impl} "
             f"--heads {case.base.heads}{probe_flags(case)} --values {values}{fixed} --state {state}"
             f"{'' if warmup else ' --no-warmup'}{' --reset-stack' if state == 'cold' else ''} --out \"$OUT/{tag}\"")
 

@@ -8,8 +8,8 @@ multicast stays off: ``NCCL_NVLS_ENABLE=0`` is set in every rank before NCCL sta
 environment keeps it). Each rank takes its own GPU lock (``LIVEBYTES_GPU_LOCK`` per local rank): the ranks measure
 at the same time, on different GPUs. World size 1 runs the same code path (FLA's CP with one rank).
 
-Usage (the plan's commands: validate/plans/h200x2_cp.sh):
-    NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc-per-node 2 -m livebytes.validate.cp_runner \\
+Usage (the plan's commands: validate/data/plans/h200x2_cp.sh):
+    NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc-per-node 2 -m livebytes.validate.gpu.cp_runner \\
         --impl fla-kda-cp@0.6.0 --cp-layout contiguous --shapes "1,64K,16,128;1,128K,32,128" --out runs/cp
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ LAYOUTS = ("contiguous", "zigzag")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="torchrun ... -m livebytes.validate.cp_runner", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="torchrun ... -m livebytes.validate.gpu.cp_runner", description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="fla-kda-cp@0.6.0 or fla-gdn-cp@0.6.0")
     ap.add_argument("--cp-layout", default="contiguous", choices=LAYOUTS)
     ap.add_argument("--shapes", required=True, help='total shapes "seq_len=SEQ,num_heads=HEADS[,head_dim=DIM]'
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     from . import runner
     from .harnesses import decline_reason, make
     from .harnesses.fla_cp import CpGroup, CpHarness, PeerOutOfMemory
-    from .records import write_record
+    from ..check.records import write_record
     from .triton_state import prepare_triton
     group = CpGroup(args.cp_layout)
     out = Path(args.out) / f"rank{group.rank}"

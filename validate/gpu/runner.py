@@ -2,7 +2,7 @@
 
 Protocol v4 (the KDA memory report's, section 'Sources and measurement configuration'):
 - packed equal-length sequences with boundaries (cu_seqlens), seeded inputs drawn on the device,
-  one allocation per input (``validate/inputs.py``: the same allocator state as v3's CPU-drawn copies);
+  one allocation per input (``validate/gpu/inputs.py``: the same allocator state as v3's CPU-drawn copies);
 - bounded warmup at a small shape of the same (H, D) (compilation, autotuning), then one
   target-shape warmup step, then ``torch.cuda.empty_cache()``;
 - earlier outputs and gradients released before each measured step;
@@ -15,11 +15,11 @@ Protocol v4 (the KDA memory report's, section 'Sources and measurement configura
 
 Each record is written as its own file under ``--out`` as soon as it is measured (``records.write_record``).
 This module is the protocol and the record alone: the implementation's inputs and step are its harness's
-(``validate/harnesses``, found by model key); the machine, the GPU lock and Triton's cache state are
+(``validate/gpu/harnesses``, found by model key); the machine, the GPU lock and Triton's cache state are
 ``environment``, ``gpu_lock`` and ``triton_state``; the command line is ``runner_args``.
 
 Usage (one process; shapes of one (H, D) share compilation and autotuning):
-    python -m livebytes.validate.runner --impl fla-kda@0.6.0 --out DIR \
+    python -m livebytes.validate.gpu.runner --impl fla-kda@0.6.0 --out DIR \
         --shapes "seq_len=8K,num_heads=96;seq_len=8K,num_heads=16,num_v_heads=32"
 """
 from __future__ import annotations
@@ -39,14 +39,14 @@ from . import oom
 from .environment import _torch, apply_alloc_conf, cuda_available, environment, probe_device
 from .gpu_lock import gpu_lock
 from .harnesses import Harness, decline_reason, make
-from .history import dump_live_at_peak
-from .protocol import CURRENT, PROTOCOLS
-from .records import write_record
+from ..check.history import dump_live_at_peak
+from ..check.protocol import CURRENT, PROTOCOLS
+from ..check.records import write_record
 from .runner_args import parse_args
 from .triton_state import prepare_triton, triton_state, write_capture
 
 PROCESS_START = time.time()
-PROTOCOL = {   # written into every record; the version's meaning for the replay lives in validate/protocol.py
+PROTOCOL = {   # written into every record; the version's meaning for the replay lives in validate/check/protocol.py
     "name": PROTOCOLS[CURRENT].name,
     "version": CURRENT,
     "empty_cache_after_warmup": "torch.cuda.empty_cache() after the target-shape warmup step",

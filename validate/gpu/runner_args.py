@@ -1,4 +1,4 @@
-"""The runner's command line (``python -m livebytes.validate.runner``); ``batch.runner_command`` writes it."""
+"""The runner's command line (``python -m livebytes.validate.gpu.runner``); ``batch.runner_command`` writes it."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ from .environment import DEFAULT_ALLOC_CONF
 
 
 def parse_args(argv=None, description: str = "") -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m livebytes.validate.runner", description=description)
+    ap = argparse.ArgumentParser(prog="python -m livebytes.validate.gpu.runner", description=description)
     ap.add_argument("--impl")
     ap.add_argument("--shapes", help='"MBS,SEQ,HEADS[,DIM][,hv=HV][,dv=DV];..."')
     ap.add_argument("--out", required=True)
@@ -23,5 +23,5 @@ def parse_args(argv=None, description: str = "") -> argparse.Namespace:
                          "autotune file; auto: warm when a file exists for this GPU, fla and Triton")
     ap.add_argument("--autotune-file", help="an autotune file instead of the committed one")
     ap.add_argument("--autotune-capture", action="store_true",
-                    help="after a cold run, write OUT/autotune/<key>.<pid>.json (merge with python -m livebytes.validate.autotune)")
+                    help="after a cold run, write OUT/autotune/<key>.<pid>.json (merge with python -m livebytes.validate.gpu.autotune)")
     return ap.parse_args(argv)

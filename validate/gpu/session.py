@@ -57,7 +57,7 @@ def run_plan_file(path: Path, out: Path) -> PlanRun:
 def measured_records(source: str, impl: str | None = None) -> tuple[list, list[str]]:
     """``validate --from-records``: the measured records of ``source`` (a file, a folder, a committed file's name, or
     all), ``impl``'s only when given, and the note that says how many others that leaves out (said, not silent)."""
-    from .records import records_from
+    from ..check.records import records_from
     measured = [r for r in records_from(source) if r.origin == "measured"]
     records = [r for r in measured if not impl or r.impl == impl]
     if not records:
@@ -70,7 +70,7 @@ def measured_records(source: str, impl: str | None = None) -> tuple[list, list[s
 def judge(record, tolerance: float):
     """The comparison of one record (``compare.compare``); one the models cannot judge (unknown impl, device, option)
     names its file."""
-    from . import compare as cmp
+    from ..check import compare as cmp
     try:
         return cmp.compare(record, tolerance)
     except LivebytesError as err:

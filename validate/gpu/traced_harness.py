@@ -1,6 +1,6 @@
 """A validator harness run on meta tensors through the tracer: the second source of a layer model's buffers.
 
-``python -m livebytes.validate.traced_harness SPEC.json`` with SPEC {"impl": "fla-kda-layer@0.6.0", "device": "H200",
+``python -m livebytes.validate.gpu.traced_harness SPEC.json`` with SPEC {"impl": "fla-kda-layer@0.6.0", "device": "H200",
 "shapes": ["1,8K,16,128,hidden=2048", ...], "steps": 3} prints one trace per shape in the tracer's format: the
 harness's inputs (its ``.to("cuda")`` made meta), then ``steps`` runner steps (forward, backward with dO, release),
 each a first call and then steady ones, as ``livebytes.lifetimes.traced`` reads them. The harness code is the GPU

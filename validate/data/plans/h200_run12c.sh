@@ -10,9 +10,9 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site
 REAL_OUT=$OUT OUT=/tmp/run12c   # at most 8 files come back: all of it is packed into $OUT/run12c.tgz at the end
 mkdir -p $OUT
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/fla_core*.whl
-python3 - <<'PY'   # validate/autotune.py's install(), Triton's files only: this probe imports nothing of livebytes
+python3 - <<'PY'   # validate/gpu/autotune.py's install(), Triton's files only: this probe imports nothing of livebytes
 import json, pathlib
-cache = json.loads(pathlib.Path("validate/autotune_configs/NVIDIA_H200_fla-0.6.0_triton-3.6.0.json").read_text())
+cache = json.loads(pathlib.Path("validate/data/autotune_configs/NVIDIA_H200_fla-0.6.0_triton-3.6.0.json").read_text())
 for rel, content in cache["triton_files"].items():
     path = pathlib.Path("/tmp/tc_report") / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -21,10 +21,10 @@ PY
 tunings() { find /tmp/tc_report -name '*.autotune.json' | sort > "$OUT/tunings_$1.txt"; wc -l < "$OUT/tunings_$1.txt"; }
 echo "tuning files installed: $(tunings installed)"
 # 172,800 and 172,819 share l2norm's token bucket (NB 254), 174,528 lies in NB 256
-CUDA_VISIBLE_DEVICES=0 TRITON_CACHE_DIR=/tmp/tc_report python3 validate/probes/boundary_probe.py --impl fla-report --heads 96 --pretune 1024,172800,174528 --state warm --out "$OUT/fla-report_pretune_True" > "$OUT/pretune0.log" 2>&1
+CUDA_VISIBLE_DEVICES=0 TRITON_CACHE_DIR=/tmp/tc_report python3 validate/gpu/probes/boundary_probe.py --impl fla-report --heads 96 --pretune 1024,172800,174528 --state warm --out "$OUT/fla-report_pretune_True" > "$OUT/pretune0.log" 2>&1
 echo "after pretuning: $(tunings pretuned)"
-CUDA_VISIBLE_DEVICES=0 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TRITON_CACHE_DIR=/tmp/tc_report timeout 400 python3 validate/probes/boundary_probe.py --impl fla-report --heads 96 --values 172800,174528 --state warm --out "$OUT/fla-report_seq_True_warm_warmup" > "$OUT/probe0.log" 2>&1 &
-CUDA_VISIBLE_DEVICES=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TRITON_CACHE_DIR=/tmp/tc_report timeout 400 python3 validate/probes/boundary_probe.py --impl fla-report --heads 96 --values 172819 --state warm --out "$OUT/fla-report_seq_True_warm_warmup_172819" > "$OUT/probe1.log" 2>&1 &
+CUDA_VISIBLE_DEVICES=0 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TRITON_CACHE_DIR=/tmp/tc_report timeout 400 python3 validate/gpu/probes/boundary_probe.py --impl fla-report --heads 96 --values 172800,174528 --state warm --out "$OUT/fla-report_seq_True_warm_warmup" > "$OUT/probe0.log" 2>&1 &
+CUDA_VISIBLE_DEVICES=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TRITON_CACHE_DIR=/tmp/tc_report timeout 400 python3 validate/gpu/probes/boundary_probe.py --impl fla-report --heads 96 --values 172819 --state warm --out "$OUT/fla-report_seq_True_warm_warmup_172819" > "$OUT/probe1.log" 2>&1 &
 wait
 echo "after the probes: $(tunings probed)"
 diff "$OUT/tunings_pretuned.txt" "$OUT/tunings_probed.txt" && echo "no kernel tuned in the probes' processes"

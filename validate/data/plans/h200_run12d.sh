@@ -11,10 +11,10 @@ install)
 probe)
   cat /tmp/cu13part_00 .bigB/cu13part_01 | tar -C /tmp/site -xJf - || echo "cu13 unpack failed"
   export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
-  # the lines of `python -m livebytes.validate.boundary --commands` for kda_hopper_cuda, with `timeout 150` added;
+  # the lines of `python -m livebytes.validate.gpu.boundary --commands` for kda_hopper_cuda, with `timeout 150` added;
   # stdout (JSON lines, then nanobind's reference-leak warnings at exit) was not kept: probe.jsonl holds every line
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 150 python3 validate/probes/boundary_probe.py --impl kda_hopper_cuda --heads 96 --values 247476,249951 --state n/a --no-warmup --out "$OUT/kda_hopper_cuda_seq_True_na"
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False timeout 150 python3 validate/probes/boundary_probe.py --impl kda_hopper_cuda --heads 96 --values 247466,249941 --state n/a --no-warmup --out "$OUT/kda_hopper_cuda_seq_False_na"
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False timeout 150 python3 validate/probes/boundary_probe.py --impl kda_hopper_cuda --heads 96 --values 7,8 --solve mbs --seq 32768 --state n/a --no-warmup --out "$OUT/kda_hopper_cuda_mbs_False_na" ;;
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 150 python3 validate/gpu/probes/boundary_probe.py --impl kda_hopper_cuda --heads 96 --values 247476,249951 --state n/a --no-warmup --out "$OUT/kda_hopper_cuda_seq_True_na"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False timeout 150 python3 validate/gpu/probes/boundary_probe.py --impl kda_hopper_cuda --heads 96 --values 247466,249941 --state n/a --no-warmup --out "$OUT/kda_hopper_cuda_seq_False_na"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False timeout 150 python3 validate/gpu/probes/boundary_probe.py --impl kda_hopper_cuda --heads 96 --values 7,8 --solve mbs --seq 32768 --state n/a --no-warmup --out "$OUT/kda_hopper_cuda_mbs_False_na" ;;
 *) echo "usage: $0 install|probe" >&2; exit 1 ;;
 esac

@@ -25,11 +25,11 @@ run)
   export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site131:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
   python3 -c "import cudnn; assert cudnn.__version__ == '1.31.0', cudnn.__version__" || exit 1
   T0=$(date +%s.%N)
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False /tmp/site/bin/livebytes validate --plan validate/plans/h200_v4_cudnn131.json \
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False /tmp/site/bin/livebytes validate --plan validate/data/plans/h200_v4_cudnn131.json \
     --out-dir "$OUT/cudnn131" > "$OUT/cudnn131.log" 2>&1
   T1=$(date +%s.%N)
   for conf in False:247466 False:249941 True:247476 True:249951; do
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:${conf%%:*} timeout 150 python3 validate/probes/boundary_probe.py \
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:${conf%%:*} timeout 150 python3 validate/gpu/probes/boundary_probe.py \
       --impl kda_hopper_cuda --heads 96 --values ${conf##*:} --state n/a --no-warmup \
       --out "$OUT/kda_hopper_cuda_131_seq_${conf%%:*}_na_${conf##*:}"
   done

@@ -3,7 +3,7 @@
 # the flash-linear-attention 0.6.0 and fla-core 0.6.0 wheels (the layers import einops and transformers: on the image).
 #   records:  protocol-v4 records of fla-kda-layer@0.6.0 (Kimi-Linear's layer: hidden 2304, H32, K128, conv 4; and
 #             H16 with and without grouped value heads), 1 and 4 layers, checkpointing on and off, cold, a fresh process
-#             per shape (validate/plans/h200_v4_layers.json); the GDN group is declined on Triton 3.6.0 (its backward,
+#             per shape (validate/data/plans/h200_v4_layers.json); the GDN group is declined on Triton 3.6.0 (its backward,
 #             fla-core #640) and stays in the plan for a machine with Triton >= 3.7.1.
 #   boundary: plan's S* for 4 KDA layers (hidden 2304, H32, K128), without and with checkpointing: S* must run and
 #             1.01 S* run out of memory, each in a fresh process with an empty Triton cache (cold).
@@ -16,7 +16,7 @@ nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 LB=/tmp/site/bin/livebytes
 
 records() {
-  $LB validate --plan validate/plans/h200_v4_layers.json --out-dir "$OUT/layers" > "$OUT/layers.log" 2>&1
+  $LB validate --plan validate/data/plans/h200_v4_layers.json --out-dir "$OUT/layers" > "$OUT/layers.log" 2>&1
   tar -czf "$OUT/layers.tgz" -C "$OUT" layers && rm -rf "$OUT/layers"
 }
 
@@ -26,7 +26,7 @@ try_once() {
   TRITON_CACHE_DIR="$dir" python3 - "$1" "$2" <<'PY' >> "$OUT/boundary.jsonl" 2>> "$OUT/boundary.err"
 import json, sys, torch
 from livebytes.estimator.shapes import Shape
-from livebytes.validate.harnesses import make
+from livebytes.validate.gpu.harnesses import make
 seq, ckpt = int(sys.argv[1]), sys.argv[2] == "--checkpoint"
 shape = Shape(1, seq, 32, 128, hidden=2304, layers=4, checkpoint=ckpt or None)
 h = make("fla-kda-layer@0.6.0", "report", True, False)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 18 (prepared in session 6; its steps ran as run 20 in session 9, validate/records/runs/run20/README.md, which
+# Run 18 (prepared in session 6; its steps ran as run 20 in session 9, validate/data/records/runs/run20/README.md, which
 # found the two fixes now in `install` and `gdn`/`kda39`: the AMD entry point, and TRITON_PTXAS_BLACKWELL_PATH set to
 # the bundled legacy ptxas because `prepare` drops ptxas-blackwell, which Triton 3.9 uses for every arch >= 90; the
 # process-memory data of run 20 are of kernels compiled so, keep it that way until ptxas-blackwell's are measured):
@@ -15,12 +15,12 @@
 #             a warm machine keeps /tmp.
 #   install   (GPU, carry .whl: fla-core 0.6.0, flash-linear-attention 0.6.0, livebytes) check and unpack the joined
 #             archive into /tmp/t39site, ahead of the image's Triton 3.6.0 on PYTHONPATH.
-#   gdn       (GPU) the GDN forward+backward records (validate/plans/h200_v4_gdn_bwd.json: H16/HV32 and equal heads,
+#   gdn       (GPU) the GDN forward+backward records (validate/data/plans/h200_v4_gdn_bwd.json: H16/HV32 and equal heads,
 #             D128 and D64, one process: cold first shape), then the process-memory probe of GDN fwd+bwd at D128 and
-#             D64, cold then warm (frames for validate/frames.py); about 530 s.
-#   kda39     (GPU) two KDA shapes already recorded under 3.6.0 (validate/plans/h200_v4_kda_t39.json), cold.
-#   Then here: commit the records under validate/records/runs/run18/ with the Triton version they carry, add the
-#   probe to validate/frames.py (a data file per Triton version: fla-core-0.6.0_triton-3.9.0_H200.json), plan the
+#             D64, cold then warm (frames for validate/check/frames.py); about 530 s.
+#   kda39     (GPU) two KDA shapes already recorded under 3.6.0 (validate/data/plans/h200_v4_kda_t39.json), cold.
+#   Then here: commit the records under validate/data/records/runs/run18/ with the Triton version they carry, add the
+#   probe to validate/check/frames.py (a data file per Triton version: fla-core-0.6.0_triton-3.9.0_H200.json), plan the
 #   boundary (fla-gdn@0.6.0 H16/HV32 D128, cold) and prove it in the next session with boundary_probe.py --impl fla-gdn.
 set -u
 case "${1:-}" in
@@ -45,10 +45,10 @@ gdn)
   export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/t39site:/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
   export TRITON_PTXAS_BLACKWELL_PATH=/tmp/t39site/triton/backends/nvidia/bin/ptxas   # run 20: see the header
   python3 -c "import triton; assert triton.__version__ == '3.9.0', triton.__version__" || exit 1
-  timeout 330 python3 -m livebytes.validate.batch validate/plans/h200_v4_gdn_bwd.json --out "$OUT/gdn" --deadline 320 \
+  timeout 330 python3 -m livebytes.validate.gpu.batch validate/data/plans/h200_v4_gdn_bwd.json --out "$OUT/gdn" --deadline 320 \
     > "$OUT/gdn.log" 2>&1
   cases="fla-gdn:128:16:32:4096:cold;fla-gdn:64:16:32:4096:cold"
-  timeout 200 python3 validate/probes/process_memory.py --cases "$cases" --warm-cases "${cases//cold/warm}" \
+  timeout 200 python3 validate/gpu/probes/process_memory.py --cases "$cases" --warm-cases "${cases//cold/warm}" \
     --deadline 190 --cache-root /tmp/pm18 --out /tmp/pmwork18 --summary "$OUT/process_memory_18.jsonl" > "$OUT/pm18.log" 2>&1
   tar -C /tmp -czf "$OUT/kernels_18.tgz" pmwork18
   tar -czf "$OUT/records18.tgz" -C "$OUT" gdn && rm -rf "$OUT/gdn" ;;
@@ -56,7 +56,7 @@ kda39)   # issue 22 point 5: two KDA shapes run 9a recorded under Triton 3.6.0, 
   export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/t39site:/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
   export TRITON_PTXAS_BLACKWELL_PATH=/tmp/t39site/triton/backends/nvidia/bin/ptxas
   t=${KDA39_S:-540}   # seconds this step may take (run 20 gives it what its call leaves)
-  timeout "$t" python3 -m livebytes.validate.batch validate/plans/h200_v4_kda_t39.json --out "$OUT/kda39" --deadline $((t - 10)) \
+  timeout "$t" python3 -m livebytes.validate.gpu.batch validate/data/plans/h200_v4_kda_t39.json --out "$OUT/kda39" --deadline $((t - 10)) \
     > "$OUT/kda39.log" 2>&1
   tar -czf "$OUT/records18_kda.tgz" -C "$OUT" kda39 && rm -rf "$OUT/kda39" ;;
 *) echo "usage: $0 prepare | part | install | gdn | kda39" >&2; exit 1 ;;

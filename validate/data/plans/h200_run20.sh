@@ -2,8 +2,8 @@
 # Run 20 (session 9, 2026-12-01): issue 21's 4-layer boundary and issue 22's Triton 3.9.0 on one warm H200, in
 # consecutive device calls (a warm machine keeps /tmp 30 s after a call):
 #   layer S   (carry .whl: fla-core, flash-linear-attention, livebytes only, and .t39 holding ONE of the three 40 MiB parts) append the
-#             carried Triton 3.9.0 part to /tmp/t39.tar.xz (validate/plans/h200_run18_triton39.sh part), then the
-#             4-layer KDA boundary probe at S tokens, cold (validate/plans/h200_run17_edges.sh layer S): plan's S*
+#             carried Triton 3.9.0 part to /tmp/t39.tar.xz (validate/data/plans/h200_run18_triton39.sh part), then the
+#             4-layer KDA boundary probe at S tokens, cold (validate/data/plans/h200_run17_edges.sh layer S): plan's S*
 #             232,448 (the replay fits) and ceil(1.01 S*) 234,773 (the replay runs out of memory in the first
 #             steady call, kda.dg2).
 #   gdn       (carry .whl and .t39 with the last part) append it, unpack Triton 3.9.0 and run h200_run18_triton39.sh's `gdn`: GDN fwd+bwd records and process
@@ -20,7 +20,7 @@ gdn) ls .t39/part_* > /dev/null 2>&1 && bash "$here/h200_run18_triton39.sh" part
   bash "$here/h200_run18_triton39.sh" install && bash "$here/h200_run18_triton39.sh" gdn ;;
 trace)
   export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/t39site:/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
-  timeout 240 python3 -m livebytes.validate.trace --impl fla-gdn@0.6.0 --out "$OUT/traces/fla-gdn_0.6.0" \
+  timeout 240 python3 -m livebytes.validate.gpu.trace --impl fla-gdn@0.6.0 --out "$OUT/traces/fla-gdn_0.6.0" \
     --shapes "2,1030,1,2,64,64;2,2048,1,2,64,64;3,1030,1,2,64,64;2,1030,2,4,64,64;2,1030,1,4,64,64;2,1030,1,2,128,64;2,1030,1,2,64,128" \
     > "$OUT/trace_gdn.log" 2>&1
   tar -czf "$OUT/traces20.tgz" -C "$OUT" traces && rm -rf "$OUT/traces"

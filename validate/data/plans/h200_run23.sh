@@ -1,22 +1,22 @@
 #!/bin/bash
 # Run 23 (session 12, issue 32): whole-model training steps of flash-linear-attention 0.6.0's KDAForCausalLM on the H200,
-# each a fresh cold process (an empty TRITON_CACHE_DIR of its own), measured by validate/probes/model_step.py: the first
+# each a fresh cold process (an empty TRITON_CACHE_DIR of its own), measured by validate/gpu/probes/model_step.py: the first
 # step (the process's first call), then two steady steps, peaks reset before each; every step's line lands in
 # $OUT/models/<tag>.jsonl as it ends, the record in <tag>.json. Beside them, on this machine's CPU, the tracer traces the
 # same configurations under the image's torch 2.11 (the records' torch): $OUT/traces/<tag>.json.gz.
 #   install   the wheels in .whl/ (fla-core, flash-linear-attention, livebytes) into /tmp/site
-#   records   four KDA configurations side by side (validate/model_configs/), then the traces
+#   records   four KDA configurations side by side (validate/data/model_configs/), then the traces
 #   history   (session 14) k2-ckpt and k4-1.3b again, side by side, cold, with the allocator's event trace (--history):
 #             their steady reserved missed by -64 and -264 MiB in run 23; the trace shows which block choice differs
 #   heldout   (session 15) four KDA configurations no record had, side by side, cold, their predictions committed before
-#             the run (validate/records/models/predictions/run26/): issue 32's held-out check
+#             the run (validate/data/records/models/predictions/run26/): issue 32's held-out check
 #   edge V [flags]  the 1.3B configuration (kda-1.3b, checkpointing, AdamW) at MBS 1 x V tokens, alone on the GPU,
 #             cold; flags go to the probe (--history: the allocator's event trace as <tag>.snapshot.pickle)
 # At most 8 files come back from $OUT: everything is written under /tmp/run23 as it appears and packed into
 # $OUT/<step>.tgz every 30 s and at the end, so a killed command still returns what it had.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
-cfg=validate/model_configs
+cfg=validate/data/model_configs
 W=/tmp/run23
 . "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
 trace() {   # tag config mbs seq [ckpt] [packed]: the tracer's spec for the same run, at the learning shapes
@@ -24,7 +24,7 @@ trace() {   # tag config mbs seq [ckpt] [packed]: the tracer's spec for the same
 import gzip, json, subprocess, sys
 tag, config, ckpt, packed = sys.argv[1], sys.argv[2], sys.argv[5] == "1", sys.argv[6] == "1"
 from livebytes.lifetimes.traced.model import Request, canonical_config, trace_spec, layer_counts
-req = Request(canonical_config(json.load(open(f"validate/model_configs/{config}.json"))), "H200", checkpoint=ckpt, packed=packed)
+req = Request(canonical_config(json.load(open(f"validate/data/model_configs/{config}.json"))), "H200", checkpoint=ckpt, packed=packed)
 for n in layer_counts(req.depth):
     spec = trace_spec(req, n)
     p = subprocess.run([sys.executable, "-m", "livebytes.tracer", "-"], input=json.dumps(spec), capture_output=True, text=True)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run 25 (session 14, issue 32 point 5): whole-model training steps of flash-linear-attention 0.6.0's
 # GatedDeltaNetForCausalLM on the H200 under Triton 3.9.0 (fla-core 0.6.0 refuses the gated backward on Hopper below
-# 3.7.1), four configurations side by side, each a fresh cold process (validate/probes/model_step.py, protocol
+# 3.7.1), four configurations side by side, each a fresh cold process (validate/gpu/probes/model_step.py, protocol
 # model-step-v1, as run 23's KDA records). The configs select FLA's fused linear cross-entropy (KDA's default; GDN's
 # default FusedCrossEntropyLoss is not traced yet). Triton 3.9.0 travels as in run 18 (h200_run18_triton39.sh
 # prepare | part | install), compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH, run 20).
@@ -9,7 +9,7 @@
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/t39site:/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 export TRITON_PTXAS_BLACKWELL_PATH=/tmp/t39site/triton/backends/nvidia/bin/ptxas
-cfg=validate/model_configs
+cfg=validate/data/model_configs
 W=/tmp/run25
 DEADLINE=${DEADLINE:-540}
 . "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe

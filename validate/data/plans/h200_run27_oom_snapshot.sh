@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from livebytes.estimator.shapes import Shape
-from livebytes.validate.harnesses import make
-from livebytes.validate.triton_state import prepare_triton
+from livebytes.validate.gpu.harnesses import make
+from livebytes.validate.gpu.triton_state import prepare_triton
 
 out = Path(sys.argv[1])
 prepare_triton("cold", out, None)                     # a fresh Triton cache: the first call autotunes, as predicted

@@ -2,7 +2,7 @@
 # Run 28 (issue 32 point 3): whole-model training steps in fp32-amp on the H200: fp32 parameters, the forward and loss
 # under torch.autocast("cuda", dtype=torch.bfloat16) (HF Trainer's bf16=True through accelerate), backward and AdamW
 # outside it (fp32 gradients and states). Each a fresh cold process (an empty TRITON_CACHE_DIR of its own), measured by
-# validate/probes/model_step.py --precision fp32-amp (protocol model-step-v1, as run 23's bf16 records): the first
+# validate/gpu/probes/model_step.py --precision fp32-amp (protocol model-step-v1, as run 23's bf16 records): the first
 # step, then two steady steps, peaks reset before each; lines land in $OUT/<step>.tgz as they appear. Beside them, on
 # this machine's CPU, the tracer traces the same configurations under the image's torch 2.11 (the records' torch):
 # its autocast emulation checks the policy table against torch 2.11's AutocastCUDA registrations there.
@@ -12,11 +12,11 @@
 #   gdn       gdn-h1024-l2-v32k 1 x 8192 in fp32-amp, cold, under Triton 3.9.0 (fla-core 0.6.0 refuses the gated
 #             backward on Hopper below 3.7.1): first h200_run18_triton39.sh prepare (here) | part | install (GPU), as
 #             run 25 did; no trace (this CPU's tracer refuses GDN under the image's Triton 3.6.0 the same way)
-# Then here: commit the records under validate/records/models/ (h200_run28_<tag>.json) and run
-#   livebytes validate --from-records validate/records/models/
+# Then here: commit the records under validate/data/records/models/ (h200_run28_<tag>.json) and run
+#   livebytes validate --from-records validate/data/records/models/
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
-cfg=validate/model_configs
+cfg=validate/data/model_configs
 W=/tmp/run28
 . "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
 trace() {   # tag config ckpt packed outdir: the tracer's spec for the same run in fp32-amp, at the learning shapes
@@ -24,7 +24,7 @@ trace() {   # tag config ckpt packed outdir: the tracer's spec for the same run 
 import gzip, json, subprocess, sys
 tag, config, ckpt, packed, out = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1", sys.argv[5]
 from livebytes.lifetimes.traced.model import Request, canonical_config, trace_spec, layer_counts
-req = Request(canonical_config(json.load(open(f"validate/model_configs/{config}.json"))), "H200",
+req = Request(canonical_config(json.load(open(f"validate/data/model_configs/{config}.json"))), "H200",
               precision="fp32-amp", checkpoint=ckpt, packed=packed)
 for n in layer_counts(req.depth):
     p = subprocess.run([sys.executable, "-m", "livebytes.tracer", "-"], input=json.dumps(trace_spec(req, n)),

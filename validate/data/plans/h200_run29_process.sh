@@ -1,8 +1,8 @@
 #!/bin/bash
 # Run 29 (prepared in session 16 for issue 33 point 1, not run): the process memory of the three layer cases whose
-# stack frames were compiled for sm90 on the CPU (validate/records/runs/cpu_frames/summary_e.jsonl, summary_t39.jsonl)
+# stack frames were compiled for sm90 on the CPU (validate/data/records/runs/cpu_frames/summary_e.jsonl, summary_t39.jsonl)
 # and whose modules are their family's figure, measured on the H200 one process at a time, alone on the GPU, with
-# every loaded cubin's frame (validate/probes/process_memory.py): the GPU check of the CPU-derived limits and of the
+# every loaded cubin's frame (validate/gpu/probes/process_memory.py): the GPU check of the CPU-derived limits and of the
 # family modules figure at grouped value heads. One warm H200, consecutive calls (each within 30 s of the last).
 #   install   (carry .whl: fla-core 0.6.0, flash-linear-attention 0.6.0, livebytes) into /tmp/site, as run 28
 #   kdalayer  (image's Triton 3.6.0; `kdalayer 16:32 8:16`: both cases side by side in one probe, ~300 s) fla-kda-layer D128,
@@ -15,15 +15,15 @@
 #             (chunk_bwd_kernel_dqkwg with the layer's STATE_V_FIRST), 552,402,944 + 241,238,016 + 5,641,338,880 =
 #             6,434,979,840 B (the modules are run 22f's 4-layer process's less that reservation, so the non-PyTorch
 #             figure checks the modules across processes and the limit checks the frames).
-# Ran in session 17 (validate/records/runs/run29/, README there): folded in as below, its modules kept as a check
-# (validate/frames.py's MODULE_CHECKS; tests/test_process_memory.py::test_issue_33s_layer_cases_hold_on_the_h200).
-# Then here: add $OUT/process_memory_29*.jsonl to validate/frames.py's MATRICES (3.6.0) and MATRICES_TRITON_39, run
-# `python -m livebytes.validate.frames`; the GPU's frames replace the CPU-derived ones where both exist, and
+# Ran in session 17 (validate/data/records/runs/run29/, README there): folded in as below, its modules kept as a check
+# (validate/check/frames.py's MODULE_CHECKS; tests/test_process_memory.py::test_issue_33s_layer_cases_hold_on_the_h200).
+# Then here: add $OUT/process_memory_29*.jsonl to validate/check/frames.py's MATRICES (3.6.0) and MATRICES_TRITON_39, run
+# `python -m livebytes.validate.check.frames`; the GPU's frames replace the CPU-derived ones where both exist, and
 # tests/test_process_memory.py's comparison tests (every matrix process within 64 MiB, its limit exact) cover them.
 set -u
 here=$(dirname "$0")
 pm() {   # tag cases: the probe over one case's cold then warm process, each alone on the GPU
-  timeout 560 python3 validate/probes/process_memory.py --cases "$2" --warm-cases "${2//cold/warm}" --deadline 480 \
+  timeout 560 python3 validate/gpu/probes/process_memory.py --cases "$2" --warm-cases "${2//cold/warm}" --deadline 480 \
     --cache-root "/tmp/pm$1" --out "/tmp/pmwork$1" --summary "$OUT/process_memory_$1.jsonl" > "$OUT/pm$1.log" 2>&1
   tar -C /tmp -czf "$OUT/kernels_$1.tgz" "pmwork$1"
 }

@@ -1,10 +1,10 @@
 #!/bin/bash
 # Run 31 (issue 36 point 1, first steps): transformers 5.17's Qwen3NextForCausalLM training steps on the H200, two small
 # hybrid configurations (Gated DeltaNet layers, one full-attention layer, a mixture of experts in every block), bf16,
-# AdamW, one sequence per batch, each a fresh cold process measured by validate/probes/model_step.py (protocol
+# AdamW, one sequence per batch, each a fresh cold process measured by validate/gpu/probes/model_step.py (protocol
 # model-step-v1, as runs 23/25/28), with the allocator's event trace (--history: host-side only) and the SDPA kernel
 # torch picks for the config's full attention (--sdpa-choice, asked after the steps). Predictions committed before the
-# run: validate/records/models/predictions/run31/ (this tree's code).
+# run: validate/data/records/models/predictions/run31/ (this tree's code).
 #   q1  q3n-h1024-l4-e16-v32k (4 layers, full attention at layer 3, 16 experts top 2, head dim 128), 1 x 8192
 #   q2  q3n-h2048-l2-d256-v32k (2 layers, full attention at layer 1, 8 experts top 2, head dim 256), 1 x 4096
 # and (step `kimi`, added in session 18 with its predictions, the image's Triton 3.6.0) KimiLinearForCausalLM:
@@ -21,12 +21,12 @@
 #   GPU       h200_run18_triton39.sh part (once per carried part) | install (carry .whl), then this script's steps:
 #   records   q1 and q2 side by side, cold (about 2 GB and 3 GB at their peaks); $OUT/records.tgz
 #   traces    the tracer on the GPU machine's CPU under the image's torch 2.11 (the records' torch), the spec of each
-#             record's request (lifetimes.traced.model.trace_spec): $OUT/traces.tgz, for validate.store_traces
-# Then here: commit the records as validate/records/models/h200_run31_<tag>.json, the traces under
-# validate/records/models/traces/torch-2.11.0+cu130_triton-3.9.0/, and compare with the committed predictions.
+#             record's request (lifetimes.traced.model.trace_spec): $OUT/traces.tgz, for validate.check.store_traces
+# Then here: commit the records as validate/data/records/models/h200_run31_<tag>.json, the traces under
+# validate/data/records/models/traces/torch-2.11.0+cu130_triton-3.9.0/, and compare with the committed predictions.
 set -u
 . "$(dirname "$0")/t39_env.sh"           # t39: Triton 3.9.0 ahead of the image's, our wheels, the legacy ptxas
-cfg=validate/model_configs
+cfg=validate/data/model_configs
 W=/tmp/run31
 . "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
 trace() {   # tag config: the tracer's specs for the record's request (bf16, AdamW, no checkpointing, not packed)
@@ -34,7 +34,7 @@ trace() {   # tag config: the tracer's specs for the record's request (bf16, Ada
 import gzip, json, subprocess, sys
 tag, config, out = sys.argv[1], sys.argv[2], sys.argv[3]
 from livebytes.lifetimes.traced.model import Request, canonical_config, layer_counts, trace_spec
-req = Request(canonical_config(json.load(open(f"validate/model_configs/{config}.json"))), "H200")
+req = Request(canonical_config(json.load(open(f"validate/data/model_configs/{config}.json"))), "H200")
 for n in layer_counts(req.depth, "qwen3_next"):
     p = subprocess.run([sys.executable, "-m", "livebytes.tracer", "-"], input=json.dumps(trace_spec(req, n)),
                        capture_output=True, text=True)

@@ -4,12 +4,12 @@
 # forward's function modes": the recompute lost tracer/sdpa.py's cuDNN routing (math path, CheckpointError). The
 # run checks (a) that transformers' checkpointing of both models runs on the GPU (no CheckpointError: the routing is
 # C++ there, the same in both passes) and (b) the checkpointed peaks against this tree's predictions (to be committed
-# under validate/records/models/predictions/run34/ before the run: `livebytes predict --model CONFIG --seq-len S
+# under validate/data/records/models/predictions/run34/ before the run: `livebytes predict --model CONFIG --seq-len S
 # --checkpoint --json`). Same machinery as run 31 (h200_run31_qwen3next.sh): `kimi` under the image's Triton 3.6.0
 # (h200_run28.sh install first), `qwen` under Triton 3.9.0 (h200_run18_triton39.sh part | install first).
 #   k1c kimi-h1024-l4-e16-v32k 1 x 8192 --checkpoint    q1c q3n-h1024-l4-e16-v32k 1 x 8192 --checkpoint
 set -u
-cfg=validate/model_configs
+cfg=validate/data/model_configs
 W=/tmp/run34
 . "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
 case "${1:-}" in

@@ -6,9 +6,9 @@ set -u
 export PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 cat /tmp/cu13part_00 .bigB/cu13part_01 | tar -C /tmp/site -xJf - || echo "cu13 unpack failed"
 export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
-TRITON_CACHE_DIR=/tmp/tc_report timeout 330 python3 validate/probes/boundary_probe.py --impl fla-report --heads 96 \
+TRITON_CACHE_DIR=/tmp/tc_report timeout 330 python3 validate/gpu/probes/boundary_probe.py --impl fla-report --heads 96 \
   --values 163242,164875 --state cold --reset-stack --out "$OUT/report_cold"
 for shape in 1,8K,32,128 2,16K,32,128; do
-  timeout 60 python3 validate/probes/process_trace.py --impl cudnn-kda-hopper-cuda@1.32.0 --shape "$shape" --out "$OUT/ptrace"
+  timeout 60 python3 validate/gpu/probes/process_trace.py --impl cudnn-kda-hopper-cuda@1.32.0 --shape "$shape" --out "$OUT/ptrace"
 done
 tar -czf "$OUT/ptrace.tgz" -C "$OUT" ptrace && rm -rf "$OUT/ptrace"

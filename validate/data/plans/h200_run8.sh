@@ -4,5 +4,5 @@
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-python3 -m livebytes.validate.batch validate/plans/h200_v4_capture_h16.json --out "$OUT/capture" --deadline 520 > "$OUT/capture.log" 2>&1
+python3 -m livebytes.validate.gpu.batch validate/data/plans/h200_v4_capture_h16.json --out "$OUT/capture" --deadline 520 > "$OUT/capture.log" 2>&1
 tar -czf "$OUT/capture.tgz" -C "$OUT" capture && rm -rf "$OUT/capture"

@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandabl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 cp .bigA/cu13part_00 /tmp/
 T1=$(date +%s.%N)
-/tmp/site/bin/livebytes validate --plan validate/plans/h200_v4_fla.json --out-dir "$OUT/fla" > "$OUT/fla.log" 2>&1
+/tmp/site/bin/livebytes validate --plan validate/data/plans/h200_v4_fla.json --out-dir "$OUT/fla" > "$OUT/fla.log" 2>&1
 T2=$(date +%s.%N)
 echo "{\"install_s\": $(python3 -c "print(round($T1 - $T0, 1))"), \"plan_s\": $(python3 -c "print(round($T2 - $T1, 1))")}" > "$OUT/seconds_9a.json"
 tar -czf "$OUT/fla.tgz" -C "$OUT" fla && rm -rf "$OUT/fla"

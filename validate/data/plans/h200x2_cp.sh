@@ -1,11 +1,11 @@
 #!/bin/bash
 # Issue 23: FLA 0.6.0's context parallelism (fla/ops/cp) on nvidia-h200-x2: protocol-v4 records per rank at W = 2,
 # and one boundary. NOT RUN YET (the two-GPU kind was not lent when it was written): run it as the device command
-#   bash validate/plans/h200x2_cp.sh records      (then: bash validate/plans/h200x2_cp.sh boundary)
-# and, on one H200 (kind nvidia-h200), bash validate/plans/h200x2_cp.sh single (W = 1 through the same path)
+#   bash validate/data/plans/h200x2_cp.sh records      (then: bash validate/data/plans/h200x2_cp.sh boundary)
+# and, on one H200 (kind nvidia-h200), bash validate/data/plans/h200x2_cp.sh single (W = 1 through the same path)
 # on kind nvidia-h200-x2, with the wheels under .whl/ as the other plans (h200_run13.sh) install them.
 #   records:  3 shapes per implementation and layout, one torchrun (2 ranks, one process per GPU) per layout;
-#             each rank writes $OUT/<case>/rank<r>/*.json (validate/cp_runner.py).
+#             each rank writes $OUT/<case>/rank<r>/*.json (validate/gpu/cp_runner.py).
 #   boundary: S* (the plan's answer for the runner's protocol: cold, after a 1 x 1024-token warmup, the worse of
 #             the two ranks) runs on both ranks; 1.01 S* (rounded up to a multiple of 2) runs out of memory on one.
 #   GDN: fla-core 0.6.0's gated chunk_bwd_dqkwg raises on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640); the
@@ -16,7 +16,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site NCCL_NVLS_ENABLE=0
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
-CP="torchrun --standalone --nproc-per-node 2 -m livebytes.validate.cp_runner"
+CP="torchrun --standalone --nproc-per-node 2 -m livebytes.validate.gpu.cp_runner"
 KDA_SHAPES="1,64K,16,128;1,256K,32,128;1,256K,96,128"       # totals; per rank 32K, 128K, 128K tokens
 GDN_SHAPES="1,64K,16,128;1,256K,32,128;1,512K,32,128"
 S_STAR=323242             # fla-kda-cp@0.6.0 report H96 D128 W=2 contiguous: planning.largest_running, tuned at 1 x 1024, both ranks
@@ -38,7 +38,7 @@ boundary)   # one fresh torchrun per value: S* must run on both ranks, S_OVER mu
       --out "$OUT/boundary-over" ;;
 single)     # W = 1 through the same code path, on one H200 (kind nvidia-h200): the per-rank buffers' shapes, no peer
   for layout in contiguous zigzag; do
-    torchrun --standalone --nproc-per-node 1 -m livebytes.validate.cp_runner --impl fla-kda-cp@0.6.0 --cp-layout $layout \
+    torchrun --standalone --nproc-per-node 1 -m livebytes.validate.gpu.cp_runner --impl fla-kda-cp@0.6.0 --cp-layout $layout \
         --shapes "1,16K,16,128;1,64K,32,128;1,128K,32,128" --triton-cache cold --out "$OUT/kda-w1-$layout"
   done ;;
 *) echo "usage: $0 records | boundary | single" >&2; exit 1 ;;

@@ -1,5 +1,5 @@
 """FLA's context parallelism (``fla.ops.cp``) for ``chunk_kda`` and ``chunk_gated_delta_rule``: one process per GPU
-(``torchrun``), NCCL, each rank measuring its own step (``validate/cp_runner.py`` drives it).
+(``torchrun``), NCCL, each rank measuring its own step (``validate/gpu/cp_runner.py`` drives it).
 
 The shape is the TOTAL sequence over the W ranks (MBS 1). Each rank builds only its own slice of every input,
 seeded per rank, in the single-GPU harness's recipe at the local tokens (S/W: contiguous, or zigzag's two parts of

@@ -1,6 +1,6 @@
 """Gated DeltaNet inputs and one step, as Qwen3-Next trains with ``chunk_gated_delta_rule``.
 
-Shared by the runner (validation records, ``FlaGdn``) and the tracer (``validate/trace.py``). Inputs are seeded on
+Shared by the runner (validation records, ``FlaGdn``) and the tracer (``validate/gpu/trace.py``). Inputs are seeded on
 the CPU and copied to the GPU once per tensor, in this order: q, k, v, g, beta, cu_seqlens, dO.
 q, k ``[1, T, H, K]`` bf16 (raw: the kernel L2-normalises them); v ``[1, T, HV, V]`` bf16;
 g ``[1, T, HV]`` fp32 log-space decay; beta ``[1, T, HV]`` bf16 after the sigmoid; int64 boundaries.

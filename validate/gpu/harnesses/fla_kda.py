@@ -11,7 +11,7 @@ VERSIONS = ("0.6.0",)    # fla-core releases; the report's private snapshot (07b
 
 
 def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0, device: str = "cuda") -> dict:
-    """FLA's varlen layout [1, T, H, D], int64 boundaries (recipe: validate/inputs.py)."""
+    """FLA's varlen layout [1, T, H, D], int64 boundaries (recipe: validate/gpu/inputs.py)."""
     specs = input_specs(shape, contract, grad, batch_dim=True, cu_dtype="int64")
     return build_inputs(specs, device, shape.seq, seed)
 

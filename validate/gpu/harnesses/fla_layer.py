@@ -35,7 +35,7 @@ class FlaLayer(Harness):
     kind = ""
 
     def inputs(self, shape: Shape, device: str = "cuda") -> dict:
-        """``device`` "cpu": the same tensors on the CPU (validate/probes/cpu_frames.py compiles the layer's kernels)."""
+        """``device`` "cpu": the same tensors on the CPU (validate/gpu/probes/cpu_frames.py compiles the layer's kernels)."""
         import torch
         hidden, conv = shape.hidden or 2048, shape.conv_size or 4
         gen = torch.Generator().manual_seed(0)

@@ -5,9 +5,9 @@ bisects the sequence length at which one implementation's forward+backward stops
 user's training process meets it (fresh inputs, a first call at the shape, then steady calls). Every
 trial is appended to ``OUT/probe.jsonl`` as soon as it ends, so a killed command loses nothing.
 
-    python3 validate/probes/boundary_probe.py --impl fla-plain --heads 96 --lo 160000 \
+    python3 validate/gpu/probes/boundary_probe.py --impl fla-plain --heads 96 --lo 160000 \
         --hi 178000 --step 256 --state cold --out DIR
-    python3 validate/probes/boundary_probe.py --impl fla-report --heads 96 --values 160000,161600 ...
+    python3 validate/gpu/probes/boundary_probe.py --impl fla-report --heads 96 --values 160000,161600 ...
 
 ``--values`` runs the listed values (in order) instead of bisecting: the planner's answer and the
 value 1 % above it. The per-thread stack limit (``cudaLimitStackSize``) is recorded at each stage:
@@ -118,7 +118,7 @@ def gdn_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, 
 def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, layer: dict,
                  impl: str = "fla-kda-layer") -> dict:
     """flash-linear-attention's KimiDeltaAttention (or GatedDeltaNet, ``fla-gdn-layer``) x ``layer["layers"]``, as
-    ``validate/harnesses/fla_layer.py`` builds it: x, cu_seqlens, dY, then each layer (built on the CPU, bf16 but
+    ``validate/gpu/harnesses/fla_layer.py`` builds it: x, cu_seqlens, dY, then each layer (built on the CPU, bf16 but
     A_log and dt_bias fp32, moved one parameter at a time, bottom layer first)."""
     torch = _torch()
     if impl == "fla-gdn-layer":

@@ -4,7 +4,7 @@ frame that asked for it; then that sequence against fla-kda-layer@0.6.0's reques
 
 Trace (needs torch, triton, fla-core and flash-linear-attention; no GPU, no CUDA toolkit):
 
-    python validate/probes/cpu_alloc_trace.py trace --tokens 8192 --out DIR [--layers 4 --hidden 2304 --heads 32
+    python validate/gpu/probes/cpu_alloc_trace.py trace --tokens 8192 --out DIR [--layers 4 --hidden 2304 --heads 32
         --dim 128 --conv-size 4] [--fla-layers SITE] [--cache-dir /tmp/cpuf_cache]
 
 runs the step the H200 probe runs (``boundary_probe.layer_inputs`` and ``step``: x, cu_seqlens, dY, then each layer
@@ -21,12 +21,12 @@ installed over fla-core. Writes DIR/trace_T<T>.jsonl: one event a line (alloc, f
 
 Extrapolate (a trace at another T, from traces at several, each dimension fitted as c, a*T or a*ceil(T/b)):
 
-    python validate/probes/cpu_alloc_trace.py extrapolate DIR/trace_T8192.jsonl DIR/trace_T8200.jsonl ... --tokens 215000
+    python validate/gpu/probes/cpu_alloc_trace.py extrapolate DIR/trace_T8192.jsonl DIR/trace_T8200.jsonl ... --tokens 215000
         --out DIR/trace_T215000_extrapolated.jsonl
 
 Compare (needs livebytes):
 
-    python validate/probes/cpu_alloc_trace.py compare DIR/trace_T8192.jsonl [--out DIR/diff_T8192.json]
+    python validate/gpu/probes/cpu_alloc_trace.py compare DIR/trace_T8192.jsonl [--out DIR/diff_T8192.json]
 
 matches the trace's allocations against the model's requests (``replay.Process``, recorded; one first call, cold:
 every autotuned kernel benchmarks) in order by size, and replays the trace through ``allocator.CachingAllocator``

@@ -11,11 +11,11 @@ a candidate whose shared memory exceeds the device's is not counted (on the GPU 
 ``OutOfResources`` before it loads); one ptxas or Triton refuses is not counted either, as the autotuner drops it.
 Kernel outputs are never written (garbage values): only fla's Python control flow on shapes and ``cu_seqlens`` runs.
 
-    python validate/probes/cpu_frames.py --cases 'fla-report:64:16:16;fla-gdn-fwd:128:16:32' --out DIR [--jobs 2]
+    python validate/gpu/probes/cpu_frames.py --cases 'fla-report:64:16:16;fla-gdn-fwd:128:16:32' --out DIR [--jobs 2]
       CASES: ';'-separated impl:dim:heads:v_heads[:hidden], impl fla-report, fla-plain or fla-gdn, -fwd for forward
       only, or a layer, fla-kda-layer or fla-gdn-layer (one layer, conv 4, hidden default 2048: the layer's
       projections are cuBLAS's, not Triton's; its convolutions, norms and chunk kernel are compiled)
-    python validate/probes/cpu_frames.py --compare DATA.json --out DIR   # CPU max frames against the GPU's (cold)
+    python validate/gpu/probes/cpu_frames.py --compare DATA.json --out DIR   # CPU max frames against the GPU's (cold)
 
 Writes DIR/<tag>.jsonl (one line per compiled candidate: kernel, config, hash, shared, cuobjdump's figures, counted)
 and DIR/summary.jsonl (per case: {kernel: largest STACK over the counted candidates}, the data file's case shape).
@@ -181,10 +181,10 @@ def cpu_inputs(impl: str, tokens: int, heads: int, dim: int, v_heads: int, grad:
 
 
 def layer_step(case: dict) -> None:
-    """One layer's training step on the CPU through its GPU harness (``validate/harnesses/fla_layer.py``: the same
+    """One layer's training step on the CPU through its GPU harness (``validate/gpu/harnesses/fla_layer.py``: the same
     modules, dtypes and call), one sequence of ``tokens``; the layer count and checkpointing change no kernel."""
     from livebytes.estimator.shapes import Shape
-    from livebytes.validate.harnesses import harness_for
+    from livebytes.validate.gpu.harnesses import harness_for
     key = LAYERS[case["impl"]]
     h = harness_for(key)(key, "plain", False, False)
     shape = Shape(1, case["tokens"], case["heads"], case["dim"], case["v_heads"], hidden=case["hidden"], layers=1,

@@ -4,7 +4,7 @@ Which autotune candidate needs the most local memory (STACK / LOCAL) decides how
 ``cudaLimitStackSize`` in a cold process, and at which kernel. One JSON line per cubin: the cache folder,
 the kernel name and launch metadata from Triton's ``<name>.json`` beside it, and cuobjdump's figures.
 
-    python3 validate/probes/cubin_usage.py /tmp/tc_a /tmp/tc_b > usage.jsonl
+    python3 validate/gpu/probes/cubin_usage.py /tmp/tc_a /tmp/tc_b > usage.jsonl
 """
 from __future__ import annotations
 

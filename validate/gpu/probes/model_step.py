@@ -20,7 +20,7 @@ requested_bytes peak, what is allocated and reserved after it, the process's own
 figures (the observer's request to the byte). ``OUT/<tag>.json`` is the record; with ``--sdpa-choice`` it also says
 which SDPA kernel torch picks for the config's full attention (``torch._fused_sdp_choice``, asked after the steps).
 
-    python3 validate/probes/model_step.py --config CONFIG.json --mbs 1 --seq 8192 --checkpoint --state cold \
+    python3 validate/gpu/probes/model_step.py --config CONFIG.json --mbs 1 --seq 8192 --checkpoint --state cold \
         --out DIR --tag kda-1.3b-8k
 
 Needs torch, transformers and flash-linear-attention; imports nothing of livebytes, so it runs wherever the model does.

@@ -15,7 +15,7 @@ Each worker logs every Triton kernel it compiled (function, constexprs, warps, s
 it loaded (``knobs.runtime.kernel_load_end_hook``: a config that fails ``OutOfResources`` never loads), and
 ``cuobjdump -res-usage`` gives each loaded cubin's stack frame: the data ``lifetimes/data`` frames come from.
 
-    python3 validate/probes/process_memory.py --cases CASES --cache-root /tmp/pm --out DIR --deadline 420
+    python3 validate/gpu/probes/process_memory.py --cases CASES --cache-root /tmp/pm --out DIR --deadline 420
       CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn, or a
       layer, fla-kda-layer or fla-gdn-layer (hidden 2304, one layer), a kernel optionally suffixed -fwd (forward only);
       state cold (an empty TRITON_CACHE_DIR) or warm (the folder an earlier cold case of the same impl and dim filled).
@@ -237,7 +237,7 @@ def run_group(cases: list[dict], out: Path, deadline: float, summary: Path) -> s
 
 def warm_over(cases: list[dict], args, out: Path, summary: Path) -> int:
     """Warm cases over a copy of a cache another process filled; each case names that process (``filled_by``), which
-    ``validate/frames.py`` requires of a warm case whose cold case is not in the same file."""
+    ``validate/check/frames.py`` requires of a warm case whose cold case is not in the same file."""
     for case in cases:
         shutil.rmtree(case["cache_dir"], ignore_errors=True)
         shutil.copytree(args.warm_over, case["cache_dir"])

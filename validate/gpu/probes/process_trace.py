@@ -7,8 +7,8 @@ size, address and the top Python frames) to ``OUT/process_trace_<impl>_<shape>.j
 record goes to ``OUT`` beside it. Comparing the ``segment_alloc`` sizes with the replay's segments
 names the request at which the real allocator and ours first part ways.
 
-    python3 validate/probes/process_trace.py --impl cudnn-kda-hopper-cuda@1.32.0 --shape 1,8K,32,128 --out DIR
-    python3 validate/probes/process_trace.py --impl fla-kda@0.6.0 --contract report --shape 1,2048,96,128 \
+    python3 validate/gpu/probes/process_trace.py --impl cudnn-kda-hopper-cuda@1.32.0 --shape 1,8K,32,128 --out DIR
+    python3 validate/gpu/probes/process_trace.py --impl fla-kda@0.6.0 --contract report --shape 1,2048,96,128 \
         --triton-cache cold --frames 10 --out DIR     # where a cold first call's benchmark buffers land
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
     import torch
-    from livebytes.validate import runner
+    from livebytes.validate.gpu import runner
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
