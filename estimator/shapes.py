@@ -161,7 +161,7 @@ class Shape:
 
     def record_dict(self) -> dict:
         """The shape as the measured records hold it (``mbs``, ``seq``, ...: the fields' own names), the format the GPU
-        runners write and validate/records/ keeps; v_heads, dim_v and the layer fields only when set."""
+        runners write and validate/data/records/ keeps; v_heads, dim_v and the layer fields only when set."""
         d = {"mbs": self.mbs, "seq": self.seq, "heads": self.heads, "dim": self.dim}
         if self.v_heads is not None:
             d["v_heads"] = self.v_heads
@@ -207,6 +207,10 @@ EXPAND_V = "expand_v"
 VALIDATE_FORMS = {"MBS,SEQ,HEADS": ("batch_size", "seq_len", "num_heads"),
                   "MBS,SEQ,HEADS,DIM": ("batch_size", "seq_len", "num_heads", "head_dim")}
 TRACE_FORMS = {"N,S,H,HV,K,V": ("batch_size", "seq_len", "num_heads", "num_v_heads", "head_dim", "head_v_dim")}   # learn's
+# The allocator-trace format: written on the GPU (validate/gpu/trace.py), read by learn/traces.py; here, below both,
+# so that neither imports the other (validate and learn are siblings above the core).
+TRACE_FORMAT = "livebytes-trace/1"
+TRACE_SYMBOLS = ("T", "N", "H", "HV", "K", "V")   # packed tokens, sequences, heads, value heads, key/value dims
 SHAPE_STRING_HELP = "seq_len=8K,num_heads=16[,batch_size=1][,head_dim=128][,num_v_heads=32][,head_v_dim=64|expand_v=0.5]"
 
 

@@ -1,4 +1,4 @@
-"""Allocator traces as data: what ``validate/trace.py`` writes and ``learn`` / ``drift`` read.
+"""Allocator traces as data: what ``validate/gpu/trace.py`` writes and ``learn`` / ``drift`` read.
 
 One trace is one steady-state step at one shape: the device allocations the step made, in order,
 each with its exact byte count and the Python frames that allocated it, and the frees of those
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import ListOf, Obj, OneOf, check, read_json, show
+from livebytes.estimator.shapes import TRACE_FORMAT, TRACE_SYMBOLS
 
-FORMAT = "livebytes-trace/1"
-TRACE_SYMBOLS = ("T", "N", "H", "HV", "K", "V")   # packed tokens, sequences, heads, value heads, key/value dims
+FORMAT = TRACE_FORMAT   # the name learn and its tests use
 # what each symbol of a trace (and of the formulas learned from it) stands for, in the shape's HF names
 TRACE_SYMBOL_NAMES = {"T": "batch_size * seq_len (the packed tokens)", "N": "batch_size", "H": "num_heads",
                       "HV": "num_v_heads", "K": "head_dim", "V": "head_v_dim"}

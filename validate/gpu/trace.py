@@ -13,7 +13,7 @@ replaced so the first config wins without benchmarking (the trace says so); host
 these paths do not depend on tile configs (chunk_bwd_dqkwg's BK comes from the device, not the tuner).
 Each shape's file is written as soon as it is taken.
 
-    python -m livebytes.validate.trace --impl fla-gdn-fwd@0.6.0 --shapes "2,1030,1,2,64,64;..." --out DIR
+    python -m livebytes.validate.gpu.trace --impl fla-gdn-fwd@0.6.0 --shapes "2,1030,1,2,64,64;..." --out DIR
 Shapes: the key=value shape strings of every command (``seq_len=1030,num_heads=2,num_v_heads=4,head_dim=64,batch_size=2``;
 ``estimator.shapes.parse_shape_list``), or the old ``N,S,H,HV,K,V`` (sequences, tokens per sequence, heads, value heads,
 key dim, value dim), read as an alias.
@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.shapes import TRACE_FORMS, Shape, parse_shape_list
-from livebytes.learn.traces import FORMAT, TRACE_SYMBOLS
+from livebytes.estimator.shapes import TRACE_FORMAT as FORMAT, TRACE_FORMS, TRACE_SYMBOLS, Shape, parse_shape_list
 
 LIBRARY = "fla/"
 MAX_FRAMES = 4
@@ -67,14 +66,14 @@ def relative(filename: str, roots: dict[str, str]) -> str:
 def frames_of(entry: dict, roots: dict[str, str]) -> list[str]:
     """Innermost-first ``file:function:line`` frames: the library's, else our harness's (never this file)."""
     frames = [f"{relative(f['filename'], roots)}:{f['name']}:{f['line']}" for f in entry.get("frames", [])]
-    own = [i for i, f in enumerate(frames) if f.startswith("livebytes/validate/trace.py")]
+    own = [i for i, f in enumerate(frames) if f.startswith("livebytes/validate/gpu/trace.py")]
     lib = [i for i, f in enumerate(frames) if f.startswith(LIBRARY)]
     if own and lib and own[0] < lib[0]:          # outermost first: turn it round
         frames.reverse()
     library = [f for f in frames if f.startswith(LIBRARY)]
     if library:
         return library[:MAX_FRAMES]
-    harness = [f for f in frames if f.startswith("livebytes/") and not f.startswith("livebytes/validate/trace.py")]
+    harness = [f for f in frames if f.startswith("livebytes/") and not f.startswith("livebytes/validate/gpu/trace.py")]
     return harness[:MAX_FRAMES] or frames[:1]
 
 
@@ -138,7 +137,7 @@ class _Impl:
         self.gdn = self.impl.startswith("fla-gdn")
 
     def cpu_inputs(self, shape: Shape) -> dict:
-        from livebytes.validate.harnesses import fla_gdn, fla_kda
+        from livebytes.validate.gpu.harnesses import fla_gdn, fla_kda
         if self.probe:
             return self.probe.cpu_inputs(shape)
         if self.gdn:
@@ -148,8 +147,8 @@ class _Impl:
         return {name: t.detach() for name, t in x.items()}
 
     def step(self, x: dict):
-        from livebytes.validate import harnesses
-        from livebytes.validate.harnesses import fla_gdn
+        from livebytes.validate.gpu import harnesses
+        from livebytes.validate.gpu.harnesses import fla_gdn
         if self.probe:
             return self.probe.step(x)
         if self.gdn:
@@ -159,7 +158,7 @@ class _Impl:
 
 def take(impl: _Impl, shape: Shape, roots: dict[str, str]) -> dict:
     import torch
-    from livebytes.validate.harnesses.fla_gdn import to_device
+    from livebytes.validate.gpu.harnesses.fla_gdn import to_device
     grad = not impl.forward_only
     warm = to_device(impl.cpu_inputs(shape), grad)
     o = impl.step(warm)
@@ -189,7 +188,7 @@ def request(impl: str, shapes_text: str, contract: str = "report"):
     if not impl.endswith(".py") and impl not in IMPLS:
         raise LivebytesError(f"unknown implementation {impl!r}: {', '.join(IMPLS)} or a probe file")
     chosen = _Impl(impl, contract)
-    from livebytes.validate.environment import cuda_available
+    from livebytes.validate.gpu.environment import cuda_available
     if not cuda_available():
         raise LivebytesError("no CUDA device: the tracer records the real allocator and needs a GPU")
     return chosen, shapes
@@ -200,7 +199,7 @@ def write_traces(impl: _Impl, shapes: list, out: Path, contract: str = "report",
     os.environ.setdefault("TRITON_CACHE_DIR", "/tmp/livebytes-trace-triton-cache")   # keep tuned caches clean
     autotune = "on (Triton autotuning as shipped)" if autotune_on else disable_autotuning()
     import torch
-    from livebytes.validate.environment import environment
+    from livebytes.validate.gpu.environment import environment
     out.mkdir(parents=True, exist_ok=True)
     env, roots = environment(), _roots()
     for shape in shapes:
