@@ -231,7 +231,7 @@ def trace_notes(name: str, data: dict) -> list[str]:
     recorded, here, folder, names = _trace_files(data)
     if recorded == here:
         return []
-    root = MODEL_RECORDS_DIR.parents[2]                          # the checkout: say the store as its path there
+    root = MODEL_RECORDS_DIR.parents[3]                          # the checkout: say the store as its path there
     where = folder.relative_to(root) if folder.is_relative_to(root) else folder
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
