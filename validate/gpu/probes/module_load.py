@@ -196,8 +196,9 @@ class Cuda:
     def __init__(self) -> None:
         self.lib = ctypes.CDLL("libcuda.so.1")
         self.check(self.lib.cuInit(0), "cuInit")
-        self.ctx = ctypes.c_void_p()
-        self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), 0), "cuDevicePrimaryCtxRetain")
+        device, self.ctx = ctypes.c_int(), ctypes.c_void_p()
+        self.check(self.lib.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+        self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), device), "cuDevicePrimaryCtxRetain")
         self.check(self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         self.buffer = ctypes.c_uint64()
         self.check(self.lib.cuMemAlloc_v2(ctypes.byref(self.buffer), ctypes.c_size_t(4096)), "cuMemAlloc")
@@ -215,6 +216,12 @@ class Cuda:
         v = ctypes.c_int()
         self.check(self.lib.cuDriverGetVersion(ctypes.byref(v)), "cuDriverGetVersion")
         return v.value
+
+    def loading_mode(self) -> str:
+        """The driver's own answer (cuModuleGetLoadingMode: 1 eager, 2 lazy), whatever the environment says."""
+        mode = ctypes.c_int()
+        self.check(self.lib.cuModuleGetLoadingMode(ctypes.byref(mode)), "cuModuleGetLoadingMode")
+        return {1: "eager", 2: "lazy"}.get(mode.value, str(mode.value))
 
     def load(self, image: bytes) -> ctypes.c_void_p:
         module = ctypes.c_void_p()
@@ -261,14 +268,15 @@ class Nvml:
         return int(mem.used)
 
     def process_used(self, pid: int) -> int | None:
-        """This pid's used memory as NVML lists it; None where the list lacks it (a container's pid namespace) or
-        NVML gives no figure (0xFFFFFFFFFFFFFFFF: NVML_VALUE_NOT_AVAILABLE)."""
+        """This pid's used memory as NVML lists it (the only process listed, where a container's pid namespace hides
+        the pid: the probe runs alone); None where neither, or NVML gives no figure (NVML_VALUE_NOT_AVAILABLE)."""
         count, infos = ctypes.c_uint(64), (_Process * 64)()
         query = getattr(self.lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)     # absent before driver 510
         if query is None or query(self.handle, ctypes.byref(count), infos) != 0:
             return None
-        used = [p.usedGpuMemory for p in infos[:count.value] if p.pid == pid]
-        return int(used[0]) if used and used[0] < 2**64 - 1 else None
+        listed = infos[:count.value]
+        used = [p.usedGpuMemory for p in listed if p.pid == pid] or [p.usedGpuMemory for p in listed[:1] if count.value == 1]
+        return int(used[0]) if used and used[0] < 2**64 - 1 else None      # one listed: this process (run alone)
 
 
 def reading(cuda: Cuda, nvml: Nvml) -> dict:
@@ -433,6 +441,7 @@ def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
     cuda, nvml = Cuda(), Nvml()
     header = {"kind": "header", "device": torch.cuda.get_device_name(0), "driver": cuda.driver_version(),
               "torch": torch.__version__, "cuda_module_loading": process_env("CUDA_MODULE_LOADING"),
+              "driver_loading_mode": cuda.loading_mode(),
               "pid": os.getpid(), "python": sys.version.split()[0]}
     try:
         import triton
