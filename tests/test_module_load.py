@@ -179,3 +179,14 @@ def test_gpu_run_writes_header_context_loads_then_unload(tmp_path, monkeypatch):
     # header, context, tiny's 64 copies, the torch step's failure as a row, the unloading of all 64
     assert kinds == ["header", "context"] + ["load"] * 64 + ["error", "unload"]
     assert cuda.unloaded == 64
+
+
+def test_cpu_frames_records_the_same_sections_per_candidate(tmp_path):
+    """cpu_frames.py's candidate lines carry module_load's fields for each compiled cubin (issue 33's sums)."""
+    _ptxas_or_skip()
+    from types import SimpleNamespace
+
+    from livebytes.validate.gpu.probes import cpu_frames
+    image = ml.compile_variants((ZERO4K,), tmp_path)["zero4k"]
+    fields = cpu_frames.cubin_fields(SimpleNamespace(asm={"cubin": image}))
+    assert fields == ml.image_fields(image) and fields["device_sections"][".nv.global"] == 4096
