@@ -190,3 +190,23 @@ def test_cpu_frames_records_the_same_sections_per_candidate(tmp_path):
     image = ml.compile_variants((ZERO4K,), tmp_path)["zero4k"]
     fields = cpu_frames.cubin_fields(SimpleNamespace(asm={"cubin": image}))
     assert fields == ml.image_fields(image) and fields["device_sections"][".nv.global"] == 4096
+
+
+def test_a_cache_folders_cubins_load_first_each_under_its_json_name(tmp_path, monkeypatch):
+    _ptxas_or_skip()
+    cache = tmp_path / "cache" / "HASH"
+    cache.mkdir(parents=True)
+    (cache / "k.cubin").write_bytes(ml.compile_variants((TINY,), tmp_path)["tiny"])
+    (cache / "k.json").write_text(json.dumps({"name": "k0"}))           # the kernel's name is the json's, not the file's
+    cuda = FakeCuda()
+    names = []
+    monkeypatch.setattr(cuda, "function", lambda module, name: names.append(name))
+    monkeypatch.setattr(ml, "start_cuda", lambda loading: (cuda, FakeNvml(cuda), {"kind": "header"}))
+    monkeypatch.setattr(ml, "torch_steps", lambda *a: None)
+    args = ml.parse_args(["--out", str(tmp_path), "--variants", "tiny", "--no-triton", "--cubins", str(tmp_path / "cache")])
+    log = ml.Log(tmp_path / "module_load.jsonl")
+    ml.gpu_run(args, (), {}, log, deadline=float("inf"))
+    log.file.close()
+    rows = [json.loads(line) for line in (tmp_path / "module_load.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["header", "context", "cache_cubin", "unload"] and names == ["k0"]
+    assert rows[2]["path"] == "HASH/k.cubin" and rows[2]["growth"]["load"]["device_used"] == 2_097_152   # the 1st load's step

@@ -11,7 +11,8 @@ device's memory around every step, in one process alone on the GPU:
 - Triton kernels of three code sizes (``tl.static_range`` unrolled), loaded as Triton loads them
   (``driver.active.utils.load_binary``: cuModuleLoadData, cuModuleGetFunction, cuFuncGetAttribute) and launched once
   through the JIT;
-- optionally every ``*.cubin`` under ``--cubins DIR`` (a Triton cache folder filled by a real cold run);
+- optionally, first, every ``*.cubin`` under ``--cubins DIR`` (a Triton cache folder filled by a real cold run, or by
+  ``cpu_frames.py``'s compile of a case for sm90: its TRITON_CACHE_DIR; candidates refused for shared memory load too);
 - then PyTorch's own kernels (an elementwise op, a bf16 matmul: cuBLAS) and finally the unloading of every module.
 
 N copies of each image are loaded (each cuModuleLoadData is a module of its own), so a driver that sub-allocates
@@ -457,6 +458,8 @@ def gpu_run(args: argparse.Namespace, variants: tuple[Variant, ...], images: dic
     log.write(header)
     log.write({"kind": "context", "reading": reading(cuda, nvml)})
     held: list = []
+    if args.cubins is not None:     # first, over the context alone, as a cold process loads its candidates
+        log.guarded("cubins", cache_cubin_loads, cuda, nvml, log, args.cubins, held, deadline)
     for v in variants:
         if time.time() > deadline:
             log.write({"kind": "stopped", "at": v.name})
@@ -465,8 +468,6 @@ def gpu_run(args: argparse.Namespace, variants: tuple[Variant, ...], images: dic
                     [f"k{f}" for f in range(v.functions)], v.copies, True, held)
     if not args.no_triton and time.time() < deadline:
         log.guarded("triton", triton_loads, cuda, nvml, log, held, deadline)
-    if args.cubins is not None:
-        log.guarded("cubins", cache_cubin_loads, cuda, nvml, log, args.cubins, held, deadline)
     log.guarded("torch", torch_steps, cuda, nvml, log)
     start = reading(cuda, nvml)
     for module in held:
