@@ -58,3 +58,17 @@ def test_probe_summary_sums_growth_per_image_and_counts_the_copies_that_grew():
 def test_a_missing_file_is_one_line_and_exit_1(tmp_path, capsys):
     assert mr.main(["probe", str(tmp_path / "absent.jsonl")]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_loaded_set_sizes_in_modules_md_come_from_the_committed_records(tmp_path):
+    """MODULES.md's table: the sizes records (cpu_frames, four cases) matched to run 13a's worker logs."""
+    import tarfile
+    for name, folder in (("cpu_frames/candidates_sizes.tgz", "c"), ("run13/kernels_13a.tgz", "k")):
+        with tarfile.open(mr.RUNS / name) as t:
+            t.extractall(tmp_path / folder, filter="data")
+    rows = {r["tag"]: r for r in mr.sizes_table(tmp_path / "c" / "sizes", [tmp_path / "k"])}
+    got = {tag: (r["matched"], len(r["unmatched"]), r["image_bytes"], r["device_section_bytes"]) for tag, r in rows.items()}
+    assert got["fla-gdn-fwd_D32_H16_HV32_cold"] == (59, 0, 3_148_072, 756_638)
+    assert got["fla-gdn-fwd_D32_H16_HV32_warm"] == (6, 0, 365_680, 86_432)
+    assert got["fla-report_D32_H16_HV16_cold"] == (204, 0, 21_377_256, 6_823_334)
+    assert got["fla-report_D32_H16_HV16_warm"] == (17, 0, 1_175_872, 309_343)
