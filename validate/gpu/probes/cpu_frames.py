@@ -201,6 +201,14 @@ def res_usage(kernel, tool: str, folder: Path) -> dict:
     return usage(path, tool)
 
 
+def cubin_fields(kernel) -> dict:
+    """The cubin's size and the sections the driver places in device memory (``module_load.image_fields``): what a
+    per-module memory rule (issue 33) sums over the candidates a cold process loads."""
+    sys.path.insert(0, str(HERE))
+    from module_load import image_fields
+    return image_fields(kernel.asm["cubin"])
+
+
 def constexprs(kernel) -> dict:
     fn = kernel.src.fn
     names = {}
@@ -226,7 +234,7 @@ def candidates(log: list, tool: str) -> list[dict]:
             counted = e["shared"] <= SM90_SHARED
             out.append({**e, "constexprs": constexprs(kernel), "counted": counted,
                         **({} if counted else {"refused": f"OutOfResources: shared {e['shared']} > {SM90_SHARED}"}),
-                        **res_usage(kernel, tool, Path(tmp))})
+                        **res_usage(kernel, tool, Path(tmp)), **cubin_fields(kernel)})
     return out
 
 
@@ -256,6 +264,9 @@ def worker(case: dict, out: Path) -> int:
     for r in rows:
         if r["counted"]:
             frames[r["kernel"]] = max(frames.get(r["kernel"], 0), r["STACK"])
+    loaded = [r for r in rows if r["counted"]]         # the candidates a cold GPU process loads (issue 33)
+    rec["modules"] = {"cubins": len(loaded), "cubin_bytes": sum(r["image_bytes"] for r in loaded),
+                      "device_section_bytes": sum(r["device_section_bytes"] for r in loaded)}
     rec.update(key=case["key"], frames=dict(sorted(frames.items())), compiled=sum(1 for r in rows if "hash" in r),
                counted=sum(1 for r in rows if r["counted"]), seconds=round(time.time() - t0, 1),
                target="cuda sm90 (GPUTarget('cuda', 90, 32))", triton=triton.__version__, fla=__import__("fla").__version__,
