@@ -4,6 +4,9 @@ only formats. Every user-visible string goes in as ``rich.text.Text`` (never par
 descriptions fold instead."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable, Optional
+
 from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.table import Table
@@ -54,6 +57,69 @@ def _number_column(t: Table, name: str, **kw) -> None:
 
 def _text_column(t: Table, name: str, **kw) -> None:
     t.add_column(T(name), overflow="fold", **kw)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table as data (torchinfo's way): its header, how to get the cell from a row (text, or a
+    ``Text`` with its own style), and how it lays out: ``key`` never wrapped or cut, ``number`` right-justified and never
+    wrapped, ``text`` folded where long. ``footer``: the cell under a table that shows footers."""
+    header: str
+    cell: Callable
+    kind: str = "text"
+    justify: Optional[str] = None
+    footer: Optional[str] = None
+    min_width: Optional[int] = None
+    ratio: Optional[int] = None
+
+
+KINDS = {"key": {"no_wrap": True}, "number": {"justify": "right", "no_wrap": True}, "text": {"overflow": "fold"}}
+SECTION = None      # a row of ``table``'s rows that starts a new section (a rule across the table)
+
+
+def table(title: str, columns: list, rows, **kw) -> Table:
+    """The one table builder: a column per ``Column``, a row per item of ``rows`` (``SECTION``: a rule); ``kw``: rich's
+    table settings (``show_footer``, ``show_lines``, ``caption``)."""
+    t = _table(title, **kw)
+    for c in columns:
+        more = {k: v for k, v in (("justify", c.justify), ("min_width", c.min_width), ("ratio", c.ratio)) if v is not None}
+        footer = {"footer": _cell(c.footer)} if c.footer is not None else {}
+        t.add_column(T(c.header), **(KINDS[c.kind] | more | footer))
+    for row in rows:
+        if row is SECTION:
+            t.add_section()
+        else:
+            t.add_row(*(_cell(c.cell(row)) for c in columns))
+    return t
+
+
+def _cell(value) -> Text:
+    return value if isinstance(value, Text) else T(value)
+
+
+def caption(text: str) -> dict:
+    """A table's caption (``table``'s keywords): below it, left-justified."""
+    return {"caption": T(text), "caption_justify": "left"}
+
+
+def show(renderable) -> None:
+    """Print a table (``fit``: stacked when the console cannot hold it whole) or a line."""
+    console.print(fit(renderable))
+
+
+def print_json(data: dict) -> None:
+    """A command's ``--json`` document on stdout."""
+    import json
+
+    import typer
+    typer.echo(json.dumps(data, indent=1))
+
+
+def warn_all(data: dict) -> None:
+    """Every warning a command's answer carries, one line each on stderr (JSON keeps them in ``warnings``)."""
+    from .errors import warn
+    for line in data["warnings"]:
+        warn(line)
 
 
 def _plain(cell, joint: str = " / ") -> str:
@@ -238,102 +304,6 @@ def _short(o: dict) -> str:
     return f" ({short / 2**20:,.1f} MiB short)" if 0 < short < 0.01 * 2**30 else ""
 
 
-MAX_NAMES = 8     # buffers named per group in predict's table (a whole model has thousands)
-
-
-def module_table(result: dict) -> Table | None:
-    """A traced model's peak by module (``report``'s ``module_bytes``): what each module holds, by storage group (its
-    label, ``group_labels``)."""
-    modules = result.get("module_bytes")
-    if not modules:
-        return None
-    t = _table("at the peak, by module")
-    _text_column(t, "module", min_width=14)
-    _number_column(t, "GiB")
-    _text_column(t, "of which (GiB)")
-    for name, groups in modules.items():
-        parts = ", ".join(f"{result['group_labels'][key]} {g(n)}" for key, n in groups.items() if key != "total")
-        t.add_row(T(name), T(g(groups["total"])), T(parts))
-    return t
-
-
-def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False,
-                     probed: bool = False) -> Table:
-    """The peak's storage groups and buffers; ``unbounded``: the run goes out of memory on the device (the verdict's
-    ``peaks_unbounded``), so the caption says the peaks are those of a device with no memory limit."""
-    t = _table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", show_footer=True)
-    _text_column(t, "storage group", footer=T("peak, sum of 512-B blocks"), min_width=14)
-    _number_column(t, "GiB", footer=T(g(p.peak_bytes)))
-    _text_column(t, "buffers live at the peak", footer=T(f"at step {p.peak_step.name}"))
-    live = p.at_peak
-    for group, nbytes in p.groups.items():
-        inside = [(b, n) for b, n in live if b.group is group and n]
-        whole_model = any(getattr(b, "module", "") for b, _ in inside)
-        if whole_model and len(inside) > MAX_NAMES:      # a traced model's thousands: the largest, then how many more
-            inside.sort(key=lambda bn: -bn[1])
-        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, _ in (inside[:MAX_NAMES] if whole_model else inside)]
-        if whole_model and len(inside) > MAX_NAMES:
-            names.append(f"... and {len(inside) - MAX_NAMES:,} more (the largest first; --json lists every one)")
-        t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
-    caption = measured_text(measured, probed)
-    if replayed is not None:
-        caption += f" | steady-state allocator replay (this shape run repeatedly): {g(replayed)} GiB"
-    if unbounded:
-        caption += f" | these peaks are {UNBOUNDED}: it runs out of memory before them (below)"
-    t.caption = T(caption)
-    t.caption_justify = "left"
-    return t
-
-
-def compare_table(data: dict, preds, measured) -> Table:
-    """``data``: report.compare_data; ``measured``: each implementation's records. Every number carries its unit; a
-    column that runs out of memory on its device labels its peaks as those with no memory limit."""
-    results = data["results"]
-    t = _table(preds[0].shape.label())
-    _text_column(t, "storage group", min_width=14)
-    # numbers carry no spaces; the measured row's words wrap; a key folds only where no width is left (no min_width:
-    # rich crops a table whose min_width columns it shrank)
-    for r in results:
-        t.add_column(T(r["impl"]), justify="right", overflow="fold")
-    groups = []
-    for p in preds:
-        groups += [grp for grp in p.groups if grp not in groups]
-    order = {grp: i for i, grp in enumerate(type(groups[0]))} if groups else {}
-    for grp in sorted(groups, key=order.get):
-        t.add_row(T(grp.label), *[T(f"{g(p.groups.get(grp, 0))} GiB") for p in preds])
-    t.add_section()
-    t.add_row(T("peak, 512-B blocks", "bold"), *[T(f"{g(r['peak_bytes'])} GiB{unbounded_label(r)}", "bold") for r in results])
-    t.add_row(T("steady-state replay"), *[T(f"{g(r['replay_peak_bytes'])} GiB{unbounded_label(r)}") for r in results])
-    t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
-    t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
-    if len(results) > 1:
-        first = results[0]["impl"]
-        t.add_row(T(f"predicted vs {first}"), *[T(pct(r["change_vs_first_fraction"])) for r in results])
-        if any(r["measured_change_vs_first_fraction"] is not None for r in results):
-            t.add_row(T(f"measured vs {first}"), *[T(pct(r["measured_change_vs_first_fraction"])) for r in results])
-    return t
-
-
-def option_text(name: str, allowed: list) -> str:
-    """One option of ``models``: its name, what sets it (a flag, or the shape: ``choose.SHAPE_SET_OPTIONS``) and its
-    values, the default first; a config (no values) is given by --model."""
-    from livebytes.choose import OPTION_FLAGS, SHAPE_SET_OPTIONS
-    if not allowed:
-        return f"{name}: given by {OPTION_FLAGS[name]}"
-    return f"{name} ({OPTION_FLAGS.get(name) or SHAPE_SET_OPTIONS[name]}): {'/'.join(map(str, allowed))}"
-
-
-def models_table(data: dict) -> Table:
-    t = _table("lifetime models", show_lines=True)
-    _key_column(t, "impl")
-    _key_column(t, "GPU")
-    _text_column(t, "phase, options and what it covers", ratio=1)
-    for m in data["results"]:
-        opts = "; ".join(option_text(k, v) for k, v in m["allowed_options"].items() if v or k == "config") or "none"
-        t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
-    return t
-
-
 def validation_table(data: dict) -> Table:
     """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
     predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
@@ -376,7 +346,7 @@ def capacity_plan_table(data: dict) -> Table:
         fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
     probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
-    _assumed_caption(t, data["results"], _held(data) + probed)
+    assumed_caption(t, data["results"], _held(data) + probed)
     return t
 
 
@@ -385,7 +355,7 @@ def _held(data: dict) -> list[str]:
     return [f"{r['impl']} at its answer: {shape_label(r['shape'])}" for r in data["results"] if r["value"] is not None]
 
 
-def _assumed_caption(t: Table, results: list[dict], more: list[str] = (), terms: list[dict] | None = None) -> None:
+def assumed_caption(t: Table, results: list[dict], more: list[str] = (), terms: list[dict] | None = None) -> None:
     """Below a table: what each row assumed (``terms_line`` of ``terms``, default the rows; ``assumed_notes``), then
     ``more``."""
     lines = [f"assumed: {terms_line(r)}" for r in (results if terms is None else terms)] + assumed_notes(results)
@@ -404,7 +374,7 @@ def plan_table(data: dict, budget_label: str) -> Table:
         value = "none fits" if r["value"] is None else f"{r['value']:,}"
         t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{g(r['peak_at_value_bytes'])}"),
                   T(f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}"))
-    _assumed_caption(t, data["results"], _held(data))
+    assumed_caption(t, data["results"], _held(data))
     return t
 
 
@@ -432,7 +402,7 @@ def sweep_table(data: dict) -> Table:
     for r in results:
         cells = [r["impl"], *(_grid_cell(r["shape"], k) for k in varying), g(r["peak_bytes"]), "yes" if r["fits"] else "OOM"]
         t.add_row(*map(T, cells))
-    _assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
+    assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
     return t
 
 
@@ -482,7 +452,7 @@ def explain_table(data: dict) -> Table:
     if left_out:
         t.add_row(T(f"{left_out_bytes:,}"), T(f"{left_out:,} smaller unexplained blocks", "bold red"),
                   T("(not shown; --json lists every block)"))
-    _assumed_caption(t, data["results"])
+    assumed_caption(t, data["results"])
     return t
 
 
@@ -507,18 +477,6 @@ def shape_label(shape: dict) -> str:
     return Shape.from_dict(shape).label()
 
 
-PEAK_MARK = " ◀ peak"
-TIMELINE_FRAME = 10     # 4 borders and 2 x 3 columns of padding
-
-
-def bar_width(preds) -> int:
-    """Columns the timeline's bars may take: what the console leaves after the widest key or step name, the
-    widest GiB cell, the peak mark and the frame (10 to 40; narrower than that, ``fit`` stacks the table)."""
-    names = max(len(name) for p in preds for name in [p.model.key, *(st.name for st in p.model.steps)])
-    numbers = max(len(g(n)) for p in preds for n in p.step_bytes)
-    return max(10, min(40, console.width - names - max(numbers, len("GiB")) - len(PEAK_MARK) - TIMELINE_FRAME))
-
-
 def sweep_csv(data: dict) -> str:
     """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
     columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them; head_v_dim: the head dim
@@ -534,69 +492,6 @@ def sweep_csv(data: dict) -> str:
                      f"{s['head_dim']},{s.get('head_v_dim', s['head_dim'])},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
                      f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
     return "\n".join(lines) + "\n"
-
-
-def timeline_text(preds, bars: list[list[int]], data: dict | None = None) -> Table:
-    """Compact terminal timeline: one bar per step (lengths from report.bar_lengths), the peak marked; below it
-    what each model assumed (``data``: report.timeline_data)."""
-    t = _table("live bytes per step")
-    _key_column(t, "step")
-    _number_column(t, "GiB")
-    t.add_column("", no_wrap=True)
-    from livebytes.report import timeline_rows
-    for p, lengths in zip(preds, bars):
-        t.add_row(T(p.model.key, "bold"), T(""), T(""))
-        for label, i in timeline_rows(p):
-            mark = T(PEAK_MARK, "bold red") if i == p.peak_index else T("")
-            t.add_row(T(label), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
-        t.add_section()
-    if data is not None:
-        _assumed_caption(t, data["results"])
-    return t
-
-
-def timeline_png(preds, path) -> None:
-    """Stacked live bytes per step by storage group, one panel per implementation, the peak marked."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from livebytes.estimator.buffers import Group
-    groups = [grp for grp in Group if any(p.groups_at(i).get(grp) for p in preds for i in range(len(p.model.steps)))]
-    colors = dict(zip(groups, plt.get_cmap("tab20").colors))
-    fig, axes = plt.subplots(1, len(preds), figsize=(7 * len(preds), 5.5), sharey=True, squeeze=False)
-    for ax, p in zip(axes[0], preds):
-        steps = list(range(len(p.model.steps)))
-        bottom = [0.0] * len(steps)
-        for grp in groups:
-            vals = [gib(p.groups_at(i).get(grp, 0)) for i in steps]
-            ax.bar(steps, vals, bottom=bottom, color=colors[grp], label=grp.label, width=0.85)
-            bottom = [b + v for b, v in zip(bottom, vals)]
-        ax.annotate(f"peak {g(p.peak_bytes)} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
-                    xytext=(0, 12), textcoords="offset points", ha="center", fontsize=9,
-                    arrowprops=dict(arrowstyle="->"))
-        from livebytes.report import TIMELINE_ROWS, timeline_rows
-        if len(steps) <= TIMELINE_ROWS:
-            ax.set_xticks(steps)
-            ax.set_xticklabels([s.name for s in p.model.steps], rotation=90, fontsize=7)
-        else:       # a whole model: a tick per phase and module run, at most a few dozen labelled
-            rows = timeline_rows(p)
-            every = max(1, len(rows) // 40)
-            ax.set_xticks([i for _, i in rows[::every]])
-            ax.set_xticklabels([label for label, _ in rows[::every]], rotation=90, fontsize=6)
-        ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10, pad=18)
-        ax.set_ylabel("live GiB (2^30 B)")
-        ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
-    from livebytes.report import TIMELINE_ROWS
-    if any(len(p.model.steps) > TIMELINE_ROWS for p in preds):     # a whole model's bars fill the panel: legend beside
-        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
 
 
 def payload_table(data: dict) -> Table:
