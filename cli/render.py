@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from livebytes.report import explain_shown, gib, oom_when
+from livebytes.report import gib, oom_when
 
 console = Console()
 
@@ -262,16 +262,8 @@ def compare_verdict_line(r: dict) -> Text:
     return T(f"{r['impl']}: {oom_text(r)}{tail}")
 
 
-def _outcome(p: dict) -> str:
+def outcome(p: dict) -> str:
     return "ran" if p["fits"] else f"ran out of memory in {p['phase']}, tried {g(p['tried_bytes'], 2)} GiB"
-
-
-def probed_summary(r: dict) -> str:
-    """plan's answer as the boundary probes ran it: outcomes and records, once each."""
-    probes = r["at_value"]["probed"]
-    outcomes = ", ".join(sorted({_outcome(p) for p in probes}))
-    records = ", ".join(p["record"].removesuffix(".jsonl") for p in probes)
-    return f"{r['impl']} at {r['value']:,} on the {r['device']}: {outcomes} (boundary probe{'s' * (len(probes) > 1)} {records})"
 
 
 def probed_text(p: dict, device: str) -> str:
@@ -279,7 +271,7 @@ def probed_text(p: dict, device: str) -> str:
     before = (["its 1x1024 warmup"] if p["after_warmup"] else []) + (
         [f"{p['earlier_trials']} earlier trial{'s' if p['earlier_trials'] > 1 else ''}"] if p["earlier_trials"] else [])
     process = f"a process after {' and '.join(before)}" if before else "a fresh process's first call"
-    return f"measured on the {device} ({process}, boundary probe {p['record']}): {_outcome(p)}"
+    return f"measured on the {device} ({process}, boundary probe {p['record']}): {outcome(p)}"
 
 
 def oom_text(r: dict, assumptions_inline: bool = True) -> str:
@@ -304,112 +296,12 @@ def _short(o: dict) -> str:
     return f" ({short / 2**20:,.1f} MiB short)" if 0 < short < 0.01 * 2**30 else ""
 
 
-def validation_table(data: dict) -> Table:
-    """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
-    predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
-    tol = data["tolerance_fraction"]
-    t = _table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
-               f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
-               "(history-dependent records), inside the allocator bounds. GiB: predicted over measured; "
-               "error: bytes, percent, and the requested-bytes check", show_lines=True)
-    _key_column(t, "impl, shape, mode")
-    _number_column(t, "GiB")
-    _number_column(t, "error")
-    _text_column(t, "result")
-    for r in data["results"]:
-        contract = r["options"].get("contract")
-        seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
-        lines = [r["impl"], *shape_lines(r["shape"]), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
-        measured = "OOM" if r["measured_bytes"] is None else g(r["measured_bytes"], 4)
-        err = "-" if r["error_bytes"] is None else f"{r['error_bytes']:+,}"
-        frac = "-" if r["error_fraction"] is None else f"{r['error_fraction'] * 100:+.4f}%"
-        req = r["requested_error_bytes"]
-        req_text = "req. -" if req is None else ("req. exact" if req == 0 else f"req. {req:+,}")
-        result = T("pass" if r["passed"] else "FAIL", "green" if r["passed"] else "bold red")
-        result.append(f" ({r['criterion']})", style="dim")
-        t.add_row(T("\n".join(lines)), T(f"{g(r['predicted_bytes'], 4)}\n{measured}"), T(f"{err}\n{frac}\n{req_text}"), result)
-    return t
-
-
-def capacity_plan_table(data: dict) -> Table:
-    """plan without --budget: the largest value that runs under the full simulation, and what fails above it."""
-    solve = data["solve"]
-    t = _table(f"largest {solve} that runs on the device (allocator simulation of a fresh process); device need in GiB")
-    _key_column(t, "impl\nGPU")
-    _number_column(t, f"largest {solve}\nneed there")
-    _number_column(t, f"{solve} above")
-    _text_column(t, "fails at")
-    for r in data["results"]:
-        value = "none runs" if r["value"] is None else f"{r['value']:,}"
-        need = "-" if r["at_value"] is None else g(r["at_value"]["device_need_bytes"])
-        o = r["at_next"]["oom"]
-        fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
-        t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
-    probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
-    assumed_caption(t, data["results"], _held(data) + probed)
-    return t
-
-
-def _held(data: dict) -> list[str]:
-    """The shape each answer holds, the solved field at its value: a flag left out shows here as its default."""
-    return [f"{r['impl']} at its answer: {shape_label(r['shape'])}" for r in data["results"] if r["value"] is not None]
-
-
 def assumed_caption(t: Table, results: list[dict], more: list[str] = (), terms: list[dict] | None = None) -> None:
     """Below a table: what each row assumed (``terms_line`` of ``terms``, default the rows; ``assumed_notes``), then
     ``more``."""
     lines = [f"assumed: {terms_line(r)}" for r in (results if terms is None else terms)] + assumed_notes(results)
     t.caption = T("\n".join(dict.fromkeys(lines + list(more))))
     t.caption_justify = "left"
-
-
-def plan_table(data: dict, budget_label: str) -> Table:
-    solve = data["solve"]
-    t = _table(f"largest {solve} whose max_memory_allocated (allocator replay of a fresh process, first call "
-               f"included) fits {budget_label}; peaks in GiB")
-    _key_column(t, "impl\nGPU")
-    _number_column(t, f"largest {solve}\npeak there")
-    _number_column(t, f"{solve} + 1\npeak there")
-    for r in data["results"]:
-        value = "none fits" if r["value"] is None else f"{r['value']:,}"
-        t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{g(r['peak_at_value_bytes'])}"),
-                  T(f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}"))
-    assumed_caption(t, data["results"], _held(data))
-    return t
-
-
-def sweep_axes(results: list[dict]) -> tuple[list[str], dict]:
-    """(the shape keys that vary over the grid, in the shape's order; the others with their one value): a sweep's
-    columns are its axes, what it holds is said once in the title (the keys, the JSON's: batch_size, seq_len, ...)."""
-    keys = list(dict.fromkeys(k for r in results for k in r["shape"]))
-    values = {k: {r["shape"].get(k) for r in results} for k in keys}
-    return [k for k in keys if len(values[k]) > 1], {k: next(iter(values[k])) for k in keys if len(values[k]) == 1}
-
-
-def sweep_table(data: dict) -> Table:
-    from livebytes.estimator.shapes import format_tokens
-    results = data["results"]
-    devices = ", ".join(sorted({r["device"] for r in results}))
-    varying, held = sweep_axes(results)
-    shown = {"seq_len": format_tokens, "checkpoint": lambda v: "on" if v else "off"}
-    at = ", ".join(f"{k}={shown.get(k, str)(v)}" for k, v in held.items() if v is not None)
-    t = _table(f"sweep{f' at {at}' if at else ''}: peak allocated GiB; runs: predict's verdict for a fresh process on "
-               f"{devices}")
-    _key_column(t, "impl")
-    for c in (*varying, "peak GiB"):
-        _number_column(t, c)
-    _key_column(t, "runs")
-    for r in results:
-        cells = [r["impl"], *(_grid_cell(r["shape"], k) for k in varying), g(r["peak_bytes"]), "yes" if r["fits"] else "OOM"]
-        t.add_row(*map(T, cells))
-    assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
-    return t
-
-
-def _grid_cell(shape: dict, key: str) -> str:
-    """One axis's value at a point; value heads and head dim left out there are the query/key ones (``Shape.hv``/``dv``)."""
-    value = shape.get(key, shape.get({"num_v_heads": "num_heads", "head_v_dim": "head_dim"}.get(key, key)))
-    return "-" if value is None else ("on" if value is True else "off" if value is False else f"{value:,}")
 
 
 def autotune_lines(results: list[dict]) -> list[str]:
@@ -436,32 +328,6 @@ def assumed_notes(results: list[dict]) -> list[str]:
     return out
 
 
-def explain_table(data: dict) -> Table:
-    """``data``: report.explain_data. One row per live block, largest first: the model's buffer (and how it was
-    matched) or 'unexplained', and the frame that allocated it."""
-    r = data["results"][0]
-    t = _table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
-               f"{r['impl']} {shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
-    _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
-    _text_column(t, "buffer (matched by)", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
-    _text_column(t, "allocated at (innermost frame)", footer=T(""))
-    shown, left_out, left_out_bytes = explain_shown(r)
-    for b in shown:
-        named = T(f"{b['buffer']} ({b['match']})") if b["buffer"] else T("unexplained", "bold red")
-        t.add_row(T(f"{b['bytes']:,}"), named, T(frame_cell(b["frames"][0]) if b["frames"] else "(no frame)"))
-    if left_out:
-        t.add_row(T(f"{left_out_bytes:,}"), T(f"{left_out:,} smaller unexplained blocks", "bold red"),
-                  T("(not shown; --json lists every block)"))
-    assumed_caption(t, data["results"])
-    return t
-
-
-def frame_cell(frame: str) -> str:
-    """``file:line:function`` as two lines, ``file:line`` over ``function``: each fits a narrow column whole."""
-    where, _, function = frame.rpartition(":")
-    return f"{where}\n{function}" if where else frame
-
-
 SHAPE_LINE = 30      # a shape's label in a column that never wraps (validate's key column): fields, ~2 to a line
 
 
@@ -477,76 +343,7 @@ def shape_label(shape: dict) -> str:
     return Shape.from_dict(shape).label()
 
 
-def sweep_csv(data: dict) -> str:
-    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
-    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them; head_v_dim: the head dim
-    unless --expand-v set it)."""
-    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
-             "head_dim,head_v_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
-    for r in data["results"]:
-        s, o = r["shape"], r["options"]
-        recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
-        lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
-                     f"{r['triton']},"
-                     f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
-                     f"{s['head_dim']},{s.get('head_v_dim', s['head_dim'])},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
-                     f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
-    return "\n".join(lines) + "\n"
-
-
-def payload_table(data: dict) -> Table:
-    """``data``: the payload command's JSON (rows from report.payload_rows)."""
-    t = _table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
-               "3Td: the inputs q, k, v")
-    for c in ("seq_len", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
-              "vs dense\nvs tiled", "3Td\nKiB"):
-        _number_column(t, c)
-    for r in data["results"]:
-        measured = "-" if r["measured_bytes"] is None else f"{r['measured_bytes'] / 1024:,.1f}"
-        match = "-" if r["passed"] is None else ("exact" if r["passed"] else f"{r['error_bytes']:+,}B")
-        growth = "" if r["growth_ratio"] is None else f"x{r['growth_ratio']:.2f}"
-        t.add_row(*map(T, (f"{r['shape']['seq_len']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
-                           f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
-                           f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
-    return t
-
-
-def model_checks_table(checks) -> Table:
-    """validate's figures of whole-model step records (``validate.check.model_records``)."""
-    t = _table("model-step records: every figure")
-    _text_column(t, "record")
-    _text_column(t, "figure")
-    for name in ("measured B", "predicted B", "error B"):
-        _number_column(t, name)
-    _text_column(t, "")
-    for c in checks:
-        verdict = ("passed" if c.expected_error == 0 else f"named miss: {c.why}") if c.passed else (
-            "FAILED" + (f" (the named miss is {c.expected_error:+,} B)" if c.expected_error else ""))
-        t.add_row(T(c.record), T(c.field), T(_count(c.measured)), T(_count(c.predicted)),
-                  T("" if c.error is None else f"{c.error:+,}"), T(verdict, "" if c.passed else "bold red"))
-    return t
-
-
-def _count(n: int | None) -> str:
-    return "n/a" if n is None else f"{n:,}"
-
-
 def fsdp_line(fsdp: dict) -> str:
     """The FSDP2 answer's terms: its world size, the rank answered, its status."""
     return (f"FSDP2 at {fsdp['world_size']:,} rank{'s' if fsdp['world_size'] > 1 else ''}, rank {fsdp['rank']}'s "
             f"memory: {fsdp['status']}")
-
-
-def gpus_plan_table(data: dict) -> Table:
-    """``plan --solve gpus``: each FSDP2 world size tried, its peaks and whether it fits; the answer in the title."""
-    r = data["results"][0]
-    answer = (f"{r['value']:,} GPU{'s' if r['value'] > 1 else ''}" if r["value"] is not None else "none of those tried")
-    t = _table(f"{r['impl']} on {r['device']}, FSDP2 rank 0: the fewest ranks that fit: {answer} ({r['searched']}; "
-               f"{r['fsdp']['status']})")
-    for col in ("ranks", "allocated peak GiB", "reserved peak GiB"):
-        _number_column(t, col)
-    _key_column(t, "fits")
-    for row in r["tried"]:
-        t.add_row(f"{row['world_size']:,}", g(row["allocated_peak_bytes"]), g(row.get("reserved_peak_bytes")),
-                  "yes" if row["fits"] else "no")
-    return t

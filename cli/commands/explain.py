@@ -8,6 +8,7 @@ import typer
 
 from .. import options as o
 from .. import render
+from ..render import Column, T
 from ..progress import progress
 
 NAME = "explain"
@@ -34,8 +35,47 @@ def command(q: o.QueryFlags, snapshot: str = Snapshot, at: str = At, as_json: bo
     if as_json:
         render.print_json(data)
     else:
-        render.show(render.explain_table(data))
+        render.show(explain_table(data))
 
+
+
+def frame_cell(frame: str) -> str:
+    """``file:line:function`` as two lines, ``file:line`` over ``function``: each fits a narrow column whole."""
+    where, _, function = frame.rpartition(":")
+    return f"{where}\n{function}" if where else frame
+
+
+def columns(r: dict) -> list[Column]:
+    """A row per live block (``report.explain_shown``): its bytes, the buffer (and how it was matched) or
+    'unexplained', the frame that allocated it; the totals in the footer. A row of blocks left out: (bytes, count)."""
+    return [Column("bytes", lambda b: f"{b['bytes']:,}", "number", footer=f"{r['live_bytes']:,}"),
+            Column("buffer (matched by)", _named, footer=f"{r['unexplained_bytes']:,} B unexplained"),
+            Column("allocated at (innermost frame)", _frame, footer="")]
+
+
+def _named(b: dict):
+    if "left_out" in b:
+        return T(f"{b['left_out']:,} smaller unexplained blocks", "bold red")
+    return f"{b['buffer']} ({b['match']})" if b["buffer"] else T("unexplained", "bold red")
+
+
+def _frame(b: dict) -> str:
+    if "left_out" in b:
+        return "(not shown; --json lists every block)"
+    return frame_cell(b["frames"][0]) if b["frames"] else "(no frame)"
+
+
+def explain_table(data: dict):
+    """``data``: report.explain_data. One row per live block, largest first, and one for the blocks left out."""
+    from livebytes.report import explain_shown
+    r = data["results"][0]
+    shown, left_out, left_out_bytes = explain_shown(r)
+    rows = shown + ([{"bytes": left_out_bytes, "left_out": left_out}] if left_out else [])
+    t = render.table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
+                     f"{r['impl']} {render.shape_label(r['shape'])} on {r['device']} explains them", columns(r), rows,
+                     show_footer=True)
+    render.assumed_caption(t, data["results"])
+    return t
 
 def schema() -> dict:
     from ..schema import envelope, integer, listof, obj, string, terms

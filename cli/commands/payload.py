@@ -8,6 +8,7 @@ import typer
 
 from .. import options as o
 from .. import render
+from ..render import Column
 from ..errors import EXIT_VALIDATION_FAILED
 from ..progress import counting, progress
 
@@ -57,10 +58,38 @@ def command(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
     if as_json:
         render.print_json(data)
     else:
-        render.show(render.payload_table(data))
+        render.show(payload_table(data))
     if not data["passed"]:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
+
+
+def _kib(nbytes: int, digits: int = 1) -> str:
+    return f"{nbytes / 1024:,.{digits}f}"
+
+
+def _match(r: dict) -> str:
+    return "-" if r["passed"] is None else ("exact" if r["passed"] else f"{r['error_bytes']:+,}B")
+
+
+# a row per token count (report.payload_rows): every column a number
+COLUMNS = [
+    Column("seq_len", lambda r: f"{r['shape']['seq_len']:,}", "number"),
+    Column("predicted\nmeasured\nKiB", lambda r: f"{_kib(r['predicted_bytes'])}\n"
+           + ("-" if r["measured_bytes"] is None else _kib(r["measured_bytes"])), "number"),
+    Column("match", _match, "number"),
+    Column("save\nevents", lambda r: f"{r['save_events']:,}", "number"),
+    Column("largest\nelem", lambda r: f"{r['largest_elements']:,}", "number"),
+    Column("growth", lambda r: "" if r["growth_ratio"] is None else f"x{r['growth_ratio']:.2f}", "number"),
+    Column("vs dense\nvs tiled", lambda r: f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", "number"),
+    Column("3Td\nKiB", lambda r: _kib(r["inputs_bytes"], 0), "number"),
+]
+
+
+def payload_table(data: dict):
+    """``data``: the payload command's JSON (rows from report.payload_rows)."""
+    return render.table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
+                        "3Td: the inputs q, k, v", COLUMNS, data["results"])
 
 def schema() -> dict:
     from ..schema import boolean, envelope, integer, mapof, number, obj, string

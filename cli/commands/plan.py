@@ -9,6 +9,7 @@ import typer
 
 from .. import options as o
 from .. import render
+from ..render import Column, g
 from ..errors import UsageProblem, warn
 from ..progress import progress
 from .predict import TRACING
@@ -69,7 +70,7 @@ def command(q: o.QueryFlags, ctx: typer.Context, solve: str = Solve, budget: Opt
     if as_json:
         render.print_json(data)
         return
-    render.show(render.plan_table(data, f"a budget of {limit:,} B") if limit is not None else render.capacity_plan_table(data))
+    render.show(plan_table(data, f"a budget of {limit:,} B") if limit is not None else capacity_plan_table(data))
 
 
 GPUS = ("gpus", "gpu")       # plan --solve gpus: FSDP2's fewest ranks
@@ -91,8 +92,83 @@ def _plan_gpus(q: o.QueryFlags, ch, budget: Optional[str], as_json: bool) -> Non
     if as_json:
         render.print_json(data)
         return
-    render.show(render.gpus_plan_table(data))
+    render.show(gpus_plan_table(data))
 
+
+def _held(data: dict) -> list[str]:
+    """The shape each answer holds, the solved field at its value: a flag left out shows here as its default."""
+    return [f"{r['impl']} at its answer: {render.shape_label(r['shape'])}" for r in data["results"] if r["value"] is not None]
+
+
+def probed_summary(r: dict) -> str:
+    """The answer as the boundary probes ran it: outcomes and records, once each."""
+    probes = r["at_value"]["probed"]
+    outcomes = ", ".join(sorted({render.outcome(p) for p in probes}))
+    records = ", ".join(p["record"].removesuffix(".jsonl") for p in probes)
+    return f"{r['impl']} at {r['value']:,} on the {r['device']}: {outcomes} (boundary probe{'s' * (len(probes) > 1)} {records})"
+
+
+def _fails_at(r: dict) -> str:
+    o = r["at_next"]["oom"]
+    return "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
+
+
+def _largest_running(r: dict) -> str:
+    need = "-" if r["at_value"] is None else g(r["at_value"]["device_need_bytes"])
+    return ("none runs" if r["value"] is None else f"{r['value']:,}") + f"\n{need}"
+
+
+def capacity_columns(solve: str) -> list[Column]:
+    """Without --budget, a row per model: the largest value that runs and the device need there, the value above, and
+    what fails there."""
+    return [Column("impl\nGPU", lambda r: f"{r['impl']}\n{r['device']}", "key"),
+            Column(f"largest {solve}\nneed there", _largest_running, "number"),
+            Column(f"{solve} above", lambda r: f"{r['next_value']:,}", "number"),
+            Column("fails at", _fails_at)]
+
+
+def capacity_plan_table(data: dict):
+    """plan without --budget: the largest value that runs under the full simulation, and what fails above it."""
+    solve = data["solve"]
+    t = render.table(f"largest {solve} that runs on the device (allocator simulation of a fresh process); device need "
+                     "in GiB", capacity_columns(solve), data["results"])
+    probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
+    render.assumed_caption(t, data["results"], _held(data) + probed)
+    return t
+
+
+def _largest_fitting(r: dict) -> str:
+    return ("none fits" if r["value"] is None else f"{r['value']:,}") + f"\n{g(r['peak_at_value_bytes'])}"
+
+
+def budget_columns(solve: str) -> list[Column]:
+    """With --budget, a row per model: the largest value that fits and its peak, the next value and its peak."""
+    return [Column("impl\nGPU", lambda r: f"{r['impl']}\n{r['device']}", "key"),
+            Column(f"largest {solve}\npeak there", _largest_fitting, "number"),
+            Column(f"{solve} + 1\npeak there", lambda r: f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}", "number")]
+
+
+def plan_table(data: dict, budget_label: str):
+    solve = data["solve"]
+    t = render.table(f"largest {solve} whose max_memory_allocated (allocator replay of a fresh process, first call "
+                     f"included) fits {budget_label}; peaks in GiB", budget_columns(solve), data["results"])
+    render.assumed_caption(t, data["results"], _held(data))
+    return t
+
+
+# --solve gpus: a row per FSDP2 world size tried
+GPUS_COLUMNS = [Column("ranks", lambda row: f"{row['world_size']:,}", "number"),
+                Column("allocated peak GiB", lambda row: g(row["allocated_peak_bytes"]), "number"),
+                Column("reserved peak GiB", lambda row: g(row.get("reserved_peak_bytes")), "number"),
+                Column("fits", lambda row: "yes" if row["fits"] else "no", "key")]
+
+
+def gpus_plan_table(data: dict):
+    """``plan --solve gpus``: each FSDP2 world size tried, its peaks and whether it fits; the answer in the title."""
+    r = data["results"][0]
+    answer = (f"{r['value']:,} GPU{'s' if r['value'] > 1 else ''}" if r["value"] is not None else "none of those tried")
+    return render.table(f"{r['impl']} on {r['device']}, FSDP2 rank 0: the fewest ranks that fit: {answer} "
+                        f"({r['searched']}; {r['fsdp']['status']})", GPUS_COLUMNS, r["tried"])
 
 def plan_item() -> dict:
     """One --impl's answer."""

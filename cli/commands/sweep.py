@@ -8,6 +8,7 @@ import typer
 
 from .. import options as o
 from .. import render
+from ..render import Column, g
 from ..progress import progress
 from .predict import TRACING
 
@@ -52,13 +53,67 @@ def command(q: o.QueryFlags, out: Optional[str] = Out, as_json: bool = o.Json) -
     render.warn_all(data)
     rows = data["results"]
     if path is not None:
-        from .render import sweep_csv
         path.write_text(sweep_csv(data))
         typer.echo(f"wrote {len(rows)} row{'' if len(rows) == 1 else 's'} to {path}", err=as_json)
     if as_json:
         render.print_json(data)
     elif path is None:
-        render.show(render.sweep_table(data))
+        render.show(sweep_table(data))
+
+
+def sweep_axes(results: list[dict]) -> tuple[list[str], dict]:
+    """(the shape keys that vary over the grid, in the shape's order; the others with their one value): a sweep's
+    columns are its axes, what it holds is said once in the title (the keys, the JSON's: batch_size, seq_len, ...)."""
+    keys = list(dict.fromkeys(k for r in results for k in r["shape"]))
+    values = {k: {r["shape"].get(k) for r in results} for k in keys}
+    return [k for k in keys if len(values[k]) > 1], {k: next(iter(values[k])) for k in keys if len(values[k]) == 1}
+
+
+def grid_cell(shape: dict, key: str) -> str:
+    """One axis's value at a point; value heads and head dim left out there are the query/key ones (``Shape.hv``/``dv``)."""
+    value = shape.get(key, shape.get({"num_v_heads": "num_heads", "head_v_dim": "head_dim"}.get(key, key)))
+    return "-" if value is None else ("on" if value is True else "off" if value is False else f"{value:,}")
+
+
+def columns(varying: list[str]) -> list[Column]:
+    """The model, a column per axis that varies, the peak and the verdict; a row per model and point."""
+    return [Column("impl", lambda r: r["impl"], "key"),
+            *(Column(k, lambda r, k=k: grid_cell(r["shape"], k), "number") for k in varying),
+            Column("peak GiB", lambda r: g(r["peak_bytes"]), "number"),
+            Column("runs", lambda r: "yes" if r["fits"] else "OOM", "key")]
+
+
+def sweep_table(data: dict):
+    from livebytes.estimator.shapes import format_tokens
+    results = data["results"]
+    devices = ", ".join(sorted({r["device"] for r in results}))
+    varying, held = sweep_axes(results)
+    shown = {"seq_len": format_tokens, "checkpoint": lambda v: "on" if v else "off"}
+    at = ", ".join(f"{k}={shown.get(k, str)(v)}" for k, v in held.items() if v is not None)
+    t = render.table(f"sweep{f' at {at}' if at else ''}: peak allocated GiB; runs: predict's verdict for a fresh process "
+                     f"on {devices}", columns(varying), results)
+    render.assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
+    return t
+
+
+CSV_HEADER = ("impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
+              "head_dim,head_v_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits")
+
+
+def sweep_csv(data: dict) -> str:
+    """The grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
+    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them; head_v_dim: the head dim
+    unless --expand-v set it)."""
+    lines = [CSV_HEADER]
+    for r in data["results"]:
+        s, o = r["shape"], r["options"]
+        recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
+        lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
+                     f"{r['triton']},"
+                     f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
+                     f"{s['head_dim']},{s.get('head_v_dim', s['head_dim'])},{r['peak_bytes']},{r['allocated_peak_bytes']},"
+                     f"{r['reserved_peak_bytes']},{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
+    return "\n".join(lines) + "\n"
 
 
 def schema() -> dict:

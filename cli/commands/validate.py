@@ -9,6 +9,7 @@ import typer
 
 from .. import options as o
 from .. import render
+from ..render import Column, T, g
 from ..errors import EXIT_VALIDATION_FAILED, UsageProblem, warn
 from ..progress import progress
 
@@ -99,7 +100,7 @@ def _show_validation(comparisons, tol: float, s, notes: list[str], as_json: bool
     if as_json:
         render.print_json(data)
     else:
-        render.show(render.validation_table(data))
+        render.show(validation_table(data))
         for line in (f for c in comparisons for f in c.failures):     # one line per failing figure, naming its field
             typer.echo(f"FAILED {line}")
         secs = "" if s.device_seconds is None else f", {s.device_seconds:.0f} device-seconds"
@@ -117,7 +118,7 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
                            "config); leave it out")
     with progress(f"re-checking model-step records in {source} (a config's first use traces it: ~1 min)") as step:
         checks, skipped, notes = model_records.check_all(source, step)
-    render.show(render.model_checks_table(checks))
+    render.show(model_checks_table(checks))
     for c in checks:
         if not c.passed:
             typer.echo(f"FAILED {c.failure()}")
@@ -131,6 +132,72 @@ def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
     if failed:
         raise typer.Exit(EXIT_VALIDATION_FAILED)
 
+
+def _record_cell(r: dict) -> str:
+    """impl / shape / mode / contract, stacked."""
+    contract = r["options"].get("contract")
+    seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
+    lines = [r["impl"], *render.shape_lines(r["shape"]), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
+    return "\n".join(lines)
+
+
+def _error_cell(r: dict) -> str:
+    """The error in bytes, in percent, and the requested-bytes check, stacked."""
+    err = "-" if r["error_bytes"] is None else f"{r['error_bytes']:+,}"
+    frac = "-" if r["error_fraction"] is None else f"{r['error_fraction'] * 100:+.4f}%"
+    req = r["requested_error_bytes"]
+    return f"{err}\n{frac}\n" + ("req. -" if req is None else ("req. exact" if req == 0 else f"req. {req:+,}"))
+
+
+def _result_cell(r: dict):
+    result = T("pass" if r["passed"] else "FAIL", "green" if r["passed"] else "bold red")
+    result.append(f" ({r['criterion']})", style="dim")
+    return result
+
+
+# a row per record (report.validation_data), stacked so that 80 columns hold it whole
+COLUMNS = [
+    Column("impl, shape, mode", _record_cell, "key"),
+    Column("GiB", lambda r: f"{g(r['predicted_bytes'], 4)}\n" + ("OOM" if r["measured_bytes"] is None else g(r["measured_bytes"], 4)),
+           "number"),
+    Column("error", _error_cell, "number"),
+    Column("result", _result_cell),
+]
+
+
+def validation_table(data: dict):
+    """One record per row: impl / shape / mode / contract; predicted / measured GiB; error in bytes / percent / the
+    requested-bytes check; the verdict."""
+    tol = data["tolerance_fraction"]
+    return render.table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
+                        f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
+                        "(history-dependent records), inside the allocator bounds. GiB: predicted over measured; "
+                        "error: bytes, percent, and the requested-bytes check", COLUMNS, data["results"], show_lines=True)
+
+
+def _count(n: int | None) -> str:
+    return "n/a" if n is None else f"{n:,}"
+
+
+def _check_verdict(c):
+    verdict = ("passed" if c.expected_error == 0 else f"named miss: {c.why}") if c.passed else (
+        "FAILED" + (f" (the named miss is {c.expected_error:+,} B)" if c.expected_error else ""))
+    return T(verdict, "" if c.passed else "bold red")
+
+
+# a row per figure of a whole-model step record (``validate.check.model_records``' checks)
+CHECK_COLUMNS = [
+    Column("record", lambda c: c.record), Column("figure", lambda c: c.field),
+    Column("measured B", lambda c: _count(c.measured), "number"),
+    Column("predicted B", lambda c: _count(c.predicted), "number"),
+    Column("error B", lambda c: "" if c.error is None else f"{c.error:+,}", "number"),
+    Column("", _check_verdict),
+]
+
+
+def model_checks_table(checks):
+    """validate's figures of whole-model step records."""
+    return render.table("model-step records: every figure", CHECK_COLUMNS, checks)
 
 def schema() -> dict:
     from ..schema import DEVICE_NAME, RECORD_OOM, SHAPE, boolean, envelope, integer, listof, mapof, number, obj, string
