@@ -1,8 +1,8 @@
-"""The JSON vocabulary of schema 3, one JSON Schema per command (docs/schema/<command>.json) and the key tables
-of docs/json.md, both generated from the definitions below: ``python -m livebytes.cli.schema [DOCS]`` rewrites them
-(DOCS: the checkout's docs folder, ``docs`` by default), and
-tests/test_json.py checks that the committed files are what this module writes and that every command's output
-validates against its schema.
+"""The JSON vocabulary of schema 3 and the generated documents: one JSON Schema per command (docs/schema/<command>.json,
+each command module's ``schema()``, ``cli/commands``) built from the shared parts below, and the key tables of
+docs/json.md. ``python -m livebytes.cli.schema [DOCS]`` rewrites them (DOCS: the checkout's docs folder, ``docs`` by
+default), and tests/test_json.py checks that the committed files are what this module writes and that every command's
+output validates against its schema.
 
 Every object lists all its keys (``additionalProperties: false``); ``required`` holds every key but those a
 command writes in one mode only (plan's ``--budget`` keys). ``map`` objects have data as keys.
