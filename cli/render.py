@@ -45,20 +45,6 @@ def _table(title: str, **kw) -> Table:
     return Table(title=T(title), title_justify="left", **kw)
 
 
-def _key_column(t: Table, name: str, **kw) -> None:
-    """Keys and short names: never wrapped or cut."""
-    t.add_column(T(name), no_wrap=True, **kw)
-
-
-def _number_column(t: Table, name: str, **kw) -> None:
-    """Numbers are never wrapped or cut (keep the header short: it does not wrap either)."""
-    t.add_column(T(name), justify="right", no_wrap=True, **kw)
-
-
-def _text_column(t: Table, name: str, **kw) -> None:
-    t.add_column(T(name), overflow="fold", **kw)
-
-
 @dataclass(frozen=True)
 class Column:
     """One column of a table as data (torchinfo's way): its header, how to get the cell from a row (text, or a

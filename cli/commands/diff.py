@@ -62,19 +62,25 @@ def _side_text(s, nbytes: int | None) -> str:
     return f"{s.shape} {s.dtype}{at}\n{s.lifetime}\n{s.source}" + (f"\n({s.note})" if s.note else "")
 
 
+def _change_cell(c) -> str:
+    return c.kind + ("\n(same bytes at this shape)" if c.kind == "resized" and c.old_bytes == c.new_bytes is not None else "")
+
+
+def columns(d) -> list:
+    """A row per changed allocation (``estimator.diff``'s changes): what changed, the allocation (a carved workspace:
+    how many regions), then each side's shape, lifetime and source under its model's key."""
+    from ..render import Column
+    return [Column("change", _change_cell, "key"),
+            Column("allocation", lambda c: c.allocation + (f"\n({len(c.regions)} regions)" if c.regions else ""), "key"),
+            Column(d.old, lambda c: _side_text(c.old, c.old_bytes)),
+            Column(d.new, lambda c: _side_text(c.new, c.new_bytes))]
+
+
 def diff_table(d):
-    from ..render import T, _key_column, _table, _text_column
-    t = _table(f"{d.old} -> {d.new}: {len(d.changes)} buffer changes"
-               + (f"; {d.renumbered} buffers cite other lines of the same code" if d.renumbered else ""), show_lines=True)
-    _key_column(t, "change")
-    _key_column(t, "allocation")
-    _text_column(t, d.old)
-    _text_column(t, d.new)
-    for c in d.changes:
-        name = c.allocation + (f"\n({len(c.regions)} regions)" if c.regions else "")
-        kind = c.kind + ("\n(same bytes at this shape)" if c.kind == "resized" and c.old_bytes == c.new_bytes is not None else "")
-        t.add_row(T(kind), T(name), T(_side_text(c.old, c.old_bytes)), T(_side_text(c.new, c.new_bytes)))
-    return t
+    from .. import render
+    return render.table(f"{d.old} -> {d.new}: {len(d.changes)} buffer changes"
+                        + (f"; {d.renumbered} buffers cite other lines of the same code" if d.renumbered else ""),
+                        columns(d), d.changes, show_lines=True)
 
 
 def peak_lines(d) -> list[str]:
