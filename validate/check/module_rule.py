@@ -58,8 +58,8 @@ def kernel_process_rows(runs: Path = RUNS) -> list[dict]:
 
 
 def config_key(kernel: str, constexprs: dict, num_warps: int, num_stages: int) -> str:
-    from livebytes.validate.gpu.probes.cpu_frames import config_key as key
-    return key(kernel, constexprs, num_warps, num_stages)
+    from livebytes.estimator.autotune import candidate_key
+    return candidate_key(kernel, constexprs, num_warps, num_stages)
 
 
 def loaded_configs(log: Path) -> list[str]:

@@ -352,11 +352,9 @@ def compare(data_file: str, out: Path) -> int:
 
 
 def config_key(kernel: str, constexprs: dict, num_warps: int, num_stages: int) -> str:
-    """A candidate by its kernel, constexprs, warps and stages; l2norm's NB (cdiv(T * H, 65,536), which only its
-    autotune key reads, not the kernel body) left out, so candidates at another T or H still meet."""
-    if kernel.startswith("l2norm_"):
-        constexprs = {k: v for k, v in constexprs.items() if k != "NB"}
-    return json.dumps([kernel, sorted(constexprs.items()), num_warps, num_stages])
+    """A candidate's name in these data: ``estimator.autotune.candidate_key``."""
+    from livebytes.estimator.autotune import candidate_key
+    return candidate_key(kernel, constexprs, num_warps, num_stages)
 
 
 def gpu_configs(matrix: Path, logs: Path) -> dict:
