@@ -38,6 +38,9 @@ class CudnnVersion:
     line_shifts: tuple[tuple[str, int, int], ...] = ()   # (file, from 1.32.0 line, delta): this version's numbering
     chain_min_tokens_reverse: int = 192     # FROST's backward never chains below it (piece_chain.chain_min_tokens; 1.31.0: none)
     read_from: "CudnnVersion | None" = None   # the entry whose code it follows when its own could not be read
+    # the wheel ships hopper/cuda_kernels/*.cu, the NVRTC sources kda_hopper_cuda compiles (cuda_host.KERNEL_DIR);
+    # without them the engine passes check_support and fails at its first compile, so no model of it is registered
+    cuda_kernels_shipped: bool = True
 
     def derive(self, **overrides) -> "CudnnVersion":
         return replace(self, **overrides)

@@ -196,6 +196,7 @@ def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> Lif
 
 
 # ---------------------------------------------------------------- registration: every VERSIONS entry is two models
+# (one where its wheel lacks the CUDA engine's kernel sources: cuda_kernels_shipped)
 
 from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
 
@@ -212,12 +213,21 @@ CUTE_REFUSES_REPORT = {("contract", "report"): (
 
 
 def _register(v: CudnnVersion) -> None:
+    if v.cuda_kernels_shipped:
+        _register_cuda(v)
+    _register_cute(v)
+
+
+def _register_cuda(v: CudnnVersion) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-hopper-cuda@{v.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)",
         version=v.version, covers=f"{v.origin} Hopper CUDA engine, forward + backward, plain contract, D=128",
         builder=lambda device, contract="plain", v=v: build_cuda(v, device), refuse=refuse, refuse_device=refuse_device,
         options=OPTIONS, refusals=CUDA_REFUSES_REPORT, default_device="H200",
     ))
+
+
+def _register_cute(v: CudnnVersion) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-hopper@{v.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL)",
         version=v.version, covers=f"{v.origin} Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",
