@@ -263,39 +263,53 @@ def test_every_edge_probe_limit_is_what_the_cases_frames_give():
     assert checked == 2
 
 
-def test_a_partial_case_bounds_its_missing_kernels_by_the_librarys_largest():
+# CUDA's 512 KiB per-thread local-memory limit, the bound of a case or kernel without frames: 524,288 x 270,336 =
+# 141,733,920,768 B = 67,584 pages of 2 MiB exactly, less the default's 132: 67,452 pages = 141,457,096,704 B
+BOUND_LIMIT, BOUND_BYTES = 524_288, 141_457_096_704
+
+
+def test_the_local_memory_bound_is_the_reservation_at_512_kib():
+    from livebytes.estimator.process import LOCAL_MEMORY_LIMIT
+    assert LOCAL_MEMORY_LIMIT == BOUND_LIMIT == 512 * 1024 == driver_stack_limit(BOUND_LIMIT)   # a multiple of 16
+    assert stack_reservation_bytes(BOUND_LIMIT, H200) == 67_452 * 2 * MIB == BOUND_BYTES
+    assert BOUND_BYTES < H200.capacity_bytes         # 141.5 GB of the H200's 150.1: loose, and said so
+
+
+def test_a_partial_cases_missing_kernels_take_the_local_memory_bound():
     """The Triton 3.6.0 file's GDN forward+backward cases (CPU-derived): fla-core 0.6.0 raises on Hopper with Triton 3.6.0
     after its backward's dhu and dv_local launched, so those cases hold the kernels before the raise. Read through that
     file (no model maps to it since run 20 measured the backward under 3.9.0), the missing ones (dqkwg, the WY backward,
-    l2norm's) take the larger of the case's and the complete cases' largest: at D128 19,232 B (D64 H96's wy_dqkg,
-    CPU-derived), at D256 the case's own dhu, 22,608 B (22,608 x 270,336 = 6,111,756,288 B -> 2,915 pages - 132 =
-    5,836,374,016 B)."""
+    l2norm's) are bounded by CUDA's local-memory limit, named; they took another case's largest before (19,232 B at
+    D128: below what the backward could need). The case's own frames still place the first raises: at D256 l2norm_fwd's
+    2,968 B -> 2,976 (x 270,336 = 804,519,936 B -> 384 pages - 132 = 528,482,304 B), dhu's 22,608 B at bwd.dhu (22,608 x
+    270,336 = 6,111,756,288 B -> 2,915 pages - 132 = 5,836,374,016 B in all), then the bound."""
     from livebytes.estimator.process import stack_timeline
     data = json.loads(frames_tool.DATA.read_text())
-    complete = [f for k, case in data["frames"]["cold"].items() if not data["derived_on_cpu"].get(k, {}).get("partial")
-                for f in case.values()]
     launches = tuple((a.kernel, a.step) for a in get_model("fla-gdn@0.6.0", "H200", gva=True).autotuned)
-    limits = {}
-    for dim in (128, 256):
-        case = data["frames"]["cold"][f"fla-gdn:- D{dim} H16 HV32"]
-        assert data["derived_on_cpu"][f"fla-gdn:- D{dim} H16 HV32"]["partial"]
-        limit, _, notes = stack_timeline(case, launches, H200, max(complete), partial=True)
-        assert any("the larger of the case's and the library's largest" in n for n in notes)
-        limits[dim] = limit
-    assert limits == {128: 19_232, 256: 22_608}
-    assert stack_reservation_bytes(22_608, H200) == 5_836_374_016
+    case = data["frames"]["cold"]["fla-gdn:- D256 H16 HV32"]
+    assert data["derived_on_cpu"]["fla-gdn:- D256 H16 HV32"]["partial"]
+    limit, growth, notes = stack_timeline(case, launches, H200)
+    assert limit == BOUND_LIMIT and growth[:2] == (("fwd.l2norm_q", 528_482_304), ("bwd.dhu", 5_836_374_016 - 528_482_304))
+    assert sum(b for _, b in growth) == BOUND_BYTES
+    assert len(notes) == 1 and notes[0].startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
+    assert "no stack frame measured or derived for chunk_bwd_kernel_dqkwg" in notes[0]
 
 
 @pytest.mark.parametrize("shape", [Shape(1, 8192, 40, 128), Shape(1, 8192, 80, 64), Shape(1, 8192, 192, 128),
                                    Shape(1, 8192, 128, 256)], ids=str)
-def test_an_unknown_case_takes_every_known_cases_largest_frames(shape):
-    """Neither logged on the GPU nor compiled on the CPU: each kernel's largest frame over every known case of the
-    family, D64 H96's wy_dqkg 19,232 B (CPU) the largest, so the limit is 19,232 B wherever the head count or head dim
-    lies. No neighbour bounds it: at D64 H16 and H128 need 18,584 B, H96 19,232 B (tests below)."""
+def test_an_unknown_case_is_bounded_by_the_local_memory_limit(shape):
+    """Neither logged on the GPU nor compiled on the CPU: no neighbour bounds it (D128 H1 needs 14,528 B, H2-H16
+    14,392, H24 14,456: tests below), so every kernel takes CUDA's 512 KiB per-thread local-memory limit, a proved bound,
+    141,457,096,704 B on the H200, raised at the first autotuned launch; the label names the command that derives the
+    case's own frames. It took every known case's largest before (19,232 B), which bounds nothing."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
-    assert p.stack_limit_bytes == 19_232 and p.stack.status.startswith("unbounded: ")
-    assert any(a.startswith("unbounded: stack reservation: ") and "largest known at any head dim and head count" in a
-               and "which bounds nothing" in a and "cpu_frames.py derives the case" in a for a in p.assumptions), p.assumptions
+    assert (p.stack_limit_bytes, p.stack.bytes) == (BOUND_LIMIT, BOUND_BYTES)
+    assert p.growth == (("fwd.l2norm_q", BOUND_BYTES),)
+    assert p.stack.status.startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
+    command = (f"livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim {shape.dim} "
+               f"--num-heads {shape.heads} --triton 3.6.0")
+    assert any(a.startswith("bounded: stack reservation: CUDA's 512 KiB per-thread local-memory limit") and
+               a.endswith(command) for a in p.assumptions), p.assumptions
 
 
 @pytest.mark.parametrize("dim,frames", [(32, {16: 18_104, 32: 18_104, 64: 18_104}),
@@ -334,11 +348,16 @@ def test_no_model_borrows_another_models_figure_unlabelled():
     assert gdn.stack.bytes - stack_reservation_bytes(21_856, H200) == 5_645_533_184 - 5_632_950_272 == 6 * 2 * MIB
 
 
-@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 40, 128), "not derived at head_dim=128 num_heads=40:"),
-                                        (Shape(1, 8192, 16, 48), "not derived at head_dim=48 num_heads=16:")])
-def test_an_unmeasured_case_says_it_is_unbounded(shape, note):
+@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 40, 128), "not derived for fla-kda (report contract) at "
+                                                                   "head_dim=128 num_heads=40 "),
+                                        (Shape(1, 8192, 16, 48), "not derived for fla-kda (report contract) at "
+                                                                 "head_dim=48 num_heads=16 ")])
+def test_an_unmeasured_case_says_it_is_bounded(shape, note):
+    """The stack part says bounded (the local-memory limit); the modules, still the family's figure, say unbounded:
+    the whole figure stays unbounded while any part is."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
-    assert any(a.startswith("unbounded: ") and note in a for a in p.assumptions), p.assumptions
+    assert any(a.startswith("bounded: stack reservation: ") and note in a for a in p.assumptions), p.assumptions
+    assert any(a.startswith("unbounded: kernel modules: ") for a in p.assumptions)
     assert not any(a.startswith("assumed") for a in p.assumptions)
 
 
