@@ -21,6 +21,10 @@ An entry holds code, so nobody else may be able to write one that is loaded: the
 this user, no symlink: ``private_dir``), every entry is a 0600 file of ours, signed with HMAC-SHA256 under a per-cache
 secret kept beside it (``_hmac_key``), and its signature is checked before it is unpickled, by an unpickler that
 builds only the entry's own classes. A foreign, tampered or unsigned file is rebuilt, never loaded.
+
+Beside the entries, signed JSON records (``write_signed``, ``read_signed``, ``signed_names``): data kept across code
+versions under a name in a private subfolder (the frames a user derived, ``frames_store``), signed with the same key,
+never pickled; a foreign, tampered or unsigned record is never read.
 """
 from __future__ import annotations
 

@@ -185,6 +185,22 @@ def _library(device_entry: dict, model_key: str, triton: str | None = None) -> t
     return listing[0], [note] if note else []
 
 
+def frames_case(model_key: str, options: dict, shape, triton: str | None = None,
+                device: Device | str = "H200") -> tuple[str, str, dict | None]:
+    """(the library data file, the case key, its committed cold frames or None) of ``model_key`` with ``options`` at
+    ``shape`` under ``triton`` (None: the model's default): where derived frames of the case are kept and looked up
+    (``frames_store``). A model whose library holds no Triton frames is refused in one line."""
+    device = _device(device)
+    if triton is not None:
+        check_triton(model_key, triton, device)
+    lib, _ = _library(_device_entry(device), model_key, triton)
+    if lib is None or "data" not in lib:
+        raise LivebytesError(f"{model_key}: its library holds no Triton stack frames on the {device.process_memory}: "
+                             "nothing to derive")
+    case = _case_key(f"{model_key.split('@')[0]}:{case_variant(options)}", shape)
+    return lib["data"], case, _json(DATA / lib["data"])["frames"]["cold"].get(case)
+
+
 def case_variant(options: dict) -> str:
     """The code a case runs beside its shape: a kernel's contract, or a whole model's packed sequences (``cu_seqlens``
     makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -;

@@ -16,6 +16,7 @@ Kernel outputs are never written (garbage values): only fla's Python control flo
       only, or a layer, fla-kda-layer or fla-gdn-layer (one layer, conv 4, hidden default 2048: the layer's
       projections are cuBLAS's, not Triton's; its convolutions, norms and chunk kernel are compiled)
     python validate/gpu/probes/cpu_frames.py --compare DATA.json --out DIR   # CPU max frames against the GPU's (cold)
+    --legacy-ptxas: Triton >= 3.9 compiles sm90 with its bundled legacy ptxas (as the H200 runs did), not ptxas-blackwell
 
 Writes DIR/<tag>.jsonl (one line per compiled candidate: kernel, config, hash, shared, cuobjdump's figures, counted)
 and DIR/summary.jsonl (per case: {kernel: largest STACK over the counted candidates}, the data file's case shape).
@@ -393,6 +394,19 @@ def compare_configs(out: Path, pairs: list[str]) -> int:
     return 0
 
 
+def use_legacy_ptxas() -> None:
+    """TRITON_PTXAS_BLACKWELL_PATH: the installed Triton's bundled legacy ``ptxas`` (found without importing triton),
+    for this process and the cases' workers, which inherit it (``run_cases``)."""
+    from importlib.util import find_spec
+    spec = find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("error: triton is not installed")
+    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / "ptxas"
+    if not path.is_file():
+        raise SystemExit(f"error: no bundled ptxas at {path}")
+    os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = str(path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="")
@@ -403,10 +417,14 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", metavar="DATA.json", help="compare DIR/summary.jsonl with a frames data file")
     ap.add_argument("--configs", nargs="+", metavar="MATRIX:LOGS", help="compare DIR's candidates config by config with "
                     "a GPU matrix (process_memory.py's summary) and the folder of its workers' kernel logs")
+    ap.add_argument("--legacy-ptxas", action="store_true", help="compile sm90 with the ptxas the Triton wheel bundles "
+                    "(Triton >= 3.9 picks ptxas-blackwell otherwise; the H200 runs 20-22 used the bundled one)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.legacy_ptxas:
+        use_legacy_ptxas()
     if args.worker:
         return worker(json.loads(args.worker), out)
     if args.compare:
