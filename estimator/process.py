@@ -232,13 +232,14 @@ def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
             "no CPU probe compiles this case's kernels (validate/gpu/probes/cpu_frames.py): measure it on a GPU")
 
 
-def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str,
+def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | None,
                  hint: str) -> tuple[dict | None, list[str], str | None]:
     """(each kernel's largest frame, notes, provenance) for the case ``prefix`` (family:contract) at ``shape`` in
     ``state``. Frames: the committed data's (provenance the CPU compile's note where ``derived_on_cpu``, else None: the
     GPU's logs); warm without the tuned configs' frames, every candidate's (a bound: the tuned config is one of them);
     cold, a case the data lack, the frames derived on this machine (``frames_store``, provenance ``on this machine,
-    Triton X``); else None: no frames, the local-memory limit bounds every kernel (``hint``: how to derive them)."""
+    Triton X``; ``data_file`` None: not looked up); else None: no frames, the local-memory limit bounds every kernel
+    (``hint``: how to derive them)."""
     table = data["frames"][state]
     case = _case_key(prefix, shape)
     if case in table:
@@ -251,7 +252,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str,
         return frames, [f"{BOUNDED}tuned configs' frames not measured at {_dims(shape.dim, shape.heads, shape.hv)}: every "
                         "candidate's (the cold frames) bound them, each tuned config being one of the candidates the "
                         "autotuner chose from"] + notes, None
-    mine = frames_store.lookup(data_file, case)
+    mine = frames_store.lookup(data_file, case) if data_file else None
     if mine is not None:
         return mine["frames"], [], f"on this machine, Triton {mine['triton']}"
     return None, [local_memory_bound(f"stack frames ({state}) not derived for {_readable(prefix)} at "
@@ -421,11 +422,12 @@ def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
 
 
 def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
-                   triton: str | None = None) -> ProcessMemory:
+                   triton: str | None = None, derived_frames: bool = True) -> ProcessMemory:
     """The process memory of ``model`` (a built or compiled model, or a key alone: no launches, no frames) on ``device``
     after a first call at ``shape`` in ``triton_cache`` state, its kernels compiled by ``triton`` (None: the model's
     default, ``triton_versions``). ``raised_before``: an earlier call of the process launched the same kernels (a
-    warmup): the stack limit is raised from the start, no growth."""
+    warmup): the stack limit is raised from the start, no growth. ``derived_frames``: read the frames derived on this
+    machine (``frames_store``) where the committed data lack the case (the record checks do not: the committed model)."""
     key = model if isinstance(model, str) else model.key
     assumed_from, entry = device.process_memory_assumed_from, _device_entry(device)
     context = _figure(entry["context"], assumed_from)
@@ -461,7 +463,7 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)")
         return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, (), tuple(notes), lib.get("triton"))
-    frames, frame_notes, provenance = _frame_table(data, prefix, shape, triton_cache, lib["data"],
+    frames, frame_notes, provenance = _frame_table(data, prefix, shape, triton_cache, lib["data"] if derived_frames else None,
                                                    _derive_hint(key, prefix, shape, lib.get("triton")))
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     limit, growth, kernel_notes = stack_timeline(frames, launches, device)

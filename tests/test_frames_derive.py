@@ -232,3 +232,19 @@ def test_a_real_derive_of_the_smallest_case():
     from livebytes.frames import derive_frames
     answer = derive_frames("fla-gdn-fwd@0.6.0", num_heads=8, head_dim=32, triton="3.6.0")
     assert answer.case == "fla-gdn-fwd:- D32 H8 HV8" and len(answer.frames) == 6 and answer.stack_limit_bytes == 1024
+
+
+def test_the_record_checks_read_the_committed_model_only():
+    """``validate --from-records`` judges the committed model: frames a user derived do not move a named miss. Run 6's
+    warm plain forward at H96 (its frames never compiled: bounded, named at its exact difference) still passes with a
+    derived stand-in kept for its case, which the estimator itself then reads."""
+    from livebytes.validate.check import compare as cmp
+    from livebytes.validate.check.records import RECORDS_DIR, load_file
+    fwd = json.loads((Path(__file__).resolve().parents[1] / "estimator" / "data" / "process" /
+                      "fla-core-0.6.0_triton-3.6.0_H200.json").read_text())["frames"]["cold"]["fla-kda-fwd:plain D128 H16 HV16"]
+    frames_store.save(DATA_36, summary("fla-kda-fwd:plain D128 H96 HV96", frames=fwd))
+    record = load_file(RECORDS_DIR / "runs" / "run6" / "fla-kda-fwd_0.6.0_1_8192_96_128_2026-11-30T061154Z_1498.json")[0]
+    assert cmp.compare(record).passed
+    model = get_model("fla-kda-fwd@0.6.0", "H200", contract="plain")
+    mine, committed = (process_memory(H200, model, "warm", Shape(1, 8192, 96, 128), derived_frames=d) for d in (True, False))
+    assert (mine.stack_limit_bytes, committed.stack_limit_bytes) == (1_024, 524_288)
