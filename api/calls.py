@@ -9,20 +9,9 @@ from typing import Callable, Optional
 
 from . import report
 from .choose import cache_skipped, compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for
+from .query import Query, Setting, answer, resolve  # noqa: F401 (Setting: the API's callers name it here)
 from .results import (Comparison, Explanation, ModelInfo, Plan, PlanAnswer, Prediction, Sweep, SweepPoint,
                       document_of)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """What a verdict depends on beyond the model and the shape, as the caller gave it (None: the default): the
-    device preset, the what-if options (library names: ``choose.what_if``), the allocator configuration (text; None:
-    the environment's, ``choose.alloc_conf_of``), the Triton cache state and version."""
-    gpu: Optional[str] = None
-    what_if: dict = field(default_factory=dict)
-    alloc_conf: Optional[str] = None
-    triton_cache: Optional[str] = None
-    triton: Optional[str] = None
 
 
 # a caller's progress: told after each unit of work (units done, units in all or None for a search, a short note)
@@ -56,20 +45,14 @@ def measured_records(model, shape):
 
 
 def predict_at(key: str, shape, setting: Setting = Setting(), announce: Optional[Callable[[str], None]] = None) -> Prediction:
-    """``predict``: the peak by storage group, the protocol replay, the records, and the verdict of a fresh process.
-    ``announce`` gets each warning before the simulation (an absurd shape's takes a moment)."""
-    from livebytes.estimator.replay import replay
-    model = compiled_for(key, setting.gpu, setting.what_if, shape)
-    warnings = implausible_warnings(shape) + assumption_lines([model])
-    for line in warnings if announce else ():
-        announce(line)
-    pred = model.predict(shape)
-    replayed = replay(model, shape).peak_bytes
-    measured = measured_records(model, shape)
-    verdict = verdict_for(model, shape, device_of(key, setting.gpu), setting.alloc_conf, setting.triton_cache,
-                          setting.triton)
-    result = report.prediction_data(pred, measured, verdict, replayed)
-    return Prediction.of(result, warnings=tuple(warnings), engine=(pred, measured, replayed))
+    """``predict``: the peak by storage group, the protocol replay, the records, and the verdict of a fresh process
+    (one ``query.answer``). ``announce`` gets each warning before the simulation (an absurd shape's takes a moment)."""
+    resolution = resolve(Query((key,), shape, setting), announce)
+    (one,) = answer(resolution).models
+    warnings = resolution.implausible + resolution.assumed
+    result = report.prediction_data(one.prediction, one.records, one.verdict, one.replay_peak_bytes,
+                                    one.resolved.triton_matters)
+    return Prediction.of(result, warnings=warnings, engine=(one.prediction, one.records, one.replay_peak_bytes))
 
 
 def prediction_document(answer: Prediction) -> dict:
@@ -78,19 +61,31 @@ def prediction_document(answer: Prediction) -> dict:
 
 
 def compare_at(keys: list[str], shape, setting: Setting = Setting()) -> Comparison:
-    """``compare``: each model at one shape, its change against the first, and each one's verdict."""
-    from livebytes.estimator.engine import predict as run_predict
-    from livebytes.estimator.replay import replay
-    models = [model_for(key, setting.gpu, setting.what_if, shape) for key in keys]
-    preds = [run_predict(m, shape) for m in models]
-    replayed = [replay(m, shape).peak_bytes for m in models]
-    measured = [measured_records(m, shape) for m in models]
-    devices = [device_of(key, setting.gpu) for key in keys]
-    verdicts = [verdict_for(m, shape, d, setting.alloc_conf, setting.triton_cache, setting.triton, several=True)
-                for m, d in zip(models, devices)]
-    skipped = cache_skipped(list(zip(models, devices)), setting.triton_cache, setting.triton)
-    data = report.compare_data(preds, measured, replayed, verdicts, implausible_warnings(shape) + ([skipped] if skipped else []))
-    return document_of(Comparison, Prediction, data, engine=(preds, measured))
+    """``compare``: each model at one shape, its change against the first, and each one's verdict (one
+    ``query.answer``; the Triton flags apply to the Triton models among them, even alone)."""
+    resolution = resolve(Query(tuple(keys), shape, setting, several=True))
+    done = answer(resolution).models
+    data = report.compare_data([m.prediction for m in done], [m.records for m in done],
+                               [m.replay_peak_bytes for m in done], [m.verdict for m in done],
+                               list(resolution.implausible) + _listed(resolution.skipped),
+                               [m.resolved.triton_matters for m in done])
+    return document_of(Comparison, Prediction, data, engine=([m.prediction for m in done], [m.records for m in done]))
+
+
+def timeline_at(keys: list[str], shape, setting: Setting = Setting(), sources: bool = False):
+    """``timeline``: each model's live bytes per step with predict's verdict (one ``query.answer``, without the
+    replay and the records it does not show): (the ``--json`` document, the answer its views draw from). ``sources``:
+    the models as built (``Query.sources``), for the predicted process's snapshot."""
+    resolution = resolve(Query(tuple(keys), shape, setting, sources=sources))
+    done = answer(resolution, asks=frozenset())
+    data = report.timeline_data(done.predictions, done.verdicts,
+                                list(resolution.implausible) + _listed(resolution.skipped),
+                                [m.resolved.triton_matters for m in done.models])
+    return data, done
+
+
+def _listed(line: Optional[str]) -> list[str]:
+    return [line] if line else []
 
 
 @dataclass(frozen=True)

@@ -99,35 +99,46 @@ def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bo
 
 def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
     """``model_for`` compiled (estimator/cache.py): from the disk cache when it has it (no sympy import)."""
-    from livebytes.estimator.registry import check_shape, get_compiled, shape_options
+    return model_on_device(key, gpu, options, shape)[0]
+
+
+def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled: bool = True) -> tuple:
+    """(``compiled_for``'s model, the device it was built for): the device chosen once, as a query resolves it.
+    ``compiled`` False: the model as built (``get_model``), its buffers' sources as records (a snapshot's frames)."""
+    from livebytes.estimator.registry import check_shape, get_compiled, get_model, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
     check_shape(key, shape, device, options)
-    return get_compiled(key, device, **options, **shape_options(key, shape))
+    build = get_compiled if compiled else get_model
+    return build(key, device, **options, **shape_options(key, shape)), device
 
 
-def triton_cache_for(model, device, triton_cache: Optional[str], several: bool = False) -> str:
+def triton_cache_for(model, device, triton_cache: Optional[str], several: bool = False,
+                     matters: Optional[bool] = None) -> str:
     """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels),
-    unless beside other --impl (``several``: it applies to those, ``cache_skipped`` says so)."""
+    unless beside other --impl (``several``: it applies to those, ``cache_skipped`` says so). ``matters``: whether the
+    model runs Triton kernels on ``device``, where the caller asked already (``capacity.triton_cache_matters``)."""
     from livebytes.estimator.capacity import check_state, triton_cache_matters
     if triton_cache is None:
         return "cold"
     state = check_state(word(triton_cache))
-    if not triton_cache_matters(model, device):
+    if not (triton_cache_matters(model, device) if matters is None else matters):
         if several:
             return "cold"       # no Triton kernels: the state changes nothing the simulation counts
         raise LivebytesError(f"{model.key} runs no Triton kernels: --triton-cache changes nothing for it; leave it out")
     return state
 
 
-def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Optional[str] = None) -> Optional[str]:
+def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Optional[str] = None,
+                  matters: Optional[list] = None) -> Optional[str]:
     """The warning when --triton-cache or --triton is given to several --impl of which some run no Triton kernels: they
-    apply to the others."""
+    apply to the others. ``matters``: each model's ``capacity.triton_cache_matters``, where the caller asked already."""
     from livebytes.estimator.capacity import triton_cache_matters
     flags = " and ".join(f"{flag} {show(v)}" for flag, v in (("--triton-cache", triton_cache), ("--triton", triton)) if v)
     if not flags or len(models_devices) < 2:
         return None
-    none = [m.key for m, d in models_devices if not triton_cache_matters(m, d)]
+    runs_triton = matters if matters is not None else [triton_cache_matters(m, d) for m, d in models_devices]
+    none = [m.key for (m, _), triton_kernels in zip(models_devices, runs_triton) if not triton_kernels]
     if len(none) == len(models_devices):
         raise LivebytesError(f"{', '.join(none)} run no Triton kernels: {flags} changes nothing for them; leave it out")
     verb = "apply" if " and " in flags else "applies"

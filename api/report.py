@@ -105,13 +105,14 @@ def process_memory_data(process) -> dict:
             "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions}
 
 
-def allocator_terms(model, device, conf, process, shape=None) -> dict:
+def allocator_terms(model, device, conf, process, shape=None, matters: bool | None = None) -> dict:
     """The allocator simulation's settings (``allocator.AllocatorConf``, the Triton cache) and what the device and
     process figures (``capacity.ProcessMemory``) rest on; cold, what autotuning at ``shape`` assumes unmeasured
-    (``autotune.held_assumptions``)."""
+    (``autotune.held_assumptions``). ``matters``: whether the model runs Triton kernels there, where a query resolved
+    it (``query.Resolved``); else asked here (``capacity.triton_cache_matters``)."""
     from livebytes.estimator.autotune import held_assumptions
     from livebytes.estimator.capacity import triton_cache_matters
-    matters = triton_cache_matters(model, device)
+    matters = triton_cache_matters(model, device) if matters is None else matters
     cold = matters and process.triton_cache == "cold" and shape is not None
     return {"alloc_conf": conf.text, "alloc_conf_source": conf.source, "triton_cache": process.triton_cache if matters else "n/a",
             "triton": (process.triton or "n/a") if matters else "n/a",
@@ -192,7 +193,9 @@ def quoted_record(records):
     return best(list(records or []))
 
 
-def prediction_data(p, measured: list | None = None, verdict=None, replayed: int | None = None) -> dict:
+def prediction_data(p, measured: list | None = None, verdict=None, replayed: int | None = None,
+                    matters: bool | None = None) -> dict:
+    """One model's prediction at one shape (``matters``: ``allocator_terms``'), with its verdict's terms when given."""
     fwd_bytes, _ = p.forward_peak()
     out = {
         **model_terms(p.model),
@@ -215,7 +218,7 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
     if modules:         # a traced model: what each module holds at the peak
         out["module_bytes"] = {m: {"total": sum(groups.values()), **group_bytes(groups)} for m, groups in modules.items()}
     if verdict is not None:
-        out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process, p.shape) | verdict_data(verdict)
+        out |= allocator_terms(p.model, verdict.device, verdict.conf, verdict.process, p.shape, matters) | verdict_data(verdict)
     return out
 
 
@@ -241,14 +244,16 @@ def unlike_tritons(results: list[dict]) -> str | None:
             + "): their verdicts are not like for like, their peaks are (--triton sets one where a model has it)")
 
 
-def compare_data(preds, measured, replayed, verdicts, warnings: list | None = None) -> dict:
-    """One shape, several implementations: each prediction and its change against the first."""
+def compare_data(preds, measured, replayed, verdicts, warnings: list | None = None, matters: list | None = None) -> dict:
+    """One shape, several implementations: each prediction and its change against the first (``matters``: each
+    model's ``allocator_terms``')."""
     predicted_change = change_vs_first([p.peak_bytes for p in preds])
     quoted = [quoted_record(m) for m in measured]
     measured_peaks = [None if (q is None or q.oom) else q.peak_bytes for q in quoted]
     measured_change = change_vs_first(measured_peaks) if None not in measured_peaks else [None] * len(preds)
-    results = [prediction_data(p, m, v, r) | {"change_vs_first_fraction": c, "measured_change_vs_first_fraction": mc}
-               for p, m, r, v, c, mc in zip(preds, measured, replayed, verdicts, predicted_change, measured_change)]
+    triton = matters if matters is not None else [None] * len(preds)
+    results = [prediction_data(p, m, v, r, t) | {"change_vs_first_fraction": c, "measured_change_vs_first_fraction": mc}
+               for p, m, r, v, t, c, mc in zip(preds, measured, replayed, verdicts, triton, predicted_change, measured_change)]
     unlike = [w for w in (unlike_columns(results), unlike_tritons(results)) if w]
     return envelope("compare", results, list(warnings or []) + unlike, shape=preds[0].shape.as_dict())
 
@@ -356,19 +361,21 @@ def out_of_memory_warning(r: dict) -> str | None:
             "these live bytes are those of a device with no memory limit")
 
 
-def timeline_data(preds, verdicts, warnings: list | None = None) -> dict:
+def timeline_data(preds, verdicts, warnings: list | None = None, matters: list | None = None) -> dict:
     """Live bytes per step of each prediction, with its verdict (``capacity.Verdict``, predict's: whether a fresh
-    process runs it on the device) and what that verdict assumed; a warning for each that runs out of memory."""
+    process runs it on the device) and what that verdict assumed; a warning for each that runs out of memory
+    (``matters``: each model's ``allocator_terms``')."""
     from livebytes.estimator.capacity import oom_dict
+    triton = matters if matters is not None else [None] * len(preds)
     results = [
         {**model_terms(p.model), "shape": p.shape.as_dict(), "peak_bytes": p.peak_bytes,
-         "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process, p.shape),
+         "peak_step": p.peak_step.name, **allocator_terms(p.model, v.device, v.conf, v.process, p.shape, t),
          **verdict_peaks(v), "fits": v.fits, "oom": oom_dict(v),
          "group_labels": group_labels(*(p.groups_at(i) for i in range(len(p.model.steps)))),
          "steps": [{"name": st.name, "phase": st.phase, "live_bytes": p.step_bytes[i],
                     "group_bytes": group_bytes(p.groups_at(i))}
                    for i, st in enumerate(p.model.steps)]}
-        for p, v in zip(preds, verdicts)]
+        for p, v, t in zip(preds, verdicts, triton)]
     notes = list(warnings or []) + [w for w in map(out_of_memory_warning, results) if w]
     return envelope("timeline", results, notes, shape=preds[0].shape.as_dict())
 

@@ -219,3 +219,122 @@ def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
     if p.suffix.lower() not in suffixes:
         raise LivebytesError(f"{flag} {path}: name the file with one of {', '.join(suffixes)}")
     return p
+
+
+# ---------------------------------------------------------------- the query options, declared once
+
+# each query option: (its parameter's type, its typer.Option); a command takes the ones it names (``query_options``)
+QUERY_OPTIONS = {
+    "impl": (Optional[List[str]], Impls), "model_config": (Optional[str], Model), "optimizer": (Optional[str], Optimizer),
+    "precision": (Optional[str], Precision), "packed": (bool, Packed), "routing": (Optional[str], Routing),
+    "mbs": (str, Mbs), "seq": (str, Seq), "heads": (Optional[str], Heads), "dim": (Optional[str], Dim),
+    "v_heads": (Optional[str], VHeads), "expand_v": (Optional[str], ExpandV), "hidden": (Optional[str], Hidden),
+    "layers": (Optional[str], Layers), "checkpoint": (bool, Checkpoint), "conv_size": (Optional[str], ConvSize),
+    "gpu": (Optional[str], Gpu), "contract": (Optional[str], Contract), "no_recompute": (bool, NoRecompute),
+    "cp": (Optional[str], Cp), "cp_layout": (Optional[str], CpLayout), "cp_rank": (Optional[str], CpRank),
+    "alloc_conf": (Optional[str], AllocConf), "triton_cache": (Optional[str], TritonCache),
+    "triton": (Optional[str], Triton), "fsdp": (Optional[str], Fsdp),
+}
+# the usual groups, in the order --help lists them
+MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed")
+SHAPE_OPTIONS = ("mbs", "seq", "heads", "dim", "v_heads", "expand_v", "hidden", "layers", "checkpoint", "conv_size")
+WHAT_IF_OPTIONS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
+PROCESS_OPTIONS = ("alloc_conf", "triton_cache", "triton")
+
+
+@dataclass(frozen=True)
+class QueryFlags:
+    """What the query options gave, as typed (text; None or False where left out or not taken by the command)."""
+    impl: Optional[List[str]] = None
+    model_config: Optional[str] = None
+    optimizer: Optional[str] = None
+    precision: Optional[str] = None
+    packed: bool = False
+    routing: Optional[str] = None
+    mbs: str = "1"
+    seq: Optional[str] = None
+    heads: Optional[str] = None
+    dim: Optional[str] = None
+    v_heads: Optional[str] = None
+    expand_v: Optional[str] = None
+    hidden: Optional[str] = None
+    layers: Optional[str] = None
+    checkpoint: bool = False
+    conv_size: Optional[str] = None
+    gpu: Optional[str] = None
+    contract: Optional[str] = None
+    no_recompute: bool = False
+    cp: Optional[str] = None
+    cp_layout: Optional[str] = None
+    cp_rank: Optional[str] = None
+    alloc_conf: Optional[str] = None
+    triton_cache: Optional[str] = None
+    triton: Optional[str] = None
+    fsdp: Optional[str] = None
+
+
+def query_options(*order: str, **replaced):
+    """The command's parameters: the query options named in ``order`` (``QUERY_OPTIONS``; ``replaced``: an option
+    declared otherwise for this command, a ``typer.Option`` or a (type, Option) pair) and the command's own, at their
+    place in ``order`` or after. The function receives the query options as one ``QueryFlags``, its first argument."""
+    import functools
+    import inspect
+    import typing
+
+    def wrap(fn):
+        own = {p.name: p for p in list(inspect.signature(fn).parameters.values())[1:]}
+        hints = typing.get_type_hints(fn)
+        taken = [name for name in order if name not in own]
+        params = [_query_param(name, replaced.get(name)) if name in taken else own.pop(name).replace(annotation=hints[name])
+                  for name in order]
+        params += [p.replace(annotation=hints[p.name]) for p in own.values()]
+        params.sort(key=lambda p: p.default is not inspect.Parameter.empty)     # ``ctx`` (no default) first
+
+        @functools.wraps(fn)
+        def command(**given):
+            return fn(QueryFlags(**{name: given.pop(name) for name in taken}), **given)
+        command.__signature__ = inspect.Signature(params)
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+    return wrap
+
+
+def _query_param(name: str, replaced):
+    """One query option as a parameter: its declaration in ``QUERY_OPTIONS``, or the command's own (``replaced``)."""
+    import inspect
+    kind, option = QUERY_OPTIONS[name]
+    if isinstance(replaced, tuple):
+        kind, option = replaced
+    elif replaced is not None:
+        option = replaced
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
+
+
+def given_or(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
+    """The flag's text as given (an empty string too: its parser says why), else the first default that is set."""
+    return flag if flag is not None else next((d for d in defaults if d is not None), None)
+
+
+def chosen_by(q: QueryFlags) -> Chosen:
+    """``chosen`` of the query flags: --impl or --model, the kernel and layer flags refused beside --model."""
+    return chosen(q.impl, q.model_config, q.optimizer, q.precision, q.packed, q.heads, q.dim is not None, q.routing,
+                  v_heads=q.v_heads is not None, expand_v=q.expand_v is not None, hidden=q.hidden is not None,
+                  conv_size=q.conv_size is not None, contract=q.contract is not None, no_recompute=q.no_recompute,
+                  cp=q.cp is not None, cp_layout=q.cp_layout is not None, cp_rank=q.cp_rank is not None)
+
+
+def shape_by(q: QueryFlags, ch: Chosen, heads: Optional[str] = None):
+    """The one shape of the query flags; --model's heads and head dim where the flags leave them out, else ``heads``."""
+    return shape_from(q.mbs, q.seq, given_or(q.heads, ch.heads, heads), given_or(q.dim, ch.dim), q.v_heads, q.hidden,
+                      q.layers, q.checkpoint, q.conv_size, q.expand_v)
+
+
+def what_if_by(q: QueryFlags) -> dict:
+    """The what-if options the query flags set (library names)."""
+    return what_if(q.contract, q.no_recompute, q.cp, q.cp_layout, q.cp_rank)
+
+
+def setting_by(q: QueryFlags, ch: Chosen):
+    """The query's ``Setting``: device, what-if options with --model's and --fsdp's, allocator and Triton state."""
+    from livebytes.query import Setting
+    return Setting(q.gpu, what_if_by(q) | ch.options | fsdp_of(q.fsdp), q.alloc_conf, q.triton_cache, q.triton)

@@ -4,12 +4,15 @@ only formats. Every user-visible string goes in as ``rich.text.Text`` (never par
 descriptions fold instead."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable, Optional
+
 from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from livebytes.report import explain_shown, gib, oom_when
+from livebytes.report import gib, oom_when
 
 console = Console()
 
@@ -42,18 +45,67 @@ def _table(title: str, **kw) -> Table:
     return Table(title=T(title), title_justify="left", **kw)
 
 
-def _key_column(t: Table, name: str, **kw) -> None:
-    """Keys and short names: never wrapped or cut."""
-    t.add_column(T(name), no_wrap=True, **kw)
+@dataclass(frozen=True)
+class Column:
+    """One column of a table as data (torchinfo's way): its header, how to get the cell from a row (text, or a
+    ``Text`` with its own style), and how it lays out: ``key`` never wrapped or cut, ``number`` right-justified and never
+    wrapped, ``text`` folded where long. ``footer``: the cell under a table that shows footers."""
+    header: str
+    cell: Callable
+    kind: str = "text"
+    justify: Optional[str] = None
+    footer: Optional[str] = None
+    min_width: Optional[int] = None
+    ratio: Optional[int] = None
 
 
-def _number_column(t: Table, name: str, **kw) -> None:
-    """Numbers are never wrapped or cut (keep the header short: it does not wrap either)."""
-    t.add_column(T(name), justify="right", no_wrap=True, **kw)
+KINDS = {"key": {"no_wrap": True}, "number": {"justify": "right", "no_wrap": True}, "text": {"overflow": "fold"}}
+SECTION = None      # a row of ``table``'s rows that starts a new section (a rule across the table)
 
 
-def _text_column(t: Table, name: str, **kw) -> None:
-    t.add_column(T(name), overflow="fold", **kw)
+def table(title: str, columns: list, rows, **kw) -> Table:
+    """The one table builder: a column per ``Column``, a row per item of ``rows`` (``SECTION``: a rule); ``kw``: rich's
+    table settings (``show_footer``, ``show_lines``, ``caption``)."""
+    t = _table(title, **kw)
+    for c in columns:
+        more = {k: v for k, v in (("justify", c.justify), ("min_width", c.min_width), ("ratio", c.ratio)) if v is not None}
+        footer = {"footer": _cell(c.footer)} if c.footer is not None else {}
+        t.add_column(T(c.header), **(KINDS[c.kind] | more | footer))
+    for row in rows:
+        if row is SECTION:
+            t.add_section()
+        else:
+            t.add_row(*(_cell(c.cell(row)) for c in columns))
+    return t
+
+
+def _cell(value) -> Text:
+    return value if isinstance(value, Text) else T(value)
+
+
+def caption(text: str) -> dict:
+    """A table's caption (``table``'s keywords): below it, left-justified."""
+    return {"caption": T(text), "caption_justify": "left"}
+
+
+def show(renderable) -> None:
+    """Print a table (``fit``: stacked when the console cannot hold it whole) or a line."""
+    console.print(fit(renderable))
+
+
+def print_json(data: dict) -> None:
+    """A command's ``--json`` document on stdout."""
+    import json
+
+    import typer
+    typer.echo(json.dumps(data, indent=1))
+
+
+def warn_all(data: dict) -> None:
+    """Every warning a command's answer carries, one line each on stderr (JSON keeps them in ``warnings``)."""
+    from .errors import warn
+    for line in data["warnings"]:
+        warn(line)
 
 
 def _plain(cell, joint: str = " / ") -> str:
@@ -196,16 +248,8 @@ def compare_verdict_line(r: dict) -> Text:
     return T(f"{r['impl']}: {oom_text(r)}{tail}")
 
 
-def _outcome(p: dict) -> str:
+def outcome(p: dict) -> str:
     return "ran" if p["fits"] else f"ran out of memory in {p['phase']}, tried {g(p['tried_bytes'], 2)} GiB"
-
-
-def probed_summary(r: dict) -> str:
-    """plan's answer as the boundary probes ran it: outcomes and records, once each."""
-    probes = r["at_value"]["probed"]
-    outcomes = ", ".join(sorted({_outcome(p) for p in probes}))
-    records = ", ".join(p["record"].removesuffix(".jsonl") for p in probes)
-    return f"{r['impl']} at {r['value']:,} on the {r['device']}: {outcomes} (boundary probe{'s' * (len(probes) > 1)} {records})"
 
 
 def probed_text(p: dict, device: str) -> str:
@@ -213,7 +257,7 @@ def probed_text(p: dict, device: str) -> str:
     before = (["its 1x1024 warmup"] if p["after_warmup"] else []) + (
         [f"{p['earlier_trials']} earlier trial{'s' if p['earlier_trials'] > 1 else ''}"] if p["earlier_trials"] else [])
     process = f"a process after {' and '.join(before)}" if before else "a fresh process's first call"
-    return f"measured on the {device} ({process}, boundary probe {p['record']}): {_outcome(p)}"
+    return f"measured on the {device} ({process}, boundary probe {p['record']}): {outcome(p)}"
 
 
 def oom_text(r: dict, assumptions_inline: bool = True) -> str:
@@ -238,208 +282,12 @@ def _short(o: dict) -> str:
     return f" ({short / 2**20:,.1f} MiB short)" if 0 < short < 0.01 * 2**30 else ""
 
 
-MAX_NAMES = 8     # buffers named per group in predict's table (a whole model has thousands)
-
-
-def module_table(result: dict) -> Table | None:
-    """A traced model's peak by module (``report``'s ``module_bytes``): what each module holds, by storage group (its
-    label, ``group_labels``)."""
-    modules = result.get("module_bytes")
-    if not modules:
-        return None
-    t = _table("at the peak, by module")
-    _text_column(t, "module", min_width=14)
-    _number_column(t, "GiB")
-    _text_column(t, "of which (GiB)")
-    for name, groups in modules.items():
-        parts = ", ".join(f"{result['group_labels'][key]} {g(n)}" for key, n in groups.items() if key != "total")
-        t.add_row(T(name), T(g(groups["total"])), T(parts))
-    return t
-
-
-def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False,
-                     probed: bool = False) -> Table:
-    """The peak's storage groups and buffers; ``unbounded``: the run goes out of memory on the device (the verdict's
-    ``peaks_unbounded``), so the caption says the peaks are those of a device with no memory limit."""
-    t = _table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", show_footer=True)
-    _text_column(t, "storage group", footer=T("peak, sum of 512-B blocks"), min_width=14)
-    _number_column(t, "GiB", footer=T(g(p.peak_bytes)))
-    _text_column(t, "buffers live at the peak", footer=T(f"at step {p.peak_step.name}"))
-    live = p.at_peak
-    for group, nbytes in p.groups.items():
-        inside = [(b, n) for b, n in live if b.group is group and n]
-        whole_model = any(getattr(b, "module", "") for b, _ in inside)
-        if whole_model and len(inside) > MAX_NAMES:      # a traced model's thousands: the largest, then how many more
-            inside.sort(key=lambda bn: -bn[1])
-        names = [f"{b.name} {shape_cell(b.shape_text())} {b.dtype}" for b, _ in (inside[:MAX_NAMES] if whole_model else inside)]
-        if whole_model and len(inside) > MAX_NAMES:
-            names.append(f"... and {len(inside) - MAX_NAMES:,} more (the largest first; --json lists every one)")
-        t.add_row(T(group.label), T(g(nbytes)), T("\n".join(names)))
-    caption = measured_text(measured, probed)
-    if replayed is not None:
-        caption += f" | steady-state allocator replay (this shape run repeatedly): {g(replayed)} GiB"
-    if unbounded:
-        caption += f" | these peaks are {UNBOUNDED}: it runs out of memory before them (below)"
-    t.caption = T(caption)
-    t.caption_justify = "left"
-    return t
-
-
-def compare_table(data: dict, preds, measured) -> Table:
-    """``data``: report.compare_data; ``measured``: each implementation's records. Every number carries its unit; a
-    column that runs out of memory on its device labels its peaks as those with no memory limit."""
-    results = data["results"]
-    t = _table(preds[0].shape.label())
-    _text_column(t, "storage group", min_width=14)
-    # numbers carry no spaces; the measured row's words wrap; a key folds only where no width is left (no min_width:
-    # rich crops a table whose min_width columns it shrank)
-    for r in results:
-        t.add_column(T(r["impl"]), justify="right", overflow="fold")
-    groups = []
-    for p in preds:
-        groups += [grp for grp in p.groups if grp not in groups]
-    order = {grp: i for i, grp in enumerate(type(groups[0]))} if groups else {}
-    for grp in sorted(groups, key=order.get):
-        t.add_row(T(grp.label), *[T(f"{g(p.groups.get(grp, 0))} GiB") for p in preds])
-    t.add_section()
-    t.add_row(T("peak, 512-B blocks", "bold"), *[T(f"{g(r['peak_bytes'])} GiB{unbounded_label(r)}", "bold") for r in results])
-    t.add_row(T("steady-state replay"), *[T(f"{g(r['replay_peak_bytes'])} GiB{unbounded_label(r)}") for r in results])
-    t.add_row(T("peak step"), *[T(r["peak_step"]) for r in results])
-    t.add_row(T("measured"), *[T(measured_text(p_m)) for p_m in measured])
-    if len(results) > 1:
-        first = results[0]["impl"]
-        t.add_row(T(f"predicted vs {first}"), *[T(pct(r["change_vs_first_fraction"])) for r in results])
-        if any(r["measured_change_vs_first_fraction"] is not None for r in results):
-            t.add_row(T(f"measured vs {first}"), *[T(pct(r["measured_change_vs_first_fraction"])) for r in results])
-    return t
-
-
-def option_text(name: str, allowed: list) -> str:
-    """One option of ``models``: its name, what sets it (a flag, or the shape: ``choose.SHAPE_SET_OPTIONS``) and its
-    values, the default first; a config (no values) is given by --model."""
-    from livebytes.choose import OPTION_FLAGS, SHAPE_SET_OPTIONS
-    if not allowed:
-        return f"{name}: given by {OPTION_FLAGS[name]}"
-    return f"{name} ({OPTION_FLAGS.get(name) or SHAPE_SET_OPTIONS[name]}): {'/'.join(map(str, allowed))}"
-
-
-def models_table(data: dict) -> Table:
-    t = _table("lifetime models", show_lines=True)
-    _key_column(t, "impl")
-    _key_column(t, "GPU")
-    _text_column(t, "phase, options and what it covers", ratio=1)
-    for m in data["results"]:
-        opts = "; ".join(option_text(k, v) for k, v in m["allowed_options"].items() if v or k == "config") or "none"
-        t.add_row(T(m["impl"]), T(m["device"]), T(f"{m['implementation']}, {m['phase']}; options: {opts}. {m['covers']}"))
-    return t
-
-
-def validation_table(data: dict) -> Table:
-    """One record per row, stacked so that 80 columns hold it whole: impl / shape / mode / contract;
-    predicted / measured GiB; error in bytes / percent / the requested-bytes check; the verdict."""
-    tol = data["tolerance_fraction"]
-    t = _table(f"predicted (allocator replay) vs measured: a row passes within the tolerance, "
-               f"{tol * 100:g} % of the measured peak, or, where the allocator's history decides the layout "
-               "(history-dependent records), inside the allocator bounds. GiB: predicted over measured; "
-               "error: bytes, percent, and the requested-bytes check", show_lines=True)
-    _key_column(t, "impl, shape, mode")
-    _number_column(t, "GiB")
-    _number_column(t, "error")
-    _text_column(t, "result")
-    for r in data["results"]:
-        contract = r["options"].get("contract")
-        seconds = "" if r["seconds"] is None else f", {r['seconds']:.0f} s"
-        lines = [r["impl"], *shape_lines(r["shape"]), r["mode"] + seconds] + ([f"contract {contract}"] if contract else [])
-        measured = "OOM" if r["measured_bytes"] is None else g(r["measured_bytes"], 4)
-        err = "-" if r["error_bytes"] is None else f"{r['error_bytes']:+,}"
-        frac = "-" if r["error_fraction"] is None else f"{r['error_fraction'] * 100:+.4f}%"
-        req = r["requested_error_bytes"]
-        req_text = "req. -" if req is None else ("req. exact" if req == 0 else f"req. {req:+,}")
-        result = T("pass" if r["passed"] else "FAIL", "green" if r["passed"] else "bold red")
-        result.append(f" ({r['criterion']})", style="dim")
-        t.add_row(T("\n".join(lines)), T(f"{g(r['predicted_bytes'], 4)}\n{measured}"), T(f"{err}\n{frac}\n{req_text}"), result)
-    return t
-
-
-def capacity_plan_table(data: dict) -> Table:
-    """plan without --budget: the largest value that runs under the full simulation, and what fails above it."""
-    solve = data["solve"]
-    t = _table(f"largest {solve} that runs on the device (allocator simulation of a fresh process); device need in GiB")
-    _key_column(t, "impl\nGPU")
-    _number_column(t, f"largest {solve}\nneed there")
-    _number_column(t, f"{solve} above")
-    _text_column(t, "fails at")
-    for r in data["results"]:
-        value = "none runs" if r["value"] is None else f"{r['value']:,}"
-        need = "-" if r["at_value"] is None else g(r["at_value"]["device_need_bytes"])
-        o = r["at_next"]["oom"]
-        fails = "-" if o is None else f"{o['step']}: {o['buffer']} ({g(o['tried_bytes'], 2)} GiB)"
-        t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{need}"), T(f"{r['next_value']:,}"), T(fails))
-    probed = [probed_summary(r) for r in data["results"] if r["at_value"] and r["at_value"]["probed"]]
-    _assumed_caption(t, data["results"], _held(data) + probed)
-    return t
-
-
-def _held(data: dict) -> list[str]:
-    """The shape each answer holds, the solved field at its value: a flag left out shows here as its default."""
-    return [f"{r['impl']} at its answer: {shape_label(r['shape'])}" for r in data["results"] if r["value"] is not None]
-
-
-def _assumed_caption(t: Table, results: list[dict], more: list[str] = (), terms: list[dict] | None = None) -> None:
+def assumed_caption(t: Table, results: list[dict], more: list[str] = (), terms: list[dict] | None = None) -> None:
     """Below a table: what each row assumed (``terms_line`` of ``terms``, default the rows; ``assumed_notes``), then
     ``more``."""
     lines = [f"assumed: {terms_line(r)}" for r in (results if terms is None else terms)] + assumed_notes(results)
     t.caption = T("\n".join(dict.fromkeys(lines + list(more))))
     t.caption_justify = "left"
-
-
-def plan_table(data: dict, budget_label: str) -> Table:
-    solve = data["solve"]
-    t = _table(f"largest {solve} whose max_memory_allocated (allocator replay of a fresh process, first call "
-               f"included) fits {budget_label}; peaks in GiB")
-    _key_column(t, "impl\nGPU")
-    _number_column(t, f"largest {solve}\npeak there")
-    _number_column(t, f"{solve} + 1\npeak there")
-    for r in data["results"]:
-        value = "none fits" if r["value"] is None else f"{r['value']:,}"
-        t.add_row(T(f"{r['impl']}\n{r['device']}"), T(f"{value}\n{g(r['peak_at_value_bytes'])}"),
-                  T(f"{r['next_value']:,}\n{g(r['peak_at_next_bytes'])}"))
-    _assumed_caption(t, data["results"], _held(data))
-    return t
-
-
-def sweep_axes(results: list[dict]) -> tuple[list[str], dict]:
-    """(the shape keys that vary over the grid, in the shape's order; the others with their one value): a sweep's
-    columns are its axes, what it holds is said once in the title (the keys, the JSON's: batch_size, seq_len, ...)."""
-    keys = list(dict.fromkeys(k for r in results for k in r["shape"]))
-    values = {k: {r["shape"].get(k) for r in results} for k in keys}
-    return [k for k in keys if len(values[k]) > 1], {k: next(iter(values[k])) for k in keys if len(values[k]) == 1}
-
-
-def sweep_table(data: dict) -> Table:
-    from livebytes.estimator.shapes import format_tokens
-    results = data["results"]
-    devices = ", ".join(sorted({r["device"] for r in results}))
-    varying, held = sweep_axes(results)
-    shown = {"seq_len": format_tokens, "checkpoint": lambda v: "on" if v else "off"}
-    at = ", ".join(f"{k}={shown.get(k, str)(v)}" for k, v in held.items() if v is not None)
-    t = _table(f"sweep{f' at {at}' if at else ''}: peak allocated GiB; runs: predict's verdict for a fresh process on "
-               f"{devices}")
-    _key_column(t, "impl")
-    for c in (*varying, "peak GiB"):
-        _number_column(t, c)
-    _key_column(t, "runs")
-    for r in results:
-        cells = [r["impl"], *(_grid_cell(r["shape"], k) for k in varying), g(r["peak_bytes"]), "yes" if r["fits"] else "OOM"]
-        t.add_row(*map(T, cells))
-    _assumed_caption(t, results, terms=list({r["impl"]: r for r in results}.values()))
-    return t
-
-
-def _grid_cell(shape: dict, key: str) -> str:
-    """One axis's value at a point; value heads and head dim left out there are the query/key ones (``Shape.hv``/``dv``)."""
-    value = shape.get(key, shape.get({"num_v_heads": "num_heads", "head_v_dim": "head_dim"}.get(key, key)))
-    return "-" if value is None else ("on" if value is True else "off" if value is False else f"{value:,}")
 
 
 def autotune_lines(results: list[dict]) -> list[str]:
@@ -466,32 +314,6 @@ def assumed_notes(results: list[dict]) -> list[str]:
     return out
 
 
-def explain_table(data: dict) -> Table:
-    """``data``: report.explain_data. One row per live block, largest first: the model's buffer (and how it was
-    matched) or 'unexplained', and the frame that allocated it."""
-    r = data["results"][0]
-    t = _table(f"{r['snapshot']}: blocks live at {'the trace peak' if r['at'] == 'peak' else 'the snapshot'} as "
-               f"{r['impl']} {shape_label(r['shape'])} on {r['device']} explains them", show_footer=True)
-    _number_column(t, "bytes", footer=T(f"{r['live_bytes']:,}"))
-    _text_column(t, "buffer (matched by)", footer=T(f"{r['unexplained_bytes']:,} B unexplained"))
-    _text_column(t, "allocated at (innermost frame)", footer=T(""))
-    shown, left_out, left_out_bytes = explain_shown(r)
-    for b in shown:
-        named = T(f"{b['buffer']} ({b['match']})") if b["buffer"] else T("unexplained", "bold red")
-        t.add_row(T(f"{b['bytes']:,}"), named, T(frame_cell(b["frames"][0]) if b["frames"] else "(no frame)"))
-    if left_out:
-        t.add_row(T(f"{left_out_bytes:,}"), T(f"{left_out:,} smaller unexplained blocks", "bold red"),
-                  T("(not shown; --json lists every block)"))
-    _assumed_caption(t, data["results"])
-    return t
-
-
-def frame_cell(frame: str) -> str:
-    """``file:line:function`` as two lines, ``file:line`` over ``function``: each fits a narrow column whole."""
-    where, _, function = frame.rpartition(":")
-    return f"{where}\n{function}" if where else frame
-
-
 SHAPE_LINE = 30      # a shape's label in a column that never wraps (validate's key column): fields, ~2 to a line
 
 
@@ -507,151 +329,7 @@ def shape_label(shape: dict) -> str:
     return Shape.from_dict(shape).label()
 
 
-PEAK_MARK = " ◀ peak"
-TIMELINE_FRAME = 10     # 4 borders and 2 x 3 columns of padding
-
-
-def bar_width(preds) -> int:
-    """Columns the timeline's bars may take: what the console leaves after the widest key or step name, the
-    widest GiB cell, the peak mark and the frame (10 to 40; narrower than that, ``fit`` stacks the table)."""
-    names = max(len(name) for p in preds for name in [p.model.key, *(st.name for st in p.model.steps)])
-    numbers = max(len(g(n)) for p in preds for n in p.step_bytes)
-    return max(10, min(40, console.width - names - max(numbers, len("GiB")) - len(PEAK_MARK) - TIMELINE_FRAME))
-
-
-def sweep_csv(data: dict) -> str:
-    """The sweep's grid as CSV, a row per implementation and shape, its options (contract, recompute) named; the shape's
-    columns the JSON's keys (num_v_heads: the heads' count unless --num-v-heads set them; head_v_dim: the head dim
-    unless --expand-v set it)."""
-    lines = ["impl,device,contract,recompute,alloc_conf,triton_cache,triton,batch_size,seq_len,num_heads,num_v_heads,"
-             "head_dim,head_v_dim,peak_bytes,allocated_peak_bytes,reserved_peak_bytes,device_need_bytes,fits"]
-    for r in data["results"]:
-        s, o = r["shape"], r["options"]
-        recompute = "" if "recompute" not in o else ("on" if o["recompute"] else "off")
-        lines.append(f"{r['impl']},{r['device']},{o.get('contract', '')},{recompute},{r['alloc_conf']},{r['triton_cache']},"
-                     f"{r['triton']},"
-                     f"{s['batch_size']},{s['seq_len']},{s['num_heads']},{s.get('num_v_heads', s['num_heads'])},"
-                     f"{s['head_dim']},{s.get('head_v_dim', s['head_dim'])},{r['peak_bytes']},{r['allocated_peak_bytes']},{r['reserved_peak_bytes']},"
-                     f"{r['device_need_bytes']},{'yes' if r['fits'] else 'no'}")
-    return "\n".join(lines) + "\n"
-
-
-def timeline_text(preds, bars: list[list[int]], data: dict | None = None) -> Table:
-    """Compact terminal timeline: one bar per step (lengths from report.bar_lengths), the peak marked; below it
-    what each model assumed (``data``: report.timeline_data)."""
-    t = _table("live bytes per step")
-    _key_column(t, "step")
-    _number_column(t, "GiB")
-    t.add_column("", no_wrap=True)
-    from livebytes.report import timeline_rows
-    for p, lengths in zip(preds, bars):
-        t.add_row(T(p.model.key, "bold"), T(""), T(""))
-        for label, i in timeline_rows(p):
-            mark = T(PEAK_MARK, "bold red") if i == p.peak_index else T("")
-            t.add_row(T(label), T(g(p.step_bytes[i])), T("█" * lengths[i], "cyan") + mark)
-        t.add_section()
-    if data is not None:
-        _assumed_caption(t, data["results"])
-    return t
-
-
-def timeline_png(preds, path) -> None:
-    """Stacked live bytes per step by storage group, one panel per implementation, the peak marked."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from livebytes.estimator.buffers import Group
-    groups = [grp for grp in Group if any(p.groups_at(i).get(grp) for p in preds for i in range(len(p.model.steps)))]
-    colors = dict(zip(groups, plt.get_cmap("tab20").colors))
-    fig, axes = plt.subplots(1, len(preds), figsize=(7 * len(preds), 5.5), sharey=True, squeeze=False)
-    for ax, p in zip(axes[0], preds):
-        steps = list(range(len(p.model.steps)))
-        bottom = [0.0] * len(steps)
-        for grp in groups:
-            vals = [gib(p.groups_at(i).get(grp, 0)) for i in steps]
-            ax.bar(steps, vals, bottom=bottom, color=colors[grp], label=grp.label, width=0.85)
-            bottom = [b + v for b, v in zip(bottom, vals)]
-        ax.annotate(f"peak {g(p.peak_bytes)} GiB\n{p.peak_step.name}", xy=(p.peak_index, gib(p.peak_bytes)),
-                    xytext=(0, 12), textcoords="offset points", ha="center", fontsize=9,
-                    arrowprops=dict(arrowstyle="->"))
-        from livebytes.report import TIMELINE_ROWS, timeline_rows
-        if len(steps) <= TIMELINE_ROWS:
-            ax.set_xticks(steps)
-            ax.set_xticklabels([s.name for s in p.model.steps], rotation=90, fontsize=7)
-        else:       # a whole model: a tick per phase and module run, at most a few dozen labelled
-            rows = timeline_rows(p)
-            every = max(1, len(rows) // 40)
-            ax.set_xticks([i for _, i in rows[::every]])
-            ax.set_xticklabels([label for label, _ in rows[::every]], rotation=90, fontsize=6)
-        ax.set_title(f"{p.model.key}\n{p.shape.label()}", fontsize=10, pad=18)
-        ax.set_ylabel("live GiB (2^30 B)")
-        ax.set_ylim(0, max(gib(q.peak_bytes) for q in preds) * 1.15)
-    from livebytes.report import TIMELINE_ROWS
-    if any(len(p.model.steps) > TIMELINE_ROWS for p in preds):     # a whole model's bars fill the panel: legend beside
-        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
-
-
-def payload_table(data: dict) -> Table:
-    """``data``: the payload command's JSON (rows from report.payload_rows)."""
-    t = _table(f"saved payload of {data['fn']} attention (KiB = 1024 B); growth: against the previous row; "
-               "3Td: the inputs q, k, v")
-    for c in ("seq_len", "predicted\nmeasured\nKiB", "match", "save\nevents", "largest\nelem", "growth",
-              "vs dense\nvs tiled", "3Td\nKiB"):
-        _number_column(t, c)
-    for r in data["results"]:
-        measured = "-" if r["measured_bytes"] is None else f"{r['measured_bytes'] / 1024:,.1f}"
-        match = "-" if r["passed"] is None else ("exact" if r["passed"] else f"{r['error_bytes']:+,}B")
-        growth = "" if r["growth_ratio"] is None else f"x{r['growth_ratio']:.2f}"
-        t.add_row(*map(T, (f"{r['shape']['seq_len']:,}", f"{r['predicted_bytes'] / 1024:,.1f}\n{measured}", match,
-                           f"{r['save_events']:,}", f"{r['largest_elements']:,}", growth,
-                           f"{r['vs_dense_ratio']:.2f}x\n{r['vs_tiled_ratio']:.2f}x", f"{r['inputs_bytes'] / 1024:,.0f}")))
-    return t
-
-
-def model_checks_table(checks) -> Table:
-    """validate's figures of whole-model step records (``validate.check.model_records``)."""
-    t = _table("model-step records: every figure")
-    _text_column(t, "record")
-    _text_column(t, "figure")
-    for name in ("measured B", "predicted B", "error B"):
-        _number_column(t, name)
-    _text_column(t, "")
-    for c in checks:
-        verdict = ("passed" if c.expected_error == 0 else f"named miss: {c.why}") if c.passed else (
-            "FAILED" + (f" (the named miss is {c.expected_error:+,} B)" if c.expected_error else ""))
-        t.add_row(T(c.record), T(c.field), T(_count(c.measured)), T(_count(c.predicted)),
-                  T("" if c.error is None else f"{c.error:+,}"), T(verdict, "" if c.passed else "bold red"))
-    return t
-
-
-def _count(n: int | None) -> str:
-    return "n/a" if n is None else f"{n:,}"
-
-
 def fsdp_line(fsdp: dict) -> str:
     """The FSDP2 answer's terms: its world size, the rank answered, its status."""
     return (f"FSDP2 at {fsdp['world_size']:,} rank{'s' if fsdp['world_size'] > 1 else ''}, rank {fsdp['rank']}'s "
             f"memory: {fsdp['status']}")
-
-
-def gpus_plan_table(data: dict) -> Table:
-    """``plan --solve gpus``: each FSDP2 world size tried, its peaks and whether it fits; the answer in the title."""
-    r = data["results"][0]
-    answer = (f"{r['value']:,} GPU{'s' if r['value'] > 1 else ''}" if r["value"] is not None else "none of those tried")
-    t = _table(f"{r['impl']} on {r['device']}, FSDP2 rank 0: the fewest ranks that fit: {answer} ({r['searched']}; "
-               f"{r['fsdp']['status']})")
-    for col in ("ranks", "allocated peak GiB", "reserved peak GiB"):
-        _number_column(t, col)
-    _key_column(t, "fits")
-    for row in r["tried"]:
-        t.add_row(f"{row['world_size']:,}", g(row["allocated_peak_bytes"]), g(row.get("reserved_peak_bytes")),
-                  "yes" if row["fits"] else "no")
-    return t

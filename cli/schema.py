@@ -1,8 +1,8 @@
-"""The JSON vocabulary of schema 3, one JSON Schema per command (docs/schema/<command>.json) and the key tables
-of docs/json.md, both generated from the definitions below: ``python -m livebytes.cli.schema [DOCS]`` rewrites them
-(DOCS: the checkout's docs folder, ``docs`` by default), and
-tests/test_json.py checks that the committed files are what this module writes and that every command's output
-validates against its schema.
+"""The JSON vocabulary of schema 3 and the generated documents: one JSON Schema per command (docs/schema/<command>.json,
+each command module's ``schema()``, ``cli/commands``) built from the shared parts below, and the key tables of
+docs/json.md. ``python -m livebytes.cli.schema [DOCS]`` rewrites them (DOCS: the checkout's docs folder, ``docs`` by
+default), and tests/test_json.py checks that the committed files are what this module writes and that every command's
+output validates against its schema.
 
 Every object lists all its keys (``additionalProperties: false``); ``required`` holds every key but those a
 command writes in one mode only (plan's ``--budget`` keys). ``map`` objects have data as keys.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from livebytes.estimator.planning import SOLVE_NAMES
 
 SCHEMA_VERSION = 3
 
@@ -204,163 +203,6 @@ def envelope(command: str, results_item: dict, description: str, **fields) -> di
     }
 
 
-PLAN_ITEM = obj("one --impl", {
-    **terms(shape=dict(SHAPE, description="the shape at the answer: the dimensions held, the solved field set to value "
-                                          "(when value is null, nothing runs or fits: set to next_value, 1, the shape "
-                                          "at_next judges)")),
-    **ALLOCATOR,
-    "value": integer("largest value that runs / fits (null: not even 1)", nullable=True),
-    "next_value": integer("value + 1"),
-    "budget_above_device": boolean("with --budget: the budget is above the device's whole memory"),
-    "peak_at_value_bytes": integer("with --budget: replayed max_memory_allocated at value", nullable=True),
-    "peak_at_next_bytes": integer("with --budget: replayed max_memory_allocated at next_value (over the budget)"),
-    "at_value": dict(VERDICT, type=["object", "null"], description="without --budget: the verdict at value (null: none runs)"),
-    "at_next": dict(VERDICT, description="without --budget: the verdict at next_value"),
-    "fsdp": FSDP,
-    "searched": string("--solve gpus: the FSDP2 world sizes tried (powers of two, the smallest first)"),
-    "tried": listof(obj("one world size tried", {
-        "world_size": integer("W"), "fits": boolean("rank 0's step runs on the device (fits the budget)"),
-        **{k: v for k, v in VERDICT_KEYS.items() if k != "fits"}},
-        optional=tuple(k for k in VERDICT_KEYS if k not in ("fits", "allocated_peak_bytes"))),
-        "--solve gpus: each world size tried, in order, until one fits (with --budget: its allocated peak alone)"),
-}, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next", "next_value",
-             "fsdp", "searched", "tried"))
-
-
-def _predict() -> dict:
-    return envelope("predict", obj("the prediction", PREDICTION, optional=PREDICTION_OPTIONAL),
-                    "one implementation at one shape")
-
-
-def _compare() -> dict:
-    return envelope("compare", obj("one --impl, in order", {
-        **PREDICTION,
-        "change_vs_first_fraction": number("peak_bytes / first's - 1 (null for the first)", nullable=True),
-        "measured_change_vs_first_fraction": number("the same for the quoted measured peaks, when every "
-                                                    "implementation has one", nullable=True)}, optional=PREDICTION_OPTIONAL),
-        "several implementations at one shape", shape=SHAPE)
-
-
-def _models() -> dict:
-    return envelope("models", obj("one registered model", {
-        "impl": string("model key"), "device": string("default device preset"), "shape": NO_SHAPE,
-        "options": mapof({}, "option -> its default value"),
-        "allowed_options": mapof(listof({}, "allowed values"), "option -> allowed values (first is the default; empty: "
-                                                             "free text the model checks, a traced model's config)"),
-        "implementation": string("library and kernel"), "version": string("library version or commit"),
-        "phase": string("fwd+bwd or fwd", enum=("fwd+bwd", "fwd")), "covers": string("what the model covers")}),
-        "the registry")
-
-
-def _validate() -> dict:
-    return envelope("validate", obj("one record (or run)", {
-        "impl": string("model key"), "device": string("device preset (H200, B300, ...) of the GPU the record was taken on"),
-        "device_name": DEVICE_NAME, "shape": SHAPE,
-        "options": mapof({}, "the record's options"), "mode": string("fresh-process, shared-process, or the origin"),
-        "predicted_bytes": integer("replay of the protocol plus earlier shapes' caches"),
-        "measured_bytes": integer("null for an out-of-memory", nullable=True), "oom": RECORD_OOM,
-        "error_bytes": integer("predicted - measured", nullable=True),
-        "error_fraction": number("error_bytes / measured_bytes", nullable=True),
-        "requested_error_bytes": integer("predicted - measured requested bytes", nullable=True),
-        "seconds": number("wall time of the run", nullable=True), "passed": boolean("the row passed"),
-        "criterion": string("tolerance, allocator bounds, or the out-of-memory verdict"),
-        "note": string("the comparison's note"), "record": string("record file name"),
-        "failed_figures": listof(string("one failing figure: the record, its field, measured and predicted"),
-                                 "every figure of the record that failed (validate.check.record_figures); empty when all pass")}),
-        "records checked against their models",
-        tolerance_fraction=number("largest error that passes, a fraction of the measured peak (--tolerance 0.1% = 0.001)"),
-        passed=boolean("every row passed (else exit code 3)"),
-        summary=obj("the summary line's counts", {
-            "passed_count": integer("measured rows that passed (an out-of-memory row counts in out_of_memory_count)"),
-            "failed_count": integer("rows that failed, an out-of-memory the model said would fit included"),
-            "out_of_memory_count": integer("out-of-memory rows, whether they passed or failed"),
-            "device_seconds": number("device time of the runs (null: re-checked records)", nullable=True)},
-            nullable=True))
-
-
-def _plan() -> dict:
-    return envelope("plan", PLAN_ITEM, "the largest value that runs (or fits --budget)",
-                     solve=string("the dimension solved for, a shape key: seq_len, batch_size, num_heads or "
-                                  "num_hidden_layers; gpus: the fewest FSDP2 ranks (--model)",
-                                  enum=SOLVE_NAMES + ("gpus",)),
-                     budget_bytes=integer("--budget in bytes (null: the device simulation)", nullable=True))
-
-
-def _formula() -> dict:
-    return envelope("formula", obj("the closed form", {
-        **terms(shape=NO_SHAPE),
-        "peak_bytes_expression": string("the peak in S, MBS, H, HV, DK, DV (sympy syntax; a Max over candidate steps)"),
-        "symbols": mapof(string("the shape key it stands for"), "each symbol of the expressions -> the shape key "
-                         "it stands for (S seq_len, MBS batch_size, H num_heads, HV num_v_heads, DK head_dim, DV "
-                         "head_v_dim; HV is num_heads and DV head_dim where those are not given)"),
-        "peak_steps": listof(string("step"), "candidate peak steps"),
-        "group_bytes_expressions": mapof(mapof(string("expression"), "storage group key -> expression"),
-                                         "step -> storage group key -> expression (empty with --no-groups)"),
-        "group_labels": GROUP_LABELS}),
-        "the peak as a closed form")
-
-
-def _sweep() -> dict:
-    return envelope("sweep", obj("one implementation at one grid point", {
-        **terms(), "peak_bytes": integer("peak allocated bytes (512-byte blocks), as predict's"), **ALLOCATOR,
-        **VERDICT_PEAKS, "device_need_bytes": integer("as predict's"), "fits": boolean("predict's verdict"), "oom": OOM}),
-        "predictions over a grid")
-
-
-def _timeline() -> dict:
-    return envelope("timeline", obj("one --impl", {
-        **terms(), "peak_bytes": integer("peak"), "peak_step": string("peak step"), **ALLOCATOR, **VERDICT_PEAKS,
-        "fits": boolean("predict's verdict: a fresh process runs it on the device (false: a warning says so, and the "
-                        "live bytes are those of a device with no memory limit)"), "oom": OOM,
-        "group_labels": GROUP_LABELS,
-        "steps": listof(obj("one step", {
-            "name": string("step name"), "phase": string("harness, forward or backward"),
-            "live_bytes": integer("bytes live at the step"),
-            "group_bytes": mapof(integer("bytes"), "storage group key -> bytes live at the step")}),
-            "every step in order")}),
-        "live bytes per step", shape=SHAPE)
-
-
-def _payload() -> dict:
-    return envelope("payload", obj("one token count", {
-        "impl": string("dense, tiled or checkpointed"), "device": string("cpu", enum=("cpu",)),
-        "shape": obj("the attention's dimensions", {
-            "seq_len": integer("tokens T"), "head_dim": integer("q/k head dim d"), "head_v_dim": integer("v head dim dv"),
-            "block_q": integer("query block"), "block_k": integer("key block")}),
-        "options": mapof({}, "none"),
-        "predicted_bytes": integer("bytes autograd saves, per the model"),
-        "measured_bytes": integer("measured on the CPU (null with --no-measure)", nullable=True),
-        "save_events": integer("tensors saved, per the model"),
-        "measured_save_events": integer("measured", nullable=True),
-        "largest_elements": integer("largest saved tensor, elements"),
-        "measured_largest_elements": integer("measured", nullable=True),
-        "growth_ratio": number("predicted_bytes / previous row's", nullable=True),
-        "vs_dense_ratio": number("predicted_bytes / dense's"), "vs_tiled_ratio": number("predicted_bytes / tiled's"),
-        "inputs_bytes": integer("q, k, v themselves"),
-        "passed": boolean("bytes, events and largest all equal (null unmeasured)", nullable=True),
-        "error_bytes": integer("predicted - measured, as validate's (null unmeasured)", nullable=True)}),
-        "what autograd retains for backward", fn=string("dense, tiled or checkpointed"),
-        passed=boolean("every measured row matches the model (else exit code 3)"))
-
-
-def _explain() -> dict:
-    return envelope("explain", obj("the snapshot's live blocks against the model", {
-        **terms(), "snapshot": string("the snapshot file's name"),
-        "at": string("peak: the blocks live at the trace's peak; snapshot: the segments' as dumped", enum=("peak", "snapshot")),
-        "live_bytes": integer("bytes of every live block"), "explained_bytes": integer("bytes of the blocks a buffer explains"),
-        "unexplained_bytes": integer("live_bytes - explained_bytes"),
-        "blocks": listof(obj("one live block", {
-            "address": integer("its address (null where the trace gives none)", nullable=True),
-            "bytes": integer("its size as the snapshot gives it (a traced block: the request)"),
-            "requested_bytes": integer("the request, where the snapshot gives it beside the size", nullable=True),
-            "buffer": string("the model's allocation it is (null: unexplained)", nullable=True),
-            "match": string("how: its frames name the source line, the function, or by size alone (null: unexplained)",
-                            nullable=True, enum=("source line", "function", "size")),
-            "frames": listof(string("file:line:function"), "the frames that allocated it, innermost first")}),
-            "every live block, largest first")}),
-        "a memory snapshot's live blocks named by the model's buffers")
-
-
 TRACED_DEVICE = {"device": string("device preset of the GPU the traces were taken on (null: none the traces name)",
                                  nullable=True), "device_name": DEVICE_NAME}
 TRACED_SHAPES = {
@@ -369,36 +211,6 @@ TRACED_SHAPES = {
     "symbols": mapof(string("what it stands for, in shape keys"), "each symbol of the traces' formulas and ties -> what "
                      "it stands for: T batch_size * seq_len (the packed tokens), N batch_size, H num_heads, HV "
                      "num_v_heads, K head_dim, V head_v_dim")}
-
-
-def _learn() -> dict:
-    return envelope("learn", obj("the learned draft", {
-        "impl": string("the traced implementation"), **TRACED_DEVICE,
-        "shape": NO_SHAPE, "options": mapof({}, "the traces' options"), **TRACED_SHAPES,
-        "ties": listof(listof(string("symbol"), "symbols the traces vary together"), "tied symbol groups"),
-        "buffers": listof(obj("one learned buffer", {
-            "name": string("learned name"), "site": string("allocating frame"),
-            "bytes_formula": string("exact byte formula (null: none found)", nullable=True),
-            "alternatives": listof(string("formula"), "other formulas that fit every trace"),
-            "allocated": integer("allocation order"),
-            "freed_after": integer("freed after that allocation (null: at the end)", nullable=True),
-            "device_dependent": string("why its size may depend on the device (null: none)", nullable=True),
-            "observed_bytes": listof(integer("bytes"), "the traced sizes")}), "one per learned buffer"),
-        "unexplained": listof(string("line"), "what the traces show that no buffer explains")}),
-        "a draft model from allocator traces")
-
-
-def _drift() -> dict:
-    return envelope("drift", obj("the hand model against the traces", {
-        "impl": string("the hand model checked"), **TRACED_DEVICE,
-        "shape": NO_SHAPE, "options": mapof({}, "the hand model's options"), **TRACED_SHAPES,
-        "traced_impl": string("the implementation the traces are of"), "passed": boolean("no difference"),
-        "findings": listof(obj("one finding", {
-            "kind": string("added, removed, resized, re-typed, lifetime, outside-window or empty (0 bytes at every traced "
-                           "shape: not compared)"),
-            "buffer": string("hand name (learned name for added)"), "detail": string("what differs")}),
-            "every finding, outside-window and empty ones included")}),
-        "traced buffers vs a hand model", passed=boolean("no difference (else exit code 3)"))
 
 
 DIFF_KINDS = ("added", "removed", "resized", "retyped", "lives longer", "lives shorter")     # estimator/diff.py KINDS
@@ -415,47 +227,10 @@ def _diff_side(which: str) -> dict:
         "allocated_bytes": integer("bytes charged at the shape (null without one)", nullable=True)}, nullable=True)
 
 
-def _diff() -> dict:
-    return envelope("diff", obj("one --impl, in order: the first is old, the second new", {
-        **terms(shape=SHAPE_OR_NONE),
-        "peak_bytes": integer("peak allocated bytes at the shape (512-byte blocks), as predict's (null without a shape)",
-                              nullable=True),
-        "peak_step": string("the step where the peak is first reached (null without a shape)", nullable=True),
-        "held_after_call_bytes": integer("bytes the library keeps when the call returns: its cached buffers (null "
-                                         "without a shape)", nullable=True),
-        "change_vs_first_bytes": integer("peak_bytes - the first's (null for the first, or without a shape)",
-                                         nullable=True)}),
-        "what the second model of one implementation allocates differently from the first", shape=SHAPE_OR_NONE,
-        renumbered_sources=integer("allocations whose only difference is the line their source cites (not listed)"),
-        notes=listof(string("one note"), "the second model's notes the first lacks (a version's evidence)"),
-        changes=listof(obj("one change of one allocation (an allocation both resized and retyped: one change each)", {
-            "kind": string("what changed", enum=DIFF_KINDS),
-            "allocation": string("the allocation's name (a carved workspace: the workspace)"),
-            "regions": listof(string("region name"), "a carved workspace's regions (empty: a plain buffer)"),
-            "old": _diff_side("the first (results[0])"), "new": _diff_side("the second (results[1])")}),
-            "every allocation that differs, the first's order, then those only the second has"))
-
-
-COMMANDS = {
-    "predict": _predict,
-    "compare": _compare,
-    "models": _models,
-    "validate": _validate,
-    "plan": _plan,
-    "formula": _formula,
-    "sweep": _sweep,
-    "timeline": _timeline,
-    "payload": _payload,
-    "explain": _explain,
-    "learn": _learn,
-    "drift": _drift,
-    "diff": _diff,
-}
-
-
 def schemas() -> dict[str, dict]:
-    """Every command's JSON Schema, by command."""
-    return {name: build() for name, build in COMMANDS.items()}
+    """Every command's JSON Schema, by command, in the commands' order (``cli/commands``: each module's ``schema``)."""
+    from .commands import modules
+    return {m.NAME: m.schema() for m in modules()}
 
 
 # ---------------------------------------------------------------- docs

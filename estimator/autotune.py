@@ -19,6 +19,7 @@ holds every key; a process that autotuned at a small shape holds that shape's ke
 """
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -158,3 +159,13 @@ def held_assumptions(model, shape: Shape) -> tuple[str, ...]:
                 "the next compile's garbage collection" if held else "every config assumed to launch in a cold first call")
         out.append(f"{a.kernel} ({a.step}): {what} ({where})")
     return tuple(out)
+
+
+def candidate_key(kernel: str, constexprs: dict, num_warps: int, num_stages: int) -> str:
+    """An autotune candidate by its kernel, constexprs, warps and stages, as the CPU compile (validate/gpu/probes/
+    cpu_frames.py) and the checks of its data (validate/check/module_rule.py) name it; l2norm's NB (cdiv(T * H, 65,536),
+    which only its autotune key reads, not the kernel body) left out, so candidates at another T or H still meet."""
+    if kernel.startswith("l2norm_"):
+        constexprs = {k: v for k, v in constexprs.items() if k != "NB"}
+    return json.dumps([kernel, sorted(constexprs.items()), num_warps, num_stages])
+

@@ -38,6 +38,9 @@ class CudnnVersion:
     line_shifts: tuple[tuple[str, int, int], ...] = ()   # (file, from 1.32.0 line, delta): this version's numbering
     chain_min_tokens_reverse: int = 192     # FROST's backward never chains below it (piece_chain.chain_min_tokens; 1.31.0: none)
     read_from: "CudnnVersion | None" = None   # the entry whose code it follows when its own could not be read
+    # the wheel ships hopper/cuda_kernels/*.cu, the NVRTC sources kda_hopper_cuda compiles (cuda_host.KERNEL_DIR);
+    # without them the engine passes check_support and fails at its first compile, so no model of it is registered
+    cuda_kernels_shipped: bool = True
 
     def derive(self, **overrides) -> "CudnnVersion":
         return replace(self, **overrides)
@@ -61,6 +64,21 @@ CUDNN_1_31_0 = CUDNN_1_32_0.derive(
            "1.31.0's _pick_nseg plans for a 132-SM wave whatever the device (kda_prefill_sm90.py:1115)",
            "1.31.0's FROST backward chains at any token count (piece_chain.py:94 choose_pieces has no min_tokens; "
            "1.32.0 keeps the uncut plan below 192 tokens)"),
+)
+# The Hopper engines only: 1.30.0's hopper/ files are 1.31.0's (diff -r: no .py differs) and its ops/common.py is 1.31.0's
+# to line 110, so it allocates as 1.31.0 does; its ops/kda.py lacks the docstrings 1.31.0 added (the ops/kda.py shifts).
+# Its FROST KDA kernels differ (split-K cuts with warmup kernels, no uncut kernels): not this entry, no cudnn_frost.py name.
+CUDNN_1_30_0 = CUDNN_1_31_0.derive(
+    version="1.30.0", origin="nvidia-cudnn-frontend 1.30.0 (PyPI)", cuda_kernels_shipped=False,
+    line_shifts=(("ops/kda.py", 321, -12), ("ops/kda.py", 491, -19), ("ops/kda.py", 857, -37), ("ops/kda.py", 1015, -39),
+                 ("ops/kda.py", 1239, -47), ("hopper/kernel/kda_prefill_sm90.py", 1106, -2),
+                 ("hopper/kernel/kda_prefill_sm90.py", 1112, -3)),
+    notes=("1.30.0 allocates as 1.31.0: graph_workspace keeps each graph's workspace on the graph object, grow-only "
+           "(ops/common.py:48-51), and _pick_nseg plans for a 132-SM wave (kda_prefill_sm90.py:1115); the hopper/ "
+           "Python files are 1.31.0's and 1.32.0's",
+           "1.30.0's wheel ships no hopper/cuda_kernels/ (kda_fused_sm90.cu, kda_bwd_sm90.cu), which cuda_host.py:29 "
+           "KERNEL_DIR names: kda_hopper_cuda passes check_support and fails at its first compile, so only kda_hopper "
+           "(the CuTeDSL forward) is modelled; on sm90 the heuristics (kda_heuristics.py:38) still rank kda_hopper_cuda first"),
 )
 
 

@@ -1,4 +1,4 @@
-"""cuDNN frontend's Hopper KDA engines (nvidia-cudnn-frontend 1.32.0 and 1.31.0), as buffer records.
+"""cuDNN frontend's Hopper KDA engines (nvidia-cudnn-frontend 1.32.0, 1.31.0 and 1.30.0), as buffer records.
 
 - ``kda_hopper_cuda`` (``hopper/cuda_engine.py``, NVRTC CUDA): forward and backward. The forward
   writes ``o`` in place and needs no workspace; the backward carves one workspace
@@ -15,7 +15,8 @@ Versions (``VERSIONS``, data read by these builders, ``cudnn_common.CudnnVersion
 ``graph_workspace`` keeps each graph's workspace on the graph object, so both plans' workspaces (the
 backward's carved arena above all) are held by the graph caches between calls, once per cache key; and its
 ``_pick_nseg`` plans for 132 SMs whatever the device. Line numbers are 1.32.0's, shifted to 1.31.0's by the
-entry's ``line_shifts``; the Hopper engine files are the same in both wheels.
+entry's ``line_shifts``; the Hopper engine files are the same in both wheels. 1.30.0 allocates as 1.31.0 and ships no
+CUDA kernel sources, so only its ``kda_hopper`` is a model.
 
 Contract (both): pre-normalised bf16 q/k, bf16 v/dO, fp32 log-space g, fp32 post-sigmoid beta,
 int32 cu_seqlens, D = 128, equal heads; no in-kernel l2norm / sigmoid / safe gate.
@@ -29,6 +30,7 @@ from livebytes.estimator.declare import Declaration, ceil_to, vectorised
 from livebytes.estimator.symbols import DK, DV, H, MBS, T, cdiv
 
 from .cudnn_common import (
+    CUDNN_1_30_0,
     CUDNN_1_31_0,
     CUDNN_1_32_0,
     HO,
@@ -44,7 +46,7 @@ from .cudnn_common import (
 
 ARENA_ALIGN = 256             # cuda_bwd_host._ALIGN
 BT = 64                       # cuda_bwd_host.BT
-VERSIONS: tuple[CudnnVersion, ...] = (CUDNN_1_32_0, CUDNN_1_31_0)
+VERSIONS: tuple[CudnnVersion, ...] = (CUDNN_1_32_0, CUDNN_1_31_0, CUDNN_1_30_0)
 
 
 def pick_nseg_value(tokens: int, seqs: int, heads: int, num_sm: int) -> int:
@@ -196,6 +198,7 @@ def build_cute_forward(version: CudnnVersion = CUDNN_1_32_0, device=None) -> Lif
 
 
 # ---------------------------------------------------------------- registration: every VERSIONS entry is two models
+# (one where its wheel lacks the CUDA engine's kernel sources: cuda_kernels_shipped)
 
 from livebytes.estimator.registry import ModelSpec, register  # noqa: E402  (the registration block closes the file)
 
@@ -212,12 +215,21 @@ CUTE_REFUSES_REPORT = {("contract", "report"): (
 
 
 def _register(v: CudnnVersion) -> None:
+    if v.cuda_kernels_shipped:
+        _register_cuda(v)
+    _register_cute(v)
+
+
+def _register_cuda(v: CudnnVersion) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-hopper-cuda@{v.version}", implementation="cuDNN frontend kda_hopper_cuda (NVRTC CUDA)",
         version=v.version, covers=f"{v.origin} Hopper CUDA engine, forward + backward, plain contract, D=128",
         builder=lambda device, contract="plain", v=v: build_cuda(v, device), refuse=refuse, refuse_device=refuse_device,
         options=OPTIONS, refusals=CUDA_REFUSES_REPORT, default_device="H200",
     ))
+
+
+def _register_cute(v: CudnnVersion) -> None:
     register(ModelSpec(
         key=f"cudnn-kda-hopper@{v.version}", implementation="cuDNN frontend kda_hopper (CuTeDSL)",
         version=v.version, covers=f"{v.origin} Hopper CuTeDSL engine, forward only (inference), plain contract, D=128",

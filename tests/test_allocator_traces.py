@@ -32,6 +32,10 @@ CASES = {
     "h200_run31_k2-l2-16k": (1944, 15_839_789_056, 15_839_789_056),
     "h200_run31_q1-l4-8k": (4308, 8_627_683_328, 8_627_683_328),
     "h200_run31_q2-d256-4k": (2316, 5_112_856_576, 5_112_856_576),
+    # run 34: the same k1 and q1 with --checkpoint (their records' steps[1..2].max_reserved_bytes; the model's
+    # placement gives the GPU's, as k1's did not without checkpointing)
+    "h200_run34_k1c-l4-8k": (5381, 4_919_918_592, 4_919_918_592),
+    "h200_run34_q1c-l4-8k": (5583, 5_158_993_920, 5_158_993_920),
 }
 
 

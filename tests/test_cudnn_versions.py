@@ -1,6 +1,7 @@
 """cuDNN frontend 1.31.0 as one data entry (lifetimes/cudnn_common.py CUDNN_1_31_0): the Hopper models differ from
 1.32.0's only where the wheel does (graph_workspace holds each graph's workspace on the cached graph), and every
-source they cite reads, in the 1.31.0 wheel, as the line 1.32.0's model cites reads in 1.32.0's."""
+source they cite reads, in the 1.31.0 wheel, as the line 1.32.0's model cites reads in 1.32.0's. 1.30.0 (CUDNN_1_30_0):
+its CuTeDSL forward is 1.31.0's with ops/kda.py renumbered, and it has no CUDA engine model."""
 import os
 from pathlib import Path
 
@@ -142,3 +143,42 @@ def test_the_protocol_replay_holds_the_warmup_graphs_workspace():
     shape = Shape(1, 8192, 32, 128)
     old, new = (protocol_replay(get_model(k, "H200"), shape)[0].peak_bytes for k in PAIRS[0])
     assert old - new == 1_024 + 262_144 + 4_194_304 + 50_331_648 + 50_331_648 + 2 * 512 == 105_121_792
+
+
+def _sites(a, b):
+    """(a's source, b's source) of every buffer and step, in declaration order."""
+    return ([(x.source, y.source) for x, y in zip(a.buffers, b.buffers)]
+            + [(x.source, y.source) for x, y in zip(a.steps, b.steps) if x.source])
+
+
+def test_1_30_0_allocates_as_1_31_0_and_only_ops_kda_lines_move():
+    """1.30.0's hopper/ files are 1.31.0's (graph_workspace too: held on the graph, ops/common.py:50), so the CuTeDSL
+    forward is the same buffers, cached the same way, of the same bytes. Its ops/kda.py lacks the docstrings 1.31.0
+    added, 3 above run_kda_fwd and 11 above kimi_delta_attention: run_kda_fwd 321 - 9 = 312 -> 321 - 12 = 309,
+    o 491 - 16 = 475 -> 491 - 19 = 472, kimi_delta_attention 1239 - 36 = 1203 -> 1239 - 47 = 1192."""
+    a, b = models("cudnn-kda-hopper@1.30.0", "cudnn-kda-hopper@1.31.0")
+    facts = [[(x.name, x.shape_text(), x.dtype, x.cached, str(x.cache_key), x.freed_after) for x in m.buffers] for m in (a, b)]
+    assert facts[0] == facts[1]
+    shape = Shape(2, 8192, 32, 128)
+    assert predict(a, shape).buffer_bytes == predict(b, shape).buffer_bytes
+    moved = {(y.line, x.line) for x, y in _sites(a, b) if x != y}
+    assert moved == {(312, 309), (475, 472), (1203, 1192)}
+
+
+def test_1_30_0_registers_no_cuda_engine_model():
+    """The 1.30.0 wheel ships no hopper/cuda_kernels/*.cu (cuda_host.KERNEL_DIR): kda_hopper_cuda cannot compile."""
+    from livebytes.estimator.registry import keyed_specs
+    assert {s.key for s in keyed_specs() if s.version == "1.30.0"} == {"cudnn-kda-hopper@1.30.0"}
+    with pytest.raises(Exception, match="unknown implementation"):
+        get_model("cudnn-kda-hopper-cuda@1.30.0", "H200")
+
+
+def test_every_cited_line_reads_in_the_1_30_0_wheel_as_in_1_31_0():
+    """The CUDA model is built, not registered, so that the entry's kda_bwd shifts are read in the wheel too."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.lifetimes.cudnn_common import CUDNN_1_30_0, CUDNN_1_31_0
+    from livebytes.lifetimes.cudnn_hopper import build_cuda
+    h200 = get_device("H200")
+    cute = models("cudnn-kda-hopper@1.30.0", "cudnn-kda-hopper@1.31.0")
+    for s_old, s_new in _sites(*cute) + _sites(build_cuda(CUDNN_1_30_0, h200), build_cuda(CUDNN_1_31_0, h200)):
+        assert _line("1.30.0", s_old.file, s_old.line) == _line("1.31.0", s_new.file, s_new.line), s_old

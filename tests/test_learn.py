@@ -293,7 +293,7 @@ def test_committed_gpu_traces(folder):
     assert learned.unexplained == ()               # every event solved, none ambiguous
     assert all(not b.alternatives for b in learned.buffers)
     for key, expected in CHECKS[folder]:
-        from livebytes.cli.learn_cmd import _hand_model
+        from livebytes.cli.commands.drift import _hand_model
         found = {(f.kind, f.buffer) for f in differences(drift(_hand_model(key, learned), learned))}
         assert found == expected, key
 

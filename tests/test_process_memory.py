@@ -917,3 +917,26 @@ def test_gdn_forward_only_at_d64_reads_above_the_family_figure():
     assert (row["nonpytorch_bytes"], row["stack_limit_bytes"]) == (653_197_312, 1024)
     context = process_memory(H200, "no-library@0").context.bytes
     assert row["nonpytorch_bytes"] - context == 100_794_368 > 98_566_144
+
+
+@pytest.mark.parametrize("first,second", [(100, 300), (300, 100), (200, 200)])
+def test_a_case_takes_its_largest_process_in_either_order(first, second):
+    """validate.check.frames._largest_modules: a case's modules are the largest of its processes, whichever came first;
+    a smaller one is named in the source, an equal one changes nothing."""
+    from livebytes.validate.check.frames import _largest_modules
+    a = {"bytes": first, "status": "measured", "source": "a.json: first"}
+    b = {"bytes": second, "status": "measured", "source": "b.json: second"}
+    got = _largest_modules(a, b, "b.json")
+    assert got["bytes"] == max(first, second)
+    assert ("b.json" in got["source"]) == (first != second)
+    assert _largest_modules(None, b, "b.json") == b
+
+
+def test_run34_k1c_is_bounded_by_its_cases_largest():
+    """Run 34's k1c (Kimi-Linear h1024 L4, --checkpoint) held 4,380,950,528 B outside PyTorch, run 31's k1 at the same
+    case 4,383,047,680 B (both limit 14,256 B, one context): the case's modules are k1's, 4,383,047,680 - context -
+    reservation = 252,903,424 B, and k1c's 250,806,272 B (2,097,152 B less) is named beside it."""
+    data = json.loads(frames_tool.DATA.read_text())
+    entry = data["modules_by_case"]["cold"]["kimi-linear-model:- D192 H8 HV8"]
+    assert entry["bytes"] == 252_903_424
+    assert "250,806,272 B in h200_run34_k1c-l4-8k.json" in entry["source"]

@@ -62,6 +62,11 @@ LIKE_K1 = ("as run 31's k1 (the same KDA layer shapes, hidden 1024 H8 D128 at 8K
 FSDP_NCCL = ("NCCL's memory outside PyTorch's allocator (the communicator, its channels and proxy buffers, at world size "
              "1): 73,400,320 B above the control c1's process (4,439,670,784 B, the same kernels, run beside it); not "
              "modelled, as every --fsdp answer says")
+FEWER_MODULES_K1C = ("the kernel modules this process loaded: 2,097,152 B fewer than run 31's k1 at the same case (the same "
+                     "context before the step, the same 14,256-B stack limit, every allocator figure exact); the model "
+                     "takes the case's largest measured process (validate/check/frames.py _largest_modules), which bounds "
+                     "this one; which kernel k1 launched and k1c did not is not found (CUDA loads modules lazily, and "
+                     "transformers turns use_cache off under checkpointing, the run's log says)")
 FSDP_WRAP = ("fully_shard at wrap time (_fsdp_param.py:390: each block's parameters live beside their new shards until "
              "the call returns, and its copies ran on the default and copy-in streams): the figures before the first "
              "step; not modelled, as every --fsdp answer says")
@@ -165,6 +170,9 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[1].max_allocated_bytes"): (-623_616, FSDP_ALLOC),
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[2].max_allocated_bytes"): (949_248, FSDP_ALLOC),
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[*].allocated_after_bytes"): (424_960, FSDP_ALLOC),
+    # run 34 (predictions committed before the run, predictions/run34/): the hybrids with --checkpoint; q1c exact in
+    # every figure, k1c in every allocator figure
+    ("h200_run34_k1c-l4-8k.json", "steps[*].nonpytorch.bytes"): (2_097_152, FEWER_MODULES_K1C),
     ("h200_run24_edge-1.3b-468519.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run25_edge-1.3b-467552.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run27_edge-1.3b-467491.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 34 (proposed, not run): the run-31 hybrid configurations with --checkpoint (gradient_checkpointing_enable(),
+# Run 34 (ran in session 19, folded in by session 20: runs/run34/README.md): the run-31 hybrid configurations with --checkpoint (gradient_checkpointing_enable(),
 # non-reentrant), which the tracer could not trace before commit "tracer: checkpoint's recompute re-enters the
 # forward's function modes": the recompute lost tracer/sdpa.py's cuDNN routing (math path, CheckpointError). The
 # run checks (a) that transformers' checkpointing of both models runs on the GPU (no CheckpointError: the routing is

@@ -160,6 +160,14 @@ def res_usage(kernel, tool: str, folder: Path) -> dict:
     return usage(path, tool)
 
 
+def cubin_fields(kernel) -> dict:
+    """The cubin's size and the sections the driver places in device memory (``module_load.image_fields``): what a
+    per-module memory rule (issue 33) sums over the candidates a cold process loads."""
+    sys.path.insert(0, str(HERE))
+    from module_load import image_fields
+    return image_fields(kernel.asm["cubin"])
+
+
 def constexprs(kernel) -> dict:
     fn = kernel.src.fn
     names = {}
@@ -185,7 +193,7 @@ def candidates(log: list, tool: str) -> list[dict]:
             counted = e["shared"] <= SM90_SHARED
             out.append({**e, "constexprs": constexprs(kernel), "counted": counted,
                         **({} if counted else {"refused": f"OutOfResources: shared {e['shared']} > {SM90_SHARED}"}),
-                        **res_usage(kernel, tool, Path(tmp))})
+                        **res_usage(kernel, tool, Path(tmp)), **cubin_fields(kernel)})
     return out
 
 
@@ -215,6 +223,9 @@ def worker(case: dict, out: Path) -> int:
     for r in rows:
         if r["counted"]:
             frames[r["kernel"]] = max(frames.get(r["kernel"], 0), r["STACK"])
+    loaded = [r for r in rows if r["counted"]]         # the candidates a cold GPU process loads (issue 33)
+    rec["modules"] = {"cubins": len(loaded), "cubin_bytes": sum(r["image_bytes"] for r in loaded),
+                      "device_section_bytes": sum(r["device_section_bytes"] for r in loaded)}
     rec.update(key=case["key"], frames=dict(sorted(frames.items())), compiled=sum(1 for r in rows if "hash" in r),
                counted=sum(1 for r in rows if r["counted"]), seconds=round(time.time() - t0, 1),
                target="cuda sm90 (GPUTarget('cuda', 90, 32))", triton=triton.__version__, fla=__import__("fla").__version__,
@@ -300,11 +311,9 @@ def compare(data_file: str, out: Path) -> int:
 
 
 def config_key(kernel: str, constexprs: dict, num_warps: int, num_stages: int) -> str:
-    """A candidate by its kernel, constexprs, warps and stages; l2norm's NB (cdiv(T * H, 65,536), which only its
-    autotune key reads, not the kernel body) left out, so candidates at another T or H still meet."""
-    if kernel.startswith("l2norm_"):
-        constexprs = {k: v for k, v in constexprs.items() if k != "NB"}
-    return json.dumps([kernel, sorted(constexprs.items()), num_warps, num_stages])
+    """A candidate's name in these data: ``estimator.autotune.candidate_key``."""
+    from livebytes.estimator.autotune import candidate_key
+    return candidate_key(kernel, constexprs, num_warps, num_stages)
 
 
 def gpu_configs(matrix: Path, logs: Path) -> dict:

@@ -1,5 +1,5 @@
-"""``livebytes diff --impl A --impl B``: what B allocates differently from A (two models of one implementation),
-registered onto the app by ``register(app)``. Parses, calls ``estimator.diff``, renders."""
+"""``livebytes diff --impl A --impl B``: what B allocates differently from A (two models of one implementation).
+Parses, calls ``estimator.diff``, renders."""
 from __future__ import annotations
 
 import json
@@ -7,10 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from . import options as o
-from .errors import UsageProblem, warn
+from .. import options as o
+from ..errors import UsageProblem, warn
 from livebytes.report import envelope, model_terms
 
+NAME = "diff"
 Impls = typer.Option(..., "--impl", help=o.IMPL_HELP + "; twice: the old model, then the new", metavar="KEY")
 Gpu = typer.Option(None, "--gpu", help=f"device preset of both models: {o.preset_names()}; default: the first "
                                        "model's own (see: livebytes models)", metavar="GPU")
@@ -54,30 +55,36 @@ def diff_data(d, old, new, warnings: list | None = None) -> dict:
 
 
 def _side_text(s, nbytes: int | None) -> str:
-    from .render import g
+    from ..render import g
     if s is None:
         return "-"
     at = f" = {g(nbytes)} GiB" if nbytes is not None else ""
     return f"{s.shape} {s.dtype}{at}\n{s.lifetime}\n{s.source}" + (f"\n({s.note})" if s.note else "")
 
 
+def _change_cell(c) -> str:
+    return c.kind + ("\n(same bytes at this shape)" if c.kind == "resized" and c.old_bytes == c.new_bytes is not None else "")
+
+
+def columns(d) -> list:
+    """A row per changed allocation (``estimator.diff``'s changes): what changed, the allocation (a carved workspace:
+    how many regions), then each side's shape, lifetime and source under its model's key."""
+    from ..render import Column
+    return [Column("change", _change_cell, "key"),
+            Column("allocation", lambda c: c.allocation + (f"\n({len(c.regions)} regions)" if c.regions else ""), "key"),
+            Column(d.old, lambda c: _side_text(c.old, c.old_bytes)),
+            Column(d.new, lambda c: _side_text(c.new, c.new_bytes))]
+
+
 def diff_table(d):
-    from .render import T, _key_column, _table, _text_column
-    t = _table(f"{d.old} -> {d.new}: {len(d.changes)} buffer changes"
-               + (f"; {d.renumbered} buffers cite other lines of the same code" if d.renumbered else ""), show_lines=True)
-    _key_column(t, "change")
-    _key_column(t, "allocation")
-    _text_column(t, d.old)
-    _text_column(t, d.new)
-    for c in d.changes:
-        name = c.allocation + (f"\n({len(c.regions)} regions)" if c.regions else "")
-        kind = c.kind + ("\n(same bytes at this shape)" if c.kind == "resized" and c.old_bytes == c.new_bytes is not None else "")
-        t.add_row(T(kind), T(name), T(_side_text(c.old, c.old_bytes)), T(_side_text(c.new, c.new_bytes)))
-    return t
+    from .. import render
+    return render.table(f"{d.old} -> {d.new}: {len(d.changes)} buffer changes"
+                        + (f"; {d.renumbered} buffers cite other lines of the same code" if d.renumbered else ""),
+                        columns(d), d.changes, show_lines=True)
 
 
 def peak_lines(d) -> list[str]:
-    from .render import g
+    from ..render import g
     lines = [f"{d.new}: {n}" for n in d.notes]
     if d.peak:
         p = d.peak
@@ -103,7 +110,7 @@ def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Op
     return replace(shape, **stack)
 
 
-def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str] = Seq,
+def command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str] = Seq,
                  heads: Optional[str] = Heads, dim: Optional[str] = Dim, v_heads: Optional[str] = VHeads,
                  expand_v: Optional[str] = ExpandV,
                  hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
@@ -115,7 +122,7 @@ def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optiona
     from livebytes.estimator.diff import diff_models
     from livebytes.estimator.shapes import implausible
 
-    from .render import T, console, fit, terms_line
+    from ..render import T, console, fit, terms_line
     if len(impl) != 2:
         raise UsageProblem(f"diff takes two --impl (got {len(impl)})")
     o.distinct_impls(impl, "diff")
@@ -139,5 +146,23 @@ def diff_command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optiona
         console.print(T(line))
 
 
-def register(app: typer.Typer) -> None:
-    app.command("diff")(diff_command)
+def schema() -> dict:
+    from ..schema import DIFF_KINDS, SHAPE_OR_NONE, _diff_side, envelope, integer, listof, obj, string, terms
+    return envelope(NAME, obj("one --impl, in order: the first is old, the second new", {
+        **terms(shape=SHAPE_OR_NONE),
+        "peak_bytes": integer("peak allocated bytes at the shape (512-byte blocks), as predict's (null without a shape)",
+                              nullable=True),
+        "peak_step": string("the step where the peak is first reached (null without a shape)", nullable=True),
+        "held_after_call_bytes": integer("bytes the library keeps when the call returns: its cached buffers (null "
+                                         "without a shape)", nullable=True),
+        "change_vs_first_bytes": integer("peak_bytes - the first's (null for the first, or without a shape)",
+                                         nullable=True)}),
+        "what the second model of one implementation allocates differently from the first", shape=SHAPE_OR_NONE,
+        renumbered_sources=integer("allocations whose only difference is the line their source cites (not listed)"),
+        notes=listof(string("one note"), "the second model's notes the first lacks (a version's evidence)"),
+        changes=listof(obj("one change of one allocation (an allocation both resized and retyped: one change each)", {
+            "kind": string("what changed", enum=DIFF_KINDS),
+            "allocation": string("the allocation's name (a carved workspace: the workspace)"),
+            "regions": listof(string("region name"), "a carved workspace's regions (empty: a plain buffer)"),
+            "old": _diff_side("the first (results[0])"), "new": _diff_side("the second (results[1])")}),
+            "every allocation that differs, the first's order, then those only the second has"))

@@ -1,7 +1,6 @@
-"""``livebytes learn`` and ``livebytes drift``: registered onto the app by ``register(app)``.
-
-Each command parses, calls the library (livebytes.learn: learn, drift, draft), renders. The
-library is imported inside the commands: it imports sympy, which the other commands' fast path avoids.
+"""``livebytes learn``: a lifetime model drafted from allocator traces (``drift``, its sibling, checks a hand model
+against them). Parses, calls the library (livebytes.learn: learn, draft), renders. The library is imported inside the
+command: it imports sympy, which the other commands' fast path avoids.
 """
 from __future__ import annotations
 
@@ -10,12 +9,13 @@ from pathlib import Path
 
 import typer
 
-from .errors import EXIT_VALIDATION_FAILED, UsageProblem
+from ..errors import UsageProblem
 from livebytes.report import device_terms, envelope
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+NAME = "learn"
 console = Console()
 
 TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/gpu/trace.py)")
@@ -26,8 +26,6 @@ TraceShapes = typer.Option(None, "--shapes", metavar="SHAPES", help="GPU, with -
                            "num_v_heads=4, head_dim=64, batch_size=2); the old N,S,H,HV,K,V reads too")
 Draft = typer.Option(None, "--draft", metavar="FILE", help="write the draft model module here")
 Json = typer.Option(False, "--json", help="machine-readable output")
-HandImpl = typer.Option(..., "--impl", metavar="KEY", help="hand model key to check, e.g. fla-kda@07b80f27")
-TracedImpl = typer.Option(None, "--traced-impl", metavar="KEY", help="use only traces of this implementation")
 
 
 def learned_rows(learned) -> list[dict]:
@@ -52,7 +50,7 @@ def _learned_table(learned) -> Table:
     return table
 
 
-def learn_command(
+def command(
     traces: Path = TracesDir, impl: str | None = OnlyImpl, probe: str | None = Probe, shapes: str | None = TraceShapes,
     draft: Path | None = Draft, as_json: bool = Json,
 ) -> None:
@@ -93,48 +91,19 @@ def _traced_terms(learned) -> dict:
             "symbols": dict(TRACE_SYMBOL_NAMES)}
 
 
-def _hand_model(key: str, learned):
-    from livebytes.estimator.registry import get_model, spec
-    """The hand model with the options the traces were taken with (contract; GVA when HV > H)."""
-    s = spec(key)
-    options = {k: v for k, v in learned.traces[0].options if k in s.options}
-    if any(t.values["HV"] != t.values["H"] for t in learned.traces) and "gva" in s.options:
-        options["gva"] = True
-    return get_model(key, **options)
-
-
-def drift_command(
-    impl: str = HandImpl, traces: Path = TracesDir, traced_impl: str | None = TracedImpl, as_json: bool = Json,
-) -> None:
-    """Traced buffers vs a hand model: added, removed, resized, re-typed, lifetime changed. Exit code 3 on drift."""
-    from livebytes.learn.drift import differences, drift
-    from livebytes.learn.learn import learn
-    from livebytes.learn.traces import load_traces
-    learned = learn(load_traces(traces, traced_impl))
-    findings = drift(_hand_model(impl, learned), learned)
-    found = differences(findings)
-    if as_json:
-        hand = {k: v for k, v in _traced_terms(learned).items() if k not in ("impl", "options")}
-        typer.echo(json.dumps(envelope("drift", [{
-            "impl": impl, **hand, "options": dict(_hand_model(impl, learned).options), "traced_impl": learned.impl,
-            "passed": not found, "findings": [dict(f.__dict__) for f in findings]}], passed=not found), indent=1))
-    else:
-        table = Table(title=escape(f"{impl} vs {len(learned.traces)} traces of {learned.impl}: {len(found)} differences"))
-        for col in ("finding", "buffer", "detail"):
-            table.add_column(col, overflow="fold")
-        for f in found:
-            table.add_row(escape(f.kind), escape(f.buffer), escape(f.detail))
-        console.print(table)
-        outside = [f.buffer for f in findings if f.kind == "outside-window"]
-        if outside:
-            console.print(escape(f"not compared (exist before the traced window): {', '.join(outside)}"))
-        empty = [f.buffer for f in findings if f.kind == "empty"]
-        if empty:
-            console.print(escape(f"not compared (0 bytes at every traced shape): {', '.join(empty)}"))
-    if found:
-        raise typer.Exit(EXIT_VALIDATION_FAILED)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("learn")(learn_command)
-    app.command("drift")(drift_command)
+def schema() -> dict:
+    from ..schema import NO_SHAPE, TRACED_DEVICE, TRACED_SHAPES, envelope, integer, listof, mapof, obj, string
+    return envelope(NAME, obj("the learned draft", {
+        "impl": string("the traced implementation"), **TRACED_DEVICE,
+        "shape": NO_SHAPE, "options": mapof({}, "the traces' options"), **TRACED_SHAPES,
+        "ties": listof(listof(string("symbol"), "symbols the traces vary together"), "tied symbol groups"),
+        "buffers": listof(obj("one learned buffer", {
+            "name": string("learned name"), "site": string("allocating frame"),
+            "bytes_formula": string("exact byte formula (null: none found)", nullable=True),
+            "alternatives": listof(string("formula"), "other formulas that fit every trace"),
+            "allocated": integer("allocation order"),
+            "freed_after": integer("freed after that allocation (null: at the end)", nullable=True),
+            "device_dependent": string("why its size may depend on the device (null: none)", nullable=True),
+            "observed_bytes": listof(integer("bytes"), "the traced sizes")}), "one per learned buffer"),
+        "unexplained": listof(string("line"), "what the traces show that no buffer explains")}),
+        "a draft model from allocator traces")
