@@ -470,9 +470,9 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     notes_on_stack = frame_notes + kernel_notes + ([f"{UNBOUNDED}the {assumed_from}'s frames ({get_device(assumed_from).arch}'s "
                                                     "compile) and thread count rule"] if assumed_from else [])
     status = "derived" + (f" ({provenance})" if provenance else "") if not notes_on_stack else kind_of(notes_on_stack)
-    whence = (f"from {lib['data']}" if frames is not None and not (provenance or "").startswith("on this machine") else
-              "from the frames derived on this machine (estimator/frames_store.py)" if frames is not None else
-              "CUDA's per-thread local-memory limit")
+    whence = ("CUDA's per-thread local-memory limit" if frames is None else
+              "from the frames derived on this machine (estimator/frames_store.py)"
+              if (provenance or "").startswith("on this machine") else f"from {lib['data']}")
     stack = Figure(stack_reservation_bytes(limit, device), status,
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {whence}")
     return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, () if raised_before else growth,
