@@ -21,6 +21,10 @@ An entry holds code, so nobody else may be able to write one that is loaded: the
 this user, no symlink: ``private_dir``), every entry is a 0600 file of ours, signed with HMAC-SHA256 under a per-cache
 secret kept beside it (``_hmac_key``), and its signature is checked before it is unpickled, by an unpickler that
 builds only the entry's own classes. A foreign, tampered or unsigned file is rebuilt, never loaded.
+
+Beside the entries, signed JSON records (``write_signed``, ``read_signed``, ``signed_names``): data kept across code
+versions under a name in a private subfolder (the frames a user derived, ``frames_store``), signed with the same key,
+never pickled; a foreign, tampered or unsigned record is never read.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import contextlib
 import hashlib
 import hmac
 import io
+import json
 import marshal
 import math
 import os
@@ -343,3 +348,82 @@ def write_spec_index(specs) -> None:
     except NotPortable:
         return
     _write(data, "specs")
+
+
+# ------------------------------------------------------------------------------ signed JSON records
+
+_SIGNED_MAGIC = b"livebytes-signed-json-v1\n"
+MAX_SIGNED_BYTES = 4 << 20      # a derived-frames summary is a few KiB
+
+
+def _signed_folder(folder: str, create: bool) -> Path | None:
+    """``folder`` inside the private cache folder, itself private (0700, ours, no symlink); None when it cannot be."""
+    d = private_dir()
+    if d is None or not folder.isidentifier():
+        return None
+    sub = d / folder
+    try:
+        if create:
+            sub.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(sub)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        return None
+    return sub
+
+
+def _signed_path(sub: Path, name: str) -> Path:
+    return sub / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
+
+
+def _signed_payload(sub: Path, path: Path) -> dict | None:
+    """The {"name", "value"} a signed file holds, or None: not ours, not private, unsigned or signed with another key."""
+    blob = _read_private(path, MAX_SIGNED_BYTES)
+    if blob is None or not blob.startswith(_SIGNED_MAGIC):
+        return None
+    tag, payload = blob[len(_SIGNED_MAGIC):len(_SIGNED_MAGIC) + 32], blob[len(_SIGNED_MAGIC) + 32:]
+    if not hmac.compare_digest(tag, hmac.new(_hmac_key(sub.parent), payload, hashlib.sha256).digest()):
+        return None
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and set(data) == {"name", "value"} else None
+
+
+def write_signed(folder: str, name: str, value) -> bool:
+    """``value`` (JSON data) kept under ``name`` in the private ``folder``, signed with this cache's key (JSON, never a
+    pickle: a record read back is data, not code). False where the cache cannot be written (nothing fails)."""
+    sub = _signed_folder(folder, create=True)
+    if sub is None:
+        return False
+    payload = json.dumps({"name": name, "value": value}, sort_keys=True).encode()
+    try:
+        _write_private(_signed_path(sub, name), _SIGNED_MAGIC + hmac.new(_hmac_key(sub.parent), payload,
+                                                                         hashlib.sha256).digest() + payload)
+    except OSError:
+        return False
+    return True
+
+
+def read_signed(folder: str, name: str):
+    """The value ``write_signed`` kept under ``name``, or None: missing, foreign, tampered or unsigned."""
+    sub = _signed_folder(folder, create=False)
+    if sub is None:
+        return None
+    data = _signed_payload(sub, _signed_path(sub, name))
+    return data["value"] if data is not None and data["name"] == name else None
+
+
+def signed_names(folder: str) -> list[str]:
+    """The names of every valid signed record in ``folder`` (a foreign or tampered file is skipped), sorted."""
+    sub = _signed_folder(folder, create=False)
+    if sub is None:
+        return []
+    names = []
+    for path in sorted(sub.glob("*.json")):
+        data = _signed_payload(sub, path)
+        if data is not None and _signed_path(sub, data["name"]) == path:
+            names.append(data["name"])
+    return sorted(names)

@@ -15,16 +15,19 @@
 
 Frames come from the H200's logs, or, for cases no GPU process logged, from every candidate compiled for sm90 on
 the CPU (``derived_on_cpu``; equal to the H200's wherever both exist, and to the stack limits the edge probes read,
-``limits``, a cross-check only). A figure's status is ``measured`` or ``derived``, or, where neither holds for the
-asked case, ``bounded: ...`` (an upper bound, its proof in the words: a warm process's tuned configs are among the
-candidates whose frames the cold case holds, it loads a subset of the cold process's modules, and a warm whole model's
-limit is at most its cold process's at the same case and length; each only where the cold figure it rests on is itself
-measured, derived or bounded) or ``unbounded: ...`` (the figure used and why nothing bounds it: another GPU, a head
-count or head dim whose frames were not derived, which move with both and not monotonically, a kernel or family
-without frames, a library without a module figure); ``ProcessMemory.assumptions`` lists each such part in those words;
-never silently another case's figure. No bound exists for a case not compiled: the head counts and head dims are
-constexprs of every kernel, and ptxas's frames at one value bound nothing at another (the committed candidates: at
-D128, H96's differ from H16's in 42 of 202, 23 up and 19 down; ``tests/test_process_memory.py``).
+``limits``, a cross-check only), or, for a case the committed data lack, from the frames the user derived on this
+machine (``frames_store``: the same CPU compile, kept signed in the private cache). A figure's status is ``measured``
+or ``derived``, or, where neither holds for the asked case, ``bounded: ...`` (an upper bound, its proof in the words: a
+warm process's tuned configs are among the candidates whose frames the cold case holds, it loads a subset of the cold
+process's modules, a warm whole model's limit is at most its cold process's at the same case and length, each only
+where the cold figure it rests on is itself measured, derived or bounded; and, for a case or kernel without frames,
+CUDA's per-thread local-memory limit, ``LOCAL_MEMORY_LIMIT``) or ``unbounded: ...`` (the figure used and why nothing
+bounds it: another GPU, a whole model's length not measured, a library without a module figure);
+``ProcessMemory.assumptions`` lists each such part in those words; never silently another case's figure. No neighbour
+bounds a case not compiled: the head counts and head dims are constexprs of every kernel, and ptxas's frames at one
+value bound nothing at another (the committed candidates: at D128, H96's differ from H16's in 42 of 202, 23 up and 19
+down, H1's in 31; ``tests/test_process_memory.py``); the local-memory limit does, loosely (on the H200 its reservation
+is 141,457,096,704 B).
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import frames_store
 from .devices import Device, get_device
 from .errors import LivebytesError
 from .fields import show
@@ -43,6 +47,12 @@ DATA = Path(__file__).parent / "data"
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
 PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (run 6a: reset freed product + 1 MiB)
 STATES = ("cold", "warm")
+# The most local memory a thread may have on any compute capability (CUDA C++ Programming Guide, Technical
+# Specifications per Compute Capability: "Maximum amount of local memory per thread: 512 KB"); a kernel's stack frame
+# lives in it, so the driver's stack limit (the largest launched frame rounded to 16 B) never exceeds it
+LOCAL_MEMORY_LIMIT = 512 * 1024
+LOCAL_MEMORY_SOURCE = ("the CUDA C++ Programming Guide's technical specifications per compute capability: at most "
+                       "512 KB of local memory per thread, a kernel's stack frame within it")
 
 
 BOUNDED, UNBOUNDED = "bounded: ", "unbounded: "     # the two kinds of a part neither measured nor derived
@@ -175,6 +185,22 @@ def _library(device_entry: dict, model_key: str, triton: str | None = None) -> t
     return listing[0], [note] if note else []
 
 
+def frames_case(model_key: str, options: dict, shape, triton: str | None = None,
+                device: Device | str = "H200") -> tuple[str, str, dict | None]:
+    """(the library data file, the case key, its committed cold frames or None) of ``model_key`` with ``options`` at
+    ``shape`` under ``triton`` (None: the model's default): where derived frames of the case are kept and looked up
+    (``frames_store``). A model whose library holds no Triton frames is refused in one line."""
+    device = _device(device)
+    if triton is not None:
+        check_triton(model_key, triton, device)
+    lib, _ = _library(_device_entry(device), model_key, triton)
+    if lib is None or "data" not in lib:
+        raise LivebytesError(f"{model_key}: its library holds no Triton stack frames on the {device.process_memory}: "
+                             "nothing to derive")
+    case = _case_key(f"{model_key.split('@')[0]}:{case_variant(options)}", shape)
+    return lib["data"], case, _json(DATA / lib["data"])["frames"]["cold"].get(case)
+
+
 def case_variant(options: dict) -> str:
     """The code a case runs beside its shape: a kernel's contract, or a whole model's packed sequences (``cu_seqlens``
     makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -;
@@ -189,42 +215,49 @@ def _case_key(prefix: str, shape) -> str:
     return f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
 
 
-def _frame_table(data: dict, prefix: str, shape, state: str) -> tuple[dict, list[str]]:
-    """Each kernel's largest frame for the case ``prefix`` (family:contract) at ``shape`` in ``state``, and the notes
-    (``bounded: ``/``unbounded: ``) on what it rests on: warm without the tuned configs' frames, every candidate's (a
-    bound: the tuned config is one of them); a case without frames, every known case's largest (``_known_cases``:
-    no bound)."""
+def local_memory_bound(what: str, how: str) -> str:
+    """The note of a stack reservation bounded by CUDA's per-thread local-memory limit: a kernel's frame lives in its
+    thread's local memory, at most ``LOCAL_MEMORY_LIMIT``, so the driver's limit never exceeds it and the reservation
+    at it for every resident thread bounds any kernel's (loose: 141,457,096,704 B on the H200, never below the truth).
+    ``what``: whose frames are missing; ``how``: how to get them."""
+    return (f"{BOUNDED}CUDA's 512 KiB per-thread local-memory limit ({LOCAL_MEMORY_SOURCE}) caps the driver's stack "
+            f"limit, so the reservation at {LOCAL_MEMORY_LIMIT:,} B for every resident thread bounds it, loosely: {what}; "
+            f"{how}")
+
+
+def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
+    """How the user replaces the bound by the case's own frames: the command that compiles them on the CPU, or why none."""
+    command = frames_store.derive_command(key, prefix, shape, triton)
+    return (f"derive the case's own frames on a machine with Triton {triton} installed: {command}" if command else
+            "no CPU probe compiles this case's kernels (validate/gpu/probes/cpu_frames.py): measure it on a GPU")
+
+
+def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | None,
+                 hint: str) -> tuple[dict | None, list[str], str | None]:
+    """(each kernel's largest frame, notes, provenance) for the case ``prefix`` (family:contract) at ``shape`` in
+    ``state``. Frames: the committed data's (provenance the CPU compile's note where ``derived_on_cpu``, else None: the
+    GPU's logs); warm without the tuned configs' frames, every candidate's (a bound: the tuned config is one of them);
+    cold, a case the data lack, the frames derived on this machine (``frames_store``, provenance ``on this machine,
+    Triton X``; ``data_file`` None: not looked up); else None: no frames, the local-memory limit bounds every kernel
+    (``hint``: how to derive them)."""
     table = data["frames"][state]
     case = _case_key(prefix, shape)
     if case in table:
-        return table[case], []
+        on_cpu = data.get("derived_on_cpu", {}).get(case) if state == "cold" else None
+        return table[case], [], on_cpu["note"] if on_cpu else None
     if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
-        frames, notes = _frame_table(data, prefix, shape, "cold")
+        frames, notes, _ = _frame_table(data, prefix, shape, "cold", data_file, hint)
+        if frames is None:      # no candidate's frames either: the local-memory limit bounds the tuned ones too
+            return None, notes, None
         return frames, [f"{BOUNDED}tuned configs' frames not measured at {_dims(shape.dim, shape.heads, shape.hv)}: every "
                         "candidate's (the cold frames) bound them, each tuned config being one of the candidates the "
-                        "autotuner chose from"] + notes
-    scope, keys = _known_cases(table, prefix)
-    if keys:
-        merged: dict = {}
-        for k in keys:
-            for kernel, frame in table[k].items():
-                merged[kernel] = max(merged.get(kernel, 0), frame)
-        return merged, [f"{UNBOUNDED}stack frames ({state}) not derived at {_dims(shape.dim, shape.heads, shape.hv)}: each "
-                        f"kernel's largest known {scope} ({len(keys)} cases, up to {max(merged.values()):,} B) used, "
-                        "which bounds nothing: frames move with the head count and head dim, not monotonically "
-                        "(validate/gpu/probes/cpu_frames.py derives the case)"]
-    largest = max((f for entry in table.values() for f in entry.values()), default=0)
-    return {}, [f"{UNBOUNDED}no stack frames derived for {_readable(prefix)}: the library's largest ({largest:,} B) used "
-                "for every kernel, which bounds nothing: its kernels were neither logged nor compiled for these data"]
-
-
-def _known_cases(table: dict, prefix: str) -> tuple[str, list[str]]:
-    """The known cases an unknown one takes each kernel's largest frame over: every case of the family, at any head dim
-    and head count. No bound: a frame changes with the head count (a constexpr) and not monotonically (CPU-derived,
-    sm90: D64 H16 and H128 need 18,584 B, H96 19,232 B; D128 H96 14,456 B, H16, H64 and H128 14,392 B; the KDA layer
-    H32/HV32 11,712 B, H16/HV32 11,808 B), so no known case bounds another; the case itself is one
-    ``validate/gpu/probes/cpu_frames.py`` run away."""
-    return "at any head dim and head count", [k for k in table if k.startswith(f"{prefix} ")]
+                        "autotuner chose from"] + notes, None
+    mine = frames_store.lookup(data_file, case) if data_file else None
+    if mine is not None:
+        return mine["frames"], [], f"on this machine, Triton {mine['triton']}"
+    return None, [local_memory_bound(f"stack frames ({state}) not derived for {_readable(prefix)} at "
+                                     f"{_dims(shape.dim, shape.heads, shape.hv)} (no neighbouring case bounds them: "
+                                     "frames move with the head count and head dim, not monotonically)", hint)], None
 
 
 def _dims(dim: int, heads: int, v_heads: int) -> str:
@@ -260,24 +293,27 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     shrink as the length grows, which the records agree with (Triton compiles an int64 specialisation once an integer
     argument reaches 2**31: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
     of 16 or not) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other
-    code). Above the longest, or at a case not measured, the family's largest measured limit is taken, unbounded
-    (frames are not monotonic in the head count). An fp32-amp case never measured takes its bf16 case's answer,
-    unbounded. Warm, where no warm process was measured: the cold answer, a bound where it is one
-    (``_warm_limit_by_cold``)."""
+    code). Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
+    head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is bounded by CUDA's local-memory
+    limit (``_model_limit_bound``): no measured case bounds it, frames not being monotonic in the head count. Warm,
+    where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
         cold = _model_limit(data, prefix, shape, "cold")
         return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2])
-    if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: the bf16 one's, named
+    if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: bounded, not the bf16 one's
         bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state)
-        return None if bf16 is None else (bf16[0], f"{UNBOUNDED}fp32-amp's process not measured: the bf16 one's limit "
-                                                   f"used, whose kernels are other dtype specialisations "
-                                                   f"({bf16[1].removeprefix(UNBOUNDED)})", bf16[2])
+        return None if bf16 is None else _model_limit_bound(prefix, shape, "its kernels are other dtype "
+                                                            "specialisations than the bf16 process's, whose limit bounds "
+                                                            "nothing here")
     if not family:
         return None
     tokens = shape.mbs * shape.seq
     points = family.get(_case_key(prefix, shape), {}).get("points", [])
+    if not points:              # the case never measured: no neighbouring case bounds it, the local-memory limit does
+        return _model_limit_bound(prefix, shape, "frames move with the head count and head dim, not monotonically, so "
+                                  "no measured case bounds it")
     above = [p for p in points if p["tokens"] >= tokens]
     if above:
         p = above[0]
@@ -287,10 +323,20 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
         return p["limit_bytes"], status, f"read after the first step by {', '.join(p['records'])}"
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
-    where = _dims(shape.dim, shape.heads, shape.hv) + (f" above {points[-1]['tokens']:,} tokens" if points else "")
+    where = f"{_dims(shape.dim, shape.heads, shape.hv)} above {points[-1]['tokens']:,} tokens"
     return (limit, f"{UNBOUNDED}stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
             f"{len(measured)} figures) used, which bounds nothing: frames move with the head count and the length",
             f"read by {record}")
+
+
+def _model_limit_bound(prefix: str, shape, why: str) -> tuple[int, str, str]:
+    """(limit, status, source) of a whole model's case whose process was never measured: CUDA's local-memory limit."""
+    return (LOCAL_MEMORY_LIMIT, local_memory_bound(f"stack limit not measured for {_readable(prefix)} at "
+                                                   f"{_dims(shape.dim, shape.heads, shape.hv)}: {why}",
+                                                   "a whole model's limit is read from its own process (its kernels' "
+                                                   "frames are not logged one by one) and no CPU probe derives it: "
+                                                   "measure the case on a GPU"),
+            "CUDA's per-thread local-memory limit")
 
 
 def _warm_limit_by_cold(cold_status: str) -> str:
@@ -310,25 +356,25 @@ def _below(points: list, tokens: int) -> str:
     return f" ({below[-1]['limit_bytes']:,} B at {below[-1]['tokens']:,})" if below else ""
 
 
-def stack_timeline(frames: dict, launches: tuple, device: Device, fallback: int = 0,
-                   partial: bool = False) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
-    """(final limit, (step, reservation growth) per raise, notes) over the launches (kernel, step) in launch order; a
-    kernel without a frame takes the largest of the table (named), or, where the table is ``partial`` (its call
-    stopped before those kernels), the larger of that and ``fallback``, the library's largest."""
+def stack_timeline(frames: dict | None, launches: tuple,
+                   device: Device) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
+    """(final limit, (step, reservation growth) per raise, notes) over the launches (kernel, step) in launch order. A
+    kernel without a frame in the case's table takes ``LOCAL_MEMORY_LIMIT``, the bound (named in the notes; ``frames``
+    None: the case has none, its caller says so); with no launches declared, the bound is held from the call's start."""
+    if frames is None and not launches:
+        return LOCAL_MEMORY_LIMIT, (), []
     limit, held, growth = DEFAULT_STACK_LIMIT, 0, []
-    largest = max(frames.values(), default=fallback)
-    if partial:
-        largest = max(largest, fallback)
-    unmeasured = [k for k, _ in launches if k not in frames] if frames else []
+    known = frames or {}
     for kernel, step in launches:
-        new = driver_stack_limit(frames.get(kernel, largest))
+        new = driver_stack_limit(known.get(kernel, LOCAL_MEMORY_LIMIT))
         if new > limit:
             reserved = stack_reservation_bytes(new, device)
             growth.append((step, reserved - held))
             limit, held = new, reserved
-    whose = "the larger of the case's and the library's largest" if partial else "the case's largest"
-    notes = [f"{UNBOUNDED}no stack frame measured or derived for {', '.join(dict.fromkeys(unmeasured))}: {whose} "
-             f"({largest:,} B) used, which bounds nothing: another kernel's frame"] if unmeasured else []
+    unmeasured = list(dict.fromkeys(k for k, _ in launches if k not in known)) if frames is not None else []
+    notes = [local_memory_bound(f"no stack frame measured or derived for {', '.join(unmeasured)}",
+                                "the case's frames lack these kernels (a call that raised before them, or kernels "
+                                "the data never logged): derive or measure the case again")] if unmeasured else []
     return limit, tuple(growth), notes
 
 
@@ -376,11 +422,12 @@ def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
 
 
 def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
-                   triton: str | None = None) -> ProcessMemory:
+                   triton: str | None = None, derived_frames: bool = True) -> ProcessMemory:
     """The process memory of ``model`` (a built or compiled model, or a key alone: no launches, no frames) on ``device``
     after a first call at ``shape`` in ``triton_cache`` state, its kernels compiled by ``triton`` (None: the model's
     default, ``triton_versions``). ``raised_before``: an earlier call of the process launched the same kernels (a
-    warmup): the stack limit is raised from the start, no growth."""
+    warmup): the stack limit is raised from the start, no growth. ``derived_frames``: read the frames derived on this
+    machine (``frames_store``) where the committed data lack the case (the record checks do not: the committed model)."""
     key = model if isinstance(model, str) else model.key
     assumed_from, entry = device.process_memory_assumed_from, _device_entry(device)
     context = _figure(entry["context"], assumed_from)
@@ -416,19 +463,17 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)")
         return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, (), tuple(notes), lib.get("triton"))
-    frames, frame_notes = _frame_table(data, prefix, shape, triton_cache)
+    frames, frame_notes, provenance = _frame_table(data, prefix, shape, triton_cache, lib["data"] if derived_frames else None,
+                                                   _derive_hint(key, prefix, shape, lib.get("triton")))
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
-    on_cpu = data.get("derived_on_cpu", {})
-    library_largest = max((f for key, case in data["frames"]["cold"].items() if not on_cpu.get(key, {}).get("partial")
-                           for f in case.values()), default=0)      # over complete cases
-    derived = on_cpu.get(_case_key(prefix, shape)) if not frame_notes and triton_cache == "cold" else None   # cold only
-    partial = any(v["partial"] for k, v in on_cpu.items() if k.startswith(f"{prefix} "))   # the family's call stopped
-    limit, growth, kernel_notes = stack_timeline(frames, launches, device, library_largest, partial=partial)
+    limit, growth, kernel_notes = stack_timeline(frames, launches, device)
     notes_on_stack = frame_notes + kernel_notes + ([f"{UNBOUNDED}the {assumed_from}'s frames ({get_device(assumed_from).arch}'s "
                                                     "compile) and thread count rule"] if assumed_from else [])
-    status = "derived" + (f" ({derived['note']})" if derived else "") if not notes_on_stack else kind_of(notes_on_stack)
+    status = "derived" + (f" ({provenance})" if provenance else "") if not notes_on_stack else kind_of(notes_on_stack)
+    whence = ("CUDA's per-thread local-memory limit" if frames is None else
+              "from the frames derived on this machine (estimator/frames_store.py)"
+              if (provenance or "").startswith("on this machine") else f"from {lib['data']}")
     stack = Figure(stack_reservation_bytes(limit, device), status,
-                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, "
-                   f"from {lib['data']}")
+                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {whence}")
     return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, () if raised_before else growth,
                          tuple(notes), lib.get("triton"))

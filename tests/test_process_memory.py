@@ -263,46 +263,65 @@ def test_every_edge_probe_limit_is_what_the_cases_frames_give():
     assert checked == 2
 
 
-def test_a_partial_case_bounds_its_missing_kernels_by_the_librarys_largest():
+# CUDA's 512 KiB per-thread local-memory limit, the bound of a case or kernel without frames: 524,288 x 270,336 =
+# 141,733,920,768 B = 67,584 pages of 2 MiB exactly, less the default's 132: 67,452 pages = 141,457,096,704 B
+BOUND_LIMIT, BOUND_BYTES = 524_288, 141_457_096_704
+
+
+def test_the_local_memory_bound_is_the_reservation_at_512_kib():
+    from livebytes.estimator.process import LOCAL_MEMORY_LIMIT
+    assert LOCAL_MEMORY_LIMIT == BOUND_LIMIT == 512 * 1024 == driver_stack_limit(BOUND_LIMIT)   # a multiple of 16
+    assert stack_reservation_bytes(BOUND_LIMIT, H200) == 67_452 * 2 * MIB == BOUND_BYTES
+    assert BOUND_BYTES < H200.capacity_bytes         # 141.5 GB of the H200's 150.1: loose, and said so
+
+
+def test_a_partial_cases_missing_kernels_take_the_local_memory_bound():
     """The Triton 3.6.0 file's GDN forward+backward cases (CPU-derived): fla-core 0.6.0 raises on Hopper with Triton 3.6.0
     after its backward's dhu and dv_local launched, so those cases hold the kernels before the raise. Read through that
     file (no model maps to it since run 20 measured the backward under 3.9.0), the missing ones (dqkwg, the WY backward,
-    l2norm's) take the larger of the case's and the complete cases' largest: at D128 19,232 B (D64 H96's wy_dqkg,
-    CPU-derived), at D256 the case's own dhu, 22,608 B (22,608 x 270,336 = 6,111,756,288 B -> 2,915 pages - 132 =
-    5,836,374,016 B)."""
+    l2norm's) are bounded by CUDA's local-memory limit, named; they took another case's largest before (19,232 B at
+    D128: below what the backward could need). The case's own frames still place the first raises: at D256 l2norm_fwd's
+    2,968 B -> 2,976 (x 270,336 = 804,519,936 B -> 384 pages - 132 = 528,482,304 B), dhu's 22,608 B at bwd.dhu (22,608 x
+    270,336 = 6,111,756,288 B -> 2,915 pages - 132 = 5,836,374,016 B in all), then the bound."""
     from livebytes.estimator.process import stack_timeline
     data = json.loads(frames_tool.DATA.read_text())
-    complete = [f for k, case in data["frames"]["cold"].items() if not data["derived_on_cpu"].get(k, {}).get("partial")
-                for f in case.values()]
     launches = tuple((a.kernel, a.step) for a in get_model("fla-gdn@0.6.0", "H200", gva=True).autotuned)
-    limits = {}
-    for dim in (128, 256):
-        case = data["frames"]["cold"][f"fla-gdn:- D{dim} H16 HV32"]
-        assert data["derived_on_cpu"][f"fla-gdn:- D{dim} H16 HV32"]["partial"]
-        limit, _, notes = stack_timeline(case, launches, H200, max(complete), partial=True)
-        assert any("the larger of the case's and the library's largest" in n for n in notes)
-        limits[dim] = limit
-    assert limits == {128: 19_232, 256: 22_608}
-    assert stack_reservation_bytes(22_608, H200) == 5_836_374_016
+    case = data["frames"]["cold"]["fla-gdn:- D256 H16 HV32"]
+    assert data["derived_on_cpu"]["fla-gdn:- D256 H16 HV32"]["partial"]
+    limit, growth, notes = stack_timeline(case, launches, H200)
+    assert limit == BOUND_LIMIT and growth[:2] == (("fwd.l2norm_q", 528_482_304), ("bwd.dhu", 5_836_374_016 - 528_482_304))
+    assert sum(b for _, b in growth) == BOUND_BYTES
+    assert len(notes) == 1 and notes[0].startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
+    assert "no stack frame measured or derived for chunk_bwd_kernel_dqkwg" in notes[0]
 
 
-@pytest.mark.parametrize("shape", [Shape(1, 8192, 48, 128), Shape(1, 8192, 80, 64), Shape(1, 8192, 192, 128),
+@pytest.mark.parametrize("shape", [Shape(1, 8192, 40, 128), Shape(1, 8192, 80, 64), Shape(1, 8192, 192, 128),
                                    Shape(1, 8192, 128, 256)], ids=str)
-def test_an_unknown_case_takes_every_known_cases_largest_frames(shape):
-    """Neither logged on the GPU nor compiled on the CPU: each kernel's largest frame over every known case of the
-    family, D64 H96's wy_dqkg 19,232 B (CPU) the largest, so the limit is 19,232 B wherever the head count or head dim
-    lies. No neighbour bounds it: at D64 H16 and H128 need 18,584 B, H96 19,232 B (tests below)."""
+def test_an_unknown_case_is_bounded_by_the_local_memory_limit(shape):
+    """Neither logged on the GPU nor compiled on the CPU: no neighbour bounds it (D128 H1 needs 14,528 B, H2-H16
+    14,392, H24 14,456: tests below), so every kernel takes CUDA's 512 KiB per-thread local-memory limit, a proved bound,
+    141,457,096,704 B on the H200, raised at the first autotuned launch; the label names the command that derives the
+    case's own frames. It took every known case's largest before (19,232 B), which bounds nothing."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
-    assert p.stack_limit_bytes == 19_232 and p.stack.status.startswith("unbounded: ")
-    assert any(a.startswith("unbounded: stack reservation: ") and "largest known at any head dim and head count" in a
-               and "which bounds nothing" in a and "cpu_frames.py derives the case" in a for a in p.assumptions), p.assumptions
+    assert (p.stack_limit_bytes, p.stack.bytes) == (BOUND_LIMIT, BOUND_BYTES)
+    assert p.growth == (("fwd.l2norm_q", BOUND_BYTES),)
+    assert p.stack.status.startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
+    command = (f"livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim {shape.dim} "
+               f"--num-heads {shape.heads} --triton 3.6.0")
+    assert any(a.startswith("bounded: stack reservation: CUDA's 512 KiB per-thread local-memory limit") and
+               a.endswith(command) for a in p.assumptions), p.assumptions
 
 
-@pytest.mark.parametrize("dim,frames", [(64, {16: 18_584, 96: 19_232, 128: 18_584}),
-                                        (128, {16: 14_392, 32: 14_392, 64: 14_392, 96: 14_456, 128: 14_392}),
-                                        (256, {16: 14_912, 64: 14_912, 96: 15_184})])
+@pytest.mark.parametrize("dim,frames", [(32, {16: 18_104, 32: 18_104, 64: 18_104}),
+                                        (64, {8: 18_584, 16: 18_584, 24: 19_232, 32: 18_584, 64: 18_584, 96: 19_232,
+                                              128: 18_584}),
+                                        (128, {1: 14_528, 2: 14_392, 4: 14_392, 8: 14_392, 12: 14_456, 16: 14_392,
+                                               24: 14_456, 32: 14_392, 48: 14_456, 64: 14_392, 96: 14_456, 128: 14_392}),
+                                        (256, {8: 14_912, 16: 14_912, 32: 14_912, 64: 14_912, 96: 15_184})])
 def test_the_head_count_moves_the_largest_frame_but_not_monotonically(dim, frames):
-    """wy_dqkg's largest candidate frame per head count (GPU logs at H16 and D128 H96, the rest CPU-derived)."""
+    """wy_dqkg's largest candidate frame per head count (GPU logs at H16 and D128 H96, the rest CPU-derived; run 33
+    added D128 H1/2/4/12/48, D64 H8/24, D256 H32 and D32 H32/64): D128 H1 needs 14,528 B, more than any other D128
+    head count, H2 and H4 H16's 14,392, the multiples of 3 (H12, H24, H48, H96) 14,456."""
     table = json.loads(frames_tool.DATA.read_text())["frames"]["cold"]
     assert {h: max(table[f"fla-kda:report D{dim} H{h} HV{h}"].values()) for h in frames} == frames
 
@@ -329,11 +348,16 @@ def test_no_model_borrows_another_models_figure_unlabelled():
     assert gdn.stack.bytes - stack_reservation_bytes(21_856, H200) == 5_645_533_184 - 5_632_950_272 == 6 * 2 * MIB
 
 
-@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 48, 128), "not derived at head_dim=128 num_heads=48:"),
-                                        (Shape(1, 8192, 16, 48), "not derived at head_dim=48 num_heads=16:")])
-def test_an_unmeasured_case_says_it_is_unbounded(shape, note):
+@pytest.mark.parametrize("shape,note", [(Shape(1, 8192, 40, 128), "not derived for fla-kda (report contract) at "
+                                                                   "head_dim=128 num_heads=40 "),
+                                        (Shape(1, 8192, 16, 48), "not derived for fla-kda (report contract) at "
+                                                                 "head_dim=48 num_heads=16 ")])
+def test_an_unmeasured_case_says_it_is_bounded(shape, note):
+    """The stack part says bounded (the local-memory limit); the modules, still the family's figure, say unbounded:
+    the whole figure stays unbounded while any part is."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
-    assert any(a.startswith("unbounded: ") and note in a for a in p.assumptions), p.assumptions
+    assert any(a.startswith("bounded: stack reservation: ") and note in a for a in p.assumptions), p.assumptions
+    assert any(a.startswith("unbounded: kernel modules: ") for a in p.assumptions)
     assert not any(a.startswith("assumed") for a in p.assumptions)
 
 
@@ -700,6 +724,30 @@ def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, l
     assert stack_reservation_bytes(limit, H200) == reservation
 
 
+@pytest.mark.parametrize("key,options,triton,shape,limit,reservation", [
+    # Triton 3.6.0 (summary_g.jsonl). report D128 H1: wy_dqkg 14,528 B (a multiple of 16): x 270,336 = 3,927,441,408 B =
+    # 1,872.75 pages -> 1,873 - 132 = 1,741 pages = 3,651,141,632 B (H16's 14,400-B limit is 16 pages below)
+    ("fla-kda@0.6.0", {"contract": "report"}, "3.6.0", Shape(1, 8192, 1, 128), 14_528, 3_651_141_632),
+    # the KDA layer D64 H16: wy_dqkg 19,104 B: 5,164,498,944 B = 2,462.6 pages -> 2,463 - 132 = 2,331 pages = 4,888,461,312 B
+    ("fla-kda-layer@0.6.0", {}, "3.6.0", Shape(1, 8192, 16, 64), 19_104, 4_888_461_312),
+    # the KDA layer D128 H12: 12,408 -> 12,416 B: 3,356,491,776 B = 1,600.5 -> 1,601 - 132 = 1,469 pages = 3,080,716,288 B
+    ("fla-kda-layer@0.6.0", {}, "3.6.0", Shape(1, 8192, 12, 128), 12_416, 3_080_716_288),
+    # Triton 3.9.0 (summary_t39c.jsonl). GDN D128 H24/HV48: dqkwg 23,312 B: 6,302,072,832 B = 3,005.06 pages -> 3,006 -
+    # 132 = 2,874 pages = 6,027,214,848 B
+    ("fla-gdn@0.6.0", {}, "3.9.0", Shape(1, 8192, 24, 128, 48), 23_312, 6_027_214_848),
+    # the GDN layer D128 H12/HV24: dqkwg 22,408 -> 22,416 B: 6,059,851,776 B = 2,889.6 -> 2,890 - 132 = 2,758 pages =
+    # 5,783,945,216 B
+    ("fla-gdn-layer@0.6.0", {}, "3.9.0", Shape(1, 8192, 12, 128, 24), 22_416, 5_783_945_216)])
+def test_run_33s_cases_are_derived_on_the_cpu(key, options, triton, shape, limit, reservation):
+    """Run 33's cases, compiled for sm90 on the GPU machine's CPUs (validate/data/records/runs/cpu_frames/summary_g.jsonl,
+    summary_t39c.jsonl): each stack reservation derived, where each was borrowed from other cases before."""
+    p = process_memory(H200, get_model(key, "H200", **options), "cold", shape, triton=triton)
+    assert p.stack.status.startswith("derived (compiled for sm90 on the CPU")
+    assert not any("stack reservation" in a for a in p.assumptions)
+    assert (p.stack_limit_bytes, p.stack.bytes) == (limit, reservation)
+    assert stack_reservation_bytes(limit, H200) == reservation
+
+
 def _candidates(archive: str, tag: str) -> dict:
     """{(kernel, config, constexprs less the head counts): STACK} of one CPU-compiled case's counted candidates
     (``validate/data/records/runs/cpu_frames/<archive>``: one line per candidate; ``tag`` ``..._D128_H16_HV32``). The head
@@ -733,18 +781,34 @@ def _candidates(archive: str, tag: str) -> dict:
     ("candidates_e.tgz:fla-kda-layer_D128_H16_HV16", "candidates_e.tgz:fla-kda-layer_D128_H32_HV32", 257, 0, 0),
     ("candidates_e.tgz:fla-kda-layer_D128_H16_HV32", "candidates_e.tgz:fla-kda-layer_D128_H8_HV16", 290, 0, 0),
     # Triton 3.9.0: GDN at HV32 against HV16 (the group ratio): dqkwg's 2-warp candidates 21,848 -> 21,896 B
-    ("candidates_t39.tgz:fla-gdn_D128_H16_HV32", "candidates_t39b.tgz:fla-gdn_D128_H16_HV16", 117, 9, None)])
+    ("candidates_t39.tgz:fla-gdn_D128_H16_HV32", "candidates_t39b.tgz:fla-gdn_D128_H16_HV16", 117, 9, None),
+    # run 33 (candidates_g, candidates_t39c): a power of two is no guarantee: D128 H1 differs from H16 in 31 candidates
+    # (10 up, wy_dqkg 14,392 -> 14,528 B), H2 in 3 (all down); H4 equals it, as do H12 and H48 H96
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_g.tgz:fla-report_D128_H1_HV1", 202, 31, 10),
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_g.tgz:fla-report_D128_H2_HV2", 202, 3, 0),
+    ("candidates.tgz:fla-report_D128_H16_HV16", "candidates_g.tgz:fla-report_D128_H4_HV4", 202, 0, 0),
+    ("candidates.tgz:fla-report_D128_H96_HV96", "candidates_g.tgz:fla-report_D128_H12_HV12", 202, 0, 0),
+    ("candidates.tgz:fla-report_D128_H96_HV96", "candidates_g.tgz:fla-report_D128_H48_HV48", 202, 0, 0),
+    ("candidates.tgz:fla-report_D256_H16_HV16", "candidates_g.tgz:fla-report_D256_H32_HV32", 192, 0, 0),
+    ("candidates_e.tgz:fla-kda-layer_D128_H16_HV16", "candidates_g.tgz:fla-kda-layer_D128_H64_HV64", 257, 0, 0),
+    # the KDA layer at H12: 44 of 257 differ, 28 up (wy_dqkg 11,712 -> 12,408 B)
+    ("candidates_e.tgz:fla-kda-layer_D128_H16_HV16", "candidates_g.tgz:fla-kda-layer_D128_H12_HV12", 257, 44, 28),
+    # Triton 3.9.0: GDN D128 at H8/H32/H64 equals H16 (HV = H), and at H4/HV8 and H8/HV16 H16/HV32 (HV = 2H); H24/HV48
+    # differs from H16/HV32 in 14 of 117 (8 up: dqkwg 21,848 -> 23,312 B)
+    ("candidates_t39b.tgz:fla-gdn_D128_H16_HV16", "candidates_t39c.tgz:fla-gdn_D128_H64_HV64", 117, 0, 0),
+    ("candidates_t39.tgz:fla-gdn_D128_H16_HV32", "candidates_t39c.tgz:fla-gdn_D128_H4_HV8", 117, 0, 0),
+    ("candidates_t39.tgz:fla-gdn_D128_H16_HV32", "candidates_t39c.tgz:fla-gdn_D128_H24_HV48", 117, 14, 8)])
 def test_frames_depend_on_the_head_counts_not_on_the_head_dim_alone(a, b, candidates, differ, up):
     """Issue 33 asks for the frames grid over H 1..128 and D 32..256: can it be one entry per head dim? No. At a head dim
     the same candidates compile whatever the head count (their configs are fla's lists, pruned by D and shared memory),
-    but H and HV are constexprs of every chunk kernel and ptxas's frames move with them: equal between the power-of-two
-    head counts committed (D64 H16/H32/H64/H128, D128 and D256 H8/H16, the KDA layer H16/HV16 and H32/HV32, H16/HV32 and
-    H8/HV16), different at H96 (D128: 42 of 202 candidates, 23 larger and 19 smaller; D256: 32 of 192, 21 larger) and
-    and H24 alike (equal to each other: both 3 x 2^k), and with the group ratio (GDN H16/HV32 and H16/HV16 under
-    Triton 3.9.0: 9 of 117), so frames are per (D, H, HV),
-    and no head count's frames bound another's (both directions). The power-of-two agreement is an observation at the
-    committed pairs, not a proof (ptxas is not bound to allocate alike for other constants), so a head count not
-    compiled stays unbounded."""
+    but H and HV are constexprs of every chunk kernel and ptxas's frames move with them: equal between most power-of-two
+    head counts committed (D64 H16/H32/H64/H128, D128 H4/H8/H16, D256 H8/H16/H32, the KDA layer H16/HV16, H32/HV32 and
+    H64/HV64, H16/HV32 and H8/HV16), yet not D128 H1 or H2 (run 33: 31 and 3 of 202), different at H96 (D128: 42 of 202
+    candidates, 23 larger and 19 smaller; D256: 32 of 192, 21 larger) and H24 alike (equal to each other, and to H12
+    and H48: 3 x 2^k), and with the group ratio (GDN H16/HV32 and H16/HV16 under Triton 3.9.0: 9 of 117), so frames
+    are per (D, H, HV), and no head count's frames bound another's (both directions). The agreements are observations
+    at the committed pairs, not a proof (H1 and H2 break the power-of-two one), so a head count not compiled takes the
+    bound (CUDA's per-thread local-memory limit), not a neighbour's frames."""
     first, second = (_candidates(*side.split(":")) for side in (a, b))
     assert set(first) == set(second) and len(first) == candidates
     changed = [k for k in first if first[k] != second[k]]

@@ -192,13 +192,15 @@ def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
 
 def test_fp32_amp_process_memory_names_what_it_borrows():
     """fp32-amp processes are measured at two KDA cases (run 28: H8 and H16, head_dim 128): at another case its modules
-    are the family's largest figure and its stack limit the fp32-amp cases' largest (15,280 B, H16), each named
-    unbounded (nothing proves either bounds that case's kernels)."""
+    are the family's largest figure, named unbounded (nothing proves it bounds that case's kernels), and its stack
+    limit is bounded by CUDA's 512 KiB per-thread local-memory limit (it took the fp32-amp cases' largest, 15,280 B,
+    before, which bounds nothing): 524,288 x 270,336 -> 67,584 pages - 132 = 141,457,096,704 B."""
     from livebytes.estimator.process import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
     assert pm.modules.status.startswith("unbounded: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
-    assert pm.stack.status.startswith("unbounded: stack limit not measured at head_dim=64 num_heads=2: the family's "
-                                      "largest measured (fla-kda-model (fp32-amp) at head_dim=128 num_heads=16;")
+    assert pm.stack.status.startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
+    assert "stack limit not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2" in pm.stack.status
+    assert (pm.stack_limit_bytes, pm.stack.bytes) == (524_288, 141_457_096_704)
 
 
 def test_fp32_amp_costs_more_than_bf16(tiny_config):

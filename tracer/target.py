@@ -11,13 +11,17 @@ branch; device None reads as device 0 here (as ``validate/gpu/probes/cpu_frames.
 from __future__ import annotations
 
 
-def _properties(device) -> dict:
-    """What Triton's ``driver.active.utils.get_device_properties`` returns (triton/backends/nvidia/driver.c)."""
+def device_properties(device) -> dict:
+    """What Triton's ``driver.active.utils.get_device_properties`` returns (triton/backends/nvidia/driver.c) for
+    ``device``; the clock rates and bus width only Triton's benchmarking helpers read (triton/testing.py), so 0."""
     return {"max_shared_mem": device.shared_memory_per_block_optin, "multiprocessor_count": device.sm_count,
             "max_num_regs": 65_536, "warpSize": 32, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0}
 
 
-def _driver(device):
+def target_driver(device, torch_device: str = "meta", who: str = "livebytes.tracer"):
+    """Triton's active driver for ``device`` (an ``estimator.devices.Device``) on a machine without it: its target
+    (``GPUTarget("cuda", 90, 32)`` for sm90) and properties; tensors on ``torch_device`` (the tracer's meta, the CPU
+    compile probe's cpu); it benchmarks and launches nothing (``who`` says whose refusal it is)."""
     import torch
     from triton.backends.compiler import GPUTarget
     from triton.backends.driver import DriverBase
@@ -27,7 +31,7 @@ def _driver(device):
     class Utils:
         @staticmethod
         def get_device_properties(index):
-            return _properties(device)
+            return device_properties(device)
 
     class TargetDriver(DriverBase):
         """Triton's active driver for a GPU that is not there: it answers queries and refuses to run anything."""
@@ -41,7 +45,7 @@ def _driver(device):
             return GPUTarget("cuda", major * 10 + minor, 32)
 
         def get_active_torch_device(self):
-            return torch.device("meta")
+            return torch.device(torch_device)
 
         def get_current_device(self):
             return 0
@@ -56,7 +60,10 @@ def _driver(device):
             return torch.cuda
 
         def get_benchmarker(self):
-            raise RuntimeError("livebytes.tracer: nothing is benchmarked while tracing")
+            raise RuntimeError(f"{who}: nothing is benchmarked")
+
+        def launcher_cls(self, src, metadata):
+            raise RuntimeError(f"{who}: nothing is launched")
 
         def map_python_to_cpp_type(self, ty):
             from triton.backends.nvidia.driver import ty_to_cpp
@@ -65,7 +72,7 @@ def _driver(device):
     return TargetDriver()
 
 
-def _torch_cuda(device) -> None:
+def describe_torch_cuda(device) -> None:
     """``torch.cuda``'s device queries answer for ``device`` (``is_available`` stays False: nothing may run there)."""
     import torch
     props = type("DeviceProperties", (), {
@@ -82,8 +89,8 @@ def _torch_cuda(device) -> None:
 def install(device) -> None:
     """Triton's driver and ``torch.cuda`` describe ``device``; call before importing the library."""
     from triton.runtime import driver
-    driver.set_active(_driver(device))
-    _torch_cuda(device)
+    driver.set_active(target_driver(device))
+    describe_torch_cuda(device)
 
 
 def meta_index_is_device_0() -> None:

@@ -50,10 +50,12 @@ LIMIT_PROBES = ("h200_run13d_fla-kda-report_H128_D64_default_cold_firstcall_2400
 CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_frames/summary_c.jsonl",
                  "cpu_frames/summary_d.jsonl",       # _d: session 15, report contract D256 H8 (issue 33's case)
                  "cpu_frames/summary_e.jsonl",       # _e: the KimiDeltaAttention layer, grouped value heads (issue 33)
-                 "cpu_frames/summary_f.jsonl")       # _f: session 17, cases users ask (H8, the plain contract's head dims)
+                 "cpu_frames/summary_f.jsonl",       # _f: session 17, cases users ask (H8, the plain contract's head dims)
+                 "cpu_frames/summary_g.jsonl")       # _g: run 33, the GPU machine's CPUs (report H1-H48, KDA layer H8-H64)
 # Triton 3.9.0 compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH), as on the H200 in runs 20-22
 CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",
-                           "cpu_frames/summary_t39b.jsonl")   # _t39b: session 17, GDN and its layer H16/HV16, KDA plain
+                           "cpu_frames/summary_t39b.jsonl",   # _t39b: session 17, GDN and its layer H16/HV16, KDA plain
+                           "cpu_frames/summary_t39c.jsonl")   # _t39c: run 33, GDN and its layer H4-H64, KDA report H32
 LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
 # Layer processes whose non-PyTorch bytes give their family's cold modules (the process alone on the GPU): run 22f's
 # 4 GatedDeltaNet layers, fresh and cold; its side-by-side 1-layer process had freed its memory (that reading,

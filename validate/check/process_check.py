@@ -36,7 +36,7 @@ def _label(key: str, options: dict, shape: str) -> str:
 
 def _row(label, state, record, model, shape, measured_limit, measured_bytes, triton: str | None = None) -> ProcessRow:
     """``triton``: the version the process ran (a matrix row's), whose kernels' data the model reads."""
-    p = process_memory(get_device("H200"), model, state, shape, triton=triton)
+    p = process_memory(get_device("H200"), model, state, shape, triton=triton, derived_frames=False)
     return ProcessRow(label, state, record, measured_limit, p.stack_limit_bytes, measured_bytes, p.bytes, tuple(p.assumptions))
 
 

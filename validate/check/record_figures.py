@@ -93,7 +93,7 @@ def process_checks(record: Record, model) -> list[FigureCheck]:
     if device_memory is None or not record.gpu:
         return []
     state = "warm" if record.triton_cache == "warm" else "cold"     # cuDNN ("n/a"): no Triton cache to be warm
-    p = process_memory(get_device(record.gpu), model, state, record.shape)
+    p = process_memory(get_device(record.gpu), model, state, record.shape, derived_frames=False)
     return [_figure(record, "device_memory.nonpytorch_after_bytes", device_memory["nonpytorch_after_bytes"], p.bytes),
             at_least(record.label, "device_memory.nonpytorch_before_bytes", device_memory["nonpytorch_before_bytes"],
                      p.context.bytes, f"the CUDA context's figure; {DEVICE_WIDE}")]

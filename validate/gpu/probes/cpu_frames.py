@@ -3,12 +3,13 @@ the CPU (Triton's own compiler and the ptxas its wheel ships), then ``cuobjdump 
 
 A case runs in a process of its own, as on the GPU (autotune caches live in the process). Before fla is imported, a
 fake active Triton driver reports an H200 (``GPUTarget("cuda", 90, 32)``, 232,448 B of shared memory per block, 132
-SMs) and ``torch.cuda`` answers "NVIDIA H200", capability 9.0, so fla's import-time choices (config lists on Hopper)
-are the GPU's. The real fla entry points then run on small CPU tensors, called through ``boundary_probe.step`` exactly
-as the GPU probes call them: ``JITFunction.run`` compiles and never launches (``warmup``), ``Autotuner._bench``
-compiles each candidate left by ``prune_configs`` instead of timing it (the first that compiles is kept as "best"), and
-a candidate whose shared memory exceeds the device's is not counted (on the GPU ``_init_handles`` refuses it with
-``OutOfResources`` before it loads); one ptxas or Triton refuses is not counted either, as the autotuner drops it.
+SMs: ``estimator.devices``' preset, through ``tracer.target``'s stand-in) and ``torch.cuda`` answers "NVIDIA H200",
+capability 9.0, so fla's import-time choices (config lists on Hopper) are the GPU's. The real fla entry points then
+run on small CPU tensors, called through ``boundary_probe.step`` exactly as the GPU probes call them:
+``JITFunction.run`` compiles and never launches (``warmup``), ``Autotuner._bench`` compiles each candidate left by
+``prune_configs`` instead of timing it (the first that compiles is kept as "best"), and a candidate whose shared
+memory exceeds the device's is not counted (on the GPU ``_init_handles`` refuses it with ``OutOfResources`` before it
+loads); one ptxas or Triton refuses is not counted either, as the autotuner drops it.
 Kernel outputs are never written (garbage values): only fla's Python control flow on shapes and ``cu_seqlens`` runs.
 
     python validate/gpu/probes/cpu_frames.py --cases 'fla-report:64:16:16;fla-gdn-fwd:128:16:32' --out DIR [--jobs 2]
@@ -16,6 +17,7 @@ Kernel outputs are never written (garbage values): only fla's Python control flo
       only, or a layer, fla-kda-layer or fla-gdn-layer (one layer, conv 4, hidden default 2048: the layer's
       projections are cuBLAS's, not Triton's; its convolutions, norms and chunk kernel are compiled)
     python validate/gpu/probes/cpu_frames.py --compare DATA.json --out DIR   # CPU max frames against the GPU's (cold)
+    --legacy-ptxas: Triton >= 3.9 compiles sm90 with its bundled legacy ptxas (as the H200 runs did), not ptxas-blackwell
 
 Writes DIR/<tag>.jsonl (one line per compiled candidate: kernel, config, hash, shared, cuobjdump's figures, counted)
 and DIR/summary.jsonl (per case: {kernel: largest STACK over the counted candidates}, the data file's case shape).
@@ -33,10 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from livebytes.estimator.devices import get_device
+
 HERE = Path(__file__).parent
-SM90_SHARED = 232_448        # cudaDevAttrMaxSharedMemoryPerBlockOptin on the H100/H200
-H200 = {"max_shared_mem": SM90_SHARED, "multiprocessor_count": 132, "max_num_regs": 65_536, "warpSize": 32,
-        "sm_clock_rate": 1_980_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 6144}
+DEVICE = get_device("H200")             # the GPU whose frames are derived (estimator/data/devices.json's row)
+SM90_SHARED = DEVICE.shared_memory_per_block_optin      # cudaDevAttrMaxSharedMemoryPerBlockOptin: 232,448 B
 FAMILIES = {"fla-report": "fla-kda:report", "fla-plain": "fla-kda:plain", "fla-gdn": "fla-gdn:-",
             "fla-kda-layer": "fla-kda-layer:-", "fla-gdn-layer": "fla-gdn-layer:-"}
 LAYERS = {"fla-kda-layer": "fla-kda-layer@0.6.0", "fla-gdn-layer": "fla-gdn-layer@0.6.0"}     # impl -> harness key
@@ -45,58 +48,14 @@ LAYERS = {"fla-kda-layer": "fla-kda-layer@0.6.0", "fla-gdn-layer": "fla-gdn-laye
 # ---- an H200 that is not there ----------------------------------------------------------------------------------
 
 def fake_h200() -> None:
-    """Make Triton's active driver and ``torch.cuda``'s device queries describe one H200; call before importing fla."""
-    import torch
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.driver import DriverBase
+    """Make Triton's active driver and ``torch.cuda``'s device queries describe one H200, every fact from its preset
+    (``estimator.devices``: sm90, 232,448 B of shared memory per block, 132 SMs) through the tracer's stand-in
+    (``tracer.target``), tensors on the CPU; call before importing fla."""
     from triton.runtime import driver
 
-    class Utils:
-        @staticmethod
-        def get_device_properties(device):
-            return dict(H200)
-
-    class FakeH200Driver(DriverBase):
-        utils = Utils()
-
-        @staticmethod
-        def is_active():
-            return True
-
-        def map_python_to_cpp_type(self, ty):
-            from triton.backends.nvidia.driver import ty_to_cpp
-            return ty_to_cpp(ty)
-
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-        def get_active_torch_device(self):
-            return torch.device("cpu")
-
-        def get_benchmarker(self):
-            raise RuntimeError("cpu_frames compiles only: nothing is benchmarked")
-
-        def get_current_device(self):
-            return 0
-
-        def set_current_device(self, device):
-            pass
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def launcher_cls(self, src, metadata):
-            raise RuntimeError("cpu_frames compiles only: nothing is launched")
-
-    driver.set_active(FakeH200Driver())
-    props = type("Props", (), {"name": "NVIDIA H200", "major": 9, "minor": 0, "multi_processor_count": 132,
-                               "shared_memory_per_block": 49_152, "shared_memory_per_block_optin": SM90_SHARED,
-                               "total_memory": 150_754_820_096})()
-    torch.cuda.get_device_name = lambda device=None: props.name
-    torch.cuda.get_device_capability = lambda device=None: (9, 0)
-    torch.cuda.get_device_properties = lambda device=None: props
-    torch.cuda.device_count = lambda: 1
-    torch.cuda.current_device = lambda: 0
+    from livebytes.tracer.target import describe_torch_cuda, target_driver
+    driver.set_active(target_driver(DEVICE, torch_device="cpu", who="cpu_frames compiles only"))
+    describe_torch_cuda(DEVICE)
 
 
 def cpu_tensors_on_device_0() -> None:
@@ -402,6 +361,19 @@ def compare_configs(out: Path, pairs: list[str]) -> int:
     return 0
 
 
+def use_legacy_ptxas() -> None:
+    """TRITON_PTXAS_BLACKWELL_PATH: the installed Triton's bundled legacy ``ptxas`` (found without importing triton),
+    for this process and the cases' workers, which inherit it (``run_cases``)."""
+    from importlib.util import find_spec
+    spec = find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("error: triton is not installed")
+    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / "ptxas"
+    if not path.is_file():
+        raise SystemExit(f"error: no bundled ptxas at {path}")
+    os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = str(path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="")
@@ -412,10 +384,14 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", metavar="DATA.json", help="compare DIR/summary.jsonl with a frames data file")
     ap.add_argument("--configs", nargs="+", metavar="MATRIX:LOGS", help="compare DIR's candidates config by config with "
                     "a GPU matrix (process_memory.py's summary) and the folder of its workers' kernel logs")
+    ap.add_argument("--legacy-ptxas", action="store_true", help="compile sm90 with the ptxas the Triton wheel bundles "
+                    "(Triton >= 3.9 picks ptxas-blackwell otherwise; the H200 runs 20-22 used the bundled one)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.legacy_ptxas:
+        use_legacy_ptxas()
     if args.worker:
         return worker(json.loads(args.worker), out)
     if args.compare:

@@ -1,0 +1,74 @@
+"""The stack-frame calls ``livebytes frames`` runs (the command is the lead's, ``cli/commands/frames.py``): derive one
+case's frames on this machine, and list the cases derived. Where the committed data lack a case, the process-memory
+model bounds its stack reservation by CUDA's 512 KiB per-thread local-memory limit (141 GB on the H200, loose); a
+derived case replaces that bound by its own figure, labelled ``derived (on this machine, Triton X)``.
+
+    import livebytes.frames as frames       # or: from livebytes.frames import derive_frames
+    frames.derive_frames("fla-kda@0.6.0", num_heads=40, head_dim=128, contract="report", triton="3.6.0")
+    frames.derived_frames()
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class DerivedFrames:
+    """One derived case: where it is kept (``data_file``, ``case``), what compiled it, each kernel's largest cold frame,
+    and what the estimator now takes for it on the H200 (the driver's stack limit and its reservation)."""
+    case: str
+    data_file: str
+    triton: str
+    ptxas: str
+    frames: dict
+    stack_limit_bytes: int
+    reservation_bytes: int
+    stored: bool            # False: the private cache could not be written (nothing kept)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "data_file": self.data_file, "triton": self.triton, "ptxas": self.ptxas,
+                "frames": dict(self.frames), "stack_limit_bytes": self.stack_limit_bytes,
+                "reservation_bytes": self.reservation_bytes, "stored": self.stored}
+
+
+def derive_frames_at(key: str, shape, options: Optional[dict] = None, triton: Optional[str] = None, *,
+                     python: Optional[str] = None, timeout: Optional[float] = None, run=None) -> DerivedFrames:
+    """What ``livebytes frames derive`` runs, with what its flags parsed to: ``key``'s kernels at ``shape``'s head dim,
+    head count and value heads (``options``: the contract; its default where not given), compiled for sm90 on this
+    machine's CPU by the installed Triton, which must be ``triton`` (None: the model's default version in the data).
+    Takes minutes (every autotune candidate compiles); needs triton and fla-core, no GPU. Refused in one line
+    (``LivebytesError``): a case the committed data hold, one the probe cannot compile, another installed Triton."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.estimator.process import driver_stack_limit, stack_reservation_bytes, triton_versions
+    from livebytes.estimator.registry import resolve_options, spec
+    from livebytes.validate.gpu.derive_frames import derive
+    resolved = dict(resolve_options(spec(key), dict(options or {})))
+    chosen = triton or next(iter(triton_versions(key)), None)
+    extra = {k: v for k, v in (("python", python), ("run", run)) if v is not None}
+    summary = derive(key, shape, chosen or "", resolved, timeout=timeout, **extra)
+    limit = driver_stack_limit(max(summary["frames"].values()))
+    return DerivedFrames(summary["key"], summary["data_file"], summary["triton"], summary["ptxas"], summary["frames"],
+                         limit, stack_reservation_bytes(limit, get_device("H200")), summary["stored"])
+
+
+def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads: Optional[int] = None,
+                  contract: Optional[str] = None, triton: Optional[str] = None, python: Optional[str] = None,
+                  timeout: Optional[float] = None) -> DerivedFrames:
+    """Derive the stack frames of ``impl`` (a registry key, ``fla-kda@0.6.0``) at ``num_heads`` / ``head_dim`` /
+    ``num_v_heads`` (the value heads; None: ``num_heads``) under ``contract`` (``report``/``plain``, fla-kda's) and
+    ``triton`` (the installed Triton's version, one the process-memory data hold; None: the model's default), and keep
+    them for later answers on this machine. ``python``: another interpreter whose Triton and fla-core compile.
+    Length and batch change no frame (one sequence of 4,096 tokens is compiled)."""
+    from livebytes.estimator.shapes import Shape
+    options = {"contract": contract} if contract is not None else {}
+    if num_v_heads is not None and num_v_heads != num_heads:
+        options["gva"] = True
+    return derive_frames_at(impl, Shape(1, 4096, num_heads, head_dim, num_v_heads), options, triton, python=python,
+                            timeout=timeout)
+
+
+def derived_frames() -> list[dict]:
+    """The cases derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}`` each."""
+    from livebytes.estimator import frames_store
+    return frames_store.derived_cases()
