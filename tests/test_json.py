@@ -36,6 +36,7 @@ COMMANDS = {
     "sweep-oom": ["sweep", "--impl", "fla-kda@0.6.0", "--seq", "256K", "--heads", "128"],
     "validate-all": ["validate", "--from-records", "all"],
     "payload": ["payload", "--seq", "128,256"],
+    "frames-list": ["frames", "list"],
     "diff": ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
              "--seq", "247466", "--heads", "96"],
     "diff-gva": ["diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K", "--heads", "16",

@@ -21,6 +21,7 @@ COMMANDS = (
     "learn",
     "drift",
     "diff",
+    "frames",
 )
 
 
