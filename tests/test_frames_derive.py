@@ -248,3 +248,47 @@ def test_the_record_checks_read_the_committed_model_only():
     model = get_model("fla-kda-fwd@0.6.0", "H200", contract="plain")
     mine, committed = (process_memory(H200, model, "warm", Shape(1, 8192, 96, 128), derived_frames=d) for d in (True, False))
     assert (mine.stack_limit_bytes, committed.stack_limit_bytes) == (1_024, 524_288)
+
+
+# ------------------------------------------------------------------------------------- the command (cli/commands/frames.py)
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    return CliRunner().invoke(app, list(args))
+
+
+def test_the_labels_command_derives_through_the_cli_and_the_answer_then_says_derived(monkeypatch):
+    """The bound's words name ``livebytes frames derive ...``; that line, run as it stands (the probe faked), keeps the
+    case, ``frames list`` shows it, and the next answer at the case takes its frames: limit 14,464 B, 3,634,364,416 B
+    reserved (the arithmetic above), derived on this machine instead of bounded."""
+    probe = FakeProbe(summary())
+    monkeypatch.setattr(derive_frames.subprocess, "run", probe)
+    before = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", SHAPE)
+    line = before.stack.status.rsplit(": ", 1)[1]
+    assert line == "livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim 128 --num-heads 40 --triton 3.6.0"
+    result = _cli(*line.split()[1:], "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["results"]
+    assert (row["case"], row["largest_frame_bytes"]) == (CASE, 14_456)
+    listed = json.loads(_cli("frames", "list", "--json").output)["results"]
+    assert [r["case"] for r in listed] == [CASE]
+    after = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", SHAPE)
+    assert after.stack.status.startswith("derived (on this machine, Triton 3.6.0")
+    assert (after.stack_limit_bytes, after.stack.bytes) == (14_464, 3_634_364_416)
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (("frames", "lst"), 2, "the action is derive or list, not 'lst'"),
+    (("frames", "list", "--impl", "fla-kda@0.6.0"), 2, "--impl has no effect with frames list"),
+    (("frames", "derive", "--num-heads", "8"), 2, "--impl and --num-heads are required"),
+    (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "0"), 1, ""),
+    (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "96"), 1, "already hold its frames"),
+    (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "40", "--triton", "9.9.9"), 1, ""),
+])
+def test_the_command_refuses_in_one_line(args, code, message):
+    result = _cli(*args)
+    assert result.exit_code == code
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
