@@ -168,7 +168,8 @@ def test_load_rows_hold_each_steps_growth(tmp_path):
 def test_gpu_run_writes_header_context_loads_then_unload(tmp_path, monkeypatch):
     _ptxas_or_skip()
     cuda = FakeCuda()
-    monkeypatch.setattr(ml, "start_cuda", lambda loading: (cuda, FakeNvml(cuda), {"kind": "header", "loading": loading}))
+    monkeypatch.setattr(ml, "start_cuda", lambda loading: (cuda, FakeNvml(cuda), {"kind": "header",
+                                                                                  "driver_loading_mode": loading}))
     monkeypatch.setattr(ml, "torch_steps", lambda *a: (_ for _ in ()).throw(RuntimeError("no torch GPU")))
     args = ml.parse_args(["--out", str(tmp_path), "--variants", "tiny", "--no-triton", "--loading", "eager"])
     variants = ml.chosen(args.variants)
@@ -210,3 +211,36 @@ def test_a_cache_folders_cubins_load_first_each_under_its_json_name(tmp_path, mo
     rows = [json.loads(line) for line in (tmp_path / "module_load.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows] == ["header", "context", "cache_cubin", "unload"] and names == ["k0"]
     assert rows[2]["path"] == "HASH/k.cubin" and rows[2]["growth"]["load"]["device_used"] == 2_097_152   # the 1st load's step
+
+
+def test_eager_is_asked_for_before_anything_can_initialise_the_driver(tmp_path, monkeypatch):
+    """Run 35's eager process set CUDA_MODULE_LOADING after has_cuda's cuInit; the driver read it too late (lazy)."""
+    _ptxas_or_skip()
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    seen = []
+    monkeypatch.setattr(ml, "has_cuda", lambda: seen.append(ml.os.environ.get("CUDA_MODULE_LOADING")) or False)
+    assert ml.main(["--out", str(tmp_path), "--no-triton", "--variants", "tiny", "--loading", "eager"]) == 1
+    assert seen == ["EAGER"]
+
+
+@pytest.mark.parametrize("asked, driver, code, rows", [("eager", "lazy", 1, 1), ("eager", "eager", 0, 67),
+                                                       ("default", "lazy", 0, 67)])
+def test_a_loading_mode_the_driver_did_not_take_measures_nothing(tmp_path, monkeypatch, asked, driver, code, rows):
+    """Asked eager, driver lazy: the header only, exit 1; otherwise header, context, tiny's 64 loads and the unload."""
+    _ptxas_or_skip()
+    cuda = FakeCuda()
+    monkeypatch.setattr(ml, "start_cuda", lambda loading: (cuda, FakeNvml(cuda), {"kind": "header",
+                                                                                  "driver_loading_mode": driver}))
+    monkeypatch.setattr(ml, "torch_steps", lambda *a: None)
+    args = ml.parse_args(["--out", str(tmp_path), "--variants", "tiny", "--no-triton", "--loading", asked])
+    variants = ml.chosen(args.variants)
+    log = ml.Log(tmp_path / "module_load.jsonl")
+    assert ml.gpu_run(args, variants, ml.compile_variants(variants, tmp_path), log, deadline=float("inf")) == code
+    log.file.close()
+    assert len((tmp_path / "module_load.jsonl").read_text().splitlines()) == rows
+
+
+@pytest.mark.parametrize("names, order", [("code2m,tiny,funcs64", ["code2m", "tiny", "funcs64"]),
+                                          ("tiny,code2m", ["tiny", "code2m"])])
+def test_variants_load_in_the_order_asked(names, order):
+    assert [v.name for v in ml.chosen(names)] == order

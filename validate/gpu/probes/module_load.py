@@ -22,6 +22,7 @@ defers a function's loading until one of those). A reading is cuMemGetInfo's fre
 and NVML's per-process used bytes (None where the container hides the pid).
 
     python -m livebytes.validate.gpu.probes.module_load --out DIR [--loading lazy|eager] [--cubins DIR] [--deadline 170]
+        [--variants a,b,...]     # loaded in the order given
     python -m livebytes.validate.gpu.probes.module_load --out DIR --dry-run      # CPU: compile, write sections only
 
 Writes DIR/module_load.jsonl, one JSON line per step as it happens (``kind``: header, context, load, triton,
@@ -391,7 +392,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, type=Path, help="folder for module_load.jsonl")
     p.add_argument("--loading", choices=("default", "lazy", "eager"), default="default",
                    help="CUDA_MODULE_LOADING before CUDA starts (default: as set, else torch's LAZY)")
-    p.add_argument("--variants", default=",".join(v.name for v in VARIANTS), help="comma-separated PTX variants")
+    p.add_argument("--variants", default=",".join(v.name for v in VARIANTS), help="comma-separated PTX variants, loaded in this order")
     p.add_argument("--cubins", type=Path, help="a Triton cache folder whose *.cubin are loaded once each")
     p.add_argument("--no-triton", action="store_true", help="skip the Triton kernels")
     p.add_argument("--deadline", type=float, default=170.0, help="seconds after which no further step starts")
@@ -407,8 +408,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def chosen(names: str) -> tuple[Variant, ...]:
-    wanted = names.split(",")
-    return tuple(v for v in VARIANTS if v.name in wanted)
+    """The variants in the order asked: the heap's room at each copy depends on what was placed before, so a second
+    order tests a placement rule fitted to the first."""
+    by_name = {v.name: v for v in VARIANTS}
+    return tuple(by_name[n] for n in names.split(","))
 
 
 def dry_run(variants: tuple[Variant, ...], images: dict[str, bytes], log: Log, with_triton: bool) -> None:
@@ -431,10 +434,16 @@ def process_env(name: str) -> str | None:
     return value.decode() if value is not None else None
 
 
-def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
-    """torch's context first (as every measured process), then the driver's handle on the same primary context."""
+def request_loading(loading: str) -> None:
+    """Set CUDA_MODULE_LOADING before anything can initialise the driver: it reads the variable once, at cuInit, and
+    ``has_cuda``'s torch.cuda.is_available() already calls cuInit (run 35's eager process asked for EAGER after that
+    and its driver still answered lazy)."""
     if loading != "default":
         os.environ["CUDA_MODULE_LOADING"] = loading.upper()
+
+
+def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
+    """torch's context first (as every measured process), then the driver's handle on the same primary context."""
     import torch
     torch.cuda.init()
     torch.zeros(1, device="cuda")
@@ -442,7 +451,7 @@ def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
     cuda, nvml = Cuda(), Nvml()
     header = {"kind": "header", "device": torch.cuda.get_device_name(0), "driver": cuda.driver_version(),
               "torch": torch.__version__, "cuda_module_loading": process_env("CUDA_MODULE_LOADING"),
-              "driver_loading_mode": cuda.loading_mode(),
+              "driver_loading_mode": cuda.loading_mode(), "loading_requested": loading,
               "pid": os.getpid(), "python": sys.version.split()[0]}
     try:
         import triton
@@ -453,9 +462,14 @@ def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
 
 
 def gpu_run(args: argparse.Namespace, variants: tuple[Variant, ...], images: dict[str, bytes], log: Log,
-            deadline: float) -> None:
+            deadline: float) -> int:
+    """1 (after the header, nothing measured) where the driver's loading mode is not the one asked for."""
     cuda, nvml, header = start_cuda(args.loading)
     log.write(header)
+    if args.loading != "default" and header.get("driver_loading_mode") != args.loading:
+        print(f"module_load: asked for {args.loading} loading, the driver runs {header.get('driver_loading_mode')}",
+              file=sys.stderr)
+        return 1
     log.write({"kind": "context", "reading": reading(cuda, nvml)})
     held: list = []
     if args.cubins is not None:     # first, over the context alone, as a cold process loads its candidates
@@ -473,6 +487,7 @@ def gpu_run(args: argparse.Namespace, variants: tuple[Variant, ...], images: dic
     for module in held:
         cuda.unload(module)
     log.write({"kind": "unload", "modules": len(held), "growth": delta(start, reading(cuda, nvml))})
+    return 0
 
 
 def has_cuda() -> bool:
@@ -486,6 +501,7 @@ def has_cuda() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    request_loading(args.loading)          # first: before has_cuda or torch can initialise the driver
     deadline = time.time() + args.deadline
     variants = chosen(args.variants)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -499,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
             print("module_load: no CUDA device (use --dry-run on a machine without one)", file=sys.stderr)
             return 1
         else:
-            gpu_run(args, variants, images, log, deadline)
+            return gpu_run(args, variants, images, log, deadline)
     return 0
 
 
