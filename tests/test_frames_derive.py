@@ -20,8 +20,8 @@ from livebytes.validate.gpu import derive_frames
 
 H200 = get_device("H200")
 DATA_36 = "process/fla-core-0.6.0_triton-3.6.0_H200.json"
-CASE = "fla-kda:report D128 H40 HV40"          # neither logged nor compiled in the committed data
-SHAPE = Shape(1, 8192, 40, 128)
+CASE = "fla-kda:report D128 H56 HV56"          # neither logged nor compiled in the committed data
+SHAPE = Shape(1, 8192, 56, 128)
 # a stand-in for the probe's summary at that case: D128 H24's committed frames (every kernel the model launches),
 # wy_dqkg 14,456 B -> limit 14,464 B: x 270,336 = 3,910,139,904 B = 1,864.5 pages of 2 MiB -> 1,865 - 132 = 1,733 pages
 # = 3,634,364,416 B
@@ -145,7 +145,7 @@ def test_derive_runs_the_probe_for_the_one_case_and_stores_it():
     got = derive_frames.derive("fla-kda@0.6.0", SHAPE, "3.6.0", {"contract": "report"}, run=probe)
     (command,) = probe.commands
     assert command[:2] == [sys.executable, str(derive_frames.PROBE)]
-    assert command[command.index("--cases") + 1] == "fla-report:128:40:40" and "--legacy-ptxas" not in command
+    assert command[command.index("--cases") + 1] == "fla-report:128:56:56" and "--legacy-ptxas" not in command
     assert got["stored"] and got["data_file"] == DATA_36 and got["frames"] == FRAMES
     assert frames_store.lookup(DATA_36, CASE)["frames"] == FRAMES
 
@@ -267,7 +267,7 @@ def test_the_labels_command_derives_through_the_cli_and_the_answer_then_says_der
     monkeypatch.setattr(derive_frames.subprocess, "run", probe)
     before = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", SHAPE)
     line = before.stack.status.rsplit(": ", 1)[1]
-    assert line == "livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim 128 --num-heads 40 --triton 3.6.0"
+    assert line == "livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim 128 --num-heads 56 --triton 3.6.0"
     result = _cli(*line.split()[1:], "--json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output)["results"]
@@ -285,7 +285,7 @@ def test_the_labels_command_derives_through_the_cli_and_the_answer_then_says_der
     (("frames", "derive", "--num-heads", "8"), 2, "--impl and --num-heads are required"),
     (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "0"), 1, ""),
     (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "96"), 1, "already hold its frames"),
-    (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "40", "--triton", "9.9.9"), 1, ""),
+    (("frames", "derive", "--impl", "fla-kda@0.6.0", "--num-heads", "56", "--triton", "9.9.9"), 1, ""),
 ])
 def test_the_command_refuses_in_one_line(args, code, message):
     result = _cli(*args)

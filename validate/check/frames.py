@@ -51,7 +51,8 @@ CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_
                  "cpu_frames/summary_d.jsonl",       # _d: session 15, report contract D256 H8 (issue 33's case)
                  "cpu_frames/summary_e.jsonl",       # _e: the KimiDeltaAttention layer, grouped value heads (issue 33)
                  "cpu_frames/summary_f.jsonl",       # _f: session 17, cases users ask (H8, the plain contract's head dims)
-                 "cpu_frames/summary_g.jsonl")       # _g: run 33, the GPU machine's CPUs (report H1-H48, KDA layer H8-H64)
+                 "cpu_frames/summary_g.jsonl",       # _g: run 33, the GPU machine's CPUs (report H1-H48, KDA layer H8-H64)
+                 "cpu_frames/summary_h.jsonl")       # _h: run 36, the GPU machine's CPUs (KDA layer H4-H128, report H40/H80, plain, fwd)
 # Triton 3.9.0 compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH), as on the H200 in runs 20-22
 CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",
                            "cpu_frames/summary_t39b.jsonl",   # _t39b: session 17, GDN and its layer H16/HV16, KDA plain

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 36 (issue 33 point 1, the frames grid, continued from run 33): stack frames, and now each candidate's cubin and
+# Run 36 (ran in session 20, folded in: runs/cpu_frames/README.md, summary_h): the frames grid continued from run 33: stack frames, and now each candidate's cubin and
 # device-section sizes (cpu_frames.py's image_bytes / device_sections fields, for the module-memory rule), of fla-core
 # 0.6.0's Triton 3.6.0 kernels at cases users ask and the data lack, compiled for sm90 on the GPU machine's 16 CPU cores
 # by validate/gpu/probes/cpu_frames.py (no GPU used). Each case one process; what finishes before DEADLINE comes back.
