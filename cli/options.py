@@ -338,3 +338,35 @@ def setting_by(q: QueryFlags, ch: Chosen):
     """The query's ``Setting``: device, what-if options with --model's and --fsdp's, allocator and Triton state."""
     from livebytes.query import Setting
     return Setting(q.gpu, what_if_by(q) | ch.options | fsdp_of(q.fsdp), q.alloc_conf, q.triton_cache, q.triton)
+
+
+def case_flags(verb: str) -> dict:
+    """The flags that name one kernel or layer case without a length (``frames derive``, ``process measure``), their
+    help prefixed with ``verb``, the action that takes them."""
+    return {
+        "impl": typer.Option(None, "--impl", metavar="KEY", help=f"{verb}: the kernel or layer model (fla-kda@0.6.0, "
+                                                                   "fla-gdn@0.6.0, fla-kda-layer@0.6.0, ...)"),
+        "heads": typer.Option(None, "--num-heads", "--heads", help=f"{verb}: query/key heads", metavar="SIZE"),
+        "dim": typer.Option(None, "--head-dim", "--dim", help=f"{verb}: query/key head dimension (default 128)",
+                            metavar="SIZE"),
+        "v_heads": typer.Option(None, "--num-v-heads", "--v-heads", metavar="SIZE",
+                                help=f"{verb}: value heads, a multiple of --num-heads (default: --num-heads)"),
+        "contract": typer.Option(None, "--contract", metavar="report|plain",
+                                 help=f"{verb}, fla-kda only: the call's contract"),
+        "triton": typer.Option(None, "--triton", metavar="VERSION",
+                               help=f"{verb}: the installed Triton's version, one the data hold (default: the model's "
+                                    "in the data)")}
+
+
+def case_from(impl: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str],
+              contract: Optional[str], command: str, name: str, **layer) -> tuple:
+    """(model key, shape, options) of ``case_flags``' values as every command parses them (one sequence of 4,096 tokens:
+    the length changes no frame and is not a flag of these commands); ``--impl`` and ``--num-heads`` required.
+    ``layer``: the layer flags' values (``stack_from``'s), for a command whose case is a layer's build too."""
+    if impl is None or heads is None:
+        raise UsageProblem(f"{command}: --impl and --num-heads are required")
+    shape = shape_from("1", "4096", heads, dim or "128", v_heads, **layer)
+    options = {"contract": contract} if contract is not None else {}
+    if shape.hv != shape.heads:
+        options["gva"] = True
+    return single_impl([impl], name), shape, options

@@ -68,13 +68,22 @@ def derived_cases() -> list[dict]:
     return out
 
 
-def derive_command(key: str, prefix: str, shape, triton: str | None) -> str | None:
-    """The command that derives the frames of ``key`` (its data prefix ``prefix``) at ``shape`` under ``triton`` on a
-    machine with that Triton installed (``validate/gpu/derive_frames.py`` behind it); None where the CPU compile probe
-    takes no such case (a whole model, packed sequences, fp32-amp, another library)."""
+def case_flags(key: str, prefix: str, shape, triton: str | None) -> str | None:
+    """The command-line flags that name ``key``'s case (its data prefix ``prefix``) at ``shape`` under ``triton``, as
+    ``livebytes frames derive`` and ``livebytes process measure`` take them; None where the probes (the CPU compile and
+    the process-memory probe share their cases) take no such case: a whole model, packed sequences, fp32-amp, another
+    library, the plain contract with grouped value heads."""
     if prefix not in PROBE_IMPLS or (prefix.endswith(":plain") and shape.hv != shape.heads):
         return None
     contract = prefix.split(":")[1]
-    return (f"livebytes frames derive --impl {key}" + (f" --contract {contract}" if contract != "-" else "")
+    return (f"--impl {key}" + (f" --contract {contract}" if contract != "-" else "")
             + f" --head-dim {shape.dim} --num-heads {shape.heads}"
             + (f" --num-v-heads {shape.hv}" if shape.hv != shape.heads else "") + (f" --triton {triton}" if triton else ""))
+
+
+def derive_command(key: str, prefix: str, shape, triton: str | None) -> str | None:
+    """The command that derives the frames of ``key`` (its data prefix ``prefix``) at ``shape`` under ``triton`` on a
+    machine with that Triton installed (``validate/gpu/derive_frames.py`` behind it); None where the CPU compile probe
+    takes no such case (``case_flags``)."""
+    flags = case_flags(key, prefix, shape, triton)
+    return None if flags is None else f"livebytes frames derive {flags}"

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from . import frames_store
+from . import frames_store, measured_store
 from .devices import Device, get_device
 from .errors import LivebytesError
 from .fields import show
@@ -185,8 +185,8 @@ def _library(device_entry: dict, model_key: str, triton: str | None = None) -> t
     return listing[0], [note] if note else []
 
 
-def frames_case(model_key: str, options: dict, shape, triton: str | None = None,
-                device: Device | str = "H200") -> tuple[str, str, dict | None]:
+def frames_case(model_key: str, options: dict, shape, triton: str | None = None, device: Device | str = "H200",
+                purpose: str = "nothing to derive") -> tuple[str, str, dict | None]:
     """(the library data file, the case key, its committed cold frames or None) of ``model_key`` with ``options`` at
     ``shape`` under ``triton`` (None: the model's default): where derived frames of the case are kept and looked up
     (``frames_store``). A model whose library holds no Triton frames is refused in one line."""
@@ -195,8 +195,8 @@ def frames_case(model_key: str, options: dict, shape, triton: str | None = None,
         check_triton(model_key, triton, device)
     lib, _ = _library(_device_entry(device), model_key, triton)
     if lib is None or "data" not in lib:
-        raise LivebytesError(f"{model_key}: its library holds no Triton stack frames on the {device.process_memory}: "
-                             "nothing to derive")
+        raise LivebytesError(f"{model_key}: its library holds no Triton kernels' data on the {device.process_memory}: "
+                             f"{purpose}")
     case = _case_key(f"{model_key.split('@')[0]}:{case_variant(options)}", shape)
     return lib["data"], case, _json(DATA / lib["data"])["frames"]["cold"].get(case)
 
@@ -230,6 +230,13 @@ def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
     command = frames_store.derive_command(key, prefix, shape, triton)
     return (f"derive the case's own frames on a machine with Triton {triton} installed: {command}" if command else
             "no CPU probe compiles this case's kernels (validate/gpu/probes/cpu_frames.py): measure it on a GPU")
+
+
+def _measure_hint(key: str, prefix: str, shape, triton: str | None) -> str:
+    """How the user replaces unbounded module memory by the case's own: the command that measures its process on a
+    GPU (``measured_store``), or nothing where the probe runs no such case."""
+    command = measured_store.measure_command(key, prefix, shape, triton)
+    return f"; measure the case's process on the GPU itself (minutes): {command}" if command else ""
 
 
 def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | None,
@@ -421,8 +428,51 @@ def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
                   "driver freeing none while the process lives", cold.source)
 
 
+def measured_here(pm: ProcessMemory, record: dict, device: Device) -> ProcessMemory:
+    """``pm`` with its three parts replaced by the process measured on this machine at its case (``measured_store``):
+    the context read in that process before its first kernel, its stack limit's reservation on ``device``, and the
+    modules as the committed data take theirs (non-PyTorch bytes after the call minus the context and the
+    reservation, ``validate/check/frames.py``). The reservation grows where ``pm``'s frames raise it when they reach the
+    measured limit; else it is charged from the call's start (where the limit rises is not known)."""
+    limit, context = record["stack_limit_bytes"], record["context_bytes"]
+    reservation = stack_reservation_bytes(limit, device)
+    status = f"measured (on this machine, {record['measured_on']})"
+    where = f"{record['gpu']} ({record['device']}), {record['state']}, Triton {record['triton']}, torch {record['torch']}"
+    return ProcessMemory(
+        Figure(context, status, f"{where}: the process's non-PyTorch bytes before its first kernel"),
+        Figure(record["nonpytorch_bytes"] - context - reservation, status,
+               f"{where}: {record['nonpytorch_bytes']:,} B alone after the first call minus the context ({context:,}) "
+               f"and the {limit:,}-B limit's reservation ({reservation:,})"),
+        Figure(reservation, status, f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, "
+                                    f"2 MiB pages, read in the process ({where})"),
+        pm.library_name, pm.triton_cache, limit, pm.growth if pm.stack_limit_bytes == limit else (), pm.notes, pm.triton)
+
+
 def process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
                    triton: str | None = None, derived_frames: bool = True) -> ProcessMemory:
+    """The process memory of ``model`` on ``device`` (``_process_memory``), or, where this machine measured the case's
+    process on that GPU (``measured_store``; read only with ``derived_frames``), that process's figures."""
+    pm = _process_memory(device, model, triton_cache, shape, raised_before, triton, derived_frames)
+    data_file = measured_case(device, model, shape, pm.triton) if derived_frames else None
+    record = data_file and measured_store.lookup(device.name, data_file[0], triton_cache, data_file[1])
+    return measured_here(pm, record, device) if record else pm
+
+
+def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str, str] | None:
+    """(the library data file, the store's case key: a layer's build options in it) under which this machine keeps a
+    measured process of ``model`` at ``shape`` (None: a key alone, no shape, or a library without Triton data)."""
+    if shape is None or isinstance(model, str):
+        return None
+    lib, _ = _library(_device_entry(device), model.key, triton)
+    if lib is None or "data" not in lib:
+        return None
+    options = dict(model.options)
+    case = _case_key(f"{model.key.split('@')[0]}:{case_variant(options)}", shape)
+    return lib["data"], measured_store.store_key(case, options)
+
+
+def _process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
+                    triton: str | None = None, derived_frames: bool = True) -> ProcessMemory:
     """The process memory of ``model`` (a built or compiled model, or a key alone: no launches, no frames) on ``device``
     after a first call at ``shape`` in ``triton_cache`` state, its kernels compiled by ``triton`` (None: the model's
     default, ``triton_versions``). ``raised_before``: an earlier call of the process launched the same kernels (a
@@ -448,6 +498,9 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     modules, notes = _modules(data, family, triton_cache, case), model_notes
     if assumed_from:
         modules = Figure(modules.bytes, f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU", modules.source)
+    if modules.status.startswith(UNBOUNDED) and case is not None:
+        modules = Figure(modules.bytes, modules.status + _measure_hint(key, prefix, shape, lib.get("triton")),
+                         modules.source)
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
                                                          "counted", ""),

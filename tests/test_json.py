@@ -37,6 +37,7 @@ COMMANDS = {
     "validate-all": ["validate", "--from-records", "all"],
     "payload": ["payload", "--seq", "128,256"],
     "frames-list": ["frames", "list"],
+    "process-list": ["process", "list"],
     "diff": ["diff", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--impl", "cudnn-kda-hopper-cuda@1.31.0",
              "--seq", "247466", "--heads", "96"],
     "diff-gva": ["diff", "--impl", "fla-kda@0.6.0", "--impl", "fla-kda@07b80f27", "--seq", "8K", "--heads", "16",

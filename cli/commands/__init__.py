@@ -22,6 +22,7 @@ COMMANDS = (
     "drift",
     "diff",
     "frames",
+    "process",
 )
 
 

@@ -19,20 +19,13 @@ NAME = "frames"
 ACTIONS = ("derive", "list")
 Action = typer.Argument(..., metavar="derive|list", help="derive: compile one case's kernels and keep their frames; "
                                                          "list: the cases derived on this machine")
-Impl = typer.Option(None, "--impl", help="derive: the kernel or layer model (fla-kda@0.6.0, fla-gdn@0.6.0, "
-                                         "fla-kda-layer@0.6.0, ...)", metavar="KEY")
-Heads = typer.Option(None, "--num-heads", "--heads", help="derive: query/key heads", metavar="SIZE")
-Dim = typer.Option(None, "--head-dim", "--dim", help="derive: query/key head dimension (default 128)", metavar="SIZE")
-VHeads = typer.Option(None, "--num-v-heads", "--v-heads", metavar="SIZE",
-                      help="derive: value heads, a multiple of --num-heads (default: --num-heads)")
-Contract = typer.Option(None, "--contract", metavar="report|plain", help="derive, fla-kda only: the call's contract")
-Triton = typer.Option(None, "--triton", metavar="VERSION",
-                      help="derive: the Triton that compiles, the installed one (default: the model's in the data)")
+CASE = o.case_flags("derive")
 
 
-def command(action: str = Action, impl: Optional[str] = Impl, heads: Optional[str] = Heads,
-            dim: Optional[str] = Dim, v_heads: Optional[str] = VHeads, contract: Optional[str] = Contract,
-            triton: Optional[str] = Triton, as_json: bool = o.Json) -> None:
+def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Optional[str] = CASE["heads"],
+            dim: Optional[str] = CASE["dim"], v_heads: Optional[str] = CASE["v_heads"],
+            contract: Optional[str] = CASE["contract"], triton: Optional[str] = CASE["triton"],
+            as_json: bool = o.Json) -> None:
     """Stack frames of a case the data lack: derive them here (the CPU compile, minutes), or list those derived."""
     from livebytes import frames
     from livebytes.report import envelope
@@ -53,13 +46,8 @@ def command(action: str = Action, impl: Optional[str] = Impl, heads: Optional[st
 
 def _derive(frames, impl, heads, dim, v_heads, contract, triton) -> dict:
     """One case derived, as a row of the table: the flags parsed as every command parses them (``options``)."""
-    if impl is None or heads is None:
-        raise UsageProblem("frames derive: --impl and --num-heads are required")
-    shape = o.shape_from("1", "4096", heads, dim or "128", v_heads)     # length changes no frame
-    options = {"contract": contract} if contract is not None else {}
-    if shape.hv != shape.heads:
-        options["gva"] = True
-    derived = frames.derive_frames_at(o.single_impl([impl], NAME), shape, options, triton)
+    key, shape, options = o.case_from(impl, heads, dim, v_heads, contract, "frames derive", NAME)
+    derived = frames.derive_frames_at(key, shape, options, triton)
     if not derived.stored:
         warn("frames derive: the private cache could not be written: nothing was kept for later answers")
     return {"case": derived.case, "data_file": derived.data_file, "triton": derived.triton, "ptxas": derived.ptxas,

@@ -26,15 +26,15 @@ from livebytes.estimator.process import case_variant, frames_case
 PROBE = Path(__file__).parent / "probes" / "cpu_frames.py"
 
 
-def probe_case(model_key: str, options: dict, shape) -> str:
+def probe_case(model_key: str, options: dict, shape, probe: str = "the CPU compile probe derives") -> str:
     """The probe's case text (``impl:dim:heads:v_heads``) of ``model_key`` with ``options`` at ``shape``; a case the
     probe cannot compile (a whole model, packed sequences, fp32-amp, the plain contract with grouped value heads)
-    refused in one line."""
+    refused in one line, ``probe`` its subject (the process-memory probe takes the same cases)."""
     prefix = f"{model_key.split('@')[0]}:{case_variant(options)}"
     impl = frames_store.PROBE_IMPLS.get(prefix)
     if impl is None or (prefix.endswith(":plain") and shape.hv != shape.heads):
         takes = ", ".join(sorted({p.split(":")[0] for p in frames_store.PROBE_IMPLS}))
-        raise LivebytesError(f"{model_key} ({prefix.split(':')[1]}): the CPU compile probe derives no such case "
+        raise LivebytesError(f"{model_key} ({prefix.split(':')[1]}): {probe} no such case "
                              f"(it takes {takes}; the plain contract without grouped value heads)")
     return f"{impl}:{shape.dim}:{shape.heads}:{shape.hv}"
 
@@ -72,13 +72,13 @@ Runner = Callable[..., subprocess.CompletedProcess]
 
 
 def derive(model_key: str, shape, triton: str, options: dict | None = None, *, python: str = sys.executable,
-           timeout: float | None = None, run: Runner = subprocess.run) -> dict:
+           timeout: float | None = None, run: Runner | None = None) -> dict:
     """Compile ``model_key``'s kernels (its ``options``: the contract) at ``shape``'s head dim, head count and value
     heads for sm90 on this machine's CPU with the installed Triton, which must be ``triton``; keep the summary (each
     kernel's largest cold frame) in the private, signed store the estimator reads, and return it with ``stored``
     (False: the cache folder could not be written). A case the committed data hold is refused (nothing to derive);
     so is one the probe cannot compile. ``python``: the interpreter whose Triton and fla-core compile; ``run``: the
-    subprocess runner (tests fake it)."""
+    subprocess runner (None: ``subprocess.run``, looked up at the call; tests fake it)."""
     options = dict(options or {})
     data_file, case_key, committed = frames_case(model_key, options, shape, triton)
     if committed is not None:
@@ -87,7 +87,7 @@ def derive(model_key: str, shape, triton: str, options: dict | None = None, *, p
     with tempfile.TemporaryDirectory(prefix="livebytes-frames-") as tmp:
         out, cache_dir = Path(tmp) / "out", Path(tmp) / "triton-cache"      # a cold Triton cache, as a cold process
         try:
-            proc = run(probe_command(case, out, cache_dir, triton, python), capture_output=True, text=True,
+            proc = (run or subprocess.run)(probe_command(case, out, cache_dir, triton, python), capture_output=True, text=True,
                        timeout=timeout)
         except subprocess.TimeoutExpired:
             raise LivebytesError(f"{case_key}: the CPU compile did not finish within {timeout:,.0f} s") from None

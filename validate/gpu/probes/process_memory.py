@@ -16,9 +16,10 @@ it loaded (``knobs.runtime.kernel_load_end_hook``: a config that fails ``OutOfRe
 ``cuobjdump -res-usage`` gives each loaded cubin's stack frame: the data ``lifetimes/data`` frames come from.
 
     python3 validate/gpu/probes/process_memory.py --cases CASES --cache-root /tmp/pm --out DIR --deadline 420
-      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state, impl one of fla-report, fla-plain, fla-gdn, or a
-      layer, fla-kda-layer or fla-gdn-layer (hidden 2304, one layer), a kernel optionally suffixed -fwd (forward only);
-      state cold (an empty TRITON_CACHE_DIR) or warm (the folder an earlier cold case of the same impl and dim filled).
+      CASES: ';'-separated impl:dim:heads:v_heads:tokens:state[:layer], impl one of fla-report, fla-plain, fla-gdn,
+      or a layer, fla-kda-layer or fla-gdn-layer (layer: its options, hidden=2048,layers=1,checkpoint=0,conv_size=4;
+      default hidden 2304, one layer), a kernel optionally suffixed -fwd (forward only); state cold (an empty
+      TRITON_CACHE_DIR) or warm (the folder an earlier cold case of the same impl and dim filled).
 """
 from __future__ import annotations
 
@@ -110,11 +111,13 @@ def worker(case: dict, out: Path) -> int:
     _hook_triton(log)
     torch.empty(1, device="cuda")
     t0 = time.time()
-    rec = {"case": case, "context_stack_limit_bytes": bp.stack_limit(),
+    # before any kernel: the CUDA context; in process, so the reading holds only where this process is alone on the GPU
+    rec = {"case": case, "context_stack_limit_bytes": bp.stack_limit(), "context_nonpytorch_bytes": bp.nonpytorch_bytes(),
+           "gpu": torch.cuda.get_device_name(),
            "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", "")}
     try:
         x = bp.make_inputs(case["impl"], case["tokens"], case["heads"], case["dim"], 1, v_heads=case["v_heads"],
-                           grad=not case["forward_only"])
+                           grad=not case["forward_only"], layer=case.get("layer"))
         o = bp.step(case["impl"], x, case["forward_only"])
         torch.cuda.synchronize()
         del o
@@ -142,16 +145,33 @@ def parse_cases(text: str, cache_root: str) -> list[dict]:
     ``fla-kda`` ran no kernel and read the bare context as if measured)."""
     cases, impls = [], _boundary_probe().FLA_IMPLS
     for item in filter(None, (c.strip() for c in text.split(";"))):
-        impl, dim, heads, v_heads, tokens, state = item.split(":")
+        impl, dim, heads, v_heads, tokens, state, *layer = item.split(":")
         forward_only = impl.endswith("-fwd")
         base = impl.removesuffix("-fwd")
-        if base not in impls or state not in ("cold", "warm"):
-            raise SystemExit(f"case {item!r}: impl must be one of {', '.join(impls)} (optionally -fwd), state cold or warm")
-        tag = f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}_{state}"
-        folder = f"{cache_root}/tc_{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}"
+        if base not in impls or state not in ("cold", "warm") or len(layer) > 1:
+            raise SystemExit(f"case {item!r}: impl must be one of {', '.join(impls)} (optionally -fwd), state cold or "
+                             "warm, then at most a layer's options")
+        options = parse_layer(layer[0], item) if layer else None
+        suffix = "".join(f"_{k}{v}" for k, v in (options or {}).items())       # the layer's options in its names
+        tag = f"{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}{suffix}_{state}"
+        folder = f"{cache_root}/tc_{impl}_D{dim}_H{heads}_HV{v_heads}_T{tokens}{suffix}"
         cases.append({"impl": base, "forward_only": forward_only, "dim": int(dim), "heads": int(heads),
-                      "v_heads": int(v_heads), "tokens": int(tokens), "state": state, "tag": tag, "cache_dir": folder})
+                      "v_heads": int(v_heads), "tokens": int(tokens), "state": state, "tag": tag, "cache_dir": folder,
+                      **({"layer": options} if options else {})})
     return cases
+
+
+def parse_layer(text: str, item: str) -> dict:
+    """A layer case's build options, ``hidden=2048,layers=1,checkpoint=0,conv_size=4`` (boundary_probe's
+    ``LAYER_DEFAULTS`` where one is left out); an unknown name or a value that is no integer stops the probe."""
+    layer = _boundary_probe().LAYER_DEFAULTS
+    try:
+        given = {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
+    except ValueError:
+        raise SystemExit(f"case {item!r}: a layer's options are name=integer, comma-separated") from None
+    if set(given) - set(layer):
+        raise SystemExit(f"case {item!r}: a layer takes {', '.join(layer)}, not {', '.join(sorted(set(given) - set(layer)))}")
+    return {**layer, **given, "checkpoint": bool(given.get("checkpoint", layer["checkpoint"]))}
 
 
 def start(case: dict, out: Path) -> subprocess.Popen:

@@ -1,0 +1,89 @@
+"""``livebytes process measure|list``: a case's process measured on this machine's GPU, kept for later answers.
+
+Where no committed process measured a case, the process-memory model has no bound on its loaded kernel modules (the
+driver's placement of code follows no rule we can state: runs 35 and 37) and says so with this command's line;
+``measure`` runs the case's first call alone on the GPU, cold then warm (minutes), and replaces the unbounded figure
+by the process's own, for that GPU; ``list`` shows what this machine measured. Parses, calls ``livebytes.process``,
+renders."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .. import options as o
+from .. import render
+from ..errors import UsageProblem, warn
+from ..render import Column
+
+NAME = "process"
+ACTIONS = ("measure", "list")
+Action = typer.Argument(..., metavar="measure|list", help="measure: run one case's first call alone on this GPU, cold "
+                                                          "then warm, and keep its figures; list: the processes "
+                                                          "measured on this machine")
+CASE = o.case_flags("measure")
+Keep = typer.Option(None, "--keep", metavar="DIR", help="measure: also copy the probe's own files (its summary lines, "
+                                                        "each process's kernel log and stderr) to DIR")
+
+
+def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Optional[str] = CASE["heads"],
+            dim: Optional[str] = CASE["dim"], v_heads: Optional[str] = CASE["v_heads"],
+            contract: Optional[str] = CASE["contract"], triton: Optional[str] = CASE["triton"],
+            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
+            conv_size: Optional[str] = o.ConvSize, keep: Optional[str] = Keep, as_json: bool = o.Json) -> None:
+    """A case's process memory measured on this GPU (its first call alone, cold then warm), or those measured."""
+    from livebytes import process
+    from livebytes.report import envelope
+    if action not in ACTIONS:
+        raise UsageProblem(f"process: the action is measure or list, not {action!r}")
+    if action == "list":
+        o.refuse_unused("with process list", impl=impl is not None, heads=heads is not None, dim=dim is not None,
+                        v_heads=v_heads is not None, contract=contract is not None, triton=triton is not None,
+                        hidden=hidden is not None, layers=layers is not None, checkpoint=checkpoint,
+                        conv_size=conv_size is not None, keep=keep is not None)
+        measured = process.measured_processes()
+    else:
+        key, shape, options = o.case_from(impl, heads, dim, v_heads, contract, "process measure", NAME, hidden=hidden,
+                                          layers=layers, checkpoint=checkpoint, conv_size=conv_size)
+        if keep is not None and not keep.strip():
+            raise UsageProblem("process measure: --keep needs a folder")
+        measured = process.measure_process_at(key, shape, options, triton, keep=None if keep is None else Path(keep))
+        if not all(m.stored for m in measured):
+            warn("process measure: the private cache could not be written: nothing was kept for later answers")
+    rows = [{k: v for k, v in m.to_dict().items() if k != "stored"} for m in measured]
+    data = envelope(NAME, rows, action=action)
+    if as_json:
+        render.print_json(data)
+    else:
+        render.show(process_table(data))
+
+
+COLUMNS = [Column("case", lambda r: r["case"], "key"), Column("state", lambda r: r["state"], "key"),
+           Column("GPU", lambda r: r["device"], "key"), Column("Triton", lambda r: r["triton"], "key"),
+           Column("measured", lambda r: r["measured_on"], "text"),
+           Column("context B", lambda r: f"{r['context_bytes']:,}", "number"),
+           Column("modules B", lambda r: f"{r['modules_bytes']:,}", "number"),
+           Column("stack limit B", lambda r: f"{r['stack_limit_bytes']:,}", "number"),
+           Column("non-PyTorch B", lambda r: f"{r['nonpytorch_bytes']:,}", "number")]
+
+
+def process_table(data: dict):
+    title = "processes measured on this machine" if data["action"] == "list" else "process measured"
+    return render.table(title, COLUMNS, data["results"])
+
+
+def schema() -> dict:
+    from ..schema import envelope, integer, obj, string
+    return envelope(NAME, obj("one process measured on this machine", {
+        "case": string("the data's case key, 'FAMILY:CONTRACT D.. H.. HV..'"),
+        "state": string("cold (an empty Triton cache) or warm (over the cold process's cache)"),
+        "device": string("the GPU preset the process ran on"),
+        "triton": string("the Triton version whose kernels ran"),
+        "measured_on": string("the date of the measurement, ISO"),
+        "context_bytes": integer("the process's device memory outside PyTorch's allocator before its first kernel"),
+        "nonpytorch_bytes": integer("the process's device memory outside PyTorch's allocator after the first call"),
+        "stack_limit_bytes": integer("the driver's per-thread stack limit after the first call"),
+        "modules_bytes": integer("the loaded kernel modules the estimator takes: non-PyTorch bytes less the context "
+                                 "and the stack limit's reservation on that GPU"),
+    }), "processes measured on this machine's GPU", action={"enum": list(ACTIONS), "description": "what the command did"})
