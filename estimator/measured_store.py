@@ -78,9 +78,15 @@ def measured_cases() -> list[dict]:
     return out
 
 
-def measure_command(key: str, prefix: str, shape, triton: str | None) -> str | None:
-    """The command that measures ``key``'s process (its data prefix ``prefix``) at ``shape`` under ``triton`` on this
-    machine's GPU (``validate/gpu/measure_process.py`` behind it); None where the probe runs no such case (a whole
-    model, packed sequences, fp32-amp, another library)."""
+def measure_command(key: str, prefix: str, shape, triton: str | None, options: dict | None = None) -> str | None:
+    """The command that measures ``key``'s process (its data prefix ``prefix``, its build ``options``: a layer's are
+    part of the case) at ``shape`` under ``triton`` on this machine's GPU (``validate/gpu/measure_process.py`` behind
+    it); None where the probe runs no such case (a whole model, packed sequences, fp32-amp, another library)."""
     flags = frames_store.case_flags(key, prefix, shape, triton)
-    return None if flags is None else f"livebytes process measure {flags}"
+    if flags is None:
+        return None
+    layer = options or {}
+    layer_flags = "".join(f" {flag} {layer[name]}" for name, flag in (("hidden", "--hidden-size"),
+                                                                      ("layers", "--num-hidden-layers"),
+                                                                      ("conv_size", "--conv-size")) if name in layer)
+    return f"livebytes process measure {flags}{layer_flags}" + (" --checkpoint" if layer.get("checkpoint") else "")

@@ -232,10 +232,10 @@ def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
             "no CPU probe compiles this case's kernels (validate/gpu/probes/cpu_frames.py): measure it on a GPU")
 
 
-def _measure_hint(key: str, prefix: str, shape, triton: str | None) -> str:
+def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dict) -> str:
     """How the user replaces unbounded module memory by the case's own: the command that measures its process on a
-    GPU (``measured_store``), or nothing where the probe runs no such case."""
-    command = measured_store.measure_command(key, prefix, shape, triton)
+    GPU (``measured_store``; a layer's build options among its flags), or nothing where the probe runs no such case."""
+    command = measured_store.measure_command(key, prefix, shape, triton, options)
     return f"; measure the case's process on the GPU itself (minutes): {command}" if command else ""
 
 
@@ -398,13 +398,15 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
-        measured = [k for k in by_case if k.split(":")[0] == family] or entry.get("measured_at", [])
+        own = {k: v for k, v in by_case.items() if k.split(":")[0] == family}
+        measured = list(dict.fromkeys([*entry.get("measured_at", []), *own]))
         if case is not None and measured and case not in measured:    # measured at other cases than this one
-            differ = len({by_case[k]["bytes"] for k in measured if k in by_case}) > 1
-            return Figure(int(entry["bytes"]), f"{UNBOUNDED}not measured for {_case_text(case)}: the family's "
+            top = max([entry, *own.values()], key=lambda e: e["bytes"])     # the family's figure or a larger case's
+            differ = len({entry["bytes"], *(v["bytes"] for v in own.values())}) > 1
+            return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {_case_text(case)}: the family's "
                           f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
                           "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "
-                          "kernels" + (" (those cases differ)" if differ else ""), entry["source"])
+                          "kernels" + (" (those cases differ)" if differ else ""), top["source"])
         return Figure(int(entry["bytes"]), entry["status"], entry["source"])
     if state == "warm" and data["modules"].get(family, {}).get("cold") is not None:
         return _warm_modules_by_cold(_modules(data, family, "cold", case), family)
@@ -499,8 +501,8 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     if assumed_from:
         modules = Figure(modules.bytes, f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU", modules.source)
     if modules.status.startswith(UNBOUNDED) and case is not None:
-        modules = Figure(modules.bytes, modules.status + _measure_hint(key, prefix, shape, lib.get("triton")),
-                         modules.source)
+        modules = Figure(modules.bytes, modules.status + _measure_hint(key, prefix, shape, lib.get("triton"),
+                                                                       dict(model.options)), modules.source)
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
                                                          "counted", ""),

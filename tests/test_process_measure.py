@@ -23,9 +23,9 @@ from livebytes.validate.gpu import measure_process
 
 H200, H100 = get_device("H200"), get_device("H100")
 DATA_36 = "process/fla-core-0.6.0_triton-3.6.0_H200.json"
-CASE = "fla-kda:report D256 H8 HV8"          # no committed process measured it: its modules are unbounded
-SHAPE = Shape(1, 8192, 8, 256)
-COMMAND = ("livebytes process measure --impl fla-kda@0.6.0 --contract report --head-dim 256 --num-heads 8 "
+CASE = "fla-kda:report D256 H16 HV16"        # no committed process measured it: its modules are unbounded
+SHAPE = Shape(1, 8192, 16, 256)
+COMMAND = ("livebytes process measure --impl fla-kda@0.6.0 --contract report --head-dim 256 --num-heads 16 "
            "--triton 3.6.0")
 TODAY = datetime.date.today().isoformat()
 
@@ -48,10 +48,10 @@ def row(state: str, **changes) -> dict:
     """One process's summary line as the probe writes it (validate/gpu/probes/process_memory.py's ``run_group``): the
     case, the worker's readings, the ALONE reading (the one process of its group) and the NVML drop at its exit."""
     limit, _, _, nonpytorch = FIGURES[state]
-    tag = f"fla-report_D256_H8_HV8_T4096_{state}"
+    tag = f"fla-report_D256_H16_HV16_T4096_{state}"
     reserved = 1_447_034_880
-    return {"case": {"impl": "fla-report", "forward_only": False, "dim": 256, "heads": 8, "v_heads": 8, "tokens": 4096,
-                     "state": state, "tag": tag, "cache_dir": "/tmp/pm/caches/tc_fla-report_D256_H8_HV8_T4096"},
+    return {"case": {"impl": "fla-report", "forward_only": False, "dim": 256, "heads": 16, "v_heads": 16, "tokens": 4096,
+                     "state": state, "tag": tag, "cache_dir": "/tmp/pm/caches/tc_fla-report_D256_H16_HV16_T4096"},
             "context_stack_limit_bytes": 1024, "context_nonpytorch_bytes": CONTEXT, "gpu": "NVIDIA H200",
             "first_call_seconds": 312.4, "stack_limit_bytes": limit, "reserved_bytes": reserved,
             "allocated_bytes": 0, "torch": "2.13.0", "triton": "3.6.0", "fla": "0.6.0",
@@ -93,7 +93,7 @@ class FakeProbe:
         self.commands.append(command)
         out = Path(command[command.index("--out") + 1])
         out.mkdir(parents=True, exist_ok=True)
-        (out / "fla-report_D256_H8_HV8_T4096_cold.stderr").write_text("autotuning 96 configs\n")
+        (out / "fla-report_D256_H16_HV16_T4096_cold.stderr").write_text("autotuning 96 configs\n")
         if self.lines != (None,):
             (out / "process_memory.jsonl").write_text("".join(json.dumps(line) + "\n" for line in self.lines))
         return subprocess.CompletedProcess(command, self.returncode, "", self.stderr)
@@ -113,7 +113,7 @@ def test_a_measured_process_saves_reads_back_and_lists():
     assert measured_store.lookup("H200", DATA_36, "warm", CASE) is None
     assert measured_store.lookup("H100", DATA_36, "cold", CASE) is None
     assert measured_store.lookup("H200", "process/fla-core-0.6.0_triton-3.9.0_H200.json", "cold", CASE) is None
-    assert measured_store.lookup("H200", DATA_36, "cold", "fla-kda:report D256 H16 HV16") is None
+    assert measured_store.lookup("H200", DATA_36, "cold", "fla-kda:report D256 H32 HV32") is None
     assert measured_store.measured_cases() == [{**record("cold"), "data_file": DATA_36}]
 
 
@@ -159,7 +159,7 @@ def test_the_store_refuses_an_incomplete_record(bad):
 
 def test_before_measuring_the_modules_are_unbounded_and_name_the_command():
     p = process_memory(H200, kda(), "cold", SHAPE)
-    assert p.modules.status.startswith("unbounded: not measured for fla-kda (report contract) at head_dim=256 num_heads=8")
+    assert p.modules.status.startswith("unbounded: not measured for fla-kda (report contract) at head_dim=256 num_heads=16")
     assert p.modules.status.endswith(f"; measure the case's process on the GPU itself (minutes): {COMMAND}")
     assert p.context.status == "measured" and not p.stack.status.startswith("measured (on this machine")
 
@@ -179,7 +179,7 @@ def test_measure_runs_the_probe_for_the_case_cold_then_warm_and_keeps_both():
     (command,) = probe.commands
     assert command[:2] == [sys.executable, str(measure_process.PROBE)]
     arg = {flag: command[command.index(flag) + 1] for flag in ("--cases", "--warm-cases", "--deadline")}
-    assert arg == {"--cases": "fla-report:256:8:8:4096:cold", "--warm-cases": "fla-report:256:8:8:4096:warm",
+    assert arg == {"--cases": "fla-report:256:16:16:4096:cold", "--warm-cases": "fla-report:256:16:16:4096:warm",
                    "--deadline": "1800"}
     assert Path(command[command.index("--cache-root") + 1]).parent == Path(command[command.index("--out") + 1]).parent
     assert [{k: r[k] for k in ("state", "data_file", "stored")} for r in got] == [
@@ -200,7 +200,7 @@ def test_the_commands_cases_are_the_probes_own():
 
 
 @pytest.mark.parametrize("key,options,shape,case", [
-    ("fla-kda@0.6.0", {"contract": "report"}, SHAPE, "fla-report:256:8:8:4096"),
+    ("fla-kda@0.6.0", {"contract": "report"}, SHAPE, "fla-report:256:16:16:4096"),
     ("fla-kda-fwd@0.6.0", {"contract": "plain"}, Shape(1, 4096, 40, 128), "fla-plain-fwd:128:40:40:4096"),
     ("fla-gdn-layer@0.6.0", {}, Shape(1, 4096, 12, 64, 24), "fla-gdn-layer:64:12:24:4096")])
 def test_each_family_maps_to_the_probes_case_at_4096_tokens(key, options, shape, case):
@@ -270,7 +270,7 @@ ALONE_PLUS_1_GIB = {"nonpytorch_bytes": COLD_NONPYTORCH + 1_073_741_824, "reserv
 
 @pytest.mark.parametrize("lines,message", [
     # the library refused the call: no first call's modules
-    ([row("cold", error="RuntimeError: no"), row("warm")], r"fla-kda:report D256 H8 HV8 \(cold\): RuntimeError: no: "
+    ([row("cold", error="RuntimeError: no"), row("warm")], r"fla-kda:report D256 H16 HV16 \(cold\): RuntimeError: no: "
                                                            "nothing measured"),
     # the cold call did not finish by the deadline (the probe then runs no warm case over its partial cache)
     ([{"case": row("cold")["case"], "status": "did not finish its first call by the deadline"}],
@@ -340,8 +340,8 @@ def test_a_probe_past_its_time_is_refused_in_one_line():
 
 
 def test_a_row_of_another_case_is_refused():
-    """The probe's rows of H16 (not the asked H8) are no figures of D256 H8: refused, nothing kept."""
-    other = {**row("cold")["case"], "heads": 16, "v_heads": 16}
+    """The probe's rows of H32 (not the asked H16) are no figures of D256 H16: refused, nothing kept."""
+    other = {**row("cold")["case"], "heads": 32, "v_heads": 32}
     with pytest.raises(LivebytesError, match=f"^{CASE}: the probe wrote a row of another case"):
         measured(FakeProbe(BASELINE, row("cold", case=other), row("warm", case={**other, "state": "warm"})))
 
@@ -360,7 +360,7 @@ def test_keep_copies_the_probes_files_whatever_the_outcome(tmp_path, lines, refu
         measured(probe, keep=kept)
     summary = (kept / "process_memory.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in summary] == [BASELINE, *lines]
-    assert (kept / "fla-report_D256_H8_HV8_T4096_cold.stderr").read_text() == "autotuning 96 configs\n"
+    assert (kept / "fla-report_D256_H16_HV16_T4096_cold.stderr").read_text() == "autotuning 96 configs\n"
     assert len(measured_store.measured_cases()) == (0 if refused else 2)
 
 
@@ -382,7 +382,7 @@ def test_the_api_call_measures_with_the_models_default_contract_and_triton():
     from livebytes.process import MeasuredProcess, measure_process_at, measured_processes
     probe = FakeProbe(BASELINE, row("cold"), row("warm"))
     got = measure_process_at("fla-kda@0.6.0", SHAPE, run=probe)
-    assert probe.commands[0][probe.commands[0].index("--cases") + 1] == "fla-report:256:8:8:4096:cold"
+    assert probe.commands[0][probe.commands[0].index("--cases") + 1] == "fla-report:256:16:16:4096:cold"
     assert got == [MeasuredProcess(CASE, "cold", "H200", "3.6.0", TODAY, CONTEXT, COLD_NONPYTORCH, COLD_LIMIT,
                                    COLD_MODULES, True),
                    MeasuredProcess(CASE, "warm", "H200", "3.6.0", TODAY, CONTEXT, WARM_NONPYTORCH, WARM_LIMIT,
@@ -392,16 +392,16 @@ def test_the_api_call_measures_with_the_models_default_contract_and_triton():
 
 
 def test_measure_process_by_keywords_runs_the_grouped_value_heads_case(monkeypatch):
-    """num_v_heads 16 over 8 heads: the gva case, HV16 in the probe's case and in the record's key."""
+    """num_v_heads 32 over 16 heads: the gva case, HV32 in the probe's case and in the record's key."""
     from livebytes.process import measure_process as measure_by_keywords
-    hv16 = {state: {**row(state)["case"], "v_heads": 16} for state in ("cold", "warm")}
-    probe = FakeProbe(BASELINE, row("cold", case=hv16["cold"]), row("warm", case=hv16["warm"]))
+    hv32 = {state: {**row(state)["case"], "v_heads": 32} for state in ("cold", "warm")}
+    probe = FakeProbe(BASELINE, row("cold", case=hv32["cold"]), row("warm", case=hv32["warm"]))
     monkeypatch.setitem(measure_process.measure.__kwdefaults__, "run", probe)
-    got = measure_by_keywords("fla-kda@0.6.0", num_heads=8, head_dim=256, num_v_heads=16, contract="report",
+    got = measure_by_keywords("fla-kda@0.6.0", num_heads=16, head_dim=256, num_v_heads=32, contract="report",
                               triton="3.6.0")
-    assert probe.commands[0][probe.commands[0].index("--cases") + 1] == "fla-report:256:8:16:4096:cold"
-    assert [(m.case, m.state, m.modules_bytes) for m in got] == [("fla-kda:report D256 H8 HV16", "cold", COLD_MODULES),
-                                                                 ("fla-kda:report D256 H8 HV16", "warm", WARM_MODULES)]
+    assert probe.commands[0][probe.commands[0].index("--cases") + 1] == "fla-report:256:16:32:4096:cold"
+    assert [(m.case, m.state, m.modules_bytes) for m in got] == [("fla-kda:report D256 H16 HV32", "cold", COLD_MODULES),
+                                                                 ("fla-kda:report D256 H16 HV32", "warm", WARM_MODULES)]
 
 
 # ------------------------------------------------------------------------------------- the command (cli/commands/process.py)
@@ -462,3 +462,56 @@ def test_the_command_refuses_in_one_line(args, code, message):
     assert result.exit_code == code
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+
+
+# ------------------------------------------------------------------------------------- run 38: the command on the H200
+
+RUN38 = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs" / "run38"
+
+
+class RecordedProbe:
+    """subprocess.run for the probe that writes the lines the H200's probe wrote in run 38 (its --keep folder)."""
+    def __init__(self, folder: str):
+        self.lines = (RUN38 / folder / "probe" / "process_memory.jsonl").read_text()
+
+    def __call__(self, command, **kwargs):
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "process_memory.jsonl").write_text(self.lines)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+
+@pytest.mark.parametrize("folder,key,options,shape,cold,warm", [
+    # chunk_kda report D256 H8 (issue 33's reading): cold limit 14,912 -> 3,755,999,232 B reserved, 4,413,259,776 -
+    # 552,402,944 - 3,755,999,232 = 104,857,600 B of modules; warm 1,040 -> 1,040 x 270,336 = 281,149,440 B = 134.06
+    # pages -> 135 - 132 = 3 pages = 6,291,456 B, 655,163,392 - 552,402,944 - 6,291,456 = 96,468,992 B
+    ("kda_d256_h8", "fla-kda@0.6.0", {"contract": "report"}, Shape(1, 8192, 8, 256),
+     (4_413_259_776, 14_912, 104_857_600), (655_163_392, 1_040, 96_468_992)),
+    # D128 H40 (frames compiled on the CPU by run 36, limit 14,464 there and here): 14,464 x 270,336 = 3,910,139,904 B
+    # -> 1,865 - 132 = 1,733 pages = 3,634,364,416 B, 4,291,624,960 - 552,402,944 - 3,634,364,416 = 104,857,600 B;
+    # warm 1,440 -> 54 pages = 113,246,208 B, 764,215,296 - 552,402,944 - 113,246,208 = 98,566,144 B
+    ("kda_report_d128_h40", "fla-kda@0.6.0", {"contract": "report"}, Shape(1, 8192, 40, 128),
+     (4_291_624_960, 14_464, 104_857_600), (764_215_296, 1_440, 98_566_144)),
+    # the KDA layer H16/HV32 at hidden 2048: 11,808 -> 1,391 pages = 2,917,138,432 B, 3,710,713,856 - 552,402,944 -
+    # 2,917,138,432 = 241,172,480 B; warm 1,952 x 270,336 = 527,695,872 B -> 252 - 132 = 120 pages = 251,658,240 B,
+    # 1,038,942,208 - 552,402,944 - 251,658,240 = 234,881,024 B
+    ("kda_layer_h16_hv32_h2048", "fla-kda-layer@0.6.0", {"gva": True, "hidden": 2048}, Shape(1, 8192, 16, 128, 32),
+     (3_710_713_856, 11_808, 241_172_480), (1_038_942_208, 1_952, 234_881_024))])
+def test_run_38s_readings_pass_the_checks_and_the_committed_model_predicts_them(folder, key, options, shape, cold, warm):
+    """Run 38 ran `livebytes process measure` on the H200 (fresh processes, empty Triton caches, each alone). Its probe
+    lines, replayed through ``measure``, pass every check and give the figures the command printed there
+    (measure.json); the committed model (run 38 folded into the data: ``validate/check/frames.py`` RUN38) predicts each
+    process to the byte, cold and warm, without reading this machine's store."""
+    from livebytes.process import measure_process_at
+    printed = json.loads((RUN38 / folder / "measure.json").read_text())["results"]
+    got = measure_process_at(key, Shape(1, 4096, shape.heads, shape.dim, shape.v_heads, **(
+        {"hidden": options["hidden"]} if "hidden" in options else {})), {"contract": options["contract"]} if "contract" in
+        options else {}, "3.6.0", run=RecordedProbe(folder))
+    assert [{k: v for k, v in m.to_dict().items() if k not in ("stored", "measured_on")} for m in got] == \
+        [{k: v for k, v in r.items() if k != "measured_on"} for r in printed]
+    for state, (nonpytorch, limit, modules) in (("cold", cold), ("warm", warm)):
+        m = next(m for m in got if m.state == state)
+        assert (m.nonpytorch_bytes, m.stack_limit_bytes, m.modules_bytes) == (nonpytorch, limit, modules)
+        committed = process_memory(H200, get_model(key, "H200", **options), state, shape, derived_frames=False)
+        assert (committed.bytes, committed.stack_limit_bytes, committed.modules.bytes) == (nonpytorch, limit, modules)
+        assert committed.modules.status == "measured" and not committed.assumptions

@@ -474,7 +474,11 @@ def _summary(name: str) -> dict:
     # run 29: the grouped-value-head layer cases, 20 kernels each
     ("summary_e.jsonl", "3.6.0", ["fla-kda-layer:- D128 H16 HV32", "fla-kda-layer:- D128 H8 HV16"], 40),
     ("summary_t39.jsonl", "3.9.0", ["fla-gdn:- D64 H16 HV32", "fla-gdn:- D128 H16 HV32"], 22),   # 11 + 11
-    ("summary_t39.jsonl", "3.9.0", ["fla-gdn-layer:- D128 H16 HV32"], 19)])     # run 29: GDN's 11, 2 conv, 2 norm, 4 gate/beta
+    ("summary_t39.jsonl", "3.9.0", ["fla-gdn-layer:- D128 H16 HV32"], 19),      # run 29: GDN's 11, 2 conv, 2 norm, 4 gate/beta
+    # run 38 (`livebytes process measure`): chunk_kda report D256 H8 (compiled on the CPU in session 11) and D128 H40
+    # (run 36), 16 kernels each
+    ("summary_d.jsonl", "3.6.0", ["fla-kda:report D256 H8 HV8"], 16),
+    ("summary_h.jsonl", "3.6.0", ["fla-kda:report D128 H40 HV40"], 16)])
 def test_cpu_frames_equal_the_h200s_where_both_exist(name, triton, keys, kernels):
     """The CPU compile against the H200's kernel logs, kernel for kernel: the KimiDeltaAttention layer (run 16b at
     H32/HV32, run 29 at H16/HV32 and H8/HV16, Triton 3.6.0: 20 kernels, its convolutions' and norm's among them), GDN
@@ -495,18 +499,19 @@ def _run29(name: str, tag: str) -> dict:
 
 
 KDA_LAYER_ELSEWHERE = "unbounded: not measured for fla-kda-layer at head_dim=128 num_heads={h} num_v_heads={hv}: the "\
-                      "family's figure of fla-kda-layer at head_dim=128 num_heads=32 used, which bounds nothing"
+                      "family's largest of fla-kda-layer at head_dim=128 num_heads=32, fla-kda-layer at head_dim=128 " \
+                      "num_heads=16 num_v_heads=32 used, which bounds nothing"
 
 
 @pytest.mark.parametrize("key,triton,record,tag,limit,predicted,measured,modules_from,modules_said", [
     # wy_dqkg's 11,808-B frame (H32/HV32's is 11,712: the head counts are constexprs): 11,808 x 270,336 =
-    # 3,192,127,488 B = 1,522.1 pages of 2 MiB -> 1,523 - 132 = 1,391 pages = 2,917,138,432 B; modules: run 16b's
-    # H32/HV32 records process, 243,335,168 B (measured there, not here: unbounded); 552,402,944 + 243,335,168 +
-    # 2,917,138,432 = 3,712,876,544 B. Measured (side by side, its exit's NVML drop) 3,707,305,984: 5,570,560 B below
+    # 3,192,127,488 B = 1,522.1 pages of 2 MiB -> 1,523 - 132 = 1,391 pages = 2,917,138,432 B; modules: run 38's own
+    # process at this case, alone (3,710,713,856 - 552,402,944 - 2,917,138,432 = 241,172,480 B); 552,402,944 +
+    # 241,172,480 + 2,917,138,432 = 3,710,713,856 B. Run 29's side-by-side reading 3,707,305,984: 3,407,872 B below
     ("fla-kda-layer@0.6.0", "3.6.0", "process_memory_29k_16_32_8_16.jsonl", "fla-kda-layer_D128_H16_HV32_T4096_cold",
-     11_808, 3_712_876_544, 3_707_305_984, "run 16b: the KimiDeltaAttention records process (H32 D128",
-     KDA_LAYER_ELSEWHERE.format(h=16, hv=32)),
-    # the same figures; measured alone 3,710,713,856: 2,162,688 B (2.1 MiB) below
+     11_808, 3_710_713_856, 3_707_305_984, "run38/kda_layer_h16_hv32/probe/process_memory.jsonl", "measured"),
+    # modules not measured at H8/HV16: the family's largest, run 16b's H32/HV32 243,335,168 B (unbounded); 552,402,944
+    # + 243,335,168 + 2,917,138,432 = 3,712,876,544 B; measured alone 3,710,713,856: 2,162,688 B (2.1 MiB) below
     ("fla-kda-layer@0.6.0", "3.6.0", "process_memory_29k_16_32_8_16.jsonl", "fla-kda-layer_D128_H8_HV16_T4096_cold",
      11_808, 3_712_876_544, 3_710_713_856, "run 16b: the KimiDeltaAttention records process (H32 D128",
      KDA_LAYER_ELSEWHERE.format(h=8, hv=16)),
@@ -521,9 +526,9 @@ def test_issue_33s_layer_cases_hold_on_the_h200(key, triton, record, tag, limit,
     """Issue 33's layer cases, measured on the H200 by run 29 (fresh processes, empty Triton caches) after the model's
     figures were committed: each stack limit exact, each process within 64 MiB (within 6 MiB). The modules come from
     other processes (run 29's are not read: frames.MODULE_CHECKS), so this is a check, not a fit; the KDA layer's were
-    measured at H32/HV32 only, so at these head counts they are said unbounded (the check holds, the label does not
-    claim it). The model said 3,685,613,568 B (KDA, 15-24 MiB low) and 6,288,113,664 B (GDN, 138 MiB low) when the
-    issue was filed."""
+    measured at H32/HV32 (run 16b) and, since run 38, at H16/HV32 (its own case, alone), so at H8/HV16 they are said
+    unbounded (the check holds, the label does not claim it). The model said 3,685,613,568 B (KDA, 15-24 MiB low) and
+    6,288,113,664 B (GDN, 138 MiB low) when the issue was filed."""
     row = _run29(record, tag)
     c = row["case"]
     p = process_memory(H200, get_model(key, "H200", gva=True), "cold", Shape(1, c["tokens"], c["heads"], c["dim"],
@@ -544,13 +549,13 @@ def test_issue_33s_layer_cases_hold_on_the_h200(key, triton, record, tag, limit,
     ("fla-gdn-layer@0.6.0", {"hidden": 2048, "layers": 4, "checkpoint": True}, Shape(1, 8192, 16, 128, 32), 21_888,
      241_238_016, 6_434_979_840, "measured"),
     # wy_dqkg 14,912 B: 14,912 x 270,336 = 4,031,250,432 B -> 1,923 - 132 = 1,791 pages = 3,755,999,232 B; the modules
-    # figure is measured at D128 H96, D64 H128 and D256 H96, not D256 H8 (the issue's reading is no committed record)
-    ("fla-kda@0.6.0", {"contract": "report"}, Shape(1, 8192, 8, 256), 14_912, 104_857_600, 4_413_259_776,
-     "unbounded: not measured for fla-kda (report contract) at head_dim=256 num_heads=8:")])
+    # measured at D256 H8 by run 38 (`livebytes process measure`, alone, cold): 4,413,259,776 - 552,402,944 -
+    # 3,755,999,232 = 104,857,600 B, the issue's reading to the byte (the model said the same before, unbounded)
+    ("fla-kda@0.6.0", {"contract": "report"}, Shape(1, 8192, 8, 256), 14_912, 104_857_600, 4_413_259_776, "measured")])
 def test_issue_33s_other_cases_are_derived_and_measured(key, options, shape, limit, modules, total, modules_said):
     """The GDN layer's modules' source process, and chunk_kda at D256 H8 (issue 33's reading, 4,413,259,776 B; the
-    model said 5,581,373,440 B): the stack derived (frames compiled for sm90 on the CPU at D256 H8), the modules
-    measured where a committed process measured them, else said unbounded."""
+    model said 5,581,373,440 B): the stack derived (frames logged on the H200 by run 38, equal to those compiled for
+    sm90 on the CPU at D256 H8), the modules measured where a committed process measured them."""
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape)
     assert p.stack.status.startswith("derived")
     assert [a.split(": ", 2)[:2] for a in p.assumptions] == ([] if modules_said == "measured" else
@@ -587,14 +592,16 @@ def _same_case_pairs() -> list[tuple[dict, dict]]:
 def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
     """The premise of the warm bounds (``process._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
     the cold ones): a warm process launches a subset of its cold case's candidates and loads a subset of its modules.
-    Every committed pair agrees (26: runs 13a/13c, 16b, 20, 22, 22r and 29): the warm limit at most the cold one, and its
+    Every committed pair agrees (36: runs 13a/13c, 16b, 20, 22, 22r and 29, and run 38's four, whose KDA-layer H16/HV32
+    processes pair with each other and with run 29's at that case: 3 cold x 3 warm = 9 for its 1, so 26 + 1 + 1 + 8):
+    the warm limit at most the cold one, and its
     modules (non-PyTorch bytes less the context and the limit's reservation) at most the cold ones. E.g. run 29's GDN
     layer: limit 1,024 <= 21,888; 787,283,968 - 552,402,944 = 234,881,024 <= 6,432,817,152 - 552,402,944 -
     5,641,338,880 = 239,075,328."""
     def modules(r: dict) -> int:
         return r["nonpytorch_bytes"] - 552_402_944 - stack_reservation_bytes(r["stack_limit_bytes"], H200)
     pairs = _same_case_pairs()
-    assert len(pairs) == 26
+    assert len(pairs) == 36
     assert all(w["stack_limit_bytes"] <= c["stack_limit_bytes"] for w, c in pairs)
     assert all(modules(w) <= modules(c) for w, c in pairs)
     gdn = next((w, c) for w, c in pairs if "29g" in w["record"])
@@ -890,11 +897,12 @@ def test_a_family_figure_is_measured_at_its_cases(name, family, state, case):
 
 
 @pytest.mark.parametrize("key, state, shape, bytes_, said", [
-    # the KDA layer: run 16b measured H32 D128 only; H16 D64 is another compile (the issue's case)
+    # the KDA layer: run 16b measured H32 D128 (cold 243,335,168, warm 229,376,000), run 38 H16/HV32 D128 (cold
+    # 241,172,480, warm 234,881,024); H16 D64 is another compile (the issue's case): the largest of the two, each state
     ("fla-kda-layer@0.6.0", "cold", Shape(1, 8192, 16, 64), 243_335_168,
-     "not measured for fla-kda-layer at head_dim=64 num_heads=16: the family's figure of fla-kda-layer at "
-     "head_dim=128 num_heads=32 used, which bounds nothing"),
-    ("fla-kda-layer@0.6.0", "warm", Shape(1, 8192, 16, 128), 229_376_000,
+     "not measured for fla-kda-layer at head_dim=64 num_heads=16: the family's largest of fla-kda-layer at "
+     "head_dim=128 num_heads=32, fla-kda-layer at head_dim=128 num_heads=16 num_v_heads=32 used, which bounds nothing"),
+    ("fla-kda-layer@0.6.0", "warm", Shape(1, 8192, 16, 128), 234_881_024,
      "not measured for fla-kda-layer at head_dim=128 num_heads=16:"),
     # forward-only GDN: run 13b's edge process at D128 H16/HV32 only; 13a's side-by-side D64 process read more
     ("fla-gdn-fwd@0.6.0", "cold", Shape(1, 8192, 16, 64, v_heads=32), 98_566_144,

@@ -69,8 +69,12 @@ LAYER_PROCESSES = {"3.9.0": ("run22/fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidd
 # ones; their modules are not read (MODULE_CHECKS), so those processes stay an independent check of the modules
 # figures the data take from other processes (run 16b's KDA layer, run 22f's GDN layer).
 RUN29_KDA_LAYER, RUN29_GDN_LAYER = "run29/process_memory_29k_16_32_8_16.jsonl", "run29/process_memory_29g.jsonl"
+# Run 38: `livebytes process measure` on the H200 (each case alone, cold then warm over its cache): chunk_kda report D256
+# H8 and D128 H40, the KDA layer H16/HV32 at hidden 2304 (the probe's default) and 2048 (the model's), the same figures
+RUN38 = tuple(f"run38/{case}/probe/process_memory.jsonl"
+              for case in ("kda_d256_h8", "kda_report_d128_h40", "kda_layer_h16_hv32", "kda_layer_h16_hv32_h2048"))
 MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", "run16/process_memory_16b.jsonl",
-            "run17/process_memory_17.jsonl", RUN29_KDA_LAYER)
+            "run17/process_memory_17.jsonl", RUN29_KDA_LAYER, *RUN38)
 MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl",
                       RUN29_GDN_LAYER)
 MODULE_CHECKS = (RUN29_KDA_LAYER, RUN29_GDN_LAYER)
@@ -310,6 +314,7 @@ def _largest_modules(held: dict | None, figure: dict, record: str) -> dict:
 def build() -> dict:
     m, r12 = matrix_frames(rows_of_triton(MATRICES, "3.6.0")), run12_frames()
     model_limits, model_modules, model_families = model_data()
+    _, measured_cases = modules_from_rows(rows_of_triton(RUN38, "3.6.0"))     # each alone: its own case's modules
     gpu = {**m["cold"], **r12["cold"]}
     derived, derived_source = cpu_frames(gpu)
     merged = {"cold": {**derived, **gpu}, "warm": {**m["warm"], **r12["warm"]}}
@@ -328,7 +333,8 @@ def build() -> dict:
         "records": [f"validate/data/records/runs/{n}" for n in MATRICES] + ["validate/data/records/runs/run12/cubin_usage.jsonl"],
         "library": "fla-core 0.6.0 (Triton 3.6.0 kernels)",
         "modules": {**modules(), **model_families},
-        "modules_by_case": model_modules,
+        "modules_by_case": {state: dict(sorted({**measured_cases.get(state, {}), **model_modules.get(state, {})}.items()))
+                            for state in ("cold", "warm")},
         "frames": frames,
         "derived_on_cpu": dict(sorted(derived_source.items())),
         "limits": probe_limits(),
@@ -344,7 +350,7 @@ def _module_figure(r: dict, context: int) -> dict:
     alone = r["in_process_alone"]["nonpytorch_bytes"]
     reservation = stack_reservation_bytes(r["stack_limit_bytes"], get_device("H200"))
     return {"bytes": alone - context - reservation, "status": "measured",
-            "source": f"{r['record'].rsplit('/', 1)[1]} {r['case']['tag']} (Triton {r['triton']}), alone on the GPU: "
+            "source": f"{r['record'].split('records/runs/', 1)[-1]} {r['case']['tag']} (Triton {r['triton']}), alone on the GPU: "
                       f"{alone:,} B minus the context ({context:,}) and the {r['stack_limit_bytes']:,}-B limit's "
                       f"reservation ({reservation:,})"}
 
