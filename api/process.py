@@ -37,20 +37,28 @@ class MeasuredProcess:
 
 def measure_process_at(key: str, shape, options: Optional[dict] = None, triton: Optional[str] = None, *,
                        python: Optional[str] = None, timeout: Optional[float] = None, run=None,
-                       keep=None) -> list[MeasuredProcess]:
+                       keep=None, ask=None) -> list[MeasuredProcess]:
     """What ``livebytes process measure`` runs, with what its flags parsed to: ``key``'s first call at ``shape``'s head
-    dim, head count and value heads (``options``: the contract) on this machine's GPU, cold then warm, under the
+    dim, head counts and tokens, one sequence (``options``: the contract) on this machine's GPU, cold then warm, under the
     installed Triton, which must be ``triton`` (None: the model's default in the data). Refused in one line
     (``LivebytesError``): a case the probe cannot run, another installed Triton or fla-core, a GPU no preset describes,
-    a process that was not alone on the GPU. ``keep``: a folder for the probe's own files (kept whatever the outcome)."""
+    a process that was not alone on the GPU. ``keep``: a folder for the probe's own files (kept whatever the outcome);
+    ``run`` and ``ask``: the probe's runner and the installed versions' inspection (``measure``'s; tests fake them)."""
     from livebytes.estimator.process import triton_versions
-    from livebytes.estimator.registry import get_model, shape_options
+    from livebytes.estimator.frames_store import PROBE_IMPLS
+    from livebytes.estimator.registry import get_model, resolve_options, shape_options, spec
+    from livebytes.validate.gpu.derive_frames import probe_case
     from livebytes.validate.gpu.measure_process import measure
+    given = {**shape_options(key, shape), **dict(options or {})}
+    if key.split("@")[0] not in {p.split(":")[0] for p in PROBE_IMPLS}:     # a whole model: refused before it is built
+        probe_case(key, given, shape, "the process-memory probe runs")
+    probe_case(key, dict(resolve_options(spec(key), given)), shape, "the process-memory probe runs")
     # every option the model is built with (a layer's defaults among them): the store's key is the answer's
-    resolved = dict(get_model(key, None, **{**shape_options(key, shape), **dict(options or {})}).options)
+    resolved = dict(get_model(key, None, **given).options)
     chosen = triton or next(iter(triton_versions(key)), None)
-    extra = {k: v for k, v in (("python", python), ("run", run), ("timeout", timeout), ("keep", keep)) if v is not None}
-    return [_measured(r, r["stored"]) for r in measure(key, shape, chosen or "", resolved, **extra)]
+    extra = {k: v for k, v in (("python", python), ("run", run), ("timeout", timeout), ("keep", keep), ("ask", ask))
+             if v is not None}
+    return [_measured(r, r["stored"]) for r in measure(key, shape, chosen, resolved, **extra)]
 
 
 def _measured(record: dict, stored: bool) -> MeasuredProcess:
@@ -65,19 +73,21 @@ def _measured(record: dict, stored: bool) -> MeasuredProcess:
 
 
 def measure_process(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads: Optional[int] = None,
-                    contract: Optional[str] = None, triton: Optional[str] = None, hidden_size: Optional[int] = None,
+                    seq_len: int = 4096, contract: Optional[str] = None, triton: Optional[str] = None,
+                    hidden_size: Optional[int] = None,
                     num_hidden_layers: Optional[int] = None, checkpoint: Optional[bool] = None,
                     conv_size: Optional[int] = None, python: Optional[str] = None,
                     timeout: Optional[float] = None) -> list[MeasuredProcess]:
     """Measure the process of ``impl`` (a registry key, ``fla-kda@0.6.0``) at ``num_heads`` / ``head_dim`` /
     ``num_v_heads`` (the value heads; None: ``num_heads``) under ``contract`` (``report``/``plain``, fla-kda's) and
     ``triton`` (the installed Triton's version; None: the model's default) on this machine's GPU, cold then warm, and
-    keep both for later answers on this machine about that GPU. One sequence of 4,096 tokens runs. A layer model
+    keep both for later answers on this machine about that GPU. One sequence of ``seq_len`` tokens runs (a reading
+    answers as measured at its own length only). A layer model
     (``fla-kda-layer@0.6.0``) takes its build options too (``hidden_size``, ``num_hidden_layers``, ``checkpoint``,
     ``conv_size``; None: its defaults): its process is measured, and answers, at those."""
     from livebytes.estimator.shapes import Shape
     options = {"contract": contract} if contract is not None else {}
-    shape = Shape(1, 4096, num_heads, head_dim, num_v_heads, hidden=hidden_size, layers=num_hidden_layers,
+    shape = Shape(1, seq_len, num_heads, head_dim, num_v_heads, hidden=hidden_size, layers=num_hidden_layers,
                   checkpoint=checkpoint, conv_size=conv_size)
     return measure_process_at(impl, shape, options, triton, python=python, timeout=timeout)
 

@@ -359,13 +359,13 @@ def case_flags(verb: str) -> dict:
 
 
 def case_from(impl: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str],
-              contract: Optional[str], command: str, name: str, **layer) -> tuple:
-    """(model key, shape, options) of ``case_flags``' values as every command parses them (one sequence of 4,096 tokens:
-    the length changes no frame and is not a flag of these commands); ``--impl`` and ``--num-heads`` required.
-    ``layer``: the layer flags' values (``stack_from``'s), for a command whose case is a layer's build too."""
+              contract: Optional[str], command: str, name: str, seq: Optional[str] = None, **layer) -> tuple:
+    """(model key, shape, options) of ``case_flags``' values as every command parses them: one sequence of ``seq``
+    tokens (4,096 where None: the length changes no frame); ``--impl`` and ``--num-heads`` required. ``layer``: the
+    layer flags' values (``stack_from``'s), for a command whose case is a layer's build too."""
     if impl is None or heads is None:
         raise UsageProblem(f"{command}: --impl and --num-heads are required")
-    shape = shape_from("1", "4096", heads, dim or "128", v_heads, **layer)
+    shape = shape_from("1", seq or "4096", heads, dim or "128", v_heads, **layer)
     options = {"contract": contract} if contract is not None else {}
     if shape.hv != shape.heads:
         options["gva"] = True

@@ -9,9 +9,10 @@ measured has no bound on them. The one sound figure is the case's own process: t
 warm (over that cache), and reads, in that process, the CUDA context before any kernel, and, after the call, its
 non-PyTorch bytes and the driver's stack limit. ``validate/gpu/measure_process.py`` runs it and calls ``save``.
 
-A record is one case (``fla-kda:report D256 H8 HV8``, ``validate/check/frames.py``'s ``case_key``) of one library data
-file (library, Triton), in one state, on one GPU (the preset its product name matches): a figure of another GPU, another
-Triton or another state is never read for this one.
+A record is one case (``fla-kda@0.6.0:report D256 H8 HV8``: ``validate/check/frames.py``'s ``case_key`` with the
+model's full key, ``store_key``) of one library data file (library, Triton), in one state, on one GPU (the preset its
+product name matches), at one number of tokens: a figure of another GPU, Triton, implementation or state is never read
+for this one, and one of another length is read as unbounded (``process.measured_here``).
 """
 from __future__ import annotations
 
@@ -27,17 +28,20 @@ REQUIRED = ("key", "device", "gpu", "state", "triton", "fla", "torch", "measured
 LAYER_OPTIONS = ("hidden", "layers", "checkpoint", "conv_size")     # a layer model's build options (registry)
 
 
-def store_key(case: str, options: dict) -> str:
-    """The store's case key: the committed data's (``fla-kda-layer:- D128 H16 HV32``), and for a layer model its build
-    options, which pick other GEMM shapes and kernels (``... hidden=2048 layers=1 checkpoint=False conv_size=4``): a
-    process measured at one hidden size answers for no other."""
+def store_key(model_key: str, case: str, options: dict) -> str:
+    """The store's case key: the committed data's (``fla-kda-layer:- D128 H16 HV32``) with the model's full key for its
+    family (a snapshot modelled on fla-core 0.6.0's code path is another implementation: ``fla-kda@07b80f27`` never
+    reads ``fla-kda@0.6.0``'s process), and for a layer model its build options, which pick other GEMM shapes and
+    kernels (``... hidden=2048 layers=1 checkpoint=False conv_size=4``): a process measured at one hidden size answers
+    for no other."""
+    _, rest = case.split(":", 1)
     layer = [f"{name}={options[name]}" for name in LAYER_OPTIONS if name in options]
-    return " ".join([case, *layer])
+    return " ".join([f"{model_key}:{rest}", *layer])
 
 
 def record_name(device: str, data_file: str, state: str, case: str) -> str:
-    """The store's name of one measured process: ``H200|fla-core-0.6.0_triton-3.6.0_H200.json|cold|fla-kda:report D256
-    H8 HV8``."""
+    """The store's name of one measured process: ``H200|fla-core-0.6.0_triton-3.6.0_H200.json|cold|fla-kda@0.6.0:report
+    D256 H8 HV8``."""
     return f"{device}|{data_file}|{state}|{case}"
 
 
@@ -80,7 +84,7 @@ def measured_cases() -> list[dict]:
 
 def measure_command(key: str, prefix: str, shape, triton: str | None, options: dict | None = None) -> str | None:
     """The command that measures ``key``'s process (its data prefix ``prefix``, its build ``options``: a layer's are
-    part of the case) at ``shape`` under ``triton`` on this machine's GPU (``validate/gpu/measure_process.py`` behind
+    part of the case) at ``shape``'s tokens as one sequence under ``triton`` on this machine's GPU (``validate/gpu/measure_process.py`` behind
     it); None where the probe runs no such case (a whole model, packed sequences, fp32-amp, another library)."""
     flags = frames_store.case_flags(key, prefix, shape, triton)
     if flags is None:
@@ -89,4 +93,6 @@ def measure_command(key: str, prefix: str, shape, triton: str | None, options: d
     layer_flags = "".join(f" {flag} {layer[name]}" for name, flag in (("hidden", "--hidden-size"),
                                                                       ("layers", "--num-hidden-layers"),
                                                                       ("conv_size", "--conv-size")) if name in layer)
-    return f"livebytes process measure {flags}{layer_flags}" + (" --checkpoint" if layer.get("checkpoint") else "")
+    length = f" --seq-len {shape.tokens}" if shape.tokens != 4096 else ""       # the probe's one sequence, 4,096 default
+    return (f"livebytes process measure {flags}{length}{layer_flags}"
+            + (" --checkpoint" if layer.get("checkpoint") else ""))

@@ -232,9 +232,14 @@ def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
             "no CPU probe compiles this case's kernels (validate/gpu/probes/cpu_frames.py): measure it on a GPU")
 
 
-def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dict) -> str:
+def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dict, data_file: str) -> str:
     """How the user replaces unbounded module memory by the case's own: the command that measures its process on a
-    GPU (``measured_store``; a layer's build options among its flags), or nothing where the probe runs no such case."""
+    GPU at its number of tokens (``measured_store``; a layer's build options among its flags), or nothing where the
+    probe runs no such case or runs another version's kernels (a snapshot modelled on the data's fla-core)."""
+    import re
+    fla = re.search(r"fla-core-([^_]+)_", data_file)
+    if fla and key.split("@", 1)[-1] != fla.group(1):
+        return ""
     command = measured_store.measure_command(key, prefix, shape, triton, options)
     return f"; measure the case's process on the GPU itself (minutes): {command}" if command else ""
 
@@ -385,17 +390,17 @@ def stack_timeline(frames: dict | None, launches: tuple,
     return limit, tuple(growth), notes
 
 
-def _modules(data: dict, family: str, state: str, case: str | None = None) -> Figure:
+def _modules(data: dict, family: str, state: str, case: str | None = None, options: dict | None = None) -> Figure:
     """The case's own measured module figure in ``state`` where the data keep them per case (``modules_by_case``); where
     the data keep the family's figure only, that figure as measured at the cases its processes ran (``measured_at``);
-    at a case neither holds, the family's figure, unbounded (each head dim compiles its own kernels: under Triton
-    3.9.0 GDN's differ by head dim, and no measured case bounds another); warm without a warm figure, the same case's
-    cold one (``_warm_modules_by_cold``: a bound where that cold figure is not unbounded); else the library's largest,
-    unbounded. No case asked (a key alone): the family's figure as the data label it."""
+    a layer's figure holds at the build ``options`` it was measured at only (``_at_options``); at a case neither
+    holds, the largest of the family's figure and its measured cases', unbounded (each head dim compiles its own
+    kernels: under Triton 3.9.0 GDN's differ by head dim, and no measured case bounds another); warm without a warm
+    figure, the same case's cold one (``_warm_modules_by_cold``: a bound where that cold figure is not unbounded); else
+    the library's largest, unbounded. No case asked (a key alone): the family's figure as the data label it."""
     by_case = data.get("modules_by_case", {}).get(state, {})
     if case in by_case:
-        entry = by_case[case]
-        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+        return _at_options(by_case[case], case, options)
     entry = data["modules"].get(family, {}).get(state)
     if entry is not None:
         own = {k: v for k, v in by_case.items() if k.split(":")[0] == family}
@@ -407,12 +412,35 @@ def _modules(data: dict, family: str, state: str, case: str | None = None) -> Fi
                           f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
                           "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "
                           "kernels" + (" (those cases differ)" if differ else ""), top["source"])
-        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+        return _at_options(entry, case, options)
     if state == "warm" and data["modules"].get(family, {}).get("cold") is not None:
-        return _warm_modules_by_cold(_modules(data, family, "cold", case), family)
+        return _warm_modules_by_cold(_modules(data, family, "cold", case, options), family)
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
     return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {family} ({state}): the library's largest module "
                   "figure used, which bounds nothing: another family's kernels", top["source"])
+
+
+SAME_CALLS = {"layers", "checkpoint"}    # a layer's options that change how often its kernels run, not which
+
+
+def _at_options(entry: dict, case: str | None, options: dict | None) -> Figure:
+    """A measured figure as the data label it where the asked build ``options`` are among those it was measured at
+    (``entry["options"]``: a layer's hidden size, layers, checkpointing, convolution width, each the values its
+    processes ran; none for a kernel). Where only the layer count or checkpointing differ (``SAME_CALLS``), the figure
+    bounds the case (the same calls); where the hidden size or the convolution width does, the same bytes, unbounded:
+    they pick other GEMM shapes and kernels (cuBLAS's, loaded lazily), and no measured option set bounds another."""
+    recorded, asked = entry.get("options"), options or {}
+    off = {name: asked[name] for name, values in (recorded or {}).items() if name in asked and asked[name] not in values}
+    if case is None or not off:
+        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+    at = ", ".join(f"{name}={'/'.join(map(str, values))}" for name, values in recorded.items())
+    where = f"measured for {_case_text(case)} at {at} only, not at {', '.join(f'{k}={v}' for k, v in off.items())}"
+    if set(off) <= SAME_CALLS:
+        return Figure(int(entry["bytes"]), f"{BOUNDED}{where}: its figure bounds it, every layer of a stack running "
+                      "the same kernels at the same shapes and a recomputed forward the forward's (the same lazily "
+                      "loaded functions, the driver freeing none while the process lives)", entry["source"])
+    return Figure(int(entry["bytes"]), f"{UNBOUNDED}{where}: its figure there used, which bounds nothing: the hidden "
+                  "size and the convolution width pick other GEMM shapes and kernels", entry["source"])
 
 
 def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
@@ -430,21 +458,33 @@ def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
                   "driver freeing none while the process lives", cold.source)
 
 
-def measured_here(pm: ProcessMemory, record: dict, device: Device) -> ProcessMemory:
-    """``pm`` with its three parts replaced by the process measured on this machine at its case (``measured_store``):
-    the context read in that process before its first kernel, its stack limit's reservation on ``device``, and the
-    modules as the committed data take theirs (non-PyTorch bytes after the call minus the context and the
-    reservation, ``validate/check/frames.py``). The reservation grows where ``pm``'s frames raise it when they reach the
-    measured limit; else it is charged from the call's start (where the limit rises is not known)."""
+def measured_here(pm: ProcessMemory, record: dict, device: Device, tokens: int) -> ProcessMemory:
+    """``pm`` with its parts replaced by the process measured on this machine at its case (``measured_store``). At the
+    measured number of tokens all three: the context read in that process before its first kernel, its stack limit's
+    reservation on ``device``, and the modules as the committed data take theirs (non-PyTorch bytes after the call
+    minus the context and the reservation, ``validate/check/frames.py``); the reservation grows where ``pm``'s frames
+    raise it when they reach the measured limit, else from the call's start (where the limit rises is not known). At
+    another length only the context (read before any kernel), and the modules where ``pm``'s are unbounded: the case's
+    own figure, still unbounded (lazily loaded kernels and Triton's specialisations can follow the length)."""
     limit, context = record["stack_limit_bytes"], record["context_bytes"]
     reservation = stack_reservation_bytes(limit, device)
     status = f"measured (on this machine, {record['measured_on']})"
     where = f"{record['gpu']} ({record['device']}), {record['state']}, Triton {record['triton']}, torch {record['torch']}"
+    measured_context = Figure(context, status, f"{where}: the process's non-PyTorch bytes before its first kernel")
+    modules = Figure(record["nonpytorch_bytes"] - context - reservation, status,
+                     f"{where}, {record['tokens']:,} tokens: {record['nonpytorch_bytes']:,} B alone after the first call "
+                     f"minus the context ({context:,}) and the {limit:,}-B limit's reservation ({reservation:,})")
+    if record["tokens"] != tokens:
+        if pm.modules is not None and pm.modules.status.startswith(UNBOUNDED):
+            modules = Figure(modules.bytes, f"{UNBOUNDED}measured on this machine ({record['measured_on']}) at "
+                             f"{record['tokens']:,} tokens, not at {tokens:,}: lazily loaded kernels and Triton's "
+                             "specialisations can follow the length", modules.source)
+        else:
+            modules = pm.modules
+        return ProcessMemory(measured_context, modules, pm.stack, pm.library_name, pm.triton_cache,
+                             pm.stack_limit_bytes, pm.growth, pm.notes, pm.triton)
     return ProcessMemory(
-        Figure(context, status, f"{where}: the process's non-PyTorch bytes before its first kernel"),
-        Figure(record["nonpytorch_bytes"] - context - reservation, status,
-               f"{where}: {record['nonpytorch_bytes']:,} B alone after the first call minus the context ({context:,}) "
-               f"and the {limit:,}-B limit's reservation ({reservation:,})"),
+        measured_context, modules,
         Figure(reservation, status, f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, "
                                     f"2 MiB pages, read in the process ({where})"),
         pm.library_name, pm.triton_cache, limit, pm.growth if pm.stack_limit_bytes == limit else (), pm.notes, pm.triton)
@@ -457,7 +497,7 @@ def process_memory(device: Device, model, triton_cache: str = "cold", shape=None
     pm = _process_memory(device, model, triton_cache, shape, raised_before, triton, derived_frames)
     data_file = measured_case(device, model, shape, pm.triton) if derived_frames else None
     record = data_file and measured_store.lookup(device.name, data_file[0], triton_cache, data_file[1])
-    return measured_here(pm, record, device) if record else pm
+    return measured_here(pm, record, device, shape.tokens) if record else pm
 
 
 def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str, str] | None:
@@ -470,7 +510,7 @@ def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str
         return None
     options = dict(model.options)
     case = _case_key(f"{model.key.split('@')[0]}:{case_variant(options)}", shape)
-    return lib["data"], measured_store.store_key(case, options)
+    return lib["data"], measured_store.store_key(model.key, case, options)
 
 
 def _process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
@@ -497,12 +537,13 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     family = key.split("@")[0]
     prefix = None if isinstance(model, str) else f"{family}:{case_variant(dict(model.options))}"
     case = None if shape is None or prefix is None else _case_key(prefix, shape)
-    modules, notes = _modules(data, family, triton_cache, case), model_notes
+    modules = _modules(data, family, triton_cache, case, None if isinstance(model, str) else dict(model.options))
+    notes = model_notes
     if assumed_from:
         modules = Figure(modules.bytes, f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU", modules.source)
     if modules.status.startswith(UNBOUNDED) and case is not None:
         modules = Figure(modules.bytes, modules.status + _measure_hint(key, prefix, shape, lib.get("triton"),
-                                                                       dict(model.options)), modules.source)
+                                                                       dict(model.options), lib["data"]), modules.source)
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
                                                          "counted", ""),

@@ -23,8 +23,8 @@ from livebytes.validate.gpu import measure_process
 
 H200, H100 = get_device("H200"), get_device("H100")
 DATA_36 = "process/fla-core-0.6.0_triton-3.6.0_H200.json"
-CASE = "fla-kda:report D256 H16 HV16"        # no committed process measured it: its modules are unbounded
-SHAPE = Shape(1, 8192, 16, 256)
+CASE = "fla-kda@0.6.0:report D256 H16 HV16"  # the store's key (the model's full key); no committed process measured it
+SHAPE = Shape(1, 4096, 16, 256)         # the command's default length: one sequence of 4,096 tokens
 COMMAND = ("livebytes process measure --impl fla-kda@0.6.0 --contract report --head-dim 256 --num-heads 16 "
            "--triton 3.6.0")
 TODAY = datetime.date.today().isoformat()
@@ -42,6 +42,7 @@ WARM_NONPYTORCH = 760_020_992                # 552,402,944 + 113,246,208 + 94,37
 FIGURES = {"cold": (COLD_LIMIT, COLD_RESERVATION, COLD_MODULES, COLD_NONPYTORCH),
            "warm": (WARM_LIMIT, WARM_RESERVATION, WARM_MODULES, WARM_NONPYTORCH)}
 BASELINE = {"baseline_nvml_used_bytes": 0}
+INSTALLED = {"triton": "3.6.0", "fla": "0.6.0", "gpu": "NVIDIA H200"}   # what ``measure_process.inspect`` reports
 
 
 def row(state: str, **changes) -> dict:
@@ -80,6 +81,7 @@ def private_cache(tmp_path, monkeypatch):
     def no_real_probe(command, **kwargs):
         pytest.fail(f"the real process-memory probe was started: {command}")
     monkeypatch.setitem(measure_process.measure.__kwdefaults__, "run", no_real_probe)
+    monkeypatch.setattr(measure_process, "inspect", lambda python: dict(INSTALLED))   # the H200 machine's versions
     return tmp_path / "cache"
 
 
@@ -180,7 +182,7 @@ def test_measure_runs_the_probe_for_the_case_cold_then_warm_and_keeps_both():
     assert command[:2] == [sys.executable, str(measure_process.PROBE)]
     arg = {flag: command[command.index(flag) + 1] for flag in ("--cases", "--warm-cases", "--deadline")}
     assert arg == {"--cases": "fla-report:256:16:16:4096:cold", "--warm-cases": "fla-report:256:16:16:4096:warm",
-                   "--deadline": "1800"}
+                   "--deadline": "1500"}     # the cold call's: 1,800 s in all less AFTER_COLD's 300 for the rest
     assert Path(command[command.index("--cache-root") + 1]).parent == Path(command[command.index("--out") + 1]).parent
     assert [{k: r[k] for k in ("state", "data_file", "stored")} for r in got] == [
         {"state": "cold", "data_file": DATA_36, "stored": True}, {"state": "warm", "data_file": DATA_36, "stored": True}]
@@ -195,16 +197,21 @@ def test_the_commands_cases_are_the_probes_own():
     spec.loader.exec_module(probe)
     cold, warm = measure_process.probe_cases("fla-gdn@0.6.0", {"gva": True}, Shape(1, 8192, 24, 64, 48))
     (c,), (w,) = probe.parse_cases(cold, "/r"), probe.parse_cases(warm, "/r")
-    assert (c["impl"], c["dim"], c["heads"], c["v_heads"], c["tokens"], c["state"]) == ("fla-gdn", 64, 24, 48, 4096, "cold")
+    assert (c["impl"], c["dim"], c["heads"], c["v_heads"], c["tokens"], c["state"]) == ("fla-gdn", 64, 24, 48, 8192, "cold")
     assert w["state"] == "warm" and w["cache_dir"] == c["cache_dir"]
 
 
 @pytest.mark.parametrize("key,options,shape,case", [
     ("fla-kda@0.6.0", {"contract": "report"}, SHAPE, "fla-report:256:16:16:4096"),
     ("fla-kda-fwd@0.6.0", {"contract": "plain"}, Shape(1, 4096, 40, 128), "fla-plain-fwd:128:40:40:4096"),
-    ("fla-gdn-layer@0.6.0", {}, Shape(1, 4096, 12, 64, 24), "fla-gdn-layer:64:12:24:4096")])
-def test_each_family_maps_to_the_probes_case_at_4096_tokens(key, options, shape, case):
-    assert measure_process.probe_cases(key, options, shape) == (f"{case}:cold", f"{case}:warm")
+    ("fla-gdn-layer@0.6.0", {}, Shape(1, 4096, 12, 64, 24), "fla-gdn-layer:64:12:24:4096"),
+    # the shape's tokens, one sequence: 2 x 8,192 runs as 16,384; a layer's build options last
+    ("fla-gdn@0.6.0", {"gva": True}, Shape(2, 8192, 16, 128, 32), "fla-gdn:128:16:32:16384"),
+    ("fla-kda-layer@0.6.0", {"hidden": 2048, "layers": 2, "checkpoint": True, "conv_size": 4},
+     Shape(1, 4096, 16, 128), "fla-kda-layer:128:16:16:4096:{state}:hidden=2048,layers=2,checkpoint=1,conv_size=4")])
+def test_each_family_maps_to_the_probes_case_at_its_tokens(key, options, shape, case):
+    expected = tuple(case.format(state=state) if "{state}" in case else f"{case}:{state}" for state in ("cold", "warm"))
+    assert measure_process.probe_cases(key, options, shape) == expected
 
 
 def test_the_estimator_then_takes_the_measured_process():
@@ -270,13 +277,13 @@ ALONE_PLUS_1_GIB = {"nonpytorch_bytes": COLD_NONPYTORCH + 1_073_741_824, "reserv
 
 @pytest.mark.parametrize("lines,message", [
     # the library refused the call: no first call's modules
-    ([row("cold", error="RuntimeError: no"), row("warm")], r"fla-kda:report D256 H16 HV16 \(cold\): RuntimeError: no: "
+    ([row("cold", error="RuntimeError: no"), row("warm")], r"fla-kda@0.6.0:report D256 H16 HV16 \(cold\): RuntimeError: no: "
                                                            "nothing measured"),
     # the cold call did not finish by the deadline (the probe then runs no warm case over its partial cache)
     ([{"case": row("cold")["case"], "status": "did not finish its first call by the deadline"}],
      r"\(cold\): did not finish its first call by the deadline: nothing measured"),
-    # the warm process failed: the cold one is not kept either (every row is checked before any is kept)
-    ([row("cold"), row("warm", error="RuntimeError: no")], r"\(warm\): RuntimeError: no: nothing measured"),
+    # the warm process failed: refused in one line naming the cold reading, which is kept on its own merits
+    ([row("cold"), row("warm", error="RuntimeError: no")], r"\(warm\): RuntimeError: no: nothing measured \(kept: cold\)$"),
     ([row("cold", triton="3.7.1"), row("warm", triton="3.7.1")], "the installed Triton is 3.7.1, not 3.6.0"),
     ([row("cold", fla="0.5.0"), row("warm", fla="0.5.0")], "the installed fla-core is 0.5.0; these data are fla-core "
                                                            "0.6.0's"),
@@ -284,9 +291,10 @@ ALONE_PLUS_1_GIB = {"nonpytorch_bytes": COLD_NONPYTORCH + 1_073_741_824, "reserv
     # another process on the GPU: the in-process reading holds its memory too, the NVML drop at exit does not
     # 4,413,259,776 + 1,073,741,824 = 5,487,001,600 B in process
     ([row("cold", in_process_alone=ALONE_PLUS_1_GIB), row("warm")],
-     r"\(cold\): the process read 5487001600 B in itself and 4413259776 B by NVML at its exit: another process used "
-     "the GPU"),
-    ([{k: v for k, v in row("cold").items() if k != "in_process_alone"}, row("warm")], "read None B in itself"),
+     r"\(cold\): the process read 5,487,001,600 B in itself and 4,413,259,776 B by NVML at its exit: another process "
+     r"used the GPU; measure on an idle GPU \(kept: warm\)$"),
+    ([{k: v for k, v in row("cold").items() if k != "in_process_alone"}, row("warm")],
+     r"\(cold\): no reading of the process alone on the GPU .*: nothing measured \(kept: warm\)$"),
     ([row("cold", stack_limit_bytes=None), row("warm")], r"\(cold\): no stack_limit_bytes read"),
     ([row("cold", context_nonpytorch_bytes=None), row("warm")], r"\(cold\): no context_nonpytorch_bytes read"),
     # 4,308,402,175 B: one byte below the context (552,402,944) and the 14,912-B limit's 3,755,999,232 B
@@ -295,12 +303,18 @@ ALONE_PLUS_1_GIB = {"nonpytorch_bytes": COLD_NONPYTORCH + 1_073_741_824, "reserv
      "4,308,402,175 B after the call leave less than the context and the 14,912-B limit's reservation on the H200"),
 ])
 def test_measure_refuses_an_unsound_reading_in_one_line(lines, message):
+    """One line for the first refused reading; each sound one is kept and named ``(kept: ...)``; the cold answer stays
+    unbounded unless the cold reading was kept."""
+    import re
     probe = FakeProbe(BASELINE, *lines)
     with pytest.raises(LivebytesError, match=message) as err:
         measured(probe)
     assert "\n" not in str(err.value) and len(probe.commands) == 1
-    assert measured_store.measured_cases() == []
-    assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith("unbounded: ")
+    kept = re.search(r"\(kept: ([a-z, ]+)\)$", str(err.value))
+    states = kept.group(1).split(", ") if kept else []
+    assert [r["state"] for r in measured_store.measured_cases()] == states
+    assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith(
+        "measured (on this machine" if "cold" in states else "unbounded: ")
 
 
 @pytest.mark.parametrize("probe,message", [
@@ -361,16 +375,63 @@ def test_keep_copies_the_probes_files_whatever_the_outcome(tmp_path, lines, refu
     summary = (kept / "process_memory.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in summary] == [BASELINE, *lines]
     assert (kept / "fla-report_D256_H16_HV16_T4096_cold.stderr").read_text() == "autotuning 96 configs\n"
-    assert len(measured_store.measured_cases()) == (0 if refused else 2)
+    assert [r["state"] for r in measured_store.measured_cases()] == (["warm"] if refused else ["cold", "warm"])
 
 
 def test_keep_copies_the_probes_files_of_a_probe_past_its_time(tmp_path):
     def slow(command, **kwargs):
         FakeProbe(BASELINE, row("cold"))(command)           # the cold group finished, the warm one ran out of time
         raise subprocess.TimeoutExpired(command, kwargs["timeout"])
-    with pytest.raises(LivebytesError, match="did not finish"):
+    with pytest.raises(LivebytesError, match=r"did not finish within 60 s \(kept: cold\)$"):
         measured(slow, timeout=60, keep=tmp_path / "kept")
     assert (tmp_path / "kept" / "process_memory.jsonl").exists()
+    assert [r["state"] for r in measured_store.measured_cases()] == ["cold"]        # its reading kept too
+
+
+@pytest.mark.parametrize("found,message", [
+    ({**INSTALLED, "gpu": None}, "no CUDA GPU visible"),
+    ({**INSTALLED, "triton": "3.9.0"}, "the installed Triton is 3.9.0, not 3.6.0: measure with --triton 3.9.0"),
+    ({**INSTALLED, "fla": "0.5.0"}, "the installed fla-core is 0.5.0"),
+    ({**INSTALLED, "gpu": "NVIDIA Foo"}, "no preset describes this GPU")])
+def test_the_installed_versions_and_gpu_are_asked_before_the_probe(found, message):
+    """A mismatch costs seconds, not the minutes of a cold probe: the probe never starts."""
+    probe = FakeProbe(BASELINE, row("cold"), row("warm"))
+    with pytest.raises(LivebytesError, match=message):
+        measured(probe, ask=lambda python: found)
+    assert probe.commands == [] and measured_store.measured_cases() == []
+
+
+@pytest.mark.parametrize("keep_is", ["a file", "below a file"])
+def test_a_keep_that_cannot_be_a_folder_is_refused_before_the_probe(tmp_path, keep_is):
+    (tmp_path / "f").write_text("")
+    keep = tmp_path / "f" if keep_is == "a file" else tmp_path / "f" / "sub"
+    probe = FakeProbe(BASELINE, row("cold"), row("warm"))
+    with pytest.raises(LivebytesError, match=f"^--keep {keep}: not a folder we can write"):
+        measured(probe, keep=keep)
+    assert probe.commands == []
+
+
+def test_a_snapshot_modelled_on_the_datas_fla_core_is_not_measured_as_itself():
+    """fla-kda@07b80f27's process would run the installed fla-core 0.6.0's kernels: refused, and its label names no
+    command (a 0.6.0 record is never read for it: the store's key is the model's full key)."""
+    with pytest.raises(LivebytesError, match=r"^fla-kda@07b80f27: the probe runs the installed fla-core 0\.6\.0's "
+                                             r"kernels, not 07b80f27's: measure fla-kda@0\.6\.0$"):
+        measured(FakeProbe(BASELINE, row("cold"), row("warm")), key="fla-kda@07b80f27")
+    measured(FakeProbe(BASELINE, row("cold"), row("warm")))
+    snapshot = process_memory(H200, get_model("fla-kda@07b80f27", "H200", contract="report"), "cold", SHAPE)
+    assert snapshot.modules.status.startswith("unbounded: ") and "process measure" not in snapshot.modules.status
+
+
+def test_a_reading_at_another_length_keeps_the_case_figure_unbounded():
+    """Measured at 4,096 tokens, asked at 8,192: the context (read before any kernel) is measured, the modules are the
+    case's own 104,857,600 B but unbounded (lazily loaded kernels and Triton's specialisations can follow the length),
+    the stack the frames' derived one; the label's command measures at 8,192."""
+    measured(FakeProbe(BASELINE, row("cold"), row("warm")))
+    p = process_memory(H200, kda(), "cold", Shape(1, 8192, 16, 256))
+    assert p.context.status.startswith("measured (on this machine") and p.stack.status.startswith("derived")
+    assert p.modules.bytes == COLD_MODULES
+    assert p.modules.status.startswith("unbounded: measured on this machine (") and "at 4,096 tokens, not at 8,192" in \
+        p.modules.status
 
 
 # ------------------------------------------------------------------------------------- the API
@@ -400,8 +461,8 @@ def test_measure_process_by_keywords_runs_the_grouped_value_heads_case(monkeypat
     got = measure_by_keywords("fla-kda@0.6.0", num_heads=16, head_dim=256, num_v_heads=32, contract="report",
                               triton="3.6.0")
     assert probe.commands[0][probe.commands[0].index("--cases") + 1] == "fla-report:256:16:32:4096:cold"
-    assert [(m.case, m.state, m.modules_bytes) for m in got] == [("fla-kda:report D256 H16 HV32", "cold", COLD_MODULES),
-                                                                 ("fla-kda:report D256 H16 HV32", "warm", WARM_MODULES)]
+    assert [(m.case, m.state, m.modules_bytes) for m in got] == [("fla-kda@0.6.0:report D256 H16 HV32", "cold", COLD_MODULES),
+                                                                 ("fla-kda@0.6.0:report D256 H16 HV32", "warm", WARM_MODULES)]
 
 
 # ------------------------------------------------------------------------------------- the command (cli/commands/process.py)
@@ -452,7 +513,13 @@ def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_me
     (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", ""), 2,
      "process measure: --keep needs a folder"),
     (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", " "), 2, "--keep needs a folder"),
-    (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "0"), 1, ""),
+    (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "0"), 1, "--num-heads: must be positive, got '0'"),
+    (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", __file__), 2,
+     f"process measure: --keep needs a folder, not {__file__!r}"),
+    (("process", "measure", "--impl", "fla-kda-model@0.6.0", "--num-heads", "8"), 1,
+     "fla-kda-model@0.6.0 (-): the process-memory probe runs no such case"),
+    (("process", "measure", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--num-heads", "8"), 1,
+     "cudnn-kda-hopper-cuda@1.32.0 (-): the process-memory probe runs no such case"),
     (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--triton", "9.9.9"), 1, "9.9.9"),
     (("process", "measure", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--num-heads", "16", "--num-v-heads",
       "32"), 1, "fla-kda@0.6.0 (plain): the process-memory probe runs no such case"),
@@ -507,8 +574,11 @@ def test_run_38s_readings_pass_the_checks_and_the_committed_model_predicts_them(
     got = measure_process_at(key, Shape(1, 4096, shape.heads, shape.dim, shape.v_heads, **(
         {"hidden": options["hidden"]} if "hidden" in options else {})), {"contract": options["contract"]} if "contract" in
         options else {}, "3.6.0", run=RecordedProbe(folder))
+    # the command on the H200 keyed cases by family (``fla-kda:report ...``); the store now keys them by the model's
+    # full key (``fla-kda@0.6.0:report ...``): every figure the same
     assert [{k: v for k, v in m.to_dict().items() if k not in ("stored", "measured_on")} for m in got] == \
-        [{k: v for k, v in r.items() if k != "measured_on"} for r in printed]
+        [{**{k: v for k, v in r.items() if k != "measured_on"}, "case": r["case"].replace(":", "@0.6.0:", 1)}
+         for r in printed]
     for state, (nonpytorch, limit, modules) in (("cold", cold), ("warm", warm)):
         m = next(m for m in got if m.state == state)
         assert (m.nonpytorch_bytes, m.stack_limit_bytes, m.modules_bytes) == (nonpytorch, limit, modules)

@@ -123,6 +123,8 @@ from livebytes.validate.check import frames as frames_tool  # noqa: E402
 from livebytes.validate.check import process_check  # noqa: E402
 from livebytes.validate.check.probe_records import load_probe, probe_files  # noqa: E402
 
+PROBE_LAYER = frames_tool.PROBE_LAYER       # the layer the process-memory probe builds (hidden 2304, 1 layer)
+
 H200 = get_device("H200")
 TOLERANCE = 64 * MIB       # issue 18: within 64 MiB of every measured non-PyTorch figure
 
@@ -520,18 +522,22 @@ KDA_LAYER_ELSEWHERE = "unbounded: not measured for fla-kda-layer at head_dim=128
     # process at this case, 6,434,979,840 - 552,402,944 - 5,641,338,880 = 241,238,016 B; total 6,434,979,840 B.
     # Measured alone 6,432,817,152: 2,162,688 B (2.1 MiB) below
     ("fla-gdn-layer@0.6.0", "3.9.0", "process_memory_29g.jsonl", "fla-gdn-layer_D128_H16_HV32_T4096_cold",
-     21_888, 6_434_979_840, 6_432_817_152, "fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4", "measured")])
+     21_888, 6_434_979_840, 6_432_817_152, "fla-gdn-layer_0.6.0_1_8192_16_128_hv=32_hidden=2048_layers=4",
+     "unbounded: measured for fla-gdn-layer at head_dim=128 num_heads=16 num_v_heads=32 at hidden=2048, layers=4, "
+     "checkpoint=True, conv_size=4 only, not at hidden=2304, layers=1, checkpoint=False")])
 def test_issue_33s_layer_cases_hold_on_the_h200(key, triton, record, tag, limit, predicted, measured, modules_from,
                                                 modules_said):
     """Issue 33's layer cases, measured on the H200 by run 29 (fresh processes, empty Triton caches) after the model's
     figures were committed: each stack limit exact, each process within 64 MiB (within 6 MiB). The modules come from
     other processes (run 29's are not read: frames.MODULE_CHECKS), so this is a check, not a fit; the KDA layer's were
-    measured at H32/HV32 (run 16b) and, since run 38, at H16/HV32 (its own case, alone), so at H8/HV16 they are said
-    unbounded (the check holds, the label does not claim it). The model said 3,685,613,568 B (KDA, 15-24 MiB low) and
+    measured at H32/HV32 (run 16b) and, since run 38, at H16/HV32 (its own case, alone, hidden 2304 and 2048), so at
+    H8/HV16 they are said unbounded (the check holds, the label does not claim it); the GDN layer's at hidden 2048, 4
+    layers checkpointed (run 22f), not at the probe's hidden 2304: unbounded too. Each model is built as the probe built
+    its layer (``PROBE_LAYER``). The model said 3,685,613,568 B (KDA, 15-24 MiB low) and
     6,288,113,664 B (GDN, 138 MiB low) when the issue was filed."""
     row = _run29(record, tag)
     c = row["case"]
-    p = process_memory(H200, get_model(key, "H200", gva=True), "cold", Shape(1, c["tokens"], c["heads"], c["dim"],
+    p = process_memory(H200, get_model(key, "H200", gva=True, **PROBE_LAYER), "cold", Shape(1, c["tokens"], c["heads"], c["dim"],
                                                                              c["v_heads"]), triton=triton)
     assert (row["triton"], row["stack_limit_bytes"], row["nonpytorch_bytes"]) == (triton, limit, measured)
     assert p.stack_limit_bytes == limit and p.bytes == predicted
@@ -563,6 +569,16 @@ def test_issue_33s_other_cases_are_derived_and_measured(key, options, shape, lim
     assert p.modules.status.startswith(modules_said)
     assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (limit, modules, total)
     assert p.bytes == 552_402_944 + modules + stack_reservation_bytes(limit, H200)
+
+
+def test_the_probes_layer_is_the_one_the_checks_build():
+    """``frames.PROBE_LAYER`` (what the checks build a probe's layer with) is the probe's own ``LAYER_DEFAULTS``."""
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "validate" / "gpu" / "probes" / "boundary_probe.py"
+    spec = importlib.util.spec_from_file_location("boundary_probe_defaults", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert probe.LAYER_DEFAULTS == PROBE_LAYER
 
 
 def test_a_warm_gdn_layer_is_bounded_by_its_cold_process_and_the_h200_agrees():
@@ -610,12 +626,17 @@ def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
 
 def test_every_bound_holds_against_the_committed_measurements():
     """Each measured process whose figure the model gives as a bound (some part ``bounded: ``, none ``unbounded: ``)
-    holds no more than that bound, limit and bytes: today run 29's warm GDN layer (793,640,960 >= 787,283,968)."""
+    holds no more than that bound, limit and bytes: today the 4-layer KDA boundary probes (runs 19-20, hidden 2304),
+    bounded by run 16b's 1-layer process at their case (the same kernels at the same shapes): 3,685,613,568 B >=
+    3,683,450,880 and 3,685,548,032 (x3). Run 29's GDN layer ran hidden 2304, its modules measured at 2048 (run 22f):
+    unbounded, no longer among them."""
     from livebytes.validate.check.process_check import rows
     bounded = [r for r in rows() if any(a.startswith("bounded: ") for a in r.assumptions)
                and not any(a.startswith("unbounded: ") for a in r.assumptions)]
-    assert [(r.label, r.state) for r in bounded] == [("fla-gdn-layer@0.6.0 D128 H16/HV32 T4096 Triton 3.9.0", "warm")]
-    assert all(r.predicted_bytes >= r.measured_bytes and r.predicted_limit >= r.measured_limit for r in bounded)
+    assert [(r.label, r.state) for r in bounded] == [(f"fla-kda-layer@0.6.0 D128 H32/HV32 S{s}", "cold")
+                                                     for s in (239232, 215000, 232448, 234773)]
+    assert all(r.predicted_bytes >= r.measured_bytes for r in bounded)
+    assert all(r.predicted_limit >= r.measured_limit for r in bounded if r.measured_limit is not None)   # run 19c's unread
 
 
 @pytest.mark.parametrize("shape,kind", [(Shape(1, 4096, 16, 128, 32), "bounded: "),       # its cold case measured
@@ -864,8 +885,9 @@ def _family_figures() -> list[tuple[str, str, str, str]]:
     """(data file, family, state, measured case) of every family figure the Triton 3.6.0 data keep without per-case
     figures (``measured_at``: the cases the processes its source cites ran)."""
     data = json.loads(frames_tool.DATA.read_text())
-    return [(frames_tool.DATA.name, family, state, case) for family, states in data["modules"].items()
-            for state, entry in states.items() for case in entry.get("measured_at", [])]
+    return [(frames_tool.DATA.name, family, state, case, {k: v[0] for k, v in entry.get("options", {}).items()})
+            for family, states in data["modules"].items() for state, entry in states.items()
+            for case in entry.get("measured_at", [])]
 
 
 def test_every_family_figure_names_where_it_was_measured():
@@ -888,12 +910,18 @@ def _case_shape(case: str) -> tuple[str, dict, Shape]:
     return f"{family}@0.6.0", options, Shape(1, 8192, heads, dim, v_heads=v_heads)
 
 
-@pytest.mark.parametrize("name, family, state, case", _family_figures())
-def test_a_family_figure_is_measured_at_its_cases(name, family, state, case):
-    """At each case its processes ran, the figure keeps its status: measured."""
+@pytest.mark.parametrize("name, family, state, case, built", _family_figures())
+def test_a_family_figure_is_measured_at_its_cases(name, family, state, case, built):
+    """At each case its processes ran, built as they were (a layer's options: run 16b's hidden 2304), the figure keeps
+    its status: measured; at another hidden size the same bytes, unbounded (other GEMM shapes)."""
     key, options, shape = _case_shape(case)
-    p = process_memory(H200, get_model(key, "H200", **options), state, shape, triton="3.6.0")
+    p = process_memory(H200, get_model(key, "H200", **options, **built), state, shape, triton="3.6.0")
     assert p.modules.status == "measured", p.modules.status
+    if built:
+        other = process_memory(H200, get_model(key, "H200", **options, **{**built, "hidden": 4096}), state, shape,
+                               triton="3.6.0")
+        assert other.modules.bytes == p.modules.bytes and other.modules.status.startswith(
+            "unbounded: measured for fla-kda-layer at head_dim=128 num_heads=32 at hidden=2304, ")
 
 
 @pytest.mark.parametrize("key, state, shape, bytes_, said", [

@@ -23,6 +23,9 @@ Action = typer.Argument(..., metavar="measure|list", help="measure: run one case
                                                           "then warm, and keep its figures; list: the processes "
                                                           "measured on this machine")
 CASE = o.case_flags("measure")
+SeqLen = typer.Option(None, "--seq-len", "--seq", metavar="SIZE", help="measure: tokens of the one sequence the call "
+                                                                       "runs (default 4096); a reading answers as "
+                                                                       "measured at its own length only")
 Keep = typer.Option(None, "--keep", metavar="DIR", help="measure: also copy the probe's own files (its summary lines, "
                                                         "each process's kernel log and stderr) to DIR")
 
@@ -30,7 +33,7 @@ Keep = typer.Option(None, "--keep", metavar="DIR", help="measure: also copy the 
 def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Optional[str] = CASE["heads"],
             dim: Optional[str] = CASE["dim"], v_heads: Optional[str] = CASE["v_heads"],
             contract: Optional[str] = CASE["contract"], triton: Optional[str] = CASE["triton"],
-            hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
+            seq: Optional[str] = SeqLen, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
             conv_size: Optional[str] = o.ConvSize, keep: Optional[str] = Keep, as_json: bool = o.Json) -> None:
     """A case's process memory measured on this GPU (its first call alone, cold then warm), or those measured."""
     from livebytes import process
@@ -40,14 +43,14 @@ def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Opt
     if action == "list":
         o.refuse_unused("with process list", impl=impl is not None, heads=heads is not None, dim=dim is not None,
                         v_heads=v_heads is not None, contract=contract is not None, triton=triton is not None,
-                        hidden=hidden is not None, layers=layers is not None, checkpoint=checkpoint,
+                        seq=seq is not None, hidden=hidden is not None, layers=layers is not None, checkpoint=checkpoint,
                         conv_size=conv_size is not None, keep=keep is not None)
         measured = process.measured_processes()
     else:
-        key, shape, options = o.case_from(impl, heads, dim, v_heads, contract, "process measure", NAME, hidden=hidden,
+        key, shape, options = o.case_from(impl, heads, dim, v_heads, contract, "process measure", NAME, seq, hidden=hidden,
                                           layers=layers, checkpoint=checkpoint, conv_size=conv_size)
-        if keep is not None and not keep.strip():
-            raise UsageProblem("process measure: --keep needs a folder")
+        if keep is not None and (not keep.strip() or (Path(keep).exists() and not Path(keep).is_dir())):
+            raise UsageProblem(f"process measure: --keep needs a folder, not {keep!r}")
         measured = process.measure_process_at(key, shape, options, triton, keep=None if keep is None else Path(keep))
         if not all(m.stored for m in measured):
             warn("process measure: the private cache could not be written: nothing was kept for later answers")
@@ -76,7 +79,8 @@ def process_table(data: dict):
 def schema() -> dict:
     from ..schema import envelope, integer, obj, string
     return envelope(NAME, obj("one process measured on this machine", {
-        "case": string("the data's case key, 'FAMILY:CONTRACT D.. H.. HV..'"),
+        "case": string("the store's case key, 'KEY:CONTRACT D.. H.. HV..' (the model's full key; a layer's build "
+                       "options after it: hidden=.. layers=.. checkpoint=.. conv_size=..)"),
         "state": string("cold (an empty Triton cache) or warm (over the cold process's cache)"),
         "device": string("the GPU preset the process ran on"),
         "triton": string("the Triton version whose kernels ran"),

@@ -78,6 +78,10 @@ MATRICES = ("run13/process_memory_13a.jsonl", "run13/process_memory_13c.jsonl", 
 MATRICES_TRITON_39 = ("run20/process_memory_20.jsonl", "run22/process_memory_22.jsonl", "run22/process_memory_22r.jsonl",
                       RUN29_GDN_LAYER)
 MODULE_CHECKS = (RUN29_KDA_LAYER, RUN29_GDN_LAYER)
+# The layer the process-memory probe builds where its case names no options (``boundary_probe.LAYER_DEFAULTS``; a test
+# holds them equal): a layer's modules are measured at its build options, which pick its GEMMs' shapes and kernels
+PROBE_LAYER = {"hidden": 2304, "layers": 1, "checkpoint": False, "conv_size": 4}
+LAYER_IMPLS = ("fla-kda-layer", "fla-gdn-layer")
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -174,9 +178,11 @@ def modules() -> dict:
     """Loaded modules (non-PyTorch memory minus the context and the stack reservation), measured in processes alone on
     the GPU at the edge (the matrix's side-by-side processes read 3.1-3.3 MiB less). Each figure names the cases
     (``case_key``) its cited processes ran, ``measured_at``: ``process._modules`` calls it measured there only."""
-    def fig(nbytes: int, source: str, *cases: tuple) -> dict:
+    def fig(nbytes: int, source: str, *cases: tuple, options: dict | None = None) -> dict:
         return {"bytes": nbytes, "status": "measured", "source": source,
-                "measured_at": [case_key(prefix, dim, heads, v_heads) for prefix, dim, heads, v_heads in cases]}
+                "measured_at": [case_key(prefix, dim, heads, v_heads) for prefix, dim, heads, v_heads in cases],
+                **({"options": options} if options else {})}
+    first_shape = {name: [value] for name, value in PROBE_LAYER.items()}    # run 16b's first shape: hidden 2304, 1 layer
     edge_fwd = "run 13b: fla-kda-fwd and fla-gdn-fwd H16/HV32 D128 cold at the edge, 650,969,088 B - context"
     warm_fwd = "run 13a/13c warm forward-only processes side by side (NVML drop at exit)"
     fwd_dims = (32, 64, 128, 256)           # 13a's warm forward-only cases, H16/HV32 (13c repeated D128 and D256)
@@ -204,10 +210,10 @@ def modules() -> dict:
             "cold": fig(243_335_168, "run 16b: the KimiDeltaAttention records process (H32 D128 hidden 2304, cold, "
                                      "first shape 1 x 8K), 3,685,613,568 B before its measured steps, minus the context "
                                      "and the 11,712-B limit's reservation (the probe beside it read 239,861,760)",
-                        ("fla-kda-layer:-", 128, 32, 32)),
+                        ("fla-kda-layer:-", 128, 32, 32), options=first_shape),
             "warm": fig(229_376_000, "run 16b: the layer's warm probe process beside the records process (NVML drop at "
                                      "exit), 874,053,632 B minus the context and the 1,360-B limit's reservation",
-                        ("fla-kda-layer:-", 128, 32, 32))},
+                        ("fla-kda-layer:-", 128, 32, 32), options=first_shape)},
     }
 
 
@@ -370,9 +376,13 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
             continue
         c = r["case"]
         figure, key = _module_figure(r, context), case_key(family(c), c["dim"], c["heads"], c["v_heads"])
+        if c["impl"] in LAYER_IMPLS:        # a layer's figure holds at the build options it was measured at
+            figure["options"] = {name: [value] for name, value in (c.get("layer") or PROBE_LAYER).items()}
         held = by_case[c["state"]].setdefault(key, figure)
         if held["bytes"] != figure["bytes"]:             # two processes of one case must agree
             raise SystemExit(f"{c['tag']}: modules {figure['bytes']:,} B differ from {held['source']}")
+        for name, values in figure.get("options", {}).items():       # the same figure at more options
+            held["options"][name] = sorted(set(held["options"][name]) | set(values))
         grouped[(family(c).split(":")[0], c["state"])].append(figure)
     out: dict = {}
     for (fam, state), figures in sorted(grouped.items()):
@@ -401,7 +411,8 @@ def layer_modules(names: tuple[str, ...], cold_frames: dict) -> tuple[dict, dict
         figure = {"bytes": after - context - reservation, "status": "measured",
                   "source": f"{name.rsplit('/', 1)[-1]} (Triton {r['triton']}, alone on the GPU): {after:,} B after its "
                             f"steps minus the context ({context:,}) and the {limit:,}-B limit's reservation "
-                            f"({reservation:,}) of its CPU-derived frames"}
+                            f"({reservation:,}) of its CPU-derived frames",
+                  "options": {option: [s.get(option, default)] for option, default in PROBE_LAYER.items()}}
         by_case[key] = figure
         families[key.split(":")[0]] = {"cold": figure}
     return families, {"cold": by_case}

@@ -45,11 +45,13 @@ def matrix_rows() -> list[ProcessRow]:
     for r in frames_tool.complete(frames_tool.matrix_rows()):
         c = r["case"]
         key, options = frames_tool.case_model(c)
+        layer = (c.get("layer") or frames_tool.PROBE_LAYER) if c["impl"] in frames_tool.LAYER_IMPLS else {}
         shape = Shape(1, c["tokens"], c["heads"], c["dim"], c["v_heads"] if options.get("gva") else None)
-        model = get_model(key, "H200", **options)
-        label = _label(key, options, f"D{c['dim']} H{c['heads']}/HV{c['v_heads']} T{c['tokens']} Triton {r['triton']}")
-        out.append(_row(label, c["state"], r["record"].rsplit("/", 1)[1], model, shape, r["stack_limit_bytes"],
-                        r["nonpytorch_bytes"], r["triton"]))
+        model = get_model(key, "H200", **options, **layer)         # a layer as the probe built it
+        size = f" hidden {layer['hidden']}" if layer else ""
+        label = _label(key, options, f"D{c['dim']} H{c['heads']}/HV{c['v_heads']}{size} T{c['tokens']} Triton {r['triton']}")
+        out.append(_row(label, c["state"], r["record"].split("records/runs/", 1)[-1], model, shape,
+                        r["stack_limit_bytes"], r["nonpytorch_bytes"], r["triton"]))
     return out
 
 

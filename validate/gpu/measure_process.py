@@ -5,10 +5,13 @@ Triton cache) and then warm (over that cache), each process alone on the GPU; ea
 Triton and fla-core of the data's versions, a GPU a preset describes, a call that finished, the process alone: its
 in-process figure equal to the NVML drop at its exit) and kept signed in the private cache (``estimator.measured_store``).
 
-Needs the GPU itself, idle, and the ``validate`` extra (torch, triton, fla-core, cuda-bindings for the stack limit). A
-cold case takes minutes (every autotune candidate compiles and runs). The call runs 4,096 tokens, one sequence: the
-committed figures' length (the modules and the stack limit do not follow the length in any committed pair).
-``livebytes process measure`` (the command line) calls ``measure``; ``measured`` lists the cases.
+Needs the GPU itself, idle, and the ``validate`` extra (torch, triton, fla-core, cuda-bindings for the stack limit); the
+installed versions and the GPU are asked first (``inspect``: seconds), so a mismatch is refused before the probe. A cold
+case takes minutes (every autotune candidate compiles and runs). The call runs one sequence of the shape's tokens (4,096
+by default): lazily loaded kernels and Triton's specialisations can follow the length, so a reading answers as measured
+at its own length only (``process.measured_here``). Each process's reading is kept on its own merits: a refused warm
+process does not discard a sound cold one. ``livebytes process measure`` (the command line) calls ``measure``;
+``measured`` lists the cases.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.process import frames_case, stack_reservation_bytes
 
 PROBE = Path(__file__).parent / "probes" / "process_memory.py"
-TOKENS = 4096
+TOKENS = 4096                   # the committed figures' length: the command's default
+AFTER_COLD = 300                # seconds the probe's deadline leaves the warm process, the exits and cuobjdump
 
 
 def probe_cases(model_key: str, options: dict, shape) -> tuple[str, str]:
@@ -35,7 +39,7 @@ def probe_cases(model_key: str, options: dict, shape) -> tuple[str, str]:
     build options last: ``hidden=2048,layers=1,checkpoint=0,conv_size=4``) of ``model_key``
     with ``options`` at ``shape``; a case the probe cannot run refused in one line (``derive_frames.probe_case``'s)."""
     from livebytes.validate.gpu.derive_frames import probe_case
-    case = f"{probe_case(model_key, options, shape, 'the process-memory probe runs')}:{TOKENS}"
+    case = f"{probe_case(model_key, options, shape, 'the process-memory probe runs')}:{shape.tokens}"
     layer = ",".join(f"{name}={int(options[name])}" for name in measured_store.LAYER_OPTIONS if name in options)
     return tuple(f"{case}:{state}" + (f":{layer}" if layer else "") for state in ("cold", "warm"))
 
@@ -63,11 +67,41 @@ def _row_case(row: dict) -> dict:
             "layer": case.get("layer")}
 
 
+def versions_match(found: dict, data_file: str, triton: str) -> None:
+    """Refuse in one line what would make a reading no figure of the data file's case: another installed Triton (the
+    fix named: ``--triton`` where the data hold that version too), another fla-core, a GPU no preset describes.
+    ``found``: {"triton", "fla", "gpu"} as the probe's Python reports them."""
+    import re
+    fla = re.search(r"fla-core-([^_]+)_", data_file)
+    if found.get("triton") != triton:
+        raise LivebytesError(f"the installed Triton is {found.get('triton')}, not {triton}: measure with --triton "
+                             f"{found.get('triton')} where the data hold it, or under a Python whose Triton is {triton}")
+    if fla and found.get("fla") != fla.group(1):
+        raise LivebytesError(f"the installed fla-core is {found.get('fla')}; these data are fla-core {fla.group(1)}'s")
+    if preset_of(found.get("gpu")) is None:
+        raise LivebytesError(f"no preset describes this GPU ({found.get('gpu')!r}): its figures would answer no --gpu")
+
+
+INSPECT = ("import json, torch, triton, fla; print(json.dumps({'triton': triton.__version__, 'fla': fla.__version__, "
+           "'gpu': torch.cuda.get_device_name() if torch.cuda.is_available() else None}))")
+
+
+def inspect(python: str) -> dict:
+    """{"triton", "fla", "gpu"} of ``python``'s installed packages and its first GPU (None: no CUDA device), asked in a
+    subprocess before the probe runs (seconds); refused in one line where that Python cannot import them."""
+    proc = subprocess.run([python, "-c", INSPECT], capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise LivebytesError(f"{python} cannot import torch, triton and fla ({tail[0][:160]}): install the validate "
+                             "extra there") from None
+
+
 def checked_record(row: dict, asked: str, case_key: str, data_file: str, triton: str, today: str) -> dict:
     """The store's record of one probe row, which must be a process of the ``asked`` probe case (``case_key`` in the
     data's words), held to what the data file's figures are (its Triton, its fla-core) and to a sound reading; anything
     else refused in one line naming the field."""
-    import re
     state = row.get("case", {}).get("state", "?")
     if row.get("status") or row.get("error"):
         raise LivebytesError(f"{case_key} ({state}): {row.get('status') or str(row['error'])[:160]}: nothing measured")
@@ -77,18 +111,14 @@ def checked_record(row: dict, asked: str, case_key: str, data_file: str, triton:
     missing = [k for k in ("gpu", "torch", "fla", "triton") if not isinstance(row.get(k), str)]
     if missing:
         raise LivebytesError(f"{case_key} ({state}): the probe's row has no {', '.join(missing)}")
-    fla = re.search(r"fla-core-([^_]+)_", data_file)
-    if row.get("triton") != triton:
-        raise LivebytesError(f"the installed Triton is {row.get('triton')}, not {triton}: measure under a Python whose "
-                             f"Triton is {triton} (python=...)")
-    if fla and row.get("fla") != fla.group(1):
-        raise LivebytesError(f"the installed fla-core is {row.get('fla')}; these data are fla-core {fla.group(1)}'s")
-    device = preset_of(row.get("gpu"))
-    if device is None:
-        raise LivebytesError(f"no preset describes this GPU ({row.get('gpu')!r}): its figures would answer no --gpu")
+    versions_match({k: row.get(k) for k in ("triton", "fla", "gpu")}, data_file, triton)
+    device = preset_of(row["gpu"])
     alone = row.get("in_process_alone", {}).get("nonpytorch_bytes")
-    if alone is None or alone != row.get("nonpytorch_bytes"):
-        raise LivebytesError(f"{case_key} ({state}): the process read {alone} B in itself and {row.get('nonpytorch_bytes')} "
+    if not isinstance(alone, int) or not isinstance(row.get("nonpytorch_bytes"), int):
+        raise LivebytesError(f"{case_key} ({state}): no reading of the process alone on the GPU (in itself and by NVML "
+                             "at its exit): nothing measured")
+    if alone != row["nonpytorch_bytes"]:
+        raise LivebytesError(f"{case_key} ({state}): the process read {alone:,} B in itself and {row['nonpytorch_bytes']:,} "
                              "B by NVML at its exit: another process used the GPU; measure on an idle GPU")
     for name in ("stack_limit_bytes", "context_nonpytorch_bytes"):
         if not isinstance(row.get(name), int):
@@ -105,48 +135,106 @@ def checked_record(row: dict, asked: str, case_key: str, data_file: str, triton:
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def measure(model_key: str, shape, triton: str, options: dict | None = None, *, python: str = sys.executable,
-            timeout: float = 1800.0, run: Runner | None = None, keep: Path | None = None) -> list[dict]:
-    """Run ``model_key``'s first call (its ``options``: the contract) at ``shape``'s head dim, head count and value heads
-    on this machine's GPU, cold then warm, each process alone; keep both readings in the private, signed store the
-    estimator reads, and return them, each with ``stored`` (False: the cache folder could not be written). A case the
-    committed data measured is measured again (the user's GPU and driver are their own); one the probe cannot run is
-    refused. ``python``: the interpreter whose torch, Triton and fla-core run; ``run``: the subprocess runner (None:
-    ``subprocess.run``, looked up at the call; tests fake it); ``timeout``: seconds for the whole probe; ``keep``: a
-    folder the probe's own files are copied to (its summary lines, each process's kernel log and stderr), whatever the
-    outcome: nothing measured is lost."""
+def measure(model_key: str, shape, triton: str | None, options: dict | None = None, *, python: str = sys.executable,
+            timeout: float = 1800.0, run: Runner | None = None, keep: Path | None = None,
+            ask: Callable[[str], dict] | None = None) -> list[dict]:
+    """Run ``model_key``'s first call (its ``options``: the contract, a layer's build options) at ``shape``'s head dim,
+    head counts and tokens (one sequence) on this machine's GPU, cold then warm, each process alone; keep each sound
+    reading in the private, signed store the estimator reads and return them, each with ``stored`` (False: the cache
+    folder could not be written); a refused reading raises after the sound ones are kept, naming both. Refused before
+    any process: a case the probe cannot run, a model of another version than the data's fla-core, another installed
+    Triton or fla-core, no GPU or one no preset describes (``ask``: the inspection, ``inspect`` where None), a ``keep``
+    that cannot be a folder. ``python``: the interpreter whose torch, Triton and fla-core run; ``run``: the subprocess
+    runner (None: ``subprocess.run``, looked up at the call; tests fake it); ``timeout``: seconds for the whole probe;
+    ``keep``: a folder the probe's own files are copied to (its summary lines, each process's kernel log and stderr),
+    whatever the outcome."""
     options = dict(options or {})
     data_file, case, _ = frames_case(model_key, options, shape, triton, purpose="no process to measure")
-    case_key = measured_store.store_key(case, options)
+    case_key = measured_store.store_key(model_key, case, options)
+    _check_version(model_key, data_file)
     cases = probe_cases(model_key, options, shape)
-    rows, stderr_tail = _run_probe(cases, case_key, python, timeout, run or subprocess.run, keep)
-    if not rows:
-        raise LivebytesError(f"{case_key}: the process-memory probe measured nothing ({stderr_tail})")
+    if keep is not None:
+        try:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise LivebytesError(f"--keep {keep}: not a folder we can write ({err.strerror})") from None
+    found = (ask or inspect)(python)
+    if found.get("gpu") is None:
+        raise LivebytesError(f"{python}: no CUDA GPU visible: the process is measured on the GPU itself")
+    versions_match(found, data_file, triton)
+    rows, stderr_tail, timed_out = _run_probe(cases, python, timeout, run or subprocess.run, keep)
+    return _keep_sound(rows, cases, case_key, data_file, triton, stderr_tail,
+                       f"the probe did not finish within {timeout:,.0f} s" if timed_out else None)
+
+
+def _check_version(model_key: str, data_file: str) -> None:
+    """A model of another version than the data file's fla-core (a snapshot modelled on its code path) is refused: the
+    probe runs the installed fla-core's kernels, whose figures would be stored as that version's."""
+    import re
+    fla = re.search(r"fla-core-([^_]+)_", data_file)
+    version = model_key.split("@", 1)[1] if "@" in model_key else ""
+    if fla and version != fla.group(1):
+        raise LivebytesError(f"{model_key}: the probe runs the installed fla-core {fla.group(1)}'s kernels, not "
+                             f"{version}'s: measure {model_key.split('@')[0]}@{fla.group(1)}")
+
+
+def _keep_sound(rows: list[dict], cases: tuple[str, str], case_key: str, data_file: str, triton: str,
+                stderr_tail: str, failure: str | None) -> list[dict]:
+    """Each sound row kept (``checked_record`` then ``measured_store.save``), then one line for what was refused or
+    missing (``failure``: why the probe stopped), naming what was kept."""
     today = datetime.date.today().isoformat()
     asked = {_case_of(c)["state"]: c for c in cases}
-    records = [checked_record(r, asked.get(r.get("case", {}).get("state"), cases[0]), case_key, data_file, triton, today)
-               for r in rows]       # every row checked before any is kept: one process refused keeps none
-    return [{**rec, "data_file": data_file, "stored": measured_store.save(data_file, rec)} for rec in records]
-
-
-def _run_probe(cases: tuple[str, str], case_key: str, python: str, timeout: float, run: Runner,
-               keep: Path | None) -> tuple[list[dict], str]:
-    """(the probe's rows of processes, the last line of its stderr) for ``cases``, in a temporary folder whose files
-    go to ``keep`` whatever happened (a probe past its time included)."""
-    with tempfile.TemporaryDirectory(prefix="livebytes-process-") as tmp:
-        out = Path(tmp) / "out"
+    kept, refused = [], []
+    for r in rows:
         try:
-            proc = run(probe_command(cases, out, Path(tmp) / "caches", python, timeout), capture_output=True,
-                       text=True, timeout=timeout + 120)
+            rec = checked_record(r, asked.get(r.get("case", {}).get("state"), cases[0]), case_key, data_file, triton, today)
+        except LivebytesError as err:
+            refused.append(str(err))
+            continue
+        kept.append({**rec, "data_file": data_file, "stored": measured_store.save(data_file, rec)})
+    problem = refused[0] if refused else failure or (None if rows else f"the process-memory probe measured nothing "
+                                                                       f"({stderr_tail})")
+    if problem is None:
+        return kept
+    saved = f" (kept: {', '.join(r['state'] for r in kept)})" if kept else ""
+    raise LivebytesError(f"{problem if problem.startswith(case_key) else f'{case_key}: {problem}'}{saved}")
+
+
+def _run_probe(cases: tuple[str, str], python: str, timeout: float, run: Runner,
+               keep: Path | None) -> tuple[list[dict], str, bool]:
+    """(the probe's rows of processes, the last line of its stderr, whether it ran out of time) for ``cases``, in a
+    temporary folder whose files go to ``keep`` whatever happened; a line that is no JSON (a probe killed mid-write)
+    is skipped. The probe's own deadline for the cold first call leaves ``AFTER_COLD`` seconds of ``timeout``."""
+    with tempfile.TemporaryDirectory(prefix="livebytes-process-") as tmp:
+        out, timed_out, stderr = Path(tmp) / "out", False, ""
+        command = probe_command(cases, out, Path(tmp) / "caches", python, max(60.0, timeout - AFTER_COLD))
+        try:
+            stderr = run(command, capture_output=True, text=True, timeout=timeout).stderr or ""
         except subprocess.TimeoutExpired:
-            raise LivebytesError(f"{case_key}: the probe did not finish within {timeout:,.0f} s") from None
+            timed_out = True
         finally:
             if keep is not None and out.exists():
-                shutil.copytree(out, keep, dirs_exist_ok=True)
+                shutil.copytree(out, keep, dirs_exist_ok=True, copy_function=_copy_or_skip)
         summary = out / "process_memory.jsonl"
-        rows = [json.loads(line) for line in summary.read_text().splitlines()] if summary.exists() else []
-    tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
-    return [r for r in rows if "case" in r], tail[0][:200]
+        rows = [_json_or_none(line) for line in summary.read_text().splitlines()] if summary.exists() else []
+    tail = stderr.strip().splitlines()[-1:] or ["no output"]
+    return [r for r in rows if isinstance(r, dict) and "case" in r], tail[0][:200], timed_out
+
+
+def _copy_or_skip(source: str, target: str) -> None:
+    """One of the probe's files copied to --keep (a folder checked before the probe ran); a file that cannot be written
+    there is skipped, so the readings are still kept in the store."""
+    try:
+        shutil.copy2(source, target)
+    except OSError:
+        pass
+
+
+def _json_or_none(line: str):
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def measured() -> list[dict]:
