@@ -56,7 +56,8 @@ CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_
 # Triton 3.9.0 compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH), as on the H200 in runs 20-22
 CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",
                            "cpu_frames/summary_t39b.jsonl",   # _t39b: session 17, GDN and its layer H16/HV16, KDA plain
-                           "cpu_frames/summary_t39c.jsonl")   # _t39c: run 33, GDN and its layer H4-H64, KDA report H32
+                           "cpu_frames/summary_t39c.jsonl",   # _t39c: run 33, GDN and its layer H4-H64, KDA report H32
+                           "cpu_frames/summary_t39d.jsonl")   # _t39d: session 21, run 33's three unfinished cases
 LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
 # Layer processes whose non-PyTorch bytes give their family's cold modules (the process alone on the GPU): run 22f's
 # 4 GatedDeltaNet layers, fresh and cold; its side-by-side 1-layer process had freed its memory (that reading,
