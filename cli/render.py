@@ -128,6 +128,8 @@ def vertical(table: Table) -> Group:
     if table.show_footer:
         rows.append([c.footer for c in columns])
     out = [T(_plain(table.title, " "))] if table.title else []
+    if not rows and not table.caption:  # an empty table still says so (its headers alone would vanish here)
+        out.append(T("(none)"))
     for cells in rows:
         first = _plain(cells[0])
         out.append(T(f"{heads[0]}: {first}" if first else heads[0], "bold"))

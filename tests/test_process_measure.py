@@ -487,6 +487,19 @@ def test_process_list_shows_what_was_measured():
     assert table.exit_code == 0 and CASE in table.output and "104,857,600" in table.output
 
 
+@pytest.mark.parametrize("width", [80, 200])                   # 80: stacked (the 9 columns do not fit), 200: drawn
+@pytest.mark.parametrize("command, filler", [("process", "livebytes process measure"),
+                                             ("frames", "livebytes frames derive")])
+def test_an_empty_list_says_none_yet_and_what_fills_it(command, filler, width):
+    """Nothing kept yet: the list says so and names the command that keeps one, at any width (stacked, an empty table
+    was its title alone)."""
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    result = CliRunner().invoke(app, [command, "list"], terminal_width=width)
+    assert result.exit_code == 0 and f"none yet: {filler}" in " ".join(result.output.split())
+
+
 def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_measured(monkeypatch, tmp_path):
     """The unbounded modules' words end with ``livebytes process measure ...``; that line, run as it stands (the probe
     faked), keeps both processes (and, with --keep, the probe's files), and the next answer at the case takes them."""

@@ -61,7 +61,8 @@ COLUMNS = [Column("case", lambda r: r["case"], "key"), Column("data", lambda r: 
 
 def frames_table(data: dict):
     title = "stack frames derived on this machine" if data["action"] == "list" else "stack frames derived"
-    return render.table(title, COLUMNS, data["results"])
+    empty = render.caption("none yet: livebytes frames derive") if not data["results"] else {}
+    return render.table(title, COLUMNS, data["results"], **empty)
 
 
 def schema() -> dict:

@@ -73,7 +73,8 @@ COLUMNS = [Column("case", lambda r: r["case"], "key"), Column("state", lambda r:
 
 def process_table(data: dict):
     title = "processes measured on this machine" if data["action"] == "list" else "process measured"
-    return render.table(title, COLUMNS, data["results"])
+    empty = render.caption("none yet: livebytes process measure") if not data["results"] else {}
+    return render.table(title, COLUMNS, data["results"], **empty)
 
 
 def schema() -> dict:
