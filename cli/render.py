@@ -79,6 +79,12 @@ def table(title: str, columns: list, rows, **kw) -> Table:
     return t
 
 
+def listing(title: str, columns: list, rows: list, filler: str) -> Table:
+    """A list of what this machine kept (``table``); empty, its caption says so and names ``filler``, the command that
+    keeps one."""
+    return table(title, columns, rows, **({} if rows else caption(f"none yet: {filler}")))
+
+
 def _cell(value) -> Text:
     return value if isinstance(value, Text) else T(value)
 

@@ -61,8 +61,7 @@ COLUMNS = [Column("case", lambda r: r["case"], "key"), Column("data", lambda r: 
 
 def frames_table(data: dict):
     title = "stack frames derived on this machine" if data["action"] == "list" else "stack frames derived"
-    empty = render.caption("none yet: livebytes frames derive") if not data["results"] else {}
-    return render.table(title, COLUMNS, data["results"], **empty)
+    return render.listing(title, COLUMNS, data["results"], "livebytes frames derive")
 
 
 def schema() -> dict:

@@ -73,8 +73,7 @@ COLUMNS = [Column("case", lambda r: r["case"], "key"), Column("state", lambda r:
 
 def process_table(data: dict):
     title = "processes measured on this machine" if data["action"] == "list" else "process measured"
-    empty = render.caption("none yet: livebytes process measure") if not data["results"] else {}
-    return render.table(title, COLUMNS, data["results"], **empty)
+    return render.listing(title, COLUMNS, data["results"], "livebytes process measure")
 
 
 def schema() -> dict:

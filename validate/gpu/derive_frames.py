@@ -46,6 +46,17 @@ def probe_command(case: str, out: Path, cache_dir: Path, triton: str, python: st
     return [python, str(PROBE), "--cases", case, "--out", str(out), "--jobs", "1", "--cache-dir", str(cache_dir), *legacy]
 
 
+def data_versions_installed(found: dict, data_file: str, triton: str, fix: str) -> None:
+    """Refuse in one line a Python whose Triton is not ``triton`` (``fix`` says what to do) or whose fla-core is not the
+    data file's (``fla-core-<version>_`` in its name): its figures would be another compiler's or library's.
+    ``found``: {"triton", "fla"} as that Python reports them (the probe's summary, or measure_process.inspect)."""
+    fla = re.search(r"fla-core-([^_]+)_", data_file)
+    if found.get("triton") != triton:
+        raise LivebytesError(f"the installed Triton is {found.get('triton')}, not {triton}: {fix}")
+    if fla and found.get("fla") != fla.group(1):
+        raise LivebytesError(f"the installed fla-core is {found.get('fla')}; these data are fla-core {fla.group(1)}'s")
+
+
 def checked_summary(lines: list[str], case_key: str, data_file: str, triton: str) -> dict:
     """The probe's summary line of ``case_key``, held to what the data file's frames are (its Triton, its fla-core, under
     3.9.0 its legacy ptxas); anything else refused in one line: a frame of another compiler is no frame of the case."""
@@ -57,12 +68,7 @@ def checked_summary(lines: list[str], case_key: str, data_file: str, triton: str
     if summary.get("error"):
         raise LivebytesError(f"{case_key}: the library refused the call on the CPU ({summary['error'][:160]}): its frames "
                              "would be those of the kernels before the refusal only")
-    fla = re.search(r"fla-core-([^_]+)_", data_file)
-    if summary.get("triton") != triton:
-        raise LivebytesError(f"the installed Triton is {summary.get('triton')}, not {triton}: derive under a Python whose "
-                             f"Triton is {triton} (python=...)")
-    if fla and summary.get("fla") != fla.group(1):
-        raise LivebytesError(f"the installed fla-core is {summary.get('fla')}; these data are fla-core {fla.group(1)}'s")
+    data_versions_installed(summary, data_file, triton, f"derive under a Python whose Triton is {triton} (python=...)")
     if triton == "3.9.0" and summary.get("ptxas") != LEGACY_PTXAS:
         raise LivebytesError(f"sm90 was compiled by {summary.get('ptxas')}, not the H200 runs' {LEGACY_PTXAS}")
     return summary

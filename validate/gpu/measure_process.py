@@ -71,13 +71,9 @@ def versions_match(found: dict, data_file: str, triton: str) -> None:
     """Refuse in one line what would make a reading no figure of the data file's case: another installed Triton (the
     fix named: ``--triton`` where the data hold that version too), another fla-core, a GPU no preset describes.
     ``found``: {"triton", "fla", "gpu"} as the probe's Python reports them."""
-    import re
-    fla = re.search(r"fla-core-([^_]+)_", data_file)
-    if found.get("triton") != triton:
-        raise LivebytesError(f"the installed Triton is {found.get('triton')}, not {triton}: measure with --triton "
-                             f"{found.get('triton')} where the data hold it, or under a Python whose Triton is {triton}")
-    if fla and found.get("fla") != fla.group(1):
-        raise LivebytesError(f"the installed fla-core is {found.get('fla')}; these data are fla-core {fla.group(1)}'s")
+    from livebytes.validate.gpu.derive_frames import data_versions_installed
+    data_versions_installed(found, data_file, triton, f"measure with --triton {found.get('triton')} where the data hold "
+                                                      f"it, or under a Python whose Triton is {triton}")
     if preset_of(found.get("gpu")) is None:
         raise LivebytesError(f"no preset describes this GPU ({found.get('gpu')!r}): its figures would answer no --gpu")
 
