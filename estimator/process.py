@@ -297,7 +297,7 @@ def _readable(prefix: str) -> str:
     return f"{family} ({', '.join(what)})" if what else family
 
 
-def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
+def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None) -> tuple[int, str, str] | None:
     """(limit, status, source) for a family whose stack limit is read from its own process after the first step
     (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
     None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
@@ -308,14 +308,16 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
     code). Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
     head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is bounded by CUDA's local-memory
     limit (``_model_limit_bound``): no measured case bounds it, frames not being monotonic in the head count. Warm,
-    where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``)."""
+    where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``). At a
+    measured point, a build its processes did not run (``options``: another config or optimizer) takes the point's
+    limit, unbounded, or bounded where the step's calls are a subset of a measured one's (``_limit_at_build``)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
-        cold = _model_limit(data, prefix, shape, "cold")
+        cold = _model_limit(data, prefix, shape, "cold", options)
         return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2])
     if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: bounded, not the bf16 one's
-        bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state)
+        bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state, options)
         return None if bf16 is None else _model_limit_bound(prefix, shape, "its kernels are other dtype "
                                                             "specialisations than the bf16 process's, whose limit bounds "
                                                             "nothing here")
@@ -332,7 +334,7 @@ def _model_limit(data: dict, prefix: str, shape, state: str) -> tuple[int, str, 
         status = "measured" if p["tokens"] == tokens else (
             f"{UNBOUNDED}the limit measured at {p['tokens']:,} tokens{_below(points, tokens)} used: it bounds "
             f"{tokens:,} only if the limit does not shrink as the length grows, not proved for every kernel")
-        return p["limit_bytes"], status, f"read after the first step by {', '.join(p['records'])}"
+        return p["limit_bytes"], _limit_at_build(p, status, options), f"read after the first step by {', '.join(p['records'])}"
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
     where = f"{_dims(shape.dim, shape.heads, shape.hv)} above {points[-1]['tokens']:,} tokens"
@@ -399,6 +401,8 @@ def _modules(data: dict, family: str, state: str, case: str | None = None, optio
     figure, the same case's cold one (``_warm_modules_by_cold``: a bound where that cold figure is not unbounded); else
     the library's largest, unbounded. No case asked (a key alone): the family's figure as the data label it."""
     by_case = data.get("modules_by_case", {}).get(state, {})
+    if case in by_case and "builds" in by_case[case]:        # a whole model's processes
+        return _model_at_build(by_case[case], case, options)
     if case in by_case:
         return _at_options(by_case[case], case, options)
     entry = data["modules"].get(family, {}).get(state)
@@ -441,6 +445,62 @@ def _at_options(entry: dict, case: str | None, options: dict | None) -> Figure:
                       "loaded functions, the driver freeing none while the process lives)", entry["source"])
     return Figure(int(entry["bytes"]), f"{UNBOUNDED}{where}: its figure there used, which bounds nothing: the hidden "
                   "size and the convolution width pick other GEMM shapes and kernels", entry["source"])
+
+
+def _asked_build(options: dict | None) -> tuple:
+    """(architecture, layers, optimizer) of a whole model's build options (``lifetimes/traced/model.py``'s fields)."""
+    asked = options or {}
+    return asked.get("architecture"), int(asked.get("layers") or 0), asked.get("optimizer", "adamw")
+
+
+def build_match(builds: list[dict], options: dict | None) -> tuple[str, str]:
+    """How a whole model's asked build stands to the builds its measured processes ran (each: the config less its
+    depth, the depth, the optimizer; ``validate/check/frames.py``'s ``model_build``): ("same", "") where one of them;
+    ("subset", where) where one ran the same config at least as deep with the same optimizer, or any optimizer where
+    none is asked (the first L layers of a stack are a prefix of a deeper one's, each layer's kind set by its index,
+    so its calls are a subset; no optimizer step is a subset of one); else ("other", where): another config (hidden
+    size, intermediate size, vocabulary) or optimizer picks other GEMM shapes and kernels. ``where`` says both."""
+    arch, layers, optimizer = want = _asked_build(options)
+    if any((b["architecture"], b["layers"], b["optimizer"]) == want for b in builds):
+        return "same", ""
+    ran = "; ".join(f"hidden {b['hidden']}, vocab {b['vocab']}, {b['layers']} layers, {b['optimizer']} "
+                    f"(architecture {b['architecture']})" for b in builds)
+    where = f"the builds its processes ran only ({ran}), not architecture {arch} at {layers} layers with {optimizer}"
+    subset = any(b["architecture"] == arch and b["layers"] >= layers and optimizer in (b["optimizer"], "none")
+                 for b in builds)
+    return ("subset" if subset else "other"), where
+
+
+SUBSET = "the asked step's calls a subset of a measured one's (fewer layers of the same stack, or no optimizer step)"
+OTHER_BUILD = "another config or optimizer picks other GEMM shapes and kernels (cuBLAS's and PyTorch's, loaded lazily)"
+
+
+def _model_at_build(entry: dict, case: str, options: dict | None) -> Figure:
+    """A whole model's measured modules at its case (``entry["builds"]``: what its processes ran): as measured at one
+    of those builds; bounded at a subset of one (``build_match``); elsewhere the same bytes, unbounded."""
+    match, where = build_match(entry["builds"], options)
+    if match == "same":
+        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+    where = f"measured for {_case_text(case)} at {where}"
+    if match == "subset":
+        return Figure(int(entry["bytes"]), f"{BOUNDED}{where}: its figure bounds it, {SUBSET}", entry["source"])
+    return Figure(int(entry["bytes"]), f"{UNBOUNDED}{where}: its figure there used, which bounds nothing: {OTHER_BUILD}",
+                  entry["source"])
+
+
+def _limit_at_build(point: dict, status: str, options: dict | None) -> str:
+    """The status of a whole model's limit read at ``point`` (its processes' ``builds``) for the asked build: as it
+    stands at one of those builds; at a subset of one (``build_match``) a bound where ``status`` is measured (the
+    largest frame of fewer calls is no larger; the driver never lowers the limit); elsewhere unbounded (another
+    config's norm and GEMM kernels are other code, with other frames)."""
+    match, where = build_match(point.get("builds", []), options)
+    if match == "same" or status.startswith(UNBOUNDED):
+        return status if match == "same" else f"{status}; and measured at {where}"
+    if match == "subset":
+        return f"{BOUNDED}the limit measured at {where}: it bounds it, {SUBSET}" + (
+            "" if status == "measured" else f" ({status})")
+    return f"{UNBOUNDED}the limit measured at {where} used, which bounds nothing: {OTHER_BUILD}" + (
+        "" if status == "measured" else f" ({status})")
 
 
 def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
@@ -548,7 +608,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
                                                          "counted", ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
-    measured_limit = _model_limit(data, prefix, shape, triton_cache)
+    measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options))
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'

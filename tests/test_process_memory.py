@@ -651,11 +651,43 @@ def test_warm_modules_are_bounded_only_where_the_cold_figure_is_a_bound(shape, k
     assert any(a.startswith(kind + "kernel modules: ") for a in p.assumptions)
 
 
-def _whole_model(key: str):
-    """What process_memory reads of a traced whole model: its key, options and declared autotuned launches (a traced
-    model declares none: its kernels' frames are not logged one by one, its limit is its process's)."""
+def _whole_model(key: str, record: str = "h200_run23_k2-ckpt.json", **change):
+    """What process_memory reads of a traced whole model: its key, its build options as ``record``'s process ran them
+    (``change``: a config field or ``layers``/``optimizer`` set otherwise) and its declared autotuned launches (a
+    traced model declares none: its kernels' frames are not logged one by one, its limit is its process's)."""
     from types import SimpleNamespace
-    return SimpleNamespace(key=key, options={}, autotuned=())
+
+    from livebytes.lifetimes.traced.model import architecture_digest, canonical_config
+    r = json.loads((frames_tool.MODEL_RECORDS / record).read_text())
+    config = {**r["config"], **{k: v for k, v in change.items() if k not in ("layers", "optimizer")}}
+    canonical = canonical_config(config)
+    options = {"architecture": architecture_digest(canonical), "optimizer": change.get("optimizer", "adamw"),
+               "layers": change.get("layers", json.loads(canonical)["num_hidden_layers"])}
+    return SimpleNamespace(key=key, options=options, autotuned=())
+
+
+# run 32's c1 (KDA hidden 1024, 2 layers, vocab 32,000, AdamW) read the D128 H8 case at 8,192 tokens; run 26's ho3 the
+# same config at 16 layers (4 x 8,192 tokens). Modules: 236,126,208 B (the case's largest); limit at 8,192: c1's 14,528 B.
+@pytest.mark.parametrize("change, modules, stack", [
+    ({}, "measured", "measured"),                                        # c1's own build
+    ({"layers": 1}, "bounded: ", "bounded: "),                           # a prefix of c1's stack (and of ho3's)
+    ({"layers": 10}, "bounded: ", "unbounded: "),                        # within ho3's 16 layers; c1 alone read 8,192
+    ({"layers": 20}, "unbounded: ", "unbounded: "),                      # deeper than any process ran
+    ({"optimizer": "none"}, "bounded: ", "bounded: "),                   # no optimizer step: a subset of AdamW's
+    ({"optimizer": "sgd"}, "unbounded: ", "unbounded: "),                # other foreach kernels
+    ({"vocab_size": 50_000}, "unbounded: ", "unbounded: "),              # another lm_head GEMM
+    ({"hidden_size": 2048}, "unbounded: ", "unbounded: ")])              # other GEMMs, norms' block sizes
+def test_a_whole_models_process_holds_at_the_builds_it_ran(change, modules, stack):
+    """A whole model's modules and limit were read at one case key (family, head dim, head counts) whatever the config:
+    kda-h1024-l2-v32k.json with vocabulary 50,000 read "measured". They now hold at the builds their processes ran;
+    fewer layers or no optimizer bound the case, another config or optimizer is unbounded, with the builds named."""
+    model = _whole_model("fla-kda-model@0.6.0", "h200_run32_c1-kda-8k.json", **change)
+    p = process_memory(H200, model, "cold", Shape(1, 8192, 8, 128))
+    assert (p.modules.bytes, p.stack_limit_bytes) == (236_126_208, 14_528)
+    assert p.modules.status.startswith(modules) and p.stack.status.startswith(stack)
+    if change:
+        assert "hidden 1024, vocab 32000, 2 layers, adamw" in p.stack.status
+        assert "hidden 1024, vocab 32000, 16 layers, adamw" in p.modules.status
 
 
 @pytest.mark.parametrize("shape,kind,limit,total", [

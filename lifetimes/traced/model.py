@@ -152,6 +152,14 @@ def canonical_config(data: dict, where: str = "config") -> str:
     return json.dumps({k: v for k, v in data.items() if k not in drop}, sort_keys=True)
 
 
+def architecture_digest(config: str) -> str:
+    """A canonical config's digest less its depth (the first 12 hex digits of the SHA-256 of its JSON without
+    ``num_hidden_layers``): two configs that differ in depth alone share it, so a process measured at one depth speaks
+    for fewer layers of the same stack (``estimator.process``'s whole-model modules)."""
+    data = {k: v for k, v in json.loads(config).items() if k != "num_hidden_layers"}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
 # ---------------------------------------------------------------------------------------------- tracing
 
 def environment(stored: str | None = None) -> str:
@@ -527,7 +535,8 @@ def fields(req: Request, device, versions: dict) -> dict:
                  f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
                  f"{req.precision}{', checkpointing per layer' if req.checkpoint else ''}; traced with torch "
                  f"{versions.get('torch')}, transformers {versions.get('transformers')}"),
-        options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]), ("optimizer", req.optimizer),
+        options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]),
+                 ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
                  ("layers", depth)) + ((("routing", req.routing),) if kind in MOE else ()),
         not_modelled=NOT_MODELLED + FAMILY_NOT_MODELLED.get(kind, ()),

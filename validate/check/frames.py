@@ -253,8 +253,21 @@ def model_processes(triton: str = "3.6.0") -> list[dict]:
             continue
         key = _model_case(r["config"], r["options"])
         out.append({"key": key, "tokens": r["shape"]["mbs"] * r["shape"]["seq"], "record": path.name,
-                    "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"]})
+                    "limit": first["stack_limit_bytes"], "nonpytorch": first["nonpytorch"]["bytes"],
+                    "build": model_build(r["config"], r["options"])})
     return out
+
+
+def model_build(config: dict, options: dict) -> dict:
+    """What a whole model's process ran beside its case key, as ``process._model_at_build`` compares it: the config less
+    its depth (the built model's ``architecture`` option), its depth and optimizer (which pick its GEMM shapes and
+    kernels, each loaded lazily), with the hidden size and vocabulary named for the reader."""
+    from livebytes.lifetimes.traced.model import architecture_digest, canonical_config
+    canonical = canonical_config(config, "record config")
+    full = json.loads(canonical)
+    return {"architecture": architecture_digest(canonical), "layers": int(full["num_hidden_layers"]),
+            "optimizer": options.get("optimizer", "adamw"), "hidden": full.get("hidden_size"),
+            "vocab": full.get("vocab_size")}
 
 
 def _model_case(config: dict, options: dict) -> str:
@@ -282,23 +295,26 @@ def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:
         points = limits.setdefault(p["key"], {"points": []})["points"]
         entry = next((e for e in points if e["tokens"] == p["tokens"]), None)
         if entry is None:
-            entry = {"tokens": p["tokens"], "limit_bytes": p["limit"], "records": []}
+            entry = {"tokens": p["tokens"], "limit_bytes": p["limit"], "records": [], "builds": []}
             points.append(entry)
             points.sort(key=lambda e: e["tokens"])
         if entry["limit_bytes"] != p["limit"]:
             raise SystemExit(f"{p['record']}: stack limit {p['limit']:,} B differs from {entry['records']}")
         entry["records"].append(f"validate/data/records/models/{p['record']}")
+        entry["builds"] += [p["build"]] if p["build"] not in entry["builds"] else []
         reservation = stack_reservation_bytes(p["limit"], get_device("H200"))
         figure = {"bytes": p["nonpytorch"] - context - reservation, "status": "measured",
                   "source": f"{p['record']}: the whole-model process's {p['nonpytorch']:,} B after its first step, minus "
-                            f"the context and the {p['limit']:,}-B limit's reservation"}
+                            f"the context and the {p['limit']:,}-B limit's reservation", "builds": [p["build"]]}
         by_case[p["key"]] = _largest_modules(by_case.get(p["key"]), figure, p["record"])
     families: dict = {}
     for key, figure in by_case.items():
         fam = key.split(":")[0]
         if figure["bytes"] > families.get(fam, {}).get("bytes", -1):
-            families[fam] = dict(figure, source=f"the largest of {fam}'s measured cases ({len([k for k in by_case if k.startswith(fam + ':')])}): "
-                                                f"{figure['source']}")
+            cases = len([k for k in by_case if k.startswith(fam + ":")])
+            families[fam] = dict({k: v for k, v in figure.items() if k != "builds"},
+                                 source=f"the largest of {fam}'s measured cases ({cases}): "
+                                        f"{figure['source']}")
     return ({"cold": dict(sorted(limits.items())), "warm": {}}, {"cold": dict(sorted(by_case.items()))},
             {fam: {"cold": f} for fam, f in sorted(families.items())})
 
@@ -311,11 +327,13 @@ def _largest_modules(held: dict | None, figure: dict, record: str) -> dict:
     and bounds the processes that loaded less."""
     if held is None:
         return figure
+    builds = [*held.get("builds", []), *(b for b in figure.get("builds", []) if b not in held.get("builds", []))]
     small, large = sorted((held, figure), key=lambda f: f["bytes"])
     if small["bytes"] == large["bytes"]:
-        return held
-    return dict(large, source=f"{large['source']}; the largest of the case's processes ({record} among them): "
-                              f"{small['bytes']:,} B in {small['source'].split(':')[0]}")
+        return dict(held, builds=builds) if builds else held
+    merged = dict(large, source=f"{large['source']}; the largest of the case's processes ({record} among them): "
+                                f"{small['bytes']:,} B in {small['source'].split(':')[0]}")
+    return dict(merged, builds=builds) if builds else merged
 
 
 def build() -> dict:
@@ -465,6 +483,9 @@ def render(data: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv not in ([], ["--check"]):
+        print("usage: python -m livebytes.validate.check.frames [--check]  (no argument: write the data files)")
+        return 2
     stale = []
     for path, builder in LIBRARIES.values():
         text = render(builder())
