@@ -102,7 +102,8 @@ def process_memory_data(process) -> dict:
     status = next((k for k in ("unbounded", "bounded") if k in kinds), "derived" if derived else "measured")
     return {"bytes": process.bytes, "library": process.library_name, "status": status,
             "figures": figures, "stack_limit_bytes": process.stack_limit_bytes,
-            "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions}
+            "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions,
+            "kept_here": list(getattr(process, "kept_here", []))}
 
 
 def allocator_terms(model, device, conf, process, shape=None, matters: bool | None = None) -> dict:

@@ -243,6 +243,7 @@ def verdict_lines(r: dict) -> list[Text]:
              f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
     lines += list(pm["assumptions"])          # each in its kind's words: bounded: ... or unbounded: ...
+    lines += list(pm.get("kept_here", []))    # PART: derived|measured (on this machine, ...)
     lines += [f"assumed: {note}" for note in r.get("autotune_assumptions", [])]
     lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]

@@ -124,7 +124,10 @@ ALLOCATOR = {
                          "where the first call's launches grow the process's memory (empty: raised before the call)"),
         "assumptions": listof(string("one part neither measured nor derived: 'bounded: PART: proof' or 'unbounded: "
                                      "PART: what is used and why nothing bounds it'"),
-                              "each part of the figure neither measured nor derived, in its own words")}),
+                              "each part of the figure neither measured nor derived, in its own words"),
+        "kept_here": listof(string("'PART: status', the status saying '(on this machine, ...)'"),
+                            "each part this machine supplied (livebytes frames derive, livebytes process measure), "
+                            "which no committed record holds")}),
     "autotune_assumptions": listof(string("one assumption"), "a cold first call's autotuned launches whose failing "
                                    "configs were not measured at this shape, call and GPU: what the answer assumes "
                                    "(estimator/autotune.py held_assumptions); empty when warm or measured"),

@@ -179,8 +179,11 @@ def _read_private(path: Path, limit: int) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
+    if not _own_regular_file(fd, limit):        # checked on the open descriptor: a folder opens too, but is no file
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as fh:
-        return fh.read(limit + 1) if _own_regular_file(fd, limit) else None
+        return fh.read(limit + 1)
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -192,16 +195,23 @@ def _write_private(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _hmac_key(d: Path) -> bytes:
+def _hmac_key(d: Path) -> bytes | None:
     """This cache's secret (32 random bytes, a 0600 file of ours in the private folder), made when missing or not ours.
-    Entries are signed with it, so only a process of this user can write one that is ever loaded."""
+    Entries are signed with it, so only a process of this user can write one that is ever loaded. None where no key
+    can be made (something that is no file, say a folder, holds its name): nothing is then read or written signed."""
     key = _read_private(d / _KEY_NAME, 32)
     if key is not None and len(key) == 32:
         return key
     key = secrets.token_bytes(32)
     with contextlib.suppress(OSError):
         os.unlink(d / _KEY_NAME)
-    _write_private(d / _KEY_NAME, key)
+    try:
+        _write_private(d / _KEY_NAME, key)
+    except OSError:
+        for stale in d.glob(f"{_KEY_NAME}.*.tmp"):          # the new key's file, left by the failed rename
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        return None
     return key
 
 
@@ -274,7 +284,8 @@ def _read(*parts):
         if blob is None or not blob.startswith(_MAGIC):
             return None
         tag, payload = blob[len(_MAGIC):len(_MAGIC) + 32], blob[len(_MAGIC) + 32:]
-        if not hmac.compare_digest(tag, hmac.new(_hmac_key(d), payload, hashlib.sha256).digest()):
+        key = _hmac_key(d)
+        if key is None or not hmac.compare_digest(tag, hmac.new(key, payload, hashlib.sha256).digest()):
             return None
         return _EntryUnpickler(io.BytesIO(payload)).load()
     except Exception:          # an unreadable entry is rebuilt
@@ -285,9 +296,12 @@ def _write(data, *parts) -> None:
     d = private_dir()
     if d is None:
         return
+    key = _hmac_key(d)
+    if key is None:
+        return                 # no key can be made: nothing is kept
     try:
         payload = pickle.dumps(data)
-        _write_private(_path(d, *parts), _MAGIC + hmac.new(_hmac_key(d), payload, hashlib.sha256).digest() + payload)
+        _write_private(_path(d, *parts), _MAGIC + hmac.new(key, payload, hashlib.sha256).digest() + payload)
     except OSError:
         pass                   # a read-only cache is no cache, not an error
 
@@ -366,11 +380,27 @@ def _signed_folder(folder: str, create: bool) -> Path | None:
         if create:
             sub.mkdir(mode=0o700, exist_ok=True)
         st = os.lstat(sub)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        if stat.S_IMODE(st.st_mode) & 0o077:      # ours, left wider: narrowed, as the cache folder is (each file in it
+            os.chmod(sub, 0o700)                  # is still checked: ours, private, signed)
     except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
-        return None
     return sub
+
+
+def signed_folder_problem(folder: str) -> str | None:
+    """Why nothing kept in the private ``folder`` can be read, in one line, or None: the cache folder or the subfolder
+    not private to this user, or no key file to check signatures with (``_hmac_key``)."""
+    d = private_dir()
+    if d is None:
+        return f"the cache folder {cache_dir()} is not a folder of this user's (owner, type): nothing kept is read"
+    sub = d / folder
+    if sub.exists() and _signed_folder(folder, create=False) is None:
+        return f"{sub} is not a folder of this user's (owner, type): nothing kept there is read"
+    if sub.exists() and _hmac_key(d) is None:
+        return f"{d / _KEY_NAME} is no file this user owns and it cannot be replaced: nothing kept is read or written"
+    return None
 
 
 def _signed_path(sub: Path, name: str) -> Path:
@@ -383,7 +413,8 @@ def _signed_payload(sub: Path, path: Path) -> dict | None:
     if blob is None or not blob.startswith(_SIGNED_MAGIC):
         return None
     tag, payload = blob[len(_SIGNED_MAGIC):len(_SIGNED_MAGIC) + 32], blob[len(_SIGNED_MAGIC) + 32:]
-    if not hmac.compare_digest(tag, hmac.new(_hmac_key(sub.parent), payload, hashlib.sha256).digest()):
+    key = _hmac_key(sub.parent)
+    if key is None or not hmac.compare_digest(tag, hmac.new(key, payload, hashlib.sha256).digest()):
         return None
     try:
         data = json.loads(payload)
@@ -399,9 +430,11 @@ def write_signed(folder: str, name: str, value) -> bool:
     if sub is None:
         return False
     payload = json.dumps({"name": name, "value": value}, sort_keys=True).encode()
+    key = _hmac_key(sub.parent)
+    if key is None:
+        return False
     try:
-        _write_private(_signed_path(sub, name), _SIGNED_MAGIC + hmac.new(_hmac_key(sub.parent), payload,
-                                                                         hashlib.sha256).digest() + payload)
+        _write_private(_signed_path(sub, name), _SIGNED_MAGIC + hmac.new(key, payload, hashlib.sha256).digest() + payload)
     except OSError:
         return False
     return True

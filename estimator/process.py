@@ -131,6 +131,14 @@ class ProcessMemory:
             out.append(f"{UNBOUNDED}{self.library_name}: its kernels' memory is not measured; counted as the context only")
         return out + list(self.notes)
 
+    @property
+    def kept_here(self) -> list[str]:
+        """Each part this machine supplied (``frames derive``, ``process measure``: status ``... (on this machine,
+        ...)``), as ``PART: status``: the answer says which figures no committed record holds."""
+        return [f"{name}: {f.status}" for name, f in (("CUDA context", self.context), ("kernel modules", self.modules),
+                                                      ("stack reservation", self.stack))
+                if f is not None and "(on this machine" in f.status]
+
 
 @lru_cache(maxsize=None)
 def _json(path: Path) -> dict:
@@ -229,7 +237,9 @@ def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
     """How the user replaces the bound by the case's own frames: the command that compiles them on the CPU, or why none."""
     command = frames_store.derive_command(key, prefix, shape, triton)
     return (f"derive the case's own frames on a machine with Triton {triton} installed: {command}" if command else
-            "no CPU probe compiles this case's kernels (validate/gpu/probes/cpu_frames.py): measure it on a GPU")
+            "no probe of this tool compiles or measures this case (validate/gpu/probes/cpu_frames.py and "
+            "process_memory.py run FLA's kernels and layers alone, the plain contract without grouped value heads "
+            "only), so the bound stands")
 
 
 def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dict, data_file: str) -> str:
@@ -348,8 +358,9 @@ def _model_limit_bound(prefix: str, shape, why: str) -> tuple[int, str, str]:
     return (LOCAL_MEMORY_LIMIT, local_memory_bound(f"stack limit not measured for {_readable(prefix)} at "
                                                    f"{_dims(shape.dim, shape.heads, shape.hv)}: {why}",
                                                    "a whole model's limit is read from its own process (its kernels' "
-                                                   "frames are not logged one by one) and no CPU probe derives it: "
-                                                   "measure the case on a GPU"),
+                                                   "frames are not logged one by one) and no probe of this tool "
+                                                   "derives or measures it, so the bound stands until a model-step "
+                                                   "record of the case is committed"),
             "CUDA's per-thread local-memory limit")
 
 
@@ -414,8 +425,9 @@ def _modules(data: dict, family: str, state: str, case: str | None = None, optio
             differ = len({entry["bytes"], *(v["bytes"] for v in own.values())}) > 1
             return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {_case_text(case)}: the family's "
                           f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
-                          "bounds nothing: module memory is measured, not derived, and each head dim compiles its own "
-                          "kernels" + (" (those cases differ)" if differ else ""), top["source"])
+                          "bounds nothing: module memory is measured, not derived, and the kernels a case loads follow "
+                          "its shapes (Triton compiles one per head dim and head counts, cuBLAS picks its GEMMs by shape)"
+                          + (" (those cases differ)" if differ else ""), top["source"])
         return _at_options(entry, case, options)
     if state == "warm" and data["modules"].get(family, {}).get("cold") is not None:
         return _warm_modules_by_cold(_modules(data, family, "cold", case, options), family)
@@ -573,6 +585,17 @@ def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str
     return lib["data"], measured_store.store_key(model.key, case, options)
 
 
+RESERVATION_RULE = "(the limit for every resident thread, in 2 MiB pages)"
+
+
+def _other_gpu_stack(assumed_from: str, frames_used: bool) -> str:
+    """Why a stack reservation on a GPU no process measured is unbounded: the reservation rule was read on
+    ``assumed_from`` only, and where frames were used they are that GPU's compile (the local-memory bound alone uses
+    none)."""
+    frames = f"the {assumed_from}'s frames used ({get_device(assumed_from).arch}'s compile), and " if frames_used else ""
+    return f"{UNBOUNDED}{frames}the reservation rule {RESERVATION_RULE} measured on the {assumed_from} only"
+
+
 def _process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
                     triton: str | None = None, derived_frames: bool = True) -> ProcessMemory:
     """The process memory of ``model`` (a built or compiled model, or a key alone: no launches, no frames) on ``device``
@@ -613,8 +636,8 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         limit, status, source = measured_limit
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = kind_of(([] if status == "measured" else [status]) +
-                             [f"{UNBOUNDED}the {assumed_from}'s limit (its process's, {get_device(assumed_from).arch}'s compile) "
-                              "and thread count rule"])
+                             [f"{UNBOUNDED}the {assumed_from}'s limit used (its process's, {get_device(assumed_from).arch}'s "
+                              f"compile), and the reservation rule {RESERVATION_RULE} measured on the {assumed_from} only"])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)")
@@ -623,8 +646,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
                                                    _derive_hint(key, prefix, shape, lib.get("triton")))
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
     limit, growth, kernel_notes = stack_timeline(frames, launches, device)
-    notes_on_stack = frame_notes + kernel_notes + ([f"{UNBOUNDED}the {assumed_from}'s frames ({get_device(assumed_from).arch}'s "
-                                                    "compile) and thread count rule"] if assumed_from else [])
+    notes_on_stack = frame_notes + kernel_notes + ([_other_gpu_stack(assumed_from, frames is not None)] if assumed_from else [])
     status = "derived" + (f" ({provenance})" if provenance else "") if not notes_on_stack else kind_of(notes_on_stack)
     whence = ("CUDA's per-thread local-memory limit" if frames is None else
               "from the frames derived on this machine (estimator/frames_store.py)"

@@ -180,3 +180,32 @@ def test_an_edited_device_table_is_another_cache_key(tmp_path, monkeypatch):
         assert cache.sources_digest() != before
     finally:
         cache.sources_digest.cache_clear()
+
+
+def test_a_folder_where_the_key_belongs_is_one_line_not_an_error(tmp_path, monkeypatch):
+    """A folder named hmac.key (the key cannot be read or replaced): nothing kept is read or written, nothing raises
+    (it was 'cannot use 3: Is a directory', exit 1), and the lists can say why (``signed_folder_problem``)."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(d))
+    assert cache.write_signed("measured_processes", "a", {"x": 1}) and cache.read_signed("measured_processes", "a")
+    (d / cache._KEY_NAME).unlink()
+    (d / cache._KEY_NAME).mkdir()
+    (d / cache._KEY_NAME / "inside").write_text("keeps the folder from being removed")
+    assert cache.read_signed("measured_processes", "a") is None and cache.signed_names("measured_processes") == []
+    assert not cache.write_signed("measured_processes", "b", {"x": 2})
+    assert cache.signed_folder_problem("measured_processes") == (
+        f"{d / cache._KEY_NAME} is no file this user owns and it cannot be replaced: nothing kept is read or written")
+    assert not list(d.glob("*.tmp"))                          # the new key's file, not left behind
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o750, 0o701])
+def test_a_wide_subfolder_of_ours_is_narrowed_and_still_read(tmp_path, monkeypatch, mode):
+    """A subfolder of kept records left wider than 0700 read as empty ('none yet'); it is narrowed, as the cache folder
+    is, and its records (each still checked: ours, private, signed) read."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(d))
+    assert cache.write_signed("measured_processes", "a", {"x": 1})
+    (d / "measured_processes").chmod(mode)
+    assert cache.read_signed("measured_processes", "a") == {"x": 1}
+    assert ((d / "measured_processes").stat().st_mode & 0o777) == 0o700
+    assert cache.signed_folder_problem("measured_processes") is None

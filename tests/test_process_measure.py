@@ -515,6 +515,11 @@ def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_me
     assert (tmp_path / "kept" / "process_memory.jsonl").exists()
     after = process_memory(H200, kda(), "cold", SHAPE)
     assert after.modules.status == f"measured (on this machine, {TODAY})" and after.modules.bytes == COLD_MODULES
+    # the answer says so in words too, not only in --json's figures: no committed record holds these
+    answer = " ".join(_cli("predict", "--impl", "fla-kda@0.6.0", "--contract", "report", "--head-dim", "256",
+                           "--num-heads", "16", "--seq-len", "4096").output.split())
+    assert f"kernel modules: measured (on this machine, {TODAY})" in answer
+    assert f"stack reservation: measured (on this machine, {TODAY})" in answer
 
 
 @pytest.mark.parametrize("args,code,message", [

@@ -1008,3 +1008,16 @@ def test_run34_k1c_is_bounded_by_its_cases_largest():
     entry = data["modules_by_case"]["cold"]["kimi-linear-model:- D192 H8 HV8"]
     assert entry["bytes"] == 252_903_424
     assert "250,806,272 B in h200_run34_k1c-l4-8k.json" in entry["source"]
+
+
+@pytest.mark.parametrize("shape, frames_used", [
+    (Shape(1, 8192, 16, 128), True),          # D128 H16: the H200's frames (GPU-logged) read on the B300
+    (Shape(1, 8192, 7, 64), False)])          # D64 H7: no frames anywhere, the 512 KiB bound alone
+def test_another_gpus_stack_says_what_it_borrowed(shape, frames_used):
+    """On a GPU no process measured, the stack is unbounded by the H200's reservation rule; it names the H200's frames
+    only where they were used (the local-memory bound alone uses none; it said 'frames ... and thread count rule')."""
+    p = process_memory(get_device("B300"), get_model("fla-kda@0.6.0", "B300"), "cold", shape)
+    assert p.stack.status.startswith("unbounded: ")
+    assert p.stack.status.endswith("the reservation rule (the limit for every resident thread, in 2 MiB pages) "
+                                   "measured on the H200 only")
+    assert ("the H200's frames used (sm90's compile)" in p.stack.status) == frames_used
