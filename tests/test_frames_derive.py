@@ -35,10 +35,16 @@ def summary(key: str = CASE, **changes) -> dict:
             "python": "3.11", "ptxas": "ptxas (Cuda compilation tools, release 12.8, V12.8.93)", **changes}
 
 
+INSTALLED = {"triton": "3.6.0", "fla": "0.6.0", "gpu": None}     # what ``derive_frames.inspect`` reports: no GPU needed
+ASK_THAT_PYTHON = derive_frames.inspect                           # the real inspection (the fixture fakes it)
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    """Every test its own cache folder: nothing derived here reaches another test or the user's cache."""
+    """Every test its own cache folder: nothing derived here reaches another test or the user's cache; the installed
+    versions asked before a compile are the 3.6.0 machine's (a test of another asks with ``ask=``)."""
     monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(derive_frames, "inspect", lambda python: dict(INSTALLED))
     return tmp_path / "cache"
 
 
@@ -163,10 +169,11 @@ def test_triton_39_compiles_with_the_bundled_legacy_ptxas():
     shape = Shape(1, 4096, 40, 128)
     key = "fla-gdn:- D128 H40 HV40"
     probe = FakeProbe(summary(key, triton="3.9.0", ptxas=LEGACY_PTXAS))
-    got = derive_frames.derive("fla-gdn@0.6.0", shape, "3.9.0", run=probe)
+    t39 = {**INSTALLED, "triton": "3.9.0"}
+    got = derive_frames.derive("fla-gdn@0.6.0", shape, "3.9.0", run=probe, ask=lambda python: t39)
     assert "--legacy-ptxas" in probe.commands[0] and got["data_file"] == "process/fla-core-0.6.0_triton-3.9.0_H200.json"
     with pytest.raises(LivebytesError, match="not the H200 runs'"):
-        derive_frames.derive("fla-gdn@0.6.0", shape, "3.9.0",
+        derive_frames.derive("fla-gdn@0.6.0", shape, "3.9.0", ask=lambda python: t39,
                              run=FakeProbe(summary(key, triton="3.9.0", ptxas="ptxas-blackwell (13.0)")))
 
 
@@ -193,6 +200,23 @@ def test_derive_refuses_in_one_line(key, options, shape, triton, line, message):
     assert frames_store.derived_cases() == []
     if line is None:
         assert probe.commands == []             # refused before any compile
+
+
+@pytest.mark.parametrize("found, message", [
+    ({**INSTALLED, "triton": "3.9.0"}, "the installed Triton is 3.9.0, not 3.6.0: derive with --triton 3.9.0 where the "
+                                      "data hold it, or under a Python whose Triton is 3.6.0 \\(the API's python=\\)"),
+    ({**INSTALLED, "fla": "0.5.0"}, "the installed fla-core is 0.5.0; these data are fla-core 0.6.0's")])
+def test_the_installed_versions_are_asked_before_the_compile(found, message):
+    """Another Triton installed was refused after minutes of compiling (6 min 20 s, a reviewer's run); now before."""
+    probe = FakeProbe(summary())
+    with pytest.raises(LivebytesError, match=message):
+        derive_frames.derive("fla-kda@0.6.0", SHAPE, "3.6.0", {"contract": "report"}, run=probe, ask=lambda p: found)
+    assert probe.commands == []
+
+
+def test_a_python_that_is_not_there_is_one_line():
+    with pytest.raises(LivebytesError, match="^cannot run the Python '/nonexistent/python': No such file"):
+        ASK_THAT_PYTHON("/nonexistent/python")
 
 
 def test_a_probe_that_failed_says_its_last_line():
@@ -265,7 +289,7 @@ def test_the_labels_command_derives_through_the_cli_and_the_answer_then_says_der
     case, ``frames list`` shows it, and the next answer at the case takes its frames: limit 14,464 B, 3,634,364,416 B
     reserved (the arithmetic above), derived on this machine instead of bounded."""
     probe = FakeProbe(summary())
-    monkeypatch.setattr(derive_frames.subprocess, "run", probe)
+    monkeypatch.setattr(derive_frames.process_group, "run", probe)
     before = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", SHAPE)
     line = before.stack.status.rsplit(": ", 1)[1]
     assert line == "livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim 128 --num-heads 56 --triton 3.6.0"

@@ -393,12 +393,22 @@ def test_keep_copies_the_probes_files_of_a_probe_past_its_time(tmp_path):
     ({**INSTALLED, "triton": "3.9.0"}, "the installed Triton is 3.9.0, not 3.6.0: measure with --triton 3.9.0"),
     ({**INSTALLED, "fla": "0.5.0"}, "the installed fla-core is 0.5.0"),
     ({**INSTALLED, "gpu": "NVIDIA Foo"}, "no preset describes this GPU")])
-def test_the_installed_versions_and_gpu_are_asked_before_the_probe(found, message):
-    """A mismatch costs seconds, not the minutes of a cold probe: the probe never starts."""
+def test_the_installed_versions_and_gpu_are_asked_before_the_probe(found, message, tmp_path):
+    """A mismatch costs seconds, not the minutes of a cold probe: the probe never starts, and --keep's folder is not
+    made (it was, before the refusal)."""
     probe = FakeProbe(BASELINE, row("cold"), row("warm"))
     with pytest.raises(LivebytesError, match=message):
-        measured(probe, ask=lambda python: found)
+        measured(probe, ask=lambda python: found, keep=tmp_path / "new" / "kept")
     assert probe.commands == [] and measured_store.measured_cases() == []
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_python_that_is_not_there_is_one_line(monkeypatch):
+    """The interpreter asked for does not exist: one line naming it (a FileNotFoundError before)."""
+    from livebytes.validate.gpu.derive_frames import inspect as asks_that_python
+    monkeypatch.setattr(measure_process, "inspect", asks_that_python)      # the real inspection, not the fixture's
+    with pytest.raises(LivebytesError, match="^cannot run the Python '/nonexistent/python': No such file"):
+        measure_process.measure("fla-kda@0.6.0", SHAPE, "3.6.0", {"contract": "report"}, python="/nonexistent/python")
 
 
 @pytest.mark.parametrize("keep_is", ["a file", "below a file"])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from livebytes.estimator import frames_store
+from livebytes.validate.gpu import process_group
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.process import case_variant, frames_case
 
@@ -46,6 +47,28 @@ def probe_command(case: str, out: Path, cache_dir: Path, triton: str, python: st
     return [python, str(PROBE), "--cases", case, "--out", str(out), "--jobs", "1", "--cache-dir", str(cache_dir), *legacy]
 
 
+INSPECT = ("import json, torch, triton, fla; print(json.dumps({'triton': triton.__version__, 'fla': fla.__version__, "
+           "'gpu': torch.cuda.get_device_name() if torch.cuda.is_available() else None}))")
+
+
+def inspect(python: str) -> dict:
+    """{"triton", "fla", "gpu"} of ``python``'s installed packages and its first GPU (None: no CUDA device), asked in a
+    subprocess before a probe runs (seconds), so a mismatch is refused before minutes of compiling or measuring;
+    refused in one line where that Python is missing or cannot import them."""
+    try:
+        proc = subprocess.run([python, "-c", INSPECT], capture_output=True, text=True, timeout=300)
+    except OSError as err:
+        raise LivebytesError(f"cannot run the Python {python!r}: {err.strerror or err}") from None
+    except subprocess.TimeoutExpired:
+        raise LivebytesError(f"{python} did not import torch, triton and fla within 300 s") from None
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise LivebytesError(f"{python} cannot import torch, triton and fla ({tail[0][:160]}): install the validate "
+                             "extra there") from None
+
+
 def data_versions_installed(found: dict, data_file: str, triton: str, fix: str) -> None:
     """Refuse in one line a Python whose Triton is not ``triton`` (``fix`` says what to do) or whose fla-core is not the
     data file's (``fla-core-<version>_`` in its name): its figures would be another compiler's or library's.
@@ -68,7 +91,7 @@ def checked_summary(lines: list[str], case_key: str, data_file: str, triton: str
     if summary.get("error"):
         raise LivebytesError(f"{case_key}: the library refused the call on the CPU ({summary['error'][:160]}): its frames "
                              "would be those of the kernels before the refusal only")
-    data_versions_installed(summary, data_file, triton, f"derive under a Python whose Triton is {triton} (python=...)")
+    data_versions_installed(summary, data_file, triton, f"derive under a Python whose Triton is {triton} (the API's python=)")
     if triton == "3.9.0" and summary.get("ptxas") != LEGACY_PTXAS:
         raise LivebytesError(f"sm90 was compiled by {summary.get('ptxas')}, not the H200 runs' {LEGACY_PTXAS}")
     return summary
@@ -78,25 +101,32 @@ Runner = Callable[..., subprocess.CompletedProcess]
 
 
 def derive(model_key: str, shape, triton: str, options: dict | None = None, *, python: str = sys.executable,
-           timeout: float | None = None, run: Runner | None = None) -> dict:
+           timeout: float | None = None, run: Runner | None = None, ask: Callable[[str], dict] | None = None) -> dict:
     """Compile ``model_key``'s kernels (its ``options``: the contract) at ``shape``'s head dim, head count and value
     heads for sm90 on this machine's CPU with the installed Triton, which must be ``triton``; keep the summary (each
     kernel's largest cold frame) in the private, signed store the estimator reads, and return it with ``stored``
     (False: the cache folder could not be written). A case the committed data hold is refused (nothing to derive);
     so is one the probe cannot compile. ``python``: the interpreter whose Triton and fla-core compile; ``run``: the
-    subprocess runner (None: ``subprocess.run``, looked up at the call; tests fake it)."""
+    subprocess runner (None: ``process_group.run``, looked up at the call: the probe's workers die with the call;
+    tests fake it); ``ask``: the inspection of ``python``'s Triton and fla-core before the compile (None:
+    ``inspect``)."""
     options = dict(options or {})
     data_file, case_key, committed = frames_case(model_key, options, shape, triton)
     if committed is not None:
         raise LivebytesError(f"{case_key}: the committed data already hold its frames (Triton {triton}): nothing to derive")
     case = probe_case(model_key, options, shape)
+    found = (ask or inspect)(python)          # seconds, before minutes of compiling another Triton's kernels
+    data_versions_installed(found, data_file, triton, f"derive with --triton {found.get('triton')} where the data "
+                            f"hold it, or under a Python whose Triton is {triton} (the API's python=)")
     with tempfile.TemporaryDirectory(prefix="livebytes-frames-") as tmp:
         out, cache_dir = Path(tmp) / "out", Path(tmp) / "triton-cache"      # a cold Triton cache, as a cold process
         try:
-            proc = (run or subprocess.run)(probe_command(case, out, cache_dir, triton, python), capture_output=True, text=True,
-                       timeout=timeout)
+            proc = (run or process_group.run)(probe_command(case, out, cache_dir, triton, python), capture_output=True,
+                                              text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise LivebytesError(f"{case_key}: the CPU compile did not finish within {timeout:,.0f} s") from None
+            raise LivebytesError(f"{case_key}: the CPU compile did not finish within {timeout:,.6g} s") from None
+        except OSError as err:
+            raise LivebytesError(f"cannot run the Python {python!r}: {err.strerror or err}") from None
         summary_path = out / "summary.jsonl"
         lines = summary_path.read_text().splitlines() if summary_path.exists() else []
         if not lines and proc.returncode != 0:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from livebytes.estimator import measured_store
+from livebytes.validate.gpu import process_group
 from livebytes.estimator.devices import get_device, preset_of
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.process import frames_case, stack_reservation_bytes
@@ -78,20 +79,10 @@ def versions_match(found: dict, data_file: str, triton: str) -> None:
         raise LivebytesError(f"no preset describes this GPU ({found.get('gpu')!r}): its figures would answer no --gpu")
 
 
-INSPECT = ("import json, torch, triton, fla; print(json.dumps({'triton': triton.__version__, 'fla': fla.__version__, "
-           "'gpu': torch.cuda.get_device_name() if torch.cuda.is_available() else None}))")
-
-
 def inspect(python: str) -> dict:
-    """{"triton", "fla", "gpu"} of ``python``'s installed packages and its first GPU (None: no CUDA device), asked in a
-    subprocess before the probe runs (seconds); refused in one line where that Python cannot import them."""
-    proc = subprocess.run([python, "-c", INSPECT], capture_output=True, text=True, timeout=300)
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        raise LivebytesError(f"{python} cannot import torch, triton and fla ({tail[0][:160]}): install the validate "
-                             "extra there") from None
+    """{"triton", "fla", "gpu"} of ``python`` (``derive_frames.inspect``, shared with the CPU compile)."""
+    from livebytes.validate.gpu.derive_frames import inspect as ask_python
+    return ask_python(python)
 
 
 def checked_record(row: dict, asked: str, case_key: str, data_file: str, triton: str, today: str) -> dict:
@@ -141,7 +132,8 @@ def measure(model_key: str, shape, triton: str | None, options: dict | None = No
     any process: a case the probe cannot run, a model of another version than the data's fla-core, another installed
     Triton or fla-core, no GPU or one no preset describes (``ask``: the inspection, ``inspect`` where None), a ``keep``
     that cannot be a folder. ``python``: the interpreter whose torch, Triton and fla-core run; ``run``: the subprocess
-    runner (None: ``subprocess.run``, looked up at the call; tests fake it); ``timeout``: seconds for the whole probe;
+    runner (None: ``process_group.run``, looked up at the call: the probe's processes die with the call; tests fake
+    it); ``timeout``: seconds for the whole probe;
     ``keep``: a folder the probe's own files are copied to (its summary lines, each process's kernel log and stderr),
     whatever the outcome."""
     options = dict(options or {})
@@ -150,17 +142,35 @@ def measure(model_key: str, shape, triton: str | None, options: dict | None = No
     _check_version(model_key, data_file)
     cases = probe_cases(model_key, options, shape)
     if keep is not None:
+        _check_keep(Path(keep))
+    found = (ask or inspect)(python)
+    if found.get("gpu") is None:
+        raise LivebytesError(f"no CUDA GPU visible to {python}: the process is measured on the GPU itself")
+    versions_match(found, data_file, triton)
+    if keep is not None:                    # made only now: a refusal above leaves no folder behind
         try:
             Path(keep).mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise LivebytesError(f"--keep {keep}: not a folder we can write ({err.strerror})") from None
-    found = (ask or inspect)(python)
-    if found.get("gpu") is None:
-        raise LivebytesError(f"{python}: no CUDA GPU visible: the process is measured on the GPU itself")
-    versions_match(found, data_file, triton)
-    rows, stderr_tail, timed_out = _run_probe(cases, python, timeout, run or subprocess.run, keep)
+    rows, stderr_tail, timed_out = _run_probe(cases, python, timeout, run or process_group.run, keep)
     return _keep_sound(rows, cases, case_key, data_file, triton, stderr_tail,
-                       f"the probe did not finish within {timeout:,.0f} s" if timed_out else None)
+                       f"the probe did not finish within {timeout:,.6g} s" if timed_out else None)
+
+
+def _check_keep(keep: Path) -> None:
+    """Refuse a ``keep`` that cannot become a folder we write, without making it: its nearest existing ancestor (or
+    itself) must be a folder this user can write into."""
+    import os
+    existing = keep
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise LivebytesError(f"--keep {keep}: not a folder we can write ({existing} is not a folder)")
+    if existing != keep or not keep.exists():
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise LivebytesError(f"--keep {keep}: not a folder we can write ({existing} is not writable)")
+    elif not os.access(keep, os.W_OK | os.X_OK):
+        raise LivebytesError(f"--keep {keep}: not a folder we can write (not writable)")
 
 
 def _check_version(model_key: str, data_file: str) -> None:
