@@ -22,7 +22,10 @@ _LAZY = {
     "SweepPoint": "results", "Explanation": "results", "ModelInfo": "results", "LivebytesError": "estimator.errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+# submodules docs/api.md documents, reachable as attributes after ``import livebytes`` (imported on first use)
+_SUBMODULES = ("frames", "process")
+
+__all__ = ["__version__", *_LAZY, *_SUBMODULES]
 
 
 def _version() -> str:
@@ -40,6 +43,9 @@ def __getattr__(name: str):
     if name in _LAZY:
         from importlib import import_module
         return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in _SUBMODULES:
+        from importlib import import_module
+        return import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'livebytes' has no attribute {name!r}")
 
 

@@ -61,11 +61,18 @@ def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads
     them for later answers on this machine. ``python``: another interpreter whose Triton and fla-core compile.
     Length and batch change no frame (one sequence of 4,096 tokens is compiled)."""
     from livebytes.estimator.shapes import Shape
+    heads, dim, v_heads = _sizes(num_heads=num_heads, head_dim=head_dim, num_v_heads=num_v_heads)
     options = {"contract": contract} if contract is not None else {}
-    if num_v_heads is not None and num_v_heads != num_heads:
+    if v_heads is not None and v_heads != heads:
         options["gva"] = True
-    return derive_frames_at(impl, Shape(1, 4096, num_heads, head_dim, num_v_heads), options, triton, python=python,
-                            timeout=timeout)
+    return derive_frames_at(impl, Shape(1, 4096, heads, dim, v_heads), options, triton, python=python, timeout=timeout)
+
+
+def _sizes(**given) -> tuple:
+    """Each keyword a positive size (``shapes.parse_size``), refused in one line by its own name (``num_heads``, not
+    the shape's ``heads``); None stays None."""
+    from livebytes.estimator.shapes import parse_size
+    return tuple(None if v is None else parse_size(v, name) for name, v in given.items())
 
 
 def derived_frames() -> list[dict]:

@@ -86,9 +86,13 @@ def measure_process(impl: str, *, num_heads: int, head_dim: int = 128, num_v_hea
     (``fla-kda-layer@0.6.0``) takes its build options too (``hidden_size``, ``num_hidden_layers``, ``checkpoint``,
     ``conv_size``; None: its defaults): its process is measured, and answers, at those."""
     from livebytes.estimator.shapes import Shape
+
+    from .frames import _sizes
+    seq, heads, dim, v_heads, hidden, layers, conv = _sizes(
+        seq_len=seq_len, num_heads=num_heads, head_dim=head_dim, num_v_heads=num_v_heads, hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers, conv_size=conv_size)
     options = {"contract": contract} if contract is not None else {}
-    shape = Shape(1, seq_len, num_heads, head_dim, num_v_heads, hidden=hidden_size, layers=num_hidden_layers,
-                  checkpoint=checkpoint, conv_size=conv_size)
+    shape = Shape(1, seq, heads, dim, v_heads, hidden=hidden, layers=layers, checkpoint=checkpoint, conv_size=conv)
     return measure_process_at(impl, shape, options, triton, python=python, timeout=timeout)
 
 

@@ -355,7 +355,16 @@ def case_flags(verb: str) -> dict:
                                  help=f"{verb}, fla-kda only: the call's contract"),
         "triton": typer.Option(None, "--triton", metavar="VERSION",
                                help=f"{verb}: the installed Triton's version, one the data hold (default: the model's "
-                                    "in the data)")}
+                                    "in the data)"),
+        # a layer's build options (fla-kda-layer, fla-gdn-layer): part of its case, as the probe builds the layer
+        "hidden": typer.Option(None, "--hidden-size", "--hidden", metavar="SIZE",
+                               help=f"{verb}, layer models: the layer's hidden size (default 2048)"),
+        "layers": typer.Option(None, "--num-hidden-layers", "--layers", metavar="SIZE",
+                               help=f"{verb}, layer models: layers in the stack (default 1)"),
+        "checkpoint": typer.Option(False, "--checkpoint",
+                                   help=f"{verb}, layer models: activation checkpointing per layer"),
+        "conv_size": typer.Option(None, "--conv-size", metavar="SIZE",
+                                  help=f"{verb}, layer models: the short convolution's width (default 4)")}
 
 
 def case_from(impl: Optional[str], heads: Optional[str], dim: Optional[str], v_heads: Optional[str],
@@ -366,7 +375,7 @@ def case_from(impl: Optional[str], heads: Optional[str], dim: Optional[str], v_h
     if impl is None or heads is None:
         raise UsageProblem(f"{command}: --impl and --num-heads are required")
     shape = shape_from("1", seq or "4096", heads, dim or "128", v_heads, **layer)
-    options = {"contract": contract} if contract is not None else {}
+    options = what_if(contract, False)          # the contract as predict reads it (a word in any case)
     if shape.hv != shape.heads:
         options["gva"] = True
     return single_impl([impl], name), shape, options

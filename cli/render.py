@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.table import Table
@@ -121,8 +122,26 @@ def _plain(cell, joint: str = " / ") -> str:
 
 
 def too_wide(table: Table, width: int) -> bool:
-    """Whether ``table`` cannot be drawn in ``width`` columns without cutting a no-wrap (key or number) cell."""
-    return Measurement.get(console, console.options.update_width(10**4), table).minimum > width   # unconstrained minimum
+    """Whether ``table`` cannot be drawn in ``width`` columns without cutting a no-wrap (key or number) cell or
+    header. rich's minimum takes a cell's longest word, as if every cell could wrap; a no-wrap column needs its
+    longest whole line, so each adds the difference (a key with spaces, a date column squeezed to nothing)."""
+    options = console.options.update_width(10**4)            # unconstrained
+    need = Measurement.get(console, options, table).minimum
+    _, right, _, left = table.padding
+    for column in table.columns:
+        if column.no_wrap:              # drawn whole or cut: its longest line
+            measured = table._measure_column(console, options, column).minimum      # padding included
+            need += max(0, max((_longest_line(c) for c in _cells_of(column)), default=0) + left + right - measured)
+    return need > width
+
+
+def _cells_of(column) -> list:
+    return [column.header, *column._cells] + ([column.footer] if column.footer else [])
+
+
+def _longest_line(cell) -> int:
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return max((cell_len(line) for line in text.splitlines()), default=0)
 
 
 def vertical(table: Table) -> Group:
@@ -140,8 +159,8 @@ def vertical(table: Table) -> Group:
         first = _plain(cells[0])
         out.append(T(f"{heads[0]}: {first}" if first else heads[0], "bold"))
         out += [T(f"  {head or 'value'}: {_plain(cell)}") for head, cell in zip(heads[1:], cells[1:]) if _plain(cell)]
-    if table.caption:
-        out.append(T(_plain(table.caption, " ")))
+    if table.caption:                   # its lines kept (a caption of several sentences, each its own line)
+        out.append(T(_plain(table.caption, "\n")))
     return Group(*out)
 
 

@@ -39,6 +39,8 @@ TOKEN_FIELDS = ("value", "sequence", "--seq", "--seq-len", "--block-q", "--block
 
 def parse_size(text: str | int, what: str = "value") -> int:
     """``8K`` -> 8192, ``128K`` -> 131072, ``5000`` -> 5000. Zero, negatives and junk are errors."""
+    if isinstance(text, bool):          # an int to Python, never a size: True read as 1 head
+        raise LivebytesError(f"{what}: {text!r} is not a positive integer")
     if isinstance(text, int):
         value = text
     else:

@@ -181,3 +181,32 @@ def test_the_api_doc_runs():
     failed, tried = doctest.testfile(str(ROOT / "docs" / "api.md"), module_relative=False,
                                      optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert tried > 0 and failed == 0
+
+
+@pytest.mark.parametrize("call", ["predict", "derive_frames", "measure_process"])
+@pytest.mark.parametrize("sizes, message", [
+    ({"num_heads": True}, "num_heads: True is not a positive integer"),      # True was 1 head (predict: AttributeError)
+    ({"num_heads": 0}, "num_heads: must be positive, got 0"),
+    ({"num_heads": 8, "head_dim": -1}, "head_dim: must be positive, got -1"),  # it said 'dim must be ...'
+    ({"num_heads": "8x"}, "num_heads: '8x' is not a positive integer")])
+def test_a_bad_size_is_refused_by_its_keyword(call, sizes, message):
+    """Refused in one line, named as the call's keyword, before anything compiles or measures."""
+    import livebytes
+    from livebytes.frames import derive_frames
+    from livebytes.process import measure_process
+    run = {"predict": lambda **kw: livebytes.predict("fla-kda@0.6.0", seq_len=4096, **kw),
+           "derive_frames": lambda **kw: derive_frames("fla-kda@0.6.0", **kw),
+           "measure_process": lambda **kw: measure_process("fla-kda@0.6.0", **kw)}[call]
+    with pytest.raises(livebytes.LivebytesError, match=f"^{message}"):
+        run(**sizes)
+
+
+@pytest.mark.parametrize("name, function", [("frames", "derive_frames"), ("process", "measure_process")])
+def test_the_documented_modules_are_attributes_after_import_livebytes(name, function):
+    """docs/api.md is titled `import livebytes`: livebytes.process raised AttributeError until imported by name (a
+    fresh interpreter: in this one another test may have imported the submodule, which sets the attribute anyway)."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", f"import livebytes; print(callable(livebytes.{name}.{function}))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr[-300:]

@@ -613,3 +613,30 @@ def test_run_38s_readings_pass_the_checks_and_the_committed_model_predicts_them(
         committed = process_memory(H200, get_model(key, "H200", **options), state, shape, derived_frames=False)
         assert (committed.bytes, committed.stack_limit_bytes, committed.modules.bytes) == (nonpytorch, limit, modules)
         assert committed.modules.status == "measured" and not committed.assumptions
+
+
+@pytest.mark.parametrize("given", ["report", "REPORT", "Report"])
+def test_the_contract_reads_in_any_case_as_predict_reads_it(given):
+    """README: a word flag reads in any case; ``process measure`` and ``frames derive`` refused --contract REPORT
+    ("option contract='REPORT' not supported") while predict took it."""
+    from livebytes.cli import options as o
+    key, shape, options = o.case_from("fla-kda@0.6.0", "16", "256", None, given, "process measure", "process")
+    assert (key, options, (shape.heads, shape.dim)) == ("fla-kda@0.6.0", {"contract": "report"}, (16, 256))
+
+
+LAYER_CASE = "fla-kda-layer@0.6.0:- D128 H16 HV16 [hidden=2048 layers=2 checkpoint=1 conv_size=4]"
+
+
+@pytest.mark.parametrize("width", [60, 100, 120, 136, 140, 160, 200, 250])
+def test_the_list_never_cuts_a_key_or_a_figure(width, monkeypatch):
+    """At 120 columns the drawn table cut '104,857,6…' and squeezed the date column to nothing; at 140-160 a layer's
+    key lost its tail. A key or a figure is now whole at every width: drawn where the table holds them, else stacked."""
+    from tests.test_golden import rendered
+    assert measured_store.save(DATA_36, record("cold"))
+    assert measured_store.save(DATA_36, record("warm", key=LAYER_CASE))
+    out = rendered(monkeypatch, ["process", "list"], width)
+    assert "…" not in out
+    for figure in ("104,857,600", "94,371,840", "4,413,259,776", "760,020,992", "14,912", "1,440", TODAY):
+        assert figure in out, (width, figure)
+    joined = " ".join(out.split())
+    assert CASE in joined and LAYER_CASE in joined

@@ -33,8 +33,9 @@ Keep = typer.Option(None, "--keep", metavar="DIR", help="measure: also copy the 
 def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Optional[str] = CASE["heads"],
             dim: Optional[str] = CASE["dim"], v_heads: Optional[str] = CASE["v_heads"],
             contract: Optional[str] = CASE["contract"], triton: Optional[str] = CASE["triton"],
-            seq: Optional[str] = SeqLen, hidden: Optional[str] = o.Hidden, layers: Optional[str] = o.Layers, checkpoint: bool = o.Checkpoint,
-            conv_size: Optional[str] = o.ConvSize, keep: Optional[str] = Keep, as_json: bool = o.Json) -> None:
+            seq: Optional[str] = SeqLen, hidden: Optional[str] = CASE["hidden"], layers: Optional[str] = CASE["layers"],
+            checkpoint: bool = CASE["checkpoint"], conv_size: Optional[str] = CASE["conv_size"],
+            keep: Optional[str] = Keep, as_json: bool = o.Json) -> None:
     """A case's process memory measured on this GPU (its first call alone, cold then warm), or those measured."""
     from livebytes import process
     from livebytes.report import envelope
