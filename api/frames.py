@@ -79,3 +79,9 @@ def derived_frames() -> list[dict]:
     """The cases derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}`` each."""
     from livebytes.estimator import frames_store
     return frames_store.derived_cases()
+
+
+def why_none_read() -> str | None:
+    """Why the frames derived on this machine cannot be read, in one line, or None (``cache.signed_folder_problem``)."""
+    from livebytes.estimator import cache, frames_store
+    return cache.signed_folder_problem(frames_store.FOLDER)

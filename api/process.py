@@ -100,3 +100,10 @@ def measured_processes() -> list[MeasuredProcess]:
     """The processes measured on this machine, each as ``measure_process`` returned it."""
     from livebytes.estimator import measured_store
     return [_measured(r, True) for r in measured_store.measured_cases()]
+
+
+def why_none_read() -> str | None:
+    """Why the processes kept on this machine cannot be read, in one line (the cache folder or its subfolder not this
+    user's, no signing key), or None: ``measured_processes`` then lists all there are."""
+    from livebytes.estimator import cache, measured_store
+    return cache.signed_folder_problem(measured_store.FOLDER)

@@ -542,8 +542,11 @@ def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_me
      "process measure: --keep needs a folder"),
     (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", " "), 2, "--keep needs a folder"),
     (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "0"), 1, "--num-heads: must be positive, got '0'"),
-    (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", __file__), 2,
-     f"process measure: --keep needs a folder, not {__file__!r}"),
+    # a file, or below a path that cannot be made: the same line and code (a file was a usage error, /proc/nope/x not)
+    (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", __file__), 1,
+     f"--keep {__file__}: not a folder we can write ({__file__} is not a folder)"),
+    (("process", "measure", "--impl", "fla-kda@0.6.0", "--num-heads", "8", "--keep", f"{__file__}/x"), 1,
+     f"--keep {__file__}/x: not a folder we can write ({__file__} is not a folder)"),
     (("process", "measure", "--impl", "fla-kda-model@0.6.0", "--num-heads", "8"), 1,
      "fla-kda-model@0.6.0 (-): the process-memory probe runs no such case"),
     (("process", "measure", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--num-heads", "8"), 1,
@@ -640,3 +643,22 @@ def test_the_list_never_cuts_a_key_or_a_figure(width, monkeypatch):
         assert figure in out, (width, figure)
     joined = " ".join(out.split())
     assert CASE in joined and LAYER_CASE in joined
+
+
+@pytest.mark.parametrize("command", ["process", "frames"])
+def test_a_list_that_cannot_read_the_cache_says_why(command, tmp_path, monkeypatch):
+    """A folder where the signing key belongs: the list is empty, and a warning says why (it said "none yet" alone, or
+    failed with 'cannot use 3: Is a directory')."""
+    from typer.testing import CliRunner
+
+    from livebytes.cli.app import app
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path / "c"))
+    assert measured_store.save(DATA_36, record("cold"))
+    (tmp_path / "c" / "hmac.key").unlink()
+    (tmp_path / "c" / "hmac.key").mkdir()
+    (tmp_path / "c" / "hmac.key" / "x").write_text("")
+    (tmp_path / "c" / "derived_frames").mkdir(mode=0o700)
+    result = CliRunner().invoke(app, [command, "list"])
+    assert result.exit_code == 0
+    assert f"warning: {command} list: {tmp_path / 'c' / 'hmac.key'} is no file this user owns" in result.output
+

@@ -35,6 +35,9 @@ def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Opt
         o.refuse_unused("with frames list", impl=impl is not None, heads=heads is not None, dim=dim is not None,
                         v_heads=v_heads is not None, contract=contract is not None, triton=triton is not None)
         rows = frames.derived_frames()
+        unread = frames.why_none_read()
+        if unread:
+            warn(f"frames list: {unread}")
     else:
         rows = [_derive(frames, impl, heads, dim, v_heads, contract, triton)]
     data = envelope(NAME, rows, action=action)

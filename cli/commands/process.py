@@ -47,10 +47,13 @@ def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Opt
                         seq=seq is not None, hidden=hidden is not None, layers=layers is not None, checkpoint=checkpoint,
                         conv_size=conv_size is not None, keep=keep is not None)
         measured = process.measured_processes()
+        unread = process.why_none_read()
+        if unread:
+            warn(f"process list: {unread}")
     else:
         key, shape, options = o.case_from(impl, heads, dim, v_heads, contract, "process measure", NAME, seq, hidden=hidden,
                                           layers=layers, checkpoint=checkpoint, conv_size=conv_size)
-        if keep is not None and (not keep.strip() or (Path(keep).exists() and not Path(keep).is_dir())):
+        if keep is not None and not keep.strip():
             raise UsageProblem(f"process measure: --keep needs a folder, not {keep!r}")
         measured = process.measure_process_at(key, shape, options, triton, keep=None if keep is None else Path(keep))
         if not all(m.stored for m in measured):
