@@ -1,7 +1,7 @@
 """Every rich table and plot is built here, from data the library and ``report`` computed: rendering
 only formats. Every user-visible string goes in as ``rich.text.Text`` (never parsed as markup, so
 ``[ceiling(DK/32), ...]`` shows as written); keys, shapes and numbers are never wrapped or cut, long
-descriptions fold instead."""
+descriptions fold instead; a suggested command (``with_commands``) is a line of its own, never wrapped."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -96,8 +96,28 @@ def caption(text: str) -> dict:
 
 
 def show(renderable) -> None:
-    """Print a table (``fit``: stacked when the console cannot hold it whole) or a line."""
-    console.print(fit(renderable))
+    """Print a table (``fit``: stacked when the console cannot hold it whole) or a line. Not cropped: a suggested
+    command (``with_commands``) is the one line that may run past the console's width."""
+    console.print(fit(renderable), crop=False)
+
+
+COMMAND_AT = ": livebytes "     # an assumption line's suggested command: everything after its last ": livebytes "
+
+
+def with_commands(text: str) -> list[Text]:
+    """``text``'s lines as ``Text``, a line that ends in a suggested command (everything after its last
+    ``COMMAND_AT``) broken before it: its words up to the colon wrap as any line's, the command is a line of its own
+    never wrapped or cut (wider than the console, the terminal wraps it softly: a copy pastes one shell line)."""
+    out = []
+    for line in text.split("\n"):
+        words, at, command = line.rpartition(COMMAND_AT)
+        out += [T(words + ":"), Text("livebytes " + command, no_wrap=True, overflow="ignore")] if at else [T(line)]
+    return out
+
+
+def _lines(text: str):
+    """``with_commands``' lines as one renderable: ``text`` as a ``Text`` where no line carries a command."""
+    return Group(*with_commands(text)) if COMMAND_AT in text else T(text)
 
 
 def print_json(data: dict) -> None:
@@ -160,14 +180,21 @@ def vertical(table: Table) -> Group:
         out.append(T(f"{heads[0]}: {first}" if first else heads[0], "bold"))
         out += [T(f"  {head or 'value'}: {_plain(cell)}") for head, cell in zip(heads[1:], cells[1:]) if _plain(cell)]
     if table.caption:                   # its lines kept (a caption of several sentences, each its own line)
-        out.append(T(_plain(table.caption, "\n")))
+        out += with_commands(_plain(table.caption, "\n"))
     return Group(*out)
 
 
 def fit(renderable):
-    """A table as drawn when the console holds it whole, else ``vertical``; anything else unchanged."""
-    if isinstance(renderable, Table) and too_wide(renderable, console.width):
+    """A table as drawn when the console holds it whole (its caption's commands unbroken: ``with_commands``), else
+    ``vertical``; anything else unchanged."""
+    if not isinstance(renderable, Table):
+        return renderable
+    if too_wide(renderable, console.width):
         return vertical(renderable)
+    if renderable.caption is not None and COMMAND_AT in _plain(renderable.caption, "\n"):
+        import copy
+        renderable = copy.copy(renderable)      # the table's data keep their caption as written
+        renderable.caption = _lines(_plain(renderable.caption, "\n"))
     return renderable
 
 
@@ -248,10 +275,11 @@ def unbounded_label(r: dict) -> str:
     return f" ({UNBOUNDED})" if r["peaks_unbounded"] else ""
 
 
-def verdict_lines(r: dict) -> list[Text]:
+def verdict_lines(r: dict) -> list:
     """``r``: a result with report.allocator_terms and report.verdict_data. Allocated, reserved, process memory, device
     need (the three peaks labelled when they are those of a run without a limit); what it assumed; the verdict; the
-    boundary probes that ran it."""
+    boundary probes that ran it. A line each (``Text``; one that suggests a command: the command on a line of its own,
+    ``with_commands``)."""
     unbounded = f"; {UNBOUNDED_WHY}" if r["peaks_unbounded"] else ""
     pm = r["process_memory"]
     cache = cache_text(r)
@@ -266,7 +294,7 @@ def verdict_lines(r: dict) -> list[Text]:
     lines += [f"assumed: {note}" for note in r.get("autotune_assumptions", [])]
     lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]
-    return [T(line) for line in lines]
+    return [_lines(line) for line in lines]
 
 
 def compare_verdict_line(r: dict) -> Text:
