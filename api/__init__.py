@@ -22,8 +22,9 @@ _LAZY = {
     "SweepPoint": "results", "Explanation": "results", "ModelInfo": "results", "LivebytesError": "estimator.errors",
 }
 
-# submodules docs/api.md documents, reachable as attributes after ``import livebytes`` (imported on first use)
-_SUBMODULES = ("frames", "process")
+# submodules docs/api.md names, reachable as attributes after ``import livebytes`` (imported on first use): the
+# frames and processes kept on this machine, the calls the command line shares, the module ArgumentError's name shows
+_SUBMODULES = ("frames", "process", "calls", "functions")
 
 __all__ = ["__version__", *_LAZY, *_SUBMODULES]
 

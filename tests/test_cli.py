@@ -723,3 +723,73 @@ def test_formula_names_its_symbols_by_the_shape_keys():
     text = " ".join(run("formula", "--impl", "cudnn-kda-hopper-cuda@1.32.0", "--no-groups").stdout.split())
     assert ("in S=seq_len, MBS=batch_size, H=num_heads, HV=num_v_heads, DK=head_dim, DV=head_v_dim (HV=num_heads and "
             "DV=head_dim unless given)") in text
+
+
+GDN_LAYER_MEASURE = ("livebytes process measure --impl fla-gdn-layer@0.6.0 --head-dim 128 --num-heads 32 --triton 3.9.0 "
+                     "--seq-len 8192 --hidden-size 2048 --num-hidden-layers 1 --conv-size 4")
+KDA_MEASURE = "livebytes process measure --impl fla-kda@0.6.0 --contract report --head-dim 128 --num-heads 32 --triton 3.6.0"
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
+@pytest.mark.parametrize("args, command", [
+    # predict's verdict lines
+    (["predict", "--impl", "fla-gdn-layer@0.6.0", "--seq-len", "8192", "--num-heads", "32", "--head-dim", "128",
+      "--triton", "3.9.0"], GDN_LAYER_MEASURE),
+    # a table's caption, drawn (wide) or stacked (narrow)
+    (["sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K..16K", "--heads", "32,96", "--gpu", "H200"],
+     f"{KDA_MEASURE} --seq-len 16384")])
+def test_a_suggested_command_is_one_line_whatever_the_width(args, command, width, monkeypatch, tmp_path):
+    """An unbounded label ends in the command that measures the case; it was wrapped at the console's (or caption's)
+    width like the rest of its line, so a copy pasted several shell lines. It is now a line of its own, whole, after
+    its line's colon."""
+    from tests.test_golden import rendered
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path))         # nothing measured here: the label is unbounded
+    lines = [line.rstrip() for line in rendered(monkeypatch, args, width).splitlines()]
+    assert command in lines, (width, [line for line in lines if line.startswith("livebytes")])
+    assert lines[lines.index(command) - 1].endswith("(minutes):")
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("unbounded: modules: measure it (minutes): livebytes process measure --impl k --seq-len 8192",
+     ["unbounded: modules: measure it (minutes):", "livebytes process measure --impl k --seq-len 8192"]),
+    ("bounded: stack: held by CUDA's limit", ["bounded: stack: held by CUDA's limit"]),
+    ("a: livebytes frames list said: livebytes frames derive --impl k",
+     ["a: livebytes frames list said:", "livebytes frames derive --impl k"])])      # the last ': livebytes '
+def test_only_the_text_after_the_last_livebytes_is_the_command(line, expected):
+    from livebytes.cli import render
+    lines = render.with_commands(line)
+    assert [t.plain for t in lines] == expected
+    assert [bool(t.no_wrap) for t in lines] == [False] * (len(expected) - 1) + [len(expected) > 1]
+
+
+def _api_names() -> list[str]:
+    """Every ``livebytes.NAME...`` docs/api.md writes (its title: ``import livebytes``)."""
+    import re
+    text = (Path(__file__).parent.parent / "docs" / "api.md").read_text()
+    return sorted(set(re.findall(r"\blivebytes(?:\.[A-Za-z_]\w*)+", text)))
+
+
+def test_docs_api_names_modules():
+    """The scan below finds the documented submodules (a doc that stopped naming them would test nothing)."""
+    assert {"livebytes.process", "livebytes.frames", "livebytes.calls"} <= set(_api_names())
+
+
+@pytest.mark.parametrize("name", _api_names())
+def test_every_name_docs_api_writes_is_reachable_after_import_livebytes(name):
+    """``import livebytes`` then ``livebytes.process`` raised AttributeError (only ``import livebytes.process``
+    worked); each name docs/api.md writes resolves from ``import livebytes`` alone, in a fresh interpreter (in this one
+    another test may have imported the submodule, which sets the attribute anyway)."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", f"import livebytes; {name}; print('ok')"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr[-300:]
+
+
+def test_import_livebytes_imports_no_submodule():
+    """The submodules are attributes imported on first use: ``import livebytes`` itself stays cheap."""
+    import subprocess
+    import sys
+    code = ("import sys, livebytes; print(sorted(m for m in sys.modules if m.startswith('livebytes.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr[-300:]

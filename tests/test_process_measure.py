@@ -510,6 +510,24 @@ def test_an_empty_list_says_none_yet_and_what_fills_it(command, filler, width):
     assert result.exit_code == 0 and f"none yet: {filler}" in " ".join(result.output.split())
 
 
+LIST_WORDS = {"process": "processes measured on this machine case state GPU Triton measured context B modules B stack "
+                         "limit B non-PyTorch B none yet: livebytes process measure",
+              "frames": "stack frames derived on this machine case data Triton largest frame B none yet: livebytes "
+                        "frames derive"}
+
+
+@pytest.mark.parametrize("width", [30, 40, 50, 60, 100, 200])
+@pytest.mark.parametrize("command", ["process", "frames"])
+def test_an_empty_list_never_breaks_a_word(command, width, monkeypatch, tmp_path):
+    """At 40 columns the empty frames table wrapped its header 'data' into 'da' / 'ta': a header that would break
+    mid-word stacks the table instead; every word printed is a whole word of the title, headers or caption."""
+    from tests.test_golden import rendered
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path))
+    out = rendered(monkeypatch, [command, "list"], width)
+    printed = set(out.translate({ord(c): " " for c in "┏┓┗┛┃━┳┻╇┡┩│└┘┴─"}).split())
+    assert printed <= set(LIST_WORDS[command].split()), (width, printed - set(LIST_WORDS[command].split()))
+
+
 def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_measured(monkeypatch, tmp_path):
     """The unbounded modules' words end with ``livebytes process measure ...``; that line, run as it stands (the probe
     faked), keeps both processes (and, with --keep, the probe's files), and the next answer at the case takes them."""
