@@ -1,7 +1,8 @@
 """The stack-frame calls ``livebytes frames`` runs (the command is the lead's, ``cli/commands/frames.py``): derive one
 case's frames on this machine, and list the cases derived. Where the committed data lack a case, the process-memory
-model bounds its stack reservation by CUDA's 512 KiB per-thread local-memory limit (141 GB on the H200, loose); a
-derived case replaces that bound by its own figure, labelled ``derived (on this machine, Triton X)``.
+model estimates its kernels' frames from the nearest committed cases (``estimator/process_estimate.py``, labelled
+``estimated:`` with the rule's leave-one-out error, its high end counted by the verdict); a derived case replaces that
+estimate by its own figure, labelled ``derived (on this machine, Triton X)``.
 
     import livebytes.frames as frames       # or: from livebytes.frames import derive_frames
     frames.derive_frames("fla-kda@0.6.0", num_heads=40, head_dim=128, contract="report", triton="3.6.0")

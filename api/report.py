@@ -96,11 +96,12 @@ def process_memory_data(process) -> dict:
         figure = getattr(process, f.name)
         if hasattr(figure, "status") and hasattr(figure, "bytes"):
             figures[f.name] = {"bytes": figure.bytes, "status": figure.status, "source": getattr(figure, "source", None)}
-    assumptions = list(process.assumptions)       # each "bounded: ..." or "unbounded: ..." (estimator.process)
+    assumptions = list(process.assumptions)       # each "bounded: ...", "estimated: ..." or "unbounded: ..." (estimator.process)
     kinds = {note.split(": ", 1)[0] for note in assumptions}
     derived = any(f["status"].startswith("derived") for f in figures.values())
-    status = next((k for k in ("unbounded", "bounded") if k in kinds), "derived" if derived else "measured")
-    return {"bytes": process.bytes, "library": process.library_name, "status": status,
+    status = next((k for k in ("unbounded", "estimated", "bounded") if k in kinds), "derived" if derived else "measured")
+    return {"bytes": process.bytes, "margin_bytes": process.margin, "high_bytes": process.high_bytes,
+            "library": process.library_name, "status": status,
             "figures": figures, "stack_limit_bytes": process.stack_limit_bytes,
             "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions,
             "kept_here": list(getattr(process, "kept_here", []))}

@@ -81,7 +81,35 @@ def process_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"presets": presets_table, "fit": fit_table, "longest": longest_table, "process": process_table}
+def loo_summary() -> str:
+    """Per kind of estimate: the withheld cases, the error range, the high end counted (``estimator.process_loo``)."""
+    from livebytes.estimator import process_loo as loo
+    lines = ["| estimate | withheld cases | error (MiB), smallest / largest | high end counted (MiB) | within 64 MiB |",
+             "|---|---:|---:|---:|---:|"]
+    for kind in loo.KINDS:
+        low, high, n = loo.error_range(kind)
+        within = sum(abs(r.error) <= 64 * 2**20 for r in loo.rows() if r.kind == kind)
+        lines.append(f"| {kind} | {n} | {low / 2**20:+,.0f} / {high / 2**20:+,.0f} | {loo.margin(kind) / 2**20:,.0f} | "
+                     f"{within} of {n} |")
+    return "\n".join(lines)
+
+
+def loo_table() -> str:
+    """Every withheld case: the committed figure, the estimate without it, the tier it came from, the error in device
+    bytes on the H200 (``estimator.process_loo.rows``)."""
+    from livebytes.estimator import process_loo as loo
+    lines = ["| data (Triton) | estimate | case | tokens | source | committed | estimated | from | error (MiB) |",
+             "|---|---|---|---:|---|---:|---:|---|---:|"]
+    for r in loo.rows():
+        triton = r.data_file.split("triton-")[1].split("_")[0]
+        tokens = "" if r.tokens is None else f"{r.tokens:,}"
+        lines.append(f"| {triton} | {r.kind} | `{r.case}` | {tokens} | {r.source} | {r.committed:,} | {r.estimated:,} | "
+                     f"{r.tier} | {r.error / 2**20:+,.1f} |")
+    return "\n".join(lines)
+
+
+TABLES = {"presets": presets_table, "fit": fit_table, "longest": longest_table, "process": process_table,
+          "loo-summary": loo_summary, "loo": loo_table}
 
 
 def regenerate(text: str) -> str:

@@ -256,7 +256,12 @@ def terms_line(r: dict) -> str:
     if "device_memory" not in r:
         return line
     return (f"{line}: {alloc_conf_text(r)}, {cache_text(r)}; device {device_text(r)}; process memory "
-            f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}")
+            f"{g(r['process_memory']['bytes'])} GiB {r['process_memory']['status']}{high_end_text(r['process_memory'])}")
+
+
+def high_end_text(pm: dict) -> str:
+    """`` (high end X GiB)`` where a part of the process memory is estimated: what the verdict counts."""
+    return f" (high end {g(pm['high_bytes'])} GiB, counted)" if pm.get("margin_bytes") else ""
 
 
 def alloc_conf_text(r: dict) -> str:
@@ -285,7 +290,7 @@ def verdict_lines(r: dict) -> list:
     cache = cache_text(r)
     lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{unbounded}) | "
              f"reserved peak {g(r['reserved_peak_bytes'])} GiB{unbounded_label(r)} | "
-             f"process memory {g(pm['bytes'])} GiB ({pm['library']}, {cache}) | "
+             f"process memory {g(pm['bytes'])} GiB{high_end_text(pm)} ({pm['library']}, {cache}) | "
              f"device need {g(r['device_need_bytes'])} GiB{unbounded_label(r)} of {g(r['device_memory']['total_bytes'])} "
              f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
@@ -323,7 +328,8 @@ def oom_text(r: dict, assumptions_inline: bool = True) -> str:
     o, pm = r["oom"], r["process_memory"]
     notes = pm["assumptions"]
     assumed = "" if not notes else (f" (process memory {'; '.join(notes)})" if assumptions_inline
-                                    else f" (process memory {pm['status']}, as above)")
+                                    else f" (process memory {pm['status']}"
+                                    f"{', at its high end' if pm.get('margin_bytes') else ''}, as above)")
     if o is None:
         return f"{r['device']}: runs, {g(r['headroom_bytes'])} GiB to spare at the reserved peak{assumed}"
     return (f"{r['device']}: OUT OF MEMORY in {oom_when(o)}, at {o['step']} allocating {o['buffer']}: tried to allocate "
@@ -351,7 +357,7 @@ def autotune_lines(results: list[dict]) -> list[str]:
     return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
 
 
-PROCESS_KINDS = ("bounded: ", "unbounded: ")      # a process-memory note's own kind (estimator.process)
+PROCESS_KINDS = ("bounded: ", "estimated: ", "unbounded: ")      # a process-memory note's own kind (estimator.process)
 
 
 def assumed_notes(results: list[dict]) -> list[str]:

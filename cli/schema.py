@@ -108,22 +108,29 @@ ALLOCATOR = {
         "source": string("where the figure comes from")}),
     "process_memory": obj("the process's memory outside PyTorch after the first call (CUDA context, loaded kernel "
                           "modules, the stack reservation of the kernels that launched), as estimator/process.py states it", {
-        "bytes": integer("the bytes counted"), "library": string("whose process memory that is"),
+        "bytes": integer("the figure: each part measured, derived, bounded or estimated"),
+        "margin_bytes": integer("the estimated parts' high ends above their figures: the largest shortfall each "
+                                "estimate's rule made on a withheld committed case (0: nothing estimated)"),
+        "high_bytes": integer("bytes + margin_bytes: what the verdict counts"),
+        "library": string("whose process memory that is"),
         "status": string("measured; derived where a part is computed from measured data (the stack reservation from the "
                          "kernels' frames); bounded where a part is a proved upper bound (its proof in assumptions); "
-                         "unbounded where any part is neither measured, derived nor bounded",
-                         enum=("measured", "derived", "bounded", "unbounded")),
+                         "estimated where a part is the nearest committed cases' figure with its leave-one-out error "
+                         "(its high end counted); unbounded where any part is neither measured, derived, bounded nor "
+                         "estimated", enum=("measured", "derived", "bounded", "estimated", "unbounded")),
         "figures": mapof(obj("one figure", {"bytes": integer("bytes"),
                                             "status": string("measured, derived (the stack from frames), 'bounded: ' "
-                                                             "and its proof, or 'unbounded: ' and why"),
+                                                             "and its proof, 'estimated: ' and its basis and error, "
+                                                             "or 'unbounded: ' and why"),
                                             "source": string("where it comes from", nullable=True)}),
                          "figure name (context, modules, stack) -> the figure"),
         "stack_limit_bytes": integer("the per-thread stack limit (cudaLimitStackSize) after the first call"),
         "growth": listof(obj("one raise of the stack limit", {"step": string("the model step whose launch raises it"),
                                                                "bytes": integer("the reservation's growth there")}),
                          "where the first call's launches grow the process's memory (empty: raised before the call)"),
-        "assumptions": listof(string("one part neither measured nor derived: 'bounded: PART: proof' or 'unbounded: "
-                                     "PART: what is used and why nothing bounds it'"),
+        "assumptions": listof(string("one part neither measured nor derived: 'bounded: PART: proof', 'estimated: "
+                                     "PART: basis and leave-one-out error' or 'unbounded: PART: what is used and why "
+                                     "nothing bounds it'"),
                               "each part of the figure neither measured nor derived, in its own words"),
         "kept_here": listof(string("'PART: status', the status saying '(on this machine, ...)'"),
                             "each part this machine supplied (livebytes frames derive, livebytes process measure), "
@@ -147,7 +154,7 @@ VERDICT_KEYS = {
     "peaks_unbounded": boolean("true when it goes out of memory: the two peaks (and device_need_bytes, built on the "
                                "reserved one) are those of a device without a limit; the printed answer labels each"),
     "device_need_bytes": integer("reserved_peak_bytes + process_memory.bytes"),
-    "capacity_bytes": integer("what cudaMalloc can hand the allocator (device total - process memory)"),
+    "capacity_bytes": integer("what cudaMalloc can hand the allocator (device total - process memory at its high end)"),
     "headroom_bytes": integer("device total - device_need_bytes (negative: short)"),
 }
 VERDICT = obj("the verdict at this value", VERDICT_KEYS)

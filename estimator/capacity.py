@@ -82,12 +82,12 @@ class Verdict:
 
     @property
     def capacity_bytes(self) -> int:
-        """What cudaMalloc can hand this process's allocator."""
-        return self.total_bytes - self.process.bytes
+        """What cudaMalloc can hand this process's allocator (its process memory at the high end where estimated)."""
+        return self.total_bytes - self.process.high_bytes
 
     @property
     def device_need_bytes(self) -> int:
-        return self.reserved_peak_bytes + self.process.bytes
+        return self.reserved_peak_bytes + self.process.high_bytes
 
     @property
     def fits(self) -> bool:
@@ -131,7 +131,7 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude, tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
     run = replay(model, shape, **kw)
-    if run.reserved_peak_bytes > device.capacity_bytes - proc.bytes:
+    if run.reserved_peak_bytes > device.capacity_bytes - proc.high_bytes:
         limited = _against_capacity(model, shape, device, proc, kw)
         run = limited if limited.oom is None else replace(run, oom=limited.oom)
     return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom, model.key,

@@ -1,6 +1,6 @@
 """Stack frames a user derived on this machine, kept in the private, signed cache (``cache.write_signed``: JSON, HMAC
 under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process.py`` after the
-committed data (``data/process/*.json``) and before the bound (CUDA's per-thread local-memory limit).
+committed data (``data/process/*.json``) and before the estimate from the nearest committed cases (``process_estimate``).
 
 A record is one case of one library data file (``fla-core-0.6.0_triton-3.6.0_H200.json``: library, Triton, device)
 and one case key (``fla-kda:report D128 H40 HV40``, ``validate/check/frames.py``'s ``case_key``): the summary line the

@@ -20,25 +20,30 @@ machine (``frames_store``: the same CPU compile, kept signed in the private cach
 or ``derived``, or, where neither holds for the asked case, ``bounded: ...`` (an upper bound, its proof in the words: a
 warm process's tuned configs are among the candidates whose frames the cold case holds, it loads a subset of the cold
 process's modules, a warm whole model's limit is at most its cold process's at the same case and length, each only
-where the cold figure it rests on is itself measured, derived or bounded; and, for a case or kernel without frames,
-CUDA's per-thread local-memory limit, ``LOCAL_MEMORY_LIMIT``) or ``unbounded: ...`` (the figure used and why nothing
-bounds it: another GPU, a whole model's length not measured, a library without a module figure);
-``ProcessMemory.assumptions`` lists each such part in those words; never silently another case's figure. No neighbour
-bounds a case not compiled: the head counts and head dims are constexprs of every kernel, and ptxas's frames at one
-value bound nothing at another (the committed candidates: at D128, H96's differ from H16's in 42 of 202, 23 up and 19
-down, H1's in 31; ``tests/test_process_memory.py``); the local-memory limit does, loosely (on the H200 its reservation
-is 141,457,096,704 B).
+where the cold figure it rests on is itself measured, derived or bounded), ``estimated: ...`` (a case or kernel without
+frames, a whole model's case no process ran, a family's modules at another case: the nearest committed cases' figure,
+``process_estimate``, with its rule's leave-one-out error, ``process_loo``; ``Figure.margin`` holds the high end, which
+the verdict counts: ``ProcessMemory.high_bytes``) or ``unbounded: ...`` (the figure used and why nothing bounds it:
+another GPU, a whole model's length not measured, a library without a module figure); ``ProcessMemory.assumptions``
+lists each such part in those words; never silently another case's figure. No neighbour bounds a case not compiled:
+the head counts and head dims are constexprs of every kernel, and ptxas's frames at one value bound nothing at another
+(the committed candidates: at D128, H96's differ from H16's in 42 of 202, 23 up and 19 down, H1's in 31;
+``tests/test_process_memory.py``). CUDA's local-memory limit does (``LOCAL_MEMORY_LIMIT``), but its reservation,
+141,457,096,704 B on the H200, is more than a GPU holds: it is kept for a kernel no estimate reaches
+(``stack_timeline``), never a case's answer.
 Not modelled: a launch the driver cannot grant its local memory (it fails in the driver, not in PyTorch); kernel
 modules loading as the call goes (charged from its start).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 from . import frames_store, measured_store
+from . import process_estimate as estimate
+from . import process_loo as loo
 from .devices import Device, get_device
 from .errors import LivebytesError
 from .fields import show
@@ -55,22 +60,29 @@ LOCAL_MEMORY_SOURCE = ("the CUDA C++ Programming Guide's technical specification
                        "512 KB of local memory per thread, a kernel's stack frame within it")
 
 
-BOUNDED, UNBOUNDED = "bounded: ", "unbounded: "     # the two kinds of a part neither measured nor derived
+BOUNDED, UNBOUNDED = "bounded: ", "unbounded: "     # two kinds of a part neither measured nor derived
+ESTIMATED = "estimated: "       # the third: the nearest committed cases' figure, its error measured (process_estimate)
+KINDS = (BOUNDED, ESTIMATED, UNBOUNDED)
 
 
 @dataclass(frozen=True)
 class Figure:
     bytes: int
-    status: str            # "measured", "derived", "derived (...)", "bounded: <proof>" or "unbounded: <why>"
+    status: str            # "measured", "derived", "derived (...)", "bounded: <proof>", "estimated: <basis and error>" or "unbounded: <why>"
     source: str
     record: str | None = None
+    margin: int = 0        # an estimate's high end above ``bytes``: the largest shortfall its rule made on a withheld case
 
 
 def kind_of(notes: list[str]) -> str:
-    """The status a figure resting on ``notes`` (each starting ``bounded: `` or ``unbounded: ``) takes: unbounded where
-    any part is, else bounded: the notes' own words, its kind once."""
-    kind = UNBOUNDED if any(n.startswith(UNBOUNDED) for n in notes) else BOUNDED
-    return kind + "; ".join(n.removeprefix(UNBOUNDED).removeprefix(BOUNDED) for n in notes)
+    """The status a figure resting on ``notes`` (each starting with one of ``KINDS``) takes: unbounded where any part
+    is, else estimated where any part is, else bounded: the notes' own words, its kind once."""
+    kind = next((k for k in (UNBOUNDED, ESTIMATED) if any(n.startswith(k) for n in notes)), BOUNDED)
+    return kind + "; ".join(_unkind(n) for n in notes)
+
+
+def _unkind(note: str) -> str:
+    return next((note.removeprefix(k) for k in KINDS if note.startswith(k)), note)
 
 
 def driver_stack_limit(frame_bytes: int) -> int:
@@ -116,9 +128,20 @@ class ProcessMemory:
         return self.context.bytes + (self.modules.bytes if self.modules else 0) + self.stack.bytes
 
     @property
+    def margin(self) -> int:
+        """The estimated parts' high ends above their figures (``process_loo.margin``): 0 where nothing is estimated."""
+        return sum(f.margin for f in (self.context, self.modules, self.stack) if f is not None)
+
+    @property
+    def high_bytes(self) -> int:
+        """What a verdict counts: the figure, and each estimated part at its high end."""
+        return self.bytes + self.margin
+
+    @property
     def start_bytes(self) -> int:
-        """Before the first call's launches raise the stack limit."""
-        return self.bytes - sum(b for _, b in self.growth)
+        """Before the first call's launches raise the stack limit (estimated parts at their high ends, held from the
+        start)."""
+        return self.high_bytes - sum(b for _, b in self.growth)
 
     @property
     def assumptions(self) -> list[str]:
@@ -126,7 +149,7 @@ class ProcessMemory:
         what is used and why nothing bounds it``; then the model's notes (each of those kinds too)."""
         out = [f"{kind}{name}: {f.status.removeprefix(kind)}"
                for name, f in (("CUDA context", self.context), ("kernel modules", self.modules), ("stack reservation", self.stack))
-               if f is not None for kind in (BOUNDED, UNBOUNDED) if f.status.startswith(kind)]
+               if f is not None for kind in KINDS if f.status.startswith(kind)]
         if self.modules is None:
             out.append(f"{UNBOUNDED}{self.library_name}: its kernels' memory is not measured; counted as the context only")
         return out + list(self.notes)
@@ -149,6 +172,12 @@ def _device_entry(device: Device) -> dict:
     """process_memory.json's entry whose figures ``device`` takes (``Device.process_memory``: its own where measured on
     it, else its stand-in's; ``Device.process_memory_assumed_from`` names the stand-in)."""
     return _json(DATA / "process_memory.json")["devices"][device.process_memory]
+
+
+def data_files(device: Device) -> list[tuple[str, dict]]:
+    """(file name, data) of every Triton library's process data whose figures ``device`` takes."""
+    libs = _device_entry(device)["libraries"]
+    return [(lib["data"], _json(DATA / lib["data"])) for lib in libs if "data" in lib]
 
 
 def _device(device: Device | str) -> Device:
@@ -260,8 +289,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | No
     ``state``. Frames: the committed data's (provenance the CPU compile's note where ``derived_on_cpu``, else None: the
     GPU's logs); warm without the tuned configs' frames, every candidate's (a bound: the tuned config is one of them);
     cold, a case the data lack, the frames derived on this machine (``frames_store``, provenance ``on this machine,
-    Triton X``; ``data_file`` None: not looked up); else None: no frames, the local-memory limit bounds every kernel
-    (``hint``: how to derive them)."""
+    Triton X``; ``data_file`` None: not looked up); else None: no frames (``hint``: how to derive them)."""
     table = data["frames"][state]
     case = _case_key(prefix, shape)
     if case in table:
@@ -269,7 +297,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | No
         return table[case], [], on_cpu["note"] if on_cpu else None
     if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
         frames, notes, _ = _frame_table(data, prefix, shape, "cold", data_file, hint)
-        if frames is None:      # no candidate's frames either: the local-memory limit bounds the tuned ones too
+        if frames is None:      # no candidate's frames either: the caller estimates them
             return None, notes, None
         return frames, [f"{BOUNDED}tuned configs' frames not measured at {_dims(shape.dim, shape.heads, shape.hv)}: every "
                         "candidate's (the cold frames) bound them, each tuned config being one of the candidates the "
@@ -277,9 +305,29 @@ def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | No
     mine = frames_store.lookup(data_file, case) if data_file else None
     if mine is not None:
         return mine["frames"], [], f"on this machine, Triton {mine['triton']}"
-    return None, [local_memory_bound(f"stack frames ({state}) not derived for {_readable(prefix)} at "
-                                     f"{_dims(shape.dim, shape.heads, shape.hv)} (no neighbouring case bounds them: "
-                                     "frames move with the head count and head dim, not monotonically)", hint)], None
+    return None, [], None       # no frames: the caller estimates the launched kernels' (``_estimated_frames``)
+
+
+def _estimated_frames(data: dict, prefix: str, shape, frames: dict | None, kernels: tuple[str, ...], device: Device,
+                      hint: str) -> tuple[dict | None, list[str]]:
+    """``frames`` with each launched kernel they lack estimated (``process_estimate.estimate_frames`` over these data's
+    complete cold cases and the library's other Triton's), and the note that says so (``estimated: ``, the kernels,
+    the rules' tiers, the leave-one-out error and ``hint``, how to derive the case's own); unchanged where nothing is
+    missing."""
+    missing = tuple(k for k in dict.fromkeys(kernels) if k not in (frames or {}))
+    if not missing:
+        return frames, []
+    siblings = tuple(estimate.frame_cases(d) for _, d in data_files(device) if d is not data)
+    asked = estimate.parse_case(_case_key(prefix, shape))
+    guessed = estimate.estimate_frames(missing, asked, estimate.frame_cases(data), siblings)
+    top = max(guessed.values(), key=lambda e: e.value)
+    _, error = _estimate_words(loo.KINDS[0], device)
+    what = ("stack frames" if frames is None else f"the frames of {', '.join(missing)}")
+    note = (f"{ESTIMATED}{what} not measured or derived for {_readable(prefix)} at "
+            f"{_dims(shape.dim, shape.heads, shape.hv)}: each kernel's frame from the nearest committed cases, the "
+            f"largest {top.value:,} B ({top.tier}: {', '.join(map(_case_text, top.basis[:3]))}"
+            f"{' ...' if len(top.basis) > 3 else ''}); {error}; {hint}")
+    return {**(frames or {}), **{k: e.value for k, e in guessed.items()}}, [note]
 
 
 def _dims(dim: int, heads: int, v_heads: int) -> str:
@@ -326,18 +374,12 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
         cold = _model_limit(data, prefix, shape, "cold", options)
         return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2])
-    if not family and prefix.endswith("+fp32-amp"):     # its own process not measured: bounded, not the bf16 one's
-        bf16 = _model_limit(data, prefix.removesuffix("+fp32-amp"), shape, state, options)
-        return None if bf16 is None else _model_limit_bound(prefix, shape, "its kernels are other dtype "
-                                                            "specialisations than the bf16 process's, whose limit bounds "
-                                                            "nothing here")
-    if not family:
-        return None
+    if not family and not prefix.split(":")[0].endswith("-model"):
+        return None             # a kernel or layer: its kernels' frames decide
     tokens = shape.mbs * shape.seq
     points = family.get(_case_key(prefix, shape), {}).get("points", [])
-    if not points:              # the case never measured: no neighbouring case bounds it, the local-memory limit does
-        return _model_limit_bound(prefix, shape, "frames move with the head count and head dim, not monotonically, so "
-                                  "no measured case bounds it")
+    if not points:              # the case never measured: the nearest measured cases' limit, its error measured
+        return _model_limit_estimate(data, prefix, shape, state)
     above = [p for p in points if p["tokens"] >= tokens]
     if above:
         p = above[0]
@@ -353,15 +395,35 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
             f"read by {record}")
 
 
-def _model_limit_bound(prefix: str, shape, why: str) -> tuple[int, str, str]:
-    """(limit, status, source) of a whole model's case whose process was never measured: CUDA's local-memory limit."""
-    return (LOCAL_MEMORY_LIMIT, local_memory_bound(f"stack limit not measured for {_readable(prefix)} at "
-                                                   f"{_dims(shape.dim, shape.heads, shape.hv)}: {why}",
-                                                   "a whole model's limit is read from its own process (its kernels' "
-                                                   "frames are not logged one by one) and no probe of this tool "
-                                                   "derives or measures it, so the bound stands until a model-step "
-                                                   "record of the case is committed"),
-            "CUDA's per-thread local-memory limit")
+ESTIMATE_SOURCE = "estimated from "
+
+
+def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
+    """(limit, status, source) of a whole model's case no process measured: ``process_estimate.model_limit`` over the
+    measured cases of these data in ``state`` (cold where no warm one was measured), the status ``estimated: `` with the
+    rule's leave-one-out error (``_estimate_words``). None: these data hold no whole model."""
+    cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
+    asked = estimate.parse_case(_case_key(prefix, shape))
+    guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases)
+    if guess is None:
+        return None
+    what = (f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
+            f"{guess.value:,} B, the {'largest ' if len(guess.basis) > 1 else ''}measured of {guess.tier} "
+            f"({', '.join(map(_case_text, guess.basis))})")
+    return guess.value, f"{ESTIMATED}{what}", f"{ESTIMATE_SOURCE}{', '.join(guess.basis)}"
+
+
+def _estimate_words(kind: str, device: Device) -> tuple[int, str]:
+    """(margin, words) of an estimate of ``kind`` (``process_loo.KINDS``) on ``device``: its leave-one-out error over
+    the committed cases and the high end counted (the largest shortfall seen, 0 where it never fell short)."""
+    low, high, n = loo.error_range(kind, device.name)
+    margin = loo.margin(kind, device.name)
+    return margin, (f"leave-one-out over {n} committed cases: {_mib(low)} to {_mib(high)} MiB; the high end "
+                    f"(+{margin / 2**20:,.0f} MiB) counted")
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:+,.0f}"
 
 
 def _warm_limit_by_cold(cold_status: str) -> str:
@@ -372,6 +434,9 @@ def _warm_limit_by_cold(cold_status: str) -> str:
     if cold_status.startswith(UNBOUNDED):
         return (f"{UNBOUNDED}no warm process measured, and the cold limit used for it bounds nothing here "
                 f"({cold_status.removeprefix(UNBOUNDED)})")
+    if cold_status.startswith(ESTIMATED):
+        return f"{ESTIMATED}no warm process measured: the cold estimate used, a warm process launching a subset of the " \
+               f"cold one's candidates ({cold_status.removeprefix(ESTIMATED)})"
     return (f"{BOUNDED}no warm process measured: the cold process's limit ({cold_status}) bounds it, a warm process "
             "launching a subset of the cold one's candidates at the same shape and the driver never lowering the limit")
 
@@ -423,10 +488,10 @@ def _modules(data: dict, family: str, state: str, case: str | None = None, optio
         if case is not None and measured and case not in measured:    # measured at other cases than this one
             top = max([entry, *own.values()], key=lambda e: e["bytes"])     # the family's figure or a larger case's
             differ = len({entry["bytes"], *(v["bytes"] for v in own.values())}) > 1
-            return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {_case_text(case)}: the family's "
-                          f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used, which "
-                          "bounds nothing: module memory is measured, not derived, and the kernels a case loads follow "
-                          "its shapes (Triton compiles one per head dim and head counts, cuBLAS picks its GEMMs by shape)"
+            return Figure(int(top["bytes"]), f"{ESTIMATED}not measured for {_case_text(case)}: the family's "
+                          f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used (module "
+                          "memory is measured, not derived, and the kernels a case loads follow its shapes: Triton "
+                          "compiles one per head dim and head counts, cuBLAS picks its GEMMs by shape)"
                           + (" (those cases differ)" if differ else ""), top["source"])
         return _at_options(entry, case, options)
     if state == "warm" and data["modules"].get(family, {}).get("cold") is not None:
@@ -520,10 +585,14 @@ def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
     subset of the cold one's modules: its tuned configs are among the candidates the cold process loaded, cuBLAS's and
     PyTorch's kernels are the same calls, and the driver frees none while the process lives; every committed warm
     process holds no more than its cold case, ``tests/test_process_memory.py``) only where that cold figure is one;
-    where it is unbounded, so is the warm one."""
+    where it is unbounded or estimated, so is the warm one."""
     if cold.status.startswith(UNBOUNDED):
         return Figure(cold.bytes, f"{UNBOUNDED}no warm process of {family} measured, and the cold figure used for it "
                       f"bounds nothing here ({cold.status.removeprefix(UNBOUNDED)})", cold.source)
+    if cold.status.startswith(ESTIMATED):
+        return Figure(cold.bytes, f"{ESTIMATED}no warm process of {family} measured: the cold estimate used, a warm "
+                      f"process loading a subset of the cold one's modules ({cold.status.removeprefix(ESTIMATED)})",
+                      cold.source)
     return Figure(cold.bytes, f"{BOUNDED}no warm process of {family} measured: its cold figure ({cold.status}) bounds "
                   "it, a warm process loading a subset of the cold one's modules (its tuned configs are among the "
                   "candidates the cold process loaded; cuBLAS's and PyTorch's kernels are the same calls) and the "
@@ -547,7 +616,7 @@ def measured_here(pm: ProcessMemory, record: dict, device: Device, tokens: int) 
                      f"{where}, {record['tokens']:,} tokens: {record['nonpytorch_bytes']:,} B alone after the first call "
                      f"minus the context ({context:,}) and the {limit:,}-B limit's reservation ({reservation:,})")
     if record["tokens"] != tokens:
-        if pm.modules is not None and pm.modules.status.startswith(UNBOUNDED):
+        if pm.modules is not None and pm.modules.status.startswith((UNBOUNDED, ESTIMATED)):
             modules = Figure(modules.bytes, f"{UNBOUNDED}measured on this machine ({record['measured_on']}) at "
                              f"{record['tokens']:,} tokens, not at {tokens:,}: lazily loaded kernels and Triton's "
                              "specialisations can follow the length", modules.source)
@@ -622,11 +691,14 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     case = None if shape is None or prefix is None else _case_key(prefix, shape)
     modules = _modules(data, family, triton_cache, case, None if isinstance(model, str) else dict(model.options))
     notes = model_notes
+    if modules.status.startswith(ESTIMATED):    # the family's figure at another case: its error and high end
+        margin, error = _estimate_words(loo.KINDS[2], device)
+        modules = Figure(modules.bytes, f"{modules.status}; {error}", modules.source, margin=margin)
     if assumed_from:
-        modules = Figure(modules.bytes, f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU", modules.source)
-    if modules.status.startswith(UNBOUNDED) and case is not None:
-        modules = Figure(modules.bytes, modules.status + _measure_hint(key, prefix, shape, lib.get("triton"),
-                                                                       dict(model.options), lib["data"]), modules.source)
+        modules = replace(modules, status=f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU")
+    if modules.status.startswith((UNBOUNDED, ESTIMATED)) and case is not None:
+        modules = replace(modules, status=modules.status + _measure_hint(key, prefix, shape, lib.get("triton"),
+                                                                         dict(model.options), lib["data"]))
     if shape is None or isinstance(model, str):
         return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
                                                          "counted", ""),
@@ -634,24 +706,34 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options))
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
+        margin = 0
+        if source.startswith(ESTIMATE_SOURCE):      # no process of the case: the estimate's error and high end
+            margin, error = _estimate_words(loo.KINDS[1], device)
+            status = f"{status}; {error}"
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = kind_of(([] if status == "measured" else [status]) +
                              [f"{UNBOUNDED}the {assumed_from}'s limit used (its process's, {get_device(assumed_from).arch}'s "
                               f"compile), and the reservation rule {RESERVATION_RULE} measured on the {assumed_from} only"])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
-                       "charged from the call's start (where the kernel that raises it first launches is not modelled)")
+                       "charged from the call's start (where the kernel that raises it first launches is not modelled)",
+                       margin=margin)
         return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, (), tuple(notes), lib.get("triton"))
     frames, frame_notes, provenance = _frame_table(data, prefix, shape, triton_cache, lib["data"] if derived_frames else None,
                                                    _derive_hint(key, prefix, shape, lib.get("triton")))
     launches = tuple((a.kernel, a.step) for a in model.autotuned)
+    frames, estimate_notes = _estimated_frames(data, prefix, shape, frames, tuple(k for k, _ in launches), device,
+                                               _derive_hint(key, prefix, shape, lib.get("triton")))
+    frame_notes = frame_notes + estimate_notes
     limit, growth, kernel_notes = stack_timeline(frames, launches, device)
     notes_on_stack = frame_notes + kernel_notes + ([_other_gpu_stack(assumed_from, frames is not None)] if assumed_from else [])
     status = "derived" + (f" ({provenance})" if provenance else "") if not notes_on_stack else kind_of(notes_on_stack)
     whence = ("CUDA's per-thread local-memory limit" if frames is None else
               "from the frames derived on this machine (estimator/frames_store.py)"
               if (provenance or "").startswith("on this machine") else f"from {lib['data']}")
+    margin = _estimate_words(loo.KINDS[0], device)[0] if estimate_notes else 0
     stack = Figure(stack_reservation_bytes(limit, device), status,
-                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {whence}")
+                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {whence}",
+                   margin=margin)
     return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, () if raised_before else growth,
                          tuple(notes), lib.get("triton"))

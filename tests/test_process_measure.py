@@ -161,7 +161,7 @@ def test_the_store_refuses_an_incomplete_record(bad):
 
 def test_before_measuring_the_modules_are_unbounded_and_name_the_command():
     p = process_memory(H200, kda(), "cold", SHAPE)
-    assert p.modules.status.startswith("unbounded: not measured for fla-kda (report contract) at head_dim=256 num_heads=16")
+    assert p.modules.status.startswith("estimated: not measured for fla-kda (report contract) at head_dim=256 num_heads=16")
     assert p.modules.status.endswith(f"; measure the case's process on the GPU itself (minutes): {COMMAND}")
     assert p.context.status == "measured" and not p.stack.status.startswith("measured (on this machine")
 
@@ -172,7 +172,7 @@ def test_before_measuring_the_modules_are_unbounded_and_name_the_command():
     ("fla-kda-cp@0.6.0", {}, SHAPE)])
 def test_a_case_the_probe_cannot_run_names_no_command(key, options, shape):
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape)
-    assert p.modules.status.startswith("unbounded: ") and "livebytes process measure" not in p.modules.status
+    assert p.modules.status.startswith("estimated: ") and "livebytes process measure" not in p.modules.status
 
 
 def test_measure_runs_the_probe_for_the_case_cold_then_warm_and_keeps_both():
@@ -254,7 +254,7 @@ def test_a_record_is_its_gpus_and_the_record_checks_never_read_it():
     assert h100.modules.status.startswith("unbounded: the H200's figure, not measured on this GPU")
     assert h100.modules.status.endswith(COMMAND)
     committed = process_memory(H200, kda(), "cold", SHAPE, derived_frames=False)
-    assert committed.modules.status.startswith("unbounded: not measured for fla-kda")
+    assert committed.modules.status.startswith("estimated: not measured for fla-kda")
     assert committed.context.status == "measured" and committed.stack.status.startswith("derived")
 
 
@@ -267,7 +267,7 @@ def test_a_process_measured_on_an_h100_answers_for_the_h100_only():
     h100 = process_memory(H100, kda("H100"), "cold", SHAPE)
     assert (h100.context.bytes, h100.modules.bytes, h100.stack.bytes) == (CONTEXT, COLD_MODULES, COLD_RESERVATION)
     assert h100.assumptions == []
-    assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith("unbounded: ")
+    assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith("estimated: ")
 
 
 # ------------------------------------------------------------------------------------- refusals
@@ -314,7 +314,7 @@ def test_measure_refuses_an_unsound_reading_in_one_line(lines, message):
     states = kept.group(1).split(", ") if kept else []
     assert [r["state"] for r in measured_store.measured_cases()] == states
     assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith(
-        "measured (on this machine" if "cold" in states else "unbounded: ")
+        "measured (on this machine" if "cold" in states else "estimated: ")
 
 
 @pytest.mark.parametrize("probe,message", [
@@ -429,7 +429,7 @@ def test_a_snapshot_modelled_on_the_datas_fla_core_is_not_measured_as_itself():
         measured(FakeProbe(BASELINE, row("cold"), row("warm")), key="fla-kda@07b80f27")
     measured(FakeProbe(BASELINE, row("cold"), row("warm")))
     snapshot = process_memory(H200, get_model("fla-kda@07b80f27", "H200", contract="report"), "cold", SHAPE)
-    assert snapshot.modules.status.startswith("unbounded: ") and "process measure" not in snapshot.modules.status
+    assert snapshot.modules.status.startswith("estimated: ") and "process measure" not in snapshot.modules.status
 
 
 def test_a_reading_at_another_length_keeps_the_case_figure_unbounded():

@@ -154,6 +154,6 @@ def test_sweep_names_each_rows_assumptions_once_with_its_shapes(monkeypatch):
     assert result.exit_code == 0, result.output
     text = " ".join(console.file.getvalue().split())          # the caption wraps at the table's width
     assert text.count("stack reservation:") == 1
-    assert ("bounded: fla-kda@0.6.0 at batch_size=1, seq_len=8K, num_heads=16, head_dim=32: stack reservation: CUDA's "
-            "512 KiB per-thread local-memory limit") in text
+    assert ("estimated: fla-kda@0.6.0 at batch_size=1, seq_len=8K, num_heads=16, head_dim=32: stack reservation: stack "
+            "frames not measured or derived") in text
     assert "livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim 32 --num-heads 16 --triton 3.9.0" in text

@@ -1,8 +1,8 @@
 """``livebytes frames derive|list``: a case's stack frames compiled on this machine's CPU, kept for later answers.
 
-Where the committed data lack a case, the process-memory model bounds the stack reservation by CUDA's 512 KiB
-per-thread local-memory limit (loose: 141 GB on the H200) and says so with this command's line; ``derive`` replaces
-that bound by the case's own frames (every autotune candidate compiled for sm90 by the installed Triton, minutes, no
+Where the committed data lack a case, the process-memory model estimates its kernels' frames from the nearest
+committed cases (``estimated:``, with the rule's leave-one-out error) and names this command's line; ``derive`` replaces
+that estimate by the case's own frames (every autotune candidate compiled for sm90 by the installed Triton, minutes, no
 GPU), ``list`` shows what this machine derived. Parses, calls ``livebytes.frames``, renders."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Derive one case's stack frames on this machine, so that ``estimator/process.py`` replaces its bound (CUDA's
-per-thread local-memory limit) by the case's own reservation: the CPU compile probe
+"""Derive one case's stack frames on this machine, so that ``estimator/process.py`` replaces its estimate (the
+nearest committed cases' frames, ``process_estimate``) by the case's own reservation: the CPU compile probe
 (``validate/gpu/probes/cpu_frames.py``: every autotune candidate compiled for sm90 by the installed Triton and the ptxas
 its wheel ships, ``cuobjdump -res-usage`` on each cubin) run as a subprocess for that one case, its summary line
 checked (the asked case, the asked Triton, fla-core of the data's version, under Triton >= 3.9 the bundled legacy

@@ -1,0 +1,134 @@
+"""Estimates of a process's stack limit and kernel modules at a case no process measured and no compile derived, each
+with its error measured by leaving one committed case out (``leave_one_out``).
+
+CUDA's 512 KiB per-thread local-memory limit bounds any stack limit, but at 270,336 resident threads it is 132 GiB: a
+bound no GPU holds, so it never decides a verdict. What does instead is the figure the committed data give through the
+nearest cases that share the most with the asked one, and the error that very rule makes on every committed case when
+that case is withheld. Frames and limits move with the compile-time constants of the kernels (head dim, head counts,
+block sizes chosen from the hidden size), not monotonically, so no neighbour bounds a case; the leave-one-out error says
+how far a neighbour has been from the truth, measured.
+
+The rules (each takes the largest figure of the first tier that has one, so ties between neighbours err high):
+
+- **a kernel's frame** (``kernel_frame``): the same family and contract at the same head dim; the same kernel at the
+  same head dim in any family of these data (a forward-only case's kernels are the full case's); the same kernel at the
+  same head dim under the library's other Triton version; the same family and contract at any head dim; the same kernel
+  at any head dim; these data's largest frame.
+- **a whole model's limit** (``model_limit``), read from its processes (its kernels are not logged one by one): the
+  same family and sizes in another variant (packed, fp32-amp); the same family at the same head dim; the same family;
+  every whole model of these data. Each case at the asked length by the rule the measured figures take (the next
+  longer length measured, else the case's longest).
+
+Modules keep ``process._modules``' rule (a case's own figure, else the family's largest measured); its error is
+measured here as well.
+
+Not modelled: which specialisation (a head count divisible by 16, a 64-bit index) a kernel compiles at a case; that is
+what a compile (``livebytes frames derive``) or a process measured (``livebytes process measure``) replaces the estimate by.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CASE = re.compile(r"(?P<prefix>\S+) D(?P<dim>\d+) H(?P<heads>\d+) HV(?P<v_heads>\d+)")
+
+
+@dataclass(frozen=True)
+class Case:
+    """A data file's case key, ``FAMILY:VARIANT D.. H.. HV..``, in its parts."""
+    prefix: str
+    dim: int
+    heads: int
+    v_heads: int
+
+    @property
+    def family(self) -> str:
+        return self.prefix.split(":")[0]
+
+    @property
+    def key(self) -> str:
+        return f"{self.prefix} D{self.dim} H{self.heads} HV{self.v_heads}"
+
+
+def parse_case(key: str) -> Case:
+    m = CASE.fullmatch(key)
+    if m is None:
+        raise ValueError(f"not a case key: {key!r}")
+    return Case(m["prefix"], int(m["dim"]), int(m["heads"]), int(m["v_heads"]))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure (bytes per thread, or bytes) and the committed cases it was taken from, in the tier's words."""
+    value: int
+    tier: str
+    basis: tuple[str, ...]
+
+
+def partial_cases(data: dict) -> frozenset[str]:
+    """Cases whose frames stop where the call raised (``derived_on_cpu``'s ``partial``): no basis for another case."""
+    return frozenset(k for k, v in data.get("derived_on_cpu", {}).items() if v.get("partial"))
+
+
+def frame_cases(data: dict, withheld: frozenset[str] = frozenset()) -> dict[Case, dict]:
+    """Every complete cold case's frames (kernel -> largest frame, bytes), less ``withheld``."""
+    skip = partial_cases(data) | withheld
+    return {parse_case(k): v for k, v in data["frames"]["cold"].items() if k not in skip}
+
+
+def _largest(cases: dict[Case, dict], kernel: str | None, keep) -> tuple[int, tuple[str, ...]] | None:
+    """The largest frame of ``kernel`` (None: of any kernel) over the cases ``keep`` selects, and those cases."""
+    found = [(frames[kernel] if kernel else max(frames.values()), case.key) for case, frames in cases.items()
+             if keep(case) and (kernel is None or kernel in frames) and frames]
+    return (max(v for v, _ in found), tuple(sorted(k for _, k in found))) if found else None
+
+
+def kernel_frame(kernel: str, case: Case, cases: dict[Case, dict], siblings: tuple[dict[Case, dict], ...] = ()) -> Estimate:
+    """The frame of ``kernel`` at ``case`` by the first tier that has one (the module's rules)."""
+    tiers = (("the same family and contract at this head dim", cases, kernel, lambda c: c.prefix == case.prefix and c.dim == case.dim),
+             ("this kernel at this head dim in another family", cases, kernel, lambda c: c.dim == case.dim),
+             *(("this kernel at this head dim under the library's other Triton", other, kernel, lambda c: c.dim == case.dim)
+               for other in siblings),
+             ("the same family and contract at another head dim", cases, kernel, lambda c: c.prefix == case.prefix),
+             ("this kernel at another head dim", cases, kernel, lambda c: True),
+             ("the largest frame of these data (the kernel never compiled in them)", cases, None, lambda c: True))
+    for words, table, name, keep in tiers:
+        got = _largest(table, name, keep)
+        if got is not None:
+            return Estimate(got[0], words, got[1])
+    raise ValueError("no frames in these data to estimate from")
+
+
+def estimate_frames(kernels: tuple[str, ...], case: Case, cases: dict[Case, dict],
+                    siblings: tuple[dict[Case, dict], ...] = ()) -> dict[str, Estimate]:
+    """Each of ``kernels``' frames at ``case`` (``kernel_frame``)."""
+    return {k: kernel_frame(k, case, cases, siblings) for k in dict.fromkeys(kernels)}
+
+
+def limit_at(points: list[dict], tokens: int) -> int:
+    """A whole model's case's limit at ``tokens`` by the measured figures' rule: the next longer length measured, else
+    its longest (``process._model_limit``)."""
+    above = [p for p in points if p["tokens"] >= tokens]
+    return (above[0] if above else points[-1])["limit_bytes"]
+
+
+def model_cases(data: dict, state: str = "cold", withheld: frozenset[str] = frozenset()) -> dict[Case, list[dict]]:
+    """Every whole-model case's measured limits (points by length) in ``state``, less ``withheld``."""
+    table = data.get("model_limits", {}).get(state, {})
+    return {parse_case(k): v["points"] for k, v in table.items() if k not in withheld and v.get("points")}
+
+
+def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estimate | None:
+    """A whole model's stack limit at ``case`` and ``tokens`` by the first tier that has one (the module's rules);
+    None where these data hold no whole model at all."""
+    def same_sizes(c: Case) -> bool:
+        return c.family == case.family and (c.dim, c.heads, c.v_heads) == (case.dim, case.heads, case.v_heads)
+    tiers = (("the same model family and sizes in another variant", same_sizes),
+             ("the same model family at this head dim", lambda c: c.family == case.family and c.dim == case.dim),
+             ("the same model family at another head dim", lambda c: c.family == case.family),
+             ("another model family of these data", lambda c: True))
+    for words, keep in tiers:
+        found = [(limit_at(points, tokens), c.key) for c, points in cases.items() if keep(c) and c != case]
+        if found:
+            return Estimate(max(v for v, _ in found), words, tuple(sorted(k for _, k in found)))
+    return None

@@ -1,0 +1,123 @@
+"""Leave-one-out over the committed process-memory data: for every case whose stack limit or modules were measured on a
+GPU or derived by a compile, the figure the tool gives with that case withheld, against the committed one.
+
+The rows are the error of ``process_estimate``'s rules, measured: ``error`` (estimate - committed, bytes of device
+memory on the device asked) per kind of estimate. A verdict that rests on an estimate counts its high end: the estimate
+plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. The
+table is docs/validation.md's "Process memory where nothing was measured" (``python -m livebytes.cli.docgen`` does not
+write it: ``tests/test_process_estimate.py`` keeps the document equal to these rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from . import process_estimate as est
+from .devices import Device, get_device
+
+KINDS = ("kernel frames", "whole-model limit", "modules")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One withheld case: which data, what kind of figure, the committed and estimated values (bytes per thread for a
+    stack, bytes for modules), and the error in device bytes on the device (reservation or modules)."""
+    data_file: str
+    kind: str
+    case: str
+    tokens: int | None
+    source: str                 # "GPU" (a process measured) or "CPU" (frames compiled for the GPU's architecture)
+    committed: int
+    estimated: int
+    tier: str
+    error: int
+
+
+def _reservation_error(estimated: int, committed: int, device: Device) -> int:
+    from .process import driver_stack_limit, stack_reservation_bytes
+    return (stack_reservation_bytes(driver_stack_limit(estimated), device)
+            - stack_reservation_bytes(driver_stack_limit(committed), device))
+
+
+def kernel_rows(name: str, data: dict, siblings: tuple[dict, ...], device: Device) -> list[Row]:
+    """Each complete cold case's limit (its kernels' largest frame) against the one its kernels' frames estimated
+    with the case withheld give (``process_estimate.estimate_frames``)."""
+    cpu = data.get("derived_on_cpu", {})
+    sibling_cases = tuple(est.frame_cases(s) for s in siblings)
+    rows = []
+    for case, frames in est.frame_cases(data).items():
+        others = est.frame_cases(data, frozenset({case.key}))
+        guessed = est.estimate_frames(tuple(frames), case, others, sibling_cases)
+        top = max(guessed.values(), key=lambda e: e.value)
+        committed, estimated = max(frames.values()), top.value
+        rows.append(Row(name, KINDS[0], case.key, None, "CPU" if case.key in cpu else "GPU", committed, estimated,
+                        top.tier, _reservation_error(estimated, committed, device)))
+    return rows
+
+
+def model_rows(name: str, data: dict, device: Device) -> list[Row]:
+    """Each whole model's measured limit (every length measured) against ``process_estimate.model_limit`` with its
+    case withheld; a family with one case only is estimated from the other families."""
+    rows = []
+    for case, points in est.model_cases(data).items():
+        others = est.model_cases(data, withheld=frozenset({case.key}))
+        for p in points:
+            guess = est.model_limit(case, p["tokens"], others)
+            if guess is None:
+                continue
+            rows.append(Row(name, KINDS[1], case.key, p["tokens"], "GPU", p["limit_bytes"], guess.value, guess.tier,
+                            _reservation_error(guess.value, p["limit_bytes"], device)))
+    return rows
+
+
+def module_rows(name: str, data: dict) -> list[Row]:
+    """Each case's own measured modules (cold) against its family's largest figure measured at other cases (the rule
+    ``process._modules`` takes at a case not measured)."""
+    by_case = data.get("modules_by_case", {}).get("cold", {})
+    rows = []
+    for key, entry in by_case.items():
+        case = est.parse_case(key)
+        guess = module_estimate(data, case.family, key)
+        if guess is None:
+            continue
+        rows.append(Row(name, KINDS[2], key, None, "GPU", int(entry["bytes"]), guess.value, guess.tier,
+                        guess.value - int(entry["bytes"])))
+    return rows
+
+
+def module_estimate(data: dict, family: str, withheld: str | None = None) -> est.Estimate | None:
+    """The family's largest cold module figure measured at cases other than ``withheld``: its own cases' and the
+    family figure where that was measured at another case. None: the family has no other measured case."""
+    by_case = data.get("modules_by_case", {}).get("cold", {})
+    found = [(int(v["bytes"]), k) for k, v in by_case.items() if k != withheld and est.parse_case(k).family == family]
+    entry = data.get("modules", {}).get(family, {}).get("cold")
+    if entry is not None and any(c != withheld for c in entry.get("measured_at", [])):
+        found.append((int(entry["bytes"]), f"{family} (the family's figure)"))
+    if not found:
+        return None
+    return est.Estimate(max(v for v, _ in found), "the family's largest measured at another case",
+                        tuple(sorted(k for _, k in found)))
+
+
+@lru_cache(maxsize=None)
+def rows(device_name: str = "H200") -> tuple[Row, ...]:
+    """Every leave-one-out row of the process-memory data ``device_name``'s figures come from."""
+    from .process import data_files
+    device = get_device(device_name)
+    files = data_files(device)
+    out = []
+    for name, data in files:
+        siblings = tuple(d for n, d in files if n != name)
+        out += kernel_rows(name, data, siblings, device) + model_rows(name, data, device) + module_rows(name, data)
+    return tuple(out)
+
+
+def margin(kind: str, device_name: str = "H200") -> int:
+    """The largest amount by which ``kind``'s estimate fell short of a withheld case (0: it never did)."""
+    return max([0] + [-r.error for r in rows(device_name) if r.kind == kind])
+
+
+def error_range(kind: str, device_name: str = "H200") -> tuple[int, int, int]:
+    """(smallest error, largest error, rows) of ``kind``'s estimate over the withheld cases."""
+    errors = [r.error for r in rows(device_name) if r.kind == kind]
+    return min(errors), max(errors), len(errors)
