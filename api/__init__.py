@@ -17,13 +17,13 @@ from __future__ import annotations
 # public name -> the module that defines it
 _LAZY = {
     "predict": "functions", "compare": "functions", "plan": "functions", "sweep": "functions", "explain": "functions",
-    "models": "functions", "ArgumentError": "functions",
+    "models": "functions", "ArgumentError": "arguments",
     "Prediction": "results", "Comparison": "results", "Plan": "results", "PlanAnswer": "results", "Sweep": "results",
     "SweepPoint": "results", "Explanation": "results", "ModelInfo": "results", "LivebytesError": "estimator.errors",
 }
 
 # submodules docs/api.md names, reachable as attributes after ``import livebytes`` (imported on first use): the
-# frames and processes kept on this machine, the calls the command line shares, the module ArgumentError's name shows
+# frames and processes kept on this machine, the calls the command line shares, the public functions' own module
 _SUBMODULES = ("frames", "process", "calls", "functions")
 
 __all__ = ["__version__", *_LAZY, *_SUBMODULES]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .arguments import checked
+
 
 @dataclass(frozen=True)
 class DerivedFrames:
@@ -53,6 +55,7 @@ def derive_frames_at(key: str, shape, options: Optional[dict] = None, triton: Op
                          limit, stack_reservation_bytes(limit, get_device("H200")), summary["stored"])
 
 
+@checked()
 def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads: Optional[int] = None,
                   contract: Optional[str] = None, triton: Optional[str] = None, python: Optional[str] = None,
                   timeout: Optional[float] = None) -> DerivedFrames:
@@ -76,12 +79,14 @@ def _sizes(**given) -> tuple:
     return tuple(None if v is None else parse_size(v, name) for name, v in given.items())
 
 
+@checked()
 def derived_frames() -> list[dict]:
     """The cases derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}`` each."""
     from livebytes.estimator import frames_store
     return frames_store.derived_cases()
 
 
+@checked()
 def why_none_read() -> str | None:
     """Why the frames derived on this machine cannot be read, in one line, or None (``cache.signed_folder_problem``)."""
     from livebytes.estimator import cache, frames_store

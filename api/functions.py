@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from livebytes.estimator.errors import UsageProblem
-
 from . import calls
+from .arguments import SWEEP_AXES, ArgumentError, checked, models as many_models
 
 # keyword -> the ``Shape`` field it sets (the names of HF configs and FLA's layers)
 SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "num_v_heads": "v_heads",
@@ -30,26 +29,12 @@ VALUE_WIDTH = ("expand_v",)
 ONE_SHAPE = (*SHAPE_KEYWORDS, *VALUE_WIDTH, *SETTING_KEYWORDS, *WHOLE_MODEL_KEYWORDS)
 
 
-class ArgumentError(UsageProblem, TypeError):
-    """A keyword the call does not take, or a combination it refuses: a ``TypeError`` (and a ``LivebytesError``)."""
-
-
-def check_keywords(call: str, given: dict, accepted, named=()) -> None:
-    """Refuse a keyword ``call`` does not take, naming every one it does, its ``named`` parameters first (a misspelt
-    size must not fall back to a default silently)."""
-    unknown = sorted(set(given) - set(accepted))
-    if unknown:
-        plural = "s" if len(unknown) > 1 else ""
-        raise ArgumentError(f"{call}() got unexpected keyword argument{plural} {', '.join(unknown)}; it takes: "
-                            f"{', '.join((*named, *accepted))}")
-
-
 def refuse_given(why: str, given: dict, names) -> None:
     """Refuse the keywords of ``names`` present in ``given``: they change nothing ``why``."""
     refused = [n for n in names if given.get(n) not in (None, False)]
     if refused:
         raise ArgumentError(f"{', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no effect {why}; leave "
-                            f"{'it' if len(refused) == 1 else 'them'} out")
+                            f"{'it' if len(refused) == 1 else 'them'} out", refused[0])
 
 
 def is_config(model) -> bool:
@@ -76,7 +61,7 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
     keywords that mean nothing for that kind of model refused."""
     if not is_config(model):
         if not isinstance(model, str):
-            raise ArgumentError(f"model must be a registry key such as 'fla-kda@0.6.0' or an HF config, got {type(model).__name__}")
+            raise ArgumentError(f"model must be a registry key such as 'fla-kda@0.6.0' or an HF config, got {type(model).__name__}", "model")
         refuse_given("for a kernel or layer model (they set a whole model's training step)", given, WHOLE_MODEL_KEYWORDS)
         return model, {}, None, None
     refuse_given("for a whole model: its config's sizes count, and it takes no kernel what-if", given, CONFIG_FIXED)
@@ -85,7 +70,25 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
     key, options = options_for(text, given.get("optimizer") or "adamw", given.get("precision") or "bf16",
                                bool(given.get("packed")), routing=given.get("routing"))
     heads, dim = config_sizes(text)
+    _check_triton_first(key, given)
     return key, options, heads, dim
+
+
+def _check_triton_first(key: str, given: dict) -> None:
+    """A whole model's ``triton`` checked before its trace (a minute), as its verdict would check it after
+    (``choose.triton_for``): a version the process-memory data lack for it is refused now."""
+    from livebytes.estimator.errors import LivebytesError
+    from livebytes.estimator.process import check_triton, triton_versions
+
+    from .choose import device_of
+    if given.get("triton") is None:
+        return
+    device = device_of(key, given.get("gpu"))
+    if triton_versions(key, device):
+        try:
+            check_triton(key, given["triton"], device)
+        except LivebytesError as err:
+            raise ArgumentError(f"triton: {err}", "triton") from None
 
 
 def shape_of(given: dict, heads=None, dim=None, seq_len=None):
@@ -96,7 +99,8 @@ def shape_of(given: dict, heads=None, dim=None, seq_len=None):
         k: v for k, v in given.items() if k in SHAPE_KEYWORDS and v is not None}
     for required in ("seq_len", "num_heads"):
         if sizes.get(required) is None:
-            raise ArgumentError(f"{required} is required" + (" (a whole model's config gives it)" if required == "num_heads" else ""))
+            raise ArgumentError(f"{required} is required" + (" (a whole model's config gives it)" if required == "num_heads" else ""),
+                                required)
     fields = {SHAPE_KEYWORDS[k]: parse_size(v, k) for k, v in sizes.items() if k != "checkpoint"}
     if given.get("expand_v") is not None:
         fields["dim_v"] = head_v_dim(fields["dim"], given["expand_v"])
@@ -111,40 +115,34 @@ def setting_of(given: dict, options: dict) -> calls.Setting:
                          given.get("alloc_conf"), given.get("triton_cache"), given.get("triton"))
 
 
+@checked(ONE_SHAPE)
 def predict(model, **keywords) -> calls.Prediction:
     """Peak memory of ``model`` at one shape, by storage group, and whether a fresh process runs it on the GPU.
 
     ``livebytes.predict("fla-kda@0.6.0", seq_len=8192, num_heads=96).fits`` -> True or False."""
-    check_keywords("predict", keywords, ONE_SHAPE)
     key, options, heads, dim = chosen(model, keywords)
     return calls.predict_at(key, shape_of(keywords, heads, dim), setting_of(keywords, options))
 
 
+@checked(ONE_SHAPE)
 def compare(models, **keywords) -> calls.Comparison:
     """Several registry keys side by side at one shape (or one whole model's config), each with its verdict."""
-    check_keywords("compare", keywords, ONE_SHAPE)
     keys = [models] if isinstance(models, str) or is_config(models) else list(models)
-    if len(set(map(str, keys))) != len(keys):
-        raise ArgumentError(f"compare: a model given more than once in {keys}")
     picked = [chosen(m, keywords) for m in keys]
     if len(picked) > 1 and any(p[1] for p in picked):
-        raise ArgumentError("compare: a whole model's config compares alone (as compare --model); give registry keys to compare several")
+        raise ArgumentError("models: a whole model's config compares alone (as compare --model); give registry keys to compare several", "models")
     key_list, options, heads, dim = [p[0] for p in picked], picked[0][1], picked[0][2], picked[0][3]
     return calls.compare_at(key_list, shape_of(keywords, heads, dim), setting_of(keywords, options))
 
 
+@checked(ONE_SHAPE, kinds={"model": many_models})
 def plan(model, solve: str = "seq_len", budget=None, **keywords) -> calls.Plan:
     """The largest ``solve`` (seq_len, batch_size, num_heads or num_hidden_layers; the short names seq, mbs, heads,
     layers too) that runs on the GPU, or whose allocated peak fits ``budget`` ("80GiB" or bytes); the other sizes held
     (seq_len 8K and num_heads 96 unless given)."""
     from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.errors import LivebytesError
     from livebytes.estimator.planning import solved_field
-    check_keywords("plan", keywords, ONE_SHAPE, named=("solve", "budget"))
-    try:
-        field = solved_field(solve)
-    except LivebytesError as err:
-        raise ArgumentError(f"solve: {err}") from None
+    field = solved_field(solve)
     solved = next(k for k, f in SHAPE_KEYWORDS.items() if f == field)
     refuse_given(f"with solve={solve!r}: plan solves for it", keywords, (solved,))
     solve = field
@@ -152,24 +150,23 @@ def plan(model, solve: str = "seq_len", budget=None, **keywords) -> calls.Plan:
     picked = [chosen(m, keywords) for m in models]
     if picked[0][1] and solve == "heads":
         raise ArgumentError("solve='num_heads' for a whole model: the config fixes the heads; solve seq_len, batch_size or "
-                            "num_hidden_layers")
+                            "num_hidden_layers", "solve")
     base = shape_of(keywords, picked[0][2] or 96, picked[0][3], seq_len="8K")
     base = replace(base, layers=base.layers or 1) if solve == "layers" else base
-    limit = budget if budget is None or isinstance(budget, int) else parse_budget(budget)
+    limit = parse_budget(budget) if isinstance(budget, str) else None if budget is None else int(budget)   # whole bytes: checked
     return calls.plan_at([p[0] for p in picked], base, solve, setting_of(keywords, picked[0][1]), limit)
 
 
+@checked(("hidden_size", "num_hidden_layers", "conv_size", "checkpoint", *SETTING_KEYWORDS), kinds=SWEEP_AXES)
 def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1, head_dim=128, num_v_heads=None,
           expand_v=None, **keywords) -> calls.Sweep:
     """Predictions over a grid: each size an int, a list, or the command line's text ("8K..256K", "16,32");
     ``num_v_heads`` None: as many value heads as heads; ``expand_v`` (a number, a list, or "0.5..2") None: the value
     head dim is head_dim, else head_dim * expand_v at each point."""
-    check_keywords("sweep", keywords, ("hidden_size", "num_hidden_layers", "conv_size", "checkpoint", *SETTING_KEYWORDS),
-                   named=("seq_len", "num_heads", "batch_size", "head_dim", "num_v_heads", "expand_v"))
-    keys = [models] if isinstance(models, str) else list(models)
+    keys = list(models) if isinstance(models, (list, tuple)) else [models]
     for m in keys:
         if is_config(m) or not isinstance(m, str):
-            raise ArgumentError("sweep takes registry keys (a whole model: the command line's sweep --model)")
+            raise ArgumentError("models: sweep takes registry keys (a whole model: the command line's sweep --model)", "models")
     stack = shape_of({**keywords, "seq_len": 1, "num_heads": 1}).layer_fields()     # one stack for the whole grid
     grid = calls.Grid(_sizes(batch_size, "batch_size"), _sizes(seq_len, "seq_len"), _sizes(num_heads, "num_heads"),
                       _sizes(head_dim, "head_dim"), stack,
@@ -197,15 +194,16 @@ def _sizes(value, name: str) -> list[int]:
     return parse_range(str(value), name)
 
 
+@checked((*SHAPE_KEYWORDS, *VALUE_WIDTH, *MODEL_KEYWORDS))
 def explain(snapshot, model, at: str = "peak", **keywords) -> calls.Explanation:
     """Each live block of a ``torch.cuda.memory._dump_snapshot`` file named by ``model``'s buffer at this shape."""
-    check_keywords("explain", keywords, (*SHAPE_KEYWORDS, *VALUE_WIDTH, *MODEL_KEYWORDS), named=("at",))
     key, options, heads, dim = chosen(model, keywords)
     if options:
-        raise ArgumentError("explain takes a registry key (a kernel or layer model), not a whole model's config")
+        raise ArgumentError("model: explain takes a registry key (a kernel or layer model), not a whole model's config", "model")
     return calls.explain_at(snapshot, key, shape_of(keywords), setting_of(keywords, {}), at)
 
 
+@checked()
 def models() -> tuple:
     """Every registered model (``livebytes models``), as ``ModelInfo``."""
     return calls.models_at()

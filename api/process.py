@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .arguments import checked
+
 
 @dataclass(frozen=True)
 class MeasuredProcess:
@@ -72,6 +74,7 @@ def _measured(record: dict, stored: bool) -> MeasuredProcess:
                            record["nonpytorch_bytes"] - record["context_bytes"] - reservation, stored)
 
 
+@checked()
 def measure_process(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads: Optional[int] = None,
                     seq_len: int = 4096, contract: Optional[str] = None, triton: Optional[str] = None,
                     hidden_size: Optional[int] = None,
@@ -96,12 +99,14 @@ def measure_process(impl: str, *, num_heads: int, head_dim: int = 128, num_v_hea
     return measure_process_at(impl, shape, options, triton, python=python, timeout=timeout)
 
 
+@checked()
 def measured_processes() -> list[MeasuredProcess]:
     """The processes measured on this machine, each as ``measure_process`` returned it."""
     from livebytes.estimator import measured_store
     return [_measured(r, True) for r in measured_store.measured_cases()]
 
 
+@checked()
 def why_none_read() -> str | None:
     """Why the processes kept on this machine cannot be read, in one line (the cache folder or its subfolder not this
     user's, no signing key), or None: ``measured_processes`` then lists all there are."""

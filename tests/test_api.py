@@ -98,7 +98,7 @@ def test_the_fields_are_the_json_keys():
 ])
 def test_an_unknown_keyword_names_the_accepted_ones(call, args):
     """``seq=`` (the CLI's flag name) is not a keyword: refused, naming ``seq_len`` among those it takes."""
-    with pytest.raises(TypeError, match=r"unexpected keyword argument seq; it takes: .*seq_len"):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument seq \(did you mean seq_len\?\); it takes: .*seq_len"):
         call(*args, seq=8192, num_heads=96)
 
 
