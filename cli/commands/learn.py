@@ -10,13 +10,12 @@ from pathlib import Path
 import typer
 
 from ..errors import LivebytesError, UsageProblem
+from ..render import console
 from livebytes.report import device_terms, envelope
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 NAME = "learn"
-console = Console()
 
 TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/gpu/trace.py)")
 OnlyImpl = typer.Option(None, "--impl", metavar="KEY", help="only the traces of this implementation")
