@@ -56,9 +56,9 @@ def make_folders(anchor: Path, names: tuple[str, ...], mode: int = 0o700) -> str
     return None
 
 
-def own_leaf(path: Path, mode: int = 0o777) -> str | None:
-    """Make the folder ``path`` (its parent must exist; mode 0777 narrowed by the umask, as ``mkdir`` makes one), or
-    leave it as it is when it is one already: why not, in words (naming the fix), or None."""
+def leaf_problem(path: Path) -> str | None:
+    """Why the folder ``path`` could not be used or made as its own leaf (never its parents), in words naming the fix,
+    or None: it is a folder, or its parent is one. Nothing is made (a refusal later leaves no folder behind)."""
     path = Path(path)
     if path.name in ("", ".", ".."):              # '/', '.', 'a/..': the folder itself must exist
         return None if path.is_dir() else f"{path} is not a folder"
@@ -66,7 +66,25 @@ def own_leaf(path: Path, mode: int = 0o777) -> str | None:
         return None
     if os.path.lexists(path):
         return f"{path} is not a folder"
-    problem = make_folders(path.parent, (path.name,), mode)
-    if problem and not path.parent.is_dir():
-        return f"{problem}: livebytes makes only the folder itself, not its parents (create {path.parent} first)"
-    return problem
+    if not path.parent.is_dir():
+        if os.path.lexists(path.parent):
+            return f"{path.parent} is not a folder"
+        return (f"{path.parent} does not exist: livebytes makes only the folder itself, not its parents "
+                f"(create {path.parent} first)")
+    return None
+
+
+def own_leaf(path: Path, mode: int = 0o777) -> str | None:
+    """Make the folder ``path`` (its parent must exist: ``leaf_problem``; mode 0777 narrowed by the umask, as ``mkdir``
+    makes one), or leave it as it is when it is one already: why not, in words, or None."""
+    path = Path(path)
+    problem = leaf_problem(path)
+    if problem is not None or path.is_dir():
+        return problem
+    try:
+        path.mkdir(mode=mode)
+    except FileExistsError:
+        pass
+    except OSError as err:
+        return f"{path} cannot be made ({err.strerror})"
+    return None

@@ -226,3 +226,11 @@ def test_validate_makes_only_its_out_dir_never_its_parents(tmp_path):
     assert r.exit_code == 1 and not (tmp_path / "nonexistent").exists()
     assert r.stderr == (f"error: --out-dir {out}: not a folder we can write ({tmp_path / 'nonexistent'} does not exist: "
                         f"livebytes makes only the folder itself, not its parents (create {tmp_path / 'nonexistent'} first))\n")
+
+
+def test_validate_refused_later_leaves_no_out_dir(tmp_path):
+    """The parent exists, so --out-dir is taken; no CUDA GPU here refuses the run, and no folder is left behind."""
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["validate", "--impl", "fla-kda@0.6.0", "--shapes", "seq_len=4096,num_heads=16",
+                                 "--out-dir", str(out)])
+    assert r.exit_code == 1 and not out.exists()

@@ -94,9 +94,10 @@ def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_pr
 
 
 def _out_folder(out: Path) -> Path:
-    """--out-dir, made here when missing (only itself, never its parents: ``folders.own_leaf``), or refused."""
-    from livebytes.estimator.folders import own_leaf
-    problem = own_leaf(out)
+    """--out-dir, refused here unless it is a folder or its parent is one (the run makes only it, never its parents:
+    ``folders.leaf_problem``; nothing is made here, so a refusal later leaves no folder behind)."""
+    from livebytes.estimator.folders import leaf_problem
+    problem = leaf_problem(out)
     if problem is not None:
         raise LivebytesError(f"--out-dir {out}: not a folder we can write ({problem})")
     return out
