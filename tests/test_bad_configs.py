@@ -43,6 +43,13 @@ EXPECTED = {
     # 1,024 x 2^40 x 128 = 2^57 elements
     "query_projection_beyond_any_gpu": ("the query projection would hold hidden_size 1,024 x num_heads 1,099,511,627,776 "
                                         "x head_dim 128 = 144,115,188,075,855,872 elements"),
+    # 1,024 x 2^45 = 2^55 elements
+    "mlp_beyond_any_gpu": ("the MLP would hold hidden_size 1,024 x intermediate_size 35,184,372,088,832 = "
+                           "36,028,797,018,963,968 elements, beyond any GPU (at most 2^50); check those fields"),
+    # 2,048 x 2^40 x 128 = 2^58 elements
+    "linear_value_projection_beyond_any_gpu": ("the linear attention's value projection would hold hidden_size 2,048 x "
+                                               "linear_num_value_heads 1,099,511,627,776 x linear_value_head_dim 128 = "
+                                               "288,230,376,151,711,744 elements"),
     "num_hidden_layers_zero": "num_hidden_layers must be an integer from 1 to 4096, got 0",
     "head_dim_true": "head_dim must be a positive integer (at most 2^50), got True",
     "vocab_size_null": "vocab_size is null: give a positive integer (at most 2^50) or leave it out (its class's default)",

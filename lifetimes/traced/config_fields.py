@@ -107,21 +107,28 @@ DEFAULTS = {"kda": {"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24, "
             "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21, "hidden_size": 2048,
                                "vocab_size": 32000},
             "qwen3_next": {"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48, "hidden_size": 2048,
-                           "vocab_size": 151936, "num_experts": 512, "moe_intermediate_size": 512},
+                           "vocab_size": 151936, "num_experts": 512, "moe_intermediate_size": 512,
+                           "intermediate_size": 5632, "linear_num_value_heads": 32, "linear_value_head_dim": 128},
             "kimi_linear": {"num_attention_heads": 32, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-                            "num_hidden_layers": 27, "hidden_size": 2304, "vocab_size": 163840}}
+                            "num_hidden_layers": 27, "hidden_size": 2304, "vocab_size": 163840, "intermediate_size": 9216}}
 
 # the weights a family builds from several fields (each factor's field): a config whose every field is a size can
 # still ask for a tensor of more elements than any GPU holds (2^50: 2 PiB in bf16), which torch refuses only in the
 # trace ("Storage size calculation overflowed", ~25 s in); each is refused before, naming its fields
-WEIGHTS = {"kda": {"the embedding": ("vocab_size", "hidden_size"), "the query projection": ("hidden_size", "num_heads", "head_dim")},
+WEIGHTS = {"kda": {"the embedding": ("vocab_size", "hidden_size"), "the query projection": ("hidden_size", "num_heads", "head_dim"),
+                   "the MLP": ("hidden_size", "intermediate_size")},
            "gated_deltanet": {"the embedding": ("vocab_size", "hidden_size"),
-                              "the query projection": ("hidden_size", "num_heads", "head_dim")},
+                              "the query projection": ("hidden_size", "num_heads", "head_dim"),
+                              "the MLP": ("hidden_size", "intermediate_size")},
            "qwen3_next": {"the embedding": ("vocab_size", "hidden_size"),
                           "the query projection": ("hidden_size", "num_attention_heads", "head_dim"),
+                          "the linear attention's value projection": ("hidden_size", "linear_num_value_heads",
+                                                                       "linear_value_head_dim"),
+                          "the MLP": ("hidden_size", "intermediate_size"),
                           "the experts' weights": ("num_experts", "moe_intermediate_size", "hidden_size")},
            "kimi_linear": {"the embedding": ("vocab_size", "hidden_size"),
-                           "the query projection": ("hidden_size", "num_attention_heads", "qk_nope_head_dim")}}
+                           "the query projection": ("hidden_size", "num_attention_heads", "qk_nope_head_dim"),
+                           "the MLP": ("hidden_size", "intermediate_size")}}
 
 
 def _refusal(where: str, field: str, kind: Kind, value) -> LivebytesError:
@@ -138,13 +145,15 @@ def check_fields(data: dict, table: dict, where: str, prefix: str = "") -> None:
 
 
 def check_weights(data: dict, model_type: str, where: str) -> None:
-    """Each of the family's ``WEIGHTS`` at most 2^50 elements (a field left out: its class's default)."""
+    """Each of the family's ``WEIGHTS`` at most 2^50 elements (a field left out: its class's default; one with none, or
+    null, such as FLA's ``intermediate_size``, derived from others: that weight is not checked here)."""
     for weight, names in WEIGHTS[model_type].items():
-        elements = math.prod(config_value(data, name, model_type) for name in names)
-        if elements > MAX_SIZE:
-            given = " x ".join(f"{name} {config_value(data, name, model_type):,}" for name in names)
-            raise LivebytesError(f"{where}: {weight} would hold {given} = {elements:,} elements, beyond any GPU "
-                                 f"(at most 2^50); check those fields")
+        sizes = [config_value(data, name, model_type) for name in names]
+        if None in sizes or math.prod(sizes) <= MAX_SIZE:
+            continue
+        given = " x ".join(f"{name} {size:,}" for name, size in zip(names, sizes))
+        raise LivebytesError(f"{where}: {weight} would hold {given} = {math.prod(sizes):,} elements, beyond any GPU "
+                             f"(at most 2^50); check those fields")
 
 
 def check_config(data: dict, model_type: str, where: str) -> None:
@@ -158,5 +167,6 @@ def check_config(data: dict, model_type: str, where: str) -> None:
 
 
 def config_value(config: dict, field: str, model_type: str | None = None):
-    """``field`` of a (checked) config, or its class's default where the config leaves it out (``DEFAULTS``)."""
-    return config[field] if field in config else DEFAULTS[model_type or config["model_type"]][field]
+    """``field`` of a (checked) config, or its class's default where the config leaves it out (``DEFAULTS``; None where
+    this table has none)."""
+    return config[field] if field in config else DEFAULTS[model_type or config["model_type"]].get(field)
