@@ -31,8 +31,26 @@ def echo_error(message: str) -> None:
     typer.echo(f"error: {_one_line(message)}", err=True)
 
 
+_warned: list[str] = []        # this command's warnings (the cache's refusal is said once, ``_say_cache_refusal``)
+
+
 def warn(message: str) -> None:
+    _warned.append(_one_line(message))
     typer.echo(f"warning: {_one_line(message)}", err=True)
+
+
+def _cache_module():
+    """The cache module where this process imported it (a command that never reached the cache has nothing to say)."""
+    return sys.modules.get("livebytes.estimator.cache")
+
+
+def _say_cache_refusal() -> None:
+    """The cache folder refused during this command (another user's, writable by others, a missing parent): one
+    warning line naming it and the fix, unless the command already said it (``process list``)."""
+    cache = _cache_module()
+    refusal = cache.refusal() if cache is not None else None
+    if refusal and not any(_one_line(refusal) in line for line in _warned):
+        warn(refusal)
 
 
 def _domain_message(err: BaseException) -> str | None:
@@ -162,6 +180,15 @@ class LivebytesGroup(TyperGroup):
         return super().format_help(ctx, formatter)
 
     def invoke(self, ctx):
+        _warned.clear()
+        if _cache_module() is not None:
+            _cache_module().forget_refusal()
+        try:
+            return self._invoke_one_error_path(ctx)
+        finally:
+            _say_cache_refusal()
+
+    def _invoke_one_error_path(self, ctx):
         try:
             return super().invoke(ctx)
         except UsageProblem as err:

@@ -4,6 +4,7 @@ only formats. Every user-visible string goes in as ``rich.text.Text`` (never par
 descriptions fold instead; a suggested command (``with_commands``) is a line of its own, never wrapped."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -15,6 +16,23 @@ from rich.text import Text
 
 from livebytes.report import gib, oom_when
 
+def ignore_unusable_columns(environ=os.environ) -> None:
+    """Drop a COLUMNS that is digits but no positive integer Python reads (``COLUMNS=0``: rich drew every table at no
+    width, printing nothing, exit 0; 5,000 digits or a '²': rich's ``int()`` raised ValueError, a traceback): POSIX
+    defines COLUMNS as a positive integer, and without it rich, typer's help and ``shutil.get_terminal_size`` all take
+    the terminal's width (80 where none). Done once, here, before any console reads it."""
+    columns = environ.get("COLUMNS", "")
+    if not columns.isdigit():
+        return                                 # rich ignores it already
+    try:
+        usable = int(columns) > 0
+    except ValueError:
+        usable = False
+    if not usable:
+        del environ["COLUMNS"]
+
+
+ignore_unusable_columns()
 console = Console()
 
 

@@ -15,10 +15,11 @@ anything else (a module, an object) is not portable: that entry is simply not ca
 Entries are keyed by the model key, device, options and a digest of every source file of the core
 and the model packages plus the Python version; a stale or unreadable entry is rebuilt. The cache
 lives in ``$LIVEBYTES_CACHE_DIR``, else ``$XDG_CACHE_HOME/livebytes``, else ``~/.cache/livebytes``;
-when it cannot be written, nothing is cached and nothing fails.
+when it cannot be written, nothing is cached and nothing fails (the command says why in one line: ``refusal``).
 
-An entry holds code, so nobody else may be able to write one that is loaded: the folder is private (0700, owned by
-this user, no symlink: ``private_dir``), every entry is a 0600 file of ours, signed with HMAC-SHA256 under a per-cache
+An entry holds code, so nobody else may be able to write one that is loaded: the folder is private (owned by this user,
+no symlink, writable by nobody else: ``private_dir``; made 0700 by us, only its own levels, and never re-moded: a
+folder that is not private is refused, ``folders.py``), every entry is a 0600 file of ours, signed with HMAC-SHA256 under a per-cache
 secret kept beside it (``_hmac_key``), and its signature is checked before it is unpickled, by an unpickler that
 builds only the entry's own classes. A foreign, tampered or unsigned file is rebuilt, never loaded.
 
@@ -46,6 +47,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .evaluation import CompiledModel, compile_model
+from .folders import folder_problem, make_folders
 from .groups import Group
 
 FORMAT = 8   # 8: shared_lambdify; 7: first_call and module on buffers;
@@ -142,28 +144,65 @@ _MAGIC = b"livebytes-cache-v1\n"
 _KEY_NAME = "hmac.key"
 
 
-def cache_dir() -> Path:
+_refusal: str | None = None   # why this process found the cache folder unusable (the CLI says it once, ``refusal``)
+
+
+def _location() -> tuple[Path, tuple[str, ...]]:
+    """The folder that must already exist and the folders below it that livebytes makes (each one level, 0700): the
+    folder named by ``$LIVEBYTES_CACHE_DIR`` itself, else ``livebytes`` in ``$XDG_CACHE_HOME``, else ``.cache`` and
+    ``livebytes`` in the home folder (``~/.cache`` made as the XDG base directory spec says: 0700, when missing; the
+    home folder never). RuntimeError where no home folder is known."""
     if os.environ.get("LIVEBYTES_CACHE_DIR"):
-        return Path(os.environ["LIVEBYTES_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "livebytes"
+        d = Path(os.environ["LIVEBYTES_CACHE_DIR"])
+        return (d, ()) if d.name in ("", ".", "..") else (d.parent, (d.name,))
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]), ("livebytes",)
+    return Path.home(), (".cache", "livebytes")
+
+
+def cache_dir() -> Path:
+    try:
+        anchor, made = _location()
+    except RuntimeError:
+        return Path("~/.cache/livebytes")
+    return anchor.joinpath(*made)
+
+
+def _private_dir() -> tuple[Path | None, str | None]:
+    """The cache folder, or None and why not in one line. Made where missing (only its own levels, under a folder that
+    exists), never changed: one that is no real folder of this user's, or that others may write, is refused."""
+    try:
+        anchor, made = _location()
+    except RuntimeError:
+        return None, "the cache is not used: no home folder is known; set LIVEBYTES_CACHE_DIR to a folder of yours"
+    d = anchor.joinpath(*made)
+    problem = make_folders(anchor, made) or folder_problem(d)
+    if problem is None:
+        return d, None
+    return None, (f"the cache folder {d} is not used (nothing is cached or read from it): {problem}; "
+                  f"or set LIVEBYTES_CACHE_DIR to a folder of yours")
 
 
 def private_dir() -> Path | None:
-    """The cache folder, made private the way ssh wants ``~/.ssh``: a real folder (no symlink) owned by this user, mode
-    0700 (a folder of ours left wider by an older version is narrowed). None (no cache) when it cannot be made so: a
-    folder another user owns or could swap is never read from."""
-    d = cache_dir()
-    try:
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(d)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            return None
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            os.chmod(d, 0o700)
-        return d
-    except OSError:
-        return None
+    """The cache folder, private the way ssh wants ``~/.ssh`` (a real folder owned by this user that nobody else may
+    write: ``folders.folder_problem``), or None (no cache): the reason is kept for ``refusal``. Its mode is never
+    changed, and only its own levels are ever made (``_location``)."""
+    global _refusal
+    d, problem = _private_dir()
+    if problem is not None:
+        _refusal = problem
+    return d
+
+
+def refusal() -> str | None:
+    """Why this process found the cache folder unusable, in one line naming the folder and the fix, or None."""
+    return _refusal
+
+
+def forget_refusal() -> None:
+    """Start a new command: a refusal seen by an earlier one (in this process) is not said again."""
+    global _refusal
+    _refusal = None
 
 
 def _own_regular_file(fd: int, limit: int) -> bool:
@@ -371,35 +410,29 @@ MAX_SIGNED_BYTES = 4 << 20      # a derived-frames summary is a few KiB
 
 
 def _signed_folder(folder: str, create: bool) -> Path | None:
-    """``folder`` inside the private cache folder, itself private (0700, ours, no symlink); None when it cannot be."""
+    """``folder`` inside the private cache folder, itself private (ours, a real folder nobody else may write: it is
+    made 0700 by us, never re-moded); None when it is not (``signed_folder_problem`` says why)."""
     d = private_dir()
     if d is None or not folder.isidentifier():
         return None
-    sub = d / folder
-    try:
-        if create:
-            sub.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(sub)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            return None
-        if stat.S_IMODE(st.st_mode) & 0o077:      # ours, left wider: narrowed, as the cache folder is (each file in it
-            os.chmod(sub, 0o700)                  # is still checked: ours, private, signed)
-    except OSError:
+    if create and make_folders(d, (folder,)) is not None:
         return None
-    return sub
+    return None if folder_problem(d / folder) else d / folder
 
 
 def signed_folder_problem(folder: str) -> str | None:
     """Why nothing kept in the private ``folder`` can be read, in one line, or None: the cache folder or the subfolder
     not private to this user, or no key file to check signatures with (``_hmac_key``)."""
-    d = private_dir()
+    d, problem = _private_dir()
     if d is None:
-        return f"the cache folder {cache_dir()} is not a folder of this user's (owner, type): nothing kept is read"
+        return problem
     sub = d / folder
-    if sub.exists() and _signed_folder(folder, create=False) is None:
-        return f"{sub} is not a folder of this user's (owner, type): nothing kept there is read"
-    if sub.exists() and _hmac_key(d) is None:
-        return f"{d / _KEY_NAME} is no file this user owns and it cannot be replaced: nothing kept is read or written"
+    if os.path.lexists(sub):
+        problem = folder_problem(sub)
+        if problem is not None:
+            return f"nothing kept in {sub} is read: {problem}"
+        if _hmac_key(d) is None:
+            return f"{d / _KEY_NAME} is no file this user owns and it cannot be replaced: nothing kept is read or written"
     return None
 
 

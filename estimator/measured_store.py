@@ -75,10 +75,12 @@ def measured_cases() -> list[dict]:
     from .cache import signed_names
     out = []
     for name in signed_names(FOLDER):
-        device, data_file, state, case = name.split("|", 3)
-        record = lookup(device, data_file, state, case)
+        parts = name.split("|", 3)
+        if len(parts) != 4:            # signed with our key but no name ``record_name`` gives: no measured process
+            continue
+        record = lookup(*parts)
         if record is not None:
-            out.append({**record, "data_file": data_file})
+            out.append({**record, "data_file": parts[1]})
     return out
 
 

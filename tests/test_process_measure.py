@@ -398,9 +398,9 @@ def test_the_installed_versions_and_gpu_are_asked_before_the_probe(found, messag
     made (it was, before the refusal)."""
     probe = FakeProbe(BASELINE, row("cold"), row("warm"))
     with pytest.raises(LivebytesError, match=message):
-        measured(probe, ask=lambda python: found, keep=tmp_path / "new" / "kept")
+        measured(probe, ask=lambda python: found, keep=tmp_path / "kept")
     assert probe.commands == [] and measured_store.measured_cases() == []
-    assert not (tmp_path / "new").exists()
+    assert not (tmp_path / "kept").exists()
 
 
 def test_a_python_that_is_not_there_is_one_line(monkeypatch):
@@ -411,14 +411,16 @@ def test_a_python_that_is_not_there_is_one_line(monkeypatch):
         measure_process.measure("fla-kda@0.6.0", SHAPE, "3.6.0", {"contract": "report"}, python="/nonexistent/python")
 
 
-@pytest.mark.parametrize("keep_is", ["a file", "below a file"])
+@pytest.mark.parametrize("keep_is", ["a file", "below a file", "below a missing folder"])
 def test_a_keep_that_cannot_be_a_folder_is_refused_before_the_probe(tmp_path, keep_is):
+    """Only --keep's own folder is ever made: a missing parent is refused, not made (issue 50)."""
     (tmp_path / "f").write_text("")
-    keep = tmp_path / "f" if keep_is == "a file" else tmp_path / "f" / "sub"
+    keep = {"a file": tmp_path / "f", "below a file": tmp_path / "f" / "sub",
+            "below a missing folder": tmp_path / "new" / "kept"}[keep_is]
     probe = FakeProbe(BASELINE, row("cold"), row("warm"))
     with pytest.raises(LivebytesError, match=f"^--keep {keep}: not a folder we can write"):
         measured(probe, keep=keep)
-    assert probe.commands == []
+    assert probe.commands == [] and not (tmp_path / "new").exists()
 
 
 def test_a_snapshot_modelled_on_the_datas_fla_core_is_not_measured_as_itself():

@@ -20,7 +20,8 @@ At = typer.Option("peak", "--at", metavar="peak|snapshot",
                   help="the blocks live at the trace's peak (default) or the segments' as dumped")
 
 
-@o.query_options("snapshot", "impl", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS, impl=(List[str], o.Impl))
+@o.query_options("snapshot", "impl", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS,
+                 impl=(List[str], o.without_model(o.Impl)), **o.kernel_only(*o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS))
 def command(q: o.QueryFlags, snapshot: str = Snapshot, at: str = At, as_json: bool = o.Json) -> None:
     """Each live block of your own memory snapshot named by the model's buffer, and the blocks the model does not
     explain."""

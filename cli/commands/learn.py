@@ -9,14 +9,13 @@ from pathlib import Path
 
 import typer
 
-from ..errors import UsageProblem
+from ..errors import LivebytesError, UsageProblem
+from ..render import console
 from livebytes.report import device_terms, envelope
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 NAME = "learn"
-console = Console()
 
 TracesDir = typer.Option(..., "--traces", metavar="DIR", help="directory of trace JSON files (written by validate/gpu/trace.py)")
 OnlyImpl = typer.Option(None, "--impl", metavar="KEY", help="only the traces of this implementation")
@@ -63,8 +62,13 @@ def command(
     if probe is not None:
         if shapes is None:
             raise UsageProblem("--probe needs --shapes seq_len=...,num_heads=...;... (the shapes to trace)")
+        from livebytes.estimator.folders import own_leaf
         from livebytes.validate.gpu.trace import request, write_traces
-        write_traces(*request(probe, shapes), traces)
+        chosen = request(probe, shapes)
+        problem = own_leaf(traces)     # the traces' folder made here, only itself (never its parents), or refused
+        if problem is not None:
+            raise LivebytesError(f"{traces}: not a folder we can write ({problem})")
+        write_traces(*chosen, traces)
     learned = learn(load_traces(traces, impl))
     if draft is not None:
         draft.write_text(draft_source(learned))

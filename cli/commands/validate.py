@@ -10,7 +10,7 @@ import typer
 from .. import options as o
 from .. import render
 from ..render import Column, T, g
-from ..errors import EXIT_VALIDATION_FAILED, UsageProblem, warn
+from ..errors import EXIT_VALIDATION_FAILED, LivebytesError, UsageProblem, warn
 from ..progress import progress
 
 NAME = "validate"
@@ -84,13 +84,23 @@ def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_pr
     from livebytes.validate.gpu import session
     if plan_file:
         o.refuse_unused("with --plan (each of the plan file's groups sets its own)", impl=impl is not None, **runner)
-        return session.run_plan_file(Path(plan_file), out)
+        return session.run_plan_file(Path(plan_file), _out_folder(out))
     if not impl or not shapes:
         raise UsageProblem("--impl and --shapes are required unless --plan or --from-records is given")
     o.check_options_taken(impl, o.what_if(contract, no_recompute))
     return session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
-                       same_process=same_process, out=out, triton_cache=o.validate_triton_cache(triton_cache),
+                       same_process=same_process, out=_out_folder(out), triton_cache=o.validate_triton_cache(triton_cache),
                        alloc_conf=alloc_conf)
+
+
+def _out_folder(out: Path) -> Path:
+    """--out-dir, refused here unless it is a folder or its parent is one (the run makes only it, never its parents:
+    ``folders.leaf_problem``; nothing is made here, so a refusal later leaves no folder behind)."""
+    from livebytes.estimator.folders import leaf_problem
+    problem = leaf_problem(out)
+    if problem is not None:
+        raise LivebytesError(f"--out-dir {out}: not a folder we can write ({problem})")
+    return out
 
 
 def _show_validation(comparisons, tol: float, s, notes: list[str], as_json: bool) -> None:

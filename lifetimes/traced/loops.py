@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .calls import ALLOC, FREE, Alloc, Call
+from .config_fields import config_value
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -46,13 +47,14 @@ class LoopRule:
 def _lce_chunks(rows: int, config: dict, num_chunks: int = 8) -> list[int]:
     """fla/modules/fused_linear_cross_entropy/ops.py:130-133 (fla-core 0.6.0): NC = min(num_chunks, cdiv(V, H));
     C = next_power_of_2(cdiv(N, NC)); NC = cdiv(N, C); chunk ic is rows [ic * C, min((ic + 1) * C, N))."""
-    nc = min(num_chunks, _cdiv(config["vocab_size"], config["hidden_size"]))
+    nc = _lce_most(config, num_chunks)
     c = _next_pow2(_cdiv(rows, nc))
     return [min(c, rows - i * c) for i in range(_cdiv(rows, c))]
 
 
 def _lce_most(config: dict, num_chunks: int = 8) -> int:
-    return min(num_chunks, _cdiv(config["vocab_size"], config["hidden_size"]))
+    """A config may leave the sizes out: its class's defaults then hold (``config_value``; it was a KeyError)."""
+    return min(num_chunks, _cdiv(config_value(config, "vocab_size"), config_value(config, "hidden_size")))
 
 
 LOOPS = (

@@ -28,6 +28,8 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
+from .config_fields import DEFAULTS as CONFIG_DEFAULTS     # the config classes' defaults (one table)
+
 FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model", "qwen3_next": "qwen3-next-model",
             "kimi_linear": "kimi-linear-model"}
 PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``check_environment``)
@@ -97,15 +99,6 @@ def model_key(model_type: str) -> str:
     return f"{FAMILIES[model_type]}@{PINS[model_type][1]}"
 
 
-# the config classes' defaults for what a config.json may leave out (fla 0.6.0 fla/models/kda/configuration_kda.py:31-38,
-# fla/models/gated_deltanet/configuration_gated_deltanet.py:31-38; transformers 5.17.0
-# models/qwen3_next/configuration_qwen3_next.py:93-132: num_attention_heads 16, head_dim 256, 48 layers;
-# models/kimi_linear/configuration_kimi_linear.py:91-105: 32 heads, qk_nope_head_dim 128 + qk_rope_head_dim 64, 27 layers)
-CONFIG_DEFAULTS = {"kda": {"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24},
-                   "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21},
-                   "qwen3_next": {"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48},
-                   "kimi_linear": {"num_attention_heads": 32, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-                                   "num_hidden_layers": 27}}
 HEADS_FIELD = {"qwen3_next": "num_attention_heads", "kimi_linear": "num_attention_heads"}   # where not ``num_heads``
 
 
@@ -127,29 +120,26 @@ def read_config(path: str) -> str:
     problem one line."""
     data = read_json(Path(path), MAX_CONFIG_BYTES)
     if not isinstance(data, dict):
-        raise LivebytesError(f"{show(path)}: a config is a JSON object")
+        raise LivebytesError(f"{path}: a config is a JSON object")
     return canonical_config(data, str(path))
 
 
 def canonical_config(data: dict, where: str = "config") -> str:
+    """A config of a traced family as canonical JSON, every field its class reads checked first for type and domain
+    (``config_fields``): a wrong one is one line naming the field and ``where`` (the file), before any trace."""
+    from .config_fields import check_config
     kind = data.get("model_type")
-    if kind not in FAMILIES:
+    if not isinstance(kind, str) or kind not in FAMILIES:
         raise LivebytesError(f"{where}: model_type {show(kind)} is not traced (known: {', '.join(FAMILIES)})")
     layers = data.get("num_hidden_layers", CONFIG_DEFAULTS[kind]["num_hidden_layers"])
     if type(layers) is not int or not 1 <= layers <= 4096:
         raise LivebytesError(f"{where}: num_hidden_layers must be an integer from 1 to 4096, got {show(layers)}")
-    for field in ("hidden_size", "vocab_size", "num_heads", "head_dim", "num_attention_heads", "num_key_value_heads",
-                  "num_experts", "num_experts_per_tok", "moe_intermediate_size", "full_attention_interval",
-                  "num_local_experts", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
-                  "linear_num_heads", "linear_head_dim", "linear_num_key_heads", "linear_num_value_heads",
-                  "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim"):
-        if field in data and data[field] is None:
-            raise LivebytesError(f"{where}: {field} is null: give a positive integer or leave it out (its class's default)")
-        value = data.get(field)
-        if value is not None and (type(value) is not int or value <= 0):
-            raise LivebytesError(f"{where}: {field} must be a positive integer, got {show(value)}")
+    check_config(data, kind, where)
     drop = ("architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "auto_map")
-    return json.dumps({k: v for k, v in data.items() if k not in drop}, sort_keys=True)
+    try:
+        return json.dumps({k: v for k, v in data.items() if k not in drop}, sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as err:    # a dict from the API: a set, an object, a key not text
+        raise LivebytesError(f"{where}: holds what a config.json cannot ({show(str(err), 80)})") from None
 
 
 def architecture_digest(config: str) -> str:
@@ -264,11 +254,20 @@ def run_tracers(specs: list[dict]) -> list[dict]:
     out = []
     for p, (stdout, stderr) in zip(procs, results):
         if p.returncode != 0:
-            lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-            last = lines[-1] if lines else f"exit code {p.returncode}"
+            last = _error_line(stderr) or f"exit code {p.returncode}"
             raise LivebytesError(f"tracing the model failed: {known_refusal(last) or last.removeprefix('error: ')}")
         out.append(json.loads(stdout))
     return out
+
+
+def _error_line(stderr: str) -> str | None:
+    """The line of a failed tracer's stderr that says what failed: the last ``...Error: ...`` (or ``error: ...``) line,
+    else the last line with a word in it (an exception whose text spans lines ends in a line of its own, such as one
+    ``"``: the whole answer once read ``tracing the model failed: "``)."""
+    import re
+    lines = [ln.strip() for ln in stderr.splitlines() if re.search(r"[A-Za-z]", ln)]
+    named = [ln for ln in lines if re.match(r"([\w.]*(Error|Exception)|error): ", ln)]
+    return (named or lines or [None])[-1]
 
 
 # what a traced library refuses on meta tensors or this machine's versions, said in the user's terms

@@ -27,6 +27,7 @@ from typing import Callable
 from livebytes.estimator import measured_store
 from livebytes.validate.gpu import process_group
 from livebytes.estimator.devices import get_device, preset_of
+from livebytes.estimator.folders import own_leaf
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.process import frames_case, stack_reservation_bytes
 
@@ -148,29 +149,30 @@ def measure(model_key: str, shape, triton: str | None, options: dict | None = No
         raise LivebytesError(f"no CUDA GPU visible to {python}: the process is measured on the GPU itself")
     versions_match(found, data_file, triton)
     if keep is not None:                    # made only now: a refusal above leaves no folder behind
-        try:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise LivebytesError(f"--keep {keep}: not a folder we can write ({err.strerror})") from None
+        problem = own_leaf(Path(keep))
+        if problem is not None:
+            raise LivebytesError(f"--keep {keep}: not a folder we can write ({problem})")
     rows, stderr_tail, timed_out = _run_probe(cases, python, timeout, run or process_group.run, keep)
     return _keep_sound(rows, cases, case_key, data_file, triton, stderr_tail,
                        f"the probe did not finish within {timeout:,.6g} s" if timed_out else None)
 
 
 def _check_keep(keep: Path) -> None:
-    """Refuse a ``keep`` that cannot become a folder we write, without making it: its nearest existing ancestor (or
-    itself) must be a folder this user can write into."""
+    """Refuse a ``keep`` that cannot become a folder we write, without making it: a folder this user can write into, or
+    a new one whose parent is such a folder (only the folder itself is ever made, never its parents: ``folders``)."""
     import os
-    existing = keep
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise LivebytesError(f"--keep {keep}: not a folder we can write ({existing} is not a folder)")
-    if existing != keep or not keep.exists():
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise LivebytesError(f"--keep {keep}: not a folder we can write ({existing} is not writable)")
-    elif not os.access(keep, os.W_OK | os.X_OK):
-        raise LivebytesError(f"--keep {keep}: not a folder we can write (not writable)")
+    if keep.is_dir():
+        if not os.access(keep, os.W_OK | os.X_OK):
+            raise LivebytesError(f"--keep {keep}: not a folder we can write (not writable)")
+        return
+    if os.path.lexists(keep):
+        raise LivebytesError(f"--keep {keep}: not a folder we can write ({keep} is not a folder)")
+    parent = keep.parent
+    if not parent.is_dir():
+        what = "is not a folder" if os.path.lexists(parent) else "does not exist; create it first: only --keep's own folder is made"
+        raise LivebytesError(f"--keep {keep}: not a folder we can write ({parent} {what})")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise LivebytesError(f"--keep {keep}: not a folder we can write ({parent} is not writable)")
 
 
 def _check_version(model_key: str, data_file: str) -> None:
