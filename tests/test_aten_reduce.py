@@ -123,11 +123,12 @@ def test_the_kda_gates_sums_stage_from_32k(seq, heads, name, expected):
 def test_the_layers_kernel_sums_on_the_layers_device():
     """The layer passes its device to the chunk kernel inside: at 128K (NT 4,096, 1,024 values a thread) the gate's
     CTAs an output are cdiv(SMs x blocks an SM, grid.x 96), block 32 x 4: 16 blocks of 2048 resident threads, 22 on the
-    H200's 132 SMs, 25 on the B300's 148 (cdiv(2,368, 96))."""
+    H200's 132 SMs, 25 on the B300's 148 (cdiv(2,368, 96)); 12 blocks of 1536 on the RTX 4090's 128 SMs, cdiv(1,536, 96)
+    = 16."""
     shape = Shape(1, 131072, 96, 128, hidden=2304)
     staging = {gpu: next(evaluate(b.nbytes, shape) for b in get_model("fla-kda-layer@0.6.0", gpu).buffers
-                         if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300")}
-    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 25 * 32 * 4 * 4}
+                         if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300", "RTX4090")}
+    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 25 * 32 * 4 * 4, "RTX4090": 12288 * 16 * 32 * 4 * 4}
 
 
 @pytest.mark.parametrize("rows, expected", [
