@@ -11,9 +11,12 @@ the input's base address is a multiple of the allocator's 512 bytes). The accumu
 inputs (``reduce_dispatch``: ``OpFunctor<at::BFloat16, float>``; ``sum_functor<float>``), so ``element_size_bytes``
 is 4.
 
-Device properties: ``multiProcessorCount`` (the device's SM count, passed in) and ``maxThreadsPerMultiProcessor``
-(``THREADS_PER_SM``: the one figure every device preset states, estimator/data/devices.json; the sizes take the SM
-count alone, so a preset with another figure is refused here until it is passed in too).
+Device properties, both passed in from the device preset (estimator/data/devices.json): ``multiProcessorCount`` (the
+SM count) and ``maxThreadsPerMultiProcessor`` (``threads_per_sm``), which ``setReduceConfig`` reads as
+``at::cuda::getCurrentDeviceProperties()`` to size the target grid (``blocks_per_sm = max_threads_per_mp /
+config.num_threads; target_grid_size = num_mp * blocks_per_sm``: Reduce.cuh:1158-1161 as torch 2.13.0 ships it): 2048
+on compute capability 8.0, 9.0 and 10.0, 1536 on 8.9 and 12.0: an sm89 or sm120 card's target grid is three
+quarters of an sm90 card's of as many SMs.
 
 Above 32-bit indexing (``TensorIteratorBase::can_use_32bit_indexing``: the input's largest byte offset,
 ``(rows * outputs - 1) * element size``, over 2**31 - 1) ``gpu_reduce_kernel`` runs sub-iterators
@@ -31,7 +34,6 @@ from __future__ import annotations
 
 from livebytes.estimator.buffers import Group
 from livebytes.estimator.declare import Declaration, source_root, vectorised
-from livebytes.estimator.devices import DEVICES
 
 torch_src = source_root("torch")
 REDUCE = "include/ATen/native/cuda/Reduce.cuh"
@@ -48,26 +50,14 @@ ONE_OUTPUT_NOT_MODELLED = ("ATen's global-reduce staging of a sum to one value (
                            "fastest-dim branch), counted as 0 bytes")
 
 
-def _threads_per_sm() -> int:
-    """maxThreadsPerMultiProcessor of the device presets: one figure for all (2048 on compute capability 9.0 and 10.0)."""
-    figures = {d.max_threads_per_sm for d in DEVICES.values()}
-    if len(figures) != 1:
-        raise ValueError(f"device presets differ in max_threads_per_sm ({sorted(figures)}): aten_reduce's sizes take the "
-                         "SM count only; pass the device's figure through leading_sum_scratch first")
-    return figures.pop()
-
-
-THREADS_PER_SM = _threads_per_sm()     # maxThreadsPerMultiProcessor, the presets' one figure
-
-
 def _last_pow2(n: int) -> int:
     """``last_pow2`` (Reduce.cuh:31): floor(log2(n)) as a power of 2, at least 1."""
     return max(1, 1 << (n.bit_length() - 1)) if n > 0 else 1
 
 
-def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int = THREADS_PER_SM) -> dict:
-    """``setReduceConfig`` for the sum over dim 0 of a contiguous ``[rows, outputs]`` tensor: block, grid, vector
-    size and ``ctas_per_output`` (Reduce.cuh:1033-1178)."""
+def leading_sum_config(rows: int, outputs: int, sms: int, threads_per_sm: int) -> dict:
+    """``setReduceConfig`` for the sum over dim 0 of a contiguous ``[rows, outputs]`` tensor on ``sms`` SMs of
+    ``threads_per_sm`` resident threads each: block, grid, vector size and ``ctas_per_output`` (Reduce.cuh:1033-1178)."""
     if outputs < 2:
         raise ValueError("a sum to one value reduces along the fastest dim (Reduce.cuh:1066): not this configuration")
     vec = 4                                                      # get_output_vec_size (Reduce.cuh:1008, 1107)
@@ -115,22 +105,22 @@ def accumulation_elements(in_elements: int, out_elements: int, element_bytes: in
     return out_elements if element_bytes == 2 and not fits_32bit(in_elements, element_bytes) else 0
 
 
-def staging_elements(rows: int, outputs: int, sms: int, element_bytes: int = 4) -> int:
+def staging_elements(rows: int, outputs: int, sms: int, threads_per_sm: int, element_bytes: int = 4) -> int:
     """``global_memory_size() / element_size_bytes`` (Reduce.cuh:193-201): outputs * ctas_per_output * block.x *
     output_vec_size fp32 values when the reduce is global, else 0; 0 for one output (``ONE_OUTPUT_NOT_MODELLED``)."""
     if outputs < 2:
         return 0
-    cfg = leading_sum_config(sub_iterator_rows(rows, outputs, element_bytes), outputs, sms)
+    cfg = leading_sum_config(sub_iterator_rows(rows, outputs, element_bytes), outputs, sms, threads_per_sm)
     (width, _), (_, ctas) = cfg["block"], cfg["grid"]
     return outputs * ctas * width * cfg["vec"] if ctas > 1 else 0
 
 
-def semaphore_count(rows: int, outputs: int, sms: int, element_bytes: int = 4) -> int:
+def semaphore_count(rows: int, outputs: int, sms: int, threads_per_sm: int, element_bytes: int = 4) -> int:
     """``semaphore_size() / sizeof(int)`` (Reduce.cuh:204-209): grid.x ints when the reduce is global, else 0; 0 for one
     output (``ONE_OUTPUT_NOT_MODELLED``)."""
     if outputs < 2:
         return 0
-    cfg = leading_sum_config(sub_iterator_rows(rows, outputs, element_bytes), outputs, sms)
+    cfg = leading_sum_config(sub_iterator_rows(rows, outputs, element_bytes), outputs, sms, threads_per_sm)
     grid_x, ctas = cfg["grid"]
     return grid_x if ctas > 1 else 0
 
@@ -151,8 +141,9 @@ def accumulation_scratch(d: Declaration, name: str, in_elements, out_elements, d
              scratch_of=name)
 
 
-def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtype: str) -> None:
-    """The scratch of ``x.sum(0)`` over a ``[rows, outputs]`` ``dtype`` tensor at the current step, after its output,
+def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtype: str, *, threads_per_sm: int) -> None:
+    """The scratch of ``x.sum(0)`` over a ``[rows, outputs]`` ``dtype`` tensor on ``sms`` SMs of ``threads_per_sm``
+    resident threads each (the device's) at the current step, after its output,
     freed at the step (``gpu_reduce_kernel`` returns): the accumulation buffer (``accumulation_scratch``), then the
     (largest sub-iterator's) staging buffer and semaphores. Zero bytes, no allocation, when one CTA per output. The
     accumulation buffer is declared for a bf16 sum only (a float one accumulates in its output)."""
@@ -160,9 +151,9 @@ def leading_sum_scratch(d: Declaration, name: str, rows, outputs, sms: int, dtyp
     if dtype == "bf16":          # an fp32 output accumulates in place (can_accumulate_in_output): no buffer
         accumulation_scratch(d, name, rows * outputs, outputs, dtype)
     size = ELEMENT_BYTES[dtype]
-    staging = reduce_staging(rows, outputs, sms, size)    # outputs * ctas_per_output * block.x * vec, fp32
+    staging = reduce_staging(rows, outputs, sms, threads_per_sm, size)    # outputs * ctas_per_output * block.x * vec, fp32
     d.buffer(f"{name}.reduce_staging", Group.WORKSPACE, (staging,), "fp32", STAGING_SOURCE, at,      # [staging] fp32
-             note=f"global reduce over {sms} SMs; 0 bytes when ctas_per_output is 1", scratch_of=name)
-    semaphores = reduce_semaphores(rows, outputs, sms, size)    # grid.x
+             note=f"global reduce over {sms} SMs of {threads_per_sm} threads; 0 bytes when ctas_per_output is 1", scratch_of=name)
+    semaphores = reduce_semaphores(rows, outputs, sms, threads_per_sm, size)    # grid.x
     d.buffer(f"{name}.reduce_semaphores", Group.WORKSPACE, (semaphores,), "int32", SEMAPHORE_SOURCE, at,  # [grid.x] int32
              note="cudaMemsetAsync to 0 before the launch", scratch_of=name)

@@ -111,15 +111,17 @@ def refuse(shape, device) -> str | None:
 
 
 def build(forward_only: bool = False, device=None, gva: bool = False, version: "GdnVersion | None" = None,
-          layer_call: bool = False, sms: int | None = None) -> LifetimeModel:
+          layer_call: bool = False, sms: int | None = None, threads_per_sm: int | None = None) -> LifetimeModel:
     """``gva``: HV > H; the backward then sums dq, dk and the WY dk over each group of HV/H value heads;
     ``version``: an entry of ``VERSIONS`` (default fla-core 0.6.0); ``layer_call``: as the GatedDeltaNet layer calls it
     (in-kernel gate and beta sigmoid, ``LAYER_CALL``), whose gate-gradient sums need the device's SM count ``sms``
-    (default: the device's)."""
+    and resident threads per SM ``threads_per_sm`` (default: the device's)."""
     v = version or GDN_0_6_0
     sms = sms if sms is not None else getattr(device, "sm_count", None)
-    if layer_call and not forward_only and sms is None:
-        raise ValueError("the layer call's backward needs the device's SM count (its gate gradients' sums: aten_reduce)")
+    threads_per_sm = threads_per_sm if threads_per_sm is not None else getattr(device, "max_threads_per_sm", None)
+    if layer_call and not forward_only and None in (sms, threads_per_sm):
+        raise ValueError("the layer call's backward needs the device's SM count and resident threads per SM "
+                         "(its gate gradients' sums: aten_reduce)")
     facts = device or get_device(DEFAULT_DEVICE)      # shared memory and architecture; the SM count only as given
     arch, const_tiling = facts.arch, dqkwg_const_tiling(facts.shared_memory_per_block_optin)
     saved_until = "fwd.output" if forward_only else "bwd.return"
@@ -128,8 +130,8 @@ def build(forward_only: bool = False, device=None, gva: bool = False, version: "
              note="inputs, dO and the packed boundaries exist before the step")
     _forward(d, saved_until, layer_call)
     if not forward_only:
-        _backward(d, gva, const_tiling, wy_bwd_const_tiling(facts.shared_memory_per_block_optin), layer_call, sms,
-                  sm90=facts.capability == (9, 0))
+        _backward(d, gva, const_tiling, wy_bwd_const_tiling(facts.shared_memory_per_block_optin), layer_call,
+                  (sms, threads_per_sm), sm90=facts.capability == (9, 0))
     return d.freeze(
         key=f"fla-gdn{'-fwd' if forward_only else ''}@{v.version}", implementation="FLA chunk_gated_delta_rule (Triton)",
         version=v.version, device=getattr(device, "name", ""),
@@ -240,9 +242,10 @@ def _beta_sigmoid_forward(d: Declaration, saved_until: str) -> None:
 GATE_END = "bwd.gate_dbias_sum"     # gdn_gate_bwd's last step: it returns, chunk_gated_delta_rule_bwd's locals die
 
 
-def _gate_backward(d: Declaration, sms: int) -> None:
+def _gate_backward(d: Declaration, sms: int, threads_per_sm: int) -> None:
     """The layer call: ``dg, dA_log, ddt_bias = gdn_gate_bwd(g=g_input, ...)`` (chunk.py:249): the kernel, then each
-    partial's ``sum(0)`` over its ``[cdiv(T, 32), HV]`` rows, whose global reduce on ``sms`` SMs stages through the
+    partial's ``sum(0)`` over its ``[cdiv(T, 32), HV]`` rows, whose global reduce on ``sms`` SMs of ``threads_per_sm``
+    resident threads stages through the
     allocator (``aten_reduce``) after the sum's output; each partial dies when its name is rebound to the sum."""
     gb = "gdn_gate_bwd"
     d.step("bwd.gate_bwd", "backward", src(CHUNK, "chunk_gated_delta_rule_bwd", 249,
@@ -259,18 +262,19 @@ def _gate_backward(d: Declaration, sms: int) -> None:
     sum_a = src(GATE, gb, 229, "dA = dA.sum(0).view_as(A_log).type_as(A_log)")
     d.step("bwd.gate_dA_sum", "backward", sum_a, note="type_as(A_log) is a no-op (fp32)")
     d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", sum_a)                                   # [HV] fp32
-    leading_sum_scratch(d, "dA_log", cdiv(T, 32), HV, sms, "fp32")  # the sum of the [cdiv(T, 32), HV] partials
+    leading_sum_scratch(d, "dA_log", cdiv(T, 32), HV, sms, "fp32", threads_per_sm=threads_per_sm)  # [cdiv(T, 32), HV]'s sum
     sum_b = src(GATE, gb, 230, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
     d.step(GATE_END, "backward", sum_b, note=".to(dt_bias) is a no-op (fp32)")
     d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV,), "fp32", sum_b)                                 # [HV] fp32
-    leading_sum_scratch(d, "ddt_bias", cdiv(T, 32), HV, sms, "fp32")  # the sum of the [cdiv(T, 32), HV] partials
+    leading_sum_scratch(d, "ddt_bias", cdiv(T, 32), HV, sms, "fp32", threads_per_sm=threads_per_sm)  # the same shape
 
 
 def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, layer_call: bool = False,
-              sms: int | None = None, *, sm90: bool) -> None:
+              sms: tuple[int, int] | None = None, *, sm90: bool) -> None:
     """ChunkGatedDeltaRuleFunction.backward -> chunk_gated_delta_rule_bwd (chunk.py:126), in launch order.
     What that function holds in locals dies when it returns, after the reverse cumsum (``local_end``; the layer
-    call: after the gate's backward and its two sums on ``sms`` SMs). ``sm90``: Hopper, where dhu has a config
+    call: after the gate's backward and its two sums on ``sms``: the device's SM count and resident threads per SM).
+    ``sm90``: Hopper, where dhu has a config
     that fails to launch at K = V = 128 (assumed at every K >= 128 and any V)."""
     bwd = "chunk_gated_delta_rule_bwd"
     local_end = GATE_END if layer_call else "bwd.dg_cumsum"
@@ -312,7 +316,7 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
              "o = torch.empty_like(g, dtype=output_dtype or g.dtype)"), GATE_END if layer_call else None,
              note="the gate's input gradient" if layer_call else "the g gradient; dg.to(g) is a no-op")  # [T, HV] fp32
     if layer_call:
-        _gate_backward(d, sms)
+        _gate_backward(d, *sms)
     for x in ("q", "k"):
         l2norm_backward(d, x, src(CHUNK, "ChunkGatedDeltaRuleFunction.backward", 384 if x == "q" else 385,
                                   f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))

@@ -39,7 +39,7 @@ def refuse(shape, device) -> str | None:
 def kernel(row: FlaLayer, forward_only: bool, c: LayerConfig) -> LifetimeModel:
     """The GDN kernel model as the layer calls it (in-kernel gate and beta sigmoid)."""
     return fla_gdn.build(forward_only=forward_only, device=c.device, gva=c.gva, version=row.kernel_version,
-                         layer_call=True, sms=c.sms)
+                         layer_call=True, sms=c.sms, threads_per_sm=c.threads_per_sm)
 
 
 def _init(line, quote):

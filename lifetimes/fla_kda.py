@@ -132,6 +132,7 @@ class Config:
     safe_gate: bool | None = None   # None: the contract's (report: on, plain: off); picks the forward intra kernel
     state_v_first: int = 0          # the state layout flag in four kernels' autotune keys (no buffer changes size)
     sms: int = 0                    # the device's SM count: ATen's global reduce of the gate's sums (aten_reduce)
+    threads_per_sm: int = 0         # the device's resident threads per SM: the same reduce's target grid
 
     @property
     def safe(self) -> bool:
@@ -168,16 +169,16 @@ def refuse(shape, device) -> str | None:
 
 def build(version: FlaVersion = FLA_0_6_0, contract: str = "report", recompute: bool = True,
           forward_only: bool = False, device: str = "", gva: bool = False, safe_gate: bool | None = None,
-          state_v_first: bool = False, sms: int | None = None) -> LifetimeModel:
+          state_v_first: bool = False, sms: int | None = None, threads_per_sm: int | None = None) -> LifetimeModel:
     """``gva``: value heads HV are a multiple G > 1 of the q/k heads H (grouped value attention); the
     backward then sums dq and dk over each group of G value heads into new [T, H, K] tensors. ``safe_gate`` and
     ``state_v_first`` (a caller's other flags: FLA's KimiDeltaAttention layer passes safe_gate=False,
     state_v_first=True) change which kernels autotune and their keys, no buffer."""
     if contract not in CONTRACTS:
         raise ValueError(f"contract must be one of {tuple(CONTRACTS)}")
-    sms = sms or get_device(device or version.default_device).sm_count
+    facts = get_device(device or version.default_device)
     c = Config(version, contract == "report", recompute, forward_only, gva, fails_as_measured(device), safe_gate,
-               int(state_v_first), sms)
+               int(state_v_first), sms or facts.sm_count, threads_per_sm or facts.max_threads_per_sm)
     d = Declaration()
     d.inputs(CONTRACTS[contract], backward=not forward_only, note="inputs, dO and the packed boundaries exist before the step")
     _chunk_indices(d)
@@ -449,11 +450,11 @@ def _backward_report_tail(d: Declaration, c: Config) -> None:
     reduce_a = src(gate, gb, 319, "dA = dA.sum(0).view_as(A_log).type_as(A_log) if A_log is not None else None")
     d.step("bwd.gate_reduce_a", "backward", reduce_a, note="rebinding dA frees the [NT, H] partials")
     d.buffer("dA_log", Group.OUTPUT_GRAD, (HV,), "fp32", reduce_a)
-    leading_sum_scratch(d, "dA_log", NT_GATE, HV, c.sms, "fp32")           # the sum of the [NT, HV] partials
+    leading_sum_scratch(d, "dA_log", NT_GATE, HV, c.sms, "fp32", threads_per_sm=c.threads_per_sm)      # the [NT, HV] partials' sum
     reduce_bias = src(gate, gb, 320, "dbias = dbias.sum(0).to(dt_bias) if dt_bias is not None else None")
     d.step("bwd.gate_reduce_bias", "backward", reduce_bias)
     d.buffer("ddt_bias", Group.OUTPUT_GRAD, (HV * DK,), "fp32", reduce_bias)
-    leading_sum_scratch(d, "ddt_bias", NT_GATE, HV * DK, c.sms, "fp32")    # the sum of the [NT, HV*K] partials
+    leading_sum_scratch(d, "ddt_bias", NT_GATE, HV * DK, c.sms, "fp32", threads_per_sm=c.threads_per_sm)  # [NT, HV*K]'s sum
     for x, line in (("q", 204), ("k", 205)):
         l2norm_backward(d, x, src("ops/kda/chunk.py", "ChunkKDAFunction.backward", line, f"d{x} = l2norm_bwd({x}, {x}_rstd, d{x})"))
     d.step("bwd.beta_sigmoid", "backward", src("ops/kda/chunk.py", "ChunkKDAFunction.backward", 207,
@@ -485,7 +486,7 @@ FORWARD_OPTIONS = {"contract": ("report", "plain"), "gva": (False, True)}
 def _builder(version: FlaVersion, forward_only: bool):
     def build_for(device, contract="report", recompute=True, gva=False):
         return build(version=version, contract=contract, recompute=recompute, forward_only=forward_only,
-                     device=device.name, gva=gva, sms=device.sm_count)
+                     device=device.name, gva=gva, sms=device.sm_count, threads_per_sm=device.max_threads_per_sm)
     return build_for
 
 

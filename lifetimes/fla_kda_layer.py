@@ -45,7 +45,8 @@ def kernel(row: FlaLayer, forward_only: bool, c: LayerConfig) -> LifetimeModel:
     """The chunk kernel inside: the KDA kernel model, report contract (the layer's in-kernel transforms), with the
     layer's safe_gate=False and state_v_first=True (kda.py:276-278: its autotuned kernels and keys)."""
     return fla_kda.build(version=row.kernel_version, contract="report", forward_only=forward_only, device=c.facts.name,
-                         gva=c.gva, safe_gate=False, state_v_first=True, sms=c.sms)
+                         gva=c.gva, safe_gate=False, state_v_first=True, sms=c.sms,
+                         threads_per_sm=c.threads_per_sm)
 
 
 def _init(line, quote):

@@ -139,6 +139,11 @@ class LayerConfig:
         """The device's SM count (FusedRMSNormGated's partials, ATen's global reduces)."""
         return self.facts.sm_count
 
+    @property
+    def threads_per_sm(self) -> int:
+        """The device's resident threads per SM (ATen's global reduces' target grid)."""
+        return self.facts.max_threads_per_sm
+
 
 def linears(row: FlaLayer, hidden: int) -> dict[str, Linear]:
     """The row's nn.Linear modules at this hidden size."""
@@ -211,13 +216,13 @@ def backward(row: FlaLayer, d: Declaration, c: LayerConfig, input_grad_until: st
     norm_backward(d, "o_norm", T * HV, DV, c.sms, f"{row.name}.bwd.return", f"bwd.{row.after_kernel[-1].name}")
     for g in reversed(row.after_kernel):
         linear_backward(d, lin[g.name], input_grad_until if g.grad_until is None else g.grad_until, sms=c.sms,
-                        capability=cap)
+                        capability=cap, threads_per_sm=c.threads_per_sm)
     d.include(row.kernel(row, False, c), row.name, "backward", row.kernel_inputs | PASSED, freed=row.kernel_grads)
     for g in reversed(row.before_kernel):
-        linear_backward(d, lin[g.name], g.grad_until, sms=c.sms, capability=cap)
+        linear_backward(d, lin[g.name], g.grad_until, sms=c.sms, capability=cap, threads_per_sm=c.threads_per_sm)
     for name, channels, _, _ in reversed(tuple(_convs(row))):
         proj = name.replace("_conv1d", "_proj")
-        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}", c.sms)
+        conv_backward(d, name, channels, c.conv_size, f"bwd.{proj}", c.sms, c.threads_per_sm)
         linear_backward(d, lin[proj], f"bwd.{proj}", capability=cap)
 
 

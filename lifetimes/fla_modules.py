@@ -125,14 +125,15 @@ def linear_forward(d: Declaration, lin: Linear, call: Source, kept_until: str | 
 
 
 def linear_backward(d: Declaration, lin: Linear, input_grad_until: str | None, input_grad: bool = True,
-                    sms: int | None = None, *, capability: tuple[int, int]) -> str:
+                    sms: int | None = None, *, capability: tuple[int, int], threads_per_sm: int | None = None) -> str:
     """``lin``'s backward: the weight gradient (and bias gradient) kept as ``.grad``, and the input gradient
     ``[T, in]`` bf16 until ``input_grad_until`` (where the next node consumes it). A bias's gradient is the output
-    gradient summed over its T rows (``sum_to``, after the node's two GEMMs), whose global reduce on ``sms`` SMs
-    stages through the allocator (``aten_reduce``); ``capability``: the device's, for the cuBLAS workspace. Returns the
-    input gradient's name."""
-    if lin.bias and sms is None:
-        raise ValueError(f"{lin.name}: a biased Linear's backward needs the device's SM count (its bias-gradient sum)")
+    gradient summed over its T rows (``sum_to``, after the node's two GEMMs), whose global reduce on ``sms`` SMs of
+    ``threads_per_sm`` resident threads stages through the allocator (``aten_reduce``); ``capability``: the device's,
+    for the cuBLAS workspace. Returns the input gradient's name."""
+    if lin.bias and None in (sms, threads_per_sm):
+        raise ValueError(f"{lin.name}: a biased Linear's backward needs the device's SM count and resident threads per SM "
+                         "(its bias-gradient sum)")
     d.step(f"bwd.{lin.name}", "backward", ADDMM_BWD if lin.bias else MM_BWD)
     d.buffer(f"{lin.name}.weight.grad", Group.PARAM_GRADS, (lin.out_features, lin.in_features), "bf16", MM_BWD,
              note="mat2's gradient, kept by AccumulateGrad as .grad")                          # [out, in] bf16
@@ -143,7 +144,8 @@ def linear_backward(d: Declaration, lin: Linear, input_grad_until: str | None, i
         d.buffer(name, Group.ACTIVATION_GRADS, (T, lin.in_features), "bf16", MM_BWD, input_grad_until,
                  note="mat1's gradient: grad @ weight")                                         # [T, in] bf16
     if lin.bias:
-        leading_sum_scratch(d, f"{lin.name}.bias.grad", T, lin.out_features, sms, "bf16")   # sum of the [T, out] gradient
+        leading_sum_scratch(d, f"{lin.name}.bias.grad", T, lin.out_features, sms, "bf16",   # sum of the [T, out] gradient
+                            threads_per_sm=threads_per_sm)
     blas_workspace(d, "backward", False, capability)      # the bias's gradient is a sum: the backward's GEMMs are plain mm
     return name
 
@@ -185,10 +187,10 @@ def conv_forward(d: Declaration, name: str, channels, width: int, call: Source, 
     return out
 
 
-def conv_backward(d: Declaration, name: str, channels, width: int, dx_until: str, sms: int) -> str:
+def conv_backward(d: Declaration, name: str, channels, width: int, dx_until: str, sms: int, threads_per_sm: int) -> str:
     """CausalConv1dFunction.backward -> causal_conv1d_bwd (ops.py:713): the pre-activation output recomputed
-    (activation silu), dx, the per-chunk weight-gradient partials and their sum (its global reduce on ``sms`` SMs
-    stages through the allocator: ``aten_reduce``). Returns dx's name."""
+    (activation silu), dx, the per-chunk weight-gradient partials and their sum (its global reduce on ``sms`` SMs of
+    ``threads_per_sm`` resident threads stages through the allocator: ``aten_reduce``). Returns dx's name."""
     bwd = "causal_conv1d_bwd"
     d.step(f"bwd.{name}", "backward", fla(CONV, "CausalConv1dFunction.backward", 978, "dx, dw, db, dr, dh0 = causal_conv1d_bwd("))
     d.autotune("causal_conv1d_fwd_kernel", conv_key(channels) + (width,),
@@ -207,7 +209,8 @@ def conv_backward(d: Declaration, name: str, channels, width: int, dx_until: str
              step)
     d.buffer(f"{name}.dw_sum", Group.SCRATCH, (channels, width), "fp32",                        # [D, W] fp32
              fla(CONV, bwd, 797, "dw = dw.sum(0).to(weight)"), step, note="the fp32 sum before .to(weight)")
-    leading_sum_scratch(d, f"{name}.dw_sum", NT_CONV, channels * width, sms, "fp32")   # the [NT, D*W] partials' sum
+    leading_sum_scratch(d, f"{name}.dw_sum", NT_CONV, channels * width, sms, "fp32",   # the [NT, D*W] partials' sum
+                        threads_per_sm=threads_per_sm)
     d.buffer(f"{name}.weight.grad", Group.PARAM_GRADS, (channels, width), "bf16",               # [D, W] bf16
              fla(CONV, bwd, 797, "dw = dw.sum(0).to(weight)"), note="viewed as [D, 1, W], kept as .grad")
     return dx

@@ -8,6 +8,7 @@ from livebytes.estimator import get_model
 from livebytes.lifetimes import aten_reduce, fla_kda_layer
 
 H200_SMS = 132
+H200_THREADS = 2048    # maxThreadsPerMultiProcessor on compute capability 9.0
 
 
 @pytest.mark.parametrize("rows, outputs, expected", [
@@ -26,27 +27,38 @@ H200_SMS = 132
     (8192, 6, 0),                          # 6 outputs: vec 2, 3 columns; vpt 8192 / 128 = 64 < 256: one CTA
 ])
 def test_staging_by_hand(rows, outputs, expected):
-    assert aten_reduce.staging_elements(rows, outputs, H200_SMS) == expected
+    assert aten_reduce.staging_elements(rows, outputs, H200_SMS, H200_THREADS) == expected
 
 
 def test_semaphores_are_one_int_a_column_of_ctas_and_none_without_a_global_reduce():
-    assert aten_reduce.semaphore_count(8192, 4096, H200_SMS) == 4096 // 4 // 32      # grid.x 32
-    assert aten_reduce.semaphore_count(256, 4096, H200_SMS) == 0
+    assert aten_reduce.semaphore_count(8192, 4096, H200_SMS, H200_THREADS) == 4096 // 4 // 32      # grid.x 32
+    assert aten_reduce.semaphore_count(256, 4096, H200_SMS, H200_THREADS) == 0
 
 
 def test_fewer_sms_split_into_fewer_ctas():
     """ctas_per_output follows the SM count (target grid = SMs x 16): 66 CTAs on 132 SMs, 33 on 66."""
-    assert aten_reduce.staging_elements(8192, 4096, 66) * 2 == aten_reduce.staging_elements(8192, 4096, H200_SMS)
+    assert aten_reduce.staging_elements(8192, 4096, 66, H200_THREADS) * 2 == aten_reduce.staging_elements(8192, 4096, H200_SMS, H200_THREADS)
+
+
+@pytest.mark.parametrize("threads, ctas", [
+    # g_proj.1's bias at 8K on 128 SMs: block 32 x 4 (128 threads), grid.x 32, vpt 2048; blocks an SM = threads / 128,
+    # CTAs an output = max(min(cdiv(128 x blocks, 32), cdiv(2048, 16) = 128), cdiv(2048, 256) = 8)
+    (2048, 64),       # 16 blocks an SM: target grid 2048, cdiv(2048, 32) = 64
+    (1536, 48),       # sm89 / sm120 (an RTX 4090's 128 SMs): 12 blocks an SM, target grid 1536, cdiv(1536, 32) = 48
+])
+def test_the_target_grid_follows_the_resident_threads_per_sm(threads, ctas):
+    """setReduceConfig: blocks_per_sm = maxThreadsPerMultiProcessor / block threads; target grid = SMs x blocks_per_sm."""
+    assert aten_reduce.staging_elements(8192, 4096, 128, threads) == 4096 * ctas * 32 * 4
 
 
 def test_a_sum_to_one_value_is_refused():
     with pytest.raises(ValueError, match="fastest dim"):
-        aten_reduce.leading_sum_config(8192, 1, H200_SMS)
+        aten_reduce.leading_sum_config(8192, 1, H200_SMS, H200_THREADS)
 
 
 def test_a_sum_to_one_value_stages_nothing_modelled():
     """The configuration refuses one output; the sizes count it as 0 bytes (ONE_OUTPUT_NOT_MODELLED says so)."""
-    assert aten_reduce.staging_elements(32_768, 1, H200_SMS) == aten_reduce.semaphore_count(32_768, 1, H200_SMS) == 0
+    assert aten_reduce.staging_elements(32_768, 1, H200_SMS, H200_THREADS) == aten_reduce.semaphore_count(32_768, 1, H200_SMS, H200_THREADS) == 0
 
 
 @pytest.mark.parametrize("tokens, expected", [
@@ -61,7 +73,7 @@ def test_the_gdn_gate_gradients_sums_stage_from_130561_tokens(tokens, expected):
     """fla_gdn's layer call: dA.sum(0) and dbias.sum(0) (gate.py:229-230), each after its output and dying at its own
     step, the partial it sums alive beside it; the two stagings never overlap."""
     from livebytes.lifetimes import fla_gdn
-    m = fla_gdn.build(layer_call=True, sms=H200_SMS)
+    m = fla_gdn.build(layer_call=True, sms=H200_SMS, threads_per_sm=H200_THREADS)
     b = {x.name: x for x in m.buffers}
     shape = Shape(1, tokens, 16, 128, v_heads=32)
     for name, step, part in (("dA_log", "bwd.gate_dA_sum", "dA_log_part"), ("ddt_bias", "bwd.gate_dbias_sum", "dt_bias_part")):
@@ -74,7 +86,7 @@ def test_the_gdn_gate_gradients_sums_stage_from_130561_tokens(tokens, expected):
 def test_gdn_gate_sums_at_one_value_head_are_zero_and_said_so():
     """HV = 1 is a valid shape: [cdiv(T, 32), 1].sum(0) reduces to one value, a branch not modelled: 0 bytes, named."""
     from livebytes.lifetimes import fla_gdn
-    m = fla_gdn.build(layer_call=True, sms=H200_SMS)
+    m = fla_gdn.build(layer_call=True, sms=H200_SMS, threads_per_sm=H200_THREADS)
     staging = next(x for x in m.buffers if x.name == "dA_log.reduce_staging")
     assert evaluate(staging.nbytes, Shape(1, 1 << 20, 1, 128)) == 0
     assert any(n.startswith("HV = 1: ") and aten_reduce.ONE_OUTPUT_NOT_MODELLED in n for n in m.not_modelled)
@@ -110,11 +122,13 @@ def test_the_kda_gates_sums_stage_from_32k(seq, heads, name, expected):
 
 def test_the_layers_kernel_sums_on_the_layers_device():
     """The layer passes its device to the chunk kernel inside: at 128K (NT 4,096, 1,024 values a thread) the gate's
-    CTAs an output are cdiv(SMs x 16, grid.x 96): 22 on the H200's 132 SMs, 25 on the B300's 148 (cdiv(2,368, 96))."""
+    CTAs an output are cdiv(SMs x blocks an SM, grid.x 96), block 32 x 4: 16 blocks of 2048 resident threads, 22 on the
+    H200's 132 SMs, 25 on the B300's 148 (cdiv(2,368, 96)); 12 blocks of 1536 on the RTX 4090's 128 SMs, cdiv(1,536, 96)
+    = 16."""
     shape = Shape(1, 131072, 96, 128, hidden=2304)
     staging = {gpu: next(evaluate(b.nbytes, shape) for b in get_model("fla-kda-layer@0.6.0", gpu).buffers
-                         if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300")}
-    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 25 * 32 * 4 * 4}
+                         if b.name == "kda.ddt_bias.reduce_staging") for gpu in ("H200", "B300", "RTX4090")}
+    assert staging == {"H200": 12288 * 22 * 32 * 4 * 4, "B300": 12288 * 25 * 32 * 4 * 4, "RTX4090": 12288 * 16 * 32 * 4 * 4}
 
 
 @pytest.mark.parametrize("rows, expected", [
@@ -129,12 +143,12 @@ def test_a_sum_over_2_31_bytes_runs_halved_sub_iterators(rows, expected):
 def test_many_rows_a_thread_split_into_more_ctas():
     """g_proj.1's bf16 bias gradient at plan's 4-layer answer 232,448 (1.9 GB: one iterator): vpt 232,448 / 4 =
     58,112, and cdiv(vpt, 256) = 227 CTAs wins over cdiv(2112, 32) = 66."""
-    assert aten_reduce.staging_elements(232448, 4096, H200_SMS, 2) == 4096 * 227 * 32 * 4
+    assert aten_reduce.staging_elements(232448, 4096, H200_SMS, H200_THREADS, 2) == 4096 * 227 * 32 * 4
 
 
 def test_the_staging_above_2_31_bytes_is_the_largest_sub_iterators():
     """At 453,888 rows the sub-iterator has 226,944: vpt 56,736, CTAs cdiv(56736, 256) = 222 (not 444)."""
-    assert aten_reduce.staging_elements(453888, 4096, H200_SMS, 2) == 4096 * 222 * 32 * 4
+    assert aten_reduce.staging_elements(453888, 4096, H200_SMS, H200_THREADS, 2) == 4096 * 222 * 32 * 4
 
 
 @pytest.mark.parametrize("in_elements, size, expected", [

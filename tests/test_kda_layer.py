@@ -233,7 +233,7 @@ def test_the_gdn_layers_kernel_is_the_gdn_kernel_model_for_the_layers_call():
     fp32 beta [T, HV] saved, db then fp32, gdn_gate_bwd's bf16 dg and its [cdiv(T, 32), HV] fp32 partials, and their sums'
     global-reduce staging (aten_reduce; fp32 sums accumulate in their outputs)."""
     from livebytes.lifetimes import fla_gdn
-    plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True, sms=132)
+    plain, layer_call = fla_gdn.build(), fla_gdn.build(layer_call=True, sms=132, threads_per_sm=2048)
     added = {b.name for b in layer_call.buffers} - {b.name for b in plain.buffers}
     staging = {f"{x}.reduce_{part}" for x in ("dA_log", "ddt_bias") for part in ("staging", "semaphores")}
     assert added == {"A_log", "dt_bias", "beta_sigmoid", "dg_gate", "dA_log_part", "dt_bias_part", "dA_log", "ddt_bias",

@@ -65,14 +65,15 @@ def lifetimes(steps: list[TracedStep]) -> dict[int, TracedStep | None]:
     return out
 
 
-def _extras(s: TracedStep, sms: int, threads: set, not_modelled: list, capability: tuple[int, int]) -> list[Extra]:
-    """The step's GPU-only buffers (``gpu_rules``), in the order its operators ran."""
+def _extras(s: TracedStep, sms: tuple[int, int], threads: set, not_modelled: list, capability: tuple[int, int]) -> list[Extra]:
+    """The step's GPU-only buffers (``gpu_rules``), in the order its operators ran; ``sms``: the device's SM count and
+    resident threads per SM (ATen's reduce staging)."""
     out = []
     for kind, ev in s.events:
         if kind == "gemm":
             out += blas_workspaces([(kind, ev)], threads, capability)
         elif kind == "reduce":
-            scratch, why = reduce_scratch(ev, sms)
+            scratch, why = reduce_scratch(ev, *sms)
             out += scratch
             if why and why not in not_modelled:
                 not_modelled.append(why)
@@ -110,7 +111,7 @@ def _extra(s: TracedStep, x: Extra, scratch_of: str | None) -> Buffer:
                   first_call=x.scratch and s.first_call, module=s.module)
 
 
-def buffers(call: Call, steps: list[TracedStep], sms: int, not_modelled: list, capability: tuple[int, int]) -> list[Buffer]:
+def buffers(call: Call, steps: list[TracedStep], sms: tuple[int, int], not_modelled: list, capability: tuple[int, int]) -> list[Buffer]:
     names = buffer_names(steps, call.harness)
     ends = lifetimes(steps)
     out = [Buffer(names[id(a)], group_of(a, None), (a.bytes,), "uint8", source_of(a), INPUTS_STEP,
@@ -144,15 +145,16 @@ def _frame(ev: dict) -> tuple:
     return file, function, line, quote[0] if quote else ""
 
 
-def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, **fields) -> LifetimeModel:
-    """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers; ``fsdp``
-    W > 0: rank 0's step under FSDP2 at W ranks (``fsdp.shard_model``)."""
+def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, threads_per_sm: int = 2048, **fields) -> LifetimeModel:
+    """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers on a
+    device of ``sms`` SMs of ``threads_per_sm`` resident threads (2048: the default sm90's); ``fsdp`` W > 0: rank 0's
+    step under FSDP2 at W ranks (``fsdp.shard_model``)."""
     steps = segment(call)
     timeline = [Step(INPUTS_STEP, "harness", note="parameters and the batch, before the first iteration")]
     timeline += [Step(s.name, "backward" if s.phase == "backward" else "forward",
                       note=f"{s.phase}: {s.module or 'model'}") for s in steps]
     not_modelled: list = []
-    bufs = buffers(call, steps, sms, not_modelled, capability_of(arch))
+    bufs = buffers(call, steps, (sms, threads_per_sm), not_modelled, capability_of(arch))
     names = buffer_names(steps, call.harness)
     model = LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
                           not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)

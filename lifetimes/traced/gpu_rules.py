@@ -79,8 +79,9 @@ def leading_sum(shape: list, stride: list, dims: list) -> tuple[int, int] | None
     return rows, outputs
 
 
-def reduce_scratch(ev: dict, sms: int) -> tuple[list[Extra], str | None]:
-    """The staging of one recorded reduction (``aten_reduce``), and a not-modelled line where no rule covers it.
+def reduce_scratch(ev: dict, sms: int, threads_per_sm: int) -> tuple[list[Extra], str | None]:
+    """The staging of one recorded reduction (``aten_reduce``) on ``sms`` SMs of ``threads_per_sm`` resident threads,
+    and a not-modelled line where no rule covers it.
     ``ev["leading"]``: (rows, outputs) of a leading-dim sum, as formulas (a symbolic call) or computed here."""
     dtype = {"bfloat16": "bf16", "float32": "fp32"}.get(ev["dtype"])
     leading = ev["leading"] if "leading" in ev else leading_sum(ev["shape"], ev["stride"], ev["dims"])
@@ -100,10 +101,10 @@ def reduce_scratch(ev: dict, sms: int) -> tuple[list[Extra], str | None]:
         acc = aten_reduce.reduce_accumulation(rows * outputs, outputs, element)
         out.append(Extra("reduce_accumulation", ev.get("out"), acc * 4, "fp32", aten_reduce.ACCUMULATION_SOURCE,
                          "bf16 in and out over 2**31 - 1 bytes of input: the sub-iterators accumulate in fp32", True))
-    staging = aten_reduce.reduce_staging(rows, outputs, sms, element)
-    semaphores = aten_reduce.reduce_semaphores(rows, outputs, sms, element)
+    staging = aten_reduce.reduce_staging(rows, outputs, sms, threads_per_sm, element)
+    semaphores = aten_reduce.reduce_semaphores(rows, outputs, sms, threads_per_sm, element)
     out.append(Extra("reduce_staging", ev.get("out"), staging * 4, "fp32", aten_reduce.STAGING_SOURCE,
-                     f"global reduce of [rows, outputs] = [{rows}, {outputs}] over {sms} SMs; 0 bytes when one CTA per "
+                     f"global reduce of [rows, outputs] = [{rows}, {outputs}] over {sms} SMs of {threads_per_sm} threads; 0 bytes when one CTA per "
                      "output", True))
     out.append(Extra("reduce_semaphores", ev.get("out"), semaphores * 4, "int32", aten_reduce.SEMAPHORE_SOURCE,
                      "cudaMemsetAsync to 0 before the launch", True))
