@@ -184,8 +184,16 @@ def _device(device: Device | str) -> Device:
     return device if isinstance(device, Device) else get_device(device)
 
 
+OFF_GPU = "its error on this GPU not measured (no process of this GPU committed)"
+
+
+def _off(assumed_from: str, what: str) -> str:
+    """The status of a part taken from ``assumed_from``'s data on a GPU no process measured: estimated off that GPU."""
+    return f"{ESTIMATED}off the {assumed_from}: {what}, {OFF_GPU}"
+
+
 def _figure(entry: dict, assumed_from: str | None) -> Figure:
-    status = entry["status"] if assumed_from is None else f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU"
+    status = entry["status"] if assumed_from is None else _off(assumed_from, f"the {assumed_from}'s figure")
     return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
 
 
@@ -658,11 +666,11 @@ RESERVATION_RULE = "(the limit for every resident thread, in 2 MiB pages)"
 
 
 def _other_gpu_stack(assumed_from: str, frames_used: bool) -> str:
-    """Why a stack reservation on a GPU no process measured is unbounded: the reservation rule was read on
+    """Why a stack reservation on a GPU no process measured is estimated: the reservation rule was read on
     ``assumed_from`` only, and where frames were used they are that GPU's compile (the local-memory bound alone uses
     none)."""
     frames = f"the {assumed_from}'s frames used ({get_device(assumed_from).arch}'s compile), and " if frames_used else ""
-    return f"{UNBOUNDED}{frames}the reservation rule {RESERVATION_RULE} measured on the {assumed_from} only"
+    return _off(assumed_from, f"{frames}the reservation rule {RESERVATION_RULE} measured on the {assumed_from} only")
 
 
 def _process_memory(device: Device, model, triton_cache: str = "cold", shape=None, raised_before: bool = False,
@@ -695,7 +703,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         margin, error = _estimate_words(loo.KINDS[2], device)
         modules = Figure(modules.bytes, f"{modules.status}; {error}", modules.source, margin=margin)
     if assumed_from:
-        modules = replace(modules, status=f"{UNBOUNDED}the {assumed_from}'s figure, not measured on this GPU")
+        modules = replace(modules, status=_off(assumed_from, f"the {assumed_from}'s figure"))
     if modules.status.startswith((UNBOUNDED, ESTIMATED)) and case is not None:
         modules = replace(modules, status=modules.status + _measure_hint(key, prefix, shape, lib.get("triton"),
                                                                          dict(model.options), lib["data"]))
@@ -712,8 +720,9 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
             status = f"{status}; {error}"
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = kind_of(([] if status == "measured" else [status]) +
-                             [f"{UNBOUNDED}the {assumed_from}'s limit used (its process's, {get_device(assumed_from).arch}'s "
-                              f"compile), and the reservation rule {RESERVATION_RULE} measured on the {assumed_from} only"])
+                             [_off(assumed_from, f"the {assumed_from}'s limit used (its process's, "
+                                   f"{get_device(assumed_from).arch}'s compile), and the reservation rule "
+                                   f"{RESERVATION_RULE} measured on the {assumed_from} only")])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)",

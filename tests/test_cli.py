@@ -457,8 +457,9 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (public report, not measured "
                                                             "by us: deviceQuery"),
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"),
-     "unbounded: fla-kda@0.6.0: stack reservation: the H200's frames used (sm90's compile), and the reservation rule "
-     "(the limit for every resident thread, in 2 MiB pages) measured on the H200 only"),
+     "estimated: fla-kda@0.6.0: stack reservation: off the H200: the H200's frames used (sm90's compile), and the "
+     "reservation rule (the limit for every resident thread, in 2 MiB pages) measured on the H200 only, its error on "
+     "this GPU not measured (no process of this GPU committed)"),
     (("sweep", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--no-recompute"), "recompute off"),
     (("timeline", "--impl", "fla-kda@0.6.0", *S8, "--contract", "plain"), "contract plain"),
     # 150,109,880,320 B measured / 2^30 = 139.801 GiB; the allocator and process terms predict names

@@ -251,7 +251,7 @@ def test_a_record_is_its_gpus_and_the_record_checks_never_read_it():
     its own words; ``derived_frames=False`` (``validate --from-records``: the committed model) reads no record."""
     measured(FakeProbe(BASELINE, row("cold"), row("warm")))
     h100 = process_memory(H100, kda("H100"), "cold", SHAPE)
-    assert h100.modules.status.startswith("unbounded: the H200's figure, not measured on this GPU")
+    assert h100.modules.status.startswith("estimated: off the H200: the H200's figure, its error on this GPU not measured")
     assert h100.modules.status.endswith(COMMAND)
     committed = process_memory(H200, kda(), "cold", SHAPE, derived_frames=False)
     assert committed.modules.status.startswith("estimated: not measured for fla-kda")
