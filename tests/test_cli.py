@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from livebytes.cli.app import app
+from livebytes.cli import render
 
 runner = CliRunner()
 GiB = 2**30
@@ -671,13 +672,21 @@ def test_plan_solving_layers_names_the_answers_depth_and_the_held_shape():
     (["--impl", "fla-kda-layer@0.6.0", "--seq", "234773", "--heads", "32", "--hidden", "2304", "--layers", "4"],
      "OUT OF MEMORY in steady call 1 (the process's call 2)"),
     # one token above plan's GDN answer at H32 D128 (849,408): the first call's L2-flush buffer, 268,435,456 B tried,
-    # 257,032,192 B free (its modules estimated: their high end, 2 MiB, counted): 0.25 and 0.24 GiB, under 0.01 GiB
-    # apart, so the shortfall is said in MiB
+    # 257,032,192 B free (its modules estimated: their high end, 2 MiB, counted): 0.25 and 0.24 GiB, 10.9 MiB apart,
+    # over 0.01 GiB (10.24 MiB), so the GiB figures tell the shortfall (render._short, below, says it in MiB under that)
     (["--impl", "fla-gdn@0.6.0", "--seq", "849409", "--heads", "32", "--dim", "128"],
-     f"0.24 GiB free ({(268_435_456 - 257_032_192) / 2**20:,.1f} MiB short)"),
+     "tried to allocate 0.25 GiB; 133.56 GiB allocated, 0.13 GiB reserved but unallocated, 0.24 GiB free (process"),
 ])
 def test_an_out_of_memory_verdict_says_which_call_and_how_short(args, words):
     assert words in " ".join(run("predict", *args).stdout.split())
+
+
+@pytest.mark.parametrize("tried,free,said", [
+    (268_435_456, 259_129_344, " (8.9 MiB short)"),     # 9,306,112 B: 0.25 and 0.24 GiB, under 0.01 GiB apart
+    (268_435_456, 257_032_192, ""),                     # 11,403,264 B: over 0.01 GiB (10,737,418 B), the GiB figures tell it
+    (268_435_456, 268_435_456, "")])                    # nothing short
+def test_a_shortfall_under_a_hundredth_of_a_gib_is_said_in_mib(tried, free, said):
+    assert render._short({"tried_bytes": tried, "free_bytes": free}) == said
 
 
 # ------------------------------------------------------------------------------ the HF/FLA flags and their aliases
