@@ -274,7 +274,8 @@ def test_the_record_checks_read_the_committed_model_only():
     assert cmp.compare(record).passed
     model = get_model("fla-kda-fwd@0.6.0", "H200", contract="plain")
     mine, committed = (process_memory(H200, model, "warm", Shape(1, 8192, 96, 128), derived_frames=d) for d in (True, False))
-    assert (mine.stack_limit_bytes, committed.stack_limit_bytes) == (1_024, 524_288)
+    assert mine.stack_limit_bytes == 1_024 and committed.stack.status.startswith("estimated: ")
+    assert committed.stack_limit_bytes < 524_288        # the committed cases' estimate, never CUDA's cap
 
 
 # ------------------------------------------------------------------------------------- the command (cli/commands/frames.py)

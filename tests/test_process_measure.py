@@ -172,7 +172,8 @@ def test_before_measuring_the_modules_are_unbounded_and_name_the_command():
     ("fla-kda-cp@0.6.0", {}, SHAPE)])
 def test_a_case_the_probe_cannot_run_names_no_command(key, options, shape):
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape)
-    assert p.modules.status.startswith("estimated: ") and "livebytes process measure" not in p.modules.status
+    # fla-kda-cp: no module figure of its family: the library's largest, unbounded
+    assert p.modules.status.startswith(("estimated: ", "unbounded: ")) and "livebytes process measure" not in p.modules.status
 
 
 def test_measure_runs_the_probe_for_the_case_cold_then_warm_and_keeps_both():
