@@ -373,7 +373,7 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     of 16 or not) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other
     code). Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
     head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is bounded by CUDA's local-memory
-    limit (``_model_limit_bound``): no measured case bounds it, frames not being monotonic in the head count. Warm,
+    estimate (``_model_limit_estimate``): no measured case bounds it, frames not being monotonic in the head count. Warm,
     where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``). At a
     measured point, a build its processes did not run (``options``: another config or optimizer) takes the point's
     limit, unbounded, or bounded where the step's calls are a subset of a measured one's (``_limit_at_build``)."""
@@ -403,9 +403,6 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
             f"read by {record}")
 
 
-ESTIMATE_SOURCE = "estimated from "
-
-
 def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
     """(limit, status, source) of a whole model's case no process measured: ``process_estimate.model_limit`` over the
     measured cases of these data in ``state`` (cold where no warm one was measured), the status ``estimated: `` with the
@@ -418,7 +415,7 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     what = (f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
             f"{guess.value:,} B, the {'largest ' if len(guess.basis) > 1 else ''}measured of {guess.tier} "
             f"({', '.join(map(_case_text, guess.basis))})")
-    return guess.value, f"{ESTIMATED}{what}", f"{ESTIMATE_SOURCE}{', '.join(guess.basis)}"
+    return guess.value, f"{ESTIMATED}{what}", f"estimated from {', '.join(guess.basis)}"
 
 
 def _estimate_words(kind: str, device: Device) -> tuple[int, str]:
@@ -715,7 +712,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
         margin = 0
-        if source.startswith(ESTIMATE_SOURCE):      # no process of the case: the estimate's error and high end
+        if status.startswith(ESTIMATED):      # no process of the case: the estimate's error and high end
             margin, error = _estimate_words(loo.KINDS[1], device)
             status = f"{status}; {error}"
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
