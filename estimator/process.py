@@ -372,8 +372,8 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     argument reaches 2**31: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
     of 16 or not) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other
     code). Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
-    head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is bounded by CUDA's local-memory
-    estimate (``_model_limit_estimate``): no measured case bounds it, frames not being monotonic in the head count. Warm,
+    head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is estimated from the measured cases
+    (``_model_limit_estimate``): no measured case bounds it, frames not being monotonic in the head count. Warm,
     where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``). At a
     measured point, a build its processes did not run (``options``: another config or optimizer) takes the point's
     limit, unbounded, or bounded where the step's calls are a subset of a measured one's (``_limit_at_build``)."""
