@@ -14,6 +14,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from livebytes.process_words import Said
 from livebytes.report import gib, oom_when
 
 def ignore_unusable_columns(environ=os.environ) -> None:
@@ -375,9 +376,6 @@ def autotune_lines(results: list[dict]) -> list[str]:
     return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
 
 
-PROCESS_KINDS = ("bounded: ", "estimated: ", "unbounded: ")      # a process-memory note's own kind (estimator.process)
-
-
 def assumed_notes(results: list[dict]) -> list[str]:
     """Each distinct assumption of the results (the process memory's, the autotuned launches'), once per model, with
     the shapes it holds at where not at every result of that model (a sweep's grid)."""
@@ -389,7 +387,7 @@ def assumed_notes(results: list[dict]) -> list[str]:
     for (impl, note), rows in rows_of.items():
         every = len(rows) == sum(r["impl"] == impl for r in results)
         where = "" if every else " at " + "; ".join(shape_label(r["shape"]) for r in rows)
-        kind, text = note.split(": ", 1) if note.startswith(PROCESS_KINDS) else ("assumed", note)
+        kind, text = (note.kind, note.text) if isinstance(note, Said) else ("assumed", note)
         out.append(f"{kind}: {impl}{where}: {text}")
     return out
 

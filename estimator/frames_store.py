@@ -8,10 +8,12 @@ CPU compile probe (``validate/gpu/probes/cpu_frames.py``) wrote for it, each ker
 derives cold frames only (which candidate the autotuner keeps is a GPU timing), so only a cold case is stored; a warm
 one is bounded by it as by committed cold frames. ``validate/gpu/derive_frames.py`` runs the probe and calls ``save``.
 
-This module also names which cases the probe can compile (``PROBE_IMPLS``) and the command that derives a case
-(``derive_command``), so the estimator's label can say how to replace its bound with the case's own frames.
+This module also names which cases the probe can compile (``PROBE_IMPLS``, ``probe_case``), so the estimator's
+status can say how to replace its bound with the case's own frames (the command: ``livebytes.process_words``).
 """
 from __future__ import annotations
+
+from .process_status import ProbeCase
 
 FOLDER = "derived_frames"
 
@@ -68,22 +70,17 @@ def derived_cases() -> list[dict]:
     return out
 
 
-def case_flags(key: str, prefix: str, shape, triton: str | None) -> str | None:
-    """The command-line flags that name ``key``'s case (its data prefix ``prefix``) at ``shape`` under ``triton``, as
-    ``livebytes frames derive`` and ``livebytes process measure`` take them; None where the probes (the CPU compile and
-    the process-memory probe share their cases) take no such case: a whole model, packed sequences, fp32-amp, another
-    library, the plain contract with grouped value heads."""
+LAYER_OPTIONS = ("hidden", "layers", "checkpoint", "conv_size")     # a layer model's build options (registry)
+
+
+def probe_case(key: str, prefix: str, shape, triton: str | None, options: dict | None = None) -> ProbeCase | None:
+    """The case of ``key`` (its data prefix ``prefix``) at ``shape`` under ``triton`` (a layer's build ``options``
+    part of it) as ``livebytes frames derive`` and ``livebytes process measure`` take it; None where the probes (the
+    CPU compile and the process-memory probe share their cases) take no such case: a whole model, packed sequences,
+    fp32-amp, another library, the plain contract with grouped value heads."""
     if prefix not in PROBE_IMPLS or (prefix.endswith(":plain") and shape.hv != shape.heads):
         return None
     contract = prefix.split(":")[1]
-    return (f"--impl {key}" + (f" --contract {contract}" if contract != "-" else "")
-            + f" --head-dim {shape.dim} --num-heads {shape.heads}"
-            + (f" --num-v-heads {shape.hv}" if shape.hv != shape.heads else "") + (f" --triton {triton}" if triton else ""))
-
-
-def derive_command(key: str, prefix: str, shape, triton: str | None) -> str | None:
-    """The command that derives the frames of ``key`` (its data prefix ``prefix``) at ``shape`` under ``triton`` on a
-    machine with that Triton installed (``validate/gpu/derive_frames.py`` behind it); None where the CPU compile probe
-    takes no such case (``case_flags``)."""
-    flags = case_flags(key, prefix, shape, triton)
-    return None if flags is None else f"livebytes frames derive {flags}"
+    layer = tuple((name, value) for name, value in (options or {}).items() if name in LAYER_OPTIONS)
+    return ProbeCase(key, None if contract == "-" else contract, shape.dim, shape.heads, shape.hv, triton, shape.tokens,
+                     layer)

@@ -16,16 +16,13 @@ for this one, and one of another length is read as unbounded (``process.measured
 """
 from __future__ import annotations
 
-from . import frames_store
+from .frames_store import LAYER_OPTIONS
 
 FOLDER = "measured_processes"
 STATES = ("cold", "warm")
 # What a stored record must hold to be read (every figure an int: bytes, or the stack limit per thread)
 FIGURES = ("context_bytes", "nonpytorch_bytes", "stack_limit_bytes", "tokens")
 REQUIRED = ("key", "device", "gpu", "state", "triton", "fla", "torch", "measured_on", *FIGURES)
-
-
-LAYER_OPTIONS = ("hidden", "layers", "checkpoint", "conv_size")     # a layer model's build options (registry)
 
 
 def store_key(model_key: str, case: str, options: dict) -> str:
@@ -82,19 +79,3 @@ def measured_cases() -> list[dict]:
         if record is not None:
             out.append({**record, "data_file": parts[1]})
     return out
-
-
-def measure_command(key: str, prefix: str, shape, triton: str | None, options: dict | None = None) -> str | None:
-    """The command that measures ``key``'s process (its data prefix ``prefix``, its build ``options``: a layer's are
-    part of the case) at ``shape``'s tokens as one sequence under ``triton`` on this machine's GPU (``validate/gpu/measure_process.py`` behind
-    it); None where the probe runs no such case (a whole model, packed sequences, fp32-amp, another library)."""
-    flags = frames_store.case_flags(key, prefix, shape, triton)
-    if flags is None:
-        return None
-    layer = options or {}
-    layer_flags = "".join(f" {flag} {layer[name]}" for name, flag in (("hidden", "--hidden-size"),
-                                                                      ("layers", "--num-hidden-layers"),
-                                                                      ("conv_size", "--conv-size")) if name in layer)
-    length = f" --seq-len {shape.tokens}" if shape.tokens != 4096 else ""       # the probe's one sequence, 4,096 default
-    return (f"livebytes process measure {flags}{length}{layer_flags}"
-            + (" --checkpoint" if layer.get("checkpoint") else ""))

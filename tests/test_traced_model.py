@@ -28,6 +28,7 @@ from livebytes.estimator.shapes import Shape
 from livebytes.lifetimes.traced.model import canonical_config, options_for, read_config
 from livebytes.validate.check import model_records
 from livebytes.validate.check.records import load_records
+from livebytes.process_words import status_words
 
 TINY = {"model_type": "kda", "hidden_size": 256, "num_hidden_layers": 2, "num_heads": 2, "head_dim": 64,
         "vocab_size": 1000}
@@ -199,8 +200,8 @@ def test_fp32_amp_process_memory_names_what_it_borrows():
     3,854,565,376 B, the whole-model rule's high end (281,018,368 B) counted by the verdict."""
     from livebytes.estimator.process import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
-    assert pm.modules.status.startswith("estimated: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
-    assert pm.stack.status.startswith("estimated: stack limit not measured for fla-kda-model (fp32-amp) at head_dim=64 "
+    assert status_words(pm.modules.status).startswith("estimated: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
+    assert status_words(pm.stack.status).startswith("estimated: stack limit not measured for fla-kda-model (fp32-amp) at head_dim=64 "
                                       "num_heads=2: 15,280 B, the largest measured of the same model family at another "
                                       "head dim")
     assert (pm.stack_limit_bytes, pm.stack.bytes, pm.stack.margin) == (15_280, 3_854_565_376, 281_018_368)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.process import process_memory
+from livebytes.estimator.process_status import Assumption
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 
@@ -23,7 +24,7 @@ class ProcessRow:
     predicted_limit: int
     measured_bytes: int
     predicted_bytes: int
-    assumptions: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]   # typed (``process_status``); ``livebytes.process_words`` says them
 
     @property
     def difference_bytes(self) -> int:
