@@ -289,14 +289,17 @@ def alloc_conf_text(r: dict) -> str:
     return r["alloc_conf"] + ("" if source in ("default", "--alloc-conf") else f" (read from {source})")
 
 
-UNBOUNDED = "with no memory limit"         # a figure of a run that goes out of memory: the device never holds it
-UNBOUNDED_WHY = f"{UNBOUNDED}: it runs out of memory before this"
+# a figure of a run that goes out of memory: the device never holds it. Not "unbounded", which is a process-memory
+# figure's kind (estimator/process_status.py: used though nothing bounds it); the JSON key keeps its name
+# (``peaks_unbounded``, schema 3)
+NO_LIMIT = "with no memory limit"
+NO_LIMIT_WHY = f"{NO_LIMIT}: it runs out of memory before this"
 
 
-def unbounded_label(r: dict) -> str:
+def no_limit_label(r: dict) -> str:
     """`` (with no memory limit)`` after a figure of a result whose run goes out of memory (``peaks_unbounded``);
     empty when it runs."""
-    return f" ({UNBOUNDED})" if r["peaks_unbounded"] else ""
+    return f" ({NO_LIMIT})" if r["peaks_unbounded"] else ""
 
 
 def verdict_lines(r: dict) -> list:
@@ -304,13 +307,13 @@ def verdict_lines(r: dict) -> list:
     need (the three peaks labelled when they are those of a run without a limit); what it assumed; the verdict; the
     boundary probes that ran it. A line each (``Text``; one that suggests a command: the command on a line of its own,
     ``with_commands``)."""
-    unbounded = f"; {UNBOUNDED_WHY}" if r["peaks_unbounded"] else ""
+    no_limit = f"; {NO_LIMIT_WHY}" if r["peaks_unbounded"] else ""
     pm = r["process_memory"]
     cache = cache_text(r)
-    lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{unbounded}) | "
-             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{unbounded_label(r)} | "
+    lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{no_limit}) | "
+             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{no_limit_label(r)} | "
              f"process memory {g(pm['bytes'])} GiB{high_end_text(pm)} ({pm['library']}, {cache}) | "
-             f"device need {g(r['device_need_bytes'])} GiB{unbounded_label(r)} of {g(r['device_memory']['total_bytes'])} "
+             f"device need {g(r['device_need_bytes'])} GiB{no_limit_label(r)} of {g(r['device_memory']['total_bytes'])} "
              f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
     lines += list(pm["assumptions"])          # each in its kind's words: bounded: ... or unbounded: ...
@@ -324,7 +327,7 @@ def verdict_lines(r: dict) -> list:
 def compare_verdict_line(r: dict) -> Text:
     """One compare column's verdict (``oom_text``); out of memory, it says that the column's peaks above are those
     of a device with no memory limit."""
-    tail = f"; its peaks above are {UNBOUNDED}: it runs out of memory before them" if r["peaks_unbounded"] else ""
+    tail = f"; its peaks above are {NO_LIMIT}: it runs out of memory before them" if r["peaks_unbounded"] else ""
     return T(f"{r['impl']}: {oom_text(r)}{tail}")
 
 
