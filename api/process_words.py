@@ -1,10 +1,10 @@
-"""How a process-memory status reads (``estimator/process_status.py``): its kind's word, its reasons, the statuses they
+"""How a process-memory status reads (``estimator/process/status.py``): its kind's word, its reasons, the statuses they
 cite and the commands that replace a figure by the case's own (``livebytes frames derive``, ``livebytes process
 measure``). The core says what is known and why; this module alone says it in words.
 """
 from __future__ import annotations
 
-from livebytes.estimator.process_status import Act, Assumption, Cite, Hint, Kind, Note, ProbeCase, Status
+from livebytes.estimator.process.status import Act, Assumption, Cite, Hint, Kind, Note, ProbeCase, Status
 
 ON_THIS_MACHINE = "on this machine"
 PROBE_DEFAULT_TOKENS = 4096      # the process-memory probe's one sequence when --seq-len is not given

@@ -88,11 +88,11 @@ def device_memory_data(device) -> dict:
 
 
 def process_memory_data(process) -> dict:
-    """The process's memory outside PyTorch as ``process.ProcessMemory`` states it: its kind, its figures' status and
+    """The process's memory outside PyTorch as ``memory.ProcessMemory`` states it: its kind, its figures' status and
     source, its assumptions and what this machine supplied, in ``process_words``' words."""
     from dataclasses import fields
 
-    from livebytes.estimator.process import Figure
+    from livebytes.estimator.process.memory import Figure
     from livebytes.process_words import assumptions_words, kept_here_words, kind_word, status_words
     figures = {f.name: {"bytes": figure.bytes, "status": status_words(figure.status), "source": figure.source}
                for f in fields(process) if isinstance(figure := getattr(process, f.name), Figure)}

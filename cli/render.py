@@ -290,7 +290,7 @@ def alloc_conf_text(r: dict) -> str:
 
 
 # a figure of a run that goes out of memory: the device never holds it. Not "unbounded", which is a process-memory
-# figure's kind (estimator/process_status.py: used though nothing bounds it); the JSON key keeps its name
+# figure's kind (estimator/process/status.py: used though nothing bounds it); the JSON key keeps its name
 # (``peaks_unbounded``, schema 3)
 NO_LIMIT = "with no memory limit"
 NO_LIMIT_WHY = f"{NO_LIMIT}: it runs out of memory before this"

@@ -174,7 +174,7 @@ class Call:
     a cached buffer with no key here is this call's own. ``evicts``: keys of held entries this call's first step
     drops (a bounded library cache). ``growth``: (step, bytes) where the process's memory outside PyTorch grows during
     the first run (the driver raising the stack limit when a kernel with a larger frame launches,
-    ``estimator.process``): the capacity shrinks by that much at the step's launch, after its allocations and before
+    ``estimator.process.memory``): the capacity shrinks by that much at the step's launch, after its allocations and before
     its benchmarks. ``model``: what this call runs (None: the process's model); a process whose calls run different
     models (a layer harness's warmup is one default layer, its shapes their own stacks) shares library-cache entries
     between them through ``cache_keys`` alone."""

@@ -1,6 +1,6 @@
 """Frames derived on demand (issue 33 point 1): the CPU compile probe run as a subprocess for one case
 (``validate/gpu/derive_frames.py``, faked here: a real compile takes minutes), its summary kept signed in the private
-cache (``estimator/frames_store.py`` over ``cache.write_signed``), and the process-memory model preferring the committed
+cache (``estimator/process/frames_store.py`` over ``cache.write_signed``), and the process-memory model preferring the committed
 data, then the derived frames, then the estimate from the nearest committed cases."""
 import json
 import os
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from livebytes.estimator import cache, frames_store
+from livebytes.estimator import cache
+from livebytes.estimator.process import frames_store
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process import process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 from livebytes.validate.check.frames import LEGACY_PTXAS

@@ -1,16 +1,16 @@
 """Process memory where nothing was measured (issue 48): the nearest committed cases' figure, its error measured by
-leave-one-out, its high end counted by the verdict; never CUDA's 512 KiB-per-thread cap (estimator/process_estimate.py,
-estimator/process_loo.py)."""
+leave-one-out, its high end counted by the verdict; never CUDA's 512 KiB-per-thread cap (estimator/process/estimate.py,
+estimator/process/loo.py)."""
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from livebytes.cli.capacity_doc import regenerate
-from livebytes.estimator import process_estimate as est
-from livebytes.estimator import process_loo as loo
+from livebytes.estimator.process import estimate as est
+from livebytes.estimator.process import loo
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.process import LOCAL_MEMORY_LIMIT, process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import LOCAL_MEMORY_LIMIT, process_memory, stack_reservation_bytes
 from livebytes.estimator.shapes import Shape
 from livebytes.process_words import assumptions_words, status_words
 

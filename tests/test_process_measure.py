@@ -1,8 +1,8 @@
 """A case's process measured on the user's GPU: the process-memory probe run as a subprocess for that one case, cold
 then warm (``validate/gpu/measure_process.py``, faked here: a real run needs the GPU and takes minutes), each reading
-checked and kept signed in the private cache (``estimator/measured_store.py`` over ``cache.write_signed``), and the
+checked and kept signed in the private cache (``estimator/process/measured_store.py`` over ``cache.write_signed``), and the
 process-memory model then taking the case's own context, modules and stack reservation on that GPU instead of the
-family's unbounded module figure (``estimator/process.py``'s ``process_memory``)."""
+family's unbounded module figure (``estimator/process/memory.py``'s ``process_memory``)."""
 import datetime
 import importlib.util
 import json
@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from livebytes.estimator import cache, measured_store
+from livebytes.estimator import cache
+from livebytes.estimator.process import measured_store
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process import process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 from livebytes.validate.gpu import measure_process
-from livebytes.estimator.process_status import Kind
+from livebytes.estimator.process.status import Kind
 from livebytes.process_words import assumptions_words, status_words
 
 H200, H100 = get_device("H200"), get_device("H100")

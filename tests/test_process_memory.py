@@ -109,9 +109,9 @@ def test_a_mis_keyed_warm_process_keeps_l2norm_bwds_largest_candidate():
     assert (above_context(mis) - 211_812_352, reservation) == (1_111_490_560, 1_111_621_632)
 
 
-# ------------------------------------------------------------------ the process-memory model (estimator/process.py)
+# ------------------------------------------------------------------ the process-memory model (estimator/process/memory.py)
 
-from livebytes.estimator.process import (  # noqa: E402
+from livebytes.estimator.process.memory import (  # noqa: E402
     driver_stack_limit,
     process_memory,
     resident_threads,
@@ -122,7 +122,7 @@ from livebytes.estimator.shapes import Shape  # noqa: E402
 from livebytes.validate.check import frames as frames_tool  # noqa: E402
 from livebytes.validate.check import process_check  # noqa: E402
 from livebytes.validate.check.probe_records import load_probe, probe_files  # noqa: E402
-from livebytes.estimator.process_status import Kind  # noqa: E402
+from livebytes.estimator.process.status import Kind  # noqa: E402
 from livebytes.process_words import assumptions_words, status_words  # noqa: E402
 
 PROBE_LAYER = frames_tool.PROBE_LAYER       # the layer the process-memory probe builds (hidden 2304, 1 layer)
@@ -276,7 +276,7 @@ BOUND_LIMIT, BOUND_BYTES = 524_288, 141_457_096_704
 
 
 def test_the_local_memory_bound_is_the_reservation_at_512_kib():
-    from livebytes.estimator.process import LOCAL_MEMORY_LIMIT
+    from livebytes.estimator.process.memory import LOCAL_MEMORY_LIMIT
     assert LOCAL_MEMORY_LIMIT == BOUND_LIMIT == 512 * 1024 == driver_stack_limit(BOUND_LIMIT)   # a multiple of 16
     assert stack_reservation_bytes(BOUND_LIMIT, H200) == 67_452 * 2 * MIB == BOUND_BYTES
     assert BOUND_BYTES < H200.capacity_bytes         # 141.5 GB of the H200's 150.1: loose, and said so
@@ -290,7 +290,7 @@ def test_a_partial_cases_missing_kernels_take_the_local_memory_bound():
     D128: below what the backward could need). The case's own frames still place the first raises: at D256 l2norm_fwd's
     2,968 B -> 2,976 (x 270,336 = 804,519,936 B -> 384 pages - 132 = 528,482,304 B), dhu's 22,608 B at bwd.dhu (22,608 x
     270,336 = 6,111,756,288 B -> 2,915 pages - 132 = 5,836,374,016 B in all), then the bound."""
-    from livebytes.estimator.process import stack_timeline
+    from livebytes.estimator.process.memory import stack_timeline
     data = json.loads(frames_tool.DATA.read_text())
     launches = tuple((a.kernel, a.step) for a in get_model("fla-gdn@0.6.0", "H200", gva=True).autotuned)
     case = data["frames"]["cold"]["fla-gdn:- D256 H16 HV32"]
@@ -618,7 +618,7 @@ def _same_case_pairs() -> list[tuple[dict, dict]]:
 
 
 def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
-    """The premise of the warm bounds (``process._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
+    """The premise of the warm bounds (``memory._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
     the cold ones): a warm process launches a subset of its cold case's candidates and loads a subset of its modules.
     Every committed pair agrees (36: runs 13a/13c, 16b, 20, 22, 22r and 29, and run 38's four, whose KDA-layer H16/HV32
     processes pair with each other and with run 29's at that case: 3 cold x 3 warm = 9 for its 1, so 26 + 1 + 1 + 8):
@@ -738,7 +738,7 @@ def test_no_process_figure_is_merely_assumed():
 
 def test_a_library_note_must_say_bounded_or_unbounded(monkeypatch):
     """estimator/data/process_memory.json's notes name their kind; an 'assumed: ...' note is refused."""
-    from livebytes.estimator import process
+    from livebytes.estimator.process import memory as process
     entry = {"libraries": [{"name": "x", "models": {"m@1": "assumed: another's figure"}}]}
     with pytest.raises(ValueError, match="must say bounded: or unbounded:"):
         process._library(entry, "m@1")

@@ -1,11 +1,11 @@
-"""A process-memory status typed (``estimator/process_status.py``) and said (``livebytes/process_words.py``): the kind
+"""A process-memory status typed (``estimator/process/status.py``) and said (``livebytes/process_words.py``): the kind
 combined from its notes, the words each part reads as, the commands a hint names."""
 import copy
 import pickle
 
 import pytest
 
-from livebytes.estimator.process_status import (MEASURED, Act, Assumption, Cite, Hint, Kind, Part, ProbeCase, Status,
+from livebytes.estimator.process.status import (MEASURED, Act, Assumption, Cite, Hint, Kind, Part, ProbeCase, Status,
                                                 read_note, read_status, said)
 from livebytes.process_words import (NO_PROBE, Said, assumption_words, derive_command, measure_command, status_words)
 

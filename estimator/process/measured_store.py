@@ -1,5 +1,5 @@
 """Processes a user measured on this machine's GPU, kept in the private, signed cache (``cache.write_signed``: JSON,
-HMAC under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process.py`` before
+HMAC under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process/memory.py`` before
 anything it would otherwise label ``unbounded``.
 
 The loaded kernel modules have no rule we can state (runs 35 and 37: the driver's placement of code in 2 MiB pages
@@ -12,7 +12,7 @@ non-PyTorch bytes and the driver's stack limit. ``validate/gpu/measure_process.p
 A record is one case (``fla-kda@0.6.0:report D256 H8 HV8``: ``validate/check/frames.py``'s ``case_key`` with the
 model's full key, ``store_key``) of one library data file (library, Triton), in one state, on one GPU (the preset its
 product name matches), at one number of tokens: a figure of another GPU, Triton, implementation or state is never read
-for this one, and one of another length is read as unbounded (``process.measured_here``).
+for this one, and one of another length is read as unbounded (``memory.measured_here``).
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _valid(record) -> bool:
 def save(data_file: str, record: dict) -> bool:
     """Keep ``record`` (one process the probe measured) under ``data_file``; False where the private cache cannot be
     written. A record missing a field or holding a figure that is no byte count is refused."""
-    from .cache import write_signed
+    from ..cache import write_signed
     if not _valid(record):
         raise ValueError(f"not a complete record of a measured process: {str(record)[:120]}")
     return write_signed(FOLDER, record_name(record["device"], data_file, record["state"], record["key"]), record)
@@ -62,14 +62,14 @@ def save(data_file: str, record: dict) -> bool:
 def lookup(device: str, data_file: str, state: str, case: str) -> dict | None:
     """The process this machine measured for ``case`` under ``data_file`` in ``state`` on ``device``, or None (none kept,
     or one that fails its signature or its shape: never read)."""
-    from .cache import read_signed
+    from ..cache import read_signed
     record = read_signed(FOLDER, record_name(device, data_file, state, case))
     return record if _valid(record) and (record["key"], record["device"], record["state"]) == (case, device, state) else None
 
 
 def measured_cases() -> list[dict]:
     """Every process measured on this machine: its record with the ``data_file`` it is kept under, sorted by name."""
-    from .cache import signed_names
+    from ..cache import signed_names
     out = []
     for name in signed_names(FOLDER):
         parts = name.split("|", 3)

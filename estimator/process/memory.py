@@ -17,13 +17,13 @@ Frames come from the H200's logs, or, for cases no GPU process logged, from ever
 the CPU (``derived_on_cpu``; equal to the H200's wherever both exist, and to the stack limits the edge probes read,
 ``limits``, a cross-check only), or, for a case the committed data lack, from the frames the user derived on this
 machine (``frames_store``: the same CPU compile, kept signed in the private cache). A figure's status
-(``process_status.Status``: a ``Kind`` and its reasons, typed; ``livebytes.process_words`` says them) is measured
+(``process.status.Status``: a ``Kind`` and its reasons, typed; ``livebytes.process_words`` says them) is measured
 or derived, or, where neither holds for the asked case, bounded (an upper bound, its proof in the reasons: a
 warm process's tuned configs are among the candidates whose frames the cold case holds, it loads a subset of the cold
 process's modules, a warm whole model's limit is at most its cold process's at the same case and length, each only
 where the cold figure it rests on is itself measured, derived or bounded), estimated (a case or kernel without
 frames, a whole model's case no process ran, a family's modules at another case: the nearest committed cases' figure,
-``process_estimate``, with its rule's leave-one-out error, ``process_loo``; ``Figure.margin`` holds the high end, which
+``process.estimate``, with its rule's leave-one-out error, ``process.loo``; ``Figure.margin`` holds the high end, which
 the verdict counts: ``ProcessMemory.high_bytes``) or unbounded (the figure used and why nothing bounds it:
 another GPU, a whole model's length not measured, a library without a module figure); ``ProcessMemory.assumptions``
 lists each such part with its status; never silently another case's figure. No neighbour bounds a case not compiled:
@@ -42,16 +42,14 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import frames_store, measured_store
-from . import process_estimate as estimate
-from . import process_loo as loo
-from .devices import Device, get_device
-from .errors import LivebytesError
-from .fields import show
-from .process_status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, Part, Status, note,
+from . import estimate, frames_store, loo, measured_store
+from ..devices import Device, get_device
+from ..errors import LivebytesError
+from ..fields import show
+from .status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, Part, Status, note,
                              read_note, read_status, said)
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"      # estimator/data
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
 PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (run 6a: reset freed product + 1 MiB)
 STATES = ("cold", "warm")
@@ -69,7 +67,7 @@ BOUNDED, ESTIMATED, UNBOUNDED = Kind.BOUNDED, Kind.ESTIMATED, Kind.UNBOUNDED
 @dataclass(frozen=True)
 class Figure:
     bytes: int
-    status: Status         # its kind and why (``process_status``; its words: ``livebytes.process_words``)
+    status: Status         # its kind and why (``process.status``; its words: ``livebytes.process_words``)
     source: str
     record: str | None = None
     margin: int = 0        # an estimate's high end above ``bytes``: the largest shortfall its rule made on a withheld case
@@ -123,7 +121,7 @@ class ProcessMemory:
 
     @property
     def margin(self) -> int:
-        """The estimated parts' high ends above their figures (``process_loo.margin``): 0 where nothing is estimated."""
+        """The estimated parts' high ends above their figures (``process.loo.margin``): 0 where nothing is estimated."""
         return sum(f.margin for f in (self.context, self.modules, self.stack) if f is not None)
 
     @property
@@ -320,7 +318,7 @@ def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | No
 
 def _estimated_frames(data: dict, prefix: str, shape, frames: dict | None, kernels: tuple[str, ...], device: Device,
                       hint: Hint) -> tuple[dict | None, list[Status]]:
-    """``frames`` with each launched kernel they lack estimated (``process_estimate.estimate_frames`` over these data's
+    """``frames`` with each launched kernel they lack estimated (``process.estimate.estimate_frames`` over these data's
     complete cold cases and the library's other Triton's), and the note that says so (estimated: the kernels,
     the rules' tiers, the leave-one-out error and ``hint``, how to derive the case's own); unchanged where nothing is
     missing."""
@@ -407,7 +405,7 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
 
 
 def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
-    """(limit, status, source) of a whole model's case no process measured: ``process_estimate.model_limit`` over the
+    """(limit, status, source) of a whole model's case no process measured: ``process.estimate.model_limit`` over the
     measured cases of these data in ``state`` (cold where no warm one was measured), the status estimated, with the
     rule's leave-one-out error (``_estimate_words``). None: these data hold no whole model."""
     cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
@@ -422,7 +420,7 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
 
 
 def _estimate_words(kind: str, device: Device) -> tuple[int, str]:
-    """(margin, words) of an estimate of ``kind`` (``process_loo.KINDS``) on ``device``: its leave-one-out error over
+    """(margin, words) of an estimate of ``kind`` (``process.loo.KINDS``) on ``device``: its leave-one-out error over
     the committed cases and the high end counted (the largest shortfall seen, 0 where it never fell short)."""
     low, high, n = loo.error_range(kind, device.name)
     margin = loo.margin(kind, device.name)

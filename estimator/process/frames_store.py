@@ -1,6 +1,6 @@
 """Stack frames a user derived on this machine, kept in the private, signed cache (``cache.write_signed``: JSON, HMAC
-under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process.py`` after the
-committed data (``data/process/*.json``) and before the estimate from the nearest committed cases (``process_estimate``).
+under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process/memory.py`` after the
+committed data (``data/process/*.json``) and before the estimate from the nearest committed cases (``process.estimate``).
 
 A record is one case of one library data file (``fla-core-0.6.0_triton-3.6.0_H200.json``: library, Triton, device)
 and one case key (``fla-kda:report D128 H40 HV40``, ``validate/check/frames.py``'s ``case_key``): the summary line the
@@ -13,7 +13,7 @@ status can say how to replace its bound with the case's own frames (the command:
 """
 from __future__ import annotations
 
-from .process_status import ProbeCase
+from .status import ProbeCase
 
 FOLDER = "derived_frames"
 
@@ -43,7 +43,7 @@ def _valid(summary) -> bool:
 def save(data_file: str, summary: dict) -> bool:
     """Keep ``summary`` (the probe's line for one case) as the derived frames of its case under ``data_file``; False
     where the private cache cannot be written. A summary of a call that raised, or without frames, is refused."""
-    from .cache import write_signed
+    from ..cache import write_signed
     if not _valid(summary):
         raise ValueError(f"not a complete summary of the CPU compile probe: {str(summary)[:120]}")
     return write_signed(FOLDER, record_name(data_file, summary["key"]), summary)
@@ -52,14 +52,14 @@ def save(data_file: str, summary: dict) -> bool:
 def lookup(data_file: str, case: str) -> dict | None:
     """The summary this machine derived for ``case`` under ``data_file``, or None (none kept, or one that fails its
     signature or its shape: never read)."""
-    from .cache import read_signed
+    from ..cache import read_signed
     summary = read_signed(FOLDER, record_name(data_file, case))
     return summary if _valid(summary) and summary["key"] == case else None
 
 
 def derived_cases() -> list[dict]:
     """Every case derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}``, sorted."""
-    from .cache import signed_names
+    from ..cache import signed_names
     out = []
     for name in signed_names(FOLDER):
         data_file, _, case = name.partition("|")
