@@ -4,11 +4,14 @@ measure``). The core says what is known and why; this module alone says it in wo
 """
 from __future__ import annotations
 
-from livebytes.estimator.process.status import Act, Assumption, Cite, Hint, Kind, Note, ProbeCase, Status
+from livebytes.estimator.process.status import (Act, Assumption, Cite, Hint, Kind, LooError, Note, OffGpu, ProbeCase,
+                                                Status)
 
 ON_THIS_MACHINE = "on this machine"
 PROBE_DEFAULT_TOKENS = 4096      # the process-memory probe's one sequence when --seq-len is not given
 LAYER_FLAGS = (("hidden", "--hidden-size"), ("layers", "--num-hidden-layers"), ("conv_size", "--conv-size"))
+OFF_GPU = "its error on this GPU not measured (no process of this GPU committed)"
+MIB = 2**20
 NO_PROBE = ("no probe of this tool compiles or measures this case (validate/gpu/probes/cpu_frames.py and "
             "process_memory.py run FLA's kernels and layers alone, the plain contract without grouped value heads "
             "only), so the bound stands")
@@ -37,7 +40,17 @@ def _part(p) -> str:
         return status_words(p.status) if p.kind else reason_words(p.status)
     if isinstance(p, Hint):
         return hint_words(p)
+    if isinstance(p, LooError):
+        return loo_words(p)
+    if isinstance(p, OffGpu):
+        return f"off the {p.assumed_from}: {p.what}, {OFF_GPU}"
     return p
+
+
+def loo_words(e: LooError) -> str:
+    """``leave-one-out over 100 committed cases: -70 to +376 MiB; the high end (+70 MiB) counted``."""
+    return (f"leave-one-out over {e.cases} committed cases: {e.low / MIB:+,.0f} to {e.high / MIB:+,.0f} MiB; the high "
+            f"end (+{e.margin / MIB:,.0f} MiB) counted")
 
 
 def hint_words(h: Hint) -> str:

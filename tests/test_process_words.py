@@ -5,8 +5,8 @@ import pickle
 
 import pytest
 
-from livebytes.estimator.process.status import (MEASURED, Act, Assumption, Cite, Hint, Kind, Part, ProbeCase, Status,
-                                                read_note, read_status, said)
+from livebytes.estimator.process.status import (MEASURED, Act, Assumption, Cite, Hint, Kind, LooError, OffGpu, Part,
+                                                ProbeCase, Status, read_note, read_status, said)
 from livebytes.process_words import (NO_PROBE, Said, assumption_words, derive_command, measure_command, status_words)
 
 KDA = ProbeCase("fla-kda@0.6.0", "report", 256, 16, 16, "3.6.0", 4096)
@@ -76,3 +76,14 @@ def test_the_data_files_say_only_what_they_may(bad):
         read_note(bad)
     with pytest.raises(ValueError):
         read_status(bad)
+
+
+def test_an_estimates_error_and_another_gpus_figure_read_in_mib_and_words():
+    # -73,400,320 B = -70 MiB, 394,264,576 B = 376 MiB, 1,572,864 B = 1.5 MiB -> "+2" (nearest, ties to even)
+    error = LooError(100, -73_400_320, 394_264_576, 1_572_864)
+    s = said(Kind.ESTIMATED, "frames from the nearest cases; ", error)
+    assert status_words(s) == ("estimated: frames from the nearest cases; leave-one-out over 100 committed cases: -70 "
+                               "to +376 MiB; the high end (+2 MiB) counted")
+    off = said(Kind.ESTIMATED, OffGpu("H200", "the H200's figure"))
+    assert status_words(off) == ("estimated: off the H200: the H200's figure, its error on this GPU not measured (no "
+                                 "process of this GPU committed)")

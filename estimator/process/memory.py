@@ -46,8 +46,8 @@ from . import estimate, frames_store, loo, measured_store
 from ..devices import Device, get_device
 from ..errors import LivebytesError
 from ..fields import show
-from .status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, Part, Status, note,
-                             read_note, read_status, said)
+from .status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, LooError, OffGpu, Part, Status,
+                     note, read_note, read_status, said)
 
 DATA = Path(__file__).parents[1] / "data"      # estimator/data
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
@@ -184,12 +184,9 @@ def _device(device: Device | str) -> Device:
     return device if isinstance(device, Device) else get_device(device)
 
 
-OFF_GPU = "its error on this GPU not measured (no process of this GPU committed)"
-
-
 def _off(assumed_from: str, what: str) -> Status:
     """The status of a part taken from ``assumed_from``'s data on a GPU no process measured: estimated off that GPU."""
-    return said(ESTIMATED, f"off the {assumed_from}: {what}, {OFF_GPU}")
+    return said(ESTIMATED, OffGpu(assumed_from, what))
 
 
 def _figure(entry: dict, assumed_from: str | None) -> Figure:
@@ -329,12 +326,12 @@ def _estimated_frames(data: dict, prefix: str, shape, frames: dict | None, kerne
     asked = estimate.parse_case(_case_key(prefix, shape))
     guessed = estimate.estimate_frames(missing, asked, estimate.frame_cases(data), siblings)
     top = max(guessed.values(), key=lambda e: e.value)
-    _, error = _estimate_words(loo.KINDS[0], device)
+    _, error = _estimate_error(loo.KINDS[0], device)
     what = ("stack frames" if frames is None else f"the frames of {', '.join(missing)}")
     said_ = said(ESTIMATED, f"{what} not measured or derived for {_readable(prefix)} at "
                  f"{_dims(shape.dim, shape.heads, shape.hv)}: each kernel's frame from the nearest committed cases, the "
                  f"largest {top.value:,} B ({top.tier}: {', '.join(map(_case_text, top.basis[:3]))}"
-                 f"{' ...' if len(top.basis) > 3 else ''}); {error}; ", hint)
+                 f"{' ...' if len(top.basis) > 3 else ''}); ", error, "; ", hint)
     return {**(frames or {}), **{k: e.value for k, e in guessed.items()}}, [said_]
 
 
@@ -407,7 +404,7 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
 def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
     """(limit, status, source) of a whole model's case no process measured: ``process.estimate.model_limit`` over the
     measured cases of these data in ``state`` (cold where no warm one was measured), the status estimated, with the
-    rule's leave-one-out error (``_estimate_words``). None: these data hold no whole model."""
+    rule's leave-one-out error (``_estimate_error``). None: these data hold no whole model."""
     cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
     asked = estimate.parse_case(_case_key(prefix, shape))
     guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases)
@@ -419,17 +416,12 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     return guess.value, said(ESTIMATED, what), f"estimated from {', '.join(guess.basis)}"
 
 
-def _estimate_words(kind: str, device: Device) -> tuple[int, str]:
-    """(margin, words) of an estimate of ``kind`` (``process.loo.KINDS``) on ``device``: its leave-one-out error over
+def _estimate_error(kind: str, device: Device) -> tuple[int, LooError]:
+    """(margin, error) of an estimate of ``kind`` (``process.loo.KINDS``) on ``device``: its leave-one-out error over
     the committed cases and the high end counted (the largest shortfall seen, 0 where it never fell short)."""
     low, high, n = loo.error_range(kind, device.name)
     margin = loo.margin(kind, device.name)
-    return margin, (f"leave-one-out over {n} committed cases: {_mib(low)} to {_mib(high)} MiB; the high end "
-                    f"(+{margin / 2**20:,.0f} MiB) counted")
-
-
-def _mib(nbytes: int) -> str:
-    return f"{nbytes / 2**20:+,.0f}"
+    return margin, LooError(n, low, high, margin)
 
 
 def _warm_limit_by_cold(cold_status: Status) -> Status:
@@ -702,7 +694,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     modules = _modules(data, family, triton_cache, case, None if isinstance(model, str) else dict(model.options))
     notes = model_notes
     if modules.kind is ESTIMATED:    # the family's figure at another case: its error and high end
-        margin, error = _estimate_words(loo.KINDS[2], device)
+        margin, error = _estimate_error(loo.KINDS[2], device)
         modules = Figure(modules.bytes, modules.status.plus(note(error)), modules.source, margin=margin)
     if assumed_from:
         modules = replace(modules, status=_off(assumed_from, f"the {assumed_from}'s figure"))
@@ -718,7 +710,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         limit, status, source = measured_limit
         margin = 0
         if status.kind is ESTIMATED:      # no process of the case: the estimate's error and high end
-            margin, error = _estimate_words(loo.KINDS[1], device)
+            margin, error = _estimate_error(loo.KINDS[1], device)
             status = status.plus(note(error))
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = Status.of(([] if status == MEASURED else [status]) +
@@ -742,7 +734,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     whence = ("CUDA's per-thread local-memory limit" if frames is None else
               "from the frames derived on this machine (estimator/frames_store.py)"
               if provenance is not None and provenance.here is not None else f"from {lib['data']}")
-    margin = _estimate_words(loo.KINDS[0], device)[0] if estimate_notes else 0
+    margin = _estimate_error(loo.KINDS[0], device)[0] if estimate_notes else 0
     stack = Figure(stack_reservation_bytes(limit, device), status,
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {whence}",
                    margin=margin)

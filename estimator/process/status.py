@@ -2,8 +2,9 @@
 reason behind it (``Status``), so that no caller reads a verdict back out of words.
 
 A status's reason is a sequence of ``Note``s, each a sequence of parts: the rule's own words (``str``), another status
-it rests on (``Cite``: a warm figure's cold one) and how the user replaces the figure by the case's own (``Hint``: the
-case a probe of this tool can run, or None where none can). How any of it reads, the commands included, is the
+it rests on (``Cite``: a warm figure's cold one), an estimate's measured error (``LooError``), another GPU's figure
+used (``OffGpu``) and how the user replaces the figure by the case's own (``Hint``: the case a probe of this tool can
+run, or None where none can). How any of it reads, the commands included, is the
 presentation's (``livebytes/process_words.py``).
 """
 from __future__ import annotations
@@ -53,6 +54,25 @@ class Hint:
 
 
 @dataclass(frozen=True)
+class LooError:
+    """An estimate's error, measured: its rule's leave-one-out over ``cases`` committed cases, from ``low`` to ``high``
+    bytes (estimate - committed), and the high end the verdict counts (``margin``: the largest shortfall, 0 where the
+    rule never fell short; ``process.loo``)."""
+    cases: int
+    low: int
+    high: int
+    margin: int
+
+
+@dataclass(frozen=True)
+class OffGpu:
+    """A figure taken from another GPU's data (``assumed_from``) on one no process of this tool measured: ``what`` was
+    used there; its error on this GPU is not measured."""
+    assumed_from: str
+    what: str
+
+
+@dataclass(frozen=True)
 class Cite:
     """Another figure's status a reason rests on, told in its words (``kind``: with its kind's word)."""
     status: Status
@@ -62,10 +82,10 @@ class Cite:
 @dataclass(frozen=True)
 class Note:
     """One reason: the rule's words, cited statuses and hints, in the order they read."""
-    parts: tuple[str | Cite | Hint, ...]
+    parts: tuple[str | Cite | Hint | LooError | OffGpu, ...]
 
 
-def note(*parts: str | Cite | Hint) -> Note:
+def note(*parts: str | Cite | Hint | LooError | OffGpu) -> Note:
     return Note(tuple(parts))
 
 
@@ -92,7 +112,7 @@ class Status:
         return Status(self.kind, self.notes + notes, self.aside, self.here)
 
 
-def said(kind: Kind, *parts: str | Cite | Hint) -> Status:
+def said(kind: Kind, *parts: str | Cite | Hint | LooError | OffGpu) -> Status:
     """A status of one note."""
     return Status(kind, (note(*parts),))
 
