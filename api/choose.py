@@ -178,8 +178,8 @@ def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: O
 
 def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:
     """--triton, None when not given or, beside other --impl (``several``; ``cache_skipped`` warns), for a model without
-    Triton kernels; a version the data lack is refused (``process.check_triton``)."""
-    from livebytes.estimator.process import check_triton, triton_versions
+    Triton kernels; a version the data lack is refused (``memory.check_triton``)."""
+    from livebytes.estimator.process.memory import check_triton, triton_versions
     if triton is None or (several and not triton_versions(key, device)):
         return None
     check_triton(key, triton, device)

@@ -1,6 +1,6 @@
 """The stack-frame calls ``livebytes frames`` runs (the command is the lead's, ``cli/commands/frames.py``): derive one
 case's frames on this machine, and list the cases derived. Where the committed data lack a case, the process-memory
-model estimates its kernels' frames from the nearest committed cases (``estimator/process_estimate.py``, labelled
+model estimates its kernels' frames from the nearest committed cases (``estimator/process/estimate.py``, labelled
 ``estimated:`` with the rule's leave-one-out error, its high end counted by the verdict); a derived case replaces that
 estimate by its own figure, labelled ``derived (on this machine, Triton X)``.
 
@@ -43,7 +43,7 @@ def derive_frames_at(key: str, shape, options: Optional[dict] = None, triton: Op
     Takes minutes (every autotune candidate compiles); needs triton and fla-core, no GPU. Refused in one line
     (``LivebytesError``): a case the committed data hold, one the probe cannot compile, another installed Triton."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process import driver_stack_limit, stack_reservation_bytes, triton_versions
+    from livebytes.estimator.process.memory import driver_stack_limit, stack_reservation_bytes, triton_versions
     from livebytes.estimator.registry import resolve_options, spec
     from livebytes.validate.gpu.derive_frames import derive
     resolved = dict(resolve_options(spec(key), dict(options or {})))
@@ -82,12 +82,13 @@ def _sizes(**given) -> tuple:
 @checked()
 def derived_frames() -> list[dict]:
     """The cases derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}`` each."""
-    from livebytes.estimator import frames_store
+    from livebytes.estimator.process import frames_store
     return frames_store.derived_cases()
 
 
 @checked()
 def why_none_read() -> str | None:
     """Why the frames derived on this machine cannot be read, in one line, or None (``cache.signed_folder_problem``)."""
-    from livebytes.estimator import cache, frames_store
+    from livebytes.estimator import cache
+    from livebytes.estimator.process import frames_store
     return cache.signed_folder_problem(frames_store.FOLDER)

@@ -78,7 +78,7 @@ def _check_triton_first(key: str, given: dict) -> None:
     """A whole model's ``triton`` checked before its trace (a minute), as its verdict would check it after
     (``choose.triton_for``): a version the process-memory data lack for it is refused now."""
     from livebytes.estimator.errors import LivebytesError
-    from livebytes.estimator.process import check_triton, triton_versions
+    from livebytes.estimator.process.memory import check_triton, triton_versions
 
     from .choose import device_of
     if given.get("triton") is None:

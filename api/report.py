@@ -88,23 +88,19 @@ def device_memory_data(device) -> dict:
 
 
 def process_memory_data(process) -> dict:
-    """The process's memory outside PyTorch as ``capacity.ProcessMemory`` states it: its figures' own status and
-    source, and its assumptions in its own words (rendered unchanged)."""
-    from dataclasses import fields, is_dataclass
-    figures = {}
-    for f in fields(process) if is_dataclass(process) else ():
-        figure = getattr(process, f.name)
-        if hasattr(figure, "status") and hasattr(figure, "bytes"):
-            figures[f.name] = {"bytes": figure.bytes, "status": figure.status, "source": getattr(figure, "source", None)}
-    assumptions = list(process.assumptions)       # each "bounded: ...", "estimated: ..." or "unbounded: ..." (estimator.process)
-    kinds = {note.split(": ", 1)[0] for note in assumptions}
-    derived = any(f["status"].startswith("derived") for f in figures.values())
-    status = next((k for k in ("unbounded", "estimated", "bounded") if k in kinds), "derived" if derived else "measured")
+    """The process's memory outside PyTorch as ``memory.ProcessMemory`` states it: its kind, its figures' status and
+    source, its assumptions and what this machine supplied, in ``process_words``' words."""
+    from dataclasses import fields
+
+    from livebytes.estimator.process.memory import Figure
+    from livebytes.process_words import assumptions_words, kept_here_words, kind_word, status_words
+    figures = {f.name: {"bytes": figure.bytes, "status": status_words(figure.status), "source": figure.source}
+               for f in fields(process) if isinstance(figure := getattr(process, f.name), Figure)}
     return {"bytes": process.bytes, "margin_bytes": process.margin, "high_bytes": process.high_bytes,
-            "library": process.library_name, "status": status,
+            "library": process.library_name, "status": kind_word(process.kind),
             "figures": figures, "stack_limit_bytes": process.stack_limit_bytes,
-            "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth], "assumptions": assumptions,
-            "kept_here": list(getattr(process, "kept_here", []))}
+            "growth": [{"step": step, "bytes": nbytes} for step, nbytes in process.growth],
+            "assumptions": assumptions_words(process), "kept_here": kept_here_words(process)}
 
 
 def allocator_terms(model, device, conf, process, shape=None, matters: bool | None = None) -> dict:

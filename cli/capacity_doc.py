@@ -82,8 +82,8 @@ def process_table() -> str:
 
 
 def loo_summary() -> str:
-    """Per kind of estimate: the withheld cases, the error range, the high end counted (``estimator.process_loo``)."""
-    from livebytes.estimator import process_loo as loo
+    """Per kind of estimate: the withheld cases, the error range, the high end counted (``estimator.process.loo``)."""
+    from livebytes.estimator.process import loo
     lines = ["| estimate | withheld cases | error (MiB), smallest / largest | high end counted (MiB) | within 64 MiB |",
              "|---|---:|---:|---:|---:|"]
     for kind in loo.KINDS:
@@ -96,8 +96,8 @@ def loo_summary() -> str:
 
 def loo_table() -> str:
     """Every withheld case: the committed figure, the estimate without it, the tier it came from, the error in device
-    bytes on the H200 (``estimator.process_loo.rows``)."""
-    from livebytes.estimator import process_loo as loo
+    bytes on the H200 (``estimator.process.loo.rows``)."""
+    from livebytes.estimator.process import loo
     lines = ["| data (Triton) | estimate | case | tokens | source | committed | estimated | from | error (MiB) |",
              "|---|---|---|---:|---|---:|---:|---|---:|"]
     for r in loo.rows():

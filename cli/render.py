@@ -14,6 +14,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from livebytes.process_words import Said
 from livebytes.report import gib, oom_when
 
 def ignore_unusable_columns(environ=os.environ) -> None:
@@ -288,14 +289,17 @@ def alloc_conf_text(r: dict) -> str:
     return r["alloc_conf"] + ("" if source in ("default", "--alloc-conf") else f" (read from {source})")
 
 
-UNBOUNDED = "with no memory limit"         # a figure of a run that goes out of memory: the device never holds it
-UNBOUNDED_WHY = f"{UNBOUNDED}: it runs out of memory before this"
+# a figure of a run that goes out of memory: the device never holds it. Not "unbounded", which is a process-memory
+# figure's kind (estimator/process/status.py: used though nothing bounds it); the JSON key keeps its name
+# (``peaks_unbounded``, schema 3)
+NO_LIMIT = "with no memory limit"
+NO_LIMIT_WHY = f"{NO_LIMIT}: it runs out of memory before this"
 
 
-def unbounded_label(r: dict) -> str:
+def no_limit_label(r: dict) -> str:
     """`` (with no memory limit)`` after a figure of a result whose run goes out of memory (``peaks_unbounded``);
     empty when it runs."""
-    return f" ({UNBOUNDED})" if r["peaks_unbounded"] else ""
+    return f" ({NO_LIMIT})" if r["peaks_unbounded"] else ""
 
 
 def verdict_lines(r: dict) -> list:
@@ -303,13 +307,13 @@ def verdict_lines(r: dict) -> list:
     need (the three peaks labelled when they are those of a run without a limit); what it assumed; the verdict; the
     boundary probes that ran it. A line each (``Text``; one that suggests a command: the command on a line of its own,
     ``with_commands``)."""
-    unbounded = f"; {UNBOUNDED_WHY}" if r["peaks_unbounded"] else ""
+    no_limit = f"; {NO_LIMIT_WHY}" if r["peaks_unbounded"] else ""
     pm = r["process_memory"]
     cache = cache_text(r)
-    lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{unbounded}) | "
-             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{unbounded_label(r)} | "
+    lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{no_limit}) | "
+             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{no_limit_label(r)} | "
              f"process memory {g(pm['bytes'])} GiB{high_end_text(pm)} ({pm['library']}, {cache}) | "
-             f"device need {g(r['device_need_bytes'])} GiB{unbounded_label(r)} of {g(r['device_memory']['total_bytes'])} "
+             f"device need {g(r['device_need_bytes'])} GiB{no_limit_label(r)} of {g(r['device_memory']['total_bytes'])} "
              f"GiB ({r['alloc_conf']})",
              f"assumed: {terms_line(r)}"]
     lines += list(pm["assumptions"])          # each in its kind's words: bounded: ... or unbounded: ...
@@ -323,7 +327,7 @@ def verdict_lines(r: dict) -> list:
 def compare_verdict_line(r: dict) -> Text:
     """One compare column's verdict (``oom_text``); out of memory, it says that the column's peaks above are those
     of a device with no memory limit."""
-    tail = f"; its peaks above are {UNBOUNDED}: it runs out of memory before them" if r["peaks_unbounded"] else ""
+    tail = f"; its peaks above are {NO_LIMIT}: it runs out of memory before them" if r["peaks_unbounded"] else ""
     return T(f"{r['impl']}: {oom_text(r)}{tail}")
 
 
@@ -375,9 +379,6 @@ def autotune_lines(results: list[dict]) -> list[str]:
     return [f"assumed: {r['impl']}: {note}" for r in results for note in r.get("autotune_assumptions", [])]
 
 
-PROCESS_KINDS = ("bounded: ", "estimated: ", "unbounded: ")      # a process-memory note's own kind (estimator.process)
-
-
 def assumed_notes(results: list[dict]) -> list[str]:
     """Each distinct assumption of the results (the process memory's, the autotuned launches'), once per model, with
     the shapes it holds at where not at every result of that model (a sweep's grid)."""
@@ -389,7 +390,7 @@ def assumed_notes(results: list[dict]) -> list[str]:
     for (impl, note), rows in rows_of.items():
         every = len(rows) == sum(r["impl"] == impl for r in results)
         where = "" if every else " at " + "; ".join(shape_label(r["shape"]) for r in rows)
-        kind, text = note.split(": ", 1) if note.startswith(PROCESS_KINDS) else ("assumed", note)
+        kind, text = (note.kind, note.text) if isinstance(note, Said) else ("assumed", note)
         out.append(f"{kind}: {impl}{where}: {text}")
     return out
 

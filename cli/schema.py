@@ -107,7 +107,7 @@ ALLOCATOR = {
                           "names it); assumed: a datasheet estimate", enum=("measured", "reported", "assumed")),
         "source": string("where the figure comes from")}),
     "process_memory": obj("the process's memory outside PyTorch after the first call (CUDA context, loaded kernel "
-                          "modules, the stack reservation of the kernels that launched), as estimator/process.py states it", {
+                          "modules, the stack reservation of the kernels that launched), as estimator/process/memory.py states it", {
         "bytes": integer("the figure: each part measured, derived, bounded or estimated"),
         "margin_bytes": integer("the estimated parts' high ends above their figures: the largest shortfall each "
                                 "estimate's rule made on a withheld committed case (0: nothing estimated)"),

@@ -22,7 +22,7 @@ from .allocator import DEFAULT_CONF, AllocatorConf
 from .autotune import benchmarking_steps
 from .devices import Device
 from .errors import LivebytesError
-from .process import Figure, ProcessMemory, process_memory  # noqa: F401  (re-exported: the verdict's process)
+from .process.memory import Figure, ProcessMemory, process_memory  # noqa: F401  (re-exported: the verdict's process)
 from .replay import Call, OomEvent, Prelude, replay
 from .shapes import Shape
 
@@ -125,7 +125,7 @@ def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorC
     reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
     cached segments, or stop at the failing request. ``tuned_at_tokens``: the process's first call, which
     autotuned, came earlier at MBS 1 x that many tokens (``cold_benchmarks``); its memory is the cold one. ``triton``:
-    the Triton version whose kernels' process memory counts (``process.process_memory``; None: the model's default)."""
+    the Triton version whose kernels' process memory counts (``memory.process_memory``; None: the model's default)."""
     earlier_call = bool(history) or prelude is not None or protocol or tuned_at_tokens is not None
     proc = process_memory(device, model, triton_cache, shape, raised_before=earlier_call, triton=triton)
     kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude, tuned_at_tokens)

@@ -169,12 +169,12 @@ class Call:
     (outputs and gradients dropped after each). ``empty_cache_before_run``: the run before which the harness calls
     ``torch.cuda.empty_cache`` (the validator's protocol v3+: 1, after the first call), None: never.
     ``benchmarks``: steps whose first launch autotunes (``autotune.benchmarking_steps``). ``capacity_bytes``: what the
-    allocator may reserve during this call (None: unbounded). ``cache_keys``: buffer name -> library-cache key of each
+    allocator may reserve during this call (None: no limit). ``cache_keys``: buffer name -> library-cache key of each
     cached buffer and retained input (the caller decides keys: the estimator does not know the validator's process);
     a cached buffer with no key here is this call's own. ``evicts``: keys of held entries this call's first step
     drops (a bounded library cache). ``growth``: (step, bytes) where the process's memory outside PyTorch grows during
     the first run (the driver raising the stack limit when a kernel with a larger frame launches,
-    ``estimator.process``): the capacity shrinks by that much at the step's launch, after its allocations and before
+    ``estimator.process.memory``): the capacity shrinks by that much at the step's launch, after its allocations and before
     its benchmarks. ``model``: what this call runs (None: the process's model); a process whose calls run different
     models (a layer harness's warmup is one default layer, its shapes their own stacks) shares library-cache entries
     between them through ``cache_keys`` alone."""
@@ -457,7 +457,7 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     step's allocations and before its frees.
     ``prelude``: the earlier calls replayed whole (instead of ``history``).
     ``device_total_bytes``: the device's memory, which sizes an expandable segment's address range
-    (``allocator.expandable_address_space``); None: unbounded, which changes nothing unless pages get unmapped
+    (``allocator.expandable_address_space``); None: no limit, which changes nothing unless pages get unmapped
     (an out-of-memory retry against ``capacity_bytes``, or ``empty_cache``).
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its

@@ -61,7 +61,7 @@ def parse_size(text: str | int, what: str = "value") -> int:
 def parse_ratio(text: str | int | float, what: str = "expand_v"):
     """A positive ratio (2, 0.5, "1.5"), read exactly as a ``Fraction`` (0.1 is one tenth, not its float), from 2^-20
     to 2^20 (a value head dim of head_dim x that: beyond it no head fits any GPU) and at most ``MAX_RATIO_CHARS``
-    characters of text (so no text makes a Fraction of unbounded size)."""
+    characters of text (so no text makes an arbitrarily large Fraction)."""
     from fractions import Fraction
     word = str(text).strip()
     if len(word) > MAX_RATIO_CHARS:

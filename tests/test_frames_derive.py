@@ -1,6 +1,6 @@
 """Frames derived on demand (issue 33 point 1): the CPU compile probe run as a subprocess for one case
 (``validate/gpu/derive_frames.py``, faked here: a real compile takes minutes), its summary kept signed in the private
-cache (``estimator/frames_store.py`` over ``cache.write_signed``), and the process-memory model preferring the committed
+cache (``estimator/process/frames_store.py`` over ``cache.write_signed``), and the process-memory model preferring the committed
 data, then the derived frames, then the estimate from the nearest committed cases."""
 import json
 import os
@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from livebytes.estimator import cache, frames_store
+from livebytes.estimator import cache
+from livebytes.estimator.process import frames_store
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process import process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 from livebytes.validate.check.frames import LEGACY_PTXAS
 from livebytes.validate.gpu import derive_frames
+from livebytes.process_words import assumptions_words, status_words
 
 H200 = get_device("H200")
 DATA_36 = "process/fla-core-0.6.0_triton-3.6.0_H200.json"
@@ -111,13 +113,13 @@ def test_the_estimate_then_the_derived_frames():
     model = get_model("fla-kda@0.6.0", "H200", contract="report")
     before = process_memory(H200, model, "cold", SHAPE)
     assert (before.stack_limit_bytes, before.stack.bytes) == (14_528, 3_651_141_632) and before.stack.margin > 0
-    assert before.stack.status.startswith("estimated: stack frames not measured or derived")
+    assert status_words(before.stack.status).startswith("estimated: stack frames not measured or derived")
     assert frames_store.save(DATA_36, summary())
     after = process_memory(H200, model, "cold", SHAPE)
-    assert after.stack.status == "derived (on this machine, Triton 3.6.0)"
+    assert status_words(after.stack.status) == "derived (on this machine, Triton 3.6.0)"
     assert (after.stack_limit_bytes, after.stack.bytes) == (14_464, 3_634_364_416) == (14_464, stack_reservation_bytes(14_464, H200))
     assert after.growth == (("bwd.wy_dqkg", 3_634_364_416),)
-    assert not any("stack reservation" in a for a in after.assumptions) and after.stack.margin == 0
+    assert not any("stack reservation" in a for a in assumptions_words(after)) and after.stack.margin == 0
     assert "derived on this machine" in after.stack.source
 
 
@@ -127,16 +129,16 @@ def test_a_derived_case_bounds_its_warm_process_and_keeps_its_triton():
     frames_store.save(DATA_36, summary())
     model = get_model("fla-kda@0.6.0", "H200", contract="report")
     warm = process_memory(H200, model, "warm", SHAPE)
-    assert warm.stack_limit_bytes == 14_464 and warm.stack.status.startswith("bounded: tuned configs' frames not measured")
+    assert warm.stack_limit_bytes == 14_464 and status_words(warm.stack.status).startswith("bounded: tuned configs' frames not measured")
     under_39 = process_memory(H200, model, "cold", SHAPE, triton="3.9.0")
-    assert under_39.stack_limit_bytes == 14_544 and under_39.stack.status.startswith("estimated: ")
+    assert under_39.stack_limit_bytes == 14_544 and status_words(under_39.stack.status).startswith("estimated: ")
 
 
 def test_committed_frames_win_over_derived_ones():
     """A record under a committed case's name is never read: D128 H16 stays the GPU's 14,392 B -> 14,400."""
     frames_store.save(DATA_36, summary("fla-kda:report D128 H16 HV16", frames={"chunk_kda_bwd_kernel_wy_dqkg_fused": 99_000}))
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", Shape(1, 8192, 16, 128))
-    assert p.stack_limit_bytes == 14_400 and p.stack.status == "derived"
+    assert p.stack_limit_bytes == 14_400 and status_words(p.stack.status) == "derived"
 
 
 def test_the_list_names_each_derived_case():
@@ -231,11 +233,11 @@ def test_the_label_names_the_command_that_derives_the_case():
     compile or measure says the bound stands."""
     kda = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="plain", gva=True), "cold",
                          Shape(1, 8192, 40, 128, 80))
-    assert kda.stack.status.endswith("no probe of this tool compiles or measures this case (validate/gpu/probes/"
+    assert status_words(kda.stack.status).endswith("no probe of this tool compiles or measures this case (validate/gpu/probes/"
                                      "cpu_frames.py and process_memory.py run FLA's kernels and layers alone, the plain "
                                      "contract without grouped value heads only), so the bound stands")
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200", gva=True), "cold", Shape(1, 8192, 40, 128, 80))
-    assert gdn.stack.status.endswith("livebytes frames derive --impl fla-gdn@0.6.0 --head-dim 128 --num-heads 40 "
+    assert status_words(gdn.stack.status).endswith("livebytes frames derive --impl fla-gdn@0.6.0 --head-dim 128 --num-heads 40 "
                                      "--num-v-heads 80 --triton 3.9.0")
 
 
@@ -274,7 +276,7 @@ def test_the_record_checks_read_the_committed_model_only():
     assert cmp.compare(record).passed
     model = get_model("fla-kda-fwd@0.6.0", "H200", contract="plain")
     mine, committed = (process_memory(H200, model, "warm", Shape(1, 8192, 96, 128), derived_frames=d) for d in (True, False))
-    assert mine.stack_limit_bytes == 1_024 and committed.stack.status.startswith("estimated: ")
+    assert mine.stack_limit_bytes == 1_024 and status_words(committed.stack.status).startswith("estimated: ")
     assert committed.stack_limit_bytes < 524_288        # the committed cases' estimate, never CUDA's cap
 
 
@@ -294,7 +296,7 @@ def test_the_labels_command_derives_through_the_cli_and_the_answer_then_says_der
     probe = FakeProbe(summary())
     monkeypatch.setattr(derive_frames.process_group, "run", probe)
     before = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", SHAPE)
-    line = before.stack.status.rsplit(": ", 1)[1]
+    line = status_words(before.stack.status).rsplit(": ", 1)[1]
     assert line == "livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim 128 --num-heads 56 --triton 3.6.0"
     result = _cli(*line.split()[1:], "--json")
     assert result.exit_code == 0, result.output
@@ -303,7 +305,7 @@ def test_the_labels_command_derives_through_the_cli_and_the_answer_then_says_der
     listed = json.loads(_cli("frames", "list", "--json").output)["results"]
     assert [r["case"] for r in listed] == [CASE]
     after = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", SHAPE)
-    assert after.stack.status.startswith("derived (on this machine, Triton 3.6.0")
+    assert status_words(after.stack.status).startswith("derived (on this machine, Triton 3.6.0")
     assert (after.stack_limit_bytes, after.stack.bytes) == (14_464, 3_634_364_416)
     answer = " ".join(_cli("predict", "--impl", "fla-kda@0.6.0", "--head-dim", "128", "--num-heads", "56",
                            "--seq-len", str(SHAPE.seq)).output.split())

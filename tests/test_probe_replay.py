@@ -284,7 +284,7 @@ def test_run13s_first_calls_benchmark_every_declared_kernel_and_raise_the_predic
     per key, and the stack limit it leaves is the process-memory model's (1,024 B forward: no candidate spills past the
     default; 18,592 B at D64: wy_dqkg's most-spilling candidate, 18,584 B)."""
     from livebytes.estimator.capacity import cold_benchmarks
-    from livebytes.estimator.process import process_memory
+    from livebytes.estimator.process.memory import process_memory
     sim, probe = SIMULATED[name][0], load_probe(sim_path(name))
     model = probe.model()
     assert sim.benchmarks == cold_benchmarks(model, sim.trial.shape, "cold") and len(sim.benchmarks) >= 5

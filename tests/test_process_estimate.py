@@ -1,17 +1,18 @@
 """Process memory where nothing was measured (issue 48): the nearest committed cases' figure, its error measured by
-leave-one-out, its high end counted by the verdict; never CUDA's 512 KiB-per-thread cap (estimator/process_estimate.py,
-estimator/process_loo.py)."""
+leave-one-out, its high end counted by the verdict; never CUDA's 512 KiB-per-thread cap (estimator/process/estimate.py,
+estimator/process/loo.py)."""
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from livebytes.cli.capacity_doc import regenerate
-from livebytes.estimator import process_estimate as est
-from livebytes.estimator import process_loo as loo
+from livebytes.estimator.process import estimate as est
+from livebytes.estimator.process import loo
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.process import LOCAL_MEMORY_LIMIT, process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import LOCAL_MEMORY_LIMIT, process_memory, stack_reservation_bytes
 from livebytes.estimator.shapes import Shape
+from livebytes.process_words import assumptions_words, status_words
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = get_device("H200")
@@ -115,9 +116,9 @@ def test_no_process_figure_is_above_a_tenth_of_its_device(gpu, key, shape, trito
     every resident thread), and the cap decides nothing."""
     device = get_device(gpu)
     p = process_memory(device, _model(key), "cold", shape, triton=triton)
-    assert p.high_bytes < device.capacity_bytes // 10, (p.high_bytes, p.assumptions)
+    assert p.high_bytes < device.capacity_bytes // 10, (p.high_bytes, assumptions_words(p))
     assert p.stack_limit_bytes < LOCAL_MEMORY_LIMIT
-    assert not any("512 KiB" in a for a in p.assumptions)
+    assert not any("512 KiB" in a for a in assumptions_words(p))
 
 
 def test_the_7b_kda_models_stack_is_estimated_with_its_error():
@@ -127,9 +128,9 @@ def test_the_7b_kda_models_stack_is_estimated_with_its_error():
     p = process_memory(H200, _model("fla-kda-model@0.6.0"), "cold", Shape(1, 32_768, 32, 128))
     assert (p.stack_limit_bytes, p.stack.bytes, p.stack.margin) == (15_280, 3_854_565_376, 281_018_368)
     assert p.stack.bytes == stack_reservation_bytes(15_280, H200)
-    assert p.stack.status.startswith("estimated: stack limit not measured for fla-kda-model at head_dim=128 num_heads=32: "
+    assert status_words(p.stack.status).startswith("estimated: stack limit not measured for fla-kda-model at head_dim=128 num_heads=32: "
                                      "15,280 B, the largest measured of the same model family at this head dim")
-    assert "leave-one-out over 25 committed cases: -268 to +750 MiB; the high end (+268 MiB) counted" in p.stack.status
+    assert "leave-one-out over 25 committed cases: -268 to +750 MiB; the high end (+268 MiB) counted" in status_words(p.stack.status)
     assert p.high_bytes == p.bytes + 281_018_368 + 2_097_152          # the stack's and the modules' high ends
 
 
@@ -145,4 +146,4 @@ def test_no_registered_model_takes_the_cap(gpu):
             for state in ("cold", "warm"):
                 p = process_memory(device, model, state, shape)
                 assert p.stack_limit_bytes < LOCAL_MEMORY_LIMIT, (s.key, shape, state)
-                assert not any("512 KiB" in a for a in p.assumptions), (s.key, shape, state)
+                assert not any("512 KiB" in a for a in assumptions_words(p)), (s.key, shape, state)

@@ -1,8 +1,8 @@
 """A case's process measured on the user's GPU: the process-memory probe run as a subprocess for that one case, cold
 then warm (``validate/gpu/measure_process.py``, faked here: a real run needs the GPU and takes minutes), each reading
-checked and kept signed in the private cache (``estimator/measured_store.py`` over ``cache.write_signed``), and the
+checked and kept signed in the private cache (``estimator/process/measured_store.py`` over ``cache.write_signed``), and the
 process-memory model then taking the case's own context, modules and stack reservation on that GPU instead of the
-family's unbounded module figure (``estimator/process.py``'s ``process_memory``)."""
+family's unbounded module figure (``estimator/process/memory.py``'s ``process_memory``)."""
 import datetime
 import importlib.util
 import json
@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from livebytes.estimator import cache, measured_store
+from livebytes.estimator import cache
+from livebytes.estimator.process import measured_store
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process import process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 from livebytes.validate.gpu import measure_process
+from livebytes.estimator.process.status import Kind
+from livebytes.process_words import assumptions_words, status_words
 
 H200, H100 = get_device("H200"), get_device("H100")
 DATA_36 = "process/fla-core-0.6.0_triton-3.6.0_H200.json"
@@ -161,9 +164,9 @@ def test_the_store_refuses_an_incomplete_record(bad):
 
 def test_before_measuring_the_modules_are_unbounded_and_name_the_command():
     p = process_memory(H200, kda(), "cold", SHAPE)
-    assert p.modules.status.startswith("estimated: not measured for fla-kda (report contract) at head_dim=256 num_heads=16")
-    assert p.modules.status.endswith(f"; measure the case's process on the GPU itself (minutes): {COMMAND}")
-    assert p.context.status == "measured" and not p.stack.status.startswith("measured (on this machine")
+    assert status_words(p.modules.status).startswith("estimated: not measured for fla-kda (report contract) at head_dim=256 num_heads=16")
+    assert status_words(p.modules.status).endswith(f"; measure the case's process on the GPU itself (minutes): {COMMAND}")
+    assert status_words(p.context.status) == "measured" and not status_words(p.stack.status).startswith("measured (on this machine")
 
 
 @pytest.mark.parametrize("key,options,shape", [
@@ -173,7 +176,8 @@ def test_before_measuring_the_modules_are_unbounded_and_name_the_command():
 def test_a_case_the_probe_cannot_run_names_no_command(key, options, shape):
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape)
     # fla-kda-cp: no module figure of its family: the library's largest, unbounded
-    assert p.modules.status.startswith(("estimated: ", "unbounded: ")) and "livebytes process measure" not in p.modules.status
+    assert p.modules.kind in (Kind.ESTIMATED, Kind.UNBOUNDED)
+    assert "livebytes process measure" not in status_words(p.modules.status)
 
 
 def test_measure_runs_the_probe_for_the_case_cold_then_warm_and_keeps_both():
@@ -231,8 +235,8 @@ def test_the_estimator_then_takes_the_measured_process():
         CONTEXT, WARM_MODULES, WARM_RESERVATION, WARM_LIMIT, ())
     assert WARM_RESERVATION == stack_reservation_bytes(WARM_LIMIT, H200) and warm.bytes == WARM_NONPYTORCH
     for p in (cold, warm):
-        assert {f.status for f in (p.context, p.modules, p.stack)} == {f"measured (on this machine, {TODAY})"}
-        assert p.assumptions == [] and p.triton == "3.6.0"
+        assert {status_words(f.status) for f in (p.context, p.modules, p.stack)} == {f"measured (on this machine, {TODAY})"}
+        assert assumptions_words(p) == [] and p.triton == "3.6.0"
     assert "4,413,259,776 B alone after the first call" in cold.modules.source
 
 
@@ -252,11 +256,11 @@ def test_a_record_is_its_gpus_and_the_record_checks_never_read_it():
     its own words; ``derived_frames=False`` (``validate --from-records``: the committed model) reads no record."""
     measured(FakeProbe(BASELINE, row("cold"), row("warm")))
     h100 = process_memory(H100, kda("H100"), "cold", SHAPE)
-    assert h100.modules.status.startswith("estimated: off the H200: the H200's figure, its error on this GPU not measured")
-    assert h100.modules.status.endswith(COMMAND)
+    assert status_words(h100.modules.status).startswith("estimated: off the H200: the H200's figure, its error on this GPU not measured")
+    assert status_words(h100.modules.status).endswith(COMMAND)
     committed = process_memory(H200, kda(), "cold", SHAPE, derived_frames=False)
-    assert committed.modules.status.startswith("estimated: not measured for fla-kda")
-    assert committed.context.status == "measured" and committed.stack.status.startswith("derived")
+    assert status_words(committed.modules.status).startswith("estimated: not measured for fla-kda")
+    assert status_words(committed.context.status) == "measured" and status_words(committed.stack.status).startswith("derived")
 
 
 def test_a_process_measured_on_an_h100_answers_for_the_h100_only():
@@ -267,8 +271,8 @@ def test_a_process_measured_on_an_h100_answers_for_the_h100_only():
     assert [r["device"] for r in got] == ["H100", "H100"]
     h100 = process_memory(H100, kda("H100"), "cold", SHAPE)
     assert (h100.context.bytes, h100.modules.bytes, h100.stack.bytes) == (CONTEXT, COLD_MODULES, COLD_RESERVATION)
-    assert h100.assumptions == []
-    assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith("estimated: ")
+    assert assumptions_words(h100) == []
+    assert status_words(process_memory(H200, kda(), "cold", SHAPE).modules.status).startswith("estimated: ")
 
 
 # ------------------------------------------------------------------------------------- refusals
@@ -314,7 +318,7 @@ def test_measure_refuses_an_unsound_reading_in_one_line(lines, message):
     kept = re.search(r"\(kept: ([a-z, ]+)\)$", str(err.value))
     states = kept.group(1).split(", ") if kept else []
     assert [r["state"] for r in measured_store.measured_cases()] == states
-    assert process_memory(H200, kda(), "cold", SHAPE).modules.status.startswith(
+    assert status_words(process_memory(H200, kda(), "cold", SHAPE).modules.status).startswith(
         "measured (on this machine" if "cold" in states else "estimated: ")
 
 
@@ -432,7 +436,7 @@ def test_a_snapshot_modelled_on_the_datas_fla_core_is_not_measured_as_itself():
         measured(FakeProbe(BASELINE, row("cold"), row("warm")), key="fla-kda@07b80f27")
     measured(FakeProbe(BASELINE, row("cold"), row("warm")))
     snapshot = process_memory(H200, get_model("fla-kda@07b80f27", "H200", contract="report"), "cold", SHAPE)
-    assert snapshot.modules.status.startswith("estimated: ") and "process measure" not in snapshot.modules.status
+    assert status_words(snapshot.modules.status).startswith("estimated: ") and "process measure" not in status_words(snapshot.modules.status)
 
 
 def test_a_reading_at_another_length_keeps_the_case_figure_unbounded():
@@ -441,10 +445,10 @@ def test_a_reading_at_another_length_keeps_the_case_figure_unbounded():
     the stack the frames' derived one; the label's command measures at 8,192."""
     measured(FakeProbe(BASELINE, row("cold"), row("warm")))
     p = process_memory(H200, kda(), "cold", Shape(1, 8192, 16, 256))
-    assert p.context.status.startswith("measured (on this machine") and p.stack.status.startswith("derived")
+    assert status_words(p.context.status).startswith("measured (on this machine") and status_words(p.stack.status).startswith("derived")
     assert p.modules.bytes == COLD_MODULES
-    assert p.modules.status.startswith("unbounded: measured on this machine (") and "at 4,096 tokens, not at 8,192" in \
-        p.modules.status
+    assert status_words(p.modules.status).startswith("unbounded: measured on this machine (") and "at 4,096 tokens, not at 8,192" in \
+        status_words(p.modules.status)
 
 
 # ------------------------------------------------------------------------------------- the API
@@ -536,7 +540,7 @@ def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_me
     faked), keeps both processes (and, with --keep, the probe's files), and the next answer at the case takes them."""
     probe = FakeProbe(BASELINE, row("cold"), row("warm"))
     monkeypatch.setitem(measure_process.measure.__kwdefaults__, "run", probe)
-    line = process_memory(H200, kda(), "cold", SHAPE).modules.status.rsplit(": ", 1)[1]
+    line = status_words(process_memory(H200, kda(), "cold", SHAPE).modules.status).rsplit(": ", 1)[1]
     assert line == COMMAND
     result = _cli(*line.split()[1:], "--keep", str(tmp_path / "kept"), "--json")
     assert result.exit_code == 0, result.output
@@ -545,7 +549,7 @@ def test_the_labels_command_measures_through_the_cli_and_the_answer_then_says_me
     assert [(r["state"], r["modules_bytes"]) for r in data["results"]] == [("cold", COLD_MODULES), ("warm", WARM_MODULES)]
     assert (tmp_path / "kept" / "process_memory.jsonl").exists()
     after = process_memory(H200, kda(), "cold", SHAPE)
-    assert after.modules.status == f"measured (on this machine, {TODAY})" and after.modules.bytes == COLD_MODULES
+    assert status_words(after.modules.status) == f"measured (on this machine, {TODAY})" and after.modules.bytes == COLD_MODULES
     # the answer says so in words too, not only in --json's figures: no committed record holds these
     answer = " ".join(_cli("predict", "--impl", "fla-kda@0.6.0", "--contract", "report", "--head-dim", "256",
                            "--num-heads", "16", "--seq-len", "4096").output.split())
@@ -636,7 +640,7 @@ def test_run_38s_readings_pass_the_checks_and_the_committed_model_predicts_them(
         assert (m.nonpytorch_bytes, m.stack_limit_bytes, m.modules_bytes) == (nonpytorch, limit, modules)
         committed = process_memory(H200, get_model(key, "H200", **options), state, shape, derived_frames=False)
         assert (committed.bytes, committed.stack_limit_bytes, committed.modules.bytes) == (nonpytorch, limit, modules)
-        assert committed.modules.status == "measured" and not committed.assumptions
+        assert status_words(committed.modules.status) == "measured" and not assumptions_words(committed)
 
 
 @pytest.mark.parametrize("given", ["report", "REPORT", "Report"])

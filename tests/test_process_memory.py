@@ -109,9 +109,9 @@ def test_a_mis_keyed_warm_process_keeps_l2norm_bwds_largest_candidate():
     assert (above_context(mis) - 211_812_352, reservation) == (1_111_490_560, 1_111_621_632)
 
 
-# ------------------------------------------------------------------ the process-memory model (estimator/process.py)
+# ------------------------------------------------------------------ the process-memory model (estimator/process/memory.py)
 
-from livebytes.estimator.process import (  # noqa: E402
+from livebytes.estimator.process.memory import (  # noqa: E402
     driver_stack_limit,
     process_memory,
     resident_threads,
@@ -122,6 +122,8 @@ from livebytes.estimator.shapes import Shape  # noqa: E402
 from livebytes.validate.check import frames as frames_tool  # noqa: E402
 from livebytes.validate.check import process_check  # noqa: E402
 from livebytes.validate.check.probe_records import load_probe, probe_files  # noqa: E402
+from livebytes.estimator.process.status import Kind  # noqa: E402
+from livebytes.process_words import assumptions_words, status_words  # noqa: E402
 
 PROBE_LAYER = frames_tool.PROBE_LAYER       # the layer the process-memory probe builds (hidden 2304, 1 layer)
 
@@ -173,11 +175,11 @@ def test_gdn_fwd_bwd_takes_triton_39s_frames_and_reproduces_run_20_cold():
     552,402,944 + 100,663,296 + 5,632,950,272 = 6,286,016,512 B, what the process measured."""
     p = process_memory(H200, get_model("fla-gdn@0.6.0", "H200", gva=True), "cold", GDN_T4096)
     assert p.library_name == "fla-core 0.6.0 (Triton 3.9.0 kernels, its bundled legacy ptxas)"   # the compiler measured
-    assert p.stack.status == "derived"
+    assert status_words(p.stack.status) == "derived"
     assert (p.stack_limit_bytes, p.stack.bytes, p.modules.bytes) == (21_856, 5_632_950_272, 100_663_296)
     assert p.growth == (("bwd.dhu", 130_023_424), ("bwd.dqkwg", 5_632_950_272 - 130_023_424))
     assert p.bytes == 552_402_944 + 100_663_296 + 5_632_950_272 == 6_286_016_512
-    assert p.assumptions == []          # every part measured or derived
+    assert assumptions_words(p) == []          # every part measured or derived
 
 
 def test_gdn_fwd_bwd_warm_holds_the_context_and_its_modules_only():
@@ -223,7 +225,7 @@ def test_every_probe_trials_process_within_64_mib(item):
         pytest.skip("run 12's mis-keyed warm processes live under runs/")
     state = "warm" if probe.triton_cache == "warm" else "cold"
     p = process_memory(H200, probe.model(), state, trial.shape)
-    assert abs(p.bytes - trial.measured["nonpytorch_after_bytes"]) <= TOLERANCE, (p.bytes, p.assumptions)
+    assert abs(p.bytes - trial.measured["nonpytorch_after_bytes"]) <= TOLERANCE, (p.bytes, assumptions_words(p))
 
 
 def test_growth_is_where_the_spilling_kernel_first_launches():
@@ -252,7 +254,7 @@ def test_cpu_derived_frames_give_the_limit_the_edge_probes_measured(shape, limit
     H16's 14,912 B: 1,923 pages against 15,184 B's 1,958, 70 MiB short."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
     assert (p.stack_limit_bytes, p.bytes) == (limit, measured)
-    assert p.stack.status.startswith("derived (compiled for sm90 on the CPU") and not p.assumptions
+    assert status_words(p.stack.status).startswith("derived (compiled for sm90 on the CPU") and not assumptions_words(p)
 
 
 def test_every_edge_probe_limit_is_what_the_cases_frames_give():
@@ -274,7 +276,7 @@ BOUND_LIMIT, BOUND_BYTES = 524_288, 141_457_096_704
 
 
 def test_the_local_memory_bound_is_the_reservation_at_512_kib():
-    from livebytes.estimator.process import LOCAL_MEMORY_LIMIT
+    from livebytes.estimator.process.memory import LOCAL_MEMORY_LIMIT
     assert LOCAL_MEMORY_LIMIT == BOUND_LIMIT == 512 * 1024 == driver_stack_limit(BOUND_LIMIT)   # a multiple of 16
     assert stack_reservation_bytes(BOUND_LIMIT, H200) == 67_452 * 2 * MIB == BOUND_BYTES
     assert BOUND_BYTES < H200.capacity_bytes         # 141.5 GB of the H200's 150.1: loose, and said so
@@ -288,7 +290,7 @@ def test_a_partial_cases_missing_kernels_take_the_local_memory_bound():
     D128: below what the backward could need). The case's own frames still place the first raises: at D256 l2norm_fwd's
     2,968 B -> 2,976 (x 270,336 = 804,519,936 B -> 384 pages - 132 = 528,482,304 B), dhu's 22,608 B at bwd.dhu (22,608 x
     270,336 = 6,111,756,288 B -> 2,915 pages - 132 = 5,836,374,016 B in all), then the bound."""
-    from livebytes.estimator.process import stack_timeline
+    from livebytes.estimator.process.memory import stack_timeline
     data = json.loads(frames_tool.DATA.read_text())
     launches = tuple((a.kernel, a.step) for a in get_model("fla-gdn@0.6.0", "H200", gva=True).autotuned)
     case = data["frames"]["cold"]["fla-gdn:- D256 H16 HV32"]
@@ -296,8 +298,8 @@ def test_a_partial_cases_missing_kernels_take_the_local_memory_bound():
     limit, growth, notes = stack_timeline(case, launches, H200)
     assert limit == BOUND_LIMIT and growth[:2] == (("fwd.l2norm_q", 528_482_304), ("bwd.dhu", 5_836_374_016 - 528_482_304))
     assert sum(b for _, b in growth) == BOUND_BYTES
-    assert len(notes) == 1 and notes[0].startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
-    assert "no stack frame measured or derived for chunk_bwd_kernel_dqkwg" in notes[0]
+    assert len(notes) == 1 and status_words(notes[0]).startswith("bounded: CUDA's 512 KiB per-thread local-memory limit")
+    assert "no stack frame measured or derived for chunk_bwd_kernel_dqkwg" in status_words(notes[0])
 
 
 # the reservations of the estimated limits: 14,528 x 270,336 = 3,927,441,408 B = 1,872.75 pages -> 1,873 - 132 = 1,741
@@ -317,11 +319,11 @@ def test_an_unknown_case_is_estimated_from_its_nearest_cases(shape, limit, reser
     case), and the label names the rule's error and the command that derives the case's own frames."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
     assert (p.stack_limit_bytes, p.stack.bytes, p.stack.margin) == (limit, reservation, KERNEL_MARGIN)
-    assert p.stack.status.startswith("estimated: stack frames not measured or derived for fla-kda (report contract)")
-    assert "leave-one-out over 100 committed cases: -70 to +376 MiB; the high end (+70 MiB) counted" in p.stack.status
+    assert status_words(p.stack.status).startswith("estimated: stack frames not measured or derived for fla-kda (report contract)")
+    assert "leave-one-out over 100 committed cases: -70 to +376 MiB; the high end (+70 MiB) counted" in status_words(p.stack.status)
     command = (f"livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim {shape.dim} "
                f"--num-heads {shape.heads} --triton 3.6.0")
-    assert any(a.startswith("estimated: stack reservation: ") and a.endswith(command) for a in p.assumptions), p.assumptions
+    assert any(a.startswith("estimated: stack reservation: ") and a.endswith(command) for a in assumptions_words(p)), assumptions_words(p)
 
 
 @pytest.mark.parametrize("dim,frames", [(32, {16: 18_104, 32: 18_104, 64: 18_104}),
@@ -349,13 +351,13 @@ def test_no_model_borrows_another_models_figure_unlabelled():
     for s in keyed_specs():
         model = get_model(s.key, "H200")
         p = process_memory(H200, model, "cold", shape)
-        assert p.modules is not None or p.assumptions, s.key
+        assert p.modules is not None or assumptions_words(p), s.key
     gdn = process_memory(H200, get_model("fla-gdn@0.6.0", "H200"), "cold", shape)
-    assert gdn.modules.bytes == 100_663_296 and "not measured for fla-gdn at head_dim=128 num_heads=16:" in gdn.modules.status
+    assert gdn.modules.bytes == 100_663_296 and "not measured for fla-gdn at head_dim=128 num_heads=16:" in status_words(gdn.modules.status)
     assert any(a.startswith("estimated: kernel modules: ") and "the family's largest of fla-gdn at head_dim=128 num_heads=16 "
                "num_v_heads=32, fla-gdn at head_dim=64 num_heads=16 num_v_heads=32 used (" in a
-               for a in gdn.assumptions)
-    assert gdn.stack.status.startswith("derived (compiled for sm90 on the CPU")
+               for a in assumptions_words(gdn))
+    assert status_words(gdn.stack.status).startswith("derived (compiled for sm90 on the CPU")
     assert (gdn.stack_limit_bytes, gdn.stack.bytes) == (21_904, 5_645_533_184)
     assert gdn.stack.bytes - stack_reservation_bytes(21_856, H200) == 5_645_533_184 - 5_632_950_272 == 6 * 2 * MIB
 
@@ -368,9 +370,9 @@ def test_an_unmeasured_case_says_it_is_estimated(shape, note):
     """Both parts say estimated, each with its rule's leave-one-out error: the stack (D48, a head dim no case has,
     from the other head dims' frames) and the modules (the family's figure)."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "cold", shape)
-    assert any(a.startswith("estimated: stack reservation: ") and note in a for a in p.assumptions), p.assumptions
-    assert any(a.startswith("estimated: kernel modules: ") for a in p.assumptions)
-    assert not any(a.startswith("assumed") for a in p.assumptions)
+    assert any(a.startswith("estimated: stack reservation: ") and note in a for a in assumptions_words(p)), assumptions_words(p)
+    assert any(a.startswith("estimated: kernel modules: ") for a in assumptions_words(p))
+    assert not any(a.startswith("assumed") for a in assumptions_words(p))
 
 
 @pytest.mark.parametrize("shape,limit,note", [
@@ -380,8 +382,8 @@ def test_warm_without_tuned_frames_takes_the_cold_bound(shape, limit, note):
     """No warm process measured the case: the candidates' (cold, CPU-derived) frames bound what a tuned config needs,
     the tuned config being one of the candidates: a proved bound, said as bounded."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "warm", shape)
-    assert p.stack_limit_bytes == limit and p.stack.status.startswith("bounded: ")
-    assert any(a.startswith("bounded: stack reservation: ") and note in a for a in p.assumptions), p.assumptions
+    assert p.stack_limit_bytes == limit and status_words(p.stack.status).startswith("bounded: ")
+    assert any(a.startswith("bounded: stack reservation: ") and note in a for a in assumptions_words(p)), assumptions_words(p)
 
 
 def test_warm_d64_h128_takes_its_tuned_configs():
@@ -389,7 +391,7 @@ def test_warm_d64_h128_takes_its_tuned_configs():
     1,024 B, so the process holds the context and the warm modules alone: 552,402,944 + 98,566,144 = 650,969,088 B, as
     both of its warm edge probes measured."""
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200"), "warm", Shape(1, 242_559, 128, 64))
-    assert (p.stack_limit_bytes, p.bytes, p.stack.status) == (1024, 650_969_088, "derived")
+    assert (p.stack_limit_bytes, p.bytes, status_words(p.stack.status)) == (1024, 650_969_088, "derived")
 
 
 def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
@@ -397,7 +399,7 @@ def test_other_gpus_derive_the_reservation_from_their_sm_count_and_say_so():
     b300 = get_device("B300")
     p = process_memory(b300, get_model("fla-kda@0.6.0", "B300"), "cold", Shape(1, 8192, 96, 128))
     assert p.stack.bytes == stack_reservation_bytes(14_464, b300) > stack_reservation_bytes(14_464, H200)
-    assert len(p.assumptions) == 3 and all("H200's" in a for a in p.assumptions)    # context, modules, stack
+    assert len(assumptions_words(p)) == 3 and all("H200's" in a for a in assumptions_words(p))    # context, modules, stack
 
 
 def test_every_measured_process_through_the_documented_comparison():
@@ -553,8 +555,8 @@ def test_issue_33s_layer_cases_hold_on_the_h200(key, triton, record, tag, limit,
     assert p.stack_limit_bytes == limit and p.bytes == predicted
     assert p.bytes == 552_402_944 + p.modules.bytes + stack_reservation_bytes(limit, H200)
     assert abs(predicted - measured) <= TOLERANCE and abs(predicted - measured) <= 6 * MIB
-    assert p.modules.status.startswith(modules_said) and p.stack.status == "derived"
-    assert [a.split(": ", 2)[:2] for a in p.assumptions] == ([] if modules_said == "measured" else
+    assert status_words(p.modules.status).startswith(modules_said) and status_words(p.stack.status) == "derived"
+    assert [a.split(": ", 2)[:2] for a in assumptions_words(p)] == ([] if modules_said == "measured" else
                                                              [[modules_said.split(":")[0], "kernel modules"]])
     assert p.modules.source.startswith(modules_from) and "run29" not in p.modules.source      # another process's
 
@@ -573,10 +575,10 @@ def test_issue_33s_other_cases_are_derived_and_measured(key, options, shape, lim
     model said 5,581,373,440 B): the stack derived (frames logged on the H200 by run 38, equal to those compiled for
     sm90 on the CPU at D256 H8), the modules measured where a committed process measured them."""
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape)
-    assert p.stack.status.startswith("derived")
-    assert [a.split(": ", 2)[:2] for a in p.assumptions] == ([] if modules_said == "measured" else
+    assert status_words(p.stack.status).startswith("derived")
+    assert [a.split(": ", 2)[:2] for a in assumptions_words(p)] == ([] if modules_said == "measured" else
                                                              [[modules_said.split(":")[0], "kernel modules"]])
-    assert p.modules.status.startswith(modules_said)
+    assert status_words(p.modules.status).startswith(modules_said)
     assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (limit, modules, total)
     assert p.bytes == 552_402_944 + modules + stack_reservation_bytes(limit, H200)
 
@@ -599,9 +601,9 @@ def test_a_warm_gdn_layer_is_bounded_by_its_cold_process_and_the_h200_agrees():
     row = _run29("process_memory_29g.jsonl", "fla-gdn-layer_D128_H16_HV32_T4096_warm")
     p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200", gva=True), "warm", Shape(1, 4096, 16, 128, 32))
     assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (1024, 241_238_016, 793_640_960)
-    assert p.stack.status == "derived" and row["stack_limit_bytes"] == 1024
-    assert p.modules.status.startswith("bounded: no warm process of fla-gdn-layer measured: its cold figure")
-    assert [a.split(": ", 2)[:2] for a in p.assumptions] == [["bounded", "kernel modules"]]
+    assert status_words(p.stack.status) == "derived" and row["stack_limit_bytes"] == 1024
+    assert status_words(p.modules.status).startswith("bounded: no warm process of fla-gdn-layer measured: its cold figure")
+    assert [a.split(": ", 2)[:2] for a in assumptions_words(p)] == [["bounded", "kernel modules"]]
     assert p.bytes - row["nonpytorch_bytes"] == 793_640_960 - 787_283_968 == 6_356_992
 
 
@@ -616,7 +618,7 @@ def _same_case_pairs() -> list[tuple[dict, dict]]:
 
 
 def test_every_committed_warm_process_holds_no_more_than_its_cold_case():
-    """The premise of the warm bounds (``process._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
+    """The premise of the warm bounds (``memory._warm_modules_by_cold``, ``_warm_limit_by_cold``, the warm frames by
     the cold ones): a warm process launches a subset of its cold case's candidates and loads a subset of its modules.
     Every committed pair agrees (36: runs 13a/13c, 16b, 20, 22, 22r and 29, and run 38's four, whose KDA-layer H16/HV32
     processes pair with each other and with run 29's at that case: 3 cold x 3 warm = 9 for its 1, so 26 + 1 + 1 + 8):
@@ -641,8 +643,8 @@ def test_every_bound_holds_against_the_committed_measurements():
     3,683,450,880 and 3,685,548,032 (x3). Run 29's GDN layer ran hidden 2304, its modules measured at 2048 (run 22f):
     unbounded, no longer among them."""
     from livebytes.validate.check.process_check import rows
-    bounded = [r for r in rows() if any(a.startswith("bounded: ") for a in r.assumptions)
-               and not any(a.startswith("unbounded: ") for a in r.assumptions)]
+    bounded = [r for r in rows() if any(a.startswith("bounded: ") for a in assumptions_words(r))
+               and not any(a.startswith("unbounded: ") for a in assumptions_words(r))]
     assert [(r.label, r.state) for r in bounded] == [(f"fla-kda-layer@0.6.0 D128 H32/HV32 S{s}", "cold")
                                                      for s in (239232, 215000, 232448, 234773)]
     assert all(r.predicted_bytes >= r.measured_bytes for r in bounded)
@@ -657,8 +659,8 @@ def test_warm_modules_are_bounded_only_where_the_cold_figure_is_a_bound(shape, k
     case's own (GDN layer D128 H16/HV32, run 22f: 241,238,016 B); at a case whose cold figure is the family's, itself
     an estimate, the warm one is estimated too (it said bounded before: the family's figure bounds nothing there)."""
     p = process_memory(H200, get_model("fla-gdn-layer@0.6.0", "H200", gva=True), "warm", shape)
-    assert p.modules.bytes == 241_238_016 and p.modules.status.startswith(kind + "no warm process of fla-gdn-layer")
-    assert any(a.startswith(kind + "kernel modules: ") for a in p.assumptions)
+    assert p.modules.bytes == 241_238_016 and status_words(p.modules.status).startswith(kind + "no warm process of fla-gdn-layer")
+    assert any(a.startswith(kind + "kernel modules: ") for a in assumptions_words(p))
 
 
 def _whole_model(key: str, record: str = "h200_run23_k2-ckpt.json", **change):
@@ -694,10 +696,10 @@ def test_a_whole_models_process_holds_at_the_builds_it_ran(change, modules, stac
     model = _whole_model("fla-kda-model@0.6.0", "h200_run32_c1-kda-8k.json", **change)
     p = process_memory(H200, model, "cold", Shape(1, 8192, 8, 128))
     assert (p.modules.bytes, p.stack_limit_bytes) == (236_126_208, 14_528)
-    assert p.modules.status.startswith(modules) and p.stack.status.startswith(stack)
+    assert status_words(p.modules.status).startswith(modules) and status_words(p.stack.status).startswith(stack)
     if change:
-        assert "hidden 1024, vocab 32000, 2 layers, adamw" in p.stack.status
-        assert "hidden 1024, vocab 32000, 16 layers, adamw" in p.modules.status
+        assert "hidden 1024, vocab 32000, 2 layers, adamw" in status_words(p.stack.status)
+        assert "hidden 1024, vocab 32000, 16 layers, adamw" in status_words(p.modules.status)
 
 
 @pytest.mark.parametrize("shape,kind,limit,total", [
@@ -714,8 +716,8 @@ def test_a_warm_whole_model_is_bounded_by_its_cold_process(shape, kind, limit, t
     p = process_memory(H200, _whole_model("fla-kda-model@0.6.0"), "warm", shape)
     assert (p.stack_limit_bytes, p.modules.bytes, p.bytes) == (limit, 236_126_208, total)
     assert p.bytes == 552_402_944 + 236_126_208 + stack_reservation_bytes(limit, H200)
-    assert p.stack.status.startswith(kind + "no warm process measured")
-    assert p.modules.status.startswith("bounded: no warm process of fla-kda-model measured: its cold figure (measured)")
+    assert status_words(p.stack.status).startswith(kind + "no warm process measured")
+    assert status_words(p.modules.status).startswith("bounded: no warm process of fla-kda-model measured: its cold figure (measured)")
     cold = process_memory(H200, _whole_model("fla-kda-model@0.6.0"), "cold", shape)
     assert (cold.stack_limit_bytes, cold.bytes) == (limit, total)
 
@@ -730,13 +732,13 @@ def test_no_process_figure_is_merely_assumed():
             for state in ("cold", "warm"):
                 p = process_memory(device, get_model(s.key, device.name), state, Shape(1, 8192, 16, 128))
                 figures = [f for f in (p.context, p.modules, p.stack) if f is not None]
-                assert all(f.status.startswith(kinds) for f in figures), (s.key, [f.status for f in figures])
-                assert all(a.startswith(kinds[2:]) for a in p.assumptions), (s.key, p.assumptions)
+                assert all(status_words(f.status).startswith(kinds) for f in figures), (s.key, [status_words(f.status) for f in figures])
+                assert all(a.startswith(kinds[2:]) for a in assumptions_words(p)), (s.key, assumptions_words(p))
 
 
 def test_a_library_note_must_say_bounded_or_unbounded(monkeypatch):
     """estimator/data/process_memory.json's notes name their kind; an 'assumed: ...' note is refused."""
-    from livebytes.estimator import process
+    from livebytes.estimator.process import memory as process
     entry = {"libraries": [{"name": "x", "models": {"m@1": "assumed: another's figure"}}]}
     with pytest.raises(ValueError, match="must say bounded: or unbounded:"):
         process._library(entry, "m@1")
@@ -789,8 +791,8 @@ def test_session_17s_cases_are_derived_on_the_cpu(key, options, triton, shape, l
     cpu_frames/summary_f.jsonl, summary_t39b.jsonl): each stack reservation now derived, where each said unbounded (the
     family's largest frame over other cases) before."""
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape, triton=triton)
-    assert p.stack.status.startswith("derived (compiled for sm90 on the CPU")
-    assert not any("stack reservation" in a for a in p.assumptions)
+    assert status_words(p.stack.status).startswith("derived (compiled for sm90 on the CPU")
+    assert not any("stack reservation" in a for a in assumptions_words(p))
     assert (p.stack_limit_bytes, p.stack.bytes) == (limit, reservation)
     assert stack_reservation_bytes(limit, H200) == reservation
 
@@ -813,8 +815,8 @@ def test_run_33s_cases_are_derived_on_the_cpu(key, options, triton, shape, limit
     """Run 33's cases, compiled for sm90 on the GPU machine's CPUs (validate/data/records/runs/cpu_frames/summary_g.jsonl,
     summary_t39c.jsonl): each stack reservation derived, where each was borrowed from other cases before."""
     p = process_memory(H200, get_model(key, "H200", **options), "cold", shape, triton=triton)
-    assert p.stack.status.startswith("derived (compiled for sm90 on the CPU")
-    assert not any("stack reservation" in a for a in p.assumptions)
+    assert status_words(p.stack.status).startswith("derived (compiled for sm90 on the CPU")
+    assert not any("stack reservation" in a for a in assumptions_words(p))
     assert (p.stack_limit_bytes, p.stack.bytes) == (limit, reservation)
     assert stack_reservation_bytes(limit, H200) == reservation
 
@@ -959,11 +961,11 @@ def test_a_family_figure_is_measured_at_its_cases(name, family, state, case, bui
     its status: measured; at another hidden size the same bytes, unbounded (other GEMM shapes)."""
     key, options, shape = _case_shape(case)
     p = process_memory(H200, get_model(key, "H200", **options, **built), state, shape, triton="3.6.0")
-    assert p.modules.status == "measured", p.modules.status
+    assert status_words(p.modules.status) == "measured", status_words(p.modules.status)
     if built:
         other = process_memory(H200, get_model(key, "H200", **options, **{**built, "hidden": 4096}), state, shape,
                                triton="3.6.0")
-        assert other.modules.bytes == p.modules.bytes and other.modules.status.startswith(
+        assert other.modules.bytes == p.modules.bytes and status_words(other.modules.status).startswith(
             "unbounded: measured for fla-kda-layer at head_dim=128 num_heads=32 at hidden=2304, ")
 
 
@@ -984,9 +986,10 @@ def test_a_family_figure_elsewhere_is_estimated(key, state, shape, bytes_, said)
     leave-one-out error (-2 to +4 MiB over 19 cases), its high end (+2 MiB) counted by the verdict."""
     p = process_memory(H200, get_model(key, "H200"), state, shape, triton="3.6.0")
     assert (p.modules.bytes, p.modules.margin) == (bytes_, 2_097_152)
-    assert p.modules.status.startswith("estimated: " + said.split(":")[0]) and said in p.modules.status, p.modules.status
-    assert "; leave-one-out over 19 committed cases: -2 to +4 MiB; the high end (+2 MiB) counted; measure " in p.modules.status
-    assert any(a.startswith("estimated: kernel modules: ") for a in p.assumptions), p.assumptions
+    words = status_words(p.modules.status)
+    assert p.modules.kind is Kind.ESTIMATED and words.startswith("estimated: " + said.split(":")[0]) and said in words
+    assert "; leave-one-out over 19 committed cases: -2 to +4 MiB; the high end (+2 MiB) counted; measure " in status_words(p.modules.status)
+    assert any(a.startswith("estimated: kernel modules: ") for a in assumptions_words(p)), assumptions_words(p)
 
 
 def test_gdn_forward_only_at_d64_reads_above_the_family_figure():
@@ -1031,7 +1034,7 @@ def test_another_gpus_stack_says_what_it_borrowed(shape, frames_used):
     there not measured; it names the H200's frames where they were used (committed or estimated from the committed
     cases; it said 'frames ... and thread count rule')."""
     p = process_memory(get_device("B300"), get_model("fla-kda@0.6.0", "B300"), "cold", shape)
-    assert p.stack.status.startswith("estimated: ")
+    assert status_words(p.stack.status).startswith("estimated: ")
     assert ("the reservation rule (the limit for every resident thread, in 2 MiB pages) measured on the H200 only, its "
-            "error on this GPU not measured (no process of this GPU committed)") in p.stack.status
-    assert ("the H200's frames used (sm90's compile)" in p.stack.status) == frames_used
+            "error on this GPU not measured (no process of this GPU committed)") in status_words(p.stack.status)
+    assert ("the H200's frames used (sm90's compile)" in status_words(p.stack.status)) == frames_used

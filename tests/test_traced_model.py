@@ -28,6 +28,7 @@ from livebytes.estimator.shapes import Shape
 from livebytes.lifetimes.traced.model import canonical_config, options_for, read_config
 from livebytes.validate.check import model_records
 from livebytes.validate.check.records import load_records
+from livebytes.process_words import status_words
 
 TINY = {"model_type": "kda", "hidden_size": 256, "num_hidden_layers": 2, "num_heads": 2, "head_dim": 64,
         "vocab_size": 1000}
@@ -186,7 +187,7 @@ def test_fp32_amp_holds_a_bf16_copy_of_every_linear_weight_through_the_forward(t
 ])
 def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
     """fp32 tensors reach the kernels: other specialisations, other modules than the bf16 process's records hold."""
-    from livebytes.estimator.process import _readable, case_variant
+    from livebytes.estimator.process.memory import _readable, case_variant
     assert case_variant(options) == variant
     assert _readable(f"fla-kda-model:{variant}") == readable
 
@@ -197,10 +198,10 @@ def test_fp32_amp_process_memory_names_what_it_borrows():
     the family at another head dim, 15,280 B at H16), both estimated with their rules' leave-one-out errors (it was CUDA's
     512 KiB cap, 141,457,096,704 B, before): 15,280 x 270,336 = 4,130,734,080 B -> 1,970 pages - 132 = 1,838 pages =
     3,854,565,376 B, the whole-model rule's high end (281,018,368 B) counted by the verdict."""
-    from livebytes.estimator.process import process_memory
+    from livebytes.estimator.process.memory import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
-    assert pm.modules.status.startswith("estimated: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
-    assert pm.stack.status.startswith("estimated: stack limit not measured for fla-kda-model (fp32-amp) at head_dim=64 "
+    assert status_words(pm.modules.status).startswith("estimated: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
+    assert status_words(pm.stack.status).startswith("estimated: stack limit not measured for fla-kda-model (fp32-amp) at head_dim=64 "
                                       "num_heads=2: 15,280 B, the largest measured of the same model family at another "
                                       "head dim")
     assert (pm.stack_limit_bytes, pm.stack.bytes, pm.stack.margin) == (15_280, 3_854_565_376, 281_018_368)

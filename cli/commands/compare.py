@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import options as o
 from .. import render
 from ..progress import progress
-from ..render import SECTION, Column, T, g, pct, unbounded_label
+from ..render import SECTION, Column, T, g, pct, no_limit_label
 from .predict import TRACING
 
 NAME = "compare"
@@ -47,7 +47,7 @@ def columns(results: list[dict]) -> list[Column]:
 
 def rows(data: dict, preds, measured) -> list:
     """The storage groups' bytes (every group of any column, in the groups' order), then the peaks, the peak step, the
-    record quoted and the changes against the first. Out of memory, a column's peaks are labelled unbounded."""
+    record quoted and the changes against the first. Out of memory, a column's peaks are labelled with no memory limit."""
     results = data["results"]
     groups = []
     for p in preds:
@@ -55,8 +55,8 @@ def rows(data: dict, preds, measured) -> list:
     order = {grp: i for i, grp in enumerate(type(groups[0]))} if groups else {}
     out = [(T(grp.label), [T(f"{g(p.groups.get(grp, 0))} GiB") for p in preds]) for grp in sorted(groups, key=order.get)]
     out += [SECTION,
-            (T("peak, 512-B blocks", "bold"), [T(f"{g(r['peak_bytes'])} GiB{unbounded_label(r)}", "bold") for r in results]),
-            (T("steady-state replay"), [T(f"{g(r['replay_peak_bytes'])} GiB{unbounded_label(r)}") for r in results]),
+            (T("peak, 512-B blocks", "bold"), [T(f"{g(r['peak_bytes'])} GiB{no_limit_label(r)}", "bold") for r in results]),
+            (T("steady-state replay"), [T(f"{g(r['replay_peak_bytes'])} GiB{no_limit_label(r)}") for r in results]),
             (T("peak step"), [T(r["peak_step"]) for r in results]),
             (T("measured"), [T(render.measured_text(m)) for m in measured])]
     if len(results) > 1:

@@ -69,14 +69,14 @@ def peak_columns(p) -> list[Column]:
             Column("buffers live at the peak", lambda r: "\n".join(r[2]), footer=f"at step {p.peak_step.name}")]
 
 
-def prediction_table(p, measured=None, replayed: int | None = None, unbounded: bool = False, probed: bool = False):
-    """The peak's storage groups and buffers; ``unbounded``: the run goes out of memory on the device (the verdict's
+def prediction_table(p, measured=None, replayed: int | None = None, no_limit: bool = False, probed: bool = False):
+    """The peak's storage groups and buffers; ``no_limit``: the run goes out of memory on the device (the verdict's
     ``peaks_unbounded``), so the caption says the peaks are those of a device with no memory limit."""
     below = render.measured_text(measured, probed)
     if replayed is not None:
         below += f" | steady-state allocator replay (this shape run repeatedly): {g(replayed)} GiB"
-    if unbounded:
-        below += f" | these peaks are {render.UNBOUNDED}: it runs out of memory before them (below)"
+    if no_limit:
+        below += f" | these peaks are {render.NO_LIMIT}: it runs out of memory before them (below)"
     return render.table(f"{p.model.key}  {p.shape.label()}  on {p.model.device}", peak_columns(p), group_rows(p),
                         show_footer=True, **render.caption(below))
 

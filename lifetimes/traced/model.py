@@ -145,7 +145,7 @@ def canonical_config(data: dict, where: str = "config") -> str:
 def architecture_digest(config: str) -> str:
     """A canonical config's digest less its depth (the first 12 hex digits of the SHA-256 of its JSON without
     ``num_hidden_layers``): two configs that differ in depth alone share it, so a process measured at one depth speaks
-    for fewer layers of the same stack (``estimator.process``'s whole-model modules)."""
+    for fewer layers of the same stack (``estimator.process.memory``'s whole-model modules)."""
     data = {k: v for k, v in json.loads(config).items() if k != "num_hidden_layers"}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 

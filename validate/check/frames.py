@@ -178,7 +178,7 @@ def probe_limits() -> dict:
 def modules() -> dict:
     """Loaded modules (non-PyTorch memory minus the context and the stack reservation), measured in processes alone on
     the GPU at the edge (the matrix's side-by-side processes read 3.1-3.3 MiB less). Each figure names the cases
-    (``case_key``) its cited processes ran, ``measured_at``: ``process._modules`` calls it measured there only."""
+    (``case_key``) its cited processes ran, ``measured_at``: ``memory._modules`` calls it measured there only."""
     def fig(nbytes: int, source: str, *cases: tuple, options: dict | None = None) -> dict:
         return {"bytes": nbytes, "status": "measured", "source": source,
                 "measured_at": [case_key(prefix, dim, heads, v_heads) for prefix, dim, heads, v_heads in cases],
@@ -259,7 +259,7 @@ def model_processes(triton: str = "3.6.0") -> list[dict]:
 
 
 def model_build(config: dict, options: dict) -> dict:
-    """What a whole model's process ran beside its case key, as ``process._model_at_build`` compares it: the config less
+    """What a whole model's process ran beside its case key, as ``memory._model_at_build`` compares it: the config less
     its depth (the built model's ``architecture`` option), its depth and optimizer (which pick its GEMM shapes and
     kernels, each loaded lazily), with the hidden size and vocabulary named for the reader."""
     from livebytes.lifetimes.traced.model import architecture_digest, canonical_config
@@ -271,10 +271,10 @@ def model_build(config: dict, options: dict) -> dict:
 
 
 def _model_case(config: dict, options: dict) -> str:
-    """A model record's case key as estimator/process.py looks it up: the traced family's key and the shape its model
+    """A model record's case key as estimator/process/memory.py looks it up: the traced family's key and the shape its model
     answers at (``config_sizes``: fla's models their heads and head dim, a hybrid model its full-attention layers'),
     value heads those of fla's configs (``num_v_heads``) or the heads."""
-    from livebytes.estimator.process import case_variant
+    from livebytes.estimator.process.memory import case_variant
     from livebytes.lifetimes.traced.model import FAMILIES, canonical_config, config_sizes
     heads, dim = config_sizes(canonical_config(config, "record config"))
     return case_key(f"{FAMILIES[config['model_type']]}:{case_variant(options)}", dim, heads,
@@ -287,7 +287,7 @@ def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:
     tokens: ``points``), and the modules, non-PyTorch bytes minus the context and that limit's reservation; the
     family's modules figure is its cases' largest."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process import process_memory, stack_reservation_bytes
+    from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     limits: dict = {}
     by_case: dict = {}
@@ -369,9 +369,9 @@ def build() -> dict:
 
 def _module_figure(r: dict, context: int) -> dict:
     """One process's loaded modules: its non-PyTorch bytes alone on the GPU minus the context and its measured stack
-    limit's reservation (``estimator.process``'s rules)."""
+    limit's reservation (``estimator.process.memory``'s rules)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process import stack_reservation_bytes
+    from livebytes.estimator.process.memory import stack_reservation_bytes
     alone = r["in_process_alone"]["nonpytorch_bytes"]
     reservation = stack_reservation_bytes(r["stack_limit_bytes"], get_device("H200"))
     return {"bytes": alone - context - reservation, "status": "measured",
@@ -384,9 +384,9 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
     """({family: {state: figure}}, {state: {case: figure}}) of the processes alone on the GPU (a side-by-side process's
     NVML drop reads a few MiB less: not used). The figures differ by head dim (GDN cold under Triton 3.9.0: 100,663,296 B
     at D128, 98,566,144 B at D64), so each measured case keeps its own; the family's figure, for cases not measured,
-    is the largest of its cases (``process._modules`` says it is unbounded there)."""
+    is the largest of its cases (``memory._modules`` says it is unbounded there)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process import process_memory
+    from livebytes.estimator.process.memory import process_memory
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     by_case: dict = {"cold": {}, "warm": {}}
     grouped: dict = defaultdict(list)
@@ -412,9 +412,9 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
 def layer_modules(names: tuple[str, ...], cold_frames: dict) -> tuple[dict, dict]:
     """({family: {"cold": figure}}, {"cold": {case: figure}}) of cold layer processes alone on the GPU: the record's
     non-PyTorch bytes after its steps minus the context and the reservation of its case's frames (every kernel of a
-    cold process launches: the limit is the largest frame rounded to 16 B, ``process.driver_stack_limit``)."""
+    cold process launches: the limit is the largest frame rounded to 16 B, ``memory.driver_stack_limit``)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process import driver_stack_limit, process_memory, stack_reservation_bytes
+    from livebytes.estimator.process.memory import driver_stack_limit, process_memory, stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     families: dict = {}
     by_case: dict = {}

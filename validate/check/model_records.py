@@ -353,8 +353,8 @@ def _step_checks(data: dict, run, figure) -> list[FigureCheck]:
 def _process_checks(data: dict, model, shape, device, figure, path_name: str) -> list[FigureCheck]:
     """The process's memory outside PyTorch (NVML, per process) and its stack limit after each step, against the
     process-memory model's after the first call: later steps load no new kernels, and the driver never lowers the
-    limit (``estimator.process``)."""
-    from livebytes.estimator.process import process_memory
+    limit (``estimator.process.memory``)."""
+    from livebytes.estimator.process.memory import process_memory
     p = process_memory(device, model, data["triton_cache"], shape)
     before = data.get("before", {})
     # after CUDA init, device-wide (mem_get_info, as the context figure was measured): at least the context. Not

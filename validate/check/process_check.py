@@ -1,4 +1,4 @@
-"""Every measured non-PyTorch figure against the process-memory model (``estimator.process``): run 13's side-by-side
+"""Every measured non-PyTorch figure against the process-memory model (``estimator.process.memory``): run 13's side-by-side
 processes (every head dim, both phases, cold and warm) and each boundary probe process (its first trial, alone on the
 GPU). One row per measured process; ``docs/capacity.md``'s process table and ``tests/test_process_memory.py`` read it."""
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.process import process_memory
+from livebytes.estimator.process.memory import process_memory
+from livebytes.estimator.process.status import Assumption
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 
@@ -23,7 +24,7 @@ class ProcessRow:
     predicted_limit: int
     measured_bytes: int
     predicted_bytes: int
-    assumptions: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]   # typed (``process.status``); ``livebytes.process_words`` says them
 
     @property
     def difference_bytes(self) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.process import process_memory
+from livebytes.estimator.process.memory import process_memory
 
 from .figures import FigureCheck, at_least, count, figure, named_miss, within
 from .record_misses import NAMED_MISSES

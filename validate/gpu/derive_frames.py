@@ -1,9 +1,9 @@
-"""Derive one case's stack frames on this machine, so that ``estimator/process.py`` replaces its estimate (the
-nearest committed cases' frames, ``process_estimate``) by the case's own reservation: the CPU compile probe
+"""Derive one case's stack frames on this machine, so that ``estimator/process/memory.py`` replaces its estimate (the
+nearest committed cases' frames, ``process.estimate``) by the case's own reservation: the CPU compile probe
 (``validate/gpu/probes/cpu_frames.py``: every autotune candidate compiled for sm90 by the installed Triton and the ptxas
 its wheel ships, ``cuobjdump -res-usage`` on each cubin) run as a subprocess for that one case, its summary line
 checked (the asked case, the asked Triton, fla-core of the data's version, under Triton >= 3.9 the bundled legacy
-ptxas the H200 runs used, a call that finished) and kept signed in the private cache (``estimator.frames_store``).
+ptxas the H200 runs used, a call that finished) and kept signed in the private cache (``estimator.process.frames_store``).
 
 No GPU and no CUDA toolkit are needed: triton and fla-core (the ``validate`` extra) are. A case takes 2-10 minutes of
 one CPU core. Cold frames only: which candidate a warm process keeps is a GPU timing, so a warm case stays bounded by
@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from livebytes.estimator import frames_store
+from livebytes.estimator.process import frames_store
 from livebytes.validate.gpu import process_group
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process import case_variant, frames_case
+from livebytes.estimator.process.memory import case_variant, frames_case
 
 PROBE = Path(__file__).parent / "probes" / "cpu_frames.py"
 

@@ -1,15 +1,15 @@
-"""Measure one case's process on this machine's GPU, so that ``estimator/process.py`` replaces its unbounded kernel
+"""Measure one case's process on this machine's GPU, so that ``estimator/process/memory.py`` replaces its unbounded kernel
 modules (no rule bounds the driver's module memory: ``runs/cpu_frames/MODULES.md``) by the case's own figures: the
 process-memory probe (``validate/gpu/probes/process_memory.py``) run as a subprocess for that one case, cold (an empty
 Triton cache) and then warm (over that cache), each process alone on the GPU; each reading checked (the asked case,
 Triton and fla-core of the data's versions, a GPU a preset describes, a call that finished, the process alone: its
-in-process figure equal to the NVML drop at its exit) and kept signed in the private cache (``estimator.measured_store``).
+in-process figure equal to the NVML drop at its exit) and kept signed in the private cache (``estimator.process.measured_store``).
 
 Needs the GPU itself, idle, and the ``validate`` extra (torch, triton, fla-core, cuda-bindings for the stack limit); the
 installed versions and the GPU are asked first (``inspect``: seconds), so a mismatch is refused before the probe. A cold
 case takes minutes (every autotune candidate compiles and runs). The call runs one sequence of the shape's tokens (4,096
 by default): lazily loaded kernels and Triton's specialisations can follow the length, so a reading answers as measured
-at its own length only (``process.measured_here``). Each process's reading is kept on its own merits: a refused warm
+at its own length only (``memory.measured_here``). Each process's reading is kept on its own merits: a refused warm
 process does not discard a sound cold one. ``livebytes process measure`` (the command line) calls ``measure``;
 ``measured`` lists the cases.
 """
@@ -24,12 +24,12 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from livebytes.estimator import measured_store
+from livebytes.estimator.process import measured_store
 from livebytes.validate.gpu import process_group
 from livebytes.estimator.devices import get_device, preset_of
 from livebytes.estimator.folders import own_leaf
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process import frames_case, stack_reservation_bytes
+from livebytes.estimator.process.memory import frames_case, stack_reservation_bytes
 
 PROBE = Path(__file__).parent / "probes" / "process_memory.py"
 TOKENS = 4096                   # the committed figures' length: the command's default

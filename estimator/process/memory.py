@@ -16,16 +16,17 @@
 Frames come from the H200's logs, or, for cases no GPU process logged, from every candidate compiled for sm90 on
 the CPU (``derived_on_cpu``; equal to the H200's wherever both exist, and to the stack limits the edge probes read,
 ``limits``, a cross-check only), or, for a case the committed data lack, from the frames the user derived on this
-machine (``frames_store``: the same CPU compile, kept signed in the private cache). A figure's status is ``measured``
-or ``derived``, or, where neither holds for the asked case, ``bounded: ...`` (an upper bound, its proof in the words: a
+machine (``frames_store``: the same CPU compile, kept signed in the private cache). A figure's status
+(``process.status.Status``: a ``Kind`` and its reasons, typed; ``livebytes.process_words`` says them) is measured
+or derived, or, where neither holds for the asked case, bounded (an upper bound, its proof in the reasons: a
 warm process's tuned configs are among the candidates whose frames the cold case holds, it loads a subset of the cold
 process's modules, a warm whole model's limit is at most its cold process's at the same case and length, each only
-where the cold figure it rests on is itself measured, derived or bounded), ``estimated: ...`` (a case or kernel without
+where the cold figure it rests on is itself measured, derived or bounded), estimated (a case or kernel without
 frames, a whole model's case no process ran, a family's modules at another case: the nearest committed cases' figure,
-``process_estimate``, with its rule's leave-one-out error, ``process_loo``; ``Figure.margin`` holds the high end, which
-the verdict counts: ``ProcessMemory.high_bytes``) or ``unbounded: ...`` (the figure used and why nothing bounds it:
+``process.estimate``, with its rule's leave-one-out error, ``process.loo``; ``Figure.margin`` holds the high end, which
+the verdict counts: ``ProcessMemory.high_bytes``) or unbounded (the figure used and why nothing bounds it:
 another GPU, a whole model's length not measured, a library without a module figure); ``ProcessMemory.assumptions``
-lists each such part in those words; never silently another case's figure. No neighbour bounds a case not compiled:
+lists each such part with its status; never silently another case's figure. No neighbour bounds a case not compiled:
 the head counts and head dims are constexprs of every kernel, and ptxas's frames at one value bound nothing at another
 (the committed candidates: at D128, H96's differ from H16's in 42 of 202, 23 up and 19 down, H1's in 31;
 ``tests/test_process_memory.py``). CUDA's local-memory limit does (``LOCAL_MEMORY_LIMIT``), but its reservation,
@@ -41,14 +42,14 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import frames_store, measured_store
-from . import process_estimate as estimate
-from . import process_loo as loo
-from .devices import Device, get_device
-from .errors import LivebytesError
-from .fields import show
+from . import estimate, frames_store, loo, measured_store
+from ..devices import Device, get_device
+from ..errors import LivebytesError
+from ..fields import show
+from .status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, LooError, OffGpu, Part, Status,
+                     note, read_note, read_status, said)
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"      # estimator/data
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
 PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (run 6a: reset freed product + 1 MiB)
 STATES = ("cold", "warm")
@@ -60,29 +61,20 @@ LOCAL_MEMORY_SOURCE = ("the CUDA C++ Programming Guide's technical specification
                        "512 KB of local memory per thread, a kernel's stack frame within it")
 
 
-BOUNDED, UNBOUNDED = "bounded: ", "unbounded: "     # two kinds of a part neither measured nor derived
-ESTIMATED = "estimated: "       # the third: the nearest committed cases' figure, its error measured (process_estimate)
-KINDS = (BOUNDED, ESTIMATED, UNBOUNDED)
+BOUNDED, ESTIMATED, UNBOUNDED = Kind.BOUNDED, Kind.ESTIMATED, Kind.UNBOUNDED
 
 
 @dataclass(frozen=True)
 class Figure:
     bytes: int
-    status: str            # "measured", "derived", "derived (...)", "bounded: <proof>", "estimated: <basis and error>" or "unbounded: <why>"
+    status: Status         # its kind and why (``process.status``; its words: ``livebytes.process_words``)
     source: str
     record: str | None = None
     margin: int = 0        # an estimate's high end above ``bytes``: the largest shortfall its rule made on a withheld case
 
-
-def kind_of(notes: list[str]) -> str:
-    """The status a figure resting on ``notes`` (each starting with one of ``KINDS``) takes: unbounded where any part
-    is, else estimated where any part is, else bounded: the notes' own words, its kind once."""
-    kind = next((k for k in (UNBOUNDED, ESTIMATED) if any(n.startswith(k) for n in notes)), BOUNDED)
-    return kind + "; ".join(_unkind(n) for n in notes)
-
-
-def _unkind(note: str) -> str:
-    return next((note.removeprefix(k) for k in KINDS if note.startswith(k)), note)
+    @property
+    def kind(self) -> Kind:
+        return self.status.kind
 
 
 def driver_stack_limit(frame_bytes: int) -> int:
@@ -120,7 +112,7 @@ class ProcessMemory:
     triton_cache: str
     stack_limit_bytes: int = DEFAULT_STACK_LIMIT
     growth: tuple[tuple[str, int], ...] = ()     # (step, bytes) where the first call's launches raise the reservation
-    notes: tuple[str, ...] = field(default=())   # assumptions beyond the figures' own status
+    notes: tuple[Status, ...] = field(default=())   # assumptions beyond the figures' own status
     triton: str | None = None                    # the Triton version whose kernels' data these are (None: no Triton)
 
     @property
@@ -129,7 +121,7 @@ class ProcessMemory:
 
     @property
     def margin(self) -> int:
-        """The estimated parts' high ends above their figures (``process_loo.margin``): 0 where nothing is estimated."""
+        """The estimated parts' high ends above their figures (``process.loo.margin``): 0 where nothing is estimated."""
         return sum(f.margin for f in (self.context, self.modules, self.stack) if f is not None)
 
     @property
@@ -143,24 +135,32 @@ class ProcessMemory:
         start)."""
         return self.high_bytes - sum(b for _, b in self.growth)
 
-    @property
-    def assumptions(self) -> list[str]:
-        """Each part neither measured nor derived, in its kind's words: ``bounded: PART: proof`` or ``unbounded: PART:
-        what is used and why nothing bounds it``; then the model's notes (each of those kinds too)."""
-        out = [f"{kind}{name}: {f.status.removeprefix(kind)}"
-               for name, f in (("CUDA context", self.context), ("kernel modules", self.modules), ("stack reservation", self.stack))
-               if f is not None for kind in KINDS if f.status.startswith(kind)]
-        if self.modules is None:
-            out.append(f"{UNBOUNDED}{self.library_name}: its kernels' memory is not measured; counted as the context only")
-        return out + list(self.notes)
+    def _parts(self) -> list[tuple[Part, Figure]]:
+        return [(part, f) for part, f in ((Part.CONTEXT, self.context), (Part.MODULES, self.modules),
+                                          (Part.STACK, self.stack)) if f is not None]
 
     @property
-    def kept_here(self) -> list[str]:
-        """Each part this machine supplied (``frames derive``, ``process measure``: status ``... (on this machine,
-        ...)``), as ``PART: status``: the answer says which figures no committed record holds."""
-        return [f"{name}: {f.status}" for name, f in (("CUDA context", self.context), ("kernel modules", self.modules),
-                                                      ("stack reservation", self.stack))
-                if f is not None and "(on this machine" in f.status]
+    def assumptions(self) -> list[Assumption]:
+        """Each part neither measured nor derived (bounded: its proof; estimated: its basis and error; unbounded: what
+        is used and why nothing bounds it); a library without a module figure; then the model's notes."""
+        out = [Assumption(f.status, part) for part, f in self._parts() if f.kind in ASSUMED]
+        if self.modules is None:
+            out.append(Assumption(said(UNBOUNDED, "its kernels' memory is not measured; counted as the context only"),
+                                  library=self.library_name))
+        return out + [Assumption(n) for n in self.notes]
+
+    @property
+    def kind(self) -> Kind:
+        """The answer's kind: the weakest assumption's, else derived where a part is, else measured."""
+        kinds = {a.status.kind for a in self.assumptions}
+        return next((k for k in (UNBOUNDED, ESTIMATED, BOUNDED) if k in kinds),
+                    Kind.DERIVED if any(f.kind is Kind.DERIVED for _, f in self._parts()) else Kind.MEASURED)
+
+    @property
+    def kept_here(self) -> list[tuple[Part, Figure]]:
+        """Each part this machine supplied (``frames derive``, ``process measure``: ``Status.here``): the answer says
+        which figures no committed record holds."""
+        return [(part, f) for part, f in self._parts() if f.status.here is not None]
 
 
 @lru_cache(maxsize=None)
@@ -184,16 +184,13 @@ def _device(device: Device | str) -> Device:
     return device if isinstance(device, Device) else get_device(device)
 
 
-OFF_GPU = "its error on this GPU not measured (no process of this GPU committed)"
-
-
-def _off(assumed_from: str, what: str) -> str:
+def _off(assumed_from: str, what: str) -> Status:
     """The status of a part taken from ``assumed_from``'s data on a GPU no process measured: estimated off that GPU."""
-    return f"{ESTIMATED}off the {assumed_from}: {what}, {OFF_GPU}"
+    return said(ESTIMATED, OffGpu(assumed_from, what))
 
 
 def _figure(entry: dict, assumed_from: str | None) -> Figure:
-    status = entry["status"] if assumed_from is None else _off(assumed_from, f"the {assumed_from}'s figure")
+    status = read_status(entry["status"]) if assumed_from is None else _off(assumed_from, f"the {assumed_from}'s figure")
     return Figure(int(entry["bytes"]), status, entry["source"], entry.get("record"))
 
 
@@ -217,17 +214,20 @@ def check_triton(model_key: str, triton: str, device: Device | str = "H200") -> 
                              f"{', '.join(known)})")
 
 
-def _library(device_entry: dict, model_key: str, triton: str | None = None) -> tuple[dict | None, list[str]]:
+def _library(device_entry: dict, model_key: str, triton: str | None = None) -> tuple[dict | None, list[Status]]:
     """The library entry that lists ``model_key`` (the first: its default; ``triton``: the one of that Triton version,
-    ``check_triton``'d), and what it says of that model's figures (its note, ``unbounded: ...`` or ``bounded: ...``)."""
+    ``check_triton``'d), and what it says of that model's figures (its note: a bounded or unbounded status, read from
+    the data once)."""
     listing = [lib for lib in device_entry["libraries"] if model_key in lib["models"]
                and (triton is None or lib.get("triton") == triton)]
     if not listing:
         return None, []
-    note = listing[0]["models"][model_key]
-    if note and not note.startswith((BOUNDED, UNBOUNDED)):
-        raise ValueError(f"process_memory.json: {model_key}'s note must say bounded: or unbounded:, not {note[:40]!r}")
-    return listing[0], [note] if note else []
+    words = listing[0]["models"][model_key]
+    try:
+        return listing[0], [read_note(words)] if words else []
+    except ValueError:
+        raise ValueError(f"process_memory.json: {model_key}'s note must say bounded: or unbounded:, not "
+                         f"{words[:40]!r}") from None
 
 
 def frames_case(model_key: str, options: dict, shape, triton: str | None = None, device: Device | str = "H200",
@@ -260,66 +260,63 @@ def _case_key(prefix: str, shape) -> str:
     return f"{prefix} D{shape.dim} H{shape.heads} HV{shape.hv}"
 
 
-def local_memory_bound(what: str, how: str) -> str:
+def local_memory_bound(what: str, how: str) -> Status:
     """The note of a stack reservation bounded by CUDA's per-thread local-memory limit: a kernel's frame lives in its
     thread's local memory, at most ``LOCAL_MEMORY_LIMIT``, so the driver's limit never exceeds it and the reservation
     at it for every resident thread bounds any kernel's (loose: 141,457,096,704 B on the H200, never below the truth).
     ``what``: whose frames are missing; ``how``: how to get them."""
-    return (f"{BOUNDED}CUDA's 512 KiB per-thread local-memory limit ({LOCAL_MEMORY_SOURCE}) caps the driver's stack "
-            f"limit, so the reservation at {LOCAL_MEMORY_LIMIT:,} B for every resident thread bounds it, loosely: {what}; "
-            f"{how}")
+    return said(BOUNDED, f"CUDA's 512 KiB per-thread local-memory limit ({LOCAL_MEMORY_SOURCE}) caps the driver's "
+                f"stack limit, so the reservation at {LOCAL_MEMORY_LIMIT:,} B for every resident thread bounds it, "
+                f"loosely: {what}; {how}")
 
 
-def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> str:
-    """How the user replaces the bound by the case's own frames: the command that compiles them on the CPU, or why none."""
-    command = frames_store.derive_command(key, prefix, shape, triton)
-    return (f"derive the case's own frames on a machine with Triton {triton} installed: {command}" if command else
-            "no probe of this tool compiles or measures this case (validate/gpu/probes/cpu_frames.py and "
-            "process_memory.py run FLA's kernels and layers alone, the plain contract without grouped value heads "
-            "only), so the bound stands")
+def _derive_hint(key: str, prefix: str, shape, triton: str | None) -> Hint:
+    """How the user replaces the bound by the case's own frames: compile them on the CPU (the case None where no probe
+    of this tool can)."""
+    return Hint(Act.DERIVE, frames_store.probe_case(key, prefix, shape, triton))
 
 
-def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dict, data_file: str) -> str:
-    """How the user replaces unbounded module memory by the case's own: the command that measures its process on a
-    GPU at its number of tokens (``measured_store``; a layer's build options among its flags), or nothing where the
-    probe runs no such case or runs another version's kernels (a snapshot modelled on the data's fla-core)."""
+def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dict, data_file: str) -> Hint | None:
+    """How the user replaces unbounded module memory by the case's own: measure its process on a GPU at its number of
+    tokens (``measured_store``; a layer's build options part of the case), or None where the probe runs no such case or
+    runs another version's kernels (a snapshot modelled on the data's fla-core)."""
     import re
     fla = re.search(r"fla-core-([^_]+)_", data_file)
     if fla and key.split("@", 1)[-1] != fla.group(1):
-        return ""
-    command = measured_store.measure_command(key, prefix, shape, triton, options)
-    return f"; measure the case's process on the GPU itself (minutes): {command}" if command else ""
+        return None
+    case = frames_store.probe_case(key, prefix, shape, triton, options)
+    return None if case is None else Hint(Act.MEASURE, case)
 
 
 def _frame_table(data: dict, prefix: str, shape, state: str, data_file: str | None,
-                 hint: str) -> tuple[dict | None, list[str], str | None]:
-    """(each kernel's largest frame, notes, provenance) for the case ``prefix`` (family:contract) at ``shape`` in
-    ``state``. Frames: the committed data's (provenance the CPU compile's note where ``derived_on_cpu``, else None: the
+                 hint: Hint) -> tuple[dict | None, list[Status], str | None]:
+    """(each kernel's largest frame, notes, the derived status) for the case ``prefix`` (family:contract) at ``shape``
+    in ``state``. Frames: the committed data's (derived, the CPU compile's note aside where ``derived_on_cpu``: else the
     GPU's logs); warm without the tuned configs' frames, every candidate's (a bound: the tuned config is one of them);
-    cold, a case the data lack, the frames derived on this machine (``frames_store``, provenance ``on this machine,
-    Triton X``; ``data_file`` None: not looked up); else None: no frames (``hint``: how to derive them)."""
+    cold, a case the data lack, the frames derived on this machine (``frames_store``, derived here, under Triton X;
+    ``data_file`` None: not looked up); else None: no frames (``hint``: how to derive them)."""
     table = data["frames"][state]
     case = _case_key(prefix, shape)
     if case in table:
         on_cpu = data.get("derived_on_cpu", {}).get(case) if state == "cold" else None
-        return table[case], [], on_cpu["note"] if on_cpu else None
+        return table[case], [], Status(Kind.DERIVED, aside=on_cpu["note"]) if on_cpu else DERIVED
     if state == "warm":     # the tuned configs depend on the key (the head counts among it): bound by every candidate's
         frames, notes, _ = _frame_table(data, prefix, shape, "cold", data_file, hint)
         if frames is None:      # no candidate's frames either: the caller estimates them
             return None, notes, None
-        return frames, [f"{BOUNDED}tuned configs' frames not measured at {_dims(shape.dim, shape.heads, shape.hv)}: every "
-                        "candidate's (the cold frames) bound them, each tuned config being one of the candidates the "
-                        "autotuner chose from"] + notes, None
+        return frames, [said(BOUNDED, f"tuned configs' frames not measured at {_dims(shape.dim, shape.heads, shape.hv)}: "
+                             "every candidate's (the cold frames) bound them, each tuned config being one of the "
+                             "candidates the autotuner chose from")] + notes, None
     mine = frames_store.lookup(data_file, case) if data_file else None
     if mine is not None:
-        return mine["frames"], [], f"on this machine, Triton {mine['triton']}"
+        return mine["frames"], [], Status(Kind.DERIVED, here=f"Triton {mine['triton']}")
     return None, [], None       # no frames: the caller estimates the launched kernels' (``_estimated_frames``)
 
 
 def _estimated_frames(data: dict, prefix: str, shape, frames: dict | None, kernels: tuple[str, ...], device: Device,
-                      hint: str) -> tuple[dict | None, list[str]]:
-    """``frames`` with each launched kernel they lack estimated (``process_estimate.estimate_frames`` over these data's
-    complete cold cases and the library's other Triton's), and the note that says so (``estimated: ``, the kernels,
+                      hint: Hint) -> tuple[dict | None, list[Status]]:
+    """``frames`` with each launched kernel they lack estimated (``process.estimate.estimate_frames`` over these data's
+    complete cold cases and the library's other Triton's), and the note that says so (estimated: the kernels,
     the rules' tiers, the leave-one-out error and ``hint``, how to derive the case's own); unchanged where nothing is
     missing."""
     missing = tuple(k for k in dict.fromkeys(kernels) if k not in (frames or {}))
@@ -329,13 +326,13 @@ def _estimated_frames(data: dict, prefix: str, shape, frames: dict | None, kerne
     asked = estimate.parse_case(_case_key(prefix, shape))
     guessed = estimate.estimate_frames(missing, asked, estimate.frame_cases(data), siblings)
     top = max(guessed.values(), key=lambda e: e.value)
-    _, error = _estimate_words(loo.KINDS[0], device)
+    _, error = _estimate_error(loo.KINDS[0], device)
     what = ("stack frames" if frames is None else f"the frames of {', '.join(missing)}")
-    note = (f"{ESTIMATED}{what} not measured or derived for {_readable(prefix)} at "
-            f"{_dims(shape.dim, shape.heads, shape.hv)}: each kernel's frame from the nearest committed cases, the "
-            f"largest {top.value:,} B ({top.tier}: {', '.join(map(_case_text, top.basis[:3]))}"
-            f"{' ...' if len(top.basis) > 3 else ''}); {error}; {hint}")
-    return {**(frames or {}), **{k: e.value for k, e in guessed.items()}}, [note]
+    said_ = said(ESTIMATED, f"{what} not measured or derived for {_readable(prefix)} at "
+                 f"{_dims(shape.dim, shape.heads, shape.hv)}: each kernel's frame from the nearest committed cases, the "
+                 f"largest {top.value:,} B ({top.tier}: {', '.join(map(_case_text, top.basis[:3]))}"
+                 f"{' ...' if len(top.basis) > 3 else ''}); ", error, "; ", hint)
+    return {**(frames or {}), **{k: e.value for k, e in guessed.items()}}, [said_]
 
 
 def _dims(dim: int, heads: int, v_heads: int) -> str:
@@ -363,7 +360,7 @@ def _readable(prefix: str) -> str:
     return f"{family} ({', '.join(what)})" if what else family
 
 
-def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None) -> tuple[int, str, str] | None:
+def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None) -> tuple[int, Status, str] | None:
     """(limit, status, source) for a family whose stack limit is read from its own process after the first step
     (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
     None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
@@ -391,22 +388,23 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     above = [p for p in points if p["tokens"] >= tokens]
     if above:
         p = above[0]
-        status = "measured" if p["tokens"] == tokens else (
-            f"{UNBOUNDED}the limit measured at {p['tokens']:,} tokens{_below(points, tokens)} used: it bounds "
+        status = MEASURED if p["tokens"] == tokens else said(
+            UNBOUNDED, f"the limit measured at {p['tokens']:,} tokens{_below(points, tokens)} used: it bounds "
             f"{tokens:,} only if the limit does not shrink as the length grows, not proved for every kernel")
         return p["limit_bytes"], _limit_at_build(p, status, options), f"read after the first step by {', '.join(p['records'])}"
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
     where = f"{_dims(shape.dim, shape.heads, shape.hv)} above {points[-1]['tokens']:,} tokens"
-    return (limit, f"{UNBOUNDED}stack limit not measured at {where}: the family's largest measured ({_case_text(top)}; "
-            f"{len(measured)} figures) used, which bounds nothing: frames move with the head count and the length",
+    return (limit, said(UNBOUNDED, f"stack limit not measured at {where}: the family's largest measured "
+                        f"({_case_text(top)}; {len(measured)} figures) used, which bounds nothing: frames move with the "
+                        "head count and the length"),
             f"read by {record}")
 
 
-def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, str, str] | None:
-    """(limit, status, source) of a whole model's case no process measured: ``process_estimate.model_limit`` over the
-    measured cases of these data in ``state`` (cold where no warm one was measured), the status ``estimated: `` with the
-    rule's leave-one-out error (``_estimate_words``). None: these data hold no whole model."""
+def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
+    """(limit, status, source) of a whole model's case no process measured: ``process.estimate.model_limit`` over the
+    measured cases of these data in ``state`` (cold where no warm one was measured), the status estimated, with the
+    rule's leave-one-out error (``_estimate_error``). None: these data hold no whole model."""
     cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
     asked = estimate.parse_case(_case_key(prefix, shape))
     guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases)
@@ -415,35 +413,31 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     what = (f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
             f"{guess.value:,} B, the {'largest ' if len(guess.basis) > 1 else ''}measured of {guess.tier} "
             f"({', '.join(map(_case_text, guess.basis))})")
-    return guess.value, f"{ESTIMATED}{what}", f"estimated from {', '.join(guess.basis)}"
+    return guess.value, said(ESTIMATED, what), f"estimated from {', '.join(guess.basis)}"
 
 
-def _estimate_words(kind: str, device: Device) -> tuple[int, str]:
-    """(margin, words) of an estimate of ``kind`` (``process_loo.KINDS``) on ``device``: its leave-one-out error over
+def _estimate_error(kind: str, device: Device) -> tuple[int, LooError]:
+    """(margin, error) of an estimate of ``kind`` (``process.loo.KINDS``) on ``device``: its leave-one-out error over
     the committed cases and the high end counted (the largest shortfall seen, 0 where it never fell short)."""
     low, high, n = loo.error_range(kind, device.name)
     margin = loo.margin(kind, device.name)
-    return margin, (f"leave-one-out over {n} committed cases: {_mib(low)} to {_mib(high)} MiB; the high end "
-                    f"(+{margin / 2**20:,.0f} MiB) counted")
+    return margin, LooError(n, low, high, margin)
 
 
-def _mib(nbytes: int) -> str:
-    return f"{nbytes / 2**20:+,.0f}"
-
-
-def _warm_limit_by_cold(cold_status: str) -> str:
+def _warm_limit_by_cold(cold_status: Status) -> Status:
     """A warm whole model's stack limit where no warm process was measured: the cold process's at the same case and
     length bounds it (a warm process launches the tuned configs, each one of the candidates the cold process launched
     at that shape, or, at a key it has not tuned, every candidate, as the cold one did; the limit is the largest frame
     launched, rounded to 16 B, and the driver never lowers it). Not a bound where the cold limit is not one."""
-    if cold_status.startswith(UNBOUNDED):
-        return (f"{UNBOUNDED}no warm process measured, and the cold limit used for it bounds nothing here "
-                f"({cold_status.removeprefix(UNBOUNDED)})")
-    if cold_status.startswith(ESTIMATED):
-        return f"{ESTIMATED}no warm process measured: the cold estimate used, a warm process launching a subset of the " \
-               f"cold one's candidates ({cold_status.removeprefix(ESTIMATED)})"
-    return (f"{BOUNDED}no warm process measured: the cold process's limit ({cold_status}) bounds it, a warm process "
-            "launching a subset of the cold one's candidates at the same shape and the driver never lowering the limit")
+    if cold_status.kind is UNBOUNDED:
+        return said(UNBOUNDED, "no warm process measured, and the cold limit used for it bounds nothing here (",
+                    Cite(cold_status, kind=False), ")")
+    if cold_status.kind is ESTIMATED:
+        return said(ESTIMATED, "no warm process measured: the cold estimate used, a warm process launching a subset of "
+                    "the cold one's candidates (", Cite(cold_status, kind=False), ")")
+    return said(BOUNDED, "no warm process measured: the cold process's limit (", Cite(cold_status), ") bounds it, a "
+                "warm process launching a subset of the cold one's candidates at the same shape and the driver never "
+                "lowering the limit")
 
 
 def _below(points: list, tokens: int) -> str:
@@ -452,7 +446,7 @@ def _below(points: list, tokens: int) -> str:
 
 
 def stack_timeline(frames: dict | None, launches: tuple,
-                   device: Device) -> tuple[int, tuple[tuple[str, int], ...], list[str]]:
+                   device: Device) -> tuple[int, tuple[tuple[str, int], ...], list[Status]]:
     """(final limit, (step, reservation growth) per raise, notes) over the launches (kernel, step) in launch order. A
     kernel without a frame in the case's table takes ``LOCAL_MEMORY_LIMIT``, the bound (named in the notes; ``frames``
     None: the case has none, its caller says so); with no launches declared, the bound is held from the call's start."""
@@ -493,17 +487,18 @@ def _modules(data: dict, family: str, state: str, case: str | None = None, optio
         if case is not None and measured and case not in measured:    # measured at other cases than this one
             top = max([entry, *own.values()], key=lambda e: e["bytes"])     # the family's figure or a larger case's
             differ = len({entry["bytes"], *(v["bytes"] for v in own.values())}) > 1
-            return Figure(int(top["bytes"]), f"{ESTIMATED}not measured for {_case_text(case)}: the family's "
-                          f"{'largest' if differ else 'figure'} of {', '.join(map(_case_text, measured))} used (module "
-                          "memory is measured, not derived, and the kernels a case loads follow its shapes: Triton "
-                          "compiles one per head dim and head counts, cuBLAS picks its GEMMs by shape)"
-                          + (" (those cases differ)" if differ else ""), top["source"])
+            return Figure(int(top["bytes"]), said(
+                ESTIMATED, f"not measured for {_case_text(case)}: the family's {'largest' if differ else 'figure'} of "
+                f"{', '.join(map(_case_text, measured))} used (module memory is measured, not derived, and the kernels "
+                "a case loads follow its shapes: Triton compiles one per head dim and head counts, cuBLAS picks its "
+                "GEMMs by shape)" + (" (those cases differ)" if differ else "")), top["source"])
         return _at_options(entry, case, options)
     if state == "warm" and data["modules"].get(family, {}).get("cold") is not None:
         return _warm_modules_by_cold(_modules(data, family, "cold", case, options), family)
     top = max((e for states in data["modules"].values() for e in states.values()), key=lambda e: e["bytes"])
-    return Figure(int(top["bytes"]), f"{UNBOUNDED}not measured for {family} ({state}): the library's largest module "
-                  "figure used, which bounds nothing: another family's kernels", top["source"])
+    return Figure(int(top["bytes"]), said(UNBOUNDED, f"not measured for {family} ({state}): the library's largest "
+                                          "module figure used, which bounds nothing: another family's kernels"),
+                  top["source"])
 
 
 SAME_CALLS = {"layers", "checkpoint"}    # a layer's options that change how often its kernels run, not which
@@ -518,15 +513,17 @@ def _at_options(entry: dict, case: str | None, options: dict | None) -> Figure:
     recorded, asked = entry.get("options"), options or {}
     off = {name: asked[name] for name, values in (recorded or {}).items() if name in asked and asked[name] not in values}
     if case is None or not off:
-        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+        return Figure(int(entry["bytes"]), read_status(entry["status"]), entry["source"])
     at = ", ".join(f"{name}={'/'.join(map(str, values))}" for name, values in recorded.items())
     where = f"measured for {_case_text(case)} at {at} only, not at {', '.join(f'{k}={v}' for k, v in off.items())}"
     if set(off) <= SAME_CALLS:
-        return Figure(int(entry["bytes"]), f"{BOUNDED}{where}: its figure bounds it, every layer of a stack running "
-                      "the same kernels at the same shapes and a recomputed forward the forward's (the same lazily "
-                      "loaded functions, the driver freeing none while the process lives)", entry["source"])
-    return Figure(int(entry["bytes"]), f"{UNBOUNDED}{where}: its figure there used, which bounds nothing: the hidden "
-                  "size and the convolution width pick other GEMM shapes and kernels", entry["source"])
+        return Figure(int(entry["bytes"]), said(BOUNDED, f"{where}: its figure bounds it, every layer of a stack running "
+                                                "the same kernels at the same shapes and a recomputed forward the "
+                                                "forward's (the same lazily loaded functions, the driver freeing none "
+                                                "while the process lives)"), entry["source"])
+    return Figure(int(entry["bytes"]), said(UNBOUNDED, f"{where}: its figure there used, which bounds nothing: the "
+                                            "hidden size and the convolution width pick other GEMM shapes and kernels"),
+                  entry["source"])
 
 
 def _asked_build(options: dict | None) -> tuple:
@@ -562,27 +559,26 @@ def _model_at_build(entry: dict, case: str, options: dict | None) -> Figure:
     of those builds; bounded at a subset of one (``build_match``); elsewhere the same bytes, unbounded."""
     match, where = build_match(entry["builds"], options)
     if match == "same":
-        return Figure(int(entry["bytes"]), entry["status"], entry["source"])
+        return Figure(int(entry["bytes"]), read_status(entry["status"]), entry["source"])
     where = f"measured for {_case_text(case)} at {where}"
     if match == "subset":
-        return Figure(int(entry["bytes"]), f"{BOUNDED}{where}: its figure bounds it, {SUBSET}", entry["source"])
-    return Figure(int(entry["bytes"]), f"{UNBOUNDED}{where}: its figure there used, which bounds nothing: {OTHER_BUILD}",
-                  entry["source"])
+        return Figure(int(entry["bytes"]), said(BOUNDED, f"{where}: its figure bounds it, {SUBSET}"), entry["source"])
+    return Figure(int(entry["bytes"]), said(UNBOUNDED, f"{where}: its figure there used, which bounds nothing: "
+                                            f"{OTHER_BUILD}"), entry["source"])
 
 
-def _limit_at_build(point: dict, status: str, options: dict | None) -> str:
+def _limit_at_build(point: dict, status: Status, options: dict | None) -> Status:
     """The status of a whole model's limit read at ``point`` (its processes' ``builds``) for the asked build: as it
     stands at one of those builds; at a subset of one (``build_match``) a bound where ``status`` is measured (the
     largest frame of fewer calls is no larger; the driver never lowers the limit); elsewhere unbounded (another
     config's norm and GEMM kernels are other code, with other frames)."""
     match, where = build_match(point.get("builds", []), options)
-    if match == "same" or status.startswith(UNBOUNDED):
-        return status if match == "same" else f"{status}; and measured at {where}"
+    if match == "same" or status.kind is UNBOUNDED:
+        return status if match == "same" else status.plus(note(f"and measured at {where}"))
+    cite = () if status == MEASURED else (" (", Cite(status), ")")
     if match == "subset":
-        return f"{BOUNDED}the limit measured at {where}: it bounds it, {SUBSET}" + (
-            "" if status == "measured" else f" ({status})")
-    return f"{UNBOUNDED}the limit measured at {where} used, which bounds nothing: {OTHER_BUILD}" + (
-        "" if status == "measured" else f" ({status})")
+        return said(BOUNDED, f"the limit measured at {where}: it bounds it, {SUBSET}", *cite)
+    return said(UNBOUNDED, f"the limit measured at {where} used, which bounds nothing: {OTHER_BUILD}", *cite)
 
 
 def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
@@ -591,17 +587,18 @@ def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
     PyTorch's kernels are the same calls, and the driver frees none while the process lives; every committed warm
     process holds no more than its cold case, ``tests/test_process_memory.py``) only where that cold figure is one;
     where it is unbounded or estimated, so is the warm one."""
-    if cold.status.startswith(UNBOUNDED):
-        return Figure(cold.bytes, f"{UNBOUNDED}no warm process of {family} measured, and the cold figure used for it "
-                      f"bounds nothing here ({cold.status.removeprefix(UNBOUNDED)})", cold.source)
-    if cold.status.startswith(ESTIMATED):
-        return Figure(cold.bytes, f"{ESTIMATED}no warm process of {family} measured: the cold estimate used, a warm "
-                      f"process loading a subset of the cold one's modules ({cold.status.removeprefix(ESTIMATED)})",
-                      cold.source)
-    return Figure(cold.bytes, f"{BOUNDED}no warm process of {family} measured: its cold figure ({cold.status}) bounds "
-                  "it, a warm process loading a subset of the cold one's modules (its tuned configs are among the "
-                  "candidates the cold process loaded; cuBLAS's and PyTorch's kernels are the same calls) and the "
-                  "driver freeing none while the process lives", cold.source)
+    if cold.kind is UNBOUNDED:
+        return Figure(cold.bytes, said(UNBOUNDED, f"no warm process of {family} measured, and the cold figure used for "
+                                       "it bounds nothing here (", Cite(cold.status, kind=False), ")"), cold.source)
+    if cold.kind is ESTIMATED:
+        return Figure(cold.bytes, said(ESTIMATED, f"no warm process of {family} measured: the cold estimate used, a "
+                                       "warm process loading a subset of the cold one's modules (",
+                                       Cite(cold.status, kind=False), ")"), cold.source)
+    return Figure(cold.bytes, said(BOUNDED, f"no warm process of {family} measured: its cold figure (", Cite(cold.status),
+                                   ") bounds it, a warm process loading a subset of the cold one's modules (its tuned "
+                                   "configs are among the candidates the cold process loaded; cuBLAS's and PyTorch's "
+                                   "kernels are the same calls) and the driver freeing none while the process lives"),
+                  cold.source)
 
 
 def measured_here(pm: ProcessMemory, record: dict, device: Device, tokens: int) -> ProcessMemory:
@@ -614,17 +611,17 @@ def measured_here(pm: ProcessMemory, record: dict, device: Device, tokens: int) 
     own figure, still unbounded (lazily loaded kernels and Triton's specialisations can follow the length)."""
     limit, context = record["stack_limit_bytes"], record["context_bytes"]
     reservation = stack_reservation_bytes(limit, device)
-    status = f"measured (on this machine, {record['measured_on']})"
+    status = Status(Kind.MEASURED, here=record["measured_on"])
     where = f"{record['gpu']} ({record['device']}), {record['state']}, Triton {record['triton']}, torch {record['torch']}"
     measured_context = Figure(context, status, f"{where}: the process's non-PyTorch bytes before its first kernel")
     modules = Figure(record["nonpytorch_bytes"] - context - reservation, status,
                      f"{where}, {record['tokens']:,} tokens: {record['nonpytorch_bytes']:,} B alone after the first call "
                      f"minus the context ({context:,}) and the {limit:,}-B limit's reservation ({reservation:,})")
     if record["tokens"] != tokens:
-        if pm.modules is not None and pm.modules.status.startswith((UNBOUNDED, ESTIMATED)):
-            modules = Figure(modules.bytes, f"{UNBOUNDED}measured on this machine ({record['measured_on']}) at "
-                             f"{record['tokens']:,} tokens, not at {tokens:,}: lazily loaded kernels and Triton's "
-                             "specialisations can follow the length", modules.source)
+        if pm.modules is not None and pm.modules.kind in (UNBOUNDED, ESTIMATED):
+            modules = Figure(modules.bytes, said(UNBOUNDED, f"measured on this machine ({record['measured_on']}) at "
+                                                 f"{record['tokens']:,} tokens, not at {tokens:,}: lazily loaded kernels "
+                                                 "and Triton's specialisations can follow the length"), modules.source)
         else:
             modules = pm.modules
         return ProcessMemory(measured_context, modules, pm.stack, pm.library_name, pm.triton_cache,
@@ -662,7 +659,7 @@ def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str
 RESERVATION_RULE = "(the limit for every resident thread, in 2 MiB pages)"
 
 
-def _other_gpu_stack(assumed_from: str, frames_used: bool) -> str:
+def _other_gpu_stack(assumed_from: str, frames_used: bool) -> Status:
     """Why a stack reservation on a GPU no process measured is estimated: the reservation rule was read on
     ``assumed_from`` only, and where frames were used they are that GPU's compile (the local-memory bound alone uses
     none)."""
@@ -683,12 +680,12 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     if triton is not None:
         check_triton(key, triton, device)
     lib, model_notes = _library(entry, key, triton)
-    none = Figure(0, "measured: no stack beyond the context's", "")
+    none = Figure(0, said(Kind.MEASURED, "no stack beyond the context's"), "")
     if lib is None:
         return ProcessMemory(context, None, none, key.split("@")[0], triton_cache)
     if "data" not in lib:                       # no Triton kernels: one measured figure beyond the context
         return ProcessMemory(context, _figure(lib["modules"][triton_cache], assumed_from),
-                             Figure(0, "measured: within the modules figure", ""), lib["name"], triton_cache,
+                             Figure(0, said(Kind.MEASURED, "within the modules figure"), ""), lib["name"], triton_cache,
                              notes=tuple(model_notes))
     data = _json(DATA / lib["data"])
     family = key.split("@")[0]
@@ -696,30 +693,30 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     case = None if shape is None or prefix is None else _case_key(prefix, shape)
     modules = _modules(data, family, triton_cache, case, None if isinstance(model, str) else dict(model.options))
     notes = model_notes
-    if modules.status.startswith(ESTIMATED):    # the family's figure at another case: its error and high end
-        margin, error = _estimate_words(loo.KINDS[2], device)
-        modules = Figure(modules.bytes, f"{modules.status}; {error}", modules.source, margin=margin)
+    if modules.kind is ESTIMATED:    # the family's figure at another case: its error and high end
+        margin, error = _estimate_error(loo.KINDS[2], device)
+        modules = Figure(modules.bytes, modules.status.plus(note(error)), modules.source, margin=margin)
     if assumed_from:
         modules = replace(modules, status=_off(assumed_from, f"the {assumed_from}'s figure"))
-    if modules.status.startswith((UNBOUNDED, ESTIMATED)) and case is not None:
-        modules = replace(modules, status=modules.status + _measure_hint(key, prefix, shape, lib.get("triton"),
-                                                                         dict(model.options), lib["data"]))
+    if modules.kind in (UNBOUNDED, ESTIMATED) and case is not None:
+        hint = _measure_hint(key, prefix, shape, lib.get("triton"), dict(model.options), lib["data"])
+        modules = modules if hint is None else replace(modules, status=modules.status.plus(note(hint)))
     if shape is None or isinstance(model, str):
-        return ProcessMemory(context, modules, Figure(0, f"{UNBOUNDED}no shape given: no stack frames looked up, 0 B "
-                                                         "counted", ""),
+        return ProcessMemory(context, modules, Figure(0, said(UNBOUNDED, "no shape given: no stack frames looked up, "
+                                                              "0 B counted"), ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
     measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options))
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
         margin = 0
-        if status.startswith(ESTIMATED):      # no process of the case: the estimate's error and high end
-            margin, error = _estimate_words(loo.KINDS[1], device)
-            status = f"{status}; {error}"
+        if status.kind is ESTIMATED:      # no process of the case: the estimate's error and high end
+            margin, error = _estimate_error(loo.KINDS[1], device)
+            status = status.plus(note(error))
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
-            status = kind_of(([] if status == "measured" else [status]) +
-                             [_off(assumed_from, f"the {assumed_from}'s limit used (its process's, "
-                                   f"{get_device(assumed_from).arch}'s compile), and the reservation rule "
-                                   f"{RESERVATION_RULE} measured on the {assumed_from} only")])
+            status = Status.of(([] if status == MEASURED else [status]) +
+                               [_off(assumed_from, f"the {assumed_from}'s limit used (its process's, "
+                                     f"{get_device(assumed_from).arch}'s compile), and the reservation rule "
+                                     f"{RESERVATION_RULE} measured on the {assumed_from} only")])
         stack = Figure(stack_reservation_bytes(limit, device), status,
                        f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
                        "charged from the call's start (where the kernel that raises it first launches is not modelled)",
@@ -733,11 +730,11 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     frame_notes = frame_notes + estimate_notes
     limit, growth, kernel_notes = stack_timeline(frames, launches, device)
     notes_on_stack = frame_notes + kernel_notes + ([_other_gpu_stack(assumed_from, frames is not None)] if assumed_from else [])
-    status = "derived" + (f" ({provenance})" if provenance else "") if not notes_on_stack else kind_of(notes_on_stack)
+    status = (provenance or DERIVED) if not notes_on_stack else Status.of(notes_on_stack)
     whence = ("CUDA's per-thread local-memory limit" if frames is None else
               "from the frames derived on this machine (estimator/frames_store.py)"
-              if (provenance or "").startswith("on this machine") else f"from {lib['data']}")
-    margin = _estimate_words(loo.KINDS[0], device)[0] if estimate_notes else 0
+              if provenance is not None and provenance.here is not None else f"from {lib['data']}")
+    margin = _estimate_error(loo.KINDS[0], device)[0] if estimate_notes else 0
     stack = Figure(stack_reservation_bytes(limit, device), status,
                    f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {whence}",
                    margin=margin)

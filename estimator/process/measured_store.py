@@ -1,5 +1,5 @@
 """Processes a user measured on this machine's GPU, kept in the private, signed cache (``cache.write_signed``: JSON,
-HMAC under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process.py`` before
+HMAC under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process/memory.py`` before
 anything it would otherwise label ``unbounded``.
 
 The loaded kernel modules have no rule we can state (runs 35 and 37: the driver's placement of code in 2 MiB pages
@@ -12,20 +12,17 @@ non-PyTorch bytes and the driver's stack limit. ``validate/gpu/measure_process.p
 A record is one case (``fla-kda@0.6.0:report D256 H8 HV8``: ``validate/check/frames.py``'s ``case_key`` with the
 model's full key, ``store_key``) of one library data file (library, Triton), in one state, on one GPU (the preset its
 product name matches), at one number of tokens: a figure of another GPU, Triton, implementation or state is never read
-for this one, and one of another length is read as unbounded (``process.measured_here``).
+for this one, and one of another length is read as unbounded (``memory.measured_here``).
 """
 from __future__ import annotations
 
-from . import frames_store
+from .frames_store import LAYER_OPTIONS
 
 FOLDER = "measured_processes"
 STATES = ("cold", "warm")
 # What a stored record must hold to be read (every figure an int: bytes, or the stack limit per thread)
 FIGURES = ("context_bytes", "nonpytorch_bytes", "stack_limit_bytes", "tokens")
 REQUIRED = ("key", "device", "gpu", "state", "triton", "fla", "torch", "measured_on", *FIGURES)
-
-
-LAYER_OPTIONS = ("hidden", "layers", "checkpoint", "conv_size")     # a layer model's build options (registry)
 
 
 def store_key(model_key: str, case: str, options: dict) -> str:
@@ -56,7 +53,7 @@ def _valid(record) -> bool:
 def save(data_file: str, record: dict) -> bool:
     """Keep ``record`` (one process the probe measured) under ``data_file``; False where the private cache cannot be
     written. A record missing a field or holding a figure that is no byte count is refused."""
-    from .cache import write_signed
+    from ..cache import write_signed
     if not _valid(record):
         raise ValueError(f"not a complete record of a measured process: {str(record)[:120]}")
     return write_signed(FOLDER, record_name(record["device"], data_file, record["state"], record["key"]), record)
@@ -65,14 +62,14 @@ def save(data_file: str, record: dict) -> bool:
 def lookup(device: str, data_file: str, state: str, case: str) -> dict | None:
     """The process this machine measured for ``case`` under ``data_file`` in ``state`` on ``device``, or None (none kept,
     or one that fails its signature or its shape: never read)."""
-    from .cache import read_signed
+    from ..cache import read_signed
     record = read_signed(FOLDER, record_name(device, data_file, state, case))
     return record if _valid(record) and (record["key"], record["device"], record["state"]) == (case, device, state) else None
 
 
 def measured_cases() -> list[dict]:
     """Every process measured on this machine: its record with the ``data_file`` it is kept under, sorted by name."""
-    from .cache import signed_names
+    from ..cache import signed_names
     out = []
     for name in signed_names(FOLDER):
         parts = name.split("|", 3)
@@ -82,19 +79,3 @@ def measured_cases() -> list[dict]:
         if record is not None:
             out.append({**record, "data_file": parts[1]})
     return out
-
-
-def measure_command(key: str, prefix: str, shape, triton: str | None, options: dict | None = None) -> str | None:
-    """The command that measures ``key``'s process (its data prefix ``prefix``, its build ``options``: a layer's are
-    part of the case) at ``shape``'s tokens as one sequence under ``triton`` on this machine's GPU (``validate/gpu/measure_process.py`` behind
-    it); None where the probe runs no such case (a whole model, packed sequences, fp32-amp, another library)."""
-    flags = frames_store.case_flags(key, prefix, shape, triton)
-    if flags is None:
-        return None
-    layer = options or {}
-    layer_flags = "".join(f" {flag} {layer[name]}" for name, flag in (("hidden", "--hidden-size"),
-                                                                      ("layers", "--num-hidden-layers"),
-                                                                      ("conv_size", "--conv-size")) if name in layer)
-    length = f" --seq-len {shape.tokens}" if shape.tokens != 4096 else ""       # the probe's one sequence, 4,096 default
-    return (f"livebytes process measure {flags}{length}{layer_flags}"
-            + (" --checkpoint" if layer.get("checkpoint") else ""))

@@ -1,6 +1,6 @@
 """Stack frames a user derived on this machine, kept in the private, signed cache (``cache.write_signed``: JSON, HMAC
-under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process.py`` after the
-committed data (``data/process/*.json``) and before the estimate from the nearest committed cases (``process_estimate``).
+under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process/memory.py`` after the
+committed data (``data/process/*.json``) and before the estimate from the nearest committed cases (``process.estimate``).
 
 A record is one case of one library data file (``fla-core-0.6.0_triton-3.6.0_H200.json``: library, Triton, device)
 and one case key (``fla-kda:report D128 H40 HV40``, ``validate/check/frames.py``'s ``case_key``): the summary line the
@@ -8,10 +8,12 @@ CPU compile probe (``validate/gpu/probes/cpu_frames.py``) wrote for it, each ker
 derives cold frames only (which candidate the autotuner keeps is a GPU timing), so only a cold case is stored; a warm
 one is bounded by it as by committed cold frames. ``validate/gpu/derive_frames.py`` runs the probe and calls ``save``.
 
-This module also names which cases the probe can compile (``PROBE_IMPLS``) and the command that derives a case
-(``derive_command``), so the estimator's label can say how to replace its bound with the case's own frames.
+This module also names which cases the probe can compile (``PROBE_IMPLS``, ``probe_case``), so the estimator's
+status can say how to replace its bound with the case's own frames (the command: ``livebytes.process_words``).
 """
 from __future__ import annotations
+
+from .status import ProbeCase
 
 FOLDER = "derived_frames"
 
@@ -41,7 +43,7 @@ def _valid(summary) -> bool:
 def save(data_file: str, summary: dict) -> bool:
     """Keep ``summary`` (the probe's line for one case) as the derived frames of its case under ``data_file``; False
     where the private cache cannot be written. A summary of a call that raised, or without frames, is refused."""
-    from .cache import write_signed
+    from ..cache import write_signed
     if not _valid(summary):
         raise ValueError(f"not a complete summary of the CPU compile probe: {str(summary)[:120]}")
     return write_signed(FOLDER, record_name(data_file, summary["key"]), summary)
@@ -50,14 +52,14 @@ def save(data_file: str, summary: dict) -> bool:
 def lookup(data_file: str, case: str) -> dict | None:
     """The summary this machine derived for ``case`` under ``data_file``, or None (none kept, or one that fails its
     signature or its shape: never read)."""
-    from .cache import read_signed
+    from ..cache import read_signed
     summary = read_signed(FOLDER, record_name(data_file, case))
     return summary if _valid(summary) and summary["key"] == case else None
 
 
 def derived_cases() -> list[dict]:
     """Every case derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}``, sorted."""
-    from .cache import signed_names
+    from ..cache import signed_names
     out = []
     for name in signed_names(FOLDER):
         data_file, _, case = name.partition("|")
@@ -68,22 +70,17 @@ def derived_cases() -> list[dict]:
     return out
 
 
-def case_flags(key: str, prefix: str, shape, triton: str | None) -> str | None:
-    """The command-line flags that name ``key``'s case (its data prefix ``prefix``) at ``shape`` under ``triton``, as
-    ``livebytes frames derive`` and ``livebytes process measure`` take them; None where the probes (the CPU compile and
-    the process-memory probe share their cases) take no such case: a whole model, packed sequences, fp32-amp, another
-    library, the plain contract with grouped value heads."""
+LAYER_OPTIONS = ("hidden", "layers", "checkpoint", "conv_size")     # a layer model's build options (registry)
+
+
+def probe_case(key: str, prefix: str, shape, triton: str | None, options: dict | None = None) -> ProbeCase | None:
+    """The case of ``key`` (its data prefix ``prefix``) at ``shape`` under ``triton`` (a layer's build ``options``
+    part of it) as ``livebytes frames derive`` and ``livebytes process measure`` take it; None where the probes (the
+    CPU compile and the process-memory probe share their cases) take no such case: a whole model, packed sequences,
+    fp32-amp, another library, the plain contract with grouped value heads."""
     if prefix not in PROBE_IMPLS or (prefix.endswith(":plain") and shape.hv != shape.heads):
         return None
     contract = prefix.split(":")[1]
-    return (f"--impl {key}" + (f" --contract {contract}" if contract != "-" else "")
-            + f" --head-dim {shape.dim} --num-heads {shape.heads}"
-            + (f" --num-v-heads {shape.hv}" if shape.hv != shape.heads else "") + (f" --triton {triton}" if triton else ""))
-
-
-def derive_command(key: str, prefix: str, shape, triton: str | None) -> str | None:
-    """The command that derives the frames of ``key`` (its data prefix ``prefix``) at ``shape`` under ``triton`` on a
-    machine with that Triton installed (``validate/gpu/derive_frames.py`` behind it); None where the CPU compile probe
-    takes no such case (``case_flags``)."""
-    flags = case_flags(key, prefix, shape, triton)
-    return None if flags is None else f"livebytes frames derive {flags}"
+    layer = tuple((name, value) for name, value in (options or {}).items() if name in LAYER_OPTIONS)
+    return ProbeCase(key, None if contract == "-" else contract, shape.dim, shape.heads, shape.hv, triton, shape.tokens,
+                     layer)

@@ -19,7 +19,7 @@ The rules (each takes the largest figure of the first tier that has one, so ties
   every whole model of these data. Each case at the asked length by the rule the measured figures take (the next
   longer length measured, else the case's longest).
 
-Modules keep ``process._modules``' rule (a case's own figure, else the family's largest measured); its error is
+Modules keep ``memory._modules``' rule (a case's own figure, else the family's largest measured); its error is
 measured here as well.
 
 Not modelled: which specialisation (a head count divisible by 16, a 64-bit index) a kernel compiles at a case; that is
@@ -107,7 +107,7 @@ def estimate_frames(kernels: tuple[str, ...], case: Case, cases: dict[Case, dict
 
 def limit_at(points: list[dict], tokens: int) -> int:
     """A whole model's case's limit at ``tokens`` by the measured figures' rule: the next longer length measured, else
-    its longest (``process._model_limit``)."""
+    its longest (``memory._model_limit``)."""
     above = [p for p in points if p["tokens"] >= tokens]
     return (above[0] if above else points[-1])["limit_bytes"]
 

@@ -1,7 +1,7 @@
 """Leave-one-out over the committed process-memory data: for every case whose stack limit or modules were measured on a
 GPU or derived by a compile, the figure the tool gives with that case withheld, against the committed one.
 
-The rows are the error of ``process_estimate``'s rules, measured: ``error`` (estimate - committed, bytes of device
+The rows are the error of ``process.estimate``'s rules, measured: ``error`` (estimate - committed, bytes of device
 memory on the device asked) per kind of estimate. A verdict that rests on an estimate counts its high end: the estimate
 plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. The
 table is docs/validation.md's "Process memory where nothing was measured" (``python -m livebytes.cli.docgen`` does not
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import process_estimate as est
-from .devices import Device, get_device
+from . import estimate as est
+from ..devices import Device, get_device
 
 KINDS = ("kernel frames", "whole-model limit", "modules")
 
@@ -34,14 +34,14 @@ class Row:
 
 
 def _reservation_error(estimated: int, committed: int, device: Device) -> int:
-    from .process import driver_stack_limit, stack_reservation_bytes
+    from .memory import driver_stack_limit, stack_reservation_bytes
     return (stack_reservation_bytes(driver_stack_limit(estimated), device)
             - stack_reservation_bytes(driver_stack_limit(committed), device))
 
 
 def kernel_rows(name: str, data: dict, siblings: tuple[dict, ...], device: Device) -> list[Row]:
     """Each complete cold case's limit (its kernels' largest frame) against the one its kernels' frames estimated
-    with the case withheld give (``process_estimate.estimate_frames``)."""
+    with the case withheld give (``process.estimate.estimate_frames``)."""
     cpu = data.get("derived_on_cpu", {})
     sibling_cases = tuple(est.frame_cases(s) for s in siblings)
     rows = []
@@ -56,7 +56,7 @@ def kernel_rows(name: str, data: dict, siblings: tuple[dict, ...], device: Devic
 
 
 def model_rows(name: str, data: dict, device: Device) -> list[Row]:
-    """Each whole model's measured limit (every length measured) against ``process_estimate.model_limit`` with its
+    """Each whole model's measured limit (every length measured) against ``process.estimate.model_limit`` with its
     case withheld; a family with one case only is estimated from the other families."""
     rows = []
     for case, points in est.model_cases(data).items():
@@ -72,7 +72,7 @@ def model_rows(name: str, data: dict, device: Device) -> list[Row]:
 
 def module_rows(name: str, data: dict) -> list[Row]:
     """Each case's own measured modules (cold) against its family's largest figure measured at other cases (the rule
-    ``process._modules`` takes at a case not measured)."""
+    ``memory._modules`` takes at a case not measured)."""
     by_case = data.get("modules_by_case", {}).get("cold", {})
     rows = []
     for key, entry in by_case.items():
@@ -102,7 +102,7 @@ def module_estimate(data: dict, family: str, withheld: str | None = None) -> est
 @lru_cache(maxsize=None)
 def rows(device_name: str = "H200") -> tuple[Row, ...]:
     """Every leave-one-out row of the process-memory data ``device_name``'s figures come from."""
-    from .process import data_files
+    from .memory import data_files
     device = get_device(device_name)
     files = data_files(device)
     out = []
