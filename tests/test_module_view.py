@@ -298,3 +298,15 @@ def test_depth_0_is_refused():
 
 def test_fold_below_is_one_mib():
     assert FOLD_BELOW == MiB and ModuleRow("x", 0, 0, ()).members == 1
+
+
+@pytest.mark.parametrize("width", [12, 30, 80, 1000])
+def test_the_whole_answer_at_any_width(tiny_24, width):
+    """predict --model's whole answer, narrow and wide: nothing cut, no line past the console but a suggested command
+    (a line of its own after a colon, render.with_commands)."""
+    text = cli_at(width, "predict", "--model", str(tiny_24), "--seq-len", "1K", "--checkpoint")
+    lines = text.splitlines()
+    assert "…" not in text and "runs" in text
+    wider = [i for i, line in enumerate(lines) if len(line) > width]
+    assert all(lines[i].startswith("livebytes ") and lines[i - 1].rstrip().endswith(":") for i in wider), wider
+    assert re.sub(r"\s", "", "model.layers.0-23 (x24)") in re.sub(r"\s", "", text)
