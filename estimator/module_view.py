@@ -92,33 +92,39 @@ def _ordered(groups: dict) -> tuple[tuple[Group, int], ...]:
 
 
 class _Tree:
-    """The cells (module paths cut to the depth) and what each prefix holds."""
+    """The cells (module paths cut to the depth), indexed once by every prefix: what it holds, its next segments and
+    the module names under it (linear in the modules: a stack of 1,024 layers is thousands of paths)."""
 
     def __init__(self, by_module: dict, depth: int):
         self.cells: OrderedDict[tuple, dict] = OrderedDict()
-        self.paths = [segments("" if path == NO_MODULE else path) for path in by_module]
-        for key, groups in zip(self.paths, by_module.values()):
+        paths = [segments("" if path == NO_MODULE else path) for path in by_module]
+        for key, groups in zip(paths, by_module.values()):
             _add(self.cells.setdefault(key[:depth + 1], {}), groups)
+        self._groups: dict[tuple, dict] = {}
+        self._children: dict[tuple, OrderedDict] = {}
+        for key, groups in self.cells.items():
+            for n in range(len(key) + 1):
+                _add(self._groups.setdefault(key[:n], {}), groups)
+                if n < len(key):
+                    self._children.setdefault(key[:n], OrderedDict())[key[n]] = None
+        below: dict[tuple, set] = {}
+        for key in paths:
+            for n in range(len(key) + 1):
+                below.setdefault(key[:n], set()).add(key[n:])
+        self._shape = {prefix: frozenset(names) for prefix, names in below.items()}
 
     def groups(self, prefix: tuple) -> dict:
-        out: dict = {}
-        for key, groups in self.cells.items():
-            if key[:len(prefix)] == prefix:
-                _add(out, groups)
-        return out
+        """What the modules under ``prefix`` (itself included) hold, by group."""
+        return self._groups.get(prefix, {})
 
     def children(self, prefix: tuple) -> list[str]:
         """The next segments under ``prefix``, in the order the model holds them."""
-        seen: OrderedDict[str, None] = OrderedDict()
-        for key in self.cells:
-            if len(key) > len(prefix) and key[:len(prefix)] == prefix:
-                seen[key[len(prefix)]] = None
-        return list(seen)
+        return list(self._children.get(prefix, ()))
 
     def shape(self, prefix: tuple) -> frozenset:
         """The module names under ``prefix``, to the leaves whatever the depth shown (its subtree's structure): what
         makes two stack members one row (a linear-attention layer and a full-attention one stay apart at depth 1)."""
-        return frozenset(key[len(prefix):] for key in self.paths if key[:len(prefix)] == prefix)
+        return self._shape.get(prefix, frozenset())
 
 
 def _siblings(tree: _Tree, parents: list[tuple], names: list[str]) -> list[tuple[str, list[tuple], list[int]]]:
