@@ -263,7 +263,8 @@ def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str 
     better = ex.best_shape(lambda s: model_for(key, setting.gpu, setting.what_if, s), shape, blocks, explained,
                            fit) if short or fit.explained_bytes < fit.live_bytes else None
     data = report.explain_data(model, shape, explained, Path(snapshot).name, at)
-    return Explanation.of(data["results"][0], warnings=tuple(ex.fit_warnings(key, shape, fit, short, better)))
+    whole_model = "config" in (setting.what_if or {})      # a config's traced step (--model)
+    return Explanation.of(data["results"][0], warnings=tuple(ex.fit_warnings(key, shape, fit, short, better, whole_model)))
 
 
 def explain_document(answer: Explanation) -> dict:

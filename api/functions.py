@@ -198,9 +198,7 @@ def _sizes(value, name: str) -> list[int]:
 def explain(snapshot, model, at: str = "peak", **keywords) -> calls.Explanation:
     """Each live block of a ``torch.cuda.memory._dump_snapshot`` file named by ``model``'s buffer at this shape."""
     key, options, heads, dim = chosen(model, keywords)
-    if options:
-        raise ArgumentError("model: explain takes a registry key (a kernel or layer model), not a whole model's config", "model")
-    return calls.explain_at(snapshot, key, shape_of(keywords), setting_of(keywords, {}), at)
+    return calls.explain_at(snapshot, key, shape_of(keywords, heads, dim), setting_of(keywords, options), at)
 
 
 @checked()

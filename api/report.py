@@ -205,7 +205,8 @@ def prediction_data(p, measured: list | None = None, verdict=None, replayed: int
         "group_bytes": group_bytes(p.groups),
         "group_labels": group_labels(p.groups, {b.group for b, n in p.at_peak if n}),   # the modules: these groups
         "buffers_at_peak": [
-            {"name": b.name, "group": b.group.key, "shape": b.shape_text(), "dtype": b.dtype, "allocated_bytes": n,
+            {"name": b.name, "group": b.group.key, "shape": b.shape_text(), "dtype": b.dtype, "tensor": b.tensor_text(),
+             "allocated_bytes": n,
              "source": str(b.source)}
             for b, n in p.at_peak if n
         ],

@@ -299,24 +299,6 @@ def query_options(*order: str, **replaced):
     return wrap
 
 
-def without_model(option):
-    """A copy of ``option`` whose help says nothing of --model (``"...; or --model"``, ``"(default 1; --model: the
-    config's)"``, ``"layer models and --model: ..."``), for a command that takes no --model."""
-    import copy
-    import re
-    option = copy.copy(option)
-    text = re.sub(r"; or --model(?=;|$)", "", option.help or "")
-    text = re.sub(r"; --model: [^;)]*", "", text)
-    option.help = text.replace(" and --model:", ":")
-    return option
-
-
-def kernel_only(*names: str) -> dict:
-    """The query options ``names`` for a command that takes no --model (``explain``: a whole model's step has no
-    snapshot to match yet), their help saying nothing of --model: ``query_options``' ``replaced``."""
-    return {name: (QUERY_OPTIONS[name][0], without_model(QUERY_OPTIONS[name][1])) for name in names}
-
-
 def _query_param(name: str, replaced):
     """One query option as a parameter: its declaration in ``QUERY_OPTIONS``, or the command's own (``replaced``)."""
     import inspect

@@ -58,6 +58,13 @@ def shape_cell(shape_text: str) -> str:
     return shape_text.replace(" ", "")
 
 
+def tensor_cell(tensor_text: str) -> str:
+    """A buffer's tensor (``Buffer.tensor_text``: ``[T, 5632] bf16``) with its shape unbroken: ``[T,5632] bf16``; a
+    tensor told in words (a loop's chunk) as written."""
+    end = tensor_text.rfind("]")
+    return shape_cell(tensor_text[:end + 1]) + tensor_text[end + 1:] if tensor_text.startswith("[") else tensor_text
+
+
 KEY_WIDTH = 28   # the longest model key, cudnn-kda-hopper-cuda@1.32.0; a column holding keys is never narrower
 
 

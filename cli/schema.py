@@ -187,6 +187,10 @@ PREDICTION = {
     "buffers_at_peak": listof(obj("one buffer", {
         "name": string("buffer name"), "group": string("storage group key (its label: group_labels)"),
         "shape": string("the buffer's shape as a formula"), "dtype": string("bf16, fp32, int64, ..."),
+        "tensor": string("the tensor as a reader names it: its shape, dims named where the trace knows them, and its "
+                         "dtype ([T, 5632] bf16, [MBS, S, vocab] fp32; T = MBS x S); a traced model's shape and dtype "
+                         "are its bytes ([131072000] uint8), its tensor what was allocated; a declared model's: its "
+                         "shape and dtype"),
         "allocated_bytes": integer("bytes charged at this shape"),
         "source": string("file:function (and line) that allocates it in the pinned library")}), "buffers live at the peak"),
     "measured": MEASURED,

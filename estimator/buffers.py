@@ -89,6 +89,9 @@ class Buffer:
     first_call: bool = False   # allocated and freed by the process's first call only (a library cache's miss path):
                                # the replay makes it in the first run; the steady prediction does not count it
     module: str = ""           # the model's module it belongs to (traced models: ``model.layers.3.mlp``)
+    tensor: str = ""           # the tensor as the trace saw it, its dims named where the trace knows them, and its dtype
+                               # (traced models, whose ``shape`` is the bytes: ``[T, 5632] bf16``, ``[MBS, S, vocab]
+                               # fp32``); empty where ``shape`` and ``dtype`` are the tensor's (a declared model)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(sp.sympify(d) for d in self.shape))
@@ -107,6 +110,10 @@ class Buffer:
 
     def shape_text(self) -> str:
         return "[" + ", ".join(expr_text(d) for d in self.shape) + "]"
+
+    def tensor_text(self) -> str:
+        """The tensor as a reader names it: ``tensor`` where the trace gave one, else the shape and dtype."""
+        return self.tensor or f"{self.shape_text()} {self.dtype}"
 
 
 @dataclass(frozen=True)

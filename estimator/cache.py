@@ -50,7 +50,7 @@ from .evaluation import CompiledModel, compile_model
 from .folders import folder_problem, make_folders
 from .groups import Group
 
-FORMAT = 8   # 8: shared_lambdify; 7: first_call and module on buffers;
+FORMAT = 9   # 9: tensor on buffers; 8: shared_lambdify; 7: first_call and module on buffers;
 #              2: autotuned kernels and their compiled key function; 3: their argument signature; 4: held_until_gc;
 #              5: held_measured (where the failing-config rule was measured); 6: its compiled function (measured_fn)
 

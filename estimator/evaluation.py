@@ -36,9 +36,13 @@ class BufferInfo:
     note: str = ""
     first_call: bool = False
     module: str = ""
+    tensor: str = ""          # the tensor as the trace saw it (``buffers.Buffer.tensor``)
 
     def shape_text(self) -> str:
         return self.shape_str
+
+    def tensor_text(self) -> str:
+        return self.tensor or f"{self.shape_str} {self.dtype}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +117,7 @@ def compile_model(model) -> CompiledModel:
     charged_fn, requested_fn, names = _functions(model)
     steps = tuple(StepInfo(s.name, s.phase, str(s.source) if s.source else "", s.note) for s in model.steps)
     buffers = tuple(BufferInfo(b.name, b.group, b.shape_text(), b.dtype, str(b.source), b.allocated_at, b.freed_after,
-                               b.carved_from, b.cached, b.note, b.first_call, b.module) for b in model.buffers)
+                               b.carved_from, b.cached, b.note, b.first_call, b.module, b.tensor) for b in model.buffers)
     autotuned = tuple(AutotuneInfo(a.kernel, a.step, tuple(expr_text(k) for k in a.key), a.signature, a.held_until_gc,
                                    expr_text(a.held_when), None if a.held_measured is None else measured_text(a.held_measured))
                       for a in model.autotuned)

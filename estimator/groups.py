@@ -26,7 +26,8 @@ class Group(Enum):
     ACTIVATION_GRADS = "activation gradients"  # gradients flowing between a layer's modules
     OPTIMIZER_STATES = "optimizer states"      # kept by the optimizer from its first step (AdamW's two moments)
     OPTIMIZER_WORK = "optimizer temporaries"   # made and dropped inside optimizer.step()
-    LOSS = "loss"                              # the loss's logits, chunks and the gradients it precomputes
+    LOSS = "loss"                              # the loss's logits, chunks and the input gradient it precomputes (a
+                                               # weight gradient it makes counts in PARAM_GRADS: traced.build.group_of)
     FSDP_GATHER = "FSDP2 all-gathers and unsharded parameters"   # a unit's flat all-gather output, its full weights
     FSDP_REDUCE = "FSDP2 reduce-scatter inputs"   # a unit's gradients padded and laid out for the reduce-scatter
     AUTOCAST = "autocast copies"               # the lower-precision copies autocast makes (weights cached to the

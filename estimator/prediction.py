@@ -77,6 +77,30 @@ class Prediction:
                 groups[b.group] = groups.get(b.group, 0) + n
         return out if any(k != NO_MODULE for k in out) else OrderedDict()
 
+    @property
+    def module_paths(self) -> OrderedDict[str, OrderedDict[Group, int]]:
+        """As ``modules``, by each buffer's whole module path (``model.layers.3.mlp.down_proj``): what
+        ``module_view`` cuts to a depth; empty for a model whose buffers name no module."""
+        out: OrderedDict[str, OrderedDict[Group, int]] = OrderedDict()
+        for b, n in self.at_peak:
+            if n:
+                groups = out.setdefault(getattr(b, "module", "") or NO_MODULE, OrderedDict())
+                groups[b.group] = groups.get(b.group, 0) + n
+        return out if any(k != NO_MODULE for k in out) else OrderedDict()
+
+    @property
+    def forward_gradients(self) -> OrderedDict[str, int]:
+        """Parameter gradients live at the peak that a forward step made, by module: a fused linear cross-entropy loss
+        computes the LM head's weight gradient with the loss, chunk by chunk, before the backward starts
+        (``traced.build.gradient_owner``)."""
+        phase = {s.name: s.phase for s in self.model.steps}
+        out: OrderedDict[str, int] = OrderedDict()
+        for b, n in self.at_peak:
+            if n and b.group is Group.PARAM_GRADS and phase.get(b.allocated_at) == "forward":
+                key = getattr(b, "module", "") or NO_MODULE
+                out[key] = out.get(key, 0) + n
+        return out
+
     def forward_peak(self) -> tuple[int, int]:
         """(bytes, step index) of the largest live set among forward (and harness) steps."""
         idx = [i for i, s in enumerate(self.model.steps) if s.phase != "backward"]

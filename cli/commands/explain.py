@@ -2,14 +2,13 @@
 does not explain."""
 from __future__ import annotations
 
-from typing import List
-
 import typer
 
 from .. import options as o
 from .. import render
 from ..render import Column, T
 from ..progress import progress
+from .predict import TRACING
 
 NAME = "explain"
 
@@ -20,16 +19,16 @@ At = typer.Option("peak", "--at", metavar="peak|snapshot",
                   help="the blocks live at the trace's peak (default) or the segments' as dumped")
 
 
-@o.query_options("snapshot", "impl", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS,
-                 impl=(List[str], o.without_model(o.Impl)), **o.kernel_only(*o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS))
+@o.query_options("snapshot", *o.MODEL_OPTIONS, "routing", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS, impl=o.Impl)
 def command(q: o.QueryFlags, snapshot: str = Snapshot, at: str = At, as_json: bool = o.Json) -> None:
     """Each live block of your own memory snapshot named by the model's buffer, and the blocks the model does not
-    explain."""
+    explain (--model: a whole training step's snapshot against the config's traced step)."""
     from livebytes import calls
-    key = o.single_impl(q.impl, NAME)
-    shape = o.shape_from(q.mbs, q.seq, q.heads, q.dim, q.v_heads, q.hidden, q.layers, q.checkpoint, q.conv_size, q.expand_v)
-    setting = calls.Setting(q.gpu, o.what_if_by(q))
-    with progress(f"explain: reading {snapshot} and matching its blocks", as_json):
+    ch = o.chosen_by(q)
+    key = o.single_impl(ch.keys, NAME)
+    shape = o.shape_by(q, ch)
+    setting = o.setting_by(q, ch)
+    with progress(f"explain: reading {snapshot} and matching its blocks" + (TRACING if ch.options else ""), as_json):
         answer = calls.explain_at(o.named(snapshot, "SNAPSHOT.pickle"), key, shape, setting, at)
     data = calls.explain_document(answer)
     render.warn_all(data)

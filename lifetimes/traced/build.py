@@ -42,6 +42,8 @@ def group_of(a: Alloc, freed_in: str | None) -> Group:
         return Group.OPTIMIZER_WORK
     if a.op.startswith("autocast."):
         return Group.AUTOCAST
+    if freed_in == "zero_grad" and a.phase == "forward":
+        return Group.PARAM_GRADS            # a weight's gradient a fused loss makes in the forward (``gradient_owner``)
     if is_loss(a.module):
         return Group.LOSS
     if a.phase == "forward":
@@ -51,9 +53,45 @@ def group_of(a: Alloc, freed_in: str | None) -> Group:
     return Group.WORKSPACE
 
 
+def gradient_owner(a: Alloc, harness: list) -> str:
+    """The module whose weight gradient ``a`` is, for a gradient made in the forward (a fused linear cross-entropy
+    loss computes the LM head's weight gradient with the loss, chunk by chunk, and hands it to autograd, which keeps
+    it as the weight's ``.grad`` to ``zero_grad``): the parameter of its dtype and shape, the LM head's
+    (``lm_head``, as the four families name it) where the embedding has the same (untied); else its own module."""
+    if a.phase != "forward" or (getattr(a, "freed_phase", None) != "zero_grad"):
+        return a.module
+    same = [h for h in harness if h.op == "model.to(device)" and h.dtype == a.dtype and _shape(h) == _shape(a)]
+    owners = [h.param.rsplit(".", 1)[0] for h in same if h.param]
+    head = [m for m in owners if m.split(".")[-1] == "lm_head"]
+    return head[0] if head else owners[0] if len(owners) == 1 else a.module
+
+
 def _shape(a) -> str:
     """The tensor's shape: as formulas (a symbolic call) or the traced dims."""
     return getattr(a, "shape_text", None) or str(list(a.shape))
+
+
+# torch's dtype names as the tables write them (the declared models' ``bf16``, ``fp32``)
+DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
+
+
+def dim_names(config: dict) -> dict[str, str]:
+    """A traced dim -> its name in the config, where one field alone holds that number: the vocabulary (``vocab``). A
+    number two fields share (a vocab equal to a hidden size) stays a number."""
+    values = [v for v in config.values() if isinstance(v, int) and not isinstance(v, bool)]
+    vocab = config.get("vocab_size")
+    return {str(vocab): "vocab"} if isinstance(vocab, int) and values.count(vocab) == 1 else {}
+
+
+def tensor_of(a, dims: dict[str, str]) -> str:
+    """The tensor as the trace saw it: its shape (``[T, 5632]``: T = MBS x S; ``[MBS, S, vocab]``: a dim the config
+    names, ``dim_names``) and its dtype; a loop's chunk (its size a formula in the chunk, not a shape) in words."""
+    shape, dtype = _shape(a), DTYPES.get(a.dtype, a.dtype)
+    if not shape.startswith("["):
+        return f"{dtype}, {shape}"
+    inner = shape[1:-1]
+    named = [dims.get(d.strip(), d.strip()) for d in inner.split(",")] if inner.strip() else []
+    return f"[{', '.join(named)}] {dtype}"
 
 
 def lifetimes(steps: list[TracedStep]) -> dict[int, TracedStep | None]:
@@ -84,7 +122,8 @@ def _extras(s: TracedStep, sms: tuple[int, int], threads: set, not_modelled: lis
     return out
 
 
-def _step_buffers(s: TracedStep, names: dict, ends: dict, extras: list[Extra]) -> list[Buffer]:
+def _step_buffers(s: TracedStep, names: dict, ends: dict, extras: list[Extra], harness: list,
+                  dims: dict[str, str]) -> list[Buffer]:
     """The step's allocations, each followed by the GPU-only buffers placed after it."""
     after: dict = {}
     for x in extras:
@@ -97,7 +136,8 @@ def _step_buffers(s: TracedStep, names: dict, ends: dict, extras: list[Extra]) -
                           (a.bytes,), "uint8",
                           source_of(a), s.name, None if kept or end is None else end.name,
                           note=f"{a.dtype} {_shape(a)} {a.op}", cached=kept,
-                          first_call=a.kind == "first_call", module=a.module))
+                          first_call=a.kind == "first_call", module=gradient_owner(a, harness),
+                          tensor=tensor_of(a, dims)))
         out += [_extra(s, x, out[-1].name if x.scratch else None) for x in after.pop(a.id, [])]
     for rest in after.values():             # an operator whose output was no new storage
         out += [_extra(s, x, None) for x in rest]
@@ -111,14 +151,18 @@ def _extra(s: TracedStep, x: Extra, scratch_of: str | None) -> Buffer:
                   first_call=x.scratch and s.first_call, module=s.module)
 
 
-def buffers(call: Call, steps: list[TracedStep], sms: tuple[int, int], not_modelled: list, capability: tuple[int, int]) -> list[Buffer]:
+def buffers(call: Call, steps: list[TracedStep], sms: tuple[int, int], not_modelled: list, capability: tuple[int, int],
+            dims: dict[str, str] | None = None) -> list[Buffer]:
+    """Every buffer of the call: the harness's, then each step's; ``dims``: the config's names of traced dims
+    (``dim_names``), for each buffer's ``tensor``."""
     names = buffer_names(steps, call.harness)
     ends = lifetimes(steps)
+    dims = dims or {}
     out = [Buffer(names[id(a)], group_of(a, None), (a.bytes,), "uint8", source_of(a), INPUTS_STEP,
-                  note=f"{a.dtype} {_shape(a)}", module=a.module) for a in call.harness]
+                  note=f"{a.dtype} {_shape(a)}", module=a.module, tensor=tensor_of(a, dims)) for a in call.harness]
     threads: set = set()
     for s in steps:
-        out += _step_buffers(s, names, ends, _extras(s, sms, threads, not_modelled, capability))
+        out += _step_buffers(s, names, ends, _extras(s, sms, threads, not_modelled, capability), call.harness, dims)
     return out
 
 
@@ -145,16 +189,17 @@ def _frame(ev: dict) -> tuple:
     return file, function, line, quote[0] if quote else ""
 
 
-def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, threads_per_sm: int = 2048, **fields) -> LifetimeModel:
+def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, threads_per_sm: int = 2048,
+                 dims: dict[str, str] | None = None, **fields) -> LifetimeModel:
     """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers on a
     device of ``sms`` SMs of ``threads_per_sm`` resident threads (2048: the default sm90's); ``fsdp`` W > 0: rank 0's
-    step under FSDP2 at W ranks (``fsdp.shard_model``)."""
+    step under FSDP2 at W ranks (``fsdp.shard_model``); ``dims``: the config's names of traced dims (``dim_names``)."""
     steps = segment(call)
     timeline = [Step(INPUTS_STEP, "harness", note="parameters and the batch, before the first iteration")]
     timeline += [Step(s.name, "backward" if s.phase == "backward" else "forward",
                       note=f"{s.phase}: {s.module or 'model'}") for s in steps]
     not_modelled: list = []
-    bufs = buffers(call, steps, (sms, threads_per_sm), not_modelled, capability_of(arch))
+    bufs = buffers(call, steps, (sms, threads_per_sm), not_modelled, capability_of(arch), dims)
     names = buffer_names(steps, call.harness)
     model = LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
                           not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)

@@ -109,6 +109,11 @@ RS_OUT_SRC = _src("_fsdp_collectives.py", 537, "foreach_reduce",
                   "reduce_output = reduce_scatter_comm.allocate((reduce_scatter_output_numel,), ...)")
 
 
+def shard_of(tensor: str) -> str:
+    """A sharded buffer's tensor in words: the whole parameter's shape is not the shard's (``Buffer.tensor``)."""
+    return f"rank 0's shard of {tensor}" if tensor else ""
+
+
 def scaled(b: Buffer, p: Param, world: int) -> Buffer:
     """A per-parameter buffer of the optimizer (a state or a temporary) made on the shard: its bytes per element of the
     parameter kept, the elements rank 0's shard's (unpadded: ``zeros_like`` of the local tensor, which for rank 0 is
@@ -117,7 +122,7 @@ def scaled(b: Buffer, p: Param, world: int) -> Buffer:
     if not nbytes.is_Integer or int(nbytes) % p.numel:
         return b
     return replace(b, shape=(int(nbytes) // p.numel * padded_shard_numel(p, world),),
-                   note=f"{b.note}; FSDP2 rank 0's shard of {p.fqn}")
+                   note=f"{b.note}; FSDP2 rank 0's shard of {p.fqn}", tensor=shard_of(b.tensor))
 
 
 # ------------------------------------------------------------------------------------------------ the per-rank step
@@ -310,7 +315,7 @@ def shard_model(model: LifetimeModel, params: dict[str, Param], steps: list[tupl
     for b in model.buffers:
         if b.name in params and b.group is Group.PARAMETERS:
             p = params[b.name]
-            b = replace(b, shape=(padded_shard_numel(p, world) * p.itemsize,), source=SHARD_SRC,
+            b = replace(b, shape=(padded_shard_numel(p, world) * p.itemsize,), source=SHARD_SRC, tensor=shard_of(b.tensor),
                         note=f"{b.note}; FSDP2 rank 0's padded shard: {shard_rows(p.shape[0] if p.shape else 1, world)} "
                              f"row(s) of {world}")
         elif b.group in (Group.OPTIMIZER_STATES, Group.OPTIMIZER_WORK) and (p := _param_of(b.name, by_fqn)):

@@ -509,7 +509,7 @@ def _deep(req: Request) -> Request:
 
 
 def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
-    from .build import traced_model
+    from .build import dim_names, traced_model
     from .calls import TraceRefused
     from .layers import NotRepeating
     from .symbolic import Unexplained
@@ -518,7 +518,8 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
     versions = traces(traced_request(req))["versions"]
-    return traced_model(call, device.sm_count, device.arch, req.fsdp, device.max_threads_per_sm, **fields(req, device, versions))
+    return traced_model(call, device.sm_count, device.arch, req.fsdp, device.max_threads_per_sm,
+                        dims=dim_names(req.config_dict), **fields(req, device, versions))
 
 
 def fields(req: Request, device, versions: dict) -> dict:

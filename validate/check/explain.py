@@ -456,11 +456,12 @@ def foreign_warning(key: str, foreign: tuple[Foreign, ...]) -> str:
             f"its package's code, so some frames match){whose}")
 
 
-def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None) -> list[str]:
+def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None, whole_model: bool = False) -> list[str]:
     """The warnings of an explanation that does not fit (each one line): the live bytes below what the model requests at
     its peak (``short``: ``short_of_peak``), nothing explained, every match by size alone, blocks allocated in code of
     the model's package it does not run (``fit.foreign``: another model's snapshot), and the shape that explains
-    more (``best_shape``'s), or, after one of the others, that none one size away does. Some blocks matched by size
+    more (``best_shape``'s), or, after one of the others, that none one size away does (``whole_model``: a config's
+    traced step, whose heads and head dims are the config's, so only its length and batch were searched). Some blocks matched by size
     alone beside others a frame names is no warning: the validator's own H200 dump of cudnn-kda-hopper-cuda@1.32.0
     matches its 2.52 GB workspace so, the frames naming the workspace helper, not the carved regions' sources."""
     out = []
@@ -482,6 +483,6 @@ def fit_warnings(key: str, shape, fit: Fit, short: bool, better=None) -> list[st
         out.append(f"{key} at {candidate.label()} explains {whole} {fit.live_bytes:,} live B ({fit.explained_bytes:,} B "
                    f"at the shape asked): the snapshot fits {_flags(shape, candidate)}")
     elif out:
-        out.append("no shape one of --seq-len, --batch-size, --num-heads, --head-dim, --num-v-heads away explains more "
-                   "of it: another model?")
+        flags = "--seq-len, --batch-size" if whole_model else "--seq-len, --batch-size, --num-heads, --head-dim, --num-v-heads"
+        out.append(f"no shape one of {flags} away explains more of it: another model?")
     return out
