@@ -58,6 +58,12 @@ def ranks_of(addresses: list[int]) -> tuple[int, ...]:
     return tuple(ranks)
 
 
+def order_of(placement: Placement, segments: int) -> tuple[int, ...]:
+    """The order ``placement`` gives a process's first ``segments`` segments (their ranks among themselves): a run that
+    makes that many is the same run under every placement that gives them the same order."""
+    return ranks_of([placement.address(n, 0) for n in range(1, segments + 1)])
+
+
 @lru_cache(maxsize=4)
 def _load(path: str) -> tuple[Placement, ...]:
     data = json.loads(Path(path).read_text())

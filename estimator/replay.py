@@ -75,6 +75,7 @@ class Replay:
     reserved_before: tuple[int, ...] = ()    # memory_reserved there
     allocated_after: tuple[int, ...] = ()    # memory_allocated after each measured step, its dropped tensors freed
     reserved_after: tuple[int, ...] = ()     # memory_reserved there
+    segments_made: int = 0                   # cudaMalloc segments the process made (``placement``: only their order counts)
 
     @property
     def peak_bytes(self) -> int:
@@ -442,7 +443,7 @@ class Process:
         return Replay(run.peaks[skip_runs:], self.alloc.reserved, run.reserved_peaks[skip_runs:],
                       self.reserved_peak_bytes, self.allocated_peak_bytes, run.oom, self.alloc.mapped_ranges(),
                       run.allocated_before[skip_runs:], run.reserved_before[skip_runs:], run.allocated_after[skip_runs:],
-                      run.reserved_after[skip_runs:])
+                      run.reserved_after[skip_runs:], self.alloc._segments)
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
