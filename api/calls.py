@@ -44,6 +44,22 @@ def measured_records(model, shape):
     return find(model.key, shape, opts)
 
 
+def measured_case(model, shape, device, conf, triton_cache: str):
+    """The placement whose replay matches a committed measurement of this very case, which then decides its verdict
+    (``capacity.verdict``'s ``measured``); None: the reserved band's high end decides. A whole model: the placement that
+    replays its model-step record (``model_records.measured_placement``); a kernel or layer a boundary probe ran at this
+    case (``probe_records.probed_at``): the model's own, which replays every boundary record."""
+    from livebytes.estimator.placement import MODEL_PLACEMENT
+    from livebytes.validate.check.model_records import measured_placement
+    from livebytes.validate.check.probe_records import layer_options, probed_at
+    options = dict(getattr(model, "options", ()))
+    if options.get("config") is not None:
+        return measured_placement(model, shape, device.name, triton_cache)
+    probed = probed_at(model.key, options.get("contract"), shape, conf.text, triton_cache, device.name,
+                       layer_options(options))
+    return MODEL_PLACEMENT if probed else None
+
+
 def predict_at(key: str, shape, setting: Setting = Setting(), announce: Optional[Callable[[str], None]] = None) -> Prediction:
     """``predict``: the peak by storage group, the protocol replay, the records, and the verdict of a fresh process
     (one ``query.answer``). ``announce`` gets each warning before the simulation (an absurd shape's takes a moment)."""

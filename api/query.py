@@ -141,11 +141,12 @@ def _answered(r: Resolved, resolution: Resolution, asks: frozenset) -> ModelAnsw
     from livebytes.estimator.capacity import verdict
     from livebytes.estimator.replay import replay
 
-    from .calls import measured_records
+    from .calls import measured_case, measured_records
     shape = resolution.query.shape
     replayed = replay(r.model, shape).peak_bytes if REPLAY in asks else None
     records = measured_records(r.model, shape) if RECORDS in asks else []
-    judged = verdict(r.model, shape, r.device, resolution.conf, r.triton_cache, triton=r.triton)
+    judged = verdict(r.model, shape, r.device, resolution.conf, r.triton_cache, triton=r.triton,
+                     measured=measured_case(r.model, shape, r.device, resolution.conf, r.triton_cache))
     return ModelAnswer(r, _predicted(r.model, shape, resolution.query.sources), replayed, records, judged)
 
 

@@ -134,8 +134,18 @@ def verdict_data(v) -> dict:
     from livebytes.estimator.capacity import oom_dict
     return {"fits": v.fits, "oom": oom_dict(v), "probed": probed_data(v),
             "allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
-            "peaks_unbounded": v.oom is not None, "device_need_bytes": v.device_need_bytes,
+            **reserved_band_data(v), "peaks_unbounded": v.oom is not None, "device_need_bytes": v.device_need_bytes,
             "capacity_bytes": v.capacity_bytes, "headroom_bytes": v.headroom_bytes}
+
+
+def reserved_band_data(v) -> dict:
+    """The reserved band (``capacity.ReservedBand``: every placement's reserved peak without a limit) and whose run
+    decided the verdict."""
+    band = v.band
+    low, high = (band.low_bytes, band.high_bytes) if band is not None else (v.reserved_peak_bytes, v.reserved_peak_bytes)
+    kind, placement = v.decided_by
+    return {"reserved_low_bytes": low, "reserved_high_bytes": high,
+            "reserved_decided_by": {"kind": kind, "placement": placement}}
 
 
 def change_vs_first(values: list[int | None]) -> list[float | None]:

@@ -47,6 +47,9 @@ class Prediction(_Answer):
     peak_step: str = ""
     allocated_peak_bytes: int = 0
     reserved_peak_bytes: int = 0
+    reserved_low_bytes: int = 0         # the reserved band over the driver's placements (reserved_decided_by: whose run)
+    reserved_high_bytes: int = 0
+    reserved_decided_by: dict = field(default_factory=dict)
     device_need_bytes: int = 0
     capacity_bytes: int = 0
     headroom_bytes: int = 0

@@ -318,7 +318,7 @@ def verdict_lines(r: dict) -> list:
     pm = r["process_memory"]
     cache = cache_text(r)
     lines = [f"max_memory_allocated {g(r['allocated_peak_bytes'])} GiB (fresh process, first call included{no_limit}) | "
-             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{no_limit_label(r)} | "
+             f"reserved peak {g(r['reserved_peak_bytes'])} GiB{no_limit_label(r)}{band_text(r)} | "
              f"process memory {g(pm['bytes'])} GiB{high_end_text(pm)} ({pm['library']}, {cache}) | "
              f"device need {g(r['device_need_bytes'])} GiB{no_limit_label(r)} of {g(r['device_memory']['total_bytes'])} "
              f"GiB ({r['alloc_conf']})",
@@ -329,6 +329,16 @@ def verdict_lines(r: dict) -> list:
     lines.append(oom_text(r, assumptions_inline=False))
     lines += [probed_text(p, r["device"]) for p in r["probed"]]
     return [_lines(line) for line in lines]
+
+
+def band_text(r: dict) -> str:
+    """`` (placements: 1.23-1.45 GiB, high end decides)`` after the reserved peak where the driver's placements of its
+    segments give a band (``reserved_low_bytes`` below ``reserved_high_bytes``); empty where every one gives the same."""
+    low, high, by = r.get("reserved_low_bytes"), r.get("reserved_high_bytes"), r.get("reserved_decided_by")
+    if low is None or low == high:
+        return ""
+    who = "high end decides" if by["kind"] == "high end" else f"measured: the {by['placement']} placement's"
+    return f" (placements: {g(low)}-{g(high)} GiB, {who})"
 
 
 def compare_verdict_line(r: dict) -> Text:

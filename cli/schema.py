@@ -150,7 +150,16 @@ PROBED = listof(obj("one trial", {
 VERDICT_KEYS = {
     "fits": boolean("a fresh process runs it without going out of memory"), "oom": OOM, "probed": PROBED,
     "allocated_peak_bytes": integer("max_memory_allocated over a fresh process's whole run, first call included"),
-    "reserved_peak_bytes": integer("max_memory_reserved over that run"),
+    "reserved_peak_bytes": integer("max_memory_reserved over that run: the run reserved_decided_by names"),
+    "reserved_low_bytes": integer("the least reserved peak over every placement of the run's segments the driver was "
+                                  "seen to give (estimator/data/placements.json), without a device limit"),
+    "reserved_high_bytes": integer("the greatest such reserved peak: the band's high end, which decides a case no record "
+                                   "measured"),
+    "reserved_decided_by": obj("whose run the verdict and its peaks are", {
+        "kind": string("high end (no record measured the case: it runs under every placement, the figures are the "
+                       "highest's or the first to run out of memory's) or measured (the placement that replays its record)"),
+        "placement": string("the placement: model (the allocator model's own, each new segment below every earlier "
+                            "one) or the committed trace it was read from (run25h_k2-ckpt, ...)")}),
     "peaks_unbounded": boolean("true when it goes out of memory: the two peaks (and device_need_bytes, built on the "
                                "reserved one) are those of a device without a limit; the printed answer labels each"),
     "device_need_bytes": integer("reserved_peak_bytes + process_memory.bytes"),

@@ -22,8 +22,9 @@ from .allocator import DEFAULT_CONF, AllocatorConf
 from .autotune import benchmarking_steps
 from .devices import Device
 from .errors import LivebytesError
+from .placement import Placement, order_of, placements
 from .process.memory import Figure, ProcessMemory, process_memory  # noqa: F401  (re-exported: the verdict's process)
-from .replay import Call, OomEvent, Prelude, replay
+from .replay import Call, OomEvent, Prelude, Replay, replay
 from .shapes import Shape
 
 if TYPE_CHECKING:
@@ -65,6 +66,35 @@ def triton_cache_matters(model: LifetimeModel, device: Device) -> bool:
 
 
 @dataclass(frozen=True)
+class ReservedBand:
+    """The reserved peak of one process's run under every placement of its segments the driver was seen to give
+    (``placement.placements``: the model's own rule and each committed allocator trace's order): its low and high ends
+    and the placement that gives each (the first in ``placements`` order where several tie)."""
+    low_bytes: int
+    high_bytes: int
+    low_placement: str
+    high_placement: str
+    placements: int               # placements the band spans
+    replays: int                  # distinct runs among them (``placement_runs``: a run ordered alike is replayed once)
+
+    @property
+    def width_bytes(self) -> int:
+        return self.high_bytes - self.low_bytes
+
+
+HIGH_END = "high end"           # what decides a case no record measured
+MEASURED = "measured"           # a measured case: the placement that replays its record
+
+
+def band_of(runs: list[tuple[Placement, Replay]]) -> ReservedBand:
+    """The band of ``runs`` (each placement's run without a limit): its reserved peaks' least and greatest."""
+    low = min(runs, key=lambda pr: pr[1].reserved_peak_bytes)
+    high = max(runs, key=lambda pr: pr[1].reserved_peak_bytes)
+    return ReservedBand(low[1].reserved_peak_bytes, high[1].reserved_peak_bytes, low[0].name, high[0].name, len(runs),
+                        len({id(r) for _, r in runs}))
+
+
+@dataclass(frozen=True)
 class Verdict:
     device: Device
     conf: AllocatorConf
@@ -75,6 +105,8 @@ class Verdict:
     model_key: str = ""           # what was judged: the model and its options (contract), at ``shape``
     options: tuple = ()
     shape: Shape | None = None
+    band: ReservedBand | None = None   # the reserved peak under every placement (``reserved_band``)
+    decided_by: tuple[str, str] = (HIGH_END, "model")   # (HIGH_END or MEASURED, the placement whose run the figures are)
 
     @property
     def total_bytes(self) -> int:
@@ -118,35 +150,80 @@ def allocated_peak(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEF
     return replay(model, shape, **_run_kwargs(model, shape, conf, triton_cache)).allocated_peak_bytes
 
 
+def placement_runs(model: LifetimeModel, shape: Shape, kw: dict,
+                   among: tuple[Placement, ...] | None = None) -> list[tuple[Placement, Replay]]:
+    """The run (``replay`` with ``kw``, no limit) under each placement (``among``; None: every one,
+    ``placement.placements``). Expandable segments map pages into one reserved range per pool: where cudaMalloc puts a
+    segment decides nothing, so one run stands for every placement. A placement that gives the segments an earlier run
+    made the order that run gave them makes the same run (``placement.order_of``): replayed once."""
+    among = placements() if among is None else among
+    if kw["conf"].expandable_segments:
+        among = among[:1]
+    runs: list[tuple[Placement, Replay]] = []
+    for p in among:        # a placement that orders the segments a run made as that run's did gives the same run
+        same = next((r for q, r in runs if order_of(p, r.segments_made) == order_of(q, r.segments_made)), None)
+        runs.append((p, same if same is not None else replay(model, shape, placement=p.address, **kw)))
+    return runs
+
+
+def reserved_band(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF,
+                  triton_cache: str = "cold", device_total_bytes: int | None = None) -> ReservedBand:
+    """A fresh process's reserved peak at ``shape`` under every placement, without a device limit."""
+    kw = _run_kwargs(model, shape, conf, check_state(triton_cache))
+    kw["device_total_bytes"] = device_total_bytes
+    return band_of(placement_runs(model, shape, kw))
+
+
 def verdict(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
             triton_cache: str = "cold", history: tuple[int, ...] = (), protocol: bool = False,
-            prelude: Prelude | None = None, tuned_at_tokens: int | None = None, triton: str | None = None) -> Verdict:
-    """Run the process's sequence (or the validator's, ``protocol=True``) without a limit, then, when its
-    reserved peak exceeds the capacity, once more against it: the allocator may still fit by releasing
-    cached segments, or stop at the failing request. ``tuned_at_tokens``: the process's first call, which
-    autotuned, came earlier at MBS 1 x that many tokens (``cold_benchmarks``); its memory is the cold one. ``triton``:
-    the Triton version whose kernels' process memory counts (``memory.process_memory``; None: the model's default)."""
+            prelude: Prelude | None = None, tuned_at_tokens: int | None = None, triton: str | None = None,
+            measured: Placement | None = None) -> Verdict:
+    """Run the process's sequence (or the validator's, ``protocol=True``) without a limit under every placement of its
+    segments (``placement_runs``: the band), then, for each whose reserved peak exceeds the capacity, once more
+    against it: the allocator may still fit by releasing cached segments, or stop at the failing request.
+    ``measured``: the case was measured, and this placement's run replays its record: that run alone decides. Else the
+    band's high end decides: the case runs when it runs under every placement, and its figures are those of the
+    placement with the highest reserved peak (or of the first, highest first, that runs out of memory).
+    ``tuned_at_tokens``: the process's first call, which autotuned, came earlier at MBS 1 x that many tokens
+    (``cold_benchmarks``); its memory is the cold one. ``triton``: the Triton version whose kernels' process memory counts
+    (``process.memory.process_memory``; None: the model's default)."""
     earlier_call = bool(history) or prelude is not None or protocol or tuned_at_tokens is not None
     proc = process_memory(device, model, triton_cache, shape, raised_before=earlier_call, triton=triton)
     kw = _run_kwargs(model, shape, conf, triton_cache, history, protocol, prelude, tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
-    run = replay(model, shape, **kw)
-    if run.reserved_peak_bytes > device.capacity_bytes - proc.high_bytes:
-        limited = _against_capacity(model, shape, device, proc, kw)
-        run = limited if limited.oom is None else replace(run, oom=limited.oom)
+    runs = placement_runs(model, shape, kw)
+    band = band_of(runs)
+    if measured is not None:
+        decided = [(measured, next((r for p, r in runs if p.name == measured.name), None)
+                    or replay(model, shape, placement=measured.address, **kw))]
+    else:       # highest reserved peak first (the first placement of equal ones): the high end's run, then the rest
+        decided = sorted(runs, key=lambda pr: -pr[1].reserved_peak_bytes)
+    placement, run = decided[0]
+    for p, unlimited in decided:
+        if unlimited.reserved_peak_bytes <= device.capacity_bytes - proc.high_bytes:
+            break           # this one and every lower one never reach the capacity
+        limited = _against_capacity(model, shape, device, proc, kw, p)
+        if limited.oom is not None:
+            placement, run = p, replace(unlimited, oom=limited.oom)
+            break
+        if p is decided[0][0]:
+            run = limited
     return Verdict(device, conf, proc, run.allocated_peak_bytes, run.reserved_peak_bytes, run.oom, model.key,
-                   tuple(getattr(model, "options", ())), shape)
+                   tuple(getattr(model, "options", ())), shape, band,
+                   (MEASURED if measured is not None else HIGH_END, placement.name))
 
 
 def fits(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf = DEFAULT_CONF,
          triton_cache: str = "cold", tuned_at_tokens: int | None = None, triton: str | None = None) -> bool:
-    """``verdict(...).oom is None`` in one replay, the one against the capacity: where the run without a limit never
-    reaches the capacity, that run is this one (the allocator acts on the capacity only when a segment would pass it),
-    so the limited run decides alone. The search's test (``planning``); its answer gets the whole ``verdict``."""
+    """``verdict(...).oom is None`` with the fewest replays: under each placement, the run against the capacity (where
+    the run without a limit never reaches the capacity, that run is this one: the allocator acts on the capacity only
+    when a segment would pass it), until one runs out of memory. The search's test (``planning``: the largest shape
+    whose band's high end runs); its answer gets the whole ``verdict``."""
     proc = process_memory(device, model, triton_cache, shape, raised_before=tuned_at_tokens is not None, triton=triton)
     kw = _run_kwargs(model, shape, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
-    return _against_capacity(model, shape, device, proc, kw).oom is None
+    among = placements()[:1] if conf.expandable_segments else placements()
+    return all(_against_capacity(model, shape, device, proc, kw, p).oom is None for p in among)
 
 
 def limited_call(model: LifetimeModel, shape: Shape, v: Verdict) -> Call:
@@ -158,10 +235,11 @@ def limited_call(model: LifetimeModel, shape: Shape, v: Verdict) -> Call:
                 v.device.capacity_bytes - v.process.start_bytes, growth=v.process.growth)
 
 
-def _against_capacity(model, shape: Shape, device: Device, proc: ProcessMemory, kw: dict):
+def _against_capacity(model, shape: Shape, device: Device, proc: ProcessMemory, kw: dict, placement: Placement | None = None):
     """The run against the capacity the process has at the call's start, shrinking where its launches raise the stack
-    limit (``ProcessMemory.growth``)."""
-    return replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth, **kw)
+    limit (``ProcessMemory.growth``), under ``placement`` (None: the model's own)."""
+    return replay(model, shape, capacity_bytes=device.capacity_bytes - proc.start_bytes, growth=proc.growth,
+                  placement=None if placement is None else placement.address, **kw)
 
 
 def oom_dict(v: Verdict) -> dict | None:

@@ -75,6 +75,7 @@ class Replay:
     reserved_before: tuple[int, ...] = ()    # memory_reserved there
     allocated_after: tuple[int, ...] = ()    # memory_allocated after each measured step, its dropped tensors freed
     reserved_after: tuple[int, ...] = ()     # memory_reserved there
+    segments_made: int = 0                   # cudaMalloc segments the process made (``placement``: only their order counts)
 
     @property
     def peak_bytes(self) -> int:
@@ -238,13 +239,14 @@ class Process:
     """One process's caching allocator across calls (``Call``): what a library cache holds survives its call, by
     key (``held``); everything else a call allocated is dropped at its end (``end_call``), as the harness does.
     ``record``: log the calls' allocator operations, so that they can be handed to ``replay`` as a ``Prelude``
-    (a recording process takes no ``before``). ``capacity_bytes``: what the allocator may reserve, until a
+    (a recording process takes no ``before``). ``placement``: where cudaMalloc puts each segment (``placement.Placement``'s
+    ``address``; None: the allocator model's own rule). ``capacity_bytes``: what the allocator may reserve, until a
     ``Call`` says otherwise. ``model``: what a ``Call`` without its own model runs."""
 
     def __init__(self, model: LifetimeModel, conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
-                 device_total_bytes: int | None = None, record: bool = False):
+                 device_total_bytes: int | None = None, record: bool = False, placement=None):
         self.model = model
-        self.alloc = CachingAllocator(conf, capacity_bytes, device_total_bytes)
+        self.alloc = CachingAllocator(conf, capacity_bytes, device_total_bytes, placement)
         self.held: dict[object, object] = {}        # library-cache key -> block
         self.calls = 0
         self.state: _CallState | None = None        # the call in progress (or the last one, until end_call)
@@ -441,14 +443,14 @@ class Process:
         return Replay(run.peaks[skip_runs:], self.alloc.reserved, run.reserved_peaks[skip_runs:],
                       self.reserved_peak_bytes, self.allocated_peak_bytes, run.oom, self.alloc.mapped_ranges(),
                       run.allocated_before[skip_runs:], run.reserved_before[skip_runs:], run.allocated_after[skip_runs:],
-                      run.reserved_after[skip_runs:])
+                      run.reserved_after[skip_runs:], self.alloc._segments)
 
 
 def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_steps: int = 3,
            empty_cache_after_warmup: bool = True, history: tuple[int, ...] = (),
            conf: AllocatorConf = DEFAULT_CONF, capacity_bytes: int | None = None,
            benchmarks: tuple[str, ...] = (), prelude: Prelude | None = None,
-           device_total_bytes: int | None = None, growth: tuple[tuple[str, int], ...] = ()) -> Replay:
+           device_total_bytes: int | None = None, growth: tuple[tuple[str, int], ...] = (), placement=None) -> Replay:
     """``history``: request sizes of allocations the process made before this shape's inputs and still
     holds (the validator's warmup leftovers, ``livebytes.validate`` computes them); allocated first, in order.
     ``capacity_bytes``: what the allocator may reserve (device total minus the process's other memory).
@@ -463,8 +465,9 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
     L2-flush buffer (the order run 11's trace of a cold report process shows).
     ``growth``: where the first run's launches grow the process's own memory (``Call.growth``); ``capacity_bytes`` is
-    the capacity at the call's start."""
-    proc = Process(model, conf, capacity_bytes, device_total_bytes)
+    the capacity at the call's start. ``placement``: where cudaMalloc puts each segment (``placement.Placement.address``;
+    None: the allocator model's own rule, each new segment below every earlier one)."""
+    proc = Process(model, conf, capacity_bytes, device_total_bytes, placement=placement)
     try:
         proc.before(history, prelude)
     except AllocatorOutOfMemory as err:

@@ -51,8 +51,8 @@ class _StopAtPeak(Exception):
 class _TracingAllocator(CachingAllocator):
     """The caching allocator model, logging each operation as a ``TraceEntry`` (``frames()``: the allocation in progress)."""
 
-    def __init__(self, conf: AllocatorConf, frames, stop_after: int | None = None):
-        super().__init__(conf)
+    def __init__(self, conf: AllocatorConf, frames, stop_after: int | None = None, placement=None):
+        super().__init__(conf, placement=placement)
         self.events: list[dict] = []
         self.requested: dict[int, int] = {}         # id(block) -> bytes asked for
         self.frames_of: dict[int, list] = {}        # id(block) -> frames of its malloc
@@ -128,7 +128,7 @@ def _frame_table(model: LifetimeModel) -> dict[str, dict]:
     return out
 
 
-def _tracer(model: LifetimeModel, conf: AllocatorConf, stop_after: int | None):
+def _tracer(model: LifetimeModel, conf: AllocatorConf, stop_after: int | None, placement=None):
     proc = Process(model, conf)
     table, steps = _frame_table(model), {s.name: i for i, s in enumerate(model.steps)}
     model_file = MODEL_FRAME_FILE.format(key=model.key)
@@ -139,7 +139,7 @@ def _tracer(model: LifetimeModel, conf: AllocatorConf, stop_after: int | None):
                                    "line": 0, "name": buffer})
         call = "inputs" if run < 0 else f"call {run + 1}"
         return [dict(inner), {"filename": model_file, "line": steps.get(step, 0) + 1, "name": f"{step} ({buffer}, {call})"}]
-    proc.alloc = _TracingAllocator(conf, frames, stop_after)
+    proc.alloc = _TracingAllocator(conf, frames, stop_after, placement)
     return proc
 
 
@@ -214,12 +214,14 @@ def _simulated(model: LifetimeModel, shape: Shape, calls: int, taken_at: str) ->
 
 def oom_snapshot(model: LifetimeModel, shape: Shape, verdict: Verdict) -> dict:
     """The ``_snapshot()`` dictionary of ``verdict``'s out-of-memory run (a fresh process on its device,
-    ``capacity.limited_call``) at the failing request, the trace ending with PyTorch's ``oom`` event."""
+    ``capacity.limited_call``, under the placement that ran out, ``Verdict.decided_by``) at the failing request, the
+    trace ending with PyTorch's ``oom`` event."""
     from .capacity import limited_call, oom_dict
     if verdict.oom is None:
         raise ValueError("oom_snapshot: the verdict runs; take process_snapshot at its peak")
+    from .placement import by_name
     call = limited_call(model, shape, verdict)
-    proc = _tracer(model, verdict.conf, None)
+    proc = _tracer(model, verdict.conf, None, by_name(verdict.decided_by[1]).address)   # the placement that failed
     failed = proc.call(call).oom
     if failed is None or (failed.step, failed.buffer, failed.run_step) != (verdict.oom.step, verdict.oom.buffer,
                                                                          verdict.oom.run_step):

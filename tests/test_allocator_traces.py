@@ -2,7 +2,8 @@
 whole-model steps on the H200 (run 24's 1.3B edge at 468,518 tokens, run 25h's k2 and 1.3B at 8-16K, cold, three steps
 each). With each segment where the GPU's cudaMalloc put it, every block the model hands out is the GPU's, at the GPU's
 address, and the reserved peak is the GPU's to the byte; with the model's own placement the reserved peak is off by
-exactly what the traced model's prediction of those records is off by (``validate/model_records.NAMED_MISSES``)."""
+exactly what the model placement's prediction of those records is off by (each trace's order is one placement of the
+reserved band, ``estimator/placement.py``, which holds those records' reserved figures: tests/test_placement_band.py)."""
 import gzip
 import io
 

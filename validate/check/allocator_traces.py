@@ -11,9 +11,18 @@ block, split it elsewhere and, later, cut a segment the GPU did not (or not cut 
 """
 from __future__ import annotations
 
+import gzip
+import io
+import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from livebytes.estimator.allocator import Block, CachingAllocator, model_placement
+from livebytes.estimator.placement import PLACEMENTS_FILE, Placement, ranks_of
+
+SNAPSHOTS = Path(__file__).parents[1] / "data" / "records" / "models" / "snapshots"
+SUFFIX = ".snapshot.pickle.gz"
 
 
 @dataclass(frozen=True)
@@ -32,15 +41,17 @@ def device_events(snapshot: dict) -> list[tuple[str, int, int]]:
     return [(e["action"], int(e["addr"]), int(e["size"])) for e in snapshot["device_traces"][0] if e["action"] in keep]
 
 
-def replay_trace(snapshot: dict, device_placement: bool = True) -> TraceReplay:
+def replay_trace(snapshot: dict, device_placement: bool = True, placement: Placement | None = None) -> TraceReplay:
     """The trace's requests through the model; ``device_placement``: segments at the GPU's addresses, in the GPU's
-    order (the model's placement otherwise)."""
+    order (the model's placement otherwise); ``placement``: a placement of ``placement.py`` instead (its ranks)."""
     events = device_events(snapshot)
     gpu_segments = [addr for action, addr, _ in events if action == "segment_alloc"]
     made: list[int] = []
 
     def place(number: int, nbytes: int) -> int:
         made.append(nbytes)
+        if placement is not None:
+            return placement.address(number, nbytes)
         return gpu_segments[number - 1] if device_placement else model_placement(number, nbytes)
     alloc = CachingAllocator(placement=place)
     live: dict[int, Block] = {}
@@ -56,3 +67,49 @@ def replay_trace(snapshot: dict, device_placement: bool = True) -> TraceReplay:
             alloc.free(live.pop(addr))
     return TraceReplay(requests, tuple(made), alloc.peak_reserved, alloc.peak, sum(b.size for b in live.values()),
                        divergence)
+
+
+def read_snapshot(path: Path) -> dict:
+    """A committed trace (gzip of ``torch.cuda.memory._snapshot()``'s pickle), read as plain data only."""
+    from .explain import _PlainUnpickler
+    return _PlainUnpickler(io.BytesIO(gzip.open(path).read())).load()
+
+
+def default_stream_segments(snapshot: dict) -> list[tuple[int, int]]:
+    """(address, bytes) of each ``cudaMalloc`` of the default stream's pool, in the order made. A segment of another
+    stream (FSDP2's reduce-scatter, run 32) is another pool the model does not replay; a trace that gives a segment
+    back (``segment_free``: its range may be reused) is refused, as none of the committed ones does."""
+    trace = snapshot["device_traces"][0]
+    if any(e["action"] == "segment_free" for e in trace):
+        raise ValueError("a trace that frees a segment: its placement is not an order of live segments")
+    return [(int(e["addr"]), int(e["size"])) for e in trace
+            if e["action"] == "segment_alloc" and e.get("stream", 0) == 0]
+
+
+def trace_placement(path: Path) -> Placement:
+    """The placement one committed trace shows: its segments' ranks by address, named after the trace."""
+    segments = default_stream_segments(read_snapshot(path))
+    name = path.name.removesuffix(SUFFIX).removeprefix("h200_")
+    where = path.relative_to(SNAPSHOTS.parents[4]) if path.is_relative_to(SNAPSHOTS.parents[4]) else path
+    return Placement(name, ranks_of([addr for addr, _ in segments]), str(where))
+
+
+def placements_data(folder: Path = SNAPSHOTS) -> dict:
+    """``estimator/data/placements.json``: every committed trace's placement, by trace name."""
+    rows = [trace_placement(f) for f in sorted(folder.glob(f"*{SUFFIX}"))]
+    return {"about": ("cudaMalloc's placement of a step's segments, one per committed H200 allocator trace: ranks[n - 1] "
+                      "is where the trace's n-th default-stream segment lay among its segments by address (0: lowest); "
+                      "written by python -m livebytes.validate.check.allocator_traces from the traces under "
+                      "validate/data/records/models/snapshots (estimator/placement.py)"),
+            "placements": [{"name": p.name, "trace": p.source, "segments": len(p.ranks), "ranks": list(p.ranks)}
+                           for p in rows]}
+
+
+def write_placements(path: Path = PLACEMENTS_FILE) -> Path:
+    path.write_text(json.dumps(placements_data(), indent=1) + "\n")
+    return path
+
+
+if __name__ == "__main__":
+    out = write_placements(Path(sys.argv[1]) if len(sys.argv) > 1 else PLACEMENTS_FILE)
+    print(f"wrote {out}")

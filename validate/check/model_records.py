@@ -18,7 +18,7 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_bytes, read_json, show
 
-from .figures import FigureCheck, at_least, figure, named_miss
+from .figures import FigureCheck, at_least, figure, named_miss, within
 
 MODEL_RECORDS_DIR = Path(__file__).parents[1] / "data" / "records" / "models"
 # traces made under the torch a record ran (``validate.check.store_traces``), for a machine with another one: the autograd
@@ -34,8 +34,9 @@ MAX_RECORD_BYTES = 1 << 20
 PLACEMENT = ("cudaMalloc's placement of segments: this configuration's GPU allocator trace (run 25h), replayed through "
              "the allocator model with the GPU's segment addresses, gives every block and the reserved peak to the byte; "
              "with the model's placement (each new segment below the last) ties between equal-sized cached blocks go to "
-             "other segments and the reserved peak misses by exactly this (tests/test_allocator_traces.py); the "
-             "driver's placement is not modelled, and varies between runs of one configuration (runs 23 and 25h: "
+             "other segments and the peak misses by exactly this (tests/test_allocator_traces.py); the reserved "
+             "figures lie inside the band of every committed placement (BAND), the allocated ones are the model "
+             "placement's; the driver's placement varies between runs of one configuration (runs 23 and 25h: "
              "allocated 1 MiB apart)")
 PLACEMENT_UNTRACED = ("cudaMalloc's placement of segments, as PLACEMENT shows for the KDA 1.3B and k2 configurations; "
                       "this one has no allocator trace (requested peak exact)")
@@ -76,6 +77,12 @@ FSDP_RS_POOL = ("the reduce-scatter stream's own pool: run 32's allocator histor
                 "reuse (CUDACachingAllocator.cpp: a cached block serves only its own stream); the default stream's "
                 "requests replayed alone reserve 2,074,083,328 B, 25,165,824 above this prediction: the traced request "
                 "stream against the GPU's, not yet found. Per-stream pools are not modelled (every --fsdp answer says)")
+BAND = ("the reserved band: the step replayed under every placement of its segments the driver was seen to give "
+        "(estimator/placement.py: the model's own and each committed allocator trace's order, estimator/data/placements.json)")
+BELOW_BAND_G4 = ("below the reserved band's low end (BAND): no committed trace's order places this GDN configuration's "
+                 "segments as its GPU did (the record has no allocator trace; the lowest of its placements, runs 24 "
+                 "and 25h's 1.3B KDA orders, reserves 2 MiB more in the first step and 22 MiB more in the steady ones, "
+                 "the model's own 22 MiB and 272 MiB more); requested peak exact")
 FSDP_ALLOC = ("FSDP2's buffers at world size 1, not yet found: within 1 MiB of every allocated figure (+1,048,576 B in "
               "the first step, -623,616 / +949,248 in the steady ones, +424,960 after each step: not 512-B multiples of "
               "one buffer), where the control c1 misses by placement alone")
@@ -94,63 +101,37 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run23_k1-packed.json", "steps[1].max_allocated_bytes"): (-2_621_440, PLACEMENT_UNTRACED),
     ("h200_run23_k1-packed.json", "steps[2].max_allocated_bytes"): (-2_621_440, PLACEMENT_UNTRACED),
     ("h200_run23_k2-ckpt.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run23_k2-ckpt.json", "steps[1].max_reserved_bytes"): (-67_108_864, PLACEMENT),
     ("h200_run23_k2-ckpt.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run23_k2-ckpt.json", "steps[2].max_reserved_bytes"): (-67_108_864, PLACEMENT),
     ("h200_run23_k4-1.3b.json", "steps[0].max_allocated_bytes"): (1_048_576, PLACEMENT),
-    ("h200_run23_k4-1.3b.json", "steps[0].max_reserved_bytes"): (-27_262_976, PLACEMENT),
     ("h200_run23_k4-1.3b.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run23_k4-1.3b.json", "steps[1].max_reserved_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run23_k4-1.3b.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run23_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run25h_k2-ckpt.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run25h_k2-ckpt.json", "steps[1].max_reserved_bytes"): (-67_108_864, PLACEMENT),
     ("h200_run25h_k2-ckpt.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run25h_k2-ckpt.json", "steps[2].max_reserved_bytes"): (-67_108_864, PLACEMENT),
     ("h200_run25h_k4-1.3b.json", "steps[0].max_allocated_bytes"): (2_097_152, PLACEMENT),
-    ("h200_run25h_k4-1.3b.json", "steps[0].max_reserved_bytes"): (-27_262_976, PLACEMENT),
     ("h200_run25h_k4-1.3b.json", "steps[1].max_allocated_bytes"): (1_048_576, PLACEMENT),
-    ("h200_run25h_k4-1.3b.json", "steps[1].max_reserved_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run25h_k4-1.3b.json", "steps[2].max_allocated_bytes"): (1_048_576, PLACEMENT),
-    ("h200_run25h_k4-1.3b.json", "steps[2].max_reserved_bytes"): (-289_406_976, PLACEMENT),
     ("h200_run25_g1-packed.json", "steps[1].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
     ("h200_run25_g1-packed.json", "steps[2].max_allocated_bytes"): (2_097_152, PLACEMENT_UNTRACED),
     ("h200_run25_g4-1.3b.json", "steps[0].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[0].max_reserved_bytes"): (23_068_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[0].max_reserved_bytes"): (2_097_152, BELOW_BAND_G4),
     ("h200_run25_g4-1.3b.json", "steps[1].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[1].max_reserved_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[1].max_reserved_bytes"): (23_068_672, BELOW_BAND_G4),
     ("h200_run25_g4-1.3b.json", "steps[2].max_allocated_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[2].max_reserved_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[2].max_reserved_bytes"): (23_068_672, BELOW_BAND_G4),
     # what stays allocated and reserved after each step: the reserved peak's miss (nothing is released after the peak),
     # and the allocated blocks' sizes, which depend on which cached block each request takes
     ("h200_run23_k1-packed.json", "steps[*].allocated_after_bytes"): (-1_572_864, PLACEMENT_UNTRACED),
-    ("h200_run23_k2-ckpt.json", "steps[1].reserved_after_bytes"): (-67_108_864, PLACEMENT),
-    ("h200_run23_k2-ckpt.json", "steps[2].reserved_after_bytes"): (-67_108_864, PLACEMENT),
     ("h200_run23_k4-1.3b.json", "steps[*].allocated_after_bytes"): (1_048_576, PLACEMENT),
-    ("h200_run23_k4-1.3b.json", "steps[0].reserved_after_bytes"): (-27_262_976, PLACEMENT),
-    ("h200_run23_k4-1.3b.json", "steps[1].reserved_after_bytes"): (-289_406_976, PLACEMENT),
-    ("h200_run23_k4-1.3b.json", "steps[2].reserved_after_bytes"): (-289_406_976, PLACEMENT),
-    ("h200_run25h_k2-ckpt.json", "steps[1].reserved_after_bytes"): (-67_108_864, PLACEMENT),
-    ("h200_run25h_k2-ckpt.json", "steps[2].reserved_after_bytes"): (-67_108_864, PLACEMENT),
     ("h200_run25h_k4-1.3b.json", "steps[*].allocated_after_bytes"): (1_048_576, PLACEMENT),
-    ("h200_run25h_k4-1.3b.json", "steps[0].reserved_after_bytes"): (-27_262_976, PLACEMENT),
-    ("h200_run25h_k4-1.3b.json", "steps[1].reserved_after_bytes"): (-289_406_976, PLACEMENT),
-    ("h200_run25h_k4-1.3b.json", "steps[2].reserved_after_bytes"): (-289_406_976, PLACEMENT),
     # run 28, fp32-amp (predictions committed before the run, predictions/run28/), checked against the traces stored
     # for the records' torch 2.11 (``stored_for``; a1 is exact through them); run 30 traced a2 and a3's allocators
     # (validate/data/records/models/snapshots/h200_run30_*)
-    ("h200_run28_a2-kda-ckpt.json", "steps[0].max_reserved_bytes"): (2_097_152, PLACEMENT_AND_ORDER),
-    ("h200_run28_a2-kda-ckpt.json", "steps[0].reserved_after_bytes"): (2_097_152, PLACEMENT_AND_ORDER),
-    ("h200_run28_a2-kda-ckpt.json", "steps[1].max_reserved_bytes"): (-566_231_040, PLACEMENT_AND_ORDER),
-    ("h200_run28_a2-kda-ckpt.json", "steps[1].reserved_after_bytes"): (-566_231_040, PLACEMENT_AND_ORDER),
-    ("h200_run28_a2-kda-ckpt.json", "steps[2].max_reserved_bytes"): (-432_013_312, PLACEMENT_AND_ORDER),
-    ("h200_run28_a2-kda-ckpt.json", "steps[2].reserved_after_bytes"): (-432_013_312, PLACEMENT_AND_ORDER),
     ("h200_run28_a3-gdn-8k.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_A3),
     ("h200_run28_a3-gdn-8k.json", "steps[1].max_allocated_bytes"): (524_288, PLACEMENT_AND_ORDER),
     ("h200_run25_g4-1.3b.json", "steps[*].allocated_after_bytes"): (-1_048_576, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[0].reserved_after_bytes"): (23_068_672, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[1].reserved_after_bytes"): (285_212_672, PLACEMENT_UNTRACED),
-    ("h200_run25_g4-1.3b.json", "steps[2].reserved_after_bytes"): (285_212_672, PLACEMENT_UNTRACED),
+    ("h200_run25_g4-1.3b.json", "steps[0].reserved_after_bytes"): (2_097_152, BELOW_BAND_G4),
+    ("h200_run25_g4-1.3b.json", "steps[1].reserved_after_bytes"): (23_068_672, BELOW_BAND_G4),
+    ("h200_run25_g4-1.3b.json", "steps[2].reserved_after_bytes"): (23_068_672, BELOW_BAND_G4),
     # run 31 (predictions committed before the run, predictions/run31/): transformers 5.17's Kimi-Linear and
     # Qwen3-Next, checked against the traces stored for torch 2.11; k2, q1 and q2 are exact in every figure
     ("h200_run31_k1-l4-8k.json", "steps[*].allocated_after_bytes"): (-1_572_864, PLACEMENT_K1),
@@ -164,6 +145,7 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[*].nonpytorch.bytes"): (-73_400_320, FSDP_NCCL),
     ("h200_run32_f1-kda-8k-fsdp1.json", "before.allocated_bytes"): (1_048_576, FSDP_WRAP),
     ("h200_run32_f1-kda-8k-fsdp1.json", "before.reserved_bytes"): (-155_189_248, FSDP_WRAP),
+    # above the reserved band's high end: every placement reserves the same here (BAND; the default stream's pool)
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[*].max_reserved_bytes"): (-211_812_352, FSDP_RS_POOL),
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[*].reserved_after_bytes"): (-211_812_352, FSDP_RS_POOL),
     ("h200_run32_f1-kda-8k-fsdp1.json", "steps[0].max_allocated_bytes"): (1_048_576, FSDP_ALLOC),
@@ -303,12 +285,64 @@ def _device_name(gpu: str) -> str:
     return preset_of(gpu) or gpu.removeprefix("NVIDIA ").strip()
 
 
-def _replay(model, shape, data: dict):
-    """The probe's process replayed without a memory limit: harness, then one run per recorded step."""
+def _replay(model, shape, data: dict, placement=None):
+    """The probe's process replayed without a memory limit: harness, then one run per recorded step (``placement``:
+    ``estimator.placement.Placement``, None: the model's own)."""
     from livebytes.estimator.capacity import cold_benchmarks
     from livebytes.estimator.replay import replay
     return replay(model, shape, warm_steps=0, measured_steps=len(data["steps"]), empty_cache_after_warmup=False,
-                  benchmarks=cold_benchmarks(model, shape, data["triton_cache"]))
+                  benchmarks=cold_benchmarks(model, shape, data["triton_cache"]),
+                  placement=None if placement is None else placement.address)
+
+
+def band_runs(model, shape, data: dict) -> list:
+    """(placement, replay) of the probe's process under every placement (``estimator.placement.placements``)."""
+    from livebytes.estimator.placement import placements
+    return [(p, _replay(model, shape, data, p)) for p in placements()]
+
+
+def _fitted(data: dict) -> dict:
+    """The record with the steps before its first out-of-memory one (all of them where none ran out)."""
+    failed = [bool(s.get("oom")) for s in data["steps"]] + [True]
+    return dict(data, steps=data["steps"][:failed.index(True)])
+
+
+RESERVED_FIELDS = (("max_reserved_bytes", "reserved_peaks"), ("reserved_after_bytes", "reserved_after"))
+
+
+def matching_placement(data: dict, runs: list):
+    """The first placement whose replay gives every reserved figure of the record's steps that ran (the replay that
+    matches a measured case), or None."""
+    steps = [s for s in data["steps"] if not s.get("oom")]
+    for p, run in runs:
+        if all(getattr(run, attr)[i] == s[k] for i, s in enumerate(steps) for k, attr in RESERVED_FIELDS
+               if k in s and i < len(getattr(run, attr))):
+            return p
+    return None
+
+
+def measured_placement(model, shape, device_name: str, triton_cache: str):
+    """The placement whose replay gives every reserved figure of a committed model-step record of this very case (the
+    traced model's config, optimizer, precision, checkpointing, packing and world size, the batch and length, the GPU,
+    the Triton cache), or None: no record measured it, or none of the placements replays it (another torch's trace)."""
+    import hashlib
+    opts = dict(getattr(model, "options", ()))
+    if "config" not in opts:
+        return None
+    for path in record_files():
+        data = read(path)
+        o, req = data["options"], request_of(data)
+        if ((int(data["shape"]["mbs"]), int(data["shape"]["seq"]), data["triton_cache"], _device_name(data["gpu"]))
+                != (shape.mbs, shape.seq, triton_cache, device_name) or o.get("fsdp") != opts.get("fsdp")):
+            continue
+        if (hashlib.sha256(req.config.encode()).hexdigest()[:12], req.optimizer, req.precision, req.checkpoint,
+                req.packed) != (opts["config"], opts["optimizer"], opts["precision"], opts["checkpoint"], opts["packed"]):
+            continue
+        fitted = _fitted(data)
+        found = matching_placement(fitted, band_runs(model, shape, fitted))
+        if found is not None:
+            return found
+    return None
 
 
 def _steady_requested(model, shape) -> int:
@@ -328,8 +362,8 @@ def check(path: Path) -> list[FigureCheck]:
     steps = data["steps"]
     if any(s.get("oom") for s in steps):
         return out + _oom_checks(data, model, shape, device, named)
-    run = _replay(model, shape, data)
-    out += _step_checks(data, run, named)
+    runs = band_runs(model, shape, data)
+    out += _step_checks(data, runs, named)
     for i, s in enumerate(steps):
         if i > 0 and s.get("requested_peak_bytes") is not None:
             out.append(named(f"steps[{i}].requested_peak_bytes", s["requested_peak_bytes"],
@@ -337,17 +371,32 @@ def check(path: Path) -> list[FigureCheck]:
     return out
 
 
-def _step_checks(data: dict, run, figure) -> list[FigureCheck]:
+def _step_checks(data: dict, runs: list, figure) -> list[FigureCheck]:
     """What the allocator held before the first step (the model, batch and optimizer made), and each step that ran
-    (``run``: their replay): its allocated and reserved peaks, and what stayed allocated and reserved after it."""
+    (``runs``: their replay under each placement, the model's own first): its allocated peak and what stayed allocated
+    after it (the model's placement), and its reserved peak and what stayed reserved, inside the band of every
+    placement's (``BAND``; a figure named out of it at exactly its distance from the nearer end)."""
+    run = runs[0][1]
     before = data.get("before", {})
     out = [figure(f"before.{k}", before[k], v[0]) for k, v in (("allocated_bytes", run.allocated_before),
                                                                 ("reserved_bytes", run.reserved_before)) if k in before and v]
     for i, s in enumerate(data["steps"][:len(run.peaks)]):
         out += [figure(f"steps[{i}].{k}", s[k], v[i]) for k, v in (
-            ("max_allocated_bytes", run.peaks), ("max_reserved_bytes", run.reserved_peaks),
-            ("allocated_after_bytes", run.allocated_after), ("reserved_after_bytes", run.reserved_after)) if k in s]
+            ("max_allocated_bytes", run.peaks), ("allocated_after_bytes", run.allocated_after)) if k in s]
+        out += [_band_check(figure, f"steps[{i}].{k}", s[k], [getattr(r, attr)[i] for _, r in runs])
+                for k, attr in RESERVED_FIELDS if k in s]
     return out
+
+
+def _band_check(figure, field: str, measured, values: list[int]) -> FigureCheck:
+    """A reserved figure inside [least, greatest] of ``values`` (one per placement); one named out of the band
+    (``figure`` gives it a named miss) against its nearer end: the low end for a miss above zero (the band lies above
+    the GPU's figure), the high end otherwise."""
+    low, high = min(values), max(values)
+    named = figure(field, measured, high)
+    if named.expected_error:
+        return figure(field, measured, low if named.expected_error > 0 else high)
+    return within(named.record, field, measured, high, low, high, BAND)
 
 
 def _process_checks(data: dict, model, shape, device, figure, path_name: str) -> list[FigureCheck]:
@@ -372,16 +421,18 @@ def _process_checks(data: dict, model, shape, device, figure, path_name: str) ->
 
 def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
     """A record that ran out of memory: the verdict runs out at the same step for the same request (the allocator's
-    'Tried to allocate' figure), and every step before it is checked as a step that fitted."""
+    'Tried to allocate' figure), and every step before it is checked as a step that fitted. A measured case: the verdict
+    is the replay under the placement that gives the fitted steps' reserved figures (``matching_placement``)."""
     from livebytes.estimator.capacity import verdict
-    v = verdict(model, shape, device, triton_cache=data["triton_cache"])
-    failed = next(i for i, s in enumerate(data["steps"]) if s.get("oom"))
+    fitted = _fitted(data)
+    runs = band_runs(model, shape, fitted)                      # the steps that fitted, as they ran
+    v = verdict(model, shape, device, triton_cache=data["triton_cache"], measured=matching_placement(fitted, runs))
+    failed = len(fitted["steps"])
     measured = data["steps"][failed]
     out = [figure("oom step", failed, v.oom.run_step if v.oom else None)]
     if v.oom is None:
         return out
-    run = _replay(model, shape, dict(data, steps=data["steps"][:failed]))     # the steps that fitted, as they ran
-    out += _step_checks(data, run, figure)
+    out += _step_checks(data, runs, figure)
     f = v.oom.figures
     out += [figure(f"steps[{failed}].oom_request_bytes", measured.get("oom_request_bytes"), f.tried_bytes),  # cudaMalloc
             # at the failing request: the step's allocated maximum so far, and what the allocator held (PyTorch's
