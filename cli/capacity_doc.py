@@ -123,6 +123,6 @@ def regenerate(text: str) -> str:
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/planning.md")
-    path.write_text(regenerate(path.read_text()))
-    print(path)
+    for path in map(Path, sys.argv[1:] or ["docs/planning.md"]):     # each file named (it once read only the first)
+        path.write_text(regenerate(path.read_text()))
+        print(path)

@@ -454,9 +454,8 @@ def test_alloc_conf_with_budget_is_kept_because_it_changes_the_answer():
 @pytest.mark.parametrize("args,phrase", [
     (("predict", "--impl", "fla-kda@0.6.0", *OOM_SHAPE), "with no memory limit: it runs out of memory"),
     (("predict", "--impl", "fla-kda@0.6.0", "--contract", "plain", "--no-recompute", *S8), "contract plain, recompute off"),
-    # 85,017,755,648 B (a public deviceQuery's totalGlobalMem) / 2^30 = 79.179 GiB, labelled a public report
-    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (public report, not measured "
-                                                            "by us: deviceQuery"),
+    # 85,017,493,504 B (run 39's H100: total_memory) / 2^30 = 79.179 GiB, labelled measured
+    (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "H100"), "device H100 79.179 GiB (measured)"),
     (("plan", "--impl", "fla-kda@0.6.0", "--gpu", "B200", "--budget", "80GiB"),
      "estimated: fla-kda@0.6.0: stack reservation: off the H200: the H200's frames used (sm90's compile), and the "
      "reservation rule (the limit for every resident thread, in 2 MiB pages) measured on the H200 only, its error on "
