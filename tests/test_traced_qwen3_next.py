@@ -103,11 +103,12 @@ def test_triton_below_3_7_1_is_refused_in_one_line(monkeypatch):
                                                             "Hopper under Triton >= 3.7.1 only")
 
 
-def test_another_transformers_is_refused(monkeypatch):
+def test_a_transformers_outside_5x_is_refused(monkeypatch):
+    """Another 5.x is traced as installed (tests/test_transformers_versions.py); 4.x is refused in one line."""
     real = traced.installed_versions()
-    monkeypatch.setattr(traced, "installed_versions", lambda: dict(real, transformers="5.18.0"))
-    with pytest.raises(LivebytesError, match="qwen3-next-model@5.17.0 traces transformers 5.17.0; this environment "
-                                             "has 5.18.0"):
+    monkeypatch.setattr(traced, "installed_versions", lambda: dict(real, transformers="4.57.1"))
+    with pytest.raises(LivebytesError, match=r"qwen3-next-model@5\.17\.0 traces transformers 5\.x as installed "
+                                             r"\(validated under 5\.17\.0\); this environment has 4\.57\.1"):
         traced.check_environment("", None, "qwen3_next")
 
 
