@@ -25,12 +25,21 @@ def implausible_warnings(*shapes) -> list[str]:
 
 
 def assumption_lines(models) -> list[str]:
-    """What a whole model's answer assumes beyond its options' words: ``--routing worst``'s note (the same bytes as
-    balanced, why, and which transients would depend on it: ``lifetimes.traced.model.routing_note``)."""
+    """What a whole model's answer assumes beyond its options' words: the library it was built from where that is not
+    the version its key names (``version_lines``), and ``--routing worst``'s note (the same bytes as balanced, why, and
+    which transients would depend on it: ``lifetimes.traced.model.routing_note``)."""
+    lines = version_lines(models)
     if not any(dict(m.options).get("routing") == "worst" for m in models):
-        return []           # imported only then: a warm cache's answer imports no model module (test_compiled)
+        return lines        # imported only then: a warm cache's answer imports no model module (test_compiled)
     from livebytes.lifetimes.traced.model import routing_note
-    return [routing_note("worst")]
+    return lines + [routing_note("worst")]
+
+
+def version_lines(models) -> list[str]:
+    """``qwen3-next-model@5.17.0: transformers 5.25.0 Qwen3NextForCausalLM, traced as installed; validated under
+    5.17.0``: a model built from another version of its library than its key's (the one its records validated), once
+    each, in its own words (its implementation)."""
+    return list(dict.fromkeys(f"{m.key}: {m.implementation}" for m in models if m.version != m.key.rpartition("@")[2]))
 
 
 def measured_records(model, shape):

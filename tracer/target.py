@@ -105,6 +105,23 @@ def meta_index_is_device_0() -> None:
     hardware.check_shared_mem.cache_clear()
 
 
+def meta_runs_gpu_packages() -> None:
+    """A package transformers routes to by the inputs' device runs for meta inputs where it runs for CUDA ones: from
+    5.25.0 (integrations/hub_kernels.py ``_PACKAGE_SUPPORTED_DEVICES``, read by ``use_kernel_func_from_hub_with_fallback``
+    when a model's module is imported) fla's ``chunk_kda`` and ``chunk_gated_delta_rule`` run only for inputs on cuda,
+    xpu, mlu or npu, else transformers' torch reference path (a loop over 64-token chunks: under the tracer, calls that
+    differ in structure between shapes); a meta tensor is the tracer's stand-in for the GPU, so the GPU's path is
+    traced. Before the model's modules are imported; nothing where the table is absent (5.17.0 to 5.24.0)."""
+    try:
+        from transformers.integrations import hub_kernels
+    except ImportError:
+        return
+    table = getattr(hub_kernels, "_PACKAGE_SUPPORTED_DEVICES", None)
+    for package, devices in (table or {}).items():
+        if "cuda" in devices and "meta" not in devices:
+            table[package] = (*devices, "meta")
+
+
 def _as_meta(value):
     """A CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``, index 0 where a device is expected) as meta."""
     import torch

@@ -37,6 +37,9 @@ PINNED = "0.6.0"            # the flash-linear-attention version the registered 
 # is transformers' (the H200 image's 5.17.0), which runs fla ``PINNED``'s kernels in its linear-attention layers
 PINS = {"kda": ("flash-linear-attention", PINNED), "gated_deltanet": ("flash-linear-attention", PINNED),
         "qwen3_next": ("transformers", "5.17.0"), "kimi_linear": ("transformers", "5.17.0")}
+# families whose code is traced as installed (any release of the series: the user's transformers, not a pin); their
+# key's version is the one the H200 records validated, said with every answer traced under another (``unvalidated``)
+AS_INSTALLED = {"qwen3_next": "5.", "kimi_linear": "5."}
 CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
            "kimi_linear": "KimiLinearForCausalLM"}
 HYBRID = ("qwen3_next", "kimi_linear")    # layer types differ along the stack (config.layer_types): traced at its depth
@@ -174,10 +177,25 @@ def check_environment(env: str, stored: str | None = None, model_type: str | Non
                              f"{fla or 'none'} (pip install 'livebytes[model]')")
     dist, pinned = PINS.get(model_type, ("flash-linear-attention", PINNED))
     have = installed_versions().get(dist)
-    if have != pinned:
+    series = AS_INSTALLED.get(model_type)
+    if series is not None and not (have or "").startswith(series):
+        raise LivebytesError(f"{model_key(model_type)} traces {dist} {series}x as installed (validated under {pinned}); "
+                             f"this environment has {have or 'none'} (pip install 'livebytes[model]')")
+    if series is None and have != pinned:
         raise LivebytesError(f"{model_key(model_type)} traces {dist} {pinned}; this environment has {have or 'none'}")
     if env != environment():
         raise LivebytesError("the model was asked for under other library versions than those installed; ask again")
+
+
+def unvalidated(model_type: str, versions: dict | None = None) -> str | None:
+    """The version of its library a family traced as installed (``AS_INSTALLED``) runs under ``versions`` (default:
+    this environment's) where that is not the version its key names and its records validated; None where it is, or
+    for a pinned family."""
+    if model_type not in AS_INSTALLED:
+        return None
+    dist, pinned = PINS[model_type]
+    have = (installed_versions() if versions is None else versions).get(dist)
+    return None if have == pinned else (have or "?")
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
@@ -252,12 +270,21 @@ def run_tracers(specs: list[dict]) -> list[dict]:
     procs = [_start(spec) for spec in specs]
     results = [p.communicate(json.dumps(spec)) for p, spec in zip(procs, specs)]
     out = []
-    for p, (stdout, stderr) in zip(procs, results):
+    for p, (stdout, stderr), spec in zip(procs, results, specs):
         if p.returncode != 0:
             last = _error_line(stderr) or f"exit code {p.returncode}"
-            raise LivebytesError(f"tracing the model failed: {known_refusal(last) or last.removeprefix('error: ')}")
+            raise LivebytesError(f"tracing the model failed{_under(spec)}: "
+                                 f"{known_refusal(last) or last.removeprefix('error: ')}")
         out.append(json.loads(stdout))
     return out
+
+
+def _under(spec: dict) -> str:
+    """`` under transformers 5.25.0 as installed (validated under 5.17.0)``, where a failed trace ran code its records
+    did not validate (``unvalidated``): the line says whose code refused; else nothing."""
+    kind = spec["config"]["model_type"]
+    have = unvalidated(kind)
+    return f" under {PINS[kind][0]} {have} as installed (validated under {PINS[kind][1]})" if have else ""
 
 
 def _error_line(stderr: str) -> str | None:
@@ -529,8 +556,10 @@ def fields(req: Request, device, versions: dict) -> dict:
     kind = config["model_type"]
     dist, _ = PINS[kind]
     version = versions.get(dist) or "?"
+    as_installed = f" as installed; validated under {PINS[kind][1]}" if unvalidated(kind, versions) else ""
     return dict(
-        key=req.key, implementation=f"{dist} {version} {CLASSES[kind]}, traced", version=version, device=device.name,
+        key=req.key, implementation=f"{dist} {version} {CLASSES[kind]}, traced{as_installed}",
+        version=version, device=device.name,
         summary=(f"{depth} layer{'s' if depth != 1 else ''}, hidden {config.get('hidden_size')}, vocab "
                  f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
                  f"{req.precision}{', checkpointing per layer' if req.checkpoint else ''}; traced with torch "

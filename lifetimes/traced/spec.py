@@ -14,7 +14,7 @@ from __future__ import annotations
 from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
-from .model import CLASSES, FAMILIES, HYBRID, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
+from .model import AS_INSTALLED, CLASSES, FAMILIES, HYBRID, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
     Request, check_environment, check_routing, model_key
 from .presets import presets_line
 
@@ -74,9 +74,12 @@ def builder(model_type: str):
 
 for _type in FAMILIES:
     _dist, _version = PINS[_type]
+    _series = AS_INSTALLED.get(_type)     # traced as installed: the key's version is the one its records validated
     register(ModelSpec(
-        key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
-        covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
+        key=model_key(_type), version=_version,
+        implementation=(f"{_dist} {_series}x {CLASSES[_type]} (traced as installed; validated under {_version})" if _series
+                        else f"{_dist} {_version} {CLASSES[_type]} (traced)"),
+        covers=f"a whole training step of {_dist} {_series + 'x' if _series else _version}'s {CLASSES[_type]} from its HF config (--model "
                "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 "
                "of W under FSDP2 (fully_shard per block, then the root)"
                + (f"; {presets_line(_type)}" if presets_line(_type) else ""),
