@@ -1,0 +1,172 @@
+"""Every traced model family as one row: a ``Family`` says all this source knows of one causal LM (as ``FlaLayer`` does
+for one layer): its ``model_type``, registry name, the distribution and version whose code it traces, its causal-LM
+class, its config class's defaults and fields, where its heads and head dim are, what kind of stack it is, the notes
+every answer carries, and the layer its GPU probes build. ``model``, ``spec``, ``config_fields`` and the GPU probes
+(``validate/gpu``) read the rows; nothing picks a family by name.
+
+Adding a family is adding its row (and its notes) to ``ROWS``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import show
+
+from .config_fields import COMMON, GATED_DELTANET, KDA, KIMI_LINEAR, KIMI_LINEAR_ATTN, QWEN3_NEXT
+
+FLA = "flash-linear-attention"
+PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``model.check_environment``)
+TRANSFORMERS = "5.17.0"     # the transformers version whose hybrids are traced (the H200 image's)
+
+
+def frozen(mapping: Mapping) -> Mapping:
+    """A read-only copy (a row's tables cannot change under the rows that share them)."""
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The layer a family's GPU probes build (``validate/gpu/harnesses/fla_layer.py``, ``probes/boundary_probe.py``,
+    ``probes/cpu_frames.py``): its probe name, harness key, class and the options it is built with beyond the shape's."""
+
+    impl: str                       # "fla-kda-layer": the probes' case name
+    harness: str                    # "fla-kda-layer@0.6.0": the harness (and layer model) key
+    module: str                     # "fla.layers.kda"
+    cls: str                        # "KimiDeltaAttention"
+    options: Mapping = field(default_factory=lambda: frozen({}))
+
+    def build(self, **sizes):
+        """The layer, built with ``sizes`` and the row's options (imports the library)."""
+        return getattr(importlib.import_module(self.module), self.cls)(**sizes, **self.options)
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one traced causal LM is (a row of ``ROWS``)."""
+
+    model_type: str                 # the config's model_type
+    name: str                       # registry key less its version: "fla-kda-model"
+    causal_lm: str                  # the class the trace builds
+    dist: str                       # the distribution whose code that class is
+    version: str                    # ... its pinned version (the key's version)
+    defaults: Mapping               # the config class's defaults for what a config.json may leave out
+    fields: Mapping                 # config field -> its Kind (``config_fields``), checked before a trace
+    weights: Mapping = field(default_factory=lambda: frozen({}))   # weight -> its factors' fields (``check_weights``)
+    subfields: Mapping = field(default_factory=lambda: frozen({}))  # a sub-object field -> its fields' Kinds
+    heads_field: str = "num_heads"  # where the config keeps the query heads the answer's shape counts
+    head_dim_fields: tuple[str, ...] = ("head_dim",)   # summed: the query/key head dim
+    hybrid: bool = False            # layer types differ along the stack (config.layer_types): traced at its depth
+    one_row: bool = False           # transformers' loss copies the shifted labels from two rows on: one row per batch
+    moe: bool = False               # its blocks route tokens to experts (``model.ROUTINGS`` applies)
+    packed_refused: str = ""        # why a packed batch is not traced ("" when it is)
+    gated_backward: str = ""        # the name fla-core's #640 refusal of the gated backward on Hopper gives it
+    notes: tuple[str, ...] = ()     # said with every answer
+    not_modelled: tuple[str, ...] = ()
+    probe: Probe | None = None      # the layer its GPU probes build; None: no probe
+    validated: bool = True          # checked against H200 measurements (False: its answers are labelled so)
+
+    @property
+    def key(self) -> str:
+        """The registry key: ``fla-kda-model@0.6.0``, ``qwen3-next-model@5.17.0``."""
+        return f"{self.name}@{self.version}"
+
+
+# ------------------------------------------------------------------------------------------------ the notes
+
+# transformers 5.17.0 integrations/moe.py, sdpa_attention.py: what a hybrid's answer assumes
+_CONV_FALLBACK = ("causal_conv1d: transformers' torch fallback (the causal-conv1d package is not installed, here or on "
+                  "the H200)")
+_GROUPED_MM = ("torch._grouped_mm's own CUDA workspace (CUTLASS grouped GEMM: problem-size arrays and scheduler "
+               "workspace), allocated inside each call; which experts the tokens go to changes its work, not the "
+               "traced buffers",)
+
+# ------------------------------------------------------------------------------------------------ the rows
+
+_WEIGHTS_FLA = frozen({"the embedding": ("vocab_size", "hidden_size"),
+                       "the query projection": ("hidden_size", "num_heads", "head_dim"),
+                       "the MLP": ("hidden_size", "intermediate_size")})
+
+KDA_MODEL = Family(
+    model_type="kda", name="fla-kda-model", causal_lm="KDAForCausalLM", dist=FLA, version=PINNED,
+    # fla 0.6.0 configuration_kda.py:23-52
+    defaults=frozen({"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24, "hidden_size": 2048,
+                     "vocab_size": 32000}),
+    fields=frozen({**COMMON, **KDA}), weights=_WEIGHTS_FLA,
+    probe=Probe("fla-kda-layer", "fla-kda-layer@0.6.0", "fla.layers.kda", "KimiDeltaAttention"))
+
+GATED_DELTANET_MODEL = Family(
+    model_type="gated_deltanet", name="fla-gdn-model", causal_lm="GatedDeltaNetForCausalLM", dist=FLA, version=PINNED,
+    # fla 0.6.0 configuration_gated_deltanet.py:23-55
+    defaults=frozen({"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21, "hidden_size": 2048,
+                     "vocab_size": 32000}),
+    fields=frozen({**COMMON, **GATED_DELTANET}), weights=_WEIGHTS_FLA, gated_backward="GatedDeltaNet",
+    probe=Probe("fla-gdn-layer", "fla-gdn-layer@0.6.0", "fla.layers.gated_deltanet", "GatedDeltaNet",
+                frozen({"use_gate": True})))
+
+QWEN3_NEXT_MODEL = Family(
+    model_type="qwen3_next", name="qwen3-next-model", causal_lm="Qwen3NextForCausalLM", dist="transformers",
+    version=TRANSFORMERS,
+    # transformers 5.17.0 configuration_qwen3_next.py:86-119
+    defaults=frozen({"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48, "hidden_size": 2048,
+                     "vocab_size": 151936, "num_experts": 512, "moe_intermediate_size": 512,
+                     "intermediate_size": 5632, "linear_num_value_heads": 32, "linear_value_head_dim": 128}),
+    fields=frozen({**COMMON, **QWEN3_NEXT}),
+    weights=frozen({"the embedding": ("vocab_size", "hidden_size"),
+                    "the query projection": ("hidden_size", "num_attention_heads", "head_dim"),
+                    "the linear attention's value projection": ("hidden_size", "linear_num_value_heads",
+                                                                 "linear_value_head_dim"),
+                    "the MLP": ("hidden_size", "intermediate_size"),
+                    "the experts' weights": ("num_experts", "moe_intermediate_size", "hidden_size")}),
+    heads_field="num_attention_heads", hybrid=True, one_row=True, moe=True,
+    packed_refused=("its Gated DeltaNet layers read the boundaries as cu_seq_lens_q (modeling_qwen3_next.py:737, flash "
+                    "attention's varlen convention), which the tracer's batch does not pass"),
+    gated_backward="Qwen3-Next (its Gated DeltaNet layers)",
+    notes=("full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs "
+           "as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
+    not_modelled=_GROUPED_MM)
+
+KIMI_LINEAR_MODEL = Family(
+    model_type="kimi_linear", name="kimi-linear-model", causal_lm="KimiLinearForCausalLM", dist="transformers",
+    version=TRANSFORMERS,
+    # transformers 5.17.0 configuration_kimi_linear.py:77-113
+    defaults=frozen({"num_attention_heads": 32, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                     "num_hidden_layers": 27, "hidden_size": 2304, "vocab_size": 163840, "intermediate_size": 9216}),
+    fields=frozen({**COMMON, **KIMI_LINEAR}),
+    weights=frozen({"the embedding": ("vocab_size", "hidden_size"),
+                    "the query projection": ("hidden_size", "num_attention_heads", "qk_nope_head_dim"),
+                    "the MLP": ("hidden_size", "intermediate_size")}),
+    # Kimi-Linear's checkpoints keep the linear layers' sizes in a sub-object (configuration_kimi_linear.py:123-136)
+    subfields=frozen({"linear_attn_config": KIMI_LINEAR_ATTN}),
+    # its MLA layers' heads and qk_nope_head_dim + qk_rope_head_dim, the qk_head_dim its config derives
+    heads_field="num_attention_heads", head_dim_fields=("qk_nope_head_dim", "qk_rope_head_dim"), hybrid=True, one_row=True, moe=True,
+    packed_refused="its KDA layers take no sequence boundaries (each row is one sequence)",
+    notes=("full attention (MLA): transformers' sdpa with no mask, q/k head dim qk_nope + qk_rope, v head dim "
+           "v_head_dim, which torch 2.11's CUDA build runs as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
+    not_modelled=_GROUPED_MM)
+
+ROWS: tuple[Family, ...] = (KDA_MODEL, GATED_DELTANET_MODEL, QWEN3_NEXT_MODEL, KIMI_LINEAR_MODEL)
+BY_TYPE = frozen({f.model_type: f for f in ROWS})
+
+
+def family(model_type) -> Family:
+    """The row of ``model_type``; any other, one line naming those traced."""
+    row = BY_TYPE.get(model_type) if isinstance(model_type, str) else None
+    if row is None:
+        raise LivebytesError(f"model_type {show(model_type)} is not traced (known: {', '.join(BY_TYPE)})")
+    return row
+
+
+def probed(impl: str) -> Probe:
+    """The GPU probes' layer named ``impl`` (``fla-kda-layer``); any other, one line naming those probed."""
+    probes = {f.probe.impl: f.probe for f in ROWS if f.probe is not None}
+    if impl not in probes:
+        raise LivebytesError(f"no family's GPU probe builds the layer {show(impl)} (known: {', '.join(probes)})")
+    return probes[impl]
+
+
+def probe_impls() -> tuple[str, ...]:
+    return tuple(f.probe.impl for f in ROWS if f.probe is not None)
