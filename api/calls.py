@@ -25,12 +25,15 @@ def implausible_warnings(*shapes) -> list[str]:
 
 
 def assumption_lines(models) -> list[str]:
-    """What a whole model's answer assumes beyond its options' words: ``--routing worst``'s note (the same bytes as
-    balanced, why, and which transients would depend on it: ``lifetimes.traced.model.routing_note``)."""
+    """What a whole model's answer assumes beyond its options' words: each model's caveat (its spec's: a traced family
+    that no measurement checks is unvalidated), and ``--routing worst``'s note (the same bytes as balanced, why, and
+    which transients would depend on it: ``lifetimes.traced.model.routing_note``)."""
+    from livebytes.estimator.registry import spec
+    caveats = list(dict.fromkeys(spec(m.key).caveat for m in models if spec(m.key).caveat))
     if not any(dict(m.options).get("routing") == "worst" for m in models):
-        return []           # imported only then: a warm cache's answer imports no model module (test_compiled)
+        return caveats      # imported only then: a warm cache's answer imports no model module (test_compiled)
     from livebytes.lifetimes.traced.model import routing_note
-    return [routing_note("worst")]
+    return caveats + [routing_note("worst")]
 
 
 def measured_records(model, shape):

@@ -77,6 +77,11 @@ FLA = {"attn_mode": _word("chunk"), "expand_v": POSITIVE, "use_short_conv": FLAG
        "intermediate_size": _nullable(SIZE), "norm_eps": POSITIVE, "attn": _nullable(OBJECT), "fuse_norm": FLAG,
        "fuse_swiglu": FLAG, "fuse_cross_entropy": FLAG, "use_l2warp": FLAG, "attnres_block_size": _nullable(SIZE)}
 KDA = {**FLA, "safe_gate": FLAG, "lower_bound": _nullable(NUMBER)}
+# any other fla 0.6.0 causal LM (``families.unvalidated``): the fields every fla config class shares, as their
+# ``__init__`` reads them (configuration_gla.py, configuration_mamba2.py, ...); the rest passes through to the class
+FLA_ANY = {"hidden_ratio": _nullable(POSITIVE), "intermediate_size": _nullable(SIZE), "expand_k": POSITIVE,
+           "expand_v": POSITIVE, "norm_eps": POSITIVE, "fuse_norm": FLAG, "fuse_swiglu": FLAG, "fuse_cross_entropy": FLAG,
+           "fuse_linear_cross_entropy": FLAG, "use_l2warp": FLAG}
 GATED_DELTANET = {**FLA, "use_gate": FLAG, "fuse_linear_cross_entropy": FLAG,
                   "output_gate_activation": _word("swish", "silu", "sigmoid")}
 

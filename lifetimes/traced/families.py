@@ -16,7 +16,7 @@ from typing import Mapping
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import show
 
-from .config_fields import COMMON, GATED_DELTANET, KDA, KIMI_LINEAR, KIMI_LINEAR_ATTN, QWEN3_NEXT
+from .config_fields import COMMON, FLA_ANY, GATED_DELTANET, KDA, KIMI_LINEAR, KIMI_LINEAR_ATTN, QWEN3_NEXT
 
 FLA = "flash-linear-attention"
 PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``model.check_environment``)
@@ -57,8 +57,8 @@ class Family:
     fields: Mapping                 # config field -> its Kind (``config_fields``), checked before a trace
     weights: Mapping = field(default_factory=lambda: frozen({}))   # weight -> its factors' fields (``check_weights``)
     subfields: Mapping = field(default_factory=lambda: frozen({}))  # a sub-object field -> its fields' Kinds
-    heads_field: str = "num_heads"  # where the config keeps the query heads the answer's shape counts
-    head_dim_fields: tuple[str, ...] = ("head_dim",)   # summed: the query/key head dim
+    heads_field: str = "num_heads"  # where the config keeps the query heads the answer's shape counts ("": none, one)
+    head_dim_fields: tuple[str, ...] = ("head_dim",)   # summed: the query/key head dim; (): hidden x expand_k / heads
     hybrid: bool = False            # layer types differ along the stack (config.layer_types): traced at its depth
     one_row: bool = False           # transformers' loss copies the shifted labels from two rows on: one row per batch
     moe: bool = False               # its blocks route tokens to experts (``model.ROUTINGS`` applies)
@@ -68,6 +68,7 @@ class Family:
     not_modelled: tuple[str, ...] = ()
     probe: Probe | None = None      # the layer its GPU probes build; None: no probe
     validated: bool = True          # checked against H200 measurements (False: its answers are labelled so)
+    example: Mapping = field(default_factory=lambda: frozen({}))   # a small config of it (less model_type) that traces
 
     @property
     def key(self) -> str:
@@ -148,13 +149,121 @@ KIMI_LINEAR_MODEL = Family(
            "v_head_dim, which torch 2.11's CUDA build runs as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
     not_modelled=_GROUPED_MM)
 
-ROWS: tuple[Family, ...] = (KDA_MODEL, GATED_DELTANET_MODEL, QWEN3_NEXT_MODEL, KIMI_LINEAR_MODEL)
+# ------------------------------------------------------------------------------ every other fla causal LM, unvalidated
+
+UNVALIDATED = ("unvalidated: no GPU measurement checks this family; its buffers are those its own layers allocate in "
+               "flash-linear-attention 0.6.0's training step, traced on the CPU")
+
+
+def unvalidated(model_type: str, causal_lm: str, folder: str, defaults: dict, example: dict, notes: tuple = (),
+                **more) -> Family:
+    """A row of an fla 0.6.0 causal LM (``fla/models/<folder>``) that traces on the CPU but that no measurement has
+    checked: ``defaults`` are its config class's (``configuration_<folder>.py``), ``example`` a small config of it."""
+    return Family(model_type=model_type, name=f"fla-{model_type.replace('_', '-')}-model", causal_lm=causal_lm,
+                  dist=FLA, version=PINNED, defaults=frozen(defaults), fields=frozen({**COMMON, **FLA_ANY}),
+                  weights=frozen({"the embedding": ("vocab_size", "hidden_size")}), notes=(UNVALIDATED,) + notes,
+                  validated=False, example=frozen(example), **more)
+
+
+ABC_MODEL = unvalidated(
+    "abc", "ABCForCausalLM", "abc",
+    defaults={"num_heads": 4, "expand_k": 0.5, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+DELTA_NET_MODEL = unvalidated(
+    "delta_net", "DeltaNetForCausalLM", "delta_net",
+    defaults={"num_heads": 16, "expand_k": 1.0, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+FORGETTING_TRANSFORMER_MODEL = unvalidated(
+    "forgetting_transformer", "ForgettingTransformerForCausalLM", "forgetting_transformer",
+    defaults={"num_heads": 32, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+GLA_MODEL = unvalidated(
+    "gla", "GLAForCausalLM", "gla",
+    defaults={"num_heads": 4, "expand_k": 0.5, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+GSA_MODEL = unvalidated(
+    "gsa", "GSAForCausalLM", "gsa",
+    defaults={"num_heads": 4, "expand_k": 1, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+GATED_DELTAPRODUCT_MODEL = unvalidated(
+    "gated_deltaproduct", "GatedDeltaProductForCausalLM", "gated_deltaproduct",
+    defaults={"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21, "hidden_size": 2048, "vocab_size": 32000},
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4, "head_dim": 64})
+HGRN2_MODEL = unvalidated(
+    "hgrn2", "HGRN2ForCausalLM", "hgrn2",
+    defaults={"num_heads": 16, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+HGRN_MODEL = unvalidated(
+    "hgrn", "HGRNForCausalLM", "hgrn",
+    defaults={"num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, heads_field="", head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False})
+LIGHTNET_MODEL = unvalidated(
+    "lightnet", "LightNetForCausalLM", "lightnet",
+    defaults={"num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+LINEAR_ATTN_MODEL = unvalidated(
+    "linear_attn", "LinearAttentionForCausalLM", "linear_attn",
+    defaults={"num_heads": 4, "expand_k": 1.0, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+MESA_NET_MODEL = unvalidated(
+    "mesa_net", "MesaNetForCausalLM", "mesa_net",
+    defaults={"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000},
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4, "head_dim": 64})
+PARALLAX_MODEL = unvalidated(
+    "parallax", "ParallaxForCausalLM", "parallax",
+    defaults={"num_heads": 32, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+PRECOND_KDA_MODEL = unvalidated(
+    "precond_kda", "PrecondKDAForCausalLM", "precond_kda",
+    defaults={"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000},
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4, "head_dim": 64})
+RWKV6_MODEL = unvalidated(
+    "rwkv6", "RWKV6ForCausalLM", "rwkv6",
+    defaults={"num_heads": 4, "expand_k": 0.5, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+RETNET_MODEL = unvalidated(
+    "retnet", "RetNetForCausalLM", "retnet",
+    defaults={"num_heads": 8, "expand_k": 1.0, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+
+ROWS: tuple[Family, ...] = (KDA_MODEL, GATED_DELTANET_MODEL, QWEN3_NEXT_MODEL, KIMI_LINEAR_MODEL, ABC_MODEL,
+                            DELTA_NET_MODEL, FORGETTING_TRANSFORMER_MODEL, GLA_MODEL, GSA_MODEL, GATED_DELTAPRODUCT_MODEL,
+                            HGRN2_MODEL, HGRN_MODEL, LIGHTNET_MODEL, LINEAR_ATTN_MODEL,
+                            MESA_NET_MODEL, PARALLAX_MODEL, PRECOND_KDA_MODEL, RWKV6_MODEL,
+                            RETNET_MODEL)
+
+# fla 0.6.0's causal LMs that do not trace on the CPU, and why (each refused in this one line)
+_FLASH_ATTN = "its attention calls flash-attn's CUDA kernels (flash_attn_func), which the tracer's meta tensors cannot run"
+_ITEM = "its forward reads a tensor's value (.item()), which a meta tensor does not have"
+_CUDA = "its kernels refuse any tensor but a CUDA device's, which the tracer's meta tensors are not"
+_TRITON_640 = ("fla-core 0.6.0 refuses its gated backward under Triton >= 3.4.0 and < 3.7.1 (#640), the Triton this "
+               "tracer runs")
+_FAILS = "its training step on the tracer's meta tensors fails inside fla 0.6.0 at a small config, not yet traced"
+REFUSED = frozen({
+    "bitnet": _FLASH_ATTN, "deltaformer": _FLASH_ATTN, "mla": _FLASH_ATTN, "transformer": _FLASH_ATTN,
+    "moba": _FLASH_ATTN, "samba": _FLASH_ATTN, "cat": _ITEM, "mom": _ITEM, "cyclic_flow_attention": _CUDA, "mamba3": _CUDA,
+    "stickbreaking_attn": _CUDA, "comba": _TRITON_640, "precond_gated_deltanet": _TRITON_640, "yoco": _TRITON_640,
+    "mamba2": ("its step at one sequence and at two runs other code (fla/utils/decorators.py:93 copies an input to make "
+               "it contiguous at two), which the formulas over the batch size do not join yet"),
+    "mamba": ("without the mamba_ssm and causal_conv1d CUDA kernels its layer loops over every token (fla 0.6.0 "
+              "fla/layers/mamba.py:304-383 slow_forward): a GPU with mamba_ssm runs other code, and its trace at the "
+              "learning shapes ran past 10 minutes here"),
+    "path_attn": ("its PaTH kernel's workspace (fla/ops/path_attn/cumprod_householder_fwd.py:120) grows with the "
+                  "sequence length by a rounding that no formula in T, N and S fits from the learning shapes yet"),
+    "log_linear_mamba2": "its training step raises NotImplementedError in fla 0.6.0",
+    "nsa": f"{_FAILS} (TypeError: 'NoneType' object is not callable)",
+    "rwkv7": f"{_FAILS} (ZeroDivisionError: division by zero)",
+    "rodimus": f"{_FAILS} (TypeError: 'NoneType' object is not subscriptable)",
+})
+
 BY_TYPE = frozen({f.model_type: f for f in ROWS})
 
 
 def family(model_type) -> Family:
     """The row of ``model_type``; any other, one line naming those traced."""
     row = BY_TYPE.get(model_type) if isinstance(model_type, str) else None
+    if row is None and isinstance(model_type, str) and model_type in REFUSED:
+        raise LivebytesError(f"model_type {show(model_type)} is not traced: {REFUSED[model_type]}")
     if row is None:
         raise LivebytesError(f"model_type {show(model_type)} is not traced (known: {', '.join(BY_TYPE)})")
     return row

@@ -91,13 +91,17 @@ def model_key(model_type: str) -> str:
 
 
 def config_sizes(config: str) -> tuple[int, int]:
-    """(query heads, query/key head dim) of a canonical config, its class's defaults where it leaves them out
+    """(query heads, query/key head dim) of a canonical config, its class's defaults where it leaves them out (a family
+    without heads: one; without a head dim: its key width, hidden_size x expand_k, over the heads)
     (Qwen3-Next: its full-attention layers' ``num_attention_heads`` and ``head_dim``; Kimi-Linear: its MLA layers'
     heads and ``qk_nope_head_dim + qk_rope_head_dim``, the ``qk_head_dim`` its config derives)."""
     data = json.loads(config)
     row = family(data["model_type"])
-    heads = data.get(row.heads_field, row.defaults[row.heads_field])
-    return heads, sum(data.get(f, row.defaults[f]) for f in row.head_dim_fields)
+    heads = data.get(row.heads_field, row.defaults.get(row.heads_field)) or 1 if row.heads_field else 1
+    if row.head_dim_fields:
+        return heads, sum(data.get(f, row.defaults[f]) for f in row.head_dim_fields)
+    hidden = data.get("hidden_size", row.defaults["hidden_size"])
+    return heads, max(1, int(hidden * data.get("expand_k", row.defaults.get("expand_k", 1))) // heads)
 
 
 def read_config(path: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
-from .families import ROWS, Family
+from .families import ROWS, UNVALIDATED, Family
 from .model import OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
 from .presets import presets_line
 
@@ -53,7 +53,7 @@ def builder(row: Family):
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
-        if row.one_row and precision == "fp32-amp":
+        if row.moe and precision == "fp32-amp":
             raise RefusedShapeError(f"{key}: fp32-amp: its experts call torch._grouped_mm with the fp32 weights (moe.py "
                                     "casts the input to the weight's dtype), which torch's meta kernel refuses (bf16 "
                                     "only); not traced")
@@ -70,15 +70,18 @@ def register_family(row: Family) -> None:
     """The registry's entry of a family's row."""
     what = f"{row.dist} {row.version}'s {row.causal_lm}"
     presets = presets_line(row.model_type)
+    traced = "traced" if row.validated else "traced, unvalidated"
     register(ModelSpec(
-        key=row.key, implementation=f"{row.dist} {row.version} {row.causal_lm} (traced)", version=row.version,
-        covers=f"a whole training step of {what} from its HF config (--model CONFIG.json): forward, backward, the "
+        key=row.key, implementation=f"{row.dist} {row.version} {row.causal_lm} ({traced})", version=row.version,
+        covers=("" if row.validated else "unvalidated (no GPU measurement checks it): ")
+               + f"a whole training step of {what} from its HF config (--model CONFIG.json): forward, backward, the "
                "optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 of W under FSDP2 (fully_shard per "
                "block, then the root)" + (f"; {presets}" if presets else ""),
         builder=builder(row), refuse=refuse_one_row if row.one_row else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None, "stored": ()} | ({"routing": ROUTINGS} if row.moe else {}),
         counts={"fsdp": (1, MAX_WORLD)},
+        caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),
     ))
 
