@@ -221,6 +221,11 @@ RWKV6_MODEL = unvalidated(
     "rwkv6", "RWKV6ForCausalLM", "rwkv6",
     defaults={"num_heads": 4, "expand_k": 0.5, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
     example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+RAVEN_MODEL = unvalidated(
+    "raven", "RavenForCausalLM", "raven",
+    defaults={"num_heads": 4, "expand_k": 1, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4},
+    notes=("Raven's layer (fla/layers/raven.py) runs fla's chunk_gsa kernels (gated slot attention), GSA's own",))
 RETNET_MODEL = unvalidated(
     "retnet", "RetNetForCausalLM", "retnet",
     defaults={"num_heads": 8, "expand_k": 1.0, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
@@ -229,7 +234,7 @@ RETNET_MODEL = unvalidated(
 ROWS: tuple[Family, ...] = (KDA_MODEL, GATED_DELTANET_MODEL, QWEN3_NEXT_MODEL, KIMI_LINEAR_MODEL, ABC_MODEL,
                             DELTA_NET_MODEL, FORGETTING_TRANSFORMER_MODEL, GLA_MODEL, GSA_MODEL, GATED_DELTAPRODUCT_MODEL,
                             HGRN2_MODEL, HGRN_MODEL, LIGHTNET_MODEL, LINEAR_ATTN_MODEL,
-                            MESA_NET_MODEL, PARALLAX_MODEL, PRECOND_KDA_MODEL, RWKV6_MODEL,
+                            MESA_NET_MODEL, PARALLAX_MODEL, PRECOND_KDA_MODEL, RWKV6_MODEL, RAVEN_MODEL,
                             RETNET_MODEL)
 
 # fla 0.6.0's causal LMs that do not trace on the CPU, and why (each refused in this one line)
