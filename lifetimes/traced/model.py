@@ -222,6 +222,14 @@ def layer_counts(depth: int, model_type: str | None = None) -> tuple[int, ...]:
     return (depth,) if depth < 3 or model_type in HYBRID else (3, 4)
 
 
+def depth_search_start(config: str) -> int:
+    """Where a search over the depth of ``config``'s stack starts (``plan --solve num_hidden_layers``): three for a
+    uniform stack, whose traces at three and four layers serve every depth from three up (``layer_counts``), so that one
+    and two layers are traced only when three do not fit; one for a hybrid (traced at its own depth up to
+    ``MAX_HYBRID_LAYERS``)."""
+    return 1 if json.loads(config)["model_type"] in HYBRID else 3
+
+
 def learn_shapes(req: Request) -> tuple:
     """The shapes the formulas are solved from: ``LEARN``, or one row per batch for ``ONE_ROW`` families."""
     return LEARN_ONE_ROW if req.config_dict["model_type"] in ONE_ROW else LEARN
