@@ -83,8 +83,8 @@ def test_a_config_deeper_than_the_expansion_is_one_line_before_any_trace(no_trac
 
 
 def test_plan_over_depth_traces_three_and_four_layers_only(tmp_path, monkeypatch):
-    """The tiny model at 64K under a 1 GiB budget: three layers fit, so the search traces three and four layers (one
-    pair of tracer runs) and never one or two."""
+    """The tiny model at 256K under a 32 GiB budget: three layers fit (the H200 runs 64 of them at 256K, about 2 GiB
+    each), so the search traces three and four layers (one pair of tracer runs) and never one or two."""
     from livebytes.lifetimes.traced import model
     monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path / "cache"))
     traced, real = [], model.run_tracers
@@ -95,8 +95,8 @@ def test_plan_over_depth_traces_three_and_four_layers_only(tmp_path, monkeypatch
     monkeypatch.setattr(model, "run_tracers", run)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(TINY))
-    r = CliRunner().invoke(app, ["plan", "--model", str(path), "--solve", "num_hidden_layers", "--seq-len", "64K",
-                                 "--budget", "1GiB", "--json"])
+    r = CliRunner().invoke(app, ["plan", "--model", str(path), "--solve", "num_hidden_layers", "--seq-len", "256K",
+                                 "--budget", "32GiB", "--json"])
     assert r.exit_code == 0, r.output
     (row,) = json.loads(r.stdout)["results"]
     assert row["value"] >= 3 and row["options"]["layers"] == row["value"]
