@@ -8,6 +8,17 @@ trace facts are the H200's (the H100: ``tracer.target.trace_facts``), ``plan --s
 (cold, then warm), ``plan --solve gpus`` of both hybrid presets, and a 4,096-layer config (refused before any trace).
 ``--against PYTHON``: the same commands under another interpreter (a checkout of the code before a change, installed
 in its own venv) first, in the same conditions, so each row is a pair. Goals (issue 50): 30 s, 3 s, 15 s, 30 s.
+
+Measured 2026-12-05, 2 CPUs shared with other work (load average 12-15 throughout: every figure is inflated by the
+contention; the pairs ran back to back under it), this tree (speed) against f4997ff, ``--only predict --only
+num_hidden_layers`` (the ``--solve gpus`` rows not run):
+
+    case                                         goal s   this s   f4997ff s
+    predict, first (traces)                          30    285.3       340.4
+    predict, another GPU (H100 after H200)            3     24.5       123.4
+    plan --solve num_hidden_layers 64K, cold         15    253.2       454.0
+    plan --solve num_hidden_layers 64K, warm         15     28.6        50.8
+    predict, a 4,096-layer config                     3      0.8 (refused, exit 1)   335.1 (answered)
 """
 from __future__ import annotations
 
