@@ -86,6 +86,20 @@ def describe_torch_cuda(device) -> None:
     torch.cuda.current_device = lambda: 0
 
 
+def trace_facts(device) -> dict:
+    """What a trace can depend on of ``device``: the facts ``install`` shows the library that a traced choice reads.
+    Triton's target and ``torch.cuda``'s capability (fla's ``IS_NVIDIA_HOPPER``/``IS_NVIDIA_SM100``/``IS_TF32_SUPPORTED``
+    at import, torch's SDPA backend: ``sdpa.Target``), the SM count (fla's ``get_multiprocessor_count``: split and grid
+    sizes) and shared memory per block (fla's ``check_shared_mem``: block sizes); of the product name only fla's
+    ``'NVIDIA H' in get_device_name(0)`` (hardware.py:101, its other reader, ops/utils/cache.py:88, runs only where
+    ``torch.cuda.is_available()``, which stays False here); ``total_memory`` no traced code reads. Two GPUs with the
+    same facts trace the same step, byte for byte (``tests/test_shared_traces.py``): the trace cache keys on these,
+    not on the GPU's name (``lifetimes.traced.model``)."""
+    return {"capability": list(device.capability), "sm_count": device.sm_count,
+            "shared_memory_per_block_optin": device.shared_memory_per_block_optin,
+            "named_hopper": "NVIDIA H" in device.product_name}
+
+
 def install(device) -> None:
     """Triton's driver and ``torch.cuda`` describe ``device``; call before importing the library."""
     from triton.runtime import driver

@@ -227,6 +227,14 @@ def layer_counts(depth: int, model_type: str | None = None) -> tuple[int, ...]:
     return (depth,) if depth < 3 or (model_type is not None and family(model_type).hybrid) else (3, 4)
 
 
+def depth_search_start(config: str) -> int:
+    """Where a search over the depth of ``config``'s stack starts (``plan --solve num_hidden_layers``): three for a
+    uniform stack, whose traces at three and four layers serve every depth from three up (``layer_counts``), so that one
+    and two layers are traced only when three do not fit; one for a hybrid (traced at its own depth up to
+    ``MAX_HYBRID_LAYERS``)."""
+    return 1 if json.loads(config)["model_type"] in HYBRID else 3
+
+
 def learn_shapes(req: Request) -> tuple:
     """The shapes the formulas are solved from: ``LEARN``, or one row per batch for a ``Family.one_row``."""
     return LEARN_ONE_ROW if req.row.one_row else LEARN
@@ -338,9 +346,15 @@ def traces(req: Request) -> dict:
 
 
 def _trace_key(req: Request) -> tuple[list, tuple]:
-    """(the tracer specs of the request's layer counts, the disk cache's key of their traces)."""
+    """(the tracer specs of the request's layer counts, the disk cache's key of their traces). The key names the GPU
+    by the facts a trace reads of it (``tracer.target.trace_facts``), not by its name: an H100's step is the H200's
+    trace, a B300's the B200's, so another GPU with the same facts answers from the cache."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.tracer.target import trace_facts
     specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
-    return specs, ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
+    facts = trace_facts(get_device(req.device))
+    keyed = [dict(spec, device=facts) for spec in specs]
+    return specs, ("traces", json.dumps(keyed, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
                    tracer_digest())
 
 
@@ -463,15 +477,19 @@ def symbolic_calls(req: Request) -> dict:
 
 def check_held_out(sym, held, config: dict, learn: list) -> None:
     """Every allocation the formulas give at the held-out shape is the traced one, byte for byte."""
-    from livebytes.estimator.engine import evaluate
+    from livebytes.estimator.evaluation import shared_lambdify
     from livebytes.estimator.shapes import Shape
+    from livebytes.estimator.symbols import SHAPE_SYMBOLS
 
     from .calls import ALLOC
     from .symbolic import Unexplained, symbolic_call
     both = symbolic_call(learn + [held], config)       # the same events, solved with the held-out shape too
-    shape = Shape(held.mbs, held.seq, 1)
-    for (k, a), (_, b) in zip(sym.events, both.events):
-        if k == ALLOC and evaluate(a.bytes, shape) != evaluate(b.bytes, shape):
+    pairs = [(a, b) for (k, a), (_, b) in zip(sym.events, both.events) if k == ALLOC]
+    subs = Shape(held.mbs, held.seq, 1).subs()
+    # every formula evaluated at once, each distinct one compiled once (``evaluate``'s values, one lambdify)
+    values = shared_lambdify([x.bytes for pair in pairs for x in pair])(*(subs[s] for s in SHAPE_SYMBOLS))
+    for (a, _), mine, theirs in zip(pairs, values[::2], values[1::2]):
+        if int(mine) != int(theirs):
             raise Unexplained(f"{a.op} at {a.module or 'the model'}: the formula {a.bytes} misses the held-out shape "
                               f"{held.mbs} x {held.seq}")
 

@@ -50,6 +50,10 @@ def builder(row: Family):
         check_environment(environment, stored, model_type)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
                       check_routing(routing))
+        if layers is None and req.depth > MAX_LAYERS:       # the config's own depth: refused before anything is traced
+            raise RefusedShapeError(f"{key}: the config's num_hidden_layers {req.depth:,}: a traced model expands up "
+                                    f"to {MAX_LAYERS:,} (its cost grows with the depth); give --num-hidden-layers "
+                                    f"{MAX_LAYERS:,} or fewer")
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
