@@ -232,7 +232,7 @@ def depth_search_start(config: str) -> int:
     uniform stack, whose traces at three and four layers serve every depth from three up (``layer_counts``), so that one
     and two layers are traced only when three do not fit; one for a hybrid (traced at its own depth up to
     ``MAX_HYBRID_LAYERS``)."""
-    return 1 if json.loads(config)["model_type"] in HYBRID else 3
+    return 1 if family(json.loads(config)["model_type"]).hybrid else 3
 
 
 def learn_shapes(req: Request) -> tuple:
