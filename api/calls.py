@@ -25,12 +25,23 @@ def implausible_warnings(*shapes) -> list[str]:
 
 
 def assumption_lines(models) -> list[str]:
-    """What a whole model's answer assumes beyond its options' words: ``--routing worst``'s note (the same bytes as
-    balanced, why, and which transients would depend on it: ``lifetimes.traced.model.routing_note``)."""
+    """What a whole model's answer assumes beyond its options' words: the library it was built from where that is not
+    the version its key names (``version_lines``), each model's caveat (its spec's: a traced family that no measurement
+    checks is unvalidated), and ``--routing worst``'s note (the same bytes as balanced, why, and which transients would
+    depend on it: ``lifetimes.traced.model.routing_note``)."""
+    from livebytes.estimator.registry import spec
+    lines = version_lines(models) + list(dict.fromkeys(spec(m.key).caveat for m in models if spec(m.key).caveat))
     if not any(dict(m.options).get("routing") == "worst" for m in models):
-        return []           # imported only then: a warm cache's answer imports no model module (test_compiled)
+        return lines        # imported only then: a warm cache's answer imports no model module (test_compiled)
     from livebytes.lifetimes.traced.model import routing_note
-    return [routing_note("worst")]
+    return lines + [routing_note("worst")]
+
+
+def version_lines(models) -> list[str]:
+    """``qwen3-next-model@5.17.0: transformers 5.25.0 Qwen3NextForCausalLM, traced as installed; validated under
+    5.17.0``: a model built from another version of its library than its key's (the one its records validated), once
+    each, in its own words (its implementation)."""
+    return list(dict.fromkeys(f"{m.key}: {m.implementation}" for m in models if m.version != m.key.rpartition("@")[2]))
 
 
 def measured_records(model, shape):
@@ -205,7 +216,8 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
     gpu, what_if = setting.gpu, setting.what_if
     multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
     device, s = device_of(key, gpu), spec(key)
-    first = replace(base, seq=multiple) if multiple > 1 else base
+    start = depth_search_start(what_if) if solve == "layers" else 1
+    first = replace(base, seq=multiple) if multiple > 1 else replace(base, layers=start) if start > 1 else base
     # a traced model's compiled form from the cache (its symbolic build is seconds); the others as they were
     model = compiled_for(key, gpu, what_if, first) if s.required_options else model_for(key, gpu, what_if, first)
     cache, version = triton_cache_for(model, device, setting.triton_cache, several), triton_for(key, device, setting.triton, several)
@@ -220,14 +232,24 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
         return model_for(key, gpu, what_if, sh, depth=False)      # limit: one no preset holds fails on the device
     at = model_at if solve == "layers" else None
     result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at,
-                              on_try=on_try)
+                              on_try=on_try, start=start)
               if limit is not None else
               largest_running(model, base, solve, device, conf, cache, refuse=refuse, multiple=multiple, model_at=at,
-                              triton=version, on_try=on_try))
+                              triton=version, on_try=on_try, start=start))
     judged = getattr(result, "at_value", None) or getattr(result, "at_next", None)   # the verdict's own process
     process = judged.process if judged is not None else process_memory(device, model, cache, answer_shape(base, result),
                                                                          triton=version)
     return result, device, process, model
+
+
+def depth_search_start(what_if: dict) -> int:
+    """The depth ``plan --solve num_hidden_layers`` starts from: a traced whole model's (``--model``: its family's,
+    ``traced.model.depth_search_start``); 1 for a layer model."""
+    config = what_if.get("config")
+    if not config:
+        return 1
+    from livebytes.lifetimes.traced.model import depth_search_start as traced_start
+    return traced_start(config)
 
 
 # plan --solve gpus: FSDP2's world sizes tried, in order (powers of two: a mesh of whole nodes of 1, 2, 4 or 8 GPUs)

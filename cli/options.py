@@ -29,7 +29,8 @@ Model = typer.Option(None, "--model", metavar="CONFIG.json",
                      help="a whole model's training step: a preset (qwen3-next-80b-a3b, kimi-linear-48b-a3b and their "
                           "-small configs; see: livebytes models) or an HF config.json of model_type kda or gated_deltanet "
                           "(KDAForCausalLM or GatedDeltaNetForCausalLM of flash-linear-attention), qwen3_next or "
-                          "kimi_linear (transformers' Qwen3NextForCausalLM, KimiLinearForCausalLM), traced on this CPU "
+                          "kimi_linear (transformers' Qwen3NextForCausalLM, KimiLinearForCausalLM), or another of "
+                          "flash-linear-attention's causal LMs (unvalidated: see livebytes models), traced on this CPU "
                           "(needs the model extra: pip install 'livebytes\\[model]'); instead of --impl")
 Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
                          help="--model only: torch.optim.AdamW (default, its CUDA defaults: foreach), SGD or none")

@@ -377,7 +377,7 @@ def cached(parts: tuple, compute):
 # ----------------------------------------------------------------------------------- the spec index
 
 SPEC_FIELDS = ("key", "implementation", "version", "covers", "options", "default_device", "phase", "refusals", "shape_fields",
-               "stacked", "counts")
+               "stacked", "counts", "caveat")
 SPEC_FUNCTIONS = ("refuse", "refuse_device", "seq_multiple")
 
 

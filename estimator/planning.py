@@ -54,21 +54,25 @@ def _with(shape: Shape, solve: str, value: int) -> Shape:
     return replace(shape, **{solve: value})
 
 
-def _largest_value(ok, solve: str = "seq") -> int | None:
-    """Largest v >= 1 with ok(v), searching for the first value that fails (doubling, then bisection);
-    None when even 1 fails. Assumes ok does not come back once it failed (checked by the callers'
-    answer: the value passes and the next one does not)."""
+def _largest_value(ok, solve: str = "seq", start: int = 1) -> int | None:
+    """Largest v >= 1 with ok(v), searching for the first value that fails (doubling from ``start``, then bisection;
+    below ``start`` only when it fails); None when even 1 fails. Assumes ok does not come back once it failed (checked
+    by the callers' answer: the value passes and the next one does not). ``start``: where one build serves every
+    larger value (a traced model's three layers, whose traces expand to any depth): the values below it are tried only
+    when it fails, so their own traces are made only then."""
     limit = LAYER_SEARCH_LIMIT if solve == "layers" else SEARCH_LIMIT
-    if not ok(1):
+    if start > 1 and not ok(start):
+        return _bisect(ok, 1, start) if ok(1) else None
+    if start == 1 and not ok(1):
         return None
-    lo, hi = 1, 2
+    lo, hi = start, min(2 * start, limit)
     while ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > limit:
+        if hi >= limit:
             if solve == "layers":
                 raise LivebytesError(f"{limit} layers fit at this shape: --solve num_hidden_layers searches up to {limit}; "
                                      "ask predict for a deeper stack")
             raise LivebytesError(f"everything up to {limit} fits: the budget is not a constraint")
+        lo, hi = hi, min(2 * hi, limit)
     return _bisect(ok, lo, hi)
 
 
@@ -105,7 +109,8 @@ def block_peak(model: LifetimeModel, shape: Shape) -> int:
 
 
 def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes: int,
-                    refuse=None, peak=block_peak, multiple: int = 1, model_at=None, on_try=None) -> PlanResult:
+                    refuse=None, peak=block_peak, multiple: int = 1, model_at=None, on_try=None,
+                    start: int = 1) -> PlanResult:
     """Largest value of ``solve`` (seq, mbs or heads) whose ``peak(model, shape)`` fits ``budget_bytes``, the others
     held. ``peak``: the 512-byte block sum by default; the command passes ``capacity.allocated_peak`` (what
     ``max_memory_allocated`` would show).
@@ -116,14 +121,15 @@ def largest_fitting(model: LifetimeModel, shape: Shape, solve: str, budget_bytes
     This is a budget on *allocated* bytes; whether a process runs is ``largest_running``'s question. ``multiple``: only
     multiples of it are tried (the answer and the next value are multiples). ``model_at(shape)``: the model for each
     tried shape, where the solved field is one a model is built from (a layer stack's ``layers``); None: ``model``
-    at every shape. ``on_try(value)``: told of each value of ``solve`` tried (a caller's progress).
+    at every shape. ``on_try(value)``: told of each value of ``solve`` tried (a caller's progress). ``start``: the
+    value the search starts from (``_largest_value``).
     """
     at = _tried(_checked(shape, solve, refuse, multiple), solve, on_try)
 
     def peak_at(v: int) -> int:
         s = at(v)
         return peak(model_at(s) if model_at else model, s)
-    value = _largest_value(lambda v: peak_at(v) <= budget_bytes, solve)
+    value = _largest_value(lambda v: peak_at(v) <= budget_bytes, solve, start)
     if value is None:
         return PlanResult(model, solve, budget_bytes, None, None, multiple, peak_at(1))
     return PlanResult(model, solve, budget_bytes, value * multiple, peak_at(value), (value + 1) * multiple, peak_at(value + 1))
@@ -142,14 +148,14 @@ class CapacityPlan:
 def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Device,
                     conf: AllocatorConf = DEFAULT_CONF, triton_cache: str = "cold", refuse=None,
                     tuned_at_tokens: int | None = None, multiple: int = 1, model_at=None,
-                    triton: str | None = None, on_try=None) -> CapacityPlan:
+                    triton: str | None = None, on_try=None, start: int = 1) -> CapacityPlan:
     """Largest value of ``solve`` that does not go out of memory on ``device`` under the full simulation
     (allocator replay of a fresh process: first call, then steady steps, against the device total minus
     the process's own memory; ``capacity.verdict``). Fragmentation can make the verdict non-monotone
     near the edge; the answer is checked: it runs and the next value does not. ``tuned_at_tokens``: the process
     autotuned at MBS 1 x that many tokens first (``capacity.cold_benchmarks``). ``multiple`` and ``model_at`` as
-    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s; ``on_try``: ``largest_fitting``'s (told in this
-    process, also of the values its workers try)."""
+    ``largest_fitting``'s; ``triton``: ``capacity.verdict``'s; ``on_try`` and ``start``: ``largest_fitting``'s (told
+    in this process, also of the values its workers try)."""
     at = _tried(_checked(shape, solve, refuse, multiple), solve, on_try)
 
     def run(v: int) -> Verdict:
@@ -163,7 +169,7 @@ def largest_running(model: LifetimeModel, shape: Shape, solve: str, device: Devi
         return fits(model_at(s) if model_at else model, s, device, conf, triton_cache, tuned_at_tokens, triton)
     told = None if on_try is None else (lambda v: on_try(v * multiple))
     with Verdicts(fits_at, worker_count(), told) as ok:
-        value = _clean_below(ok, _largest_value(ok, solve))
+        value = _clean_below(ok, _largest_value(ok, solve, start))
     nxt = 1 if value is None else value + 1
     return CapacityPlan(model, solve, None if value is None else value * multiple, None if value is None else run(value),
                         nxt * multiple, run(nxt))

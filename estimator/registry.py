@@ -47,6 +47,7 @@ class ModelSpec:
     stacked: bool = False
     # whole-number options: name -> (smallest, largest) (a traced model's FSDP2 world size); absent: the builder's default
     counts: dict = field(default_factory=dict)
+    caveat: str = ""     # said with every answer of it (a traced family no measurement checks: ``Family.validated``)
 
     @property
     def required_options(self) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ FOLDER = Path(__file__).parent / "data" / "bad_configs"
 
 # file -> what its one line must say after "error: <file>: "
 EXPECTED = {
-    "model_type_a_list": 'model_type ["kda"] is not traced (known: kda, gated_deltanet, qwen3_next, kimi_linear)',
+    "model_type_a_list": 'model_type ["kda"] is not traced (known: kda, gated_deltanet, qwen3_next, kimi_linear, abc, ',
     "model_type_an_object": 'model_type {"kda": 1} is not traced',
     "conv_size_zero": "conv_size must be a positive integer (at most 2^50), got 0",
     "tie_word_embeddings_no": "tie_word_embeddings must be true or false, got 'no'",

@@ -305,7 +305,8 @@ def test_the_prepared_layer_plan_reads_and_keeps_the_layer_fields():
     shapes = [parse_shape_list(g["shapes"])[0] for g in groups]
     assert len(groups) == 10 and all(s.hidden for s in shapes)
     assert {s.layers for s in shapes} == {1, 4} and {bool(s.checkpoint) for s in shapes} == {False, True}
-    assert harness_for("fla-kda-layer@0.6.0").kind == "kda" and harness_for("fla-gdn-layer@0.6.0").kind == "gdn"
+    assert harness_for("fla-kda-layer@0.6.0").probe.cls == "KimiDeltaAttention"
+    assert harness_for("fla-gdn-layer@0.6.0").probe.cls == "GatedDeltaNet"
 
 
 @pytest.mark.parametrize("args, message", [

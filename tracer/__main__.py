@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     from livebytes.estimator.devices import get_device
     device = get_device(spec["device"])
     warnings.filterwarnings("ignore")
-    from .target import install, meta_index_is_device_0
+    from .target import install, meta_index_is_device_0, meta_runs_gpu_packages
     install(device)
     try:
         import fla  # noqa: F401  (registers its model types with transformers)
@@ -37,6 +37,7 @@ def main(argv: list[str]) -> int:
         print(f"error: tracing needs flash-linear-attention and transformers ({err})", file=sys.stderr)
         return 1
     meta_index_is_device_0()
+    meta_runs_gpu_packages()
     from .autocast import AutocastUnknown
     from .sdpa import SdpaUnsupported
     from .step import trace_training

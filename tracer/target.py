@@ -86,6 +86,20 @@ def describe_torch_cuda(device) -> None:
     torch.cuda.current_device = lambda: 0
 
 
+def trace_facts(device) -> dict:
+    """What a trace can depend on of ``device``: the facts ``install`` shows the library that a traced choice reads.
+    Triton's target and ``torch.cuda``'s capability (fla's ``IS_NVIDIA_HOPPER``/``IS_NVIDIA_SM100``/``IS_TF32_SUPPORTED``
+    at import, torch's SDPA backend: ``sdpa.Target``), the SM count (fla's ``get_multiprocessor_count``: split and grid
+    sizes) and shared memory per block (fla's ``check_shared_mem``: block sizes); of the product name only fla's
+    ``'NVIDIA H' in get_device_name(0)`` (hardware.py:101, its other reader, ops/utils/cache.py:88, runs only where
+    ``torch.cuda.is_available()``, which stays False here); ``total_memory`` no traced code reads. Two GPUs with the
+    same facts trace the same step, byte for byte (``tests/test_shared_traces.py``): the trace cache keys on these,
+    not on the GPU's name (``lifetimes.traced.model``)."""
+    return {"capability": list(device.capability), "sm_count": device.sm_count,
+            "shared_memory_per_block_optin": device.shared_memory_per_block_optin,
+            "named_hopper": "NVIDIA H" in device.product_name}
+
+
 def install(device) -> None:
     """Triton's driver and ``torch.cuda`` describe ``device``; call before importing the library."""
     from triton.runtime import driver
@@ -103,6 +117,23 @@ def meta_index_is_device_0() -> None:
     every_device = hardware.get_all_max_shared_mem
     hardware.get_all_max_shared_mem = lambda: AnyIndex(every_device())
     hardware.check_shared_mem.cache_clear()
+
+
+def meta_runs_gpu_packages() -> None:
+    """A package transformers routes to by the inputs' device runs for meta inputs where it runs for CUDA ones: from
+    5.25.0 (integrations/hub_kernels.py ``_PACKAGE_SUPPORTED_DEVICES``, read by ``use_kernel_func_from_hub_with_fallback``
+    when a model's module is imported) fla's ``chunk_kda`` and ``chunk_gated_delta_rule`` run only for inputs on cuda,
+    xpu, mlu or npu, else transformers' torch reference path (a loop over 64-token chunks: under the tracer, calls that
+    differ in structure between shapes); a meta tensor is the tracer's stand-in for the GPU, so the GPU's path is
+    traced. Before the model's modules are imported; nothing where the table is absent (5.17.0 to 5.24.0)."""
+    try:
+        from transformers.integrations import hub_kernels
+    except ImportError:
+        return
+    table = getattr(hub_kernels, "_PACKAGE_SUPPORTED_DEVICES", None)
+    for package, devices in (table or {}).items():
+        if "cuda" in devices and "meta" not in devices:
+            table[package] = (*devices, "meta")
 
 
 def _as_meta(value):

@@ -2,9 +2,9 @@
 
 A config's class takes what ``config.json`` holds with no check of its own: ``conv_size: 0`` built a model with no
 short convolution, ``tie_word_embeddings: "no"`` (a non-empty string, true to Python) tied the embeddings,
-``rms_norm_eps: "x"`` and ``model_type: ["kda"]`` failed deep in a trace or as a traceback. ``FIELDS`` declares, per
-family (``model.FAMILIES``), the fields its class's ``__init__`` reads (fla 0.6.0 ``fla/models/kda/configuration_kda.py``
-and ``fla/models/gated_deltanet/configuration_gated_deltanet.py``; transformers 5.17.0
+``rms_norm_eps: "x"`` and ``model_type: ["kda"]`` failed deep in a trace or as a traceback. The tables here declare,
+per family (each row's ``Family.fields``, ``families``), the fields its class's ``__init__`` reads (fla 0.6.0
+``fla/models/kda/configuration_kda.py`` and ``fla/models/gated_deltanet/configuration_gated_deltanet.py``; transformers 5.17.0
 ``models/qwen3_next/configuration_qwen3_next.py`` and ``models/kimi_linear/configuration_kimi_linear.py``) with the
 type and domain each must have; ``check_config`` holds a config to them. A field no table declares (provenance such as
 ``rope_theta`` or ``model_max_length``, a token id) is passed through as it is: nothing here reads it.
@@ -77,6 +77,11 @@ FLA = {"attn_mode": _word("chunk"), "expand_v": POSITIVE, "use_short_conv": FLAG
        "intermediate_size": _nullable(SIZE), "norm_eps": POSITIVE, "attn": _nullable(OBJECT), "fuse_norm": FLAG,
        "fuse_swiglu": FLAG, "fuse_cross_entropy": FLAG, "use_l2warp": FLAG, "attnres_block_size": _nullable(SIZE)}
 KDA = {**FLA, "safe_gate": FLAG, "lower_bound": _nullable(NUMBER)}
+# any other fla 0.6.0 causal LM (``families.unvalidated``): the fields every fla config class shares, as their
+# ``__init__`` reads them (configuration_gla.py, configuration_mamba2.py, ...); the rest passes through to the class
+FLA_ANY = {"hidden_ratio": _nullable(POSITIVE), "intermediate_size": _nullable(SIZE), "expand_k": POSITIVE,
+           "expand_v": POSITIVE, "norm_eps": POSITIVE, "fuse_norm": FLAG, "fuse_swiglu": FLAG, "fuse_cross_entropy": FLAG,
+           "fuse_linear_cross_entropy": FLAG, "use_l2warp": FLAG}
 GATED_DELTANET = {**FLA, "use_gate": FLAG, "fuse_linear_cross_entropy": FLAG,
                   "output_gate_activation": _word("swish", "silu", "sigmoid")}
 
@@ -96,41 +101,6 @@ KIMI_LINEAR_ATTN = {"head_dim": SIZE, "num_heads": SIZE, "short_conv_kernel_size
                     "full_attn_layers": _list_of(SIZE, "layer numbers (positive integers)"),
                     "kda_layers": _list_of(SIZE, "layer numbers (positive integers)")}
 
-FIELDS = {"kda": {**COMMON, **KDA}, "gated_deltanet": {**COMMON, **GATED_DELTANET},
-          "qwen3_next": {**COMMON, **QWEN3_NEXT}, "kimi_linear": {**COMMON, **KIMI_LINEAR}}
-SUBFIELDS = {("kimi_linear", "linear_attn_config"): KIMI_LINEAR_ATTN}
-
-# the config classes' defaults for what a config.json may leave out, as the traced model's own code reads them
-# (``config_value``; fla 0.6.0 configuration_kda.py:23-52, configuration_gated_deltanet.py:23-55; transformers 5.17.0
-# configuration_qwen3_next.py:86-119, configuration_kimi_linear.py:77-113)
-DEFAULTS = {"kda": {"num_heads": 16, "head_dim": 128, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000},
-            "gated_deltanet": {"num_heads": 6, "head_dim": 256, "num_hidden_layers": 21, "hidden_size": 2048,
-                               "vocab_size": 32000},
-            "qwen3_next": {"num_attention_heads": 16, "head_dim": 256, "num_hidden_layers": 48, "hidden_size": 2048,
-                           "vocab_size": 151936, "num_experts": 512, "moe_intermediate_size": 512,
-                           "intermediate_size": 5632, "linear_num_value_heads": 32, "linear_value_head_dim": 128},
-            "kimi_linear": {"num_attention_heads": 32, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-                            "num_hidden_layers": 27, "hidden_size": 2304, "vocab_size": 163840, "intermediate_size": 9216}}
-
-# the weights a family builds from several fields (each factor's field): a config whose every field is a size can
-# still ask for a tensor of more elements than any GPU holds (2^50: 2 PiB in bf16), which torch refuses only in the
-# trace ("Storage size calculation overflowed", ~25 s in); each is refused before, naming its fields
-WEIGHTS = {"kda": {"the embedding": ("vocab_size", "hidden_size"), "the query projection": ("hidden_size", "num_heads", "head_dim"),
-                   "the MLP": ("hidden_size", "intermediate_size")},
-           "gated_deltanet": {"the embedding": ("vocab_size", "hidden_size"),
-                              "the query projection": ("hidden_size", "num_heads", "head_dim"),
-                              "the MLP": ("hidden_size", "intermediate_size")},
-           "qwen3_next": {"the embedding": ("vocab_size", "hidden_size"),
-                          "the query projection": ("hidden_size", "num_attention_heads", "head_dim"),
-                          "the linear attention's value projection": ("hidden_size", "linear_num_value_heads",
-                                                                       "linear_value_head_dim"),
-                          "the MLP": ("hidden_size", "intermediate_size"),
-                          "the experts' weights": ("num_experts", "moe_intermediate_size", "hidden_size")},
-           "kimi_linear": {"the embedding": ("vocab_size", "hidden_size"),
-                           "the query projection": ("hidden_size", "num_attention_heads", "qk_nope_head_dim"),
-                           "the MLP": ("hidden_size", "intermediate_size")}}
-
-
 def _refusal(where: str, field: str, kind: Kind, value) -> LivebytesError:
     if value is None:
         return LivebytesError(f"{where}: {field} is null: give {kind.says} or leave it out (its class's default)")
@@ -144,11 +114,11 @@ def check_fields(data: dict, table: dict, where: str, prefix: str = "") -> None:
             raise _refusal(where, prefix + field, kind, data[field])
 
 
-def check_weights(data: dict, model_type: str, where: str) -> None:
-    """Each of the family's ``WEIGHTS`` at most 2^50 elements (a field left out: its class's default; one with none, or
-    null, such as FLA's ``intermediate_size``, derived from others: that weight is not checked here)."""
-    for weight, names in WEIGHTS[model_type].items():
-        sizes = [config_value(data, name, model_type) for name in names]
+def check_weights(data: dict, fam, where: str) -> None:
+    """Each of the family's weights (``Family.weights``) at most 2^50 elements (a field left out: its class's default;
+    one with none, or null, such as FLA's ``intermediate_size``, derived from others: that weight is not checked here)."""
+    for weight, names in fam.weights.items():
+        sizes = [config_value(data, name, fam.defaults) for name in names]
         if None in sizes or math.prod(sizes) <= MAX_SIZE:
             continue
         given = " x ".join(f"{name} {size:,}" for name, size in zip(names, sizes))
@@ -156,17 +126,17 @@ def check_weights(data: dict, model_type: str, where: str) -> None:
                              f"(at most 2^50); check those fields")
 
 
-def check_config(data: dict, model_type: str, where: str) -> None:
-    """A config of ``model_type`` (one of ``FIELDS``) held to its class's fields, sub-objects too (``SUBFIELDS``), and
-    its weights to a size some GPU could hold (``check_weights``)."""
-    check_fields(data, FIELDS[model_type], where)
-    for (kind, field), table in SUBFIELDS.items():
-        if kind == model_type and field in data:
-            check_fields(data[field], table, where, f"{field}.")
-    check_weights(data, model_type, where)
+def check_config(data: dict, fam, where: str) -> None:
+    """A config of the family ``fam`` (``families.Family``) held to its class's fields, sub-objects too
+    (``Family.subfields``), and its weights to a size some GPU could hold (``check_weights``)."""
+    check_fields(data, fam.fields, where)
+    for name, table in fam.subfields.items():
+        if name in data:
+            check_fields(data[name], table, where, f"{name}.")
+    check_weights(data, fam, where)
 
 
-def config_value(config: dict, field: str, model_type: str | None = None):
-    """``field`` of a (checked) config, or its class's default where the config leaves it out (``DEFAULTS``; None where
-    this table has none)."""
-    return config[field] if field in config else DEFAULTS[model_type or config["model_type"]].get(field)
+def config_value(config: dict, name: str, defaults: dict):
+    """``name`` of a (checked) config, or its class's default where the config leaves it out (``Family.defaults``;
+    None where the row has none)."""
+    return config[name] if name in config else defaults.get(name)

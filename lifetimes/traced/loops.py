@@ -22,6 +22,7 @@ from typing import Callable
 
 from .calls import ALLOC, FREE, Alloc, Call
 from .config_fields import config_value
+from .families import family
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -54,7 +55,8 @@ def _lce_chunks(rows: int, config: dict, num_chunks: int = 8) -> list[int]:
 
 def _lce_most(config: dict, num_chunks: int = 8) -> int:
     """A config may leave the sizes out: its class's defaults then hold (``config_value``; it was a KeyError)."""
-    return min(num_chunks, _cdiv(config_value(config, "vocab_size"), config_value(config, "hidden_size")))
+    defaults = family(config["model_type"]).defaults
+    return min(num_chunks, _cdiv(config_value(config, "vocab_size", defaults), config_value(config, "hidden_size", defaults)))
 
 
 LOOPS = (

@@ -10,7 +10,7 @@ layers and at ``HELD_OUT`` for three; cached on disk (the private model cache) b
 versions and the tracer's sources. ``symbolic``: each layer count's calls become one call with byte formulas in S and
 MBS (``symbolic``), checked exact at the held-out shape; four layers are checked to be three with one more
 (``layers.check``), so any depth from three up is the three-layer call expanded (``layers.expand``). A hybrid stack
-(``HYBRID``: Qwen3-Next's full-attention layer every ``full_attention_interval`` layers) is not three layers repeated:
+(``Family.hybrid``: Qwen3-Next's full-attention layer every ``full_attention_interval`` layers) is not three layers repeated:
 it is traced at its own depth up to ``MAX_HYBRID_LAYERS``; deeper, as its head, one and two periods of its layer
 pattern and its tail, expanded by period (``hybrid``). ``model``: that call as a ``LifetimeModel`` with the GPU's
 own buffers (``build``).
@@ -28,32 +28,19 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
-from .config_fields import DEFAULTS as CONFIG_DEFAULTS     # the config classes' defaults (one table)
-
-FAMILIES = {"kda": "fla-kda-model", "gated_deltanet": "fla-gdn-model", "qwen3_next": "qwen3-next-model",
-            "kimi_linear": "kimi-linear-model"}
-PINNED = "0.6.0"            # the flash-linear-attention version the registered models trace (``check_environment``)
-# the distribution and version a family's model key names (its causal LM's code); fla's models are fla's, Qwen3-Next
-# is transformers' (the H200 image's 5.17.0), which runs fla ``PINNED``'s kernels in its linear-attention layers
-PINS = {"kda": ("flash-linear-attention", PINNED), "gated_deltanet": ("flash-linear-attention", PINNED),
-        "qwen3_next": ("transformers", "5.17.0"), "kimi_linear": ("transformers", "5.17.0")}
-CLASSES = {"kda": "KDAForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
-           "kimi_linear": "KimiLinearForCausalLM"}
-HYBRID = ("qwen3_next", "kimi_linear")    # layer types differ along the stack (config.layer_types): traced at its depth
+from .families import PINNED, Family, family
 MAX_HYBRID_LAYERS = 8       # deeper hybrid stacks: from their head, one and two periods and tail (``hybrid``)
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
 # at one row, a copy (and an earlier free of the padded labels) at more, so a batch of one row and a batch of several
-# are two programs; such a family is traced, and answers, at one row per batch (loss/loss_utils.py:64)
-ONE_ROW = ("qwen3_next", "kimi_linear")
+# are two programs; such a family (``Family.one_row``) is traced, and answers, at one row per batch (loss_utils.py:64)
 LEARN_ONE_ROW = ((1, 1030), (1, 1542), (1, 2060), (1, 2574))
 HELD_OUT_ONE_ROW = (1, 777)
 TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
-MOE = ("qwen3_next", "kimi_linear")       # families whose blocks route tokens to experts (``ROUTINGS`` applies)
-ROUTINGS = ("balanced", "worst")          # the routing an answer assumes (``routing_note``)
+ROUTINGS = ("balanced", "worst")          # the routing an answer assumes of a ``Family.moe`` (``routing_note``)
 MAX_CONFIG_BYTES = 1 << 20
 MAX_LAYERS = 1024           # --num-hidden-layers of a traced model: the expansion is linear in layers, ~1 s per 25 on one core
 
@@ -78,15 +65,19 @@ class Request:
     @property
     def depth(self) -> int:
         config = self.config_dict
-        return self.layers or int(config.get("num_hidden_layers", CONFIG_DEFAULTS[config["model_type"]]["num_hidden_layers"]))
+        return self.layers or int(config.get("num_hidden_layers", self.row.defaults["num_hidden_layers"]))
+
+    @property
+    def row(self) -> Family:
+        return family(self.config_dict["model_type"])
 
     @property
     def family(self) -> str:
-        return FAMILIES[self.config_dict["model_type"]]
+        return self.row.name
 
     @property
     def key(self) -> str:
-        return model_key(self.config_dict["model_type"])
+        return self.row.key
 
     @property
     def expanded(self) -> bool:
@@ -95,24 +86,22 @@ class Request:
 
 
 def model_key(model_type: str) -> str:
-    """The registry key of a family: ``fla-kda-model@0.6.0``, ``qwen3-next-model@5.17.0``."""
-    return f"{FAMILIES[model_type]}@{PINS[model_type][1]}"
-
-
-HEADS_FIELD = {"qwen3_next": "num_attention_heads", "kimi_linear": "num_attention_heads"}   # where not ``num_heads``
+    """The registry key of a family: ``fla-kda-model@0.6.0``, ``qwen3-next-model@5.17.0`` (``Family.key``)."""
+    return family(model_type).key
 
 
 def config_sizes(config: str) -> tuple[int, int]:
-    """(query heads, query/key head dim) of a canonical config, its class's defaults where it leaves them out
+    """(query heads, query/key head dim) of a canonical config, its class's defaults where it leaves them out (a family
+    without heads: one; without a head dim: its key width, hidden_size x expand_k, over the heads)
     (Qwen3-Next: its full-attention layers' ``num_attention_heads`` and ``head_dim``; Kimi-Linear: its MLA layers'
     heads and ``qk_nope_head_dim + qk_rope_head_dim``, the ``qk_head_dim`` its config derives)."""
     data = json.loads(config)
-    kind = data["model_type"]
-    defaults = CONFIG_DEFAULTS[kind]
-    heads = data.get(HEADS_FIELD.get(kind, "num_heads"), defaults[HEADS_FIELD.get(kind, "num_heads")])
-    if kind == "kimi_linear":
-        return heads, sum(data.get(f, defaults[f]) for f in ("qk_nope_head_dim", "qk_rope_head_dim"))
-    return heads, data.get("head_dim", defaults["head_dim"])
+    row = family(data["model_type"])
+    heads = data.get(row.heads_field, row.defaults.get(row.heads_field)) or 1 if row.heads_field else 1
+    if row.head_dim_fields:
+        return heads, sum(data.get(f, row.defaults[f]) for f in row.head_dim_fields)
+    hidden = data.get("hidden_size", row.defaults["hidden_size"])
+    return heads, max(1, int(hidden * data.get("expand_k", row.defaults.get("expand_k", 1))) // heads)
 
 
 def read_config(path: str) -> str:
@@ -128,13 +117,14 @@ def canonical_config(data: dict, where: str = "config") -> str:
     """A config of a traced family as canonical JSON, every field its class reads checked first for type and domain
     (``config_fields``): a wrong one is one line naming the field and ``where`` (the file), before any trace."""
     from .config_fields import check_config
-    kind = data.get("model_type")
-    if not isinstance(kind, str) or kind not in FAMILIES:
-        raise LivebytesError(f"{where}: model_type {show(kind)} is not traced (known: {', '.join(FAMILIES)})")
-    layers = data.get("num_hidden_layers", CONFIG_DEFAULTS[kind]["num_hidden_layers"])
+    try:
+        row = family(data.get("model_type"))
+    except LivebytesError as err:
+        raise LivebytesError(f"{where}: {err}") from None
+    layers = data.get("num_hidden_layers", row.defaults["num_hidden_layers"])
     if type(layers) is not int or not 1 <= layers <= 4096:
         raise LivebytesError(f"{where}: num_hidden_layers must be an integer from 1 to 4096, got {show(layers)}")
-    check_config(data, kind, where)
+    check_config(data, row, where)
     drop = ("architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "auto_map")
     try:
         return json.dumps({k: v for k, v in data.items() if k not in drop}, sort_keys=True)
@@ -163,7 +153,7 @@ def environment(stored: str | None = None) -> str:
 
 def check_environment(env: str, stored: str | None = None, model_type: str | None = None) -> None:
     """The model is built here, now: ``env`` must be this environment, with flash-linear-attention ``PINNED`` and the
-    family's pinned distribution (``PINS``; stored traces carry their own versions: ``stored_traces`` checks them)."""
+    family's pinned distribution (``Family.dist``, ``Family.version``; stored traces carry their own versions: ``stored_traces`` checks them)."""
     if stored is not None:
         if env != environment(stored):
             raise LivebytesError(f"the stored traces in {stored} changed since the model was asked for; ask again")
@@ -172,27 +162,42 @@ def check_environment(env: str, stored: str | None = None, model_type: str | Non
     if fla != PINNED:
         raise LivebytesError(f"the traced models are of flash-linear-attention {PINNED}; this environment has "
                              f"{fla or 'none'} (pip install 'livebytes[model]')")
-    dist, pinned = PINS.get(model_type, ("flash-linear-attention", PINNED))
-    have = installed_versions().get(dist)
-    if have != pinned:
-        raise LivebytesError(f"{model_key(model_type)} traces {dist} {pinned}; this environment has {have or 'none'}")
+    row = family(model_type)
+    have = installed_versions().get(row.dist)
+    if row.as_installed and not (have or "").startswith(row.as_installed):
+        raise LivebytesError(f"{row.key} traces {row.dist} {row.as_installed}x as installed (validated under "
+                             f"{row.version}); this environment has {have or 'none'} (pip install 'livebytes[model]')")
+    if not row.as_installed and have != row.version:
+        raise LivebytesError(f"{row.key} traces {row.dist} {row.version}; this environment has {have or 'none'}")
     if env != environment():
         raise LivebytesError("the model was asked for under other library versions than those installed; ask again")
+
+
+def unvalidated(model_type: str, versions: dict | None = None) -> str | None:
+    """The version of its library a family traced as installed (its row's ``as_installed``) runs under ``versions`` (default:
+    this environment's) where that is not the version its key names and its records validated; None where it is, or
+    for a pinned family."""
+    row = family(model_type)
+    if not row.as_installed:
+        return None
+    have = (installed_versions() if versions is None else versions).get(row.dist)
+    return None if have == row.version else (have or "?")
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
                 stored: str | None = None, routing: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
     folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
-    default balanced) for a family with experts (``MOE``), refused for one without."""
-    kind = json.loads(config)["model_type"]
-    key = model_key(kind)
+    default balanced) for a family with experts (``Family.moe``), refused for one without."""
+    from .families import ROWS
+    row = family(json.loads(config)["model_type"])
+    key = row.key
     options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
                "environment": environment(stored), "stored": stored}
-    if kind not in MOE:
+    if not row.moe:
         if routing is not None:
             raise LivebytesError(f"--routing: {key} has no experts to route to (routing applies to "
-                                 f"{', '.join(model_key(k) for k in MOE)})")
+                                 f"{', '.join(f.key for f in ROWS if f.moe)})")
         return key, options
     return key, options | {"routing": check_routing(routing)}
 
@@ -217,22 +222,30 @@ def tracer_digest() -> str:
 
 
 def layer_counts(depth: int, model_type: str | None = None) -> tuple[int, ...]:
-    """The depths traced for a model of ``depth`` layers: itself below three or for a hybrid stack (``HYBRID``), else
-    three and four (``layers``)."""
-    return (depth,) if depth < 3 or model_type in HYBRID else (3, 4)
+    """The depths traced for a model of ``depth`` layers: itself below three or for a hybrid stack
+    (``Family.hybrid``), else three and four (``layers``)."""
+    return (depth,) if depth < 3 or (model_type is not None and family(model_type).hybrid) else (3, 4)
+
+
+def depth_search_start(config: str) -> int:
+    """Where a search over the depth of ``config``'s stack starts (``plan --solve num_hidden_layers``): three for a
+    uniform stack, whose traces at three and four layers serve every depth from three up (``layer_counts``), so that one
+    and two layers are traced only when three do not fit; one for a hybrid (traced at its own depth up to
+    ``MAX_HYBRID_LAYERS``)."""
+    return 1 if family(json.loads(config)["model_type"]).hybrid else 3
 
 
 def learn_shapes(req: Request) -> tuple:
-    """The shapes the formulas are solved from: ``LEARN``, or one row per batch for ``ONE_ROW`` families."""
-    return LEARN_ONE_ROW if req.config_dict["model_type"] in ONE_ROW else LEARN
+    """The shapes the formulas are solved from: ``LEARN``, or one row per batch for a ``Family.one_row``."""
+    return LEARN_ONE_ROW if req.row.one_row else LEARN
 
 
 def held_out_shape(req: Request) -> tuple:
-    return HELD_OUT_ONE_ROW if req.config_dict["model_type"] in ONE_ROW else HELD_OUT
+    return HELD_OUT_ONE_ROW if req.row.one_row else HELD_OUT
 
 
 def trace_spec(req: Request, layers: int) -> dict:
-    held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.config_dict["model_type"] in HYBRID else []
+    held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.row.hybrid else []
     shapes = [list(s) for s in learn_shapes(req)] + held
     return {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
             "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
@@ -252,12 +265,21 @@ def run_tracers(specs: list[dict]) -> list[dict]:
     procs = [_start(spec) for spec in specs]
     results = [p.communicate(json.dumps(spec)) for p, spec in zip(procs, specs)]
     out = []
-    for p, (stdout, stderr) in zip(procs, results):
+    for p, (stdout, stderr), spec in zip(procs, results, specs):
         if p.returncode != 0:
             last = _error_line(stderr) or f"exit code {p.returncode}"
-            raise LivebytesError(f"tracing the model failed: {known_refusal(last) or last.removeprefix('error: ')}")
+            raise LivebytesError(f"tracing the model failed{_under(spec)}: "
+                                 f"{known_refusal(last) or last.removeprefix('error: ')}")
         out.append(json.loads(stdout))
     return out
+
+
+def _under(spec: dict) -> str:
+    """`` under transformers 5.25.0 as installed (validated under 5.17.0)``, where a failed trace ran code its records
+    did not validate (``unvalidated``): the line says whose code refused; else nothing."""
+    row = family(spec["config"]["model_type"])
+    have = unvalidated(row.model_type)
+    return f" under {row.dist} {have} as installed (validated under {row.version})" if have else ""
 
 
 def _error_line(stderr: str) -> str | None:
@@ -300,13 +322,13 @@ GATED_BACKWARD_REFUSED = ((3, 4, 0), (3, 7, 1))
 def untraceable_here(model_type: str, sm: int = 90) -> str | None:
     """Why this environment cannot trace a model of ``model_type`` for a GPU of compute capability ``sm`` (None: it
     can): the tracer runs the library's own checks, and fla-core 0.6.0 refuses GatedDeltaNet's backward on Hopper
-    under Triton >= 3.4.0 and < 3.7.1."""
+    under Triton >= 3.4.0 and < 3.7.1 (a family that runs it: ``Family.gated_backward``)."""
     triton = installed_versions().get("triton") or "0"
     version = tuple(int(part) for part in triton.split("+")[0].split(".")[:3])
     low, high = GATED_BACKWARD_REFUSED
-    if model_type in ("gated_deltanet", "qwen3_next") and sm == 90 and low <= version < high:
-        return (f"{'GatedDeltaNet' if model_type == 'gated_deltanet' else 'Qwen3-Next (its Gated DeltaNet layers)'} "
-                f"traces for Hopper under Triton >= 3.7.1 only (fla-core 0.6.0's #640); this has {triton}")
+    name = family(model_type).gated_backward
+    if name and sm == 90 and low <= version < high:
+        return f"{name} traces for Hopper under Triton >= 3.7.1 only (fla-core 0.6.0's #640); this has {triton}"
     return None
 
 
@@ -324,9 +346,15 @@ def traces(req: Request) -> dict:
 
 
 def _trace_key(req: Request) -> tuple[list, tuple]:
-    """(the tracer specs of the request's layer counts, the disk cache's key of their traces)."""
+    """(the tracer specs of the request's layer counts, the disk cache's key of their traces). The key names the GPU
+    by the facts a trace reads of it (``tracer.target.trace_facts``), not by its name: an H100's step is the H200's
+    trace, a B300's the B200's, so another GPU with the same facts answers from the cache."""
+    from livebytes.estimator.devices import get_device
+    from livebytes.tracer.target import trace_facts
     specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
-    return specs, ("traces", json.dumps(specs, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
+    facts = trace_facts(get_device(req.device))
+    keyed = [dict(spec, device=facts) for spec in specs]
+    return specs, ("traces", json.dumps(keyed, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
                    tracer_digest())
 
 
@@ -449,15 +477,19 @@ def symbolic_calls(req: Request) -> dict:
 
 def check_held_out(sym, held, config: dict, learn: list) -> None:
     """Every allocation the formulas give at the held-out shape is the traced one, byte for byte."""
-    from livebytes.estimator.engine import evaluate
+    from livebytes.estimator.evaluation import shared_lambdify
     from livebytes.estimator.shapes import Shape
+    from livebytes.estimator.symbols import SHAPE_SYMBOLS
 
     from .calls import ALLOC
     from .symbolic import Unexplained, symbolic_call
     both = symbolic_call(learn + [held], config)       # the same events, solved with the held-out shape too
-    shape = Shape(held.mbs, held.seq, 1)
-    for (k, a), (_, b) in zip(sym.events, both.events):
-        if k == ALLOC and evaluate(a.bytes, shape) != evaluate(b.bytes, shape):
+    pairs = [(a, b) for (k, a), (_, b) in zip(sym.events, both.events) if k == ALLOC]
+    subs = Shape(held.mbs, held.seq, 1).subs()
+    # every formula evaluated at once, each distinct one compiled once (``evaluate``'s values, one lambdify)
+    values = shared_lambdify([x.bytes for pair in pairs for x in pair])(*(subs[s] for s in SHAPE_SYMBOLS))
+    for (a, _), mine, theirs in zip(pairs, values[::2], values[1::2]):
+        if int(mine) != int(theirs):
             raise Unexplained(f"{a.op} at {a.module or 'the model'}: the formula {a.bytes} misses the held-out shape "
                               f"{held.mbs} x {held.seq}")
 
@@ -488,7 +520,7 @@ def period_note(req: Request) -> str:
 
 def by_period(req: Request) -> bool:
     """A hybrid stack too deep to trace whole: answered from its pattern's periods (``hybrid``)."""
-    return req.config_dict["model_type"] in HYBRID and req.depth > MAX_HYBRID_LAYERS
+    return req.row.hybrid and req.depth > MAX_HYBRID_LAYERS
 
 
 def traced_request(req: Request) -> Request:
@@ -526,11 +558,12 @@ def fields(req: Request, device, versions: dict) -> dict:
     config = req.config_dict
     fla = versions.get("flash-linear-attention") or "?"
     depth = req.depth
-    kind = config["model_type"]
-    dist, _ = PINS[kind]
-    version = versions.get(dist) or "?"
+    row = req.row
+    version = versions.get(row.dist) or "?"
+    as_installed = f" as installed; validated under {row.version}" if unvalidated(row.model_type, versions) else ""
     return dict(
-        key=req.key, implementation=f"{dist} {version} {CLASSES[kind]}, traced", version=version, device=device.name,
+        key=req.key, implementation=f"{row.dist} {version} {row.causal_lm}, traced{as_installed}",
+        version=version, device=device.name,
         summary=(f"{depth} layer{'s' if depth != 1 else ''}, hidden {config.get('hidden_size')}, vocab "
                  f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
                  f"{req.precision}{', checkpointing per layer' if req.checkpoint else ''}; traced with torch "
@@ -538,11 +571,11 @@ def fields(req: Request, device, versions: dict) -> dict:
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]),
                  ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
-                 ("layers", depth)) + ((("routing", req.routing),) if kind in MOE else ()),
-        not_modelled=NOT_MODELLED + FAMILY_NOT_MODELLED.get(kind, ()),
+                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ()),
+        not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
-              + ((routing_note(req.routing),) if kind in MOE else ()) + FAMILY_NOTES.get(kind, ())
+              + ((routing_note(req.routing),) if row.moe else ()) + row.notes
               + ((period_note(req),) if by_period(req) else ()),
     )
 
@@ -566,7 +599,7 @@ ROUTING_SAID = {
 
 
 def routing_note(routing: str) -> str:
-    """What the answer assumes of the routing and why the bytes do not depend on it (``MOE`` families)."""
+    """What the answer assumes of the routing and why the bytes do not depend on it (a ``Family.moe``)."""
     same = " -- the same bytes as balanced" if routing == "worst" else ""
     return (f"routing: {ROUTING_SAID[routing]}{same}: no traced buffer depends on it. The experts run as transformers "
             "5.17's default grouped_mm (integrations/moe.py:377-481 grouped_mm_experts_forward): the T x top_k "
@@ -577,20 +610,4 @@ def routing_note(routing: str) -> str:
             "expert's gathered tokens [n_e, hidden], its gate_up output [n_e, 2*moe_intermediate_size], act(gate)*up "
             "[n_e, moe_intermediate_size] and its down and weighted outputs [n_e, hidden], n_e = T x top_k / E "
             "balanced, T worst; that path is not traced")
-
-
-# what a family's answer assumes, said with every answer (transformers 5.17.0 integrations/moe.py, sdpa_attention.py)
-FAMILY_NOTES = {"qwen3_next": (
-    "full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs as "
-    "cuDNN attention on sm90 (tracer.sdpa)",
-    "causal_conv1d: transformers' torch fallback (the causal-conv1d package is not installed, here or on the H200)",
-)}
-FAMILY_NOT_MODELLED = {"qwen3_next": (
-    "torch._grouped_mm's own CUDA workspace (CUTLASS grouped GEMM: problem-size arrays and scheduler workspace), "
-    "allocated inside each call; which experts the tokens go to changes its work, not the traced buffers",
-)}
-FAMILY_NOTES["kimi_linear"] = ("full attention (MLA): transformers' sdpa with no mask, q/k head dim "
-                               "qk_nope + qk_rope, v head dim v_head_dim, which torch 2.11's CUDA build runs as cuDNN "
-                               "attention on sm90 (tracer.sdpa)", FAMILY_NOTES["qwen3_next"][1])
-FAMILY_NOT_MODELLED["kimi_linear"] = FAMILY_NOT_MODELLED["qwen3_next"]
 

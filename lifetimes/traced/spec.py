@@ -14,8 +14,8 @@ from __future__ import annotations
 from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
-from .model import CLASSES, FAMILIES, HYBRID, MOE, ONE_ROW, OPTIMIZERS, PINS, PRECISIONS, ROUTINGS, \
-    Request, check_environment, check_routing, model_key
+from .families import ROWS, UNVALIDATED, Family
+from .model import OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
 from .presets import presets_line
 
 
@@ -26,14 +26,8 @@ def refuse(shape, device) -> str | None:
     return None
 
 
-# why a family's packed batch is not traced (transformers 5.17.0's modeling files)
-PACKED_REFUSED = {"qwen3_next": "its Gated DeltaNet layers read the boundaries as cu_seq_lens_q (modeling_qwen3_next.py"
-                                ":737, flash attention's varlen convention), which the tracer's batch does not pass",
-                  "kimi_linear": "its KDA layers take no sequence boundaries (each row is one sequence)"}
-
-
 def refuse_one_row(shape, device) -> str | None:
-    """A family traced at one row per batch (``model.ONE_ROW``): any sequence length, one sequence."""
+    """A family traced at one row per batch (``Family.one_row``): any sequence length, one sequence."""
     if shape.seq < 1:
         return "a batch needs at least one sequence of one token"
     if shape.mbs != 1:
@@ -42,47 +36,62 @@ def refuse_one_row(shape, device) -> str | None:
     return None
 
 
-def builder(model_type: str):
+def builder(row: Family):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
                      routing: str = "balanced"):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
-        key = model_key(model_type)
+        key, model_type = row.key, row.model_type
         if layers is not None and layers > MAX_LAYERS:
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
                       check_routing(routing))
+        if layers is None and req.depth > MAX_LAYERS:       # the config's own depth: refused before anything is traced
+            raise RefusedShapeError(f"{key}: the config's num_hidden_layers {req.depth:,}: a traced model expands up "
+                                    f"to {MAX_LAYERS:,} (its cost grows with the depth); give --num-hidden-layers "
+                                    f"{MAX_LAYERS:,} or fewer")
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
-        if model_type in ONE_ROW and precision == "fp32-amp":
+        if row.moe and precision == "fp32-amp":
             raise RefusedShapeError(f"{key}: fp32-amp: its experts call torch._grouped_mm with the fp32 weights (moe.py "
                                     "casts the input to the weight's dtype), which torch's meta kernel refuses (bf16 "
                                     "only); not traced")
-        if model_type in ONE_ROW and packed:
-            raise RefusedShapeError(f"{key}: packed sequences: {PACKED_REFUSED[model_type]}; not traced")
-        if model_type in HYBRID:
+        if row.packed_refused and packed:
+            raise RefusedShapeError(f"{key}: packed sequences: {row.packed_refused}; not traced")
+        if row.hybrid:
             from .hybrid import layer_kinds
             layer_kinds(req.config_dict, req.depth)     # a depth the config class cannot build: one line, untraced
         return build(req, device)
     return build_traced
 
 
-for _type in FAMILIES:
-    _dist, _version = PINS[_type]
+def register_family(row: Family) -> None:
+    """The registry's entry of a family's row (one traced as installed names its series and the validated version)."""
+    release = f"{row.as_installed}x" if row.as_installed else row.version
+    what = f"{row.dist} {release}'s {row.causal_lm}"
+    presets = presets_line(row.model_type)
+    traced = "traced" if row.validated else "traced, unvalidated"
+    if row.as_installed:
+        traced = f"{traced} as installed; validated under {row.version}"
     register(ModelSpec(
-        key=model_key(_type), implementation=f"{_dist} {_version} {CLASSES[_type]} (traced)", version=_version,
-        covers=f"a whole training step of {_dist} {_version}'s {CLASSES[_type]} from its HF config (--model "
-               "CONFIG.json): forward, backward, the optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 "
-               "of W under FSDP2 (fully_shard per block, then the root)"
-               + (f"; {presets_line(_type)}" if presets_line(_type) else ""),
-        builder=builder(_type), refuse=refuse_one_row if _type in ONE_ROW else refuse,
+        key=row.key, implementation=f"{row.dist} {release} {row.causal_lm} ({traced})", version=row.version,
+        covers=("" if row.validated else "unvalidated (no GPU measurement checks it): ")
+               + f"a whole training step of {what} from its HF config (--model CONFIG.json): forward, backward, the "
+               "optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 of W under FSDP2 (fully_shard per "
+               "block, then the root)" + (f"; {presets}" if presets else ""),
+        builder=builder(row), refuse=refuse_one_row if row.one_row else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if _type in MOE else {}),
+                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if row.moe else {}),
         counts={"fsdp": (1, MAX_WORLD)},
+        caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),
     ))
+
+
+for _row in ROWS:
+    register_family(_row)

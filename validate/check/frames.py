@@ -31,6 +31,8 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from livebytes.lifetimes.traced.families import family as family_of
+from livebytes.lifetimes.traced.families import probe_impls
 
 RECORDS = Path(__file__).parents[1] / "data" / "records" / "runs"
 PROCESS_DATA = Path(__file__).resolve().parents[2] / "estimator" / "data" / "process"
@@ -82,7 +84,7 @@ MODULE_CHECKS = (RUN29_KDA_LAYER, RUN29_GDN_LAYER)
 # The layer the process-memory probe builds where its case names no options (``boundary_probe.LAYER_DEFAULTS``; a test
 # holds them equal): a layer's modules are measured at its build options, which pick its GEMMs' shapes and kernels
 PROBE_LAYER = {"hidden": 2304, "layers": 1, "checkpoint": False, "conv_size": 4}
-LAYER_IMPLS = ("fla-kda-layer", "fla-gdn-layer")
+LAYER_IMPLS = probe_impls()     # the layers the families' GPU probes build (``families.Probe``)
 
 
 def case_model(case: dict) -> tuple[str, dict]:
@@ -275,9 +277,9 @@ def _model_case(config: dict, options: dict) -> str:
     answers at (``config_sizes``: fla's models their heads and head dim, a hybrid model its full-attention layers'),
     value heads those of fla's configs (``num_v_heads``) or the heads."""
     from livebytes.estimator.process.memory import case_variant
-    from livebytes.lifetimes.traced.model import FAMILIES, canonical_config, config_sizes
+    from livebytes.lifetimes.traced.model import canonical_config, config_sizes
     heads, dim = config_sizes(canonical_config(config, "record config"))
-    return case_key(f"{FAMILIES[config['model_type']]}:{case_variant(options)}", dim, heads,
+    return case_key(f"{family_of(config['model_type']).name}:{case_variant(options)}", dim, heads,
                     config.get("num_v_heads") or heads)
 
 

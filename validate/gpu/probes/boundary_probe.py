@@ -33,7 +33,11 @@ from pathlib import Path
 
 CHUNK_TOKENS = 8192    # normalisation in token chunks: temporaries of at most [8192, H, D] fp32
 LAYER_DEFAULTS = {"hidden": 2304, "layers": 1, "checkpoint": False, "conv_size": 4}   # Kimi-Linear's layer
-LAYER_IMPLS = ("fla-kda-layer", "fla-gdn-layer")       # KimiDeltaAttention, GatedDeltaNet (use_gate=True)
+# impl -> (module, class, options beyond the shape's): each family row's probe layer (lifetimes/traced/families.py
+# ``Probe``); this file imports nothing of livebytes, so the rows are copied here and a test holds the two equal
+LAYER_CLASSES = {"fla-kda-layer": ("fla.layers.kda", "KimiDeltaAttention", {}),
+                 "fla-gdn-layer": ("fla.layers.gated_deltanet", "GatedDeltaNet", {"use_gate": True})}
+LAYER_IMPLS = tuple(LAYER_CLASSES)
 
 
 def _torch():
@@ -115,19 +119,26 @@ def gdn_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, 
     return x
 
 
+def layer_class(impl: str):
+    """The layer ``impl`` names (``LAYER_CLASSES``), built with its options; any other impl, one line."""
+    import importlib
+    if impl not in LAYER_CLASSES:
+        raise SystemExit(f"error: no layer probe {impl!r} (known: {', '.join(LAYER_CLASSES)})")
+    module, name, options = LAYER_CLASSES[impl]
+    cls = getattr(importlib.import_module(module), name)
+
+    def Layer(**sizes):
+        return cls(**sizes, **options)
+    return Layer
+
+
 def layer_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, layer: dict,
                  impl: str = "fla-kda-layer") -> dict:
     """flash-linear-attention's KimiDeltaAttention (or GatedDeltaNet, ``fla-gdn-layer``) x ``layer["layers"]``, as
     ``validate/gpu/harnesses/fla_layer.py`` builds it: x, cu_seqlens, dY, then each layer (built on the CPU, bf16 but
     A_log and dt_bias fp32, moved one parameter at a time, bottom layer first)."""
     torch = _torch()
-    if impl == "fla-gdn-layer":
-        from fla.layers.gated_deltanet import GatedDeltaNet
-
-        def Layer(**kw):
-            return GatedDeltaNet(use_gate=True, **kw)
-    else:
-        from fla.layers.kda import KimiDeltaAttention as Layer
+    Layer = layer_class(impl)
     hidden = layer["hidden"]
     x = {"x": torch.empty(1, tokens, hidden, dtype=torch.bfloat16, device="cuda").normal_(generator=gen),     # [1, T, hidden] bf16
          "cu_seqlens": torch.arange(0, seqs + 1, dtype=torch.int64, device="cuda") * (tokens // seqs),        # [N+1] int64

@@ -36,13 +36,14 @@ import time
 from pathlib import Path
 
 from livebytes.estimator.devices import get_device
+from livebytes.lifetimes.traced.families import ROWS
 
 HERE = Path(__file__).parent
 DEVICE = get_device("H200")             # the GPU whose frames are derived (estimator/data/devices.json's row)
 SM90_SHARED = DEVICE.shared_memory_per_block_optin      # cudaDevAttrMaxSharedMemoryPerBlockOptin: 232,448 B
-FAMILIES = {"fla-report": "fla-kda:report", "fla-plain": "fla-kda:plain", "fla-gdn": "fla-gdn:-",
-            "fla-kda-layer": "fla-kda-layer:-", "fla-gdn-layer": "fla-gdn-layer:-"}
-LAYERS = {"fla-kda-layer": "fla-kda-layer@0.6.0", "fla-gdn-layer": "fla-gdn-layer@0.6.0"}     # impl -> harness key
+LAYERS = {row.probe.impl: row.probe.harness for row in ROWS if row.probe is not None}   # impl -> harness key (the rows')
+FAMILIES = {"fla-report": "fla-kda:report", "fla-plain": "fla-kda:plain", "fla-gdn": "fla-gdn:-"} \
+    | {impl: f"{impl}:-" for impl in LAYERS}
 
 
 # ---- an H200 that is not there ----------------------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""Wall time of a whole model's first answers, each a fresh process (not a test: it reports numbers; issue 50 point 5).
+
+    python benchmarks/first_answers.py [--against PYTHON] [--only NAME ...]
+
+Each case starts from an empty model cache (``LIVEBYTES_CACHE_DIR``) and runs its commands in order, timing the last:
+the first ``predict --model`` of the 24-layer KDA 1.3B config (it traces), the same config on another GPU whose
+trace facts are the H200's (the H100: ``tracer.target.trace_facts``), ``plan --solve num_hidden_layers`` at 64K
+(cold, then warm), ``plan --solve gpus`` of both hybrid presets, and a 4,096-layer config (refused before any trace).
+``--against PYTHON``: the same commands under another interpreter (a checkout of the code before a change, installed
+in its own venv) first, in the same conditions, so each row is a pair. Goals (issue 50): 30 s, 3 s, 15 s, 30 s.
+
+Measured 2026-12-05, 2 CPUs shared with other work (load average 12-15 throughout: every figure is inflated by the
+contention; the pairs ran back to back under it), this tree (speed) against f4997ff, ``--only predict --only
+num_hidden_layers`` (the ``--solve gpus`` rows not run):
+
+    case                                         goal s   this s   f4997ff s
+    predict, first (traces)                          30    285.3       340.4
+    predict, another GPU (H100 after H200)            3     24.5       123.4
+    plan --solve num_hidden_layers 64K, cold         15    253.2       454.0
+    plan --solve num_hidden_layers 64K, warm         15     28.6        50.8
+    predict, a 4,096-layer config                     3      0.8 (refused, exit 1)   335.1 (answered)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIG = "validate/data/model_configs/kda-1.3b.json"
+KDA = ["--model", CONFIG, "--seq-len", "8K", "--json"]
+
+# name -> (commands run in order in one empty cache, the last one timed; goal in seconds)
+CASES = {
+    "predict, first (traces)": ([["predict", *KDA]], 30),
+    "predict, another GPU (H100 after H200)": ([["predict", *KDA], ["predict", *KDA, "--gpu", "H100"]], 3),
+    "plan --solve num_hidden_layers 64K, cold": (
+        [["plan", "--model", CONFIG, "--solve", "num_hidden_layers", "--seq-len", "64K", "--json"]], 15),
+    "plan --solve num_hidden_layers 64K, warm": (
+        [["plan", "--model", CONFIG, "--solve", "num_hidden_layers", "--seq-len", "64K", "--json"]] * 2, 15),
+    "plan --solve gpus qwen3-next-80b-a3b": (
+        [["plan", "--model", "qwen3-next-80b-a3b", "--solve", "gpus", "--seq-len", "4K", "--json"]], 30),
+    "plan --solve gpus kimi-linear-48b-a3b": (
+        [["plan", "--model", "kimi-linear-48b-a3b", "--solve", "gpus", "--seq-len", "4K", "--json"]], 30),
+    "predict, a 4,096-layer config": ([["predict", "--model", "{deep}", "--seq-len", "8K", "--json"]], 3),
+}
+
+
+def timed(python: str, args: list[str], env: dict) -> tuple[float, int]:
+    start = time.perf_counter()
+    done = subprocess.run([python, "-m", "livebytes.cli.app", *args], env=env, capture_output=True)
+    return time.perf_counter() - start, done.returncode
+
+
+def run_case(python: str, commands: list, deep: str) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, LIVEBYTES_CACHE_DIR=cache)
+        for args in commands:
+            elapsed, code = timed(python, [a.format(deep=deep) for a in args], env)
+        return elapsed, code
+
+
+def main(argv: list[str]) -> None:
+    against = argv[argv.index("--against") + 1] if "--against" in argv else None
+    only = [argv[i + 1] for i, a in enumerate(argv) if a == "--only"]
+    with tempfile.TemporaryDirectory() as folder:
+        deep = os.path.join(folder, "deep.json")
+        with open(CONFIG) as fh:
+            config = json.load(fh)
+        with open(deep, "w") as fh:
+            json.dump(config | {"num_hidden_layers": 4096}, fh)
+        head = f"{'case':<44} {'goal s':>6} {'this s (exit)':>14}" + (f" {'against s (exit)':>17}" if against else "")
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start\n{head}", flush=True)
+        for name, (commands, goal) in CASES.items():
+            if only and not any(o in name for o in only):
+                continue
+            before = run_case(against, commands, deep) if against else None
+            after = run_case(sys.executable, commands, deep)
+            line = f"{name:<44} {goal:>6} {after[0]:>9.1f} ({after[1]})"
+            print(line + (f" {before[0]:>12.1f} ({before[1]})" if before else ""), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
