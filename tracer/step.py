@@ -61,11 +61,17 @@ def build_model(config: dict, layers: int | None):
 
 def with_lora(model, lora: dict | None):
     """(the module the step calls, the modules around ``model``): ``model`` itself, or peft's ``PeftModel`` of it with
-    the spec's LoRA (module doc); targets peft does not find in the model: one ``error:`` line naming them."""
+    the spec's LoRA (module doc); a target name no module's path ends in, or one peft refuses: one ``error:`` line."""
     if not lora:
         return model, ()
     from peft import LoraConfig, get_peft_model
     targets = lora["targets"]
+    if not isinstance(targets, str):        # peft refuses only a list none of whose names match; each must here
+        paths = [name for name, _ in model.named_modules()]
+        unknown = [t for t in targets if not any(p == t or p.endswith("." + t) for p in paths)]
+        if unknown:
+            raise SystemExit(f"error: --lora-targets {', '.join(unknown)}: no module of {type(model).__name__} ends "
+                             "in that name (peft matches the end of a module's path, e.g. in_proj_qkvz, self_attn.q_proj)")
     config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], target_modules=targets)
     try:
         peft_model = get_peft_model(model, config)

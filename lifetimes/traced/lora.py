@@ -85,20 +85,21 @@ def _targets(targets) -> str | list[str]:
 
 
 def check_quant(quant: str) -> None:
-    """QLoRA's 4-bit base: refused in one line (tried under the tracer: bitsandbytes' ``Linear4bit`` quantizes its
-    weight when it is moved to CUDA, ``Params4bit._quantize``, which runs its CUDA kernel on real memory; on meta
-    tensors there is no data to quantize and no quant state, so its storage and its dequantizing backward cannot be
-    traced here)."""
+    """QLoRA's 4-bit base: refused in one line. Tried under the tracer (bitsandbytes 0.50.2): a ``Linear4bit`` built on
+    meta quantizes there when asked (``Params4bit._quantize("meta")``: its ops have fake kernels) and its forward and
+    backward run, but no load path does it: transformers quantizes at ``from_pretrained`` with a
+    ``BitsAndBytesConfig`` (``Params4bit`` moved to CUDA), which a model built from its config on meta never takes,
+    and QLoRA's recipe adds peft's ``prepare_model_for_kbit_training`` (fp32 casts of the unquantized weights); neither
+    is traced yet."""
     word = str(quant).strip().lower()
     if word not in QUANTS:
         raise LivebytesError(f"--lora-quant must be {', '.join(QUANTS)}, got {show(quant)}")
     raise LivebytesError(QUANT_REFUSED)
 
 
-QUANT_REFUSED = ("--lora-quant 4bit (QLoRA): not traced: bitsandbytes' Linear4bit quantizes its weight when it moves "
-                 "to CUDA (Params4bit._quantize, a CUDA kernel on real data); on this CPU's meta tensors there is "
-                 "nothing to quantize and no quant state, so its 4-bit storage and dequantizing backward cannot be "
-                 "traced")
+QUANT_REFUSED = ("--lora-quant 4bit (QLoRA): not traced: transformers quantizes to bitsandbytes' 4-bit storage when it "
+                 "loads weights onto CUDA (from_pretrained with a BitsAndBytesConfig), which a model built from its "
+                 "config on this CPU's meta tensors never does; LoRA of the bf16 base answers (--lora-rank alone)")
 
 
 def settings(lora: Optional[str]) -> dict | None:
