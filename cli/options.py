@@ -130,7 +130,7 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     says or the whole model does not take. ``lora``: the LoRA flags' text (rank, alpha, targets, quant)."""
     impls = list(impls or [])
     if model is None:
-        refuse_unused("without --model (LoRA and the training step are a whole model's)", optimizer=optimizer is not None,
+        refuse_unused("without --model", optimizer=optimizer is not None,
                       precision=precision is not None, packed=packed, routing=routing is not None,
                       **{flag: text is not None for flag, text in zip(LORA_FLAGS, lora)})
         if not impls:

@@ -25,7 +25,8 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
   ``peft.get_peft_model(model, LoraConfig(r=R, lora_alpha=A, target_modules=targets))`` with peft's defaults otherwise
   (no dropout; ``autocast_adapter_dtype=True``: the adapters of a bf16 base are fp32), as a fine-tuning script calls it:
   the base weights frozen (``requires_grad=False``: no gradients, no optimizer states), each targeted Linear's
-  ``lora_A`` [R, in] and ``lora_B`` [out, R] trained; under checkpointing peft calls ``enable_input_require_grads``.
+  ``lora_A`` [R, in] and ``lora_B`` [out, R] trained (a transformers-5 MoE's fused experts: the parameters peft maps
+  the expert names onto, ``ParamWrapper``); under checkpointing peft calls ``enable_input_require_grads``.
   The optimizer takes the parameters that require grad (HF Trainer's); the forward runs through the ``PeftModel``,
   whose two wrappers take the root's module path, so every path is the model's own (``base_layer`` and
   ``lora_A.default`` below each targeted Linear).
