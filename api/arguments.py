@@ -118,6 +118,13 @@ def text(name: str, value) -> None:
         raise _refused(name, "a word (text)", value)
 
 
+def lora_setting(name: str, value) -> None:
+    """A LoRA keyword (``lora_rank=16``, ``lora_alpha=32``, ``lora_targets="all-linear"``): a number or text, whose
+    meaning ``lifetimes.traced.lora.lora_option`` checks."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _refused(name, "a number or text", value)
+
+
 def one_of(*words: str) -> Callable:
     """One of ``words`` (a choice no model changes)."""
     def check(name: str, value) -> None:
@@ -255,6 +262,7 @@ KINDS: dict[str, Callable] = {
     "checkpoint": flag, "no_recompute": flag, "packed": flag,
     "gpu": gpu, "contract": text, "cp_layout": text, "cp_rank": text, "alloc_conf": alloc_conf,
     "triton_cache": triton_cache, "triton": text, "optimizer": text, "precision": text, "routing": text,
+    "lora_rank": lora_setting, "lora_alpha": lora_setting, "lora_targets": lora_setting, "lora_quant": lora_setting,
     "model": model, "models": models, "impl": key, "solve": solve, "budget": budget, "snapshot": path,
     "at": one_of("peak", "snapshot"),       # validate/check/explain.py's live_blocks
     "python": path, "timeout": seconds,

@@ -27,10 +27,16 @@ def implausible_warnings(*shapes) -> list[str]:
 def assumption_lines(models) -> list[str]:
     """What a whole model's answer assumes beyond its options' words: the library it was built from where that is not
     the version its key names (``version_lines``), each model's caveat (its spec's: a traced family that no measurement
-    checks is unvalidated), and ``--routing worst``'s note (the same bytes as balanced, why, and which transients would
+    checks is unvalidated), LoRA's settings (``lora.assumption``), and ``--routing worst``'s note (the same bytes as
+    balanced, why, and which transients would
     depend on it: ``lifetimes.traced.model.routing_note``)."""
     from livebytes.estimator.registry import spec
     lines = version_lines(models) + list(dict.fromkeys(spec(m.key).caveat for m in models if spec(m.key).caveat))
+    lora = list(dict.fromkeys(dict(m.options)["lora"] for m in models if dict(m.options).get("lora")))
+    if lora:
+        from livebytes.lifetimes.traced.lora import assumption
+        from livebytes.lifetimes.traced.model import peft_version
+        lines += [assumption(setting, peft_version()) for setting in lora]
     if not any(dict(m.options).get("routing") == "worst" for m in models):
         return lines        # imported only then: a warm cache's answer imports no model module (test_compiled)
     from livebytes.lifetimes.traced.model import routing_note

@@ -55,7 +55,17 @@ def model_terms(model) -> dict:
     s = spec(model.key)
     return {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
             "options": {name: allowed[0] if allowed else None for name, allowed in s.options.items()} | dict(model.options), "phase": s.phase,
-            **fsdp_terms(model)}
+            **fsdp_terms(model), **lora_terms(model)}
+
+
+def lora_terms(model) -> dict:
+    """A model fine-tuned with LoRA (``--lora-rank R``): its settings as peft took them; nothing for a full fine-tune."""
+    setting = dict(model.options).get("lora")
+    if not setting:
+        return {}
+    from livebytes.lifetimes.traced.lora import settings
+    s = settings(setting)
+    return {"lora": {"rank": s["r"], "alpha": s["alpha"], "targets": s["targets"]}}
 
 
 def fsdp_terms(model) -> dict:

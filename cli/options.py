@@ -41,6 +41,16 @@ Routing = typer.Option(None, "--routing", metavar="balanced|worst",
                        help="--model with experts (Qwen3-Next, Kimi-Linear): the routing the answer assumes, balanced "
                             "(default) or worst (the busiest experts take every token they can); the answer says which "
                             "buffers depend on it")
+LoraRank = typer.Option(None, "--lora-rank", metavar="R",
+                        help="--model only: LoRA of rank R through peft's get_peft_model (the base frozen, the adapters "
+                             "trained; needs peft: the model extra); 0 or left out: a full fine-tune")
+LoraAlpha = typer.Option(None, "--lora-alpha", metavar="A", help="--model with --lora-rank: peft's lora_alpha (default 8, "
+                         "peft's; a scale: it changes no buffer's size)")
+LoraTargets = typer.Option(None, "--lora-targets", metavar="all-linear|NAMES",
+                           help="--model with --lora-rank: peft's target_modules, all-linear (default: every Linear but "
+                                "the output layer) or a comma list of module names (in_proj_qkvz,out_proj)")
+LoraQuant = typer.Option(None, "--lora-quant", metavar="4bit",
+                         help="--model with --lora-rank: QLoRA's 4-bit base (bitsandbytes); refused: not traced")
 Packed = typer.Option(False, "--packed", help="--model only: the --batch-size sequences packed into one row with "
                                               "cu_seqlens (FLA's varlen path) instead of a batch of rows")
 Mbs = typer.Option("1", "--batch-size", "--mbs", help="sequences per micro-batch (kernels: packed back to back; --model: "
@@ -113,14 +123,16 @@ class Chosen:
 
 def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional[str] = None,
            precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
-           dim_given: bool = False, routing: Optional[str] = None, **kernel_flags: bool) -> Chosen:
+           dim_given: bool = False, routing: Optional[str] = None, lora: tuple = (None, None, None, None),
+           **kernel_flags: bool) -> Chosen:
     """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and beside it
     --num-heads, --head-dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config
-    says or the whole model does not take."""
+    says or the whole model does not take. ``lora``: the LoRA flags' text (rank, alpha, targets, quant)."""
     impls = list(impls or [])
     if model is None:
-        refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed,
-                      routing=routing is not None)
+        refuse_unused("without --model", optimizer=optimizer is not None,
+                      precision=precision is not None, packed=packed, routing=routing is not None,
+                      **{flag: text is not None for flag, text in zip(LORA_FLAGS, lora)})
         if not impls:
             raise UsageProblem("give --impl KEY (see: livebytes models) or --model CONFIG.json (a whole model)")
         return Chosen(impls, {})
@@ -131,8 +143,10 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
                   "model takes no kernel what-if", **kernel_flags)
     from livebytes.lifetimes.traced.model import config_sizes, options_for
     from livebytes.lifetimes.traced.presets import config_of
+    from livebytes.lifetimes.traced.lora import lora_option
+    setting = lora_option(*lora)
     config = config_of(named(model, "--model"))
-    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing)
+    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing, lora=setting)
     n_heads, head_dim = config_sizes(config)
     return Chosen([key], options, str(n_heads), str(head_dim))
 
@@ -228,6 +242,8 @@ def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
 QUERY_OPTIONS = {
     "impl": (Optional[List[str]], Impls), "model_config": (Optional[str], Model), "optimizer": (Optional[str], Optimizer),
     "precision": (Optional[str], Precision), "packed": (bool, Packed), "routing": (Optional[str], Routing),
+    "lora_rank": (Optional[str], LoraRank), "lora_alpha": (Optional[str], LoraAlpha),
+    "lora_targets": (Optional[str], LoraTargets), "lora_quant": (Optional[str], LoraQuant),
     "mbs": (str, Mbs), "seq": (str, Seq), "heads": (Optional[str], Heads), "dim": (Optional[str], Dim),
     "v_heads": (Optional[str], VHeads), "expand_v": (Optional[str], ExpandV), "hidden": (Optional[str], Hidden),
     "layers": (Optional[str], Layers), "checkpoint": (bool, Checkpoint), "conv_size": (Optional[str], ConvSize),
@@ -238,6 +254,8 @@ QUERY_OPTIONS = {
 }
 # the usual groups, in the order --help lists them
 MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed")
+LORA_OPTIONS = ("lora_rank", "lora_alpha", "lora_targets", "lora_quant")
+LORA_FLAGS = LORA_OPTIONS          # refuse_unused's names (``flag_of``: --lora-rank ...)
 SHAPE_OPTIONS = ("mbs", "seq", "heads", "dim", "v_heads", "expand_v", "hidden", "layers", "checkpoint", "conv_size")
 WHAT_IF_OPTIONS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
 PROCESS_OPTIONS = ("alloc_conf", "triton_cache", "triton")
@@ -252,6 +270,10 @@ class QueryFlags:
     precision: Optional[str] = None
     packed: bool = False
     routing: Optional[str] = None
+    lora_rank: Optional[str] = None
+    lora_alpha: Optional[str] = None
+    lora_targets: Optional[str] = None
+    lora_quant: Optional[str] = None
     mbs: str = "1"
     seq: Optional[str] = None
     heads: Optional[str] = None
@@ -319,7 +341,8 @@ def given_or(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
 def chosen_by(q: QueryFlags) -> Chosen:
     """``chosen`` of the query flags: --impl or --model, the kernel and layer flags refused beside --model."""
     return chosen(q.impl, q.model_config, q.optimizer, q.precision, q.packed, q.heads, q.dim is not None, q.routing,
-                  v_heads=q.v_heads is not None, expand_v=q.expand_v is not None, hidden=q.hidden is not None,
+                  (q.lora_rank, q.lora_alpha, q.lora_targets, q.lora_quant), v_heads=q.v_heads is not None,
+                  expand_v=q.expand_v is not None, hidden=q.hidden is not None,
                   conv_size=q.conv_size is not None, contract=q.contract is not None, no_recompute=q.no_recompute,
                   cp=q.cp is not None, cp_layout=q.cp_layout is not None, cp_rank=q.cp_rank is not None)
 

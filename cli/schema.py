@@ -184,9 +184,16 @@ FSDP = obj("--model --fsdp W (and plan --solve gpus): FSDP2 sharding, lifetimes/
     "validated": boolean("false: no FSDP2 step has been measured yet (world size 1 has a run plan)"),
     "status": string("predicted, unvalidated, and what would validate it"),
     "not_modelled": listof(string("one part of FSDP2 not modelled"), "what the answer leaves out")})
+LORA = obj("--model --lora-rank R: LoRA through peft's get_peft_model (lifetimes/traced/lora.py); absent: a full "
+           "fine-tune", {
+               "rank": integer("r, each adapter's rank"),
+               "alpha": number("lora_alpha (peft's default 8): a scale, no buffer depends on it"),
+               "targets": {"description": "peft's target_modules: all-linear or the module names",
+                           "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}})
 PREDICTION = {
     **terms(),
     "fsdp": FSDP,
+    "lora": LORA,
     "peak_bytes": integer("peak allocated bytes (512-byte blocks), steady state of a process running this shape"),
     "peak_step": string("the step where the peak is first reached"),
     "replay_peak_bytes": integer("steady-state torch.cuda.max_memory_allocated of the allocator replay"),
@@ -209,7 +216,7 @@ PREDICTION = {
                           "holds at the peak"),
     **ALLOCATOR, **VERDICT_KEYS,
 }
-PREDICTION_OPTIONAL = ("module_bytes", "fsdp")
+PREDICTION_OPTIONAL = ("module_bytes", "fsdp", "lora")
 
 
 def envelope(command: str, results_item: dict, description: str, **fields) -> dict:

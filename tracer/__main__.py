@@ -29,8 +29,9 @@ def main(argv: list[str]) -> int:
     from livebytes.estimator.devices import get_device
     device = get_device(spec["device"])
     warnings.filterwarnings("ignore")
-    from .target import install, meta_index_is_device_0, meta_runs_gpu_packages
+    from .target import install, meta_autocast_is_cuda, meta_index_is_device_0, meta_runs_gpu_packages
     install(device)
+    meta_autocast_is_cuda()
     try:
         import fla  # noqa: F401  (registers its model types with transformers)
     except ImportError as err:

@@ -20,16 +20,19 @@ def _tag(outputs, path: str) -> None:
 
 
 @contextlib.contextmanager
-def module_paths(model, state):
+def module_paths(model, state, wrappers=()):
     """While active, ``state.modules`` is the path stack of the modules being run (their names in
     ``model.named_modules()``, the root ""; a module made during the forward, such as a loss criterion, is its parent's
-    path and its class name), and the nodes each creates carry its path."""
+    path and its class name), and the nodes each creates carry its path. ``wrappers``: modules around ``model`` (peft's
+    ``PeftModelForCausalLM`` and ``LoraModel``) that take their caller's path, so the model's paths are its own."""
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
     names = {id(m): name for name, m in model.named_modules()}
+    around = {id(m) for m in wrappers}
 
     def pre(module, args):
         parent = state.modules[-1] if state.modules else ""
-        name = names.get(id(module)) or ".".join(filter(None, (parent, type(module).__name__)))   # made in forward
+        name = parent if id(module) in around else (   # a module made in the forward: its parent's path and class
+            names.get(id(module)) or ".".join(filter(None, (parent, type(module).__name__))))
         state.modules.append(name)
 
     def post(module, args, output):

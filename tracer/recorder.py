@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from .sdpa import KERNELS
 from .values import Mirrors, meta_like, mirrorable, tensors
 
-LIBRARY_DIRS = ("fla/", "transformers/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
+LIBRARY_DIRS = ("fla/", "transformers/", "peft/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
                 "torch/_tensor.py", "torch/functional.py")
 SKIP = ("torch/utils/_python_dispatch.py", "torch/_ops.py", "livebytes/tracer/", "/tracer/recorder.py")
 ENGINE_FILES = ("torch/autograd/", "torch/_dynamo/", "torch/_compile.py")    # the autograd engine's Python entry

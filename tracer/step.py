@@ -21,6 +21,15 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
   no state), or none.
 - Checkpointing: ``model.gradient_checkpointing_enable()`` (transformers' default: non-reentrant), whose recompute
   runs under the function modes its forward ran under (``recompute_under_forward_modes``).
+- LoRA (``"lora": {"r": R, "alpha": A, "targets": "all-linear" | [names]}``): after the cast and checkpointing,
+  ``peft.get_peft_model(model, LoraConfig(r=R, lora_alpha=A, target_modules=targets))`` with peft's defaults otherwise
+  (no dropout; ``autocast_adapter_dtype=True``: the adapters of a bf16 base are fp32), as a fine-tuning script calls it:
+  the base weights frozen (``requires_grad=False``: no gradients, no optimizer states), each targeted Linear's
+  ``lora_A`` [R, in] and ``lora_B`` [out, R] trained (a transformers-5 MoE's fused experts: the parameters peft maps
+  the expert names onto, ``ParamWrapper``); under checkpointing peft calls ``enable_input_require_grads``.
+  The optimizer takes the parameters that require grad (HF Trainer's); the forward runs through the ``PeftModel``,
+  whose two wrappers take the root's module path, so every path is the model's own (``base_layer`` and
+  ``lora_A.default`` below each targeted Linear).
 - Batch: ``input_ids`` and ``labels`` [B, S] int64, or packed: [1, B*S] with ``cu_seqlens`` [B + 1] int64 passed to the
   model (fla's layers read it from the keyword arguments), whose values the trace knows (``values``).
 """
@@ -49,6 +58,28 @@ def build_model(config: dict, layers: int | None):
         raise SystemExit(f"error: the experts run as {experts!r}, not grouped_mm: not traced (their buffers would be "
                          "sized by the routing)")
     return model
+
+
+def with_lora(model, lora: dict | None):
+    """(the module the step calls, the modules around ``model``): ``model`` itself, or peft's ``PeftModel`` of it with
+    the spec's LoRA (module doc); a target name no module's path ends in, or one peft refuses: one ``error:`` line."""
+    if not lora:
+        return model, ()
+    from peft import LoraConfig, get_peft_model
+    targets = lora["targets"]
+    if not isinstance(targets, str):        # peft refuses only a list none of whose names match; each must here
+        paths = [name for name, _ in model.named_modules()]
+        unknown = [t for t in targets if not any(p == t or p.endswith("." + t) for p in paths)]
+        if unknown:
+            raise SystemExit(f"error: --lora-targets {', '.join(unknown)}: no module of {type(model).__name__} ends "
+                             "in that name (peft matches the end of a module's path, e.g. in_proj_qkvz, self_attn.q_proj)")
+    config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], target_modules=targets)
+    try:
+        peft_model = get_peft_model(model, config)
+    except ValueError as err:
+        shown = targets if isinstance(targets, str) else ", ".join(targets)
+        raise SystemExit(f"error: --lora-targets {shown}: peft {str(err).splitlines()[0]}") from None
+    return peft_model, (peft_model, peft_model.base_model)
 
 
 def apply_order(model) -> list:
@@ -211,18 +242,19 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={  # transformers' default, plus the modes
             "use_reentrant": False, "context_fn": recompute_under_forward_modes})
     model.train()
+    stepped, wrappers = with_lora(model, spec.get("lora"))
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
     sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
-    with amp, sdpa, rec.mode(), module_paths(model, rec.state):
+    with amp, sdpa, rec.mode(), module_paths(model, rec.state, wrappers):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
         rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),
                   names)
         rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens") if k in inputs], "batch.to(device)",
                   code_line(type(model).forward))
-        optimizer = make_optimizer(spec["optimizer"], model.parameters())
-        run_steps(model, optimizer, inputs, spec.get("steps", 3), rec, precision)
-        del optimizer, inputs, model
+        optimizer = make_optimizer(spec["optimizer"], [p for p in model.parameters() if p.requires_grad])
+        run_steps(stepped, optimizer, inputs, spec.get("steps", 3), rec, precision)
+        del optimizer, inputs, model, stepped, wrappers
         gc.collect()
     return {"mbs": mbs, "seq": seq, "events": rec.events, "frames": rec.frame_table()}

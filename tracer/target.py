@@ -136,6 +136,19 @@ def meta_runs_gpu_packages() -> None:
             table[package] = (*devices, "meta")
 
 
+def meta_autocast_is_cuda() -> None:
+    """``torch.autocast(device_type=t.device.type, ...)`` of a meta tensor is CUDA's autocast, as the GPU's tensor would
+    ask for: peft's ``_LoraFactorsProxy`` (a LoRA of an experts' parameter) turns autocast off around its fold with
+    ``torch.autocast(device_type=W.device.type, enabled=False)``, which torch refuses for ``meta`` (no autocast dtype)."""
+    import torch
+
+    class autocast(torch.autocast):
+        def __init__(self, device_type, *args, **kwargs):
+            super().__init__("cuda" if device_type == "meta" else device_type, *args, **kwargs)
+    autocast.__doc__ = torch.autocast.__doc__
+    torch.autocast = autocast
+
+
 def _as_meta(value):
     """A CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``, index 0 where a device is expected) as meta."""
     import torch

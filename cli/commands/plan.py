@@ -29,7 +29,7 @@ Heads = typer.Option(None, "--num-heads", "--heads", metavar="SIZE",
                      help="query/key heads, held unless solved (default 96; --model: the config's)")
 
 
-@o.query_options(*o.MODEL_OPTIONS, "routing", "solve", "gpu", "budget", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS[1:],
+@o.query_options(*o.MODEL_OPTIONS, "routing", *o.LORA_OPTIONS, "solve", "gpu", "budget", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS[1:],
                  *o.PROCESS_OPTIONS, "as_json", "fsdp", seq=Seq, heads=Heads)
 def command(q: o.QueryFlags, ctx: typer.Context, solve: str = Solve, budget: Optional[str] = Budget,
             as_json: bool = o.Json) -> None:
@@ -172,7 +172,7 @@ def gpus_plan_table(data: dict):
 
 def plan_item() -> dict:
     """One --impl's answer."""
-    from ..schema import ALLOCATOR, FSDP, SHAPE, VERDICT, VERDICT_KEYS, boolean, integer, listof, obj, string, terms
+    from ..schema import ALLOCATOR, FSDP, LORA, SHAPE, VERDICT, VERDICT_KEYS, boolean, integer, listof, obj, string, terms
     return obj("one --impl", {
         **terms(shape=dict(SHAPE, description="the shape at the answer: the dimensions held, the solved field set to value "
                                               "(when value is null, nothing runs or fits: set to next_value, 1, the shape "
@@ -186,6 +186,7 @@ def plan_item() -> dict:
         "at_value": dict(VERDICT, type=["object", "null"], description="without --budget: the verdict at value (null: none runs)"),
         "at_next": dict(VERDICT, description="without --budget: the verdict at next_value"),
         "fsdp": FSDP,
+        "lora": LORA,
         "searched": string("--solve gpus: the FSDP2 world sizes tried (powers of two, the smallest first)"),
         "tried": listof(obj("one world size tried", {
             "world_size": integer("W"), "fits": boolean("rank 0's step runs on the device (fits the budget)"),
@@ -193,7 +194,7 @@ def plan_item() -> dict:
             optional=tuple(k for k in VERDICT_KEYS if k not in ("fits", "allocated_peak_bytes"))),
             "--solve gpus: each world size tried, in order, until one fits (with --budget: its allocated peak alone)"),
     }, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next", "next_value",
-                 "fsdp", "searched", "tried"))
+                 "fsdp", "lora", "searched", "tried"))
 
 
 def schema() -> dict:

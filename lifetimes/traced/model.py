@@ -57,6 +57,7 @@ class Request:
     stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
     fsdp: int = 0               # FSDP2's world size (``traced.fsdp``); 0: not sharded. Not in the traces' spec
     routing: str = "balanced"   # ``ROUTINGS``: what the answer assumes (MoE families; no traced buffer depends on it)
+    lora: str | None = None     # LoRA's settings as canonical JSON (``lora.lora_option``); None: a full fine-tune
 
     @property
     def config_dict(self) -> dict:
@@ -185,15 +186,16 @@ def unvalidated(model_type: str, versions: dict | None = None) -> str | None:
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
-                stored: str | None = None, routing: str | None = None) -> tuple[str, dict]:
+                stored: str | None = None, routing: str | None = None, lora: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
     folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
-    default balanced) for a family with experts (``Family.moe``), refused for one without."""
+    default balanced) for a family with experts (``Family.moe``), refused for one without; ``lora``: LoRA's settings
+    (``lora.lora_option``), None for a full fine-tune."""
     from .families import ROWS
     row = family(json.loads(config)["model_type"])
     key = row.key
     options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
-               "environment": environment(stored), "stored": stored}
+               "environment": environment(stored), "stored": stored} | ({"lora": lora} if lora else {})
     if not row.moe:
         if routing is not None:
             raise LivebytesError(f"--routing: {key} has no experts to route to (routing applies to "
@@ -247,8 +249,23 @@ def held_out_shape(req: Request) -> tuple:
 def trace_spec(req: Request, layers: int) -> dict:
     held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.row.hybrid else []
     shapes = [list(s) for s in learn_shapes(req)] + held
-    return {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
+    spec = {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
             "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
+    if req.lora is None:        # a full fine-tune's spec as before LoRA: its stored traces keep their names
+        return spec
+    from .lora import settings
+    return spec | {"lora": settings(req.lora) | {"peft": peft_version()}}
+
+
+def peft_version() -> str:
+    """The installed peft (a LoRA trace runs its code: the trace's spec, and so its cache key, names it); none: one
+    line."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("peft")
+    except PackageNotFoundError:
+        raise LivebytesError("LoRA (--lora-rank) is traced through peft's own code: pip install 'livebytes[model]' "
+                             "(it needs peft)") from None
 
 
 def _start(spec: dict) -> subprocess.Popen:
@@ -555,6 +572,7 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
 
 
 def fields(req: Request, device, versions: dict) -> dict:
+    from .lora import words as lora_words
     config = req.config_dict
     fla = versions.get("flash-linear-attention") or "?"
     depth = req.depth
@@ -567,11 +585,13 @@ def fields(req: Request, device, versions: dict) -> dict:
         summary=(f"{depth} layer{'s' if depth != 1 else ''}, hidden {config.get('hidden_size')}, vocab "
                  f"{config.get('vocab_size')}: a training step (forward, backward, {req.optimizer} step, zero_grad) in "
                  f"{req.precision}{', checkpointing per layer' if req.checkpoint else ''}; traced with torch "
-                 f"{versions.get('torch')}, transformers {versions.get('transformers')}"),
+                 f"{versions.get('torch')}, transformers {versions.get('transformers')}"
+                 + (f"; {lora_words(req.lora)} (peft {peft_version()})" if req.lora else "")),
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]),
                  ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
-                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ()),
+                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
+                + ((("lora", req.lora),) if req.lora else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)

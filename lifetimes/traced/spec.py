@@ -5,7 +5,8 @@ causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (trans
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
 ``optimizer``, ``precision``, ``packed``, ``routing`` (Qwen3-Next and Kimi-Linear: balanced or worst, ``model.
 routing_note``) and ``environment`` (the versions the traces come from and the tracer's digest,
-``model.environment``: a compiled model cached under one environment is never read under another) and ``stored`` (a
+``model.environment``: a compiled model cached under one environment is never read under another), ``lora`` (LoRA's
+settings, ``lora.lora_option``; absent: a full fine-tune) and ``stored`` (a
 folder of traces made under other versions, ``model.stored_traces``; none: traced here); the layer fields
 ``layers`` and ``checkpoint`` are the shape's, as for the layer models.
 """
@@ -39,7 +40,7 @@ def refuse_one_row(shape, device) -> str | None:
 def builder(row: Family):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
-                     routing: str = "balanced"):
+                     routing: str = "balanced", lora: str | None = None):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -49,7 +50,7 @@ def builder(row: Family):
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
-                      check_routing(routing))
+                      check_routing(routing), lora)
         if layers is None and req.depth > MAX_LAYERS:       # the config's own depth: refused before anything is traced
             raise RefusedShapeError(f"{key}: the config's num_hidden_layers {req.depth:,}: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth); give --num-hidden-layers "
@@ -61,6 +62,10 @@ def builder(row: Family):
             raise RefusedShapeError(f"{key}: fp32-amp: its experts call torch._grouped_mm with the fp32 weights (moe.py "
                                     "casts the input to the weight's dtype), which torch's meta kernel refuses (bf16 "
                                     "only); not traced")
+        if lora and fsdp:
+            raise RefusedShapeError(f"{key}: LoRA under --fsdp: FSDP2's placement (traced.fsdp) shards every parameter's "
+                                    "gradient and state, and LoRA's frozen base has none; not placed yet (LoRA answers "
+                                    "one GPU)")
         if row.packed_refused and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {row.packed_refused}; not traced")
         if row.hybrid:
@@ -86,7 +91,7 @@ def register_family(row: Family) -> None:
                "block, then the root)" + (f"; {presets}" if presets else ""),
         builder=builder(row), refuse=refuse_one_row if row.one_row else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if row.moe else {}),
+                 "environment": None, "stored": (), "lora": ()} | ({"routing": ROUTINGS} if row.moe else {}),
         counts={"fsdp": (1, MAX_WORLD)},
         caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),
