@@ -30,7 +30,7 @@ Heads = typer.Option(None, "--num-heads", "--heads", metavar="SIZE",
 
 
 @o.query_options(*o.MODEL_OPTIONS, "routing", "solve", "gpu", "budget", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS[1:],
-                 *o.PROCESS_OPTIONS, "as_json", "fsdp", seq=Seq, heads=Heads)
+                 *o.PROCESS_OPTIONS, "as_json", "fsdp", "ep", seq=Seq, heads=Heads)
 def command(q: o.QueryFlags, ctx: typer.Context, solve: str = Solve, budget: Optional[str] = Budget,
             as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
