@@ -73,7 +73,8 @@ def fsdp_terms(model) -> dict:
     status = (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1 else WORLD_1_MEASURED)
     if split:
         status = (f"predicted, unvalidated: CP {cp} x EP {ep} is arithmetic on the traced world-size-1 step "
-                  f"(lifetimes/traced/parallel.py), no multi-GPU run has measured it; {status}")
+                  f"(lifetimes/traced/parallel.py), no multi-GPU run has measured it"
+                  + (f"; FSDP2 {status}" if fsdp else ""))
     return {"fsdp": {"world_size": world, "rank": 0, "validated": False, "status": status,
                      "not_modelled": list(NOT_MODELLED if fsdp else ()) + list(SPLIT if split else ()),
                      **({"cp": cp, "ep": ep} if split else {})}}
