@@ -63,6 +63,8 @@ def fsdp_terms(model) -> dict:
     rank answered, the degrees and that no W above 1 has been measured (world size 1 was measured by run 32, with the
     misses named there); nothing for any other model."""
     options = dict(model.options)
+    if "config" not in options:             # a kernel model's own --cp (fla-kda-cp) is its world, not a mesh of ranks
+        return {}
     fsdp, cp, ep = options.get("fsdp") or 0, options.get("cp") or 1, options.get("ep") or 1
     world = fsdp or (max(cp, ep) if cp > 1 or ep > 1 else 0)
     if not world:
