@@ -117,6 +117,18 @@ def test_ep_8_holds_an_eighth_of_the_expert_states_of_ep_1(kimi):
     assert 0 < eight < one and eight * 8 == one          # 1 of 8 experts a rank: AdamW's two states of each
 
 
+def test_under_fsdp2_ep_gathers_w_over_ep_ranks_of_the_experts_and_keeps_their_states(kimi):
+    """torchtitan's mesh: at --fsdp 4 the experts' states are a quarter with or without EP 2 (E / 2 experts over 4 / 2
+    ranks = E / 4), but the unsharded experts FSDP2 gathers per block are E / 2 of them: half of --fsdp 4 alone's."""
+    alone, both = kimi(fsdp=4), kimi(fsdp=4, ep=2)
+    assert _expert_states(both) == _expert_states(alone) > 0
+
+    def gathered(m):
+        return sum(int(b.nbytes) for b in m.buffers if b.group is Group.FSDP_GATHER and ".unsharded." in b.name
+                   and ".experts." in b.name and "shared_experts" not in b.name)
+    assert 0 < gathered(both) * 2 == gathered(alone)
+
+
 def test_ep_adds_two_all_to_all_outputs_per_experts_pass(kimi):
     """TINY: hidden 512, top 2; each pass through a layer's experts: dispatch and combine, [2 x T, 512] bf16 each =
     2 x 4,096 x 512 x 2 B = 8 MiB at 4K tokens."""
