@@ -19,8 +19,8 @@ NAME = "plan"
 
 Solve = typer.Option("seq_len", "--solve", metavar="NAME",
                      help="seq_len, batch_size, num_heads or num_hidden_layers (layer models, --model): which dimension to "
-                          "maximise (their short names seq, mbs, heads, layers too); gpus (--model): the fewest FSDP2 "
-                          "ranks, powers of two")
+                          "maximise (their short names seq, mbs, heads, layers too); gpus (--model): the fewest ranks, "
+                          "powers of two, over FSDP2 x CP (up to 8) x EP (dividing the experts)")
 Budget = typer.Option(None, "--budget", metavar="SIZE",
                       help="a budget on the allocated peak (what max_memory_allocated would show) instead of the device "
                            "simulation: 80GiB, 141GB, 2TiB (a unit is required)")
@@ -35,7 +35,7 @@ def command(q: o.QueryFlags, ctx: typer.Context, solve: str = Solve, budget: Opt
             as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held;
-    --solve gpus: the fewest FSDP2 ranks (--model)."""
+    --solve gpus: the fewest ranks over FSDP2 x CP x EP (--model)."""
     from livebytes import calls
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.errors import LivebytesError
