@@ -264,15 +264,20 @@ GPU_COUNTS = tuple(1 << k for k in range(11))       # 1 .. 1,024
 
 def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Optional[int] = None,
                  progress: Progress = None) -> Plan:
-    """``plan --solve gpus``: the fewest FSDP2 ranks (``GPU_COUNTS``, tried from the smallest) at which rank 0's step
-    of the whole model ``key`` at ``base`` runs on the device (predict's verdict) or whose allocated peak fits
-    ``budget_bytes``; every count tried, with its peaks. No count: ``value`` null."""
+    """``plan --solve gpus``: the fewest ranks (``GPU_COUNTS``, tried from the smallest) at which rank 0's step of the
+    whole model ``key`` at ``base`` runs on the device (predict's verdict) or whose allocated peak fits
+    ``budget_bytes``, over the FSDP2 x CP x EP meshes users run (``gpu_meshes``): at each count the most split mesh
+    first; where it fits, the meshes of that count from the least CP up, the first that fits the answer. Every mesh
+    tried, with its peaks and rank 0's activations. No count: ``value`` null."""
     from livebytes.choose import alloc_conf_of
     from livebytes.estimator.capacity import allocated_peak, process_memory
     device, conf = device_of(key, setting.gpu), alloc_conf_of(setting.alloc_conf)
     tried, answer = [], None
-    for world in GPU_COUNTS:
-        model = compiled_for(key, setting.gpu, setting.what_if | {"fsdp": world}, base)
+    experts = _experts(setting.what_if)
+
+    def attempt(world: int, cp: int, ep: int):
+        what_if = setting.what_if | {"fsdp": world} | ({"cp": cp} if cp > 1 else {}) | ({"ep": ep} if ep > 1 else {})
+        model = compiled_for(key, setting.gpu, what_if, base)
         cache = triton_cache_for(model, device, setting.triton_cache)
         if budget_bytes is None:
             verdict = verdict_for(model, base, device, setting.alloc_conf, setting.triton_cache, setting.triton)
@@ -280,16 +285,56 @@ def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Opt
         else:
             peak = allocated_peak(model, base, conf, cache)
             row, process = {"fits": peak <= budget_bytes, "allocated_peak_bytes": peak}, None
-        tried.append({"world_size": world, **row})
+        tried.append({"world_size": world, "cp": cp, "ep": ep, **row,
+                      "activations_bytes": activations_bytes(model, base)})
         if progress:
-            progress(len(tried), None, f"{key}: --fsdp {world}")
-        if row["fits"]:
-            answer = model
-            break
+            progress(len(tried), None, f"{key}: --fsdp {world} --cp {cp} --ep {ep}")
+        return row["fits"], model, cache, process
+
+    for world in GPU_COUNTS:
+        meshes = gpu_meshes(world, base.seq, experts)
+        fits, model, cache, process = attempt(world, *meshes[-1])
+        if not fits:
+            continue
+        for cp, ep in meshes[:-1]:
+            ok, m, c, p = attempt(world, cp, ep)
+            if ok:
+                fits, model, cache, process = ok, m, c, p
+                break
+        answer = model
+        break
     process = process or process_memory(device, model, cache, base, triton=triton_for(key, device, setting.triton))
     data = report.gpus_plan_data(answer or model, device, base, tried, answer is not None, GPU_COUNTS, budget_bytes,
                                  conf, process)
     return document_of(Plan, PlanAnswer, data)
+
+
+def gpu_meshes(world: int, seq: int, experts: int) -> list[tuple[int, int]]:
+    """(CP, EP) of the meshes ``plan --solve gpus`` tries at ``world`` ranks, the least split first: CP in ``SOLVER_CP``
+    (at most the ranks, splitting the sequence evenly), EP 1 or the most ranks that divide the experts."""
+    from livebytes.lifetimes.traced.parallel import SOLVER_CP
+    ep = max((e for e in (1 << k for k in range(17)) if e <= world and experts and experts % e == 0), default=1)
+    cps = [c for c in SOLVER_CP if c <= world and seq % c == 0]
+    return [(c, e) for c in cps for e in sorted({1, ep})]
+
+
+def _experts(what_if: dict) -> int:
+    """The routed experts of the whole model's config (0: none), for EP's degrees; none under worst-case routing."""
+    config = what_if.get("config")
+    if not config or what_if.get("routing") == "worst":
+        return 0
+    import json
+
+    from livebytes.lifetimes.traced.parallel import experts_of, resolved_config
+    return experts_of(resolved_config(json.loads(config)))[0]
+
+
+def activations_bytes(model, shape) -> int:
+    """Rank 0's activations at ``shape``: the layers' saved tensors and the loss's (what CP splits)."""
+    from livebytes.estimator.groups import Group
+    keep = (Group.ACTIVATIONS, Group.LOSS)
+    values = model.charged_fn(*shape.values())
+    return sum(int(n) for b, n in zip(model.buffers, values) if b.group in keep)
 
 
 def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str = "peak") -> Explanation:

@@ -18,7 +18,7 @@ ALLOC_CONF_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # what-if options: library option name -> the flag that sets it
 OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
                 "cp_rank": "--cp-rank", "config": "--model", "optimizer": "--optimizer", "precision": "--precision",
-                "packed": "--packed", "routing": "--routing", "environment": "--model", "fsdp": "--fsdp",
+                "packed": "--packed", "routing": "--routing", "environment": "--model", "fsdp": "--fsdp", "ep": "--ep",
                 "lora": "--lora-rank",
                 "stored": "validate --from-records (a record of another torch: its stored traces)"}
 # options no flag names because the shape selects them (``registry.shape_options``): option -> what sets it
@@ -61,6 +61,18 @@ def fsdp_of(text: Optional[str | int]) -> dict:
     if world > MAX_WORLD:
         raise LivebytesError(f"--fsdp: {world:,} ranks is beyond any machine (at most {MAX_WORLD:,})")
     return {"fsdp": world}
+
+
+def ep_of(text: Optional[str | int]) -> dict:
+    """--ep E: the expert-parallel degree as the option ``ep`` (nothing when not given); a whole model's only."""
+    if text is None:
+        return {}
+    from livebytes.estimator.shapes import parse_size
+    from livebytes.lifetimes.traced.parallel import MAX_EP
+    ep = parse_size(text, "--ep")
+    if ep > MAX_EP:
+        raise LivebytesError(f"--ep: {ep:,} ranks is beyond any machine (at most {MAX_EP:,})")
+    return {"ep": ep}
 
 
 def check_options_taken(key: str, options: dict) -> None:

@@ -69,16 +69,27 @@ def lora_terms(model) -> dict:
 
 
 def fsdp_terms(model) -> dict:
-    """A model sharded by FSDP2 (``--fsdp W``): its world size, the rank answered and that no W has been measured
-    (world size 1 was measured by run 32, with the misses named there); nothing for any other model."""
-    world = dict(model.options).get("fsdp") or 0
+    """A model sharded by FSDP2 (``--fsdp W``) or split by CP or EP (``--cp C``, ``--ep E``): its world size, the
+    rank answered, the degrees and that no W above 1 has been measured (world size 1 was measured by run 32, with the
+    misses named there); nothing for any other model."""
+    options = dict(model.options)
+    if "config" not in options:             # a kernel model's own --cp (fla-kda-cp) is its world, not a mesh of ranks
+        return {}
+    fsdp, cp, ep = options.get("fsdp") or 0, options.get("cp") or 1, options.get("ep") or 1
+    world = fsdp or (max(cp, ep) if cp > 1 or ep > 1 else 0)
     if not world:
         return {}
     from livebytes.lifetimes.traced.fsdp import NOT_MODELLED
-    return {"fsdp": {"world_size": world, "rank": 0, "validated": False,
-                     "status": (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1
-                                else WORLD_1_MEASURED),
-                     "not_modelled": list(NOT_MODELLED)}}
+    from livebytes.lifetimes.traced.parallel import NOT_MODELLED as SPLIT
+    split = cp > 1 or ep > 1
+    status = (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1 else WORLD_1_MEASURED)
+    if split:
+        status = (f"predicted, unvalidated: CP {cp} x EP {ep} is arithmetic on the traced world-size-1 step "
+                  f"(lifetimes/traced/parallel.py), no multi-GPU run has measured it"
+                  + (f"; FSDP2 {status}" if fsdp else ""))
+    return {"fsdp": {"world_size": world, "rank": 0, "validated": False, "status": status,
+                     "not_modelled": list(NOT_MODELLED if fsdp else ()) + list(SPLIT if split else ()),
+                     **({"cp": cp, "ep": ep} if split else {})}}
 
 
 # what run 32 showed at world size 1 (validate/data/records/runs/run32/, validate/model_records' named misses): said with
@@ -337,8 +348,11 @@ def gpus_plan_data(model, device, shape, tried: list, found: bool, counts: tuple
     row = {**model_terms(model), "device": device.name, "shape": shape.as_dict(),
            **allocator_terms(model, device, conf, process, shape),
            "value": tried[-1]["world_size"] if found else None, "searched": f"powers of two from {counts[0]} to "
-           f"{counts[-1]:,} ranks, the smallest first", "tried": tried}
-    notes = [] if found else [f"{model.key}: no FSDP2 world size up to {counts[-1]:,} fits "
+           f"{counts[-1]:,} ranks, the smallest first; at each, FSDP2 x CP x EP (CP up to 8, EP dividing the experts), "
+           "the most split first, then from the least CP up", "tried": tried,
+           "mesh": {"cp": int(dict(model.options).get("cp") or 1), "ep": int(dict(model.options).get("ep") or 1)}
+           if found else None}
+    notes = [] if found else [f"{model.key}: no FSDP2 x CP x EP mesh up to {counts[-1]:,} ranks fits "
                               f"{'the budget' if budget_bytes is not None else device.name}: what does not shard "
                               "(activations, the loss, the root's unsharded parameters) does not fit alone"]
     return envelope("plan", [row], notes, solve="gpus", budget_bytes=budget_bytes)

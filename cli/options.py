@@ -17,7 +17,7 @@ import typer
 from livebytes.estimator.devices import preset_names
 from livebytes.estimator.errors import LivebytesError
 from livebytes.choose import (OPTION_FLAGS, alloc_conf_of, cache_skipped, check_options_taken,  # noqa: F401 (moved)
-                              compiled_for, device_of, fsdp_of, model_for, triton_cache_for, triton_for, verdict_for,
+                              compiled_for, device_of, ep_of, fsdp_of, model_for, triton_cache_for, triton_for, verdict_for,
                               what_if, word)
 
 from .errors import UsageProblem
@@ -76,8 +76,9 @@ Gpu = typer.Option(None, "--gpu", help=f"device preset: {preset_names()}; defaul
 Contract = typer.Option(None, "--contract", metavar="report|plain",
                         help="FLA only: report (in-kernel transforms) or plain (the cuDNN Hopper contract)")
 NoRecompute = typer.Option(False, "--no-recompute", help="FLA only: disable_recompute=True (save every intermediate)")
-Cp = typer.Option(None, "--cp", metavar="W", help="context-parallel models only (fla-kda-cp, fla-gdn-cp): the world size W; "
-                  "--seq-len is then the total sequence over the W GPUs (default 2)")
+Cp = typer.Option(None, "--cp", metavar="W", help="context-parallel models (fla-kda-cp, fla-gdn-cp) and --model: the world "
+                  "size W; --seq-len is then the total sequence over the W GPUs (kernel models: default 2; --model: rank "
+                  "0's memory, arithmetic on the traced step, unvalidated)")
 CpLayout = typer.Option(None, "--cp-layout", metavar="LAYOUT",
                         help="context-parallel models only: FLA's build_cp_context layout, contiguous (default) or zigzag")
 CpRank = typer.Option(None, "--cp-rank", metavar="RANK",
@@ -86,6 +87,9 @@ CpRank = typer.Option(None, "--cp-rank", metavar="RANK",
 Fsdp = typer.Option(None, "--fsdp", metavar="W",
                     help="--model only: FSDP2 (torch 2.11's fully_shard per decoder block, then the root) at W ranks: "
                          "rank 0's memory; W > 1 is predicted, unvalidated")
+Ep = typer.Option(None, "--ep", metavar="E",
+                  help="--model with routed experts only: expert parallelism over E ranks (torchtitan's ExpertParallel: "
+                       "E divides the experts and --fsdp's W); rank 0's memory, arithmetic on the traced step, unvalidated")
 Json = typer.Option(False, "--json", help="print JSON (schema 3, see docs/json.md) instead of a table")
 
 AllocConf = typer.Option(None, "--alloc-conf", metavar="CONF",
@@ -250,7 +254,7 @@ QUERY_OPTIONS = {
     "gpu": (Optional[str], Gpu), "contract": (Optional[str], Contract), "no_recompute": (bool, NoRecompute),
     "cp": (Optional[str], Cp), "cp_layout": (Optional[str], CpLayout), "cp_rank": (Optional[str], CpRank),
     "alloc_conf": (Optional[str], AllocConf), "triton_cache": (Optional[str], TritonCache),
-    "triton": (Optional[str], Triton), "fsdp": (Optional[str], Fsdp),
+    "triton": (Optional[str], Triton), "fsdp": (Optional[str], Fsdp), "ep": (Optional[str], Ep),
 }
 # the usual groups, in the order --help lists them
 MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed")
@@ -294,6 +298,7 @@ class QueryFlags:
     triton_cache: Optional[str] = None
     triton: Optional[str] = None
     fsdp: Optional[str] = None
+    ep: Optional[str] = None
 
 
 def query_options(*order: str, **replaced):
@@ -344,7 +349,7 @@ def chosen_by(q: QueryFlags) -> Chosen:
                   (q.lora_rank, q.lora_alpha, q.lora_targets, q.lora_quant), v_heads=q.v_heads is not None,
                   expand_v=q.expand_v is not None, hidden=q.hidden is not None,
                   conv_size=q.conv_size is not None, contract=q.contract is not None, no_recompute=q.no_recompute,
-                  cp=q.cp is not None, cp_layout=q.cp_layout is not None, cp_rank=q.cp_rank is not None)
+                  cp_layout=q.cp_layout is not None, cp_rank=q.cp_rank is not None)
 
 
 def shape_by(q: QueryFlags, ch: Chosen, heads: Optional[str] = None):
@@ -361,7 +366,8 @@ def what_if_by(q: QueryFlags) -> dict:
 def setting_by(q: QueryFlags, ch: Chosen):
     """The query's ``Setting``: device, what-if options with --model's and --fsdp's, allocator and Triton state."""
     from livebytes.query import Setting
-    return Setting(q.gpu, what_if_by(q) | ch.options | fsdp_of(q.fsdp), q.alloc_conf, q.triton_cache, q.triton)
+    return Setting(q.gpu, what_if_by(q) | ch.options | fsdp_of(q.fsdp) | ep_of(q.ep), q.alloc_conf, q.triton_cache,
+                   q.triton)
 
 
 def case_flags(verb: str) -> dict:

@@ -429,5 +429,6 @@ def shape_label(shape: dict) -> str:
 
 def fsdp_line(fsdp: dict) -> str:
     """The FSDP2 answer's terms: its world size, the rank answered, its status."""
-    return (f"FSDP2 at {fsdp['world_size']:,} rank{'s' if fsdp['world_size'] > 1 else ''}, rank {fsdp['rank']}'s "
+    mesh = f" (CP {fsdp['cp']}, EP {fsdp['ep']})" if "cp" in fsdp else ""
+    return (f"FSDP2 at {fsdp['world_size']:,} rank{'s' if fsdp['world_size'] > 1 else ''}{mesh}, rank {fsdp['rank']}'s "
             f"memory: {fsdp['status']}")

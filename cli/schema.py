@@ -178,12 +178,16 @@ MEASURED = listof(obj("one record", {
                                      "predicted bytes (null for published figures and out-of-memory records)", nullable=True),
     "error_bytes": integer("validate's error for the record: predicted - measured (null for an out-of-memory)",
                            nullable=True)}), "committed records of this implementation at this shape and options")
-FSDP = obj("--model --fsdp W (and plan --solve gpus): FSDP2 sharding, lifetimes/traced/fsdp.py", {
+FSDP = obj("--model --fsdp W, --cp C, --ep E (and plan --solve gpus): rank 0 under FSDP2 sharding "
+           "(lifetimes/traced/fsdp.py) and context and expert parallelism (lifetimes/traced/parallel.py)", {
     "world_size": integer("W, the ranks the model is sharded over"),
     "rank": integer("the rank whose memory is answered: 0 (torch.chunk gives it the largest shard)"),
     "validated": boolean("false: no FSDP2 step has been measured yet (world size 1 has a run plan)"),
     "status": string("predicted, unvalidated, and what would validate it"),
-    "not_modelled": listof(string("one part of FSDP2 not modelled"), "what the answer leaves out")})
+    "not_modelled": listof(string("one part of FSDP2 not modelled"), "what the answer leaves out"),
+    "cp": integer("--cp: the context-parallel degree (each rank S / C tokens; lifetimes/traced/parallel.py)"),
+    "ep": integer("--ep: the expert-parallel degree (each rank E / EP experts; lifetimes/traced/parallel.py)")},
+    optional=("cp", "ep"))
 LORA = obj("--model --lora-rank R: LoRA through peft's get_peft_model (lifetimes/traced/lora.py); absent: a full "
            "fine-tune", {
                "rank": integer("r, each adapter's rank"),

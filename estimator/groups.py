@@ -29,6 +29,7 @@ class Group(Enum):
     LOSS = "loss"                              # the loss's logits, chunks and the input gradient it precomputes (a
                                                # weight gradient it makes counts in PARAM_GRADS: traced.build.group_of)
     FSDP_GATHER = "FSDP2 all-gathers and unsharded parameters"   # a unit's flat all-gather output, its full weights
+    EP_ALL_TO_ALL = "expert-parallel all-to-all outputs"   # the routed tokens dispatched to a rank's experts and back
     FSDP_REDUCE = "FSDP2 reduce-scatter inputs"   # a unit's gradients padded and laid out for the reduce-scatter
     AUTOCAST = "autocast copies"               # the lower-precision copies autocast makes (weights cached to the
                                                # region's end, inputs), and what an operator saves of them

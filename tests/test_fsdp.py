@@ -207,16 +207,18 @@ def test_plan_solve_gpus_answers_the_first_power_of_two_under_the_budget(tiny_co
     r = _json("plan", "--model", tiny_config, "--seq-len", "2K", "--solve", "gpus", "--budget", f"{budget}B")
     row = r["results"][0]
     assert r["solve"] == "gpus" and row["value"] == 2 and row["fsdp"]["world_size"] == 2
-    assert [t["world_size"] for t in row["tried"]] == [1, 2] and [t["fits"] for t in row["tried"]] == [False, True]
+    # at two ranks the most split mesh first (CP 2), then from the least CP up: CP 1 fits too, the answer
+    assert [(t["world_size"], t["cp"]) for t in row["tried"]] == [(1, 1), (2, 2), (2, 1)]
+    assert [t["fits"] for t in row["tried"]] == [False, True, True] and row["mesh"] == {"cp": 1, "ep": 1}
     assert row["tried"][0]["allocated_peak_bytes"] == one["allocated_peak_bytes"]
-    assert row["tried"][1]["allocated_peak_bytes"] <= budget
+    assert row["tried"][2]["allocated_peak_bytes"] <= budget
 
 
 def test_plan_solve_gpus_says_when_no_count_fits(tiny_config):
     data = _json("plan", "--model", tiny_config, "--seq-len", "2K", "--solve", "gpus", "--budget", "1MiB")
     row = data["results"][0]
     assert row["value"] is None and [t["world_size"] for t in row["tried"]] == [2 ** k for k in range(11)]
-    assert "no FSDP2 world size up to 1,024 fits the budget" in data["warnings"][0]
+    assert "no FSDP2 x CP x EP mesh up to 1,024 ranks fits the budget" in data["warnings"][0]
 
 
 def test_plan_solve_gpus_on_the_device(tiny_config):

@@ -401,7 +401,8 @@ def test_predict_model_json(tiny_config):
     (["--hidden", "512"], "--hidden-size has no effect with --model"),
     (["--v-heads", "4"], "--num-v-heads has no effect with --model"),
     (["--expand-v", "2"], "--expand-v has no effect with --model"),
-    (["--cp", "2"], "--cp has no effect with --model"),
+    (["--cp-layout", "zigzag"], "--cp-layout has no effect with --model"),     # --cp itself: tests/test_cp_ep.py
+    (["--ep", "2"], "--ep 2: the model has no routed experts"),
     (["--layers", "5000"], "a traced model expands up to 1,024"),
 ])
 def test_model_flags_refused_in_one_line(tiny_config, args, line):

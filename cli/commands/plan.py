@@ -19,8 +19,8 @@ NAME = "plan"
 
 Solve = typer.Option("seq_len", "--solve", metavar="NAME",
                      help="seq_len, batch_size, num_heads or num_hidden_layers (layer models, --model): which dimension to "
-                          "maximise (their short names seq, mbs, heads, layers too); gpus (--model): the fewest FSDP2 "
-                          "ranks, powers of two")
+                          "maximise (their short names seq, mbs, heads, layers too); gpus (--model): the fewest ranks, "
+                          "powers of two, over FSDP2 x CP (up to 8) x EP (dividing the experts)")
 Budget = typer.Option(None, "--budget", metavar="SIZE",
                       help="a budget on the allocated peak (what max_memory_allocated would show) instead of the device "
                            "simulation: 80GiB, 141GB, 2TiB (a unit is required)")
@@ -30,12 +30,12 @@ Heads = typer.Option(None, "--num-heads", "--heads", metavar="SIZE",
 
 
 @o.query_options(*o.MODEL_OPTIONS, "routing", *o.LORA_OPTIONS, "solve", "gpu", "budget", *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS[1:],
-                 *o.PROCESS_OPTIONS, "as_json", "fsdp", seq=Seq, heads=Heads)
+                 *o.PROCESS_OPTIONS, "as_json", "fsdp", "ep", seq=Seq, heads=Heads)
 def command(q: o.QueryFlags, ctx: typer.Context, solve: str = Solve, budget: Optional[str] = Budget,
             as_json: bool = o.Json) -> None:
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held;
-    --solve gpus: the fewest FSDP2 ranks (--model)."""
+    --solve gpus: the fewest ranks over FSDP2 x CP x EP (--model)."""
     from livebytes import calls
     from livebytes.estimator.devices import parse_budget
     from livebytes.estimator.errors import LivebytesError
@@ -82,7 +82,8 @@ def _plan_gpus(q: o.QueryFlags, ch, budget: Optional[str], as_json: bool) -> Non
     from livebytes.estimator.devices import parse_budget
     if q.model_config is None:
         raise UsageProblem("--solve gpus needs --model CONFIG.json (FSDP2 shards a whole model)")
-    o.refuse_unused("with --solve gpus: plan solves for the FSDP2 world size", fsdp=q.fsdp is not None)
+    o.refuse_unused("with --solve gpus: plan solves for the FSDP2 world size and the CP and EP degrees",
+                    fsdp=q.fsdp is not None, cp=q.cp is not None, ep=q.ep is not None)
     shape = o.shape_from(q.mbs, q.seq, ch.heads, ch.dim, layers=q.layers, checkpoint=q.checkpoint)
     limit = parse_budget(budget) if budget is not None else None
     setting = calls.Setting(q.gpu, ch.options, q.alloc_conf, q.triton_cache, q.triton)
@@ -158,6 +159,9 @@ def plan_table(data: dict, budget_label: str):
 
 # --solve gpus: a row per FSDP2 world size tried
 GPUS_COLUMNS = [Column("ranks", lambda row: f"{row['world_size']:,}", "number"),
+                Column("CP", lambda row: f"{row.get('cp', 1)}", "number"),
+                Column("EP", lambda row: f"{row.get('ep', 1)}", "number"),
+                Column("activations GiB", lambda row: g(row.get("activations_bytes")), "number"),
                 Column("allocated peak GiB", lambda row: g(row["allocated_peak_bytes"]), "number"),
                 Column("reserved peak GiB", lambda row: g(row.get("reserved_peak_bytes")), "number"),
                 Column("fits", lambda row: "yes" if row["fits"] else "no", "key")]
@@ -166,7 +170,9 @@ GPUS_COLUMNS = [Column("ranks", lambda row: f"{row['world_size']:,}", "number"),
 def gpus_plan_table(data: dict):
     """``plan --solve gpus``: each FSDP2 world size tried, its peaks and whether it fits; the answer in the title."""
     r = data["results"][0]
-    answer = (f"{r['value']:,} GPU{'s' if r['value'] > 1 else ''}" if r["value"] is not None else "none of those tried")
+    mesh = r.get("mesh") or {}
+    answer = (f"{r['value']:,} GPU{'s' if r['value'] > 1 else ''} (--fsdp {r['value']} --cp {mesh.get('cp', 1)} --ep "
+              f"{mesh.get('ep', 1)})" if r["value"] is not None else "none of those tried")
     return render.table(f"{r['impl']} on {r['device']}, FSDP2 rank 0: the fewest ranks that fit: {answer} "
                         f"({r['searched']}; {r['fsdp']['status']})", GPUS_COLUMNS, r["tried"])
 
@@ -188,13 +194,18 @@ def plan_item() -> dict:
         "fsdp": FSDP,
         "lora": LORA,
         "searched": string("--solve gpus: the FSDP2 world sizes tried (powers of two, the smallest first)"),
-        "tried": listof(obj("one world size tried", {
-            "world_size": integer("W"), "fits": boolean("rank 0's step runs on the device (fits the budget)"),
+        "mesh": {"type": ["object", "null"], "description": "--solve gpus: the answer's CP and EP degrees (null: none "
+                 "fits)", "properties": {"cp": integer("CP degree"), "ep": integer("EP degree")}},
+        "tried": listof(obj("one mesh tried", {
+            "world_size": integer("W"), "cp": integer("the CP degree (1: none)"),
+            "ep": integer("the EP degree (1: none)"),
+            "activations_bytes": integer("rank 0's layer activations and loss at the shape (what CP splits)"),
+            "fits": boolean("rank 0's step runs on the device (fits the budget)"),
             **{k: v for k, v in VERDICT_KEYS.items() if k != "fits"}},
             optional=tuple(k for k in VERDICT_KEYS if k not in ("fits", "allocated_peak_bytes"))),
             "--solve gpus: each world size tried, in order, until one fits (with --budget: its allocated peak alone)"),
     }, optional=("budget_above_device", "peak_at_value_bytes", "peak_at_next_bytes", "at_value", "at_next", "next_value",
-                 "fsdp", "lora", "searched", "tried"))
+                 "fsdp", "lora", "searched", "tried", "mesh"))
 
 
 def schema() -> dict:

@@ -21,7 +21,7 @@ Depth = typer.Option(DEFAULT_DEPTH, "--depth", min=1, metavar="N",
 MAX_NAMES = 8     # buffers named per group in the table (a whole model has thousands)
 
 
-@o.query_options(*o.MODEL_OPTIONS, "routing", *o.LORA_OPTIONS, *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS, *o.PROCESS_OPTIONS, "as_json", "fsdp",
+@o.query_options(*o.MODEL_OPTIONS, "routing", *o.LORA_OPTIONS, *o.SHAPE_OPTIONS, *o.WHAT_IF_OPTIONS, *o.PROCESS_OPTIONS, "as_json", "fsdp", "ep",
                  impl=o.Impl)
 def command(q: o.QueryFlags, as_json: bool = o.Json, depth: int = Depth) -> None:
     """Peak allocated memory of one implementation at one shape by storage group, the reserved peak, and

@@ -190,7 +190,7 @@ def _frame(ev: dict) -> tuple:
 
 
 def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, threads_per_sm: int = 2048,
-                 dims: dict[str, str] | None = None, **fields) -> LifetimeModel:
+                 dims: dict[str, str] | None = None, parallel=None, **fields) -> LifetimeModel:
     """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers on a
     device of ``sms`` SMs of ``threads_per_sm`` resident threads (2048: the default sm90's); ``fsdp`` W > 0: rank 0's
     step under FSDP2 at W ranks (``fsdp.shard_model``); ``dims``: the config's names of traced dims (``dim_names``)."""
@@ -203,10 +203,13 @@ def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, thread
     names = buffer_names(steps, call.harness)
     model = LifetimeModel(steps=tuple(timeline), buffers=tuple(bufs), autotuned=tuple(autotuned(steps, names, arch)),
                           not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)
-    return sharded(model, call, steps, names, fsdp) if fsdp else model
+    if parallel is not None:
+        model = parallel.apply(model)
+    return sharded(model, call, steps, names, fsdp, parallel) if fsdp else model
 
 
-def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: dict, world: int) -> LifetimeModel:
+def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: dict, world: int,
+            parallel=None) -> LifetimeModel:
     """``model`` under FSDP2 at ``world`` ranks: the harness's parameters (their traced shapes and dtypes) and the
     steps' modules are what ``fsdp.shard_model`` places its rules by."""
     import json
@@ -217,5 +220,6 @@ def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: di
     for a in call.harness:
         if a.op == "model.to(device)":          # a parameter: its dims are constants (a symbolic call's as text)
             dims = tuple(int(d) for d in (a.shape if hasattr(a, "shape") else json.loads(a.shape_text)))
-            params[names[id(a)]] = Param(a.param or names[id(a)], dims, int(a.bytes) // max(1, math.prod(dims)))
+            p = Param(a.param or names[id(a)], dims, int(a.bytes) // max(1, math.prod(dims)))
+            params[names[id(a)]] = parallel.expert_param(p, world) if parallel is not None else p
     return shard_model(model, params, [(s.name, s.phase, s.module) for s in steps], world)

@@ -63,6 +63,7 @@ class Param:
     fqn: str
     shape: tuple
     itemsize: int
+    world: int = 0              # the ranks this parameter is sharded over where not the mesh's (experts under EP: W / EP)
 
     @property
     def numel(self) -> int:
@@ -78,7 +79,13 @@ def shard_rows(rows: int, world: int) -> int:
 def padded_shard_numel(p: Param, world: int) -> int:
     """Elements of one rank's padded shard (``padded_sharded_param_size``): a 0-dim parameter is one row."""
     rows, rest = (p.shape[0], math.prod(p.shape[1:])) if p.shape else (1, 1)
-    return shard_rows(rows, world) * rest
+    return shard_rows(rows, p.world or world) * rest
+
+
+def gathered_bytes(params: list[Param], world: int) -> int:
+    """A unit's all-gather output (or reduce-scatter input) in bytes: each parameter's padded shard times the ranks it
+    is sharded over (the mesh's W, or its own: an expert's W / EP)."""
+    return sum((p.world or world) * padded_shard_numel(p, world) * p.itemsize for p in params)
 
 
 def shard_bytes(params: list[Param], world: int) -> int:
@@ -182,18 +189,21 @@ def _gather(plan: _Plan, u: str, i: int, pass_: str, params: list[Param], world:
         return None
     at = plan.step("before", i, f"{pass_[:3]}.fsdp.{u}.all_gather", pass_,
                    f"{pass_}: FSDP2 all-gather of {u} (copy-in stream)")
-    n = world * shard_bytes(params, world)
+    n = gathered_bytes(params, world)
     return plan.add(f"fsdp.{u}.{pass_[:3]}.all_gather_output", Group.FSDP_GATHER, n, AG_OUT_SRC, at,
-                    f"{world} x {n // world:,} B: the unit's padded shards, gathered", u)
+                    f"{world} x {shard_bytes(params, world):,} B: the unit's padded shards, gathered"
+                    if n == world * shard_bytes(params, world) else
+                    f"{n:,} B: the unit's padded shards gathered (experts over their own W / EP ranks)", u)
 
 
 def _copy_out(plan: _Plan, u: str, i: int, pass_: str, params: list[Param], world: int, freed: str) -> str:
     """The unit's unsharded parameters before traced step ``i``: one W x padded shard per parameter, freed at reshard."""
     at = plan.step("before", i, f"{pass_[:3]}.fsdp.{u}.copy_out", pass_, f"{pass_}: FSDP2 unsharded parameters of {u}")
     for p in params:
+        w = p.world or world
         plan.add(f"fsdp.{pass_[:3]}.unsharded.{p.fqn}", Group.FSDP_GATHER,
-                 world * padded_shard_numel(p, world) * p.itemsize, UNSHARDED_SRC, at,
-                 f"{p.fqn} {list(p.shape)}, {world} x {padded_shard_numel(p, world):,} elements", u, freed)
+                 w * padded_shard_numel(p, world) * p.itemsize, UNSHARDED_SRC, at,
+                 f"{p.fqn} {list(p.shape)}, {w} x {padded_shard_numel(p, world):,} elements", u, freed)
     return at
 
 
@@ -223,7 +233,7 @@ def _reduce_scatter(plan: _Plan, u: str, i: int, prev_input: str | None, params:
     n = shard_bytes(params, world)
     at = plan.step("after", i, f"bac.fsdp.{u}.reduce_scatter_input", "backward",
                    f"backward: FSDP2 post-backward of {u}: the reduce-scatter's input")
-    rs_in = plan.add(f"fsdp.{u}.reduce_scatter_input", Group.FSDP_REDUCE, world * n, RS_IN_SRC, at,
+    rs_in = plan.add(f"fsdp.{u}.reduce_scatter_input", Group.FSDP_REDUCE, gathered_bytes(params, world), RS_IN_SRC, at,
                      f"{world} x {n:,} B: the unit's gradients padded on dim 0 to a multiple of {world}", u)
     for g in grads:
         plan.frees[g] = at                                          # _fsdp_collectives.py:531
@@ -316,7 +326,7 @@ def shard_model(model: LifetimeModel, params: dict[str, Param], steps: list[tupl
         if b.name in params and b.group is Group.PARAMETERS:
             p = params[b.name]
             b = replace(b, shape=(padded_shard_numel(p, world) * p.itemsize,), source=SHARD_SRC, tensor=shard_of(b.tensor),
-                        note=f"{b.note}; FSDP2 rank 0's padded shard: {shard_rows(p.shape[0] if p.shape else 1, world)} "
+                        note=f"{b.note}; FSDP2 rank 0's padded shard: {shard_rows(p.shape[0] if p.shape else 1, p.world or world)} "
                              f"row(s) of {world}")
         elif b.group in (Group.OPTIMIZER_STATES, Group.OPTIMIZER_WORK) and (p := _param_of(b.name, by_fqn)):
             b = scaled(b, p, world)

@@ -58,6 +58,8 @@ class Request:
     fsdp: int = 0               # FSDP2's world size (``traced.fsdp``); 0: not sharded. Not in the traces' spec
     routing: str = "balanced"   # ``ROUTINGS``: what the answer assumes (MoE families; no traced buffer depends on it)
     lora: str | None = None     # LoRA's settings as canonical JSON (``lora.lora_option``); None: a full fine-tune
+    cp: int = 1                 # context-parallel degree (``traced.parallel``); not in the traces' spec
+    ep: int = 1                 # expert-parallel degree (``traced.parallel``); not in the traces' spec
 
     @property
     def config_dict(self) -> dict:
@@ -517,7 +519,7 @@ def call_for(req: Request):
     from dataclasses import replace
 
     from .layers import expand
-    req, depth = replace(req, fsdp=0), req.depth        # FSDP2 is placed on the traced step afterwards
+    req, depth = replace(req, fsdp=0, cp=1, ep=1), req.depth      # FSDP2, CP, EP: placed on the traced step afterwards
     if by_period(req):
         from .hybrid import hybrid_call
         return hybrid_call(req)
@@ -544,7 +546,7 @@ def traced_request(req: Request) -> Request:
     """The request whose traces (and their versions) the answer comes from: FSDP2 is placed on the traced step
     afterwards (``traced.fsdp``), so every world size shares the unsharded one."""
     from dataclasses import replace
-    req = replace(req, fsdp=0)
+    req = replace(req, fsdp=0, cp=1, ep=1)
     if by_period(req):
         from .hybrid import pattern_of, period_request
         return period_request(req, pattern_of(req), 1)
@@ -568,7 +570,14 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
         raise LivebytesError(f"{req.key}: {err}") from None
     versions = traces(traced_request(req))["versions"]
     return traced_model(call, device.sm_count, device.arch, req.fsdp, device.max_threads_per_sm,
-                        dims=dim_names(req.config_dict), **fields(req, device, versions))
+                        dims=dim_names(req.config_dict), parallel=parallel_plan(req), **fields(req, device, versions))
+
+
+def parallel_plan(req: Request):
+    """EP and CP of the request (``traced.parallel.Plan``), checked in one line; None where neither is asked."""
+    from .parallel import Mesh, Plan
+    config = dict(req.config_dict, num_hidden_layers=req.depth)
+    return Plan.of(config, Mesh(req.fsdp, req.cp, req.ep), req.routing, req.precision)
 
 
 def fields(req: Request, device, versions: dict) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
+from .parallel import MAX_CP, MAX_EP
 from .families import ROWS, UNVALIDATED, Family
 from .model import OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
 from .presets import presets_line
@@ -25,6 +26,12 @@ def refuse(shape, device) -> str | None:
     if shape.seq < 1 or shape.mbs < 1:
         return "a batch needs at least one sequence of one token"
     return None
+
+
+def seq_multiple(options: dict) -> tuple[int, str]:
+    """--cp C: each of the C ranks holds S / C tokens of every sequence, so S is a multiple of C."""
+    cp = int(options.get("cp") or 1)
+    return (cp, f"--cp {cp} gives each rank S / {cp} tokens") if cp > 1 else (1, "")
 
 
 def refuse_one_row(shape, device) -> str | None:
@@ -40,7 +47,7 @@ def refuse_one_row(shape, device) -> str | None:
 def builder(row: Family):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
-                     routing: str = "balanced", lora: str | None = None):
+                     routing: str = "balanced", lora: str | None = None, cp: int = 1, ep: int = 1):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -50,7 +57,15 @@ def builder(row: Family):
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
-                      check_routing(routing), lora)
+                      check_routing(routing), lora, cp, ep)
+        if cp > 1 or ep > 1:
+            from livebytes.estimator.errors import LivebytesError
+
+            from .model import parallel_plan
+            try:
+                parallel_plan(req)                          # the mesh checked before anything is traced
+            except LivebytesError as err:
+                raise RefusedShapeError(f"{key}: {err}") from None
         if layers is None and req.depth > MAX_LAYERS:       # the config's own depth: refused before anything is traced
             raise RefusedShapeError(f"{key}: the config's num_hidden_layers {req.depth:,}: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth); give --num-hidden-layers "
@@ -88,11 +103,12 @@ def register_family(row: Family) -> None:
         covers=("" if row.validated else "unvalidated (no GPU measurement checks it): ")
                + f"a whole training step of {what} from its HF config (--model CONFIG.json): forward, backward, the "
                "optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 of W under FSDP2 (fully_shard per "
-               "block, then the root)" + (f"; {presets}" if presets else ""),
-        builder=builder(row), refuse=refuse_one_row if row.one_row else refuse,
+               "block, then the root); --cp C, --ep E: rank 0 under context and expert parallelism (arithmetic on the traced "
+               "step, unvalidated)" + (f"; {presets}" if presets else ""),
+        builder=builder(row), refuse=refuse_one_row if row.one_row else refuse, seq_multiple=seq_multiple,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None, "stored": (), "lora": ()} | ({"routing": ROUTINGS} if row.moe else {}),
-        counts={"fsdp": (1, MAX_WORLD)},
+        counts={"fsdp": (1, MAX_WORLD), "cp": (1, MAX_CP), "ep": (1, MAX_EP)},
         caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),
     ))
