@@ -229,9 +229,8 @@ class Recorder:
             self.track(t, name, frames)
         del made                                         # the temporaries die here, as when the C++ call returns
         if workspace:
-            self.events.append({"e": "scratch_op", "op": name, "frames": frames, "out": None,
-                                "what": "cuDNN's SDPA graph workspace (cudnn/MHA.cpp get_workspace_size), sized by its "
-                                        "execution plan on the GPU", **self.where()})
+            self.events.append({"e": "scratch_op", "op": name, "frames": frames, "out": None, "what": workspace,
+                                **self.where()})
         return out
 
     def launch(self, launch) -> None:
