@@ -217,14 +217,22 @@ def pad_last_dim_8(x):
 
 
 def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False, original=None):
+              enable_gqa=False, original=None, autocast=None):
     """``at::native::scaled_dot_product_attention`` on CUDA (attention.cpp): the backend ``choose`` picks, called as
-    that function calls it."""
+    that function calls it. Under CUDA autocast (``autocast``: the tracer's ``autocast.Autocast``) the inputs are first
+    cast as autocast's ``scaled_dot_product_attention`` kernel casts them (lower_precision_fp: ``cached_cast`` of every
+    tensor argument to the autocast dtype, ATen/autocast_mode.h), since this routing runs above that dispatch key."""
     import torch
-    if torch.is_autocast_enabled("cuda") and any(t.dtype == torch.float32 for t in (q, k, v)):
-        # autocast would cast them to its dtype at AutocastCUDA (scaled_dot_product_attention is lower_precision_fp),
-        # below this function-level routing: not emulated here
-        raise SdpaUnsupported("scaled_dot_product_attention of fp32 inputs under autocast is not traced yet")
+    if torch.is_autocast_enabled("cuda") and any(t is not None and t.dtype == torch.float32 for t in (q, k, v, attn_mask)):
+        if autocast is None:
+            raise SdpaUnsupported("scaled_dot_product_attention of fp32 inputs under autocast is not traced yet")
+        to_type, before = torch.get_autocast_dtype("cuda"), autocast.operator
+        autocast.operator = "scaled_dot_product_attention"
+        try:
+            q, k, v = (autocast.cached_cast(to_type, t) for t in (q, k, v))
+            attn_mask = autocast.cached_cast(to_type, attn_mask) if attn_mask is not None else None
+        finally:
+            autocast.operator = before
     c = Call.of(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
     backend = choose(c, target)
     if backend == "math":
@@ -247,9 +255,9 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
                                                                   is_causal, scale=scale)[0]
 
 
-def cuda_sdpa_mode(target: Target):
+def cuda_sdpa_mode(target: Target, autocast=None):
     """A function mode under which ``torch.nn.functional.scaled_dot_product_attention`` of meta tensors is
-    ``cuda_sdpa`` (other calls unchanged)."""
+    ``cuda_sdpa`` (other calls unchanged); ``autocast``: the tracer's CUDA autocast, whose casts it makes."""
     import torch
     from torch.overrides import TorchFunctionMode
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -258,7 +266,7 @@ def cuda_sdpa_mode(target: Target):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if func is sdpa and args and getattr(args[0], "device", None) is not None and args[0].device.type == "meta":
-                return cuda_sdpa(target, *args, original=sdpa, **kwargs)
+                return cuda_sdpa(target, *args, original=sdpa, autocast=autocast, **kwargs)
             return func(*args, **kwargs)
     return CudaSdpa()
 

@@ -213,8 +213,8 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     model.train()
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
-    sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
-    with amp, sdpa, rec.mode(), module_paths(model, rec.state):
+    with amp as autocast, cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__), autocast), \
+            rec.mode(), module_paths(model, rec.state):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
         rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),

@@ -34,9 +34,14 @@ LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multip
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
 # at one row, a copy (and an earlier free of the padded labels) at more, so a batch of one row and a batch of several
-# are two programs; such a family (``Family.one_row``) is traced, and answers, at one row per batch (loss_utils.py:64)
+# are two programs; such a family (``Family.one_row``) is traced as two models (loss_utils.py:64): one row per batch
+# (``Request.rows`` "one", solved at one row) and several (``rows`` "many", solved from two and three rows), the shape's
+# batch size choosing which (``registry.shape_options``)
 LEARN_ONE_ROW = ((1, 1030), (1, 1542), (1, 2060), (1, 2574))
 HELD_OUT_ONE_ROW = (1, 777)
+LEARN_MANY_ROWS = ((2, 1030), (3, 1030), (2, 1542), (2, 2060))
+HELD_OUT_MANY_ROWS = (3, 777)
+BATCH_ROWS = ("one", "many")      # ``Request.rows`` of a ``Family.one_row``: one row per batch, or several
 TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
@@ -57,6 +62,7 @@ class Request:
     stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
     fsdp: int = 0               # FSDP2's world size (``traced.fsdp``); 0: not sharded. Not in the traces' spec
     routing: str = "balanced"   # ``ROUTINGS``: what the answer assumes (MoE families; no traced buffer depends on it)
+    rows: str = "one"           # ``BATCH_ROWS``: a ``Family.one_row``'s program, one row per batch or several (the shape's)
 
     @property
     def config_dict(self) -> dict:
@@ -236,12 +242,17 @@ def depth_search_start(config: str) -> int:
 
 
 def learn_shapes(req: Request) -> tuple:
-    """The shapes the formulas are solved from: ``LEARN``, or one row per batch for a ``Family.one_row``."""
-    return LEARN_ONE_ROW if req.row.one_row else LEARN
+    """The shapes the formulas are solved from: ``LEARN``, or for a ``Family.one_row`` one row per batch (``rows``
+    "one") or two and three rows (``rows`` "many")."""
+    if not req.row.one_row:
+        return LEARN
+    return LEARN_MANY_ROWS if req.rows == "many" else LEARN_ONE_ROW
 
 
 def held_out_shape(req: Request) -> tuple:
-    return HELD_OUT_ONE_ROW if req.row.one_row else HELD_OUT
+    if not req.row.one_row:
+        return HELD_OUT
+    return HELD_OUT_MANY_ROWS if req.rows == "many" else HELD_OUT_ONE_ROW
 
 
 def trace_spec(req: Request, layers: int) -> dict:
@@ -571,7 +582,8 @@ def fields(req: Request, device, versions: dict) -> dict:
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]),
                  ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
-                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ()),
+                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
+                + ((("rows", req.rows),) if req.rows != "one" else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
