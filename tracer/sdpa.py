@@ -41,8 +41,13 @@ Not modelled: cuDNN's graph workspace (``mha_graph->get_workspace_size()``, allo
 and freed when each call returns; its size is the execution plan's, known on the GPU only), and the memory-efficient
 backward's CUTLASS workspace (attention_backward.cu ``p.workspace_size()``: fp32 dq/dk/dv accumulators per key split,
 sized by the kernel ``dispatch_cutlassB`` picks for the GPU's shared memory, and by the split-keys heuristic): each
-call is recorded as a ``scratch_op`` event naming it. An explicit attention mask on a fused kernel is refused in one
-line (``SdpaUnsupported``).
+call is recorded as a ``scratch_op`` event naming it.
+
+An explicit mask (a packed batch's block-diagonal one, transformers' ``sdpa_mask``) takes what attention.cpp does to
+it before a fused kernel: ``convert_boolean_attn_mask`` (an additive copy in q's dtype), and for the memory-efficient
+kernel ``preprocess_mask`` (its last dim padded to a multiple of 8 unless aligned). Flash takes no mask
+(``flash_refusal``); cuDNN's filter here reads no mask (torch 2.11's ``check_attn_mask_shape`` takes a [1, 1, S_q, S_k]
+one).
 """
 from __future__ import annotations
 
@@ -239,10 +244,11 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
         return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                         enable_gqa=enable_gqa)
     if attn_mask is not None:
-        raise SdpaUnsupported("scaled_dot_product_attention with an explicit mask on the GPU's fused kernel is not "
-                              "traced yet")
+        attn_mask = additive_mask(attn_mask, q.dtype)
+        if backend == "efficient":
+            attn_mask = preprocess_mask(attn_mask, q, k)
     if backend == "cudnn":
-        return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, c.requires_grad, dropout_p,
+        return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, attn_mask, c.requires_grad, dropout_p,
                                                                   is_causal, False, scale=scale)[0]
     if backend == "flash":
         d = q.shape[-1]
@@ -251,8 +257,33 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
                                                                  dropout_p, is_causal, False, scale=og_scale)[0]
         return out if d % 8 == 0 else out[..., :d]
     # efficient: attention.cpp ``case SDPBackend::efficient_attention`` (compute_logsumexp: should_compute_logsumexp)
-    return torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, c.requires_grad, dropout_p,
+    return torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, c.requires_grad, dropout_p,
                                                                   is_causal, scale=scale)[0]
+
+
+def additive_mask(mask, dtype):
+    """attention.cpp ``convert_boolean_attn_mask``: a bool mask becomes ``at::where(mask, 0.0, at::scalar_tensor(-inf,
+    dtype))``, a new [.., S_q, S_k] tensor of q's dtype (and the 0-dim scalar on the device); another passes through."""
+    import torch
+    if mask.dtype != torch.bool:
+        return mask
+    return torch.ops.aten.where.ScalarSelf(mask, 0.0, torch.scalar_tensor(float("-inf"), dtype=dtype,
+                                                                           device=mask.device))
+
+
+MEM_EFF_ALIGNMENT = 8       # attention.cpp ``preprocess_mask``: ``constexpr int mem_eff_alignment = 8``
+
+
+def preprocess_mask(mask, q, k):
+    """attention.cpp ``preprocess_mask`` for the memory-efficient kernel: unless every stride but the last is a
+    multiple of 8 and the last is 1 (``aligned_tensor<8>``), ``pad_bias<8>``: the last dim zero-padded by
+    ``8 - S_k % 8`` (a new tensor) and sliced back; then expanded to [B, H, S_q, S_k] (a view)."""
+    import torch.nn.functional as F
+    aligned = all(st % MEM_EFF_ALIGNMENT == 0 for st in mask.stride()[:-1]) and mask.stride(-1) == 1
+    if not aligned:
+        last = mask.shape[-1]
+        mask = F.pad(mask, (0, MEM_EFF_ALIGNMENT - last % MEM_EFF_ALIGNMENT))[..., :last]
+    return mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
 
 
 def cuda_sdpa_mode(target: Target, autocast=None):

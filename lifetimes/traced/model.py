@@ -258,8 +258,10 @@ def held_out_shape(req: Request) -> tuple:
 def trace_spec(req: Request, layers: int) -> dict:
     held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.row.hybrid else []
     shapes = [list(s) for s in learn_shapes(req)] + held
+    flattening = {"packed_batch": req.row.packed_batch} if req.packed and req.row.packed_batch != "cu_seqlens" else {}
     return {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
-            "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
+            "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}],
+            **flattening}
 
 
 def _start(spec: dict) -> subprocess.Popen:
@@ -588,9 +590,26 @@ def fields(req: Request, device, versions: dict) -> dict:
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
               + ((routing_note(req.routing),) if row.moe else ()) + row.notes
+              + ((FLATTENING_NOTE,) if req.packed and row.packed_batch == "flattening" else ())
               + ((period_note(req),) if by_period(req) else ()),
     )
 
+
+# transformers 5.17.0: a packed batch as its DataCollatorWithFlattening(return_flash_attn_kwargs=True) makes it
+# (data/data_collator.py), and what each layer of the hybrids does with it
+FLATTENING_NOTE = (
+    "packed: the batch as transformers' DataCollatorWithFlattening(return_flash_attn_kwargs=True) makes it: one row of "
+    "the sequences back to back, position_ids restarting per sequence, cu_seq_lens_q/k (int32) and max_length_q/k. "
+    "Full attention: with the config's use_cache true (the presets', as published) the model makes a DynamicCache in "
+    "training too and masking_utils looks for packed sequences only without one (_preprocess_mask_arguments), so "
+    "sdpa runs causal over the whole row, as on the GPU; with use_cache false (or --checkpoint, which turns it off), "
+    "the mask from the position_ids (find_packed_sequence_indices): a block-diagonal [1, 1, T, T] bool mask, made "
+    "additive in q's dtype before a fused kernel (attention.cpp convert_boolean_attn_mask; the memory-efficient kernel "
+    "pads its last dim to a multiple of 8, preprocess_mask; flash takes no mask). "
+    "Linear attention: Qwen3-Next's Gated DeltaNet passes cu_seq_lens_q to fla's chunk_gated_delta_rule as cu_seqlens "
+    "(the varlen path); Kimi-Linear's KDA passes no boundaries (transformers' hub wrapper keeps only chunk_kda's own "
+    "parameters, hub_kernels.py use_kernel_func_from_hub_with_fallback), so it runs the row as one sequence, as on the "
+    "GPU; the torch causal_conv1d fallback takes none either")
 
 NOT_MODELLED = (
     "CUDA-internal scratch of operators other than GEMMs and leading-dim sums (sort, scan and embedding-backward "
