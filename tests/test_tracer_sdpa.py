@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from livebytes.tracer.recorder import Recorder
-from livebytes.tracer.sdpa import Call, SdpaUnsupported, Target, choose, cuda_sdpa_mode, prefers_cudnn
+from livebytes.tracer.sdpa import Call, Target, choose, cuda_sdpa_mode, prefers_cudnn
 
 H200 = Target((9, 0), 91900)          # torch 2.11.0's wheel pins cuDNN 9.19.0
 
@@ -148,8 +148,28 @@ def test_memory_efficient_fp32_backward_computes_delta_with_temporaries():
     assert [b for op, b in allocs if op.endswith("backward")] == [2_109_440] * 4 + [16_480, 16_480]
 
 
-def test_an_explicit_mask_on_a_fused_kernel_is_refused_in_one_line():
-    q = torch.empty(1, 4, 64, 64, dtype=torch.bfloat16, device="meta")
-    mask = torch.empty(1, 1, 64, 64, dtype=torch.bool, device="meta")
-    with cuda_sdpa_mode(A100), pytest.raises(SdpaUnsupported, match="explicit mask"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+def masked(target, s=1030):
+    """The allocations (op, bytes) of one SDPA forward of Kimi's MLA shape (4 heads, q/k 192, v 128) with a
+    [1, 1, S, S] bool mask."""
+    q, k = (torch.empty(1, 4, s, 192, dtype=torch.bfloat16, device="meta", requires_grad=True) for _ in range(2))
+    v = torch.empty(1, 4, s, 128, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    mask = torch.empty(1, 1, s, s, dtype=torch.bool, device="meta")
+    rec = Recorder()
+    with cuda_sdpa_mode(target), rec.mode():
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return [(e["op"].split(".")[1], e["bytes"]) for e in rec.events if e["e"] == "alloc"]
+
+
+def test_a_bool_mask_becomes_additive_and_the_efficient_kernel_pads_it():
+    """attention.cpp convert_boolean_attn_mask: where(mask, 0.0, scalar_tensor(-inf, bf16)): the scalar (2 B) and
+    [1, 1, 1030, 1030] bf16 = 1030 * 1030 * 2 = 2,121,800 B. A100 (efficient): preprocess_mask pads 1030 to
+    1030 + (8 - 1030 % 8) = 1032: 1030 * 1032 * 2 = 2,125,920 B, then the kernel's out, logsumexp and accumulator.
+    H200 (cuDNN): the additive mask goes in as it is."""
+    a100 = masked(A100)
+    assert a100[:4] == [("scalar_tensor", 2), ("scalar_tensor", 2), ("where", 2_121_800),
+                        ("constant_pad_nd", 2_125_920)]
+    assert [b for op, b in a100[4:]] == [1_054_720, 16_896, 2_109_440]
+    h200 = masked(H200)
+    assert [op for op, _ in h200[:3]] == ["scalar_tensor", "scalar_tensor", "where"] and "constant_pad_nd" not in [
+        op for op, _ in h200]
+    assert [op for op, _ in masked(A100, s=1024)].count("constant_pad_nd") == 0     # 1024 % 8 == 0: aligned
