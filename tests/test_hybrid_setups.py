@@ -23,6 +23,7 @@ runner = CliRunner()
 GPU = {"qwen3-next-small": "A100-80GB", "kimi-linear-small": "H200"}
 SETUPS = {
     "batch of two rows": ("--batch-size", "2"),
+    "two sequences packed": ("--batch-size", "2", "--packed"),
     "fp32-amp": ("--precision", "fp32-amp"),
     "A100": ("--gpu", "A100-80GB"),
     "B200": ("--gpu", "B200"),
@@ -42,11 +43,11 @@ def test_every_setup_answers(preset, setup):
     gpu = args[1] if args[0] == "--gpu" else GPU[preset]
     if untraceable(preset, gpu):
         pytest.skip(untraceable(preset, gpu))
-    flags = [a for pair in zip(args[::2], args[1::2]) if pair[0] != "--gpu" for a in pair]
+    flags = [a for a in args if a not in ("--gpu", gpu)]
     r = runner.invoke(app, ["predict", "--model", preset, "--gpu", gpu, "--seq-len", "4096", *flags, "--json"])
     assert r.exit_code == 0, r.output
     (d,) = json.loads(r.stdout)["results"]
-    assert d["shape"]["batch_size"] == (2 if setup == "batch of two rows" else 1)
+    assert d["shape"]["batch_size"] == (2 if "two" in setup else 1)
 
 
 def model_of(preset: str, gpu: str, **options):
@@ -149,3 +150,18 @@ def test_kimi_mla_runs_the_memory_efficient_kernel_off_hopper(gpu):
     assert sizes(m, at_4k, "aten._scaled_dot_product_efficient_attention_backward.default") == [
         50_331_648, 50_331_648, 33_554_432, 524_288]
     assert any("CUTLASS workspace" in line for line in m.not_modelled)
+
+
+# ---------------------------------------------------------------------------------------- packed
+
+def test_packed_is_the_flattening_collators_batch():
+    """DataCollatorWithFlattening(return_flash_attn_kwargs=True): Qwen3-Next's Gated DeltaNet reads cu_seq_lens_q
+    (int32, with its values) as cu_seqlens: fla's varlen path computes its chunk indices from it (int32 buffers in the
+    linear-attention layer), and the answer says what each layer does with the boundaries."""
+    if untraceable("qwen3-next-small", "A100-80GB"):
+        pytest.skip(untraceable("qwen3-next-small", "A100-80GB"))
+    packed = model_of("qwen3-next-small", "A100-80GB", packed=True)
+    assert any(b.module.startswith("model.layers.0.linear_attn") and (b.note or "").startswith("int32")
+               for b in packed.buffers)
+    (note,) = [n for n in packed.notes if n.startswith("packed:")]
+    assert "cu_seq_lens_q to fla's chunk_gated_delta_rule as cu_seqlens" in note and "use_cache" in note
