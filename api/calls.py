@@ -236,7 +236,8 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
 
     def model_at(sh):          # the stack's layers are a build option: one model per tried count, up to the search's
         return model_for(key, gpu, what_if, sh, depth=False)      # limit: one no preset holds fails on the device
-    at = model_at if solve == "layers" else None
+    # a batch of one row and of several are two programs for transformers' hybrids (``rows``, ``shape_options``)
+    at = model_at if solve == "layers" or (solve == "mbs" and "rows" in s.options) else None
     result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at,
                               on_try=on_try, start=start)
               if limit is not None else

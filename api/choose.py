@@ -22,7 +22,7 @@ OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "
                 "lora": "--lora-rank",
                 "stored": "validate --from-records (a record of another torch: its stored traces)"}
 # options no flag names because the shape selects them (``registry.shape_options``): option -> what sets it
-SHAPE_SET_OPTIONS = {"gva": "--num-v-heads above --num-heads"}
+SHAPE_SET_OPTIONS = {"gva": "--num-v-heads above --num-heads", "rows": "--batch-size above 1"}
 
 
 def word(text: Optional[str]) -> Optional[str]:

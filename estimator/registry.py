@@ -203,9 +203,12 @@ def layer_options(key: str, fields: dict) -> dict:
 
 
 def shape_options(key: str, shape: Shape) -> dict:
-    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path; the layer fields are a
-    layer model's build options (``layer_options``)."""
+    """Options a shape implies: grouped value heads (HV > H) select a model's GVA code path; a batch of several rows a
+    whole model's several-row program (``rows``: transformers' hybrids, ``lifetimes.traced.model.BATCH_ROWS``); the layer
+    fields are a layer model's build options (``layer_options``)."""
     out = layer_options(key, shape.layer_fields())
+    if "rows" in spec(key).options:       # transformers' loss: one row per batch and several are two programs
+        out["rows"] = "many" if shape.mbs > 1 else "one"
     if shape.hv != shape.heads:
         if "gva" not in spec(key).options:
             raise RefusedShapeError(f"{key}: value heads != heads (GVA) is not covered by this model")

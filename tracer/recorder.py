@@ -24,6 +24,7 @@ import sys
 import weakref
 from dataclasses import dataclass, field
 
+from .grouped_mm import fallback_output, takes_fallback
 from .sdpa import KERNELS
 from .values import Mirrors, meta_like, mirrorable, tensors
 
@@ -218,20 +219,19 @@ class Recorder:
             self.events.append({"e": "scratch_op", "op": name, "frames": self._frames(),
                                 "out": self._alloc_id(out if isinstance(out, torch.Tensor) else None), **self.where()})
 
-    def cuda_kernel(self, func, args, kwargs):
-        """An operator whose CUDA kernel allocates other than its meta kernel (``sdpa.KERNELS``): its allocations as
-        the CUDA function makes them, in order (temporaries freed as it returns), and a ``scratch_op`` event for a
-        workspace of a size only the GPU knows."""
-        emulate, workspace = KERNELS[str(func)]
+    def cuda_kernel(self, func, args, kwargs, kernel=None):
+        """An operator whose CUDA kernel allocates other than its meta kernel (``sdpa.KERNELS``; ``kernel``: another
+        (emulation, workspace) pair, ``grouped_mm``'s): its allocations as the CUDA function makes them, in order
+        (temporaries freed as it returns), and a ``scratch_op`` event for a workspace of a size only the GPU knows."""
+        emulate, workspace = kernel or KERNELS[str(func)]
         made, out = emulate(func, args, kwargs)
         frames, name = self._frames(), str(func)
         for t in made:
             self.track(t, name, frames)
         del made                                         # the temporaries die here, as when the C++ call returns
         if workspace:
-            self.events.append({"e": "scratch_op", "op": name, "frames": frames, "out": None,
-                                "what": "cuDNN's SDPA graph workspace (cudnn/MHA.cpp get_workspace_size), sized by its "
-                                        "execution plan on the GPU", **self.where()})
+            self.events.append({"e": "scratch_op", "op": name, "frames": frames, "out": None, "what": workspace,
+                                **self.where()})
         return out
 
     def launch(self, launch) -> None:
@@ -261,6 +261,8 @@ class Recorder:
             func = torch.ops.aten.add_.Tensor            # the engine's ``old_var.add_(var)``: no new storage
         if str(func) in KERNELS:
             return self.cuda_kernel(func, args, kwargs)
+        if takes_fallback(func, args):                   # fp32 experts: _grouped_mm_cuda's fallback (grouped_mm.py)
+            return self.cuda_kernel(func, args, kwargs, (fallback_output, ""))
         has_meta = self.mirrors.any_meta((args, kwargs))
         real_in = self.mirrors.to_real((args, kwargs)) if has_meta else None
         try:

@@ -25,10 +25,29 @@ runs a fused kernel whose buffers are others. Here the call is routed the way to
   dv, ``softmax_d`` [B, H, round128(S_q)] fp32, ``dq_accum`` [B, round128(S_q), H, round32(D)] fp32, and for GQA
   ``dk_expanded``/``dv_expanded`` [B, S_k, H_q, D] reduced into dk/dv.
 
+  memory-efficient forward (attention.cu ``_efficient_attention_forward``'s ``launchKernel``): the output
+  [B, S_q, H, D_v], logsumexp [B, H, ceil(S_q/32)*32] fp32 (``kAlignLSE`` 32; [B, H, 0] without grad), and for a
+  16-bit call whose larger head dim exceeds 128 the fp32 ``output_accum`` [B, S_q, H, D_v] freed on return (the sm80
+  table, kernels/cutlassF_*.cu ``dispatch_cutlassF_bf16_sm80``: 64x64 kMaxK 64, 64x128 kMaxK 128, 32x128 kMaxK 65536;
+  kernel_forward.h ``kNeedsOutputAccumulatorBuffer = !kSingleValueIteration && output_accum_t != output_t``, single
+  iteration when kMaxK <= kKeysPerBlock); philox seed and offset are host tensors without dropout;
+  memory-efficient backward (attention_backward.cu ``_efficient_attention_backward``): ``grad_out.contiguous()`` of the
+  [B, S_q, H, D_v] view when not contiguous, dq, dk, dv (``at::empty`` of q, k, v's [B, S, H, D] sizes), then
+  ``delta`` [B, H, S_q] fp32 (``kKernelComputesDelta``: 16-bit kernels from sm80), or for fp32 the
+  ``(grad_out.float() * out.float()).sum(-1).transpose(-2, -1).contiguous()`` temporaries; all but dq/dk/dv freed on
+  return.
+
 Not modelled: cuDNN's graph workspace (``mha_graph->get_workspace_size()``, allocated through the caching allocator
-and freed when each call returns; its size is the execution plan's, known on the GPU only): each call is recorded as
-a ``scratch_op`` event naming it. The memory-efficient kernel (``_efficient_attention_*``) is not emulated: a call that
-would take it is refused in one line (``SdpaUnsupported``), as is an explicit attention mask.
+and freed when each call returns; its size is the execution plan's, known on the GPU only), and the memory-efficient
+backward's CUTLASS workspace (attention_backward.cu ``p.workspace_size()``: fp32 dq/dk/dv accumulators per key split,
+sized by the kernel ``dispatch_cutlassB`` picks for the GPU's shared memory, and by the split-keys heuristic): each
+call is recorded as a ``scratch_op`` event naming it.
+
+An explicit mask (a packed batch's block-diagonal one, transformers' ``sdpa_mask``) takes what attention.cpp does to
+it before a fused kernel: ``convert_boolean_attn_mask`` (an additive copy in q's dtype), and for the memory-efficient
+kernel ``preprocess_mask`` (its last dim padded to a multiple of 8 unless aligned). Flash takes no mask
+(``flash_refusal``); cuDNN's filter here reads no mask (torch 2.11's ``check_attn_mask_shape`` takes a [1, 1, S_q, S_k]
+one).
 """
 from __future__ import annotations
 
@@ -170,14 +189,16 @@ def flash_refusal(c: Call, t: Target) -> str | None:
 
 def efficient_refusal(c: Call, t: Target) -> str | None:
     """``can_use_mem_efficient_attention``: sm50..sm121, q and k head dims equal, head dims multiples of the GEMM
-    alignment (8 for 16-bit dtypes from sm80, 4 for fp32), equal heads unless grouped-query."""
+    alignment (8 for 16-bit dtypes from sm80, 4 for fp32: ``minimum_gemm_alignment``), equal heads: its dense
+    constraints run ``check_batch_size_and_num_heads_dense<false /*supports_grouped_query_attention=*/>``, so a
+    grouped-query call falls to math."""
     why = _common(c, t, (5, 0), (12, 1))
     if why:
         return why
     align = 8 if c.dtype in ("bfloat16", "float16") else 4
     if c.q_shape[3] != c.k_shape[3] or c.q_shape[3] % align or c.v_shape[3] % align:
         return "head dims not aligned"
-    return _heads_ok(c, gqa_supported=True, same_kv_heads=True)
+    return _heads_ok(c, gqa_supported=False, same_kv_heads=True)
 
 
 REFUSALS = {"cudnn": cudnn_refusal, "flash": flash_refusal, "efficient": efficient_refusal}
@@ -201,24 +222,33 @@ def pad_last_dim_8(x):
 
 
 def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False, original=None):
+              enable_gqa=False, original=None, autocast=None):
     """``at::native::scaled_dot_product_attention`` on CUDA (attention.cpp): the backend ``choose`` picks, called as
-    that function calls it."""
+    that function calls it. Under CUDA autocast (``autocast``: the tracer's ``autocast.Autocast``) the inputs are first
+    cast as autocast's ``scaled_dot_product_attention`` kernel casts them (lower_precision_fp: ``cached_cast`` of every
+    tensor argument to the autocast dtype, ATen/autocast_mode.h), since this routing runs above that dispatch key."""
     import torch
-    if torch.is_autocast_enabled("cuda") and any(t.dtype == torch.float32 for t in (q, k, v)):
-        # autocast would cast them to its dtype at AutocastCUDA (scaled_dot_product_attention is lower_precision_fp),
-        # below this function-level routing: not emulated here
-        raise SdpaUnsupported("scaled_dot_product_attention of fp32 inputs under autocast is not traced yet")
+    if torch.is_autocast_enabled("cuda") and any(t is not None and t.dtype == torch.float32 for t in (q, k, v, attn_mask)):
+        if autocast is None:
+            raise SdpaUnsupported("scaled_dot_product_attention of fp32 inputs under autocast is not traced yet")
+        to_type, before = torch.get_autocast_dtype("cuda"), autocast.operator
+        autocast.operator = "scaled_dot_product_attention"
+        try:
+            q, k, v = (autocast.cached_cast(to_type, t) for t in (q, k, v))
+            attn_mask = autocast.cached_cast(to_type, attn_mask) if attn_mask is not None else None
+        finally:
+            autocast.operator = before
     c = Call.of(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
     backend = choose(c, target)
     if backend == "math":
         return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                         enable_gqa=enable_gqa)
     if attn_mask is not None:
-        raise SdpaUnsupported("scaled_dot_product_attention with an explicit mask on the GPU's fused kernel is not "
-                              "traced yet")
+        attn_mask = additive_mask(attn_mask, q.dtype)
+        if backend == "efficient":
+            attn_mask = preprocess_mask(attn_mask, q, k)
     if backend == "cudnn":
-        return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, c.requires_grad, dropout_p,
+        return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, attn_mask, c.requires_grad, dropout_p,
                                                                   is_causal, False, scale=scale)[0]
     if backend == "flash":
         d = q.shape[-1]
@@ -226,13 +256,39 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
         out = torch.ops.aten._scaled_dot_product_flash_attention(pad_last_dim_8(q), pad_last_dim_8(k), pad_last_dim_8(v),
                                                                  dropout_p, is_causal, False, scale=og_scale)[0]
         return out if d % 8 == 0 else out[..., :d]
-    raise SdpaUnsupported(f"scaled_dot_product_attention would run the memory-efficient kernel on the GPU "
-                          f"(q {list(q.shape)}, k {list(k.shape)}): not traced yet")
+    # efficient: attention.cpp ``case SDPBackend::efficient_attention`` (compute_logsumexp: should_compute_logsumexp)
+    return torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, c.requires_grad, dropout_p,
+                                                                  is_causal, scale=scale)[0]
 
 
-def cuda_sdpa_mode(target: Target):
+def additive_mask(mask, dtype):
+    """attention.cpp ``convert_boolean_attn_mask``: a bool mask becomes ``at::where(mask, 0.0, at::scalar_tensor(-inf,
+    dtype))``, a new [.., S_q, S_k] tensor of q's dtype (and the 0-dim scalar on the device); another passes through."""
+    import torch
+    if mask.dtype != torch.bool:
+        return mask
+    return torch.ops.aten.where.ScalarSelf(mask, 0.0, torch.scalar_tensor(float("-inf"), dtype=dtype,
+                                                                           device=mask.device))
+
+
+MEM_EFF_ALIGNMENT = 8       # attention.cpp ``preprocess_mask``: ``constexpr int mem_eff_alignment = 8``
+
+
+def preprocess_mask(mask, q, k):
+    """attention.cpp ``preprocess_mask`` for the memory-efficient kernel: unless every stride but the last is a
+    multiple of 8 and the last is 1 (``aligned_tensor<8>``), ``pad_bias<8>``: the last dim zero-padded by
+    ``8 - S_k % 8`` (a new tensor) and sliced back; then expanded to [B, H, S_q, S_k] (a view)."""
+    import torch.nn.functional as F
+    aligned = all(st % MEM_EFF_ALIGNMENT == 0 for st in mask.stride()[:-1]) and mask.stride(-1) == 1
+    if not aligned:
+        last = mask.shape[-1]
+        mask = F.pad(mask, (0, MEM_EFF_ALIGNMENT - last % MEM_EFF_ALIGNMENT))[..., :last]
+    return mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+
+
+def cuda_sdpa_mode(target: Target, autocast=None):
     """A function mode under which ``torch.nn.functional.scaled_dot_product_attention`` of meta tensors is
-    ``cuda_sdpa`` (other calls unchanged)."""
+    ``cuda_sdpa`` (other calls unchanged); ``autocast``: the tracer's CUDA autocast, whose casts it makes."""
     import torch
     from torch.overrides import TorchFunctionMode
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -241,7 +297,7 @@ def cuda_sdpa_mode(target: Target):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if func is sdpa and args and getattr(args[0], "device", None) is not None and args[0].device.type == "meta":
-                return cuda_sdpa(target, *args, original=sdpa, **kwargs)
+                return cuda_sdpa(target, *args, original=sdpa, autocast=autocast, **kwargs)
             return func(*args, **kwargs)
     return CudaSdpa()
 
@@ -302,10 +358,61 @@ def flash_backward(func, args, kwargs) -> tuple[list, object]:
     return made, grads
 
 
-# op -> (emulation, whether cuDNN's graph workspace is allocated and freed inside the call)
+SIXTEEN_BIT = ("torch.bfloat16", "torch.float16")
+
+
+def efficient_forward(func, args, kwargs) -> tuple[list, object]:
+    """``_efficient_attention_forward`` (attention.cu ``launchKernel``): ``res`` [B, S_q, H, D_v] (returned as its
+    [B, H, S_q, D_v] transpose), ``logsumexp`` [B, H, ceil(S_q/32)*32] fp32 (torch's meta registration makes both), then
+    for a 16-bit call with max(D_qk, D_v) > 128 the kernel of kMaxK 65536 (32 queries x 128 keys per block: not a
+    single value iteration) and its fp32 ``output_accum`` [B, S_q, H, D_v], freed on return. An empty logsumexp (no
+    grad) allocates nothing; seed and offset are host tensors without dropout."""
+    import torch
+    q, v = args[0], args[2]
+    out = func(*args, **kwargs)
+    made = [out[0]] + ([out[1]] if out[1].numel() else [])
+    b, h, s_q, _ = q.shape
+    if str(q.dtype) in SIXTEEN_BIT and max(q.shape[-1], v.shape[-1]) > 128:
+        made.append(torch.empty((b, s_q, h, v.shape[-1]), dtype=torch.float32, device="meta"))
+    return made, out
+
+
+def efficient_backward(func, args, kwargs) -> tuple[list, object]:
+    """``_scaled_dot_product_efficient_attention_backward_cuda`` + ``_efficient_attention_backward``
+    (attention_backward.cu): ``grad_out.contiguous()`` of the [B, S_q, H, D_v] view when it is not, dq, dk, dv, then
+    ``delta`` [B, H, S_q] fp32 for a 16-bit call (``kKernelComputesDelta``), or for fp32 ``grad_out * out``
+    [B, S_q, H, D_v], its ``.sum(-1)`` [B, S_q, H] and the ``.transpose(-2, -1).contiguous()`` [B, H, S_q]; all but
+    dq, dk, dv freed when the call returns."""
+    import torch
+    grad_out, q, out_ = args[0], args[1], args[5]
+    b, h, s_q, _ = q.shape
+    d_v = out_.shape[-1]
+    made = []
+    if not grad_out.transpose(1, 2).is_contiguous():
+        made.append(torch.empty((b, s_q, h, d_v), dtype=grad_out.dtype, device="meta"))
+    grads = func(*args, **kwargs)
+    made += [g for g in grads if g is not None]
+    if str(q.dtype) in SIXTEEN_BIT:
+        made.append(torch.empty((b, h, s_q), dtype=torch.float32, device="meta"))
+    else:
+        made += [torch.empty((b, s_q, h, d_v), dtype=torch.float32, device="meta"),
+                 torch.empty((b, s_q, h), dtype=torch.float32, device="meta"),
+                 torch.empty((b, h, s_q), dtype=torch.float32, device="meta")]
+    return made, grads
+
+
+CUDNN_WORKSPACE = ("cuDNN's SDPA graph workspace (cudnn/MHA.cpp get_workspace_size), sized by its execution plan on "
+                   "the GPU")
+EFFICIENT_WORKSPACE = ("the memory-efficient backward's CUTLASS workspace (attention_backward.cu p.workspace_size(): "
+                       "fp32 dq/dk/dv accumulators per key split), sized by the kernel dispatch_cutlassB picks for the "
+                       "GPU's shared memory and by its split-keys heuristic")
+
+# op -> (emulation, the workspace allocated and freed inside the call that the GPU alone sizes; "" none)
 KERNELS = {
-    "aten._scaled_dot_product_cudnn_attention.default": (cudnn_forward, True),
-    "aten._scaled_dot_product_cudnn_attention_backward.default": (cudnn_backward, True),
-    "aten._scaled_dot_product_flash_attention.default": (flash_forward, False),
-    "aten._scaled_dot_product_flash_attention_backward.default": (flash_backward, False),
+    "aten._scaled_dot_product_cudnn_attention.default": (cudnn_forward, CUDNN_WORKSPACE),
+    "aten._scaled_dot_product_cudnn_attention_backward.default": (cudnn_backward, CUDNN_WORKSPACE),
+    "aten._scaled_dot_product_flash_attention.default": (flash_forward, ""),
+    "aten._scaled_dot_product_flash_attention_backward.default": (flash_backward, ""),
+    "aten._scaled_dot_product_efficient_attention.default": (efficient_forward, ""),
+    "aten._scaled_dot_product_efficient_attention_backward.default": (efficient_backward, EFFICIENT_WORKSPACE),
 }

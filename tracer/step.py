@@ -107,9 +107,22 @@ def make_optimizer(name: str, params):
     return None
 
 
-def batch(mbs: int, seq: int, packed: bool, mirrors) -> dict:
-    """The step's inputs on meta (``cu_seqlens`` with its real values)."""
+def batch(mbs: int, seq: int, packed: bool, mirrors, style: str = "cu_seqlens") -> dict:
+    """The step's inputs on meta (``cu_seqlens`` with its real values); ``style`` "flattening": transformers'
+    ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` (data/data_collator.py): ``input_ids``, ``labels`` and
+    ``position_ids`` [1, B*S] int64 (positions restarting per sequence), ``cu_seq_lens_q`` and ``cu_seq_lens_k`` [B + 1]
+    int32 (two tensors: ``torch.tensor`` of each key), ``max_length_q`` and ``max_length_k`` Python ints."""
     import torch
+    if packed and style == "flattening":
+        ids = torch.empty(1, mbs * seq, dtype=torch.int64, device="meta")
+        out = {"input_ids": ids, "labels": torch.empty_like(ids)}
+        positions = torch.arange(seq, dtype=torch.int64).repeat(mbs).unsqueeze(0)
+        out["position_ids"] = torch.empty_like(ids)
+        mirrors.add(out["position_ids"], positions)
+        for key in ("cu_seq_lens_q", "cu_seq_lens_k"):
+            out[key] = torch.empty(mbs + 1, dtype=torch.int32, device="meta")
+            mirrors.add(out[key], torch.arange(0, mbs + 1, dtype=torch.int32) * seq)
+        return out | {"max_length_q": seq, "max_length_k": seq}
     if packed:
         ids = torch.empty(1, mbs * seq, dtype=torch.int64, device="meta")
         cu = torch.arange(0, mbs + 1, dtype=torch.int64) * seq
@@ -243,15 +256,17 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
             "use_reentrant": False, "context_fn": recompute_under_forward_modes})
     model.train()
     stepped, wrappers = with_lora(model, spec.get("lora"))
-    inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
+    inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors,    # made unrecorded, adopted below in order
+                   spec.get("packed_batch", "cu_seqlens"))
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
-    sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
-    with amp, sdpa, rec.mode(), module_paths(model, rec.state, wrappers):
+    with amp as autocast, cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__), autocast), \
+            rec.mode(), module_paths(model, rec.state, wrappers):
         rec.mark("harness", 0)
         names = {id(t): n for n, t in list(model.named_parameters()) + list(model.named_buffers())}
         rec.adopt(apply_order(model), "model.to(device)", code_line(torch.nn.Module._apply, "param_applied = fn(param)"),
                   names)
-        rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens") if k in inputs], "batch.to(device)",
+        rec.adopt([inputs[k] for k in ("input_ids", "labels", "cu_seqlens", "position_ids", "cu_seq_lens_q",
+                                       "cu_seq_lens_k") if k in inputs], "batch.to(device)",
                   code_line(type(model).forward))
         optimizer = make_optimizer(spec["optimizer"], [p for p in model.parameters() if p.requires_grad])
         run_steps(stepped, optimizer, inputs, spec.get("steps", 3), rec, precision)

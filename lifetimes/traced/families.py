@@ -65,6 +65,8 @@ class Family:
     one_row: bool = False           # transformers' loss copies the shifted labels from two rows on: one row per batch
     moe: bool = False               # its blocks route tokens to experts (``model.ROUTINGS`` applies)
     packed_refused: str = ""        # why a packed batch is not traced ("" when it is)
+    packed_batch: str = "cu_seqlens"  # a packed batch's inputs (``tracer.step.batch``): fla's ``cu_seqlens`` keyword,
+                                    # or "flattening": transformers' DataCollatorWithFlattening with its flash kwargs
     gated_backward: str = ""        # the name fla-core's #640 refusal of the gated backward on Hopper gives it
     notes: tuple[str, ...] = ()     # said with every answer
     not_modelled: tuple[str, ...] = ()
@@ -125,8 +127,7 @@ QWEN3_NEXT_MODEL = Family(
                     "the MLP": ("hidden_size", "intermediate_size"),
                     "the experts' weights": ("num_experts", "moe_intermediate_size", "hidden_size")}),
     heads_field="num_attention_heads", hybrid=True, one_row=True, moe=True,
-    packed_refused=("its Gated DeltaNet layers read the boundaries as cu_seq_lens_q (modeling_qwen3_next.py:737, flash "
-                    "attention's varlen convention), which the tracer's batch does not pass"),
+    packed_batch="flattening",
     gated_backward="Qwen3-Next (its Gated DeltaNet layers)",
     notes=("full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs "
            "as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
@@ -146,7 +147,7 @@ KIMI_LINEAR_MODEL = Family(
     subfields=frozen({"linear_attn_config": KIMI_LINEAR_ATTN}),
     # its MLA layers' heads and qk_nope_head_dim + qk_rope_head_dim, the qk_head_dim its config derives
     heads_field="num_attention_heads", head_dim_fields=("qk_nope_head_dim", "qk_rope_head_dim"), hybrid=True, one_row=True, moe=True,
-    packed_refused="its KDA layers take no sequence boundaries (each row is one sequence)",
+    packed_batch="flattening",
     notes=("full attention (MLA): transformers' sdpa with no mask, q/k head dim qk_nope + qk_rope, v head dim "
            "v_head_dim, which torch 2.11's CUDA build runs as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
     not_modelled=_GROUPED_MM)

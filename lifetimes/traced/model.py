@@ -34,9 +34,14 @@ LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multip
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
 # at one row, a copy (and an earlier free of the padded labels) at more, so a batch of one row and a batch of several
-# are two programs; such a family (``Family.one_row``) is traced, and answers, at one row per batch (loss_utils.py:64)
+# are two programs; such a family (``Family.one_row``) is traced as two models (loss_utils.py:64): one row per batch
+# (``Request.rows`` "one", solved at one row) and several (``rows`` "many", solved from two and three rows), the shape's
+# batch size choosing which (``registry.shape_options``)
 LEARN_ONE_ROW = ((1, 1030), (1, 1542), (1, 2060), (1, 2574))
 HELD_OUT_ONE_ROW = (1, 777)
+LEARN_MANY_ROWS = ((2, 1030), (3, 1030), (2, 1542), (2, 2060))
+HELD_OUT_MANY_ROWS = (3, 777)
+BATCH_ROWS = ("one", "many")      # ``Request.rows`` of a ``Family.one_row``: one row per batch, or several
 TRACED_LAYERS = (1, 2, 3, 4)
 OPTIMIZERS = ("adamw", "sgd", "none")
 PRECISIONS = ("bf16", "fp32-amp")
@@ -60,6 +65,7 @@ class Request:
     lora: str | None = None     # LoRA's settings as canonical JSON (``lora.lora_option``); None: a full fine-tune
     cp: int = 1                 # context-parallel degree (``traced.parallel``); not in the traces' spec
     ep: int = 1                 # expert-parallel degree (``traced.parallel``); not in the traces' spec
+    rows: str = "one"           # ``BATCH_ROWS``: a ``Family.one_row``'s program, one row per batch or several (the shape's)
 
     @property
     def config_dict(self) -> dict:
@@ -240,19 +246,26 @@ def depth_search_start(config: str) -> int:
 
 
 def learn_shapes(req: Request) -> tuple:
-    """The shapes the formulas are solved from: ``LEARN``, or one row per batch for a ``Family.one_row``."""
-    return LEARN_ONE_ROW if req.row.one_row else LEARN
+    """The shapes the formulas are solved from: ``LEARN``, or for a ``Family.one_row`` one row per batch (``rows``
+    "one") or two and three rows (``rows`` "many")."""
+    if not req.row.one_row:
+        return LEARN
+    return LEARN_MANY_ROWS if req.rows == "many" else LEARN_ONE_ROW
 
 
 def held_out_shape(req: Request) -> tuple:
-    return HELD_OUT_ONE_ROW if req.row.one_row else HELD_OUT
+    if not req.row.one_row:
+        return HELD_OUT
+    return HELD_OUT_MANY_ROWS if req.rows == "many" else HELD_OUT_ONE_ROW
 
 
 def trace_spec(req: Request, layers: int) -> dict:
     held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.row.hybrid else []
     shapes = [list(s) for s in learn_shapes(req)] + held
+    flattening = {"packed_batch": req.row.packed_batch} if req.packed and req.row.packed_batch != "cu_seqlens" else {}
     spec = {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
-            "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
+            "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}],
+            **flattening}
     if req.lora is None:        # a full fine-tune's spec as before LoRA: its stored traces keep their names
         return spec
     from .lora import settings
@@ -601,13 +614,31 @@ def fields(req: Request, device, versions: dict) -> dict:
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
                  ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
                 + ((("lora", req.lora),) if req.lora else ()),
+                + ((("rows", req.rows),) if req.rows != "one" else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
               + ((routing_note(req.routing),) if row.moe else ()) + row.notes
+              + ((FLATTENING_NOTE,) if req.packed and row.packed_batch == "flattening" else ())
               + ((period_note(req),) if by_period(req) else ()),
     )
 
+
+# transformers 5.17.0: a packed batch as its DataCollatorWithFlattening(return_flash_attn_kwargs=True) makes it
+# (data/data_collator.py), and what each layer of the hybrids does with it
+FLATTENING_NOTE = (
+    "packed: the batch as transformers' DataCollatorWithFlattening(return_flash_attn_kwargs=True) makes it: one row of "
+    "the sequences back to back, position_ids restarting per sequence, cu_seq_lens_q/k (int32) and max_length_q/k. "
+    "Full attention: with the config's use_cache true (the presets', as published) the model makes a DynamicCache in "
+    "training too and masking_utils looks for packed sequences only without one (_preprocess_mask_arguments), so "
+    "sdpa runs causal over the whole row, as on the GPU; with use_cache false (or --checkpoint, which turns it off), "
+    "the mask from the position_ids (find_packed_sequence_indices): a block-diagonal [1, 1, T, T] bool mask, made "
+    "additive in q's dtype before a fused kernel (attention.cpp convert_boolean_attn_mask; the memory-efficient kernel "
+    "pads its last dim to a multiple of 8, preprocess_mask; flash takes no mask). "
+    "Linear attention: Qwen3-Next's Gated DeltaNet passes cu_seq_lens_q to fla's chunk_gated_delta_rule as cu_seqlens "
+    "(the varlen path); Kimi-Linear's KDA passes no boundaries (transformers' hub wrapper keeps only chunk_kda's own "
+    "parameters, hub_kernels.py use_kernel_func_from_hub_with_fallback), so it runs the row as one sequence, as on the "
+    "GPU; the torch causal_conv1d fallback takes none either")
 
 NOT_MODELLED = (
     "CUDA-internal scratch of operators other than GEMMs and leading-dim sums (sort, scan and embedding-backward "

@@ -17,7 +17,7 @@ from livebytes.estimator.registry import ModelSpec, register
 from .fsdp import MAX_WORLD
 from .parallel import MAX_CP, MAX_EP
 from .families import ROWS, UNVALIDATED, Family
-from .model import OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
+from .model import BATCH_ROWS, OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
 from .presets import presets_line
 
 
@@ -34,20 +34,10 @@ def seq_multiple(options: dict) -> tuple[int, str]:
     return (cp, f"--cp {cp} gives each rank S / {cp} tokens") if cp > 1 else (1, "")
 
 
-def refuse_one_row(shape, device) -> str | None:
-    """A family traced at one row per batch (``Family.one_row``): any sequence length, one sequence."""
-    if shape.seq < 1:
-        return "a batch needs at least one sequence of one token"
-    if shape.mbs != 1:
-        return (f"a batch of {shape.mbs} sequences: transformers' loss copies the shifted labels only for two rows or "
-                "more (loss_utils.py:64), a program of its own; traced at one sequence per batch only")
-    return None
-
-
 def builder(row: Family):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
-                     routing: str = "balanced", lora: str | None = None, cp: int = 1, ep: int = 1):
+                     routing: str = "balanced", lora: str | None = None, cp: int = 1, ep: int = 1, rows: str = "one"):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -56,8 +46,11 @@ def builder(row: Family):
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
+        if rows not in BATCH_ROWS or (rows != "one" and not row.one_row):
+            raise RefusedShapeError(f"{key}: rows must be one of {', '.join(BATCH_ROWS) if row.one_row else 'one'}, got "
+                                    f"{rows!r}")
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
-                      check_routing(routing), lora, cp, ep)
+                      check_routing(routing), lora=lora, cp=cp, ep=ep, rows=rows)
         if cp > 1 or ep > 1:
             from livebytes.estimator.errors import LivebytesError
 
@@ -73,10 +66,6 @@ def builder(row: Family):
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
-        if row.moe and precision == "fp32-amp":
-            raise RefusedShapeError(f"{key}: fp32-amp: its experts call torch._grouped_mm with the fp32 weights (moe.py "
-                                    "casts the input to the weight's dtype), which torch's meta kernel refuses (bf16 "
-                                    "only); not traced")
         if lora and fsdp:
             raise RefusedShapeError(f"{key}: LoRA under --fsdp: FSDP2's placement (traced.fsdp) shards every parameter's "
                                     "gradient and state, and LoRA's frozen base has none; not placed yet (LoRA answers "
@@ -105,9 +94,10 @@ def register_family(row: Family) -> None:
                "optimizer's step and zero_grad, traced on the CPU; --fsdp W: rank 0 of W under FSDP2 (fully_shard per "
                "block, then the root); --cp C, --ep E: rank 0 under context and expert parallelism (arithmetic on the traced "
                "step, unvalidated)" + (f"; {presets}" if presets else ""),
-        builder=builder(row), refuse=refuse_one_row if row.one_row else refuse, seq_multiple=seq_multiple,
+        builder=builder(row), refuse=refuse, seq_multiple=seq_multiple,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": (), "lora": ()} | ({"routing": ROUTINGS} if row.moe else {}),
+                 "environment": None, "stored": (), "lora": ()} | ({"routing": ROUTINGS} if row.moe else {})
+                | ({"rows": BATCH_ROWS} if row.one_row else {}),
         counts={"fsdp": (1, MAX_WORLD), "cp": (1, MAX_CP), "ep": (1, MAX_EP)},
         caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),

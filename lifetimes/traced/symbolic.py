@@ -102,7 +102,41 @@ def solve(values: list[int], shapes: list[dict], what: str) -> sp.Expr:
         if found:
             f, (c, c0) = found[0]
             return sp.expand(c * factor_expr(f) + c0)
+    per_row = _per_row(values, shapes, what)
+    if per_row is not None:
+        return per_row
     raise Unexplained(f"{what}: sizes {values} at {_shapes_text(shapes)} are no exact formula in T, N and S")
+
+
+def _per_row(values: list[int], shapes: list[dict], what: str):
+    """``c*f + d*N``: a factor plus a size per sequence, tried when no one-factor formula fits. A batch of several rows
+    makes it: transformers' torch fallback of ``causal_conv1d`` pads each row (``F.conv1d(..., padding=K-1)``, output
+    [N, C, S + K - 1]: ``2C*T + 2C(K-1)*N`` bytes). Ambiguous: refused as ``solve`` refuses."""
+    ns = [s["N"] for s in shapes]
+    found = [(f, fit) for f in shapes[0] if f != "N"
+             for fit in [_fit_rows([s[f] for s in shapes], ns, values)] if fit is not None]
+    distinct = {(tuple(s[f] for s in shapes), fit) for f, fit in found}
+    if len(distinct) > 1:
+        raise Unexplained(f"{what}: {' or '.join(f'{c}*{f} + {d}*N' for f, (c, d) in found)} fit every traced shape "
+                          f"({_shapes_text(shapes)}): trace another shape")
+    if not found:
+        return None
+    f, (c, d) = found[0]
+    return sp.expand(c * factor_expr(f) + d * MBS)
+
+
+def _fit_rows(xs: list[int], ns: list[int], ys: list[int]):
+    """(c, d) with y = c*x + d*n at every point, integers, c > 0, d != 0; None when no two points determine them."""
+    pair = next(((i, j) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[i] * ns[j] != xs[j] * ns[i]), None)
+    if pair is None:
+        return None
+    i, j = pair
+    det = xs[i] * ns[j] - xs[j] * ns[i]
+    c_num, d_num = ys[i] * ns[j] - ys[j] * ns[i], xs[i] * ys[j] - xs[j] * ys[i]
+    if c_num % det or d_num % det:
+        return None
+    c, d = c_num // det, d_num // det
+    return (c, d) if c > 0 and d and all(c * x + d * n == y for x, n, y in zip(xs, ns, ys)) else None
 
 
 def _fit(xs: list[int], ys: list[int], constant: bool):
