@@ -613,7 +613,7 @@ def fields(req: Request, device, versions: dict) -> dict:
                  ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
                  ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
-                + ((("lora", req.lora),) if req.lora else ()),
+                + ((("lora", req.lora),) if req.lora else ())
                 + ((("rows", req.rows),) if req.rows != "one" else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
