@@ -37,6 +37,10 @@ Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
 Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
                          help="--model only: bf16 parameters (default); fp32-amp: fp32 parameters, gradients and "
                               "AdamW states, the forward and loss under CUDA bf16 autocast (HF Trainer's bf16=True)")
+Loss = typer.Option(None, "--loss", metavar="default|liger|fla",
+                    help="--model: the loss the step computes: default (the model's own: transformers' for Qwen3-Next "
+                         "and Kimi-Linear), liger (Liger-Kernel's fused linear cross-entropy; those two), fla "
+                         "(flash-linear-attention's models: their own, as the config picks it)")
 Routing = typer.Option(None, "--routing", metavar="balanced|worst",
                        help="--model with experts (Qwen3-Next, Kimi-Linear): the routing the answer assumes, balanced "
                             "(default) or worst (the busiest experts take every token they can); the answer says which "
@@ -113,14 +117,15 @@ class Chosen:
 
 def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional[str] = None,
            precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
-           dim_given: bool = False, routing: Optional[str] = None, **kernel_flags: bool) -> Chosen:
+           dim_given: bool = False, routing: Optional[str] = None, loss: Optional[str] = None,
+           **kernel_flags: bool) -> Chosen:
     """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and beside it
     --num-heads, --head-dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config
     says or the whole model does not take."""
     impls = list(impls or [])
     if model is None:
         refuse_unused("without --model", optimizer=optimizer is not None, precision=precision is not None, packed=packed,
-                      routing=routing is not None)
+                      routing=routing is not None, loss=loss is not None)
         if not impls:
             raise UsageProblem("give --impl KEY (see: livebytes models) or --model CONFIG.json (a whole model)")
         return Chosen(impls, {})
@@ -132,7 +137,7 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     from livebytes.lifetimes.traced.model import config_sizes, options_for
     from livebytes.lifetimes.traced.presets import config_of
     config = config_of(named(model, "--model"))
-    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing)
+    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing, loss=loss)
     n_heads, head_dim = config_sizes(config)
     return Chosen([key], options, str(n_heads), str(head_dim))
 
@@ -228,6 +233,7 @@ def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
 QUERY_OPTIONS = {
     "impl": (Optional[List[str]], Impls), "model_config": (Optional[str], Model), "optimizer": (Optional[str], Optimizer),
     "precision": (Optional[str], Precision), "packed": (bool, Packed), "routing": (Optional[str], Routing),
+    "loss": (Optional[str], Loss),
     "mbs": (str, Mbs), "seq": (str, Seq), "heads": (Optional[str], Heads), "dim": (Optional[str], Dim),
     "v_heads": (Optional[str], VHeads), "expand_v": (Optional[str], ExpandV), "hidden": (Optional[str], Hidden),
     "layers": (Optional[str], Layers), "checkpoint": (bool, Checkpoint), "conv_size": (Optional[str], ConvSize),
@@ -237,7 +243,7 @@ QUERY_OPTIONS = {
     "triton": (Optional[str], Triton), "fsdp": (Optional[str], Fsdp),
 }
 # the usual groups, in the order --help lists them
-MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed")
+MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed", "loss")
 SHAPE_OPTIONS = ("mbs", "seq", "heads", "dim", "v_heads", "expand_v", "hidden", "layers", "checkpoint", "conv_size")
 WHAT_IF_OPTIONS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
 PROCESS_OPTIONS = ("alloc_conf", "triton_cache", "triton")
@@ -252,6 +258,7 @@ class QueryFlags:
     precision: Optional[str] = None
     packed: bool = False
     routing: Optional[str] = None
+    loss: Optional[str] = None
     mbs: str = "1"
     seq: Optional[str] = None
     heads: Optional[str] = None
@@ -319,6 +326,7 @@ def given_or(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
 def chosen_by(q: QueryFlags) -> Chosen:
     """``chosen`` of the query flags: --impl or --model, the kernel and layer flags refused beside --model."""
     return chosen(q.impl, q.model_config, q.optimizer, q.precision, q.packed, q.heads, q.dim is not None, q.routing,
+                  q.loss,
                   v_heads=q.v_heads is not None, expand_v=q.expand_v is not None, hidden=q.hidden is not None,
                   conv_size=q.conv_size is not None, contract=q.contract is not None, no_recompute=q.no_recompute,
                   cp=q.cp is not None, cp_layout=q.cp_layout is not None, cp_rank=q.cp_rank is not None)

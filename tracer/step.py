@@ -21,6 +21,8 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
   no state), or none.
 - Checkpointing: ``model.gradient_checkpointing_enable()`` (transformers' default: non-reentrant), whose recompute
   runs under the function modes its forward ran under (``recompute_under_forward_modes``).
+- Loss (``spec["loss"]``, ``tracer.losses``): the model's own, or Liger-Kernel's fused linear cross-entropy applied
+  to the built model as Liger's patch applies it.
 - Batch: ``input_ids`` and ``labels`` [B, S] int64, or packed: [1, B*S] with ``cu_seqlens`` [B + 1] int64 passed to the
   model (fla's layers read it from the keyword arguments), whose values the trace knows (``values``).
 """
@@ -76,9 +78,14 @@ def make_optimizer(name: str, params):
     return None
 
 
-def batch(mbs: int, seq: int, packed: bool, mirrors) -> dict:
-    """The step's inputs on meta (``cu_seqlens`` with its real values)."""
+def batch(mbs: int, seq: int, packed: bool, mirrors, labels_known: bool = False) -> dict:
+    """The step's inputs on meta (``cu_seqlens`` with its real values; the labels' too where the loss reads them,
+    ``labels_known``: every one token 0, none ignored)."""
     import torch
+    if labels_known:
+        out = batch(mbs, seq, packed, mirrors)
+        mirrors.add(out["labels"], torch.zeros(out["labels"].shape, dtype=torch.int64))
+        return out
     if packed:
         ids = torch.empty(1, mbs * seq, dtype=torch.int64, device="meta")
         cu = torch.arange(0, mbs + 1, dtype=torch.int64) * seq
@@ -193,6 +200,7 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
 
     from .autocast import emulated
     from .launches import install as install_launches
+    from .losses import apply_loss
     from .modules import module_paths
     from livebytes.estimator.devices import get_device
 
@@ -211,7 +219,9 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={  # transformers' default, plus the modes
             "use_reentrant": False, "context_fn": recompute_under_forward_modes})
     model.train()
-    inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors)    # made unrecorded, adopted below in order
+    loss = spec.get("loss", "default")
+    apply_loss(model, loss)
+    inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors, labels_known=loss == "liger")  # adopted below
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
     sdpa = cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__))
     with amp, sdpa, rec.mode(), module_paths(model, rec.state):

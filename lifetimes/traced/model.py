@@ -57,6 +57,11 @@ class Request:
     stored: str | None = None   # a folder of traces made under other library versions (``stored_traces``); None: here
     fsdp: int = 0               # FSDP2's world size (``traced.fsdp``); 0: not sharded. Not in the traces' spec
     routing: str = "balanced"   # ``ROUTINGS``: what the answer assumes (MoE families; no traced buffer depends on it)
+    loss: str | None = None     # ``LOSS_SAID``: the loss the step computes (None: the family's own, ``Family.losses``)
+
+    @property
+    def loss_word(self) -> str:
+        return self.loss or self.row.losses[0]
 
     @property
     def config_dict(self) -> dict:
@@ -185,7 +190,7 @@ def unvalidated(model_type: str, versions: dict | None = None) -> str | None:
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
-                stored: str | None = None, routing: str | None = None) -> tuple[str, dict]:
+                stored: str | None = None, routing: str | None = None, loss: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
     folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
     default balanced) for a family with experts (``Family.moe``), refused for one without."""
@@ -194,12 +199,51 @@ def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", 
     key = row.key
     options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
                "environment": environment(stored), "stored": stored}
+    word = check_loss(row, loss)
+    if word is not None:                       # the family's own loss is no option (its traces and answers as before)
+        if stored is not None:
+            raise LivebytesError(f"--loss {word}: stored traces hold the family's own loss only")
+        options["loss"] = word
+        if word == "liger" and liger_version() is None:
+            raise LivebytesError("--loss liger traces Liger-Kernel's code: pip install liger-kernel (or "
+                                 "'livebytes[model]')")
     if not row.moe:
         if routing is not None:
             raise LivebytesError(f"--routing: {key} has no experts to route to (routing applies to "
                                  f"{', '.join(f.key for f in ROWS if f.moe)})")
         return key, options
     return key, options | {"routing": check_routing(routing)}
+
+
+# what each loss is, said with every answer (``fields``); the tracer applies it (``tracer.losses``)
+LOSS_SAID = {
+    "default": "transformers' ForCausalLMLoss: the [T, vocab] logits upcast to fp32 (loss_utils.py), then "
+               "cross_entropy; the logits and their gradient are whole buffers",
+    "liger": "Liger-Kernel's fused linear cross-entropy (liger-kernel {liger}: LigerForCausalLMLoss; Qwen3-Next through "
+             "apply_liger_kernel_to_qwen3_next with its other kernels off, Kimi-Linear, which Liger does not patch, with "
+             "its forward's logits replaced the way Liger's causal-LM forward does): no logits; one [C, vocab] bf16 chunk "
+             "of them, C = min(next_power_of_2(cdiv(T, cdiv(vocab, hidden))), T), and the gradients of the hidden "
+             "states and lm_head computed in the forward",
+    "fla": "flash-linear-attention's own, as the config picks it (fuse_cross_entropy / fuse_linear_cross_entropy, "
+           "fla/models/modeling_utils.py:92-150: FusedLinearCrossEntropyLoss, chunked, or torch's cross_entropy)",
+}
+
+
+def check_loss(row: Family, loss: str | None) -> str | None:
+    """``--loss``'s value for ``row`` (any case, blanks around it dropped; None: the family's own), one line where the
+    family's code does not offer it (``Family.losses``)."""
+    if loss is None:
+        return None
+    word = str(loss).strip().lower()
+    if word not in LOSS_SAID:
+        raise LivebytesError(f"--loss must be one of {', '.join(LOSS_SAID)}, got {show(loss)}")
+    if word not in row.losses:
+        why = {"fla": f"{row.dist}'s {row.causal_lm} computes transformers' loss, not flash-linear-attention's",
+               "liger": f"{row.causal_lm} computes flash-linear-attention's loss, as its config picks it "
+                        "(fuse_linear_cross_entropy); Liger patches transformers' models"}.get(
+            word, f"{row.causal_lm}'s loss is flash-linear-attention's, as its config picks it")
+        raise LivebytesError(f"--loss {word}: {why} (--loss takes {' or '.join(row.losses)} for {row.key})")
+    return None if word == row.losses[0] else word
 
 
 def check_routing(routing: str | None) -> str:
@@ -214,6 +258,11 @@ def check_routing(routing: str | None) -> str:
 def installed_versions() -> dict:
     from livebytes.tracer.versions import installed_versions as versions
     return versions()
+
+
+def liger_version() -> str | None:
+    from livebytes.tracer.versions import liger_version as version
+    return version()
 
 
 def tracer_digest() -> str:
@@ -247,8 +296,9 @@ def held_out_shape(req: Request) -> tuple:
 def trace_spec(req: Request, layers: int) -> dict:
     held = [list(held_out_shape(req))] if layers in (1, 2, 3) or req.row.hybrid else []
     shapes = [list(s) for s in learn_shapes(req)] + held
-    return {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
+    return ({"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
             "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}]}
+            | ({"loss": req.loss} if req.loss else {}))
 
 
 def _start(spec: dict) -> subprocess.Popen:
@@ -354,8 +404,9 @@ def _trace_key(req: Request) -> tuple[list, tuple]:
     specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
     facts = trace_facts(get_device(req.device))
     keyed = [dict(spec, device=facts) for spec in specs]
+    liger = (liger_version(),) if req.loss == "liger" else ()        # its code is traced too
     return specs, ("traces", json.dumps(keyed, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
-                   tracer_digest())
+                   tracer_digest()) + liger
 
 
 def _joined(done: list) -> dict:
@@ -571,13 +622,19 @@ def fields(req: Request, device, versions: dict) -> dict:
         options=(("config", hashlib.sha256(req.config.encode()).hexdigest()[:12]),
                  ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
-                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ()),
+                 ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
+                + ((("loss", req.loss),) if req.loss else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
-              + ((routing_note(req.routing),) if row.moe else ()) + row.notes
+              + ((routing_note(req.routing),) if row.moe else ()) + (loss_note(req, versions),) + row.notes
               + ((period_note(req),) if by_period(req) else ()),
     )
+
+
+def loss_note(req: Request, versions: dict) -> str:
+    """The loss the step computes, named (``LOSS_SAID``)."""
+    return f"loss: {req.loss_word}: " + LOSS_SAID[req.loss_word].format(liger=liger_version() or "?")
 
 
 NOT_MODELLED = (

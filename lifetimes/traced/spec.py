@@ -4,7 +4,8 @@ causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (trans
 
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
 ``optimizer``, ``precision``, ``packed``, ``routing`` (Qwen3-Next and Kimi-Linear: balanced or worst, ``model.
-routing_note``) and ``environment`` (the versions the traces come from and the tracer's digest,
+routing_note``), ``loss`` (Qwen3-Next and Kimi-Linear: liger, Liger-Kernel's fused linear cross-entropy; left out:
+the family's own, ``model.LOSS_SAID``) and ``environment`` (the versions the traces come from and the tracer's digest,
 ``model.environment``: a compiled model cached under one environment is never read under another) and ``stored`` (a
 folder of traces made under other versions, ``model.stored_traces``; none: traced here); the layer fields
 ``layers`` and ``checkpoint`` are the shape's, as for the layer models.
@@ -15,7 +16,7 @@ from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
 from .families import ROWS, UNVALIDATED, Family
-from .model import OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
+from .model import OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_loss, check_routing
 from .presets import presets_line
 
 
@@ -39,7 +40,7 @@ def refuse_one_row(shape, device) -> str | None:
 def builder(row: Family):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
-                     routing: str = "balanced"):
+                     routing: str = "balanced", loss: str | None = None):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -49,7 +50,7 @@ def builder(row: Family):
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth; a config may say up to 4,096)")
         check_environment(environment, stored, model_type)
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
-                      check_routing(routing))
+                      check_routing(routing), check_loss(row, loss))
         if layers is None and req.depth > MAX_LAYERS:       # the config's own depth: refused before anything is traced
             raise RefusedShapeError(f"{key}: the config's num_hidden_layers {req.depth:,}: a traced model expands up "
                                     f"to {MAX_LAYERS:,} (its cost grows with the depth); give --num-hidden-layers "
@@ -86,7 +87,8 @@ def register_family(row: Family) -> None:
                "block, then the root)" + (f"; {presets}" if presets else ""),
         builder=builder(row), refuse=refuse_one_row if row.one_row else refuse,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
-                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if row.moe else {}),
+                 "environment": None, "stored": ()} | ({"routing": ROUTINGS} if row.moe else {})
+                | ({"loss": ()} if len(row.losses) > 1 else {}),      # absent: its own; the builder checks it
         counts={"fsdp": (1, MAX_WORLD)},
         caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),
