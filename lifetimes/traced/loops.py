@@ -10,6 +10,11 @@ starts at the loop's first body allocation: its operator at its site); they must
 iteration count must be the rule's. A free inside the loop refers to an allocation of this iteration (offset 0) or of
 the previous one (offset -1, a loop variable rebound); what the last iteration leaves is freed after the loop.
 
+Liger-Kernel's fused linear cross-entropy (``--loss liger``) chunks the same way with its own rule (NC = cdiv(V, H),
+C = min(next_power_of_2(cdiv(N, NC)), N)); in bf16 on a GPU its body allocates nothing (its [C, V] logits buffer is
+allocated once before the loop, sized by ``symbolic``'s factor ``C(T,NC)``) and launches one kernel per chunk: its
+iterations are found and split by that launch (``LoopRule.by_launches``).
+
 Under autocast (fp32-amp) the first iteration alone casts a weight the body uses (``autocast.<op>.cached``: autocast's
 weight cache, ATen/autocast_mode.cpp ``cached_cast``; later iterations hit it): such an allocation is *hoisted*, kept
 apart from the iterations with its place in the first one, and freed where the trace frees it (the autocast region's
@@ -45,6 +50,7 @@ class LoopRule:
     most: Callable[[dict], int]
     source: str
     buffer_outside: bool = False    # a buffer of one chunk is allocated before the loop (``symbolic``'s chunk factor)
+    by_launches: bool = False       # the body allocates nothing: found, and split into iterations, by its launches
 
 
 def _lce_chunks(rows: int, config: dict, num_chunks: int = 8) -> list[int]:
@@ -87,7 +93,8 @@ LOOPS = (
              _liger_chunks, _liger_most,
              "liger_kernel/ops/fused_linear_cross_entropy.py:103-106 fused_linear_cross_entropy_forward (0.8.5): "
              "inc_factor = triton.cdiv(V, chunk_mem_const * H); chunk_size = min(triton.next_power_of_2("
-             "triton.cdiv(BT, inc_factor)), BT); num_chunks = triton.cdiv(BT, chunk_size)", buffer_outside=True),
+             "triton.cdiv(BT, inc_factor)), BT); num_chunks = triton.cdiv(BT, chunk_size)", buffer_outside=True,
+             by_launches=True),
 )
 
 
@@ -95,8 +102,12 @@ def in_body(frames: tuple, rule: LoopRule) -> bool:
     return any(f[0] == rule.file and f[2] == rule.function and rule.body[0] <= f[1] <= rule.body[1] for f in frames)
 
 
-def _frames(kind: str, ev) -> tuple:
-    return ev.frames if kind in (ALLOC, FREE) else tuple(tuple(f) for f in ev.get("frames_full", ()))
+def _frames(kind: str, ev, rule: LoopRule) -> tuple:
+    """An event's frames: an allocation's; a launch's only for a rule whose body allocates nothing (``by_launches``:
+    FLA's body is found by its allocations alone, as it always was)."""
+    if kind in (ALLOC, FREE):
+        return ev.frames
+    return tuple(tuple(f) for f in ev.get("frames_full", ())) if rule.by_launches else ()
 
 
 @dataclass
@@ -116,7 +127,7 @@ class Folded:
 
 
 def _body_span(call: Call, rule: LoopRule) -> tuple[int, int] | None:
-    marks = [i for i, (k, ev) in enumerate(call.events) if k != FREE and in_body(_frames(k, ev), rule)]
+    marks = [i for i, (k, ev) in enumerate(call.events) if k != FREE and in_body(_frames(k, ev, rule), rule)]
     return (marks[0], marks[-1] + 1) if marks else None
 
 
@@ -161,8 +172,13 @@ def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
         return None
     start, stop = span
     body = call.events[start:stop]
-    first_site = next(((ev.op, ev.frames) for k, ev in body if k == ALLOC and not is_cached_cast(k, ev)), None)
-    iterations, hoisted = _split(body, first_site) if first_site else (_split_at_launches(body), [])
+    if rule.by_launches:
+        if any(k == ALLOC for k, _ in body):
+            raise ValueError(f"{rule.function}: its body allocates (not the bf16 GPU path its rule reads)")
+        iterations, hoisted = _split_at_launches(body), []
+    else:
+        first_site = next((ev.op, ev.frames) for k, ev in body if k == ALLOC and not is_cached_cast(k, ev))
+        iterations, hoisted = _split(body, first_site)
     chunks = rule.chunks(rows, config)
     if len(iterations) != len(chunks):
         raise ValueError(f"{rule.function}: {len(iterations)} iterations traced, the chunking rule says {len(chunks)}")
