@@ -98,7 +98,8 @@ def test_the_answer_names_the_loss(preset):
                                f"{liger_version()}") for line in model.notes)
     default, _ = at_32k(preset, None)
     assert any(line.startswith("loss: default: transformers' ForCausalLMLoss") for line in default.notes)
-    assert "loss" not in dict(default.options)          # the family's own loss: its options (and traces) as before
+    assert dict(default.options)["loss"] == "default" and answer.options["loss"] == "liger"
+    assert livebytes.predict(preset, seq_len=S, gpu=gpu).options["loss"] == "default"
 
 
 def test_the_cli_names_the_loss():
@@ -106,7 +107,8 @@ def test_the_cli_names_the_loss():
                                  "--loss", "liger"])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())
-    assert "loss liger" in flat                          # the assumed line: (fwd+bwd; routing balanced, loss liger)
+    assert "(fwd+bwd; routing balanced, loss liger)" in flat         # the assumed line
+    assert "lm_head's gradient (0.703 GiB) is made in the forward" in flat     # 163840 * 2304 * 2 B = 0.703 GiB
 
 
 KDA_CONFIG = '{"model_type": "kda", "hidden_size": 256, "num_hidden_layers": 1, "num_heads": 4, "head_dim": 64}'

@@ -623,7 +623,7 @@ def fields(req: Request, device, versions: dict) -> dict:
                  ("architecture", architecture_digest(req.config)), ("optimizer", req.optimizer),
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
                  ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
-                + ((("loss", req.loss),) if req.loss else ()),
+                + ((("loss", req.loss_word),) if len(row.losses) > 1 else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
