@@ -115,7 +115,7 @@ KDA_CONFIG = '{"model_type": "kda", "hidden_size": 256, "num_hidden_layers": 1, 
 
 
 @pytest.mark.parametrize("model,loss,phrase", [
-    ("qwen3-next-small", "fla", "--loss fla: transformers's Qwen3NextForCausalLM computes transformers' loss, not "
+    ("qwen3-next-small", "fla", "--loss fla: transformers' Qwen3NextForCausalLM computes transformers' loss, not "
                                 "flash-linear-attention's (--loss takes default or liger for qwen3-next-model@5.17.0)"),
     ("kimi-linear-small", "nope", "--loss must be one of default, liger, fla, got 'nope'"),
     ("kimi-linear-small", "", "--loss must be one of default, liger, fla, got ''"),
@@ -142,7 +142,7 @@ def test_fla_is_an_fla_models_own_loss():
     (("predict", "--impl", "fla-kda@0.6.0", "--seq", "8K", "--heads", "4", "--loss", "liger"), 2,
      "--loss has no effect without --model; leave it out"),
     (("predict", "--model", "qwen3-next-small", "--seq", "8K", "--loss", "fla"), 1,
-     "--loss fla: transformers's Qwen3NextForCausalLM computes transformers' loss"),
+     "--loss fla: transformers' Qwen3NextForCausalLM computes transformers' loss"),
 ])
 def test_a_bad_loss_flag_is_one_line(args, code, phrase):
     result = runner.invoke(app, list(args))
@@ -155,3 +155,39 @@ def test_the_api_refuses_a_loss_for_a_kernel():
     with pytest.raises(Exception) as err:
         livebytes.predict("fla-kda@0.6.0", seq_len=8192, num_heads=4, loss="liger")
     assert "loss" in str(err.value)
+
+
+def test_liger_reads_the_tracers_meta_as_cuda():
+    """``meta_is_cuda``: Liger's own source recompiled at its own file and lines, its device tests reading meta as
+    CUDA: ``_can_use_mm_out`` of bf16 meta tensors without grad is True (ops/fused_linear_cross_entropy.py:32-48), as
+    for CUDA ones, so the one [C, V] ``logits_storage`` is traced (:150-154), not a new chunk per ``@``."""
+    import torch
+    from liger_kernel.ops import fused_linear_cross_entropy as ops
+
+    from livebytes.tracer.losses import meta_is_cuda
+    x = torch.empty(4, 8, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(16, 8, dtype=torch.bfloat16, device="meta")
+    meta_is_cuda()
+    with torch.no_grad():
+        assert ops._can_use_mm_out(x, w)
+    assert ops.fused_linear_cross_entropy_forward.__code__.co_filename.endswith(LIGER_FILE)
+    assert ops.fused_linear_cross_entropy_forward.__code__.co_firstlineno == 51
+    assert not ops._can_use_mm_out(x.float(), w)            # its other conditions are Liger's own: dtypes differ
+
+
+def test_the_seed_of_backward_carries_its_value():
+    """``loss.backward()`` seeds the gradient with ``torch.ones_like(loss)`` (torch/autograd/__init__.py
+    ``_make_grads``): the recorder gives it a real twin (a floating scalar is mirrorable), so Liger's backward can
+    compare it with 1.0 (:420) on meta tensors; an activation-sized float never is."""
+    import torch
+
+    from livebytes.tracer.recorder import Recorder
+    from livebytes.tracer.values import mirrorable
+    rec = Recorder()
+    x = torch.empty(3, device="meta", requires_grad=True)
+    with rec.mode():
+        loss = (x * 2).sum()
+        seed = torch.ones_like(loss)
+        one = torch.ones_like(seed, dtype=torch.float32)
+        assert rec.mirrors.has(seed) and torch.equal(seed, one)
+    assert mirrorable(torch.zeros(())) and not mirrorable(torch.zeros(2))

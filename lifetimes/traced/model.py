@@ -238,7 +238,8 @@ def check_loss(row: Family, loss: str | None) -> str | None:
     if word not in LOSS_SAID:
         raise LivebytesError(f"--loss must be one of {', '.join(LOSS_SAID)}, got {show(loss)}")
     if word not in row.losses:
-        why = {"fla": f"{row.dist}'s {row.causal_lm} computes transformers' loss, not flash-linear-attention's",
+        whose = f"{row.dist}'" if row.dist.endswith("s") else f"{row.dist}'s"
+        why = {"fla": f"{whose} {row.causal_lm} computes transformers' loss, not flash-linear-attention's",
                "liger": f"{row.causal_lm} computes flash-linear-attention's loss, as its config picks it "
                         "(fuse_linear_cross_entropy); Liger patches transformers' models"}.get(
             word, f"{row.causal_lm}'s loss is flash-linear-attention's, as its config picks it")
