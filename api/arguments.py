@@ -261,7 +261,7 @@ KINDS: dict[str, Callable] = {
     "hidden_size": size, "num_hidden_layers": size, "conv_size": size, "cp": size, "expand_v": ratio,
     "checkpoint": flag, "no_recompute": flag, "packed": flag,
     "gpu": gpu, "contract": text, "cp_layout": text, "cp_rank": text, "alloc_conf": alloc_conf,
-    "triton_cache": triton_cache, "triton": text, "optimizer": text, "precision": text, "routing": text,
+    "triton_cache": triton_cache, "triton": text, "optimizer": text, "precision": text, "routing": text, "loss": text,
     "lora_rank": lora_setting, "lora_alpha": lora_setting, "lora_targets": lora_setting, "lora_quant": lora_setting,
     "model": model, "models": models, "impl": key, "solve": solve, "budget": budget, "snapshot": path,
     "at": one_of("peak", "snapshot"),       # validate/check/explain.py's live_blocks

@@ -18,7 +18,7 @@ ALLOC_CONF_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # what-if options: library option name -> the flag that sets it
 OPTION_FLAGS = {"contract": "--contract", "recompute": "--no-recompute", "cp": "--cp", "cp_layout": "--cp-layout",
                 "cp_rank": "--cp-rank", "config": "--model", "optimizer": "--optimizer", "precision": "--precision",
-                "packed": "--packed", "routing": "--routing", "environment": "--model", "fsdp": "--fsdp", "ep": "--ep",
+                "packed": "--packed", "routing": "--routing", "environment": "--model", "fsdp": "--fsdp", "ep": "--ep", "loss": "--loss",
                 "lora": "--lora-rank",
                 "stored": "validate --from-records (a record of another torch: its stored traces)"}
 # options no flag names because the shape selects them (``registry.shape_options``): option -> what sets it

@@ -20,7 +20,7 @@ SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "
 # the command line's options, each flag's name with underscores: those that choose the model, those of the verdict
 MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
 SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
-WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed", "routing", "lora_rank", "lora_alpha", "lora_targets",
+WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed", "routing", "loss", "lora_rank", "lora_alpha", "lora_targets",
                         "lora_quant")
 # what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
 CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "expand_v", "hidden_size", "conv_size", "contract", "no_recompute",
@@ -71,7 +71,8 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
     lora = lora_option(*(given.get(f"lora_{k}") for k in ("rank", "alpha", "targets", "quant")))
     text = config_text(model)
     key, options = options_for(text, given.get("optimizer") or "adamw", given.get("precision") or "bf16",
-                               bool(given.get("packed")), routing=given.get("routing"), lora=lora)
+                               bool(given.get("packed")), routing=given.get("routing"), lora=lora,
+                               loss=given.get("loss"))
     heads, dim = config_sizes(text)
     _check_triton_first(key, given)
     return key, options, heads, dim

@@ -37,6 +37,10 @@ Optimizer = typer.Option(None, "--optimizer", metavar="adamw|sgd|none",
 Precision = typer.Option(None, "--precision", metavar="bf16|fp32-amp",
                          help="--model only: bf16 parameters (default); fp32-amp: fp32 parameters, gradients and "
                               "AdamW states, the forward and loss under CUDA bf16 autocast (HF Trainer's bf16=True)")
+Loss = typer.Option(None, "--loss", metavar="default|liger|fla",
+                    help="--model: the loss the step computes: default (the model's own: transformers' for Qwen3-Next "
+                         "and Kimi-Linear), liger (Liger-Kernel's fused linear cross-entropy; those two), fla "
+                         "(flash-linear-attention's models: their own, as the config picks it)")
 Routing = typer.Option(None, "--routing", metavar="balanced|worst",
                        help="--model with experts (Qwen3-Next, Kimi-Linear): the routing the answer assumes, balanced "
                             "(default) or worst (the busiest experts take every token they can); the answer says which "
@@ -128,6 +132,7 @@ class Chosen:
 def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional[str] = None,
            precision: Optional[str] = None, packed: bool = False, heads: Optional[str] = None,
            dim_given: bool = False, routing: Optional[str] = None, lora: tuple = (None, None, None, None),
+           loss: Optional[str] = None,
            **kernel_flags: bool) -> Chosen:
     """--impl KEY (repeatable) or --model CONFIG.json, exactly one; the --model flags refused without it, and beside it
     --num-heads, --head-dim and the flags of kernels and layers (``kernel_flags``: flag name -> given), which the config
@@ -135,7 +140,7 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     impls = list(impls or [])
     if model is None:
         refuse_unused("without --model", optimizer=optimizer is not None,
-                      precision=precision is not None, packed=packed, routing=routing is not None,
+                      precision=precision is not None, packed=packed, routing=routing is not None, loss=loss is not None,
                       **{flag: text is not None for flag, text in zip(LORA_FLAGS, lora)})
         if not impls:
             raise UsageProblem("give --impl KEY (see: livebytes models) or --model CONFIG.json (a whole model)")
@@ -150,7 +155,8 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     from livebytes.lifetimes.traced.lora import lora_option
     setting = lora_option(*lora)
     config = config_of(named(model, "--model"))
-    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing, lora=setting)
+    key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing, lora=setting,
+                               loss=loss)
     n_heads, head_dim = config_sizes(config)
     return Chosen([key], options, str(n_heads), str(head_dim))
 
@@ -246,6 +252,7 @@ def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
 QUERY_OPTIONS = {
     "impl": (Optional[List[str]], Impls), "model_config": (Optional[str], Model), "optimizer": (Optional[str], Optimizer),
     "precision": (Optional[str], Precision), "packed": (bool, Packed), "routing": (Optional[str], Routing),
+    "loss": (Optional[str], Loss),
     "lora_rank": (Optional[str], LoraRank), "lora_alpha": (Optional[str], LoraAlpha),
     "lora_targets": (Optional[str], LoraTargets), "lora_quant": (Optional[str], LoraQuant),
     "mbs": (str, Mbs), "seq": (str, Seq), "heads": (Optional[str], Heads), "dim": (Optional[str], Dim),
@@ -257,7 +264,7 @@ QUERY_OPTIONS = {
     "triton": (Optional[str], Triton), "fsdp": (Optional[str], Fsdp), "ep": (Optional[str], Ep),
 }
 # the usual groups, in the order --help lists them
-MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed")
+MODEL_OPTIONS = ("impl", "model_config", "optimizer", "precision", "packed", "loss")
 LORA_OPTIONS = ("lora_rank", "lora_alpha", "lora_targets", "lora_quant")
 LORA_FLAGS = LORA_OPTIONS          # refuse_unused's names (``flag_of``: --lora-rank ...)
 SHAPE_OPTIONS = ("mbs", "seq", "heads", "dim", "v_heads", "expand_v", "hidden", "layers", "checkpoint", "conv_size")
@@ -278,6 +285,7 @@ class QueryFlags:
     lora_alpha: Optional[str] = None
     lora_targets: Optional[str] = None
     lora_quant: Optional[str] = None
+    loss: Optional[str] = None
     mbs: str = "1"
     seq: Optional[str] = None
     heads: Optional[str] = None
@@ -346,7 +354,8 @@ def given_or(flag: Optional[str], *defaults: Optional[str]) -> Optional[str]:
 def chosen_by(q: QueryFlags) -> Chosen:
     """``chosen`` of the query flags: --impl or --model, the kernel and layer flags refused beside --model."""
     return chosen(q.impl, q.model_config, q.optimizer, q.precision, q.packed, q.heads, q.dim is not None, q.routing,
-                  (q.lora_rank, q.lora_alpha, q.lora_targets, q.lora_quant), v_heads=q.v_heads is not None,
+                  (q.lora_rank, q.lora_alpha, q.lora_targets, q.lora_quant), q.loss,
+                  v_heads=q.v_heads is not None,
                   expand_v=q.expand_v is not None, hidden=q.hidden is not None,
                   conv_size=q.conv_size is not None, contract=q.contract is not None, no_recompute=q.no_recompute,
                   cp_layout=q.cp_layout is not None, cp_rank=q.cp_rank is not None)

@@ -253,6 +253,8 @@ def options_text(r: dict) -> str:
         parts.append("grouped value heads")
     if "routing" in o:          # a model with experts: the routing assumed (its notes say what depends on it)
         parts.append(f"routing {o['routing']}")
+    if o.get("loss"):           # a whole model offering several losses: the one computed (its notes say what it is)
+        parts.append(f"loss {o['loss']}")
     if "hidden" in o:           # a layer model: the stack it describes (defaults included)
         n = o["layers"]
         parts.append(f"hidden {o['hidden']}, {n} layer{'' if n == 1 else 's'}, checkpointing "

@@ -66,7 +66,8 @@ SHAPE = obj("a kernel shape (a layer model's: with its layer fields), in HF conf
 SHAPE_MARK = "num_heads"      # the key that tells a shape object in the generated tables (payload's has none)
 NO_SHAPE = {"type": "null", "description": "null: the result holds no one shape"}
 OPTIONS = mapof({}, "options the model was built with, library names (contract, recompute, gva, forward_only; "
-                    "context-parallel models: cp, cp_layout, cp_rank), defaults included")
+                    "context-parallel models: cp, cp_layout, cp_rank; whole models: optimizer, precision, packed, "
+                    "routing, and loss where it is not the family's own, e.g. liger), defaults included")
 
 
 GROUP_LABELS = mapof(string("the group's label, as the tables name it"),

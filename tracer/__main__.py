@@ -1,8 +1,9 @@
 """``python -m livebytes.tracer SPEC.json``: trace what SPEC asks and print the traces as one JSON object.
 
 SPEC (a file, or - for standard input): {"device": "H200", "config": {HF config, model_type included}, "precision":
-"bf16" | "fp32-amp", "optimizer": "adamw" | "sgd" | "none", "checkpoint": bool, "packed": bool, "steps": 3, "runs": [{"layers": L
-or null, "shapes": [[mbs, seq], ...]}, ...]} (or one run's "layers" and "shapes" at the top).
+"bf16" | "fp32-amp", "optimizer": "adamw" | "sgd" | "none", "checkpoint": bool, "packed": bool, "loss": "default" |
+"liger" (left out: default, ``losses``), "steps": 3, "runs": [{"layers": L or null, "shapes": [[mbs, seq], ...]},
+...]} (or one run's "layers" and "shapes" at the top).
 
 Output: {"format": 1, "versions": {torch, triton, fla, transformers}, "device": ..., "runs": [{"layers": L,
 "traces": [one per shape]}, ...]}.
@@ -40,6 +41,7 @@ def main(argv: list[str]) -> int:
     meta_index_is_device_0()
     meta_runs_gpu_packages()
     from .autocast import AutocastUnknown
+    from .losses import LossRefused
     from .sdpa import SdpaUnsupported
     from .step import trace_training
     runs = spec.get("runs") or [{"layers": spec.get("layers"), "shapes": spec["shapes"]}]
@@ -48,7 +50,7 @@ def main(argv: list[str]) -> int:
         for run in runs:
             one = {**spec, "layers": run["layers"]}
             out.append({"layers": run["layers"], "traces": [trace_training(one, mbs, seq) for mbs, seq in run["shapes"]]})
-    except (AutocastUnknown, SdpaUnsupported) as err:
+    except (AutocastUnknown, SdpaUnsupported, LossRefused) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     json.dump({"format": FORMAT, "versions": installed_versions(), "device": device.name, "spec": spec, "runs": out,

@@ -28,7 +28,7 @@ from .grouped_mm import fallback_output, takes_fallback
 from .sdpa import KERNELS
 from .values import Mirrors, meta_like, mirrorable, tensors
 
-LIBRARY_DIRS = ("fla/", "transformers/", "peft/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
+LIBRARY_DIRS = ("fla/", "transformers/", "peft/", "liger_kernel/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
                 "torch/_tensor.py", "torch/functional.py")
 SKIP = ("torch/utils/_python_dispatch.py", "torch/_ops.py", "livebytes/tracer/", "/tracer/recorder.py")
 ENGINE_FILES = ("torch/autograd/", "torch/_dynamo/", "torch/_compile.py")    # the autograd engine's Python entry
@@ -276,6 +276,8 @@ class Recorder:
             real_out = func(*real_in[0], **real_in[1])
         elif not has_meta and _meta_outputs_small(out):
             real_out = func(*_on_cpu(args), **_on_cpu(kwargs))        # a small factory: its real twin
+        elif meta_ran and str(func) in CONSTANT_LIKE and _meta_outputs_small(out):
+            real_out = func(_blank_twin(args[0]), *args[1:], **_on_cpu(kwargs))    # its values are its input's shape's
         if not meta_ran:
             if not isinstance(real_out, (torch.Tensor, tuple, list)) or _to_cpu(kwargs):
                 return real_out     # .item(), .tolist(), .cpu(): a value on the host, as on a GPU
@@ -361,6 +363,17 @@ def _meta_outputs_small(out) -> bool:
     from torch.utils._pytree import tree_flatten
     flat = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)] if out is not None else []
     return bool(flat) and all(t.device.type == "meta" and mirrorable(t) for t in flat)
+
+
+# factories whose values do not depend on their input's (``loss.backward()``'s seed, torch/autograd/__init__.py
+# _make_grads: ``torch.ones_like(out)``): a small one gets a real twin even when its input has none
+CONSTANT_LIKE = frozenset({"aten.ones_like.default", "aten.zeros_like.default", "aten.full_like.default"})
+
+
+def _blank_twin(t):
+    """A CPU tensor of ``t``'s size and dtype (its values unread: a ``CONSTANT_LIKE`` factory's input)."""
+    import torch
+    return torch.empty(t.shape, dtype=t.dtype)
 
 
 def _on_cpu(tree):

@@ -30,6 +30,8 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
   The optimizer takes the parameters that require grad (HF Trainer's); the forward runs through the ``PeftModel``,
   whose two wrappers take the root's module path, so every path is the model's own (``base_layer`` and
   ``lora_A.default`` below each targeted Linear).
+- Loss (``spec["loss"]``, ``tracer.losses``): the model's own, or Liger-Kernel's fused linear cross-entropy applied
+  to the built model as Liger's patch applies it.
 - Batch: ``input_ids`` and ``labels`` [B, S] int64, or packed: [1, B*S] with ``cu_seqlens`` [B + 1] int64 passed to the
   model (fla's layers read it from the keyword arguments), whose values the trace knows (``values``).
 """
@@ -107,12 +109,17 @@ def make_optimizer(name: str, params):
     return None
 
 
-def batch(mbs: int, seq: int, packed: bool, mirrors, style: str = "cu_seqlens") -> dict:
+def batch(mbs: int, seq: int, packed: bool, mirrors, style: str = "cu_seqlens", labels_known: bool = False) -> dict:
     """The step's inputs on meta (``cu_seqlens`` with its real values); ``style`` "flattening": transformers'
     ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` (data/data_collator.py): ``input_ids``, ``labels`` and
     ``position_ids`` [1, B*S] int64 (positions restarting per sequence), ``cu_seq_lens_q`` and ``cu_seq_lens_k`` [B + 1]
-    int32 (two tensors: ``torch.tensor`` of each key), ``max_length_q`` and ``max_length_k`` Python ints."""
+    int32 (two tensors: ``torch.tensor`` of each key), ``max_length_q`` and ``max_length_k`` Python ints.
+    ``labels_known``: the labels' values too, where the loss reads them (every one token 0, none ignored)."""
     import torch
+    if labels_known:
+        out = batch(mbs, seq, packed, mirrors, style)
+        mirrors.add(out["labels"], torch.zeros(out["labels"].shape, dtype=torch.int64))
+        return out
     if packed and style == "flattening":
         ids = torch.empty(1, mbs * seq, dtype=torch.int64, device="meta")
         out = {"input_ids": ids, "labels": torch.empty_like(ids)}
@@ -237,6 +244,7 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
 
     from .autocast import emulated
     from .launches import install as install_launches
+    from .losses import apply_loss
     from .modules import module_paths
     from livebytes.estimator.devices import get_device
 
@@ -255,9 +263,11 @@ def trace_training(spec: dict, mbs: int, seq: int) -> dict:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={  # transformers' default, plus the modes
             "use_reentrant": False, "context_fn": recompute_under_forward_modes})
     model.train()
+    loss = spec.get("loss", "default")
+    apply_loss(model, loss)                 # Liger's patch on the model's own forward, before peft wraps it
     stepped, wrappers = with_lora(model, spec.get("lora"))
     inputs = batch(mbs, seq, spec.get("packed", False), rec.mirrors,    # made unrecorded, adopted below in order
-                   spec.get("packed_batch", "cu_seqlens"))
+                   spec.get("packed_batch", "cu_seqlens"), labels_known=loss == "liger")
     amp = emulated(rec.state) if precision == "fp32-amp" else contextlib.nullcontext()
     with amp as autocast, cuda_sdpa_mode(Target.of(get_device(spec["device"]), torch.__version__), autocast), \
             rec.mode(), module_paths(model, rec.state, wrappers):

@@ -7,7 +7,8 @@ counts). Here a meta tensor may carry a *mirror*: a CPU tensor with its real val
 all carry mirrors also runs on the mirrors; its outputs get mirrors when small; when the meta operator cannot run
 (values needed), the output's meta tensor is made from the real result's size and strides.
 
-Only integer and boolean tensors of at most ``MIRROR_LIMIT`` elements are mirrored (activations never are).
+Only integer and boolean tensors of at most ``MIRROR_LIMIT`` elements, and floating scalars, are mirrored (activations
+never are).
 """
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ MIRROR_LIMIT = 1 << 20
 
 
 def mirrorable(t) -> bool:
+    """An integer or boolean tensor of at most ``MIRROR_LIMIT`` elements, or a floating scalar (a loss's gradient
+    seed, whose value 1.0 Liger's backward reads: ``tracer.losses``)."""
     import torch
-    return (isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
-            and t.numel() <= MIRROR_LIMIT)
+    if not isinstance(t, torch.Tensor) or t.is_complex():
+        return False
+    return t.numel() <= 1 if t.is_floating_point() else t.numel() <= MIRROR_LIMIT
 
 
 class Mirrors:

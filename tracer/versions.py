@@ -14,3 +14,12 @@ def installed_versions() -> dict:
         except PackageNotFoundError:
             out[dist] = None
     return out
+
+
+def liger_version() -> str | None:
+    """liger-kernel's installed version (None: not installed): a trace of ``--loss liger`` depends on it too."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("liger-kernel")
+    except PackageNotFoundError:
+        return None

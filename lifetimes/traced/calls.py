@@ -166,6 +166,7 @@ def unify(trace: dict) -> Call:
         else:
             if "frames" in e:
                 frames = trace["frames"][e["frames"]]
-                e = {**e, "frame": tuple(frames[0]) if frames else ("", 0, "", "")}
+                e = {**e, "frame": tuple(frames[0]) if frames else ("", 0, "", ""),
+                     "frames_full": tuple(tuple(f) for f in frames)}      # ``loops.in_body`` reads a launch's
             call.events.append((kind, e))
     return call

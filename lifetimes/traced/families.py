@@ -73,6 +73,7 @@ class Family:
     probe: Probe | None = None      # the layer its GPU probes build; None: no probe
     validated: bool = True          # checked against H200 measurements (False: its answers are labelled so)
     example: Mapping = field(default_factory=lambda: frozen({}))   # a small config of it (less model_type) that traces
+    losses: tuple[str, ...] = ("fla",)   # the losses --loss takes for it, its default first (``model.LOSS_SAID``)
 
     @property
     def key(self) -> str:
@@ -131,7 +132,7 @@ QWEN3_NEXT_MODEL = Family(
     gated_backward="Qwen3-Next (its Gated DeltaNet layers)",
     notes=("full attention: transformers' sdpa with no mask (is_causal, enable_gqa), which torch 2.11's CUDA build runs "
            "as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
-    not_modelled=_GROUPED_MM)
+    not_modelled=_GROUPED_MM, losses=("default", "liger"))
 
 KIMI_LINEAR_MODEL = Family(
     model_type="kimi_linear", name="kimi-linear-model", causal_lm="KimiLinearForCausalLM", dist="transformers",
@@ -150,7 +151,7 @@ KIMI_LINEAR_MODEL = Family(
     packed_batch="flattening",
     notes=("full attention (MLA): transformers' sdpa with no mask, q/k head dim qk_nope + qk_rope, v head dim "
            "v_head_dim, which torch 2.11's CUDA build runs as cuDNN attention on sm90 (tracer.sdpa)", _CONV_FALLBACK),
-    not_modelled=_GROUPED_MM)
+    not_modelled=_GROUPED_MM, losses=("default", "liger"))
 
 # ------------------------------------------------------------------------------ every other fla causal LM, unvalidated
 

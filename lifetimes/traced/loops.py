@@ -10,6 +10,11 @@ starts at the loop's first body allocation: its operator at its site); they must
 iteration count must be the rule's. A free inside the loop refers to an allocation of this iteration (offset 0) or of
 the previous one (offset -1, a loop variable rebound); what the last iteration leaves is freed after the loop.
 
+Liger-Kernel's fused linear cross-entropy (``--loss liger``) chunks the same way with its own rule (NC = cdiv(V, H),
+C = min(next_power_of_2(cdiv(N, NC)), N)); in bf16 on a GPU its body allocates nothing (its [C, V] logits buffer is
+allocated once before the loop, sized by ``symbolic``'s factor ``C(T,NC)``) and launches one kernel per chunk: its
+iterations are found and split by that launch (``LoopRule.by_launches``).
+
 Under autocast (fp32-amp) the first iteration alone casts a weight the body uses (``autocast.<op>.cached``: autocast's
 weight cache, ATen/autocast_mode.cpp ``cached_cast``; later iterations hit it): such an allocation is *hoisted*, kept
 apart from the iterations with its place in the first one, and freed where the trace frees it (the autocast region's
@@ -36,13 +41,16 @@ def _next_pow2(n: int) -> int:
 @dataclass(frozen=True)
 class LoopRule:
     """A loop over chunks of the ``rows`` (the config's tokens): its function's file and name, its body's first and
-    last line, and the chunking (``chunks(rows, config) -> chunk sizes``; ``most(config)``: the largest trip count)."""
+    last line, and the chunking (``chunks(rows, config) -> chunk sizes``; ``most(config)``: the largest trip count,
+    NC in C = next_power_of_2(cdiv(T, NC)))."""
     file: str
     function: str
     body: tuple[int, int]
     chunks: Callable[[int, dict], list[int]]
     most: Callable[[dict], int]
     source: str
+    buffer_outside: bool = False    # a buffer of one chunk is allocated before the loop (``symbolic``'s chunk factor)
+    by_launches: bool = False       # the body allocates nothing: found, and split into iterations, by its launches
 
 
 def _lce_chunks(rows: int, config: dict, num_chunks: int = 8) -> list[int]:
@@ -59,12 +67,34 @@ def _lce_most(config: dict, num_chunks: int = 8) -> int:
     return min(num_chunks, _cdiv(config_value(config, "vocab_size", defaults), config_value(config, "hidden_size", defaults)))
 
 
+def _liger_most(config: dict) -> int:
+    """liger-kernel 0.8.5 ops/fused_linear_cross_entropy.py:103: inc_factor = cdiv(V, chunk_mem_const * H), whose
+    ``chunk_mem_const`` is 1 (:27, the public callers' default): the most chunks a call runs."""
+    defaults = family(config["model_type"]).defaults
+    return _cdiv(config_value(config, "vocab_size", defaults), config_value(config, "hidden_size", defaults))
+
+
+def _liger_chunks(rows: int, config: dict) -> list[int]:
+    """liger-kernel 0.8.5 ops/fused_linear_cross_entropy.py:103-106 and :156-158: C = min(next_power_of_2(cdiv(BT,
+    inc_factor)), BT); cdiv(BT, C) chunks, chunk i rows [i * C, min((i + 1) * C, BT))."""
+    c = min(_next_pow2(_cdiv(rows, _liger_most(config))), rows)
+    return [min(c, rows - i * c) for i in range(_cdiv(rows, c))]
+
+
 LOOPS = (
     LoopRule("fla/modules/fused_linear_cross_entropy/ops.py", "fused_linear_cross_entropy_fwd", (152, 219),
              _lce_chunks, _lce_most,
              "fla/modules/fused_linear_cross_entropy/ops.py:130-133 fused_linear_cross_entropy_fwd: "
              "NC = min(num_chunks, triton.cdiv(V, H)); C = triton.next_power_of_2(triton.cdiv(N, NC)); "
              "NC = triton.cdiv(N, C)"),
+    # bf16 on a GPU: the chunk's logits live in one [C, V] buffer allocated before the loop (:150-154, use_mm_out) and
+    # the body allocates nothing (mm and addmm write in place, :164 :320 :364): one Triton launch per chunk (:219)
+    LoopRule("liger_kernel/ops/fused_linear_cross_entropy.py", "fused_linear_cross_entropy_forward", (157, 388),
+             _liger_chunks, _liger_most,
+             "liger_kernel/ops/fused_linear_cross_entropy.py:103-106 fused_linear_cross_entropy_forward (0.8.5): "
+             "inc_factor = triton.cdiv(V, chunk_mem_const * H); chunk_size = min(triton.next_power_of_2("
+             "triton.cdiv(BT, inc_factor)), BT); num_chunks = triton.cdiv(BT, chunk_size)", buffer_outside=True,
+             by_launches=True),
 )
 
 
@@ -72,8 +102,12 @@ def in_body(frames: tuple, rule: LoopRule) -> bool:
     return any(f[0] == rule.file and f[2] == rule.function and rule.body[0] <= f[1] <= rule.body[1] for f in frames)
 
 
-def _frames(kind: str, ev) -> tuple:
-    return ev.frames if kind in (ALLOC, FREE) else tuple(tuple(f) for f in ev.get("frames_full", ()))
+def _frames(kind: str, ev, rule: LoopRule) -> tuple:
+    """An event's frames: an allocation's; a launch's only for a rule whose body allocates nothing (``by_launches``:
+    FLA's body is found by its allocations alone, as it always was)."""
+    if kind in (ALLOC, FREE):
+        return ev.frames
+    return tuple(tuple(f) for f in ev.get("frames_full", ())) if rule.by_launches else ()
 
 
 @dataclass
@@ -93,7 +127,7 @@ class Folded:
 
 
 def _body_span(call: Call, rule: LoopRule) -> tuple[int, int] | None:
-    marks = [i for i, (k, ev) in enumerate(call.events) if k != FREE and in_body(_frames(k, ev), rule)]
+    marks = [i for i, (k, ev) in enumerate(call.events) if k != FREE and in_body(_frames(k, ev, rule), rule)]
     return (marks[0], marks[-1] + 1) if marks else None
 
 
@@ -120,6 +154,17 @@ def _split(body: list, first_site: tuple) -> tuple[list, list]:
     return iterations, hoisted
 
 
+def _split_at_launches(body: list) -> list:
+    """A body that allocates nothing (Liger's in bf16): an iteration starts at each launch of its first kernel."""
+    first = next(ev.get("kernel") for k, ev in body if k == "launch")
+    iterations: list[list] = []
+    for k, ev in body:
+        if k == "launch" and ev.get("kernel") == first or not iterations:
+            iterations.append([])
+        iterations[-1].append((k, ev))
+    return iterations
+
+
 def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
     """The loop ``rule`` in ``call`` (None: the call does not run it); raises when its iterations differ."""
     span = _body_span(call, rule)
@@ -127,8 +172,13 @@ def fold(call: Call, rule: LoopRule, config: dict, rows: int) -> Folded | None:
         return None
     start, stop = span
     body = call.events[start:stop]
-    first_site = next((ev.op, ev.frames) for k, ev in body if k == ALLOC and not is_cached_cast(k, ev))
-    iterations, hoisted = _split(body, first_site)
+    if rule.by_launches:
+        if any(k == ALLOC for k, _ in body):
+            raise ValueError(f"{rule.function}: its body allocates (not the bf16 GPU path its rule reads)")
+        iterations, hoisted = _split_at_launches(body), []
+    else:
+        first_site = next((ev.op, ev.frames) for k, ev in body if k == ALLOC and not is_cached_cast(k, ev))
+        iterations, hoisted = _split(body, first_site)
     chunks = rule.chunks(rows, config)
     if len(iterations) != len(chunks):
         raise ValueError(f"{rule.function}: {len(iterations)} iterations traced, the chunking rule says {len(chunks)}")

@@ -66,6 +66,11 @@ class Request:
     cp: int = 1                 # context-parallel degree (``traced.parallel``); not in the traces' spec
     ep: int = 1                 # expert-parallel degree (``traced.parallel``); not in the traces' spec
     rows: str = "one"           # ``BATCH_ROWS``: a ``Family.one_row``'s program, one row per batch or several (the shape's)
+    loss: str | None = None     # ``LOSS_SAID``: the loss the step computes (None: the family's own, ``Family.losses``)
+
+    @property
+    def loss_word(self) -> str:
+        return self.loss or self.row.losses[0]
 
     @property
     def config_dict(self) -> dict:
@@ -194,7 +199,8 @@ def unvalidated(model_type: str, versions: dict | None = None) -> str | None:
 
 
 def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", packed: bool = False,
-                stored: str | None = None, routing: str | None = None, lora: str | None = None) -> tuple[str, dict]:
+                stored: str | None = None, routing: str | None = None, lora: str | None = None,
+                loss: str | None = None) -> tuple[str, dict]:
     """(model key, registry options) of a traced model: ``config`` is canonical JSON (``read_config``); ``stored``: a
     folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
     default balanced) for a family with experts (``Family.moe``), refused for one without; ``lora``: LoRA's settings
@@ -204,12 +210,52 @@ def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", 
     key = row.key
     options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
                "environment": environment(stored), "stored": stored} | ({"lora": lora} if lora else {})
+    word = check_loss(row, loss)
+    if word is not None:                       # the family's own loss is no option (its traces and answers as before)
+        if stored is not None:
+            raise LivebytesError(f"--loss {word}: stored traces hold the family's own loss only")
+        options["loss"] = word
+        if word == "liger" and liger_version() is None:
+            raise LivebytesError("--loss liger traces Liger-Kernel's code: pip install liger-kernel (or "
+                                 "'livebytes[model]')")
     if not row.moe:
         if routing is not None:
             raise LivebytesError(f"--routing: {key} has no experts to route to (routing applies to "
                                  f"{', '.join(f.key for f in ROWS if f.moe)})")
         return key, options
     return key, options | {"routing": check_routing(routing)}
+
+
+# what each loss is, said with every answer (``fields``); the tracer applies it (``tracer.losses``)
+LOSS_SAID = {
+    "default": "transformers' ForCausalLMLoss: the [T, vocab] logits upcast to fp32 (loss_utils.py), then "
+               "cross_entropy; the logits and their gradient are whole buffers",
+    "liger": "Liger-Kernel's fused linear cross-entropy (liger-kernel {liger}: LigerForCausalLMLoss; Qwen3-Next through "
+             "apply_liger_kernel_to_qwen3_next with its other kernels off, Kimi-Linear, which Liger does not patch, with "
+             "its forward's logits replaced the way Liger's causal-LM forward does): no logits; one [C, vocab] bf16 chunk "
+             "of them, C = min(next_power_of_2(cdiv(T, cdiv(vocab, hidden))), T), and the gradients of the hidden "
+             "states and lm_head computed in the forward",
+    "fla": "flash-linear-attention's own, as the config picks it (fuse_cross_entropy / fuse_linear_cross_entropy, "
+           "fla/models/modeling_utils.py:92-150: FusedLinearCrossEntropyLoss, chunked, or torch's cross_entropy)",
+}
+
+
+def check_loss(row: Family, loss: str | None) -> str | None:
+    """``--loss``'s value for ``row`` (any case, blanks around it dropped; None: the family's own), one line where the
+    family's code does not offer it (``Family.losses``)."""
+    if loss is None:
+        return None
+    word = str(loss).strip().lower()
+    if word not in LOSS_SAID:
+        raise LivebytesError(f"--loss must be one of {', '.join(LOSS_SAID)}, got {show(loss)}")
+    if word not in row.losses:
+        whose = f"{row.dist}'" if row.dist.endswith("s") else f"{row.dist}'s"
+        why = {"fla": f"{whose} {row.causal_lm} computes transformers' loss, not flash-linear-attention's",
+               "liger": f"{row.causal_lm} computes flash-linear-attention's loss, as its config picks it "
+                        "(fuse_linear_cross_entropy); Liger patches transformers' models"}.get(
+            word, f"{row.causal_lm}'s loss is flash-linear-attention's, as its config picks it")
+        raise LivebytesError(f"--loss {word}: {why} (--loss takes {' or '.join(row.losses)} for {row.key})")
+    return None if word == row.losses[0] else word
 
 
 def check_routing(routing: str | None) -> str:
@@ -224,6 +270,11 @@ def check_routing(routing: str | None) -> str:
 def installed_versions() -> dict:
     from livebytes.tracer.versions import installed_versions as versions
     return versions()
+
+
+def liger_version() -> str | None:
+    from livebytes.tracer.versions import liger_version as version
+    return version()
 
 
 def tracer_digest() -> str:
@@ -265,7 +316,7 @@ def trace_spec(req: Request, layers: int) -> dict:
     flattening = {"packed_batch": req.row.packed_batch} if req.packed and req.row.packed_batch != "cu_seqlens" else {}
     spec = {"device": req.device, "config": req.config_dict, "precision": req.precision, "optimizer": req.optimizer,
             "checkpoint": req.checkpoint, "packed": req.packed, "steps": 3, "runs": [{"layers": layers, "shapes": shapes}],
-            **flattening}
+            **flattening} | ({"loss": req.loss} if req.loss else {})
     if req.lora is None:        # a full fine-tune's spec as before LoRA: its stored traces keep their names
         return spec
     from .lora import settings
@@ -386,8 +437,9 @@ def _trace_key(req: Request) -> tuple[list, tuple]:
     specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
     facts = trace_facts(get_device(req.device))
     keyed = [dict(spec, device=facts) for spec in specs]
+    liger = (liger_version(),) if req.loss == "liger" else ()        # its code is traced too
     return specs, ("traces", json.dumps(keyed, sort_keys=True), json.dumps(installed_versions(), sort_keys=True),
-                   tracer_digest())
+                   tracer_digest()) + liger
 
 
 def _joined(done: list) -> dict:
@@ -614,11 +666,12 @@ def fields(req: Request, device, versions: dict) -> dict:
                  ("precision", req.precision), ("checkpoint", req.checkpoint), ("packed", req.packed),
                  ("layers", depth)) + ((("routing", req.routing),) if row.moe else ())
                 + ((("lora", req.lora),) if req.lora else ())
-                + ((("rows", req.rows),) if req.rows != "one" else ()),
+                + ((("rows", req.rows),) if req.rows != "one" else ())
+                + ((("loss", req.loss_word),) if len(row.losses) > 1 else ()),
         not_modelled=NOT_MODELLED + row.not_modelled,
         notes=(f"traced on meta tensors with torch {versions.get('torch')}, flash-linear-attention {fla}, transformers "
                f"{versions.get('transformers')}, triton {versions.get('triton')}",)
-              + ((routing_note(req.routing),) if row.moe else ()) + row.notes
+              + ((routing_note(req.routing),) if row.moe else ()) + (loss_note(req, versions),) + row.notes
               + ((FLATTENING_NOTE,) if req.packed and row.packed_batch == "flattening" else ())
               + ((period_note(req),) if by_period(req) else ()),
     )
@@ -639,6 +692,12 @@ FLATTENING_NOTE = (
     "(the varlen path); Kimi-Linear's KDA passes no boundaries (transformers' hub wrapper keeps only chunk_kda's own "
     "parameters, hub_kernels.py use_kernel_func_from_hub_with_fallback), so it runs the row as one sequence, as on the "
     "GPU; the torch causal_conv1d fallback takes none either")
+
+
+def loss_note(req: Request, versions: dict) -> str:
+    """The loss the step computes, named (``LOSS_SAID``)."""
+    return f"loss: {req.loss_word}: " + LOSS_SAID[req.loss_word].format(liger=liger_version() or "?")
+
 
 NOT_MODELLED = (
     "CUDA-internal scratch of operators other than GEMMs and leading-dim sums (sort, scan and embedding-backward "

@@ -5,7 +5,8 @@ causal LMs), ``qwen3-next-model@5.17.0`` and ``kimi-linear-model@5.17.0`` (trans
 Their options are the request (``model.Request``): ``config`` (an HF config as canonical JSON, ``model.read_config``),
 ``optimizer``, ``precision``, ``packed``, ``routing`` (Qwen3-Next and Kimi-Linear: balanced or worst, ``model.
 routing_note``) and ``environment`` (the versions the traces come from and the tracer's digest,
-``model.environment``: a compiled model cached under one environment is never read under another), ``lora`` (LoRA's
+``model.environment``: a compiled model cached under one environment is never read under another), ``loss`` (Qwen3-Next and Kimi-Linear:
+liger, Liger-Kernel's fused linear cross-entropy; left out: the family's own, ``model.LOSS_SAID``), ``lora`` (LoRA's
 settings, ``lora.lora_option``; absent: a full fine-tune) and ``stored`` (a
 folder of traces made under other versions, ``model.stored_traces``; none: traced here); the layer fields
 ``layers`` and ``checkpoint`` are the shape's, as for the layer models.
@@ -17,7 +18,7 @@ from livebytes.estimator.registry import ModelSpec, register
 from .fsdp import MAX_WORLD
 from .parallel import MAX_CP, MAX_EP
 from .families import ROWS, UNVALIDATED, Family
-from .model import BATCH_ROWS, OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_routing
+from .model import BATCH_ROWS, OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_loss, check_routing
 from .presets import presets_line
 
 
@@ -37,7 +38,8 @@ def seq_multiple(options: dict) -> tuple[int, str]:
 def builder(row: Family):
     def build_traced(device, config: str, optimizer: str, precision: str, packed: bool, environment: str,
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
-                     routing: str = "balanced", lora: str | None = None, cp: int = 1, ep: int = 1, rows: str = "one"):
+                     routing: str = "balanced", lora: str | None = None, cp: int = 1, ep: int = 1, rows: str = "one",
+                     loss: str | None = None):
         from livebytes.estimator.errors import RefusedShapeError
 
         from .model import MAX_LAYERS, build
@@ -50,7 +52,8 @@ def builder(row: Family):
             raise RefusedShapeError(f"{key}: rows must be one of {', '.join(BATCH_ROWS) if row.one_row else 'one'}, got "
                                     f"{rows!r}")
         req = Request(config, device.name, optimizer, precision, bool(checkpoint), packed, layers, stored, fsdp,
-                      check_routing(routing), lora=lora, cp=cp, ep=ep, rows=rows)
+                      check_routing(routing), lora=lora, cp=cp, ep=ep, rows=rows,
+                      loss=check_loss(row, loss))
         if cp > 1 or ep > 1:
             from livebytes.estimator.errors import LivebytesError
 
@@ -97,7 +100,8 @@ def register_family(row: Family) -> None:
         builder=builder(row), refuse=refuse, seq_multiple=seq_multiple,
         options={"config": None, "optimizer": OPTIMIZERS, "precision": PRECISIONS, "packed": (False, True),
                  "environment": None, "stored": (), "lora": ()} | ({"routing": ROUTINGS} if row.moe else {})
-                | ({"rows": BATCH_ROWS} if row.one_row else {}),
+                | ({"rows": BATCH_ROWS} if row.one_row else {})
+                | ({"loss": ()} if len(row.losses) > 1 else {}),      # absent: its own; the builder checks it
         counts={"fsdp": (1, MAX_WORLD), "cp": (1, MAX_CP), "ep": (1, MAX_EP)},
         caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
         shape_fields=("layers", "checkpoint"),

@@ -64,14 +64,18 @@ class SymCall:
 CHUNKS = (16, 32, 64, 128)
 
 
-def shape_values(call: Call) -> dict:
+def shape_values(call: Call, loop_chunks: tuple[int, ...] = ()) -> dict:
     """Every candidate factor's value at one traced shape: tokens T, sequences N, tokens per sequence S, chunk counts
-    per sequence (``NTc`` = N * cdiv(S, c): FLA's chunked kernels) and over the packed tokens (``cdiv(T,c)``)."""
+    per sequence (``NTc`` = N * cdiv(S, c): FLA's chunked kernels) and over the packed tokens (``cdiv(T,c)``); and for
+    each NC of ``loop_chunks`` the chunk of a loop whose buffer of one chunk is allocated before it
+    (``C(T,NC)`` = min(next_power_of_2(cdiv(T, NC)), T): ``LoopRule.buffer_outside``)."""
     t, n = call.mbs * call.seq, call.mbs
     out = {"T": t, "N": n, "S": call.seq}
     for c in CHUNKS:
         out[f"NT{c}"] = n * -(-call.seq // c)
         out[f"cdiv(T,{c})"] = -(-t // c)
+    for nc in loop_chunks:
+        out[f"C(T,{nc})"] = min(1 << (-(-t // nc) - 1).bit_length(), t)
     return out
 
 
@@ -81,6 +85,8 @@ def factor_expr(name: str) -> sp.Expr:
         return {"T": T, "N": MBS, "S": S}[name]
     if name.startswith("NT"):
         return MBS * cdiv(S, int(name[2:]))
+    if name.startswith("C(T,"):
+        return sp.Min(next_power_of_2(cdiv(T, int(name[4:-1]))), T)
     return cdiv(T, int(name[5:-1].split(",")[1]))
 
 
@@ -348,8 +354,9 @@ def _chunk(rule, config: dict, i: int) -> sp.Expr:
 
 def symbolic_call(calls: list[Call], config: dict) -> SymCall:
     """The calls of one model at several shapes as one symbolic call (module doc)."""
-    shapes = [shape_values(c) for c in calls]
     shapeds = [fold_loops(c, config) for c in calls]
+    outside = tuple(sorted({f.rule.most(config) for f in shapeds[0].loops if f.rule.buffer_outside}))
+    shapes = [shape_values(c, outside) for c in calls]
     keys = align(shapeds)
     uids = _Uids()
     out = SymCall()
