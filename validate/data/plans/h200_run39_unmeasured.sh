@@ -34,13 +34,11 @@
 # what one returned file may hold), the allocator snapshot in $OUT/<tag>.snapshot.pickle.gz.
 # Then here: validate/data/records/runs/run39/ (the tgz unpacked, a README), the records under
 # validate/data/records/models/ where validate/check/model_records.py's format checks pass.
-# Status (session of issue 48, 2026-12-05): NOT RUN. Four calls for an H200 between 09:05 and 09:29 UTC got no machine
-# ("no device machine could be started right now"; then "none is tried for about 10 min"), 361 s of device time spent
-# and nothing measured; the session's deadline passed before the next try. To run it: `.t39/` from
-# `h200_run18_triton39.sh prepare` re-split with `cat .t39/part_* > t.xz && split -n 4 -d -a 2 t.xz .t39/part_` (sha256
-# of the joined archive here: c3e1d915de29ac21...), and, where the run tool sends a checkout without this plan, an
-# ignored folder (.run39/: this file and the three configs) carried and copied into place first:
-#   cp .run39/*.sh validate/data/plans/ && cp .run39/*.json validate/data/model_configs/ && bash validate/data/plans/h200_run39_unmeasured.sh a
+# Status: RUN. a on an H100 (2026-12-05 23:24 UTC, no H200 could be started that day: the same sm90 and 132 SMs), b and
+# c on the H200 (2026-12-06 03:57-04:07 UTC, back to back on one warm machine): validate/data/records/runs/run39/.
+# Before that, seven calls for an H200 over two days got no machine. To run it again: `.t39/` from
+# `h200_run18_triton39.sh prepare` re-split with `cat .t39/part_* > t.xz && split -n 4 -d -a 2 t.xz .t39/part_`, one
+# part per call in order (a or b with part 00, part with 01 and 02, c with 03).
 # Budget seen: a ~480 s (cold KDA at hidden 4096 x 32 layers; run 26's ho2 at 32K took 431 s), b ~330 s, c ~300 s plus
 # the Triton 3.9.0 parts and unpacking: about 20 minutes of device time with the machine's start.
 set -u
