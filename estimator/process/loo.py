@@ -3,7 +3,9 @@ GPU or derived by a compile, the figure the tool gives with that case withheld, 
 
 The rows are the error of ``process.estimate``'s rules, measured: ``error`` (estimate - committed, bytes of device
 memory on the device asked) per kind of estimate. A verdict that rests on an estimate counts its high end: the estimate
-plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. The
+plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. A
+whole model whose step was derived on the CPU (``process.model_frames``) takes no estimate: its row
+(``whole-model limit, derived``) is its own derived limit against the limit its record measured, one row per record. The
 table is docs/validation.md's "Process memory where nothing was measured" (``python -m livebytes.cli.docgen`` does not
 write it: ``tests/test_process_estimate.py`` keeps the document equal to these rows).
 """
