@@ -61,6 +61,9 @@ def _model(architecture: str):
 def one_step(monkeypatch):
     steps = model_frames.steps_in({"records": {"r/a.json": entry({"wy": 14_456})}})
     monkeypatch.setattr(model_frames, "steps", lambda: steps)
+    loo.rows.cache_clear()          # the leave-one-out rows read the steps: none kept from this stand-in
+    yield
+    loo.rows.cache_clear()
 
 
 def test_a_derived_step_decides_the_models_limit(one_step):
@@ -81,3 +84,31 @@ def test_another_build_or_length_is_not_derived(one_step):
 
 def test_the_rounding_is_the_drivers():
     assert [driver_stack_limit(f) for f in (14_456, 14_464, 0)] == [14_464, 14_464, 1_024]
+
+
+def test_the_committed_derivations_are_their_records():
+    """Every committed derivation names a record of this repository, its case key and build as the process data name
+    them, the limit that record measured, and its frames from the record's Triton."""
+    import json
+    from pathlib import Path
+
+    from livebytes.validate.check.frames import _model_case, model_build
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads(model_frames.DATA.read_text())
+    assert data["records"]
+    for path, e in data["records"].items():
+        record = json.loads((root / path).read_text())
+        options = record.get("options", {})
+        assert e["case"] == _model_case(record["config"], options)
+        assert e["architecture"] == model_build(record["config"], options)["architecture"]
+        assert e["measured_limit_bytes"] == record["steps"][0]["stack_limit_bytes"]
+        assert (e["mbs"], e["seq"]) == (record["shape"]["mbs"], record["shape"]["seq"])
+        assert e["triton"] == record["versions"]["triton"] and not e["partial"]
+
+
+def test_run_39_a_is_derived_exactly():
+    """Run 39 a (the 7B-class KDA model, H32 D128, 32,768 tokens, Triton 3.6.0): its step's largest frame is
+    swiglu_fwdbwd_kernel's 14,520 B -> 14,528 B by the driver's 16-byte rounding, the limit the H100 measured."""
+    step = model_frames.for_records(("validate/data/records/runs/run39/a/a-kda7b-32k.json",), "3.6.0")
+    assert (step.frame, step.kernel, step.measured) == (14_520, "swiglu_fwdbwd_kernel", 14_528)
+    assert driver_stack_limit(step.frame) == 14_528
