@@ -6,6 +6,8 @@
   ``Hint`` that names the case a probe of this tool can run to replace a figure;
 - ``estimate`` and ``loo``: a figure no process measured and no compile derived, from the nearest committed cases, and
   its rule's leave-one-out error;
+- ``model_frames``: a whole model's step derived on the CPU (every Triton kernel it launches compiled for the GPU's
+  architecture; ``data/process/model_frames_H200.json``), its largest frame the driver's limit;
 - ``frames_store`` and ``measured_store``: the frames derived and the processes measured on this machine, kept signed
   in the private cache.
 

@@ -3,7 +3,9 @@ GPU or derived by a compile, the figure the tool gives with that case withheld, 
 
 The rows are the error of ``process.estimate``'s rules, measured: ``error`` (estimate - committed, bytes of device
 memory on the device asked) per kind of estimate. A verdict that rests on an estimate counts its high end: the estimate
-plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. The
+plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. A
+whole model whose step was derived on the CPU (``process.model_frames``) takes no estimate: its row
+(``whole-model limit, derived``) is its own derived limit against the limit its record measured, one row per record. The
 table is docs/validation.md's "Process memory where nothing was measured" (``python -m livebytes.cli.docgen`` does not
 write it: ``tests/test_process_estimate.py`` keeps the document equal to these rows).
 """
@@ -13,9 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import estimate as est
+from . import model_frames
 from ..devices import Device, get_device
 
-KINDS = ("kernel frames", "whole-model limit", "modules")
+KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,28 @@ def model_rows(name: str, data: dict, device: Device) -> list[Row]:
     return rows
 
 
+def derived_model_rows(name: str, device: Device, derived: tuple | None = None) -> list[Row]:
+    """Each whole model's step derived under the data's Triton (``process.model_frames``: every Triton kernel the
+    traced step launches compiled on the CPU, the largest frame rounded by ``driver_stack_limit``) against the limit
+    its record measured after the first step. No other case is used, so nothing needs withholding."""
+    from .memory import driver_stack_limit
+    triton = data_triton(name)
+    rows = []
+    for step in (model_frames.steps() if derived is None else derived):
+        if step.triton != triton or step.measured is None:
+            continue
+        limit = driver_stack_limit(step.frame)
+        rows.append(Row(name, KINDS[3], step.case, step.tokens, "GPU", step.measured, limit,
+                        f"{step.name}: its step compiled on the CPU, largest frame {step.kernel}",
+                        _reservation_error(limit, step.measured, device)))
+    return rows
+
+
+def data_triton(name: str) -> str:
+    """The Triton version of a process data file's name (``fla-core-0.6.0_triton-3.6.0_H200.json`` -> ``3.6.0``)."""
+    return name.split("triton-")[1].split("_")[0]
+
+
 def module_rows(name: str, data: dict) -> list[Row]:
     """Each case's own measured modules (cold) against its family's largest figure measured at other cases (the rule
     ``memory._modules`` takes at a case not measured)."""
@@ -108,7 +133,8 @@ def rows(device_name: str = "H200") -> tuple[Row, ...]:
     out = []
     for name, data in files:
         siblings = tuple(d for n, d in files if n != name)
-        out += kernel_rows(name, data, siblings, device) + model_rows(name, data, device) + module_rows(name, data)
+        out += (kernel_rows(name, data, siblings, device) + model_rows(name, data, device) + module_rows(name, data)
+                + derived_model_rows(name, device))
     return tuple(out)
 
 
@@ -120,4 +146,4 @@ def margin(kind: str, device_name: str = "H200") -> int:
 def error_range(kind: str, device_name: str = "H200") -> tuple[int, int, int]:
     """(smallest error, largest error, rows) of ``kind``'s estimate over the withheld cases."""
     errors = [r.error for r in rows(device_name) if r.kind == kind]
-    return min(errors), max(errors), len(errors)
+    return (min(errors), max(errors), len(errors)) if errors else (0, 0, 0)

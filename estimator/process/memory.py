@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import estimate, frames_store, loo, measured_store
+from . import estimate, frames_store, loo, measured_store, model_frames
 from ..devices import Device, get_device
 from ..errors import LivebytesError
 from ..fields import show
@@ -360,7 +360,8 @@ def _readable(prefix: str) -> str:
     return f"{family} ({', '.join(what)})" if what else family
 
 
-def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None) -> tuple[int, Status, str] | None:
+def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None,
+                 triton: str | None = None) -> tuple[int, Status, str] | None:
     """(limit, status, source) for a family whose stack limit is read from its own process after the first step
     (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
     None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
@@ -377,12 +378,15 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
-        cold = _model_limit(data, prefix, shape, "cold", options)
+        cold = _model_limit(data, prefix, shape, "cold", options, triton)
         return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2])
     if not family and not prefix.split(":")[0].endswith("-model"):
         return None             # a kernel or layer: its kernels' frames decide
     tokens = shape.mbs * shape.seq
     points = family.get(_case_key(prefix, shape), {}).get("points", [])
+    derived = _model_limit_derived(shape, options, triton, state)
+    if derived is not None and not any(p["tokens"] == tokens for p in points):
+        return derived          # not measured at this length: its step's own kernels, compiled on the CPU
     if not points:              # the case never measured: the nearest measured cases' limit, its error measured
         return _model_limit_estimate(data, prefix, shape, state)
     above = [p for p in points if p["tokens"] >= tokens]
@@ -399,6 +403,27 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
                         f"({_case_text(top)}; {len(measured)} figures) used, which bounds nothing: frames move with the "
                         "head count and the length"),
             f"read by {record}")
+
+
+def _model_limit_derived(shape, options: dict | None, triton: str | None, state: str) -> tuple[int, Status, str] | None:
+    """(limit, status, source) of a whole model's step whose Triton kernels were compiled on the CPU
+    (``process.model_frames``: the same build less depth, precision, packing, batch and length under ``triton``): the
+    largest frame rounded by ``driver_stack_limit``, derived cold; warm, the cold figure bounds it (a warm process
+    launches a subset of the cold one's candidates). None where no such step was derived."""
+    asked = options or {}
+    if triton is None or "architecture" not in asked:
+        return None
+    step = model_frames.for_step(asked["architecture"], asked.get("precision", "bf16"), bool(asked.get("packed")),
+                                 shape.mbs, shape.seq, triton)
+    if step is None:
+        return None
+    limit = driver_stack_limit(step.frame)
+    what = (f"its step's Triton kernels compiled on the CPU under Triton {step.triton} ({step.name}): the largest "
+            f"frame {step.frame:,} B, {step.kernel}; cuBLAS's and PyTorch's own kernels not compiled")
+    status = Status(Kind.DERIVED, aside=what) if state == "cold" else said(
+        BOUNDED, f"no warm process measured: the cold step's derived limit bounds it ({what}), a warm process "
+        "launching a subset of the cold one's candidates")
+    return limit, status, f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
 
 
 def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
@@ -705,7 +730,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         return ProcessMemory(context, modules, Figure(0, said(UNBOUNDED, "no shape given: no stack frames looked up, "
                                                               "0 B counted"), ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
-    measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options))
+    measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options), lib.get("triton"))
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source = measured_limit
         margin = 0

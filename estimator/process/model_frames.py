@@ -1,0 +1,86 @@
+"""Whole models' stack frames derived on the CPU: every Triton kernel a model's traced training step launches, each
+autotune candidate compiled for the GPU's architecture (``validate/gpu/probes/model_frames.py``), kept as data
+(``data/process/model_frames_H200.json``, written by ``validate/gpu/derive_model_frames.py``) so that an answer compiles
+nothing.
+
+The driver's stack limit after a cold first step is the largest frame its launches loaded, rounded up to 16 B
+(``memory.driver_stack_limit``): this module gives the largest derived frame of a step, which ``memory`` turns into the
+limit. A derivation is one record's step (its config less depth, precision, packing, batch and length: Triton
+specialises integer arguments by value, so the length is part of it); its figure stands for that step only. Not in
+it: cuBLAS's, cuDNN's and PyTorch's own kernels (their frames are not compiled here), and a derivation that stopped
+where the traced step raised (``partial``: never read).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "process" / "model_frames_H200.json"
+
+
+@dataclass(frozen=True)
+class DerivedStep:
+    """One record's step derived: where it is kept (``record``), its case key and shape, what build it ran
+    (``architecture``: the config less depth, ``validate/check/frames.model_build``), the Triton that compiled it, and
+    its largest counted frame with the kernel whose it is."""
+    record: str
+    case: str
+    mbs: int
+    seq: int
+    architecture: str
+    precision: str
+    packed: bool
+    triton: str
+    frame: int
+    kernel: str
+    measured: int | None = None     # the stack limit the record measured after its first step (None: not measured)
+
+    @property
+    def tokens(self) -> int:
+        return self.mbs * self.seq
+
+    @property
+    def name(self) -> str:
+        """The record's file name without its folder and suffix (``h200_run23_k1-packed``)."""
+        return Path(self.record).stem
+
+
+def step_of(record: str, entry: dict) -> DerivedStep | None:
+    """The derived step a data entry holds; None for a partial one or one without a counted frame."""
+    if entry.get("partial") or not entry.get("frames"):
+        return None
+    kernel, frame = max(entry["frames"].items(), key=lambda kv: (kv[1], kv[0]))
+    return DerivedStep(record, entry["case"], int(entry["mbs"]), int(entry["seq"]), entry["architecture"],
+                       entry["precision"], bool(entry["packed"]), entry["triton"], int(frame), kernel,
+                       entry.get("measured_limit_bytes"))
+
+
+def steps_in(data: dict) -> tuple[DerivedStep, ...]:
+    """Every complete derived step of a data file's ``records``, in the file's order."""
+    return tuple(s for s in (step_of(k, v) for k, v in data.get("records", {}).items()) if s is not None)
+
+
+@lru_cache(maxsize=1)
+def steps() -> tuple[DerivedStep, ...]:
+    """The committed derived steps (none where the data file is absent)."""
+    return steps_in(json.loads(DATA.read_text())) if DATA.exists() else ()
+
+
+def for_records(records, triton: str, derived: tuple[DerivedStep, ...] | None = None) -> DerivedStep | None:
+    """The derived step of the largest frame among ``records`` (record paths) compiled by ``triton``; None where none
+    of them was derived."""
+    wanted = set(records)
+    found = [s for s in (steps() if derived is None else derived) if s.record in wanted and s.triton == triton]
+    return max(found, key=lambda s: (s.frame, s.record)) if found else None
+
+
+def for_step(architecture: str, precision: str, packed: bool, mbs: int, seq: int, triton: str,
+             derived: tuple[DerivedStep, ...] | None = None) -> DerivedStep | None:
+    """A derived step of exactly this build, precision, packing, batch and length under ``triton`` (the largest frame
+    where several are); None where none was derived."""
+    found = [s for s in (steps() if derived is None else derived)
+             if (s.architecture, s.precision, s.packed, s.mbs, s.seq, s.triton)
+             == (architecture, precision, packed, mbs, seq, triton)]
+    return max(found, key=lambda s: (s.frame, s.record)) if found else None

@@ -1,0 +1,114 @@
+"""A whole model's stack limit derived on the CPU (issue 48 point 1): every Triton kernel its traced step launches
+compiled for sm90, the largest frame the driver's limit (estimator/process/model_frames.py, loo.derived_model_rows,
+memory._model_limit_derived)."""
+from types import SimpleNamespace
+
+import pytest
+
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.process import loo, model_frames
+from livebytes.estimator.process.memory import driver_stack_limit, process_memory
+from livebytes.estimator.process.status import Kind
+from livebytes.estimator.shapes import Shape
+
+H200 = get_device("H200")
+MIB = 2**20
+
+
+def entry(frames: dict, **over) -> dict:
+    return {"case": "fla-kda-model:- D128 H32 HV32", "mbs": 1, "seq": 32_768, "architecture": "abc", "precision": "bf16",
+            "packed": False, "triton": "3.6.0", "frames": frames, "partial": False, "measured_limit_bytes": 14_528,
+            **over}
+
+
+def test_a_steps_frame_is_its_largest_kernels():
+    step = model_frames.step_of("r/x.json", entry({"l2norm_bwd_kernel": 5_544, "wy_fused": 14_456, "conv": 0}))
+    assert (step.frame, step.kernel, step.tokens, step.name) == (14_456, "wy_fused", 32_768, "x")
+
+
+def test_a_partial_or_empty_derivation_is_never_read():
+    assert model_frames.step_of("r/x.json", entry({"wy": 14_456}, partial=True)) is None
+    assert model_frames.step_of("r/x.json", entry({})) is None
+
+
+def test_a_step_is_found_by_its_build_and_length_only():
+    steps = model_frames.steps_in({"records": {"r/a.json": entry({"wy": 14_456}),
+                                               "r/b.json": entry({"wy": 16_312}, seq=467_490)}})
+    assert model_frames.for_step("abc", "bf16", False, 1, 32_768, "3.6.0", steps).frame == 14_456
+    assert model_frames.for_step("abc", "bf16", False, 1, 467_490, "3.6.0", steps).frame == 16_312
+    assert model_frames.for_step("abc", "bf16", False, 1, 16_384, "3.6.0", steps) is None      # another length
+    assert model_frames.for_step("abc", "fp32-amp", False, 1, 32_768, "3.6.0", steps) is None  # other dtypes
+    assert model_frames.for_step("abc", "bf16", False, 1, 32_768, "3.9.0", steps) is None      # another Triton
+    assert model_frames.for_records(("r/a.json", "r/b.json"), "3.6.0", steps).frame == 16_312
+
+
+def test_a_derived_row_by_hand():
+    """Frame 14,456 B -> limit 14,464 (16-byte rounding); measured 14,528. 14,464 x 270,336 = 3,910,139,904 B = 1,864.5
+    pages -> 1,865; 14,528 x 270,336 = 3,927,441,408 B = 1,872.75 -> 1,873: 8 pages, 16 MiB low."""
+    steps = model_frames.steps_in({"records": {"r/a.json": entry({"wy": 14_456})}})
+    row, = loo.derived_model_rows("fla-core-0.6.0_triton-3.6.0_H200.json", H200, steps)
+    assert (row.committed, row.estimated, row.error) == (14_528, 14_464, -8 * 2 * MIB)
+    assert (row.kind, row.case, row.tokens) == ("whole-model limit, derived", "fla-kda-model:- D128 H32 HV32", 32_768)
+    assert loo.derived_model_rows("fla-core-0.6.0_triton-3.9.0_H200.json", H200, steps) == []
+
+
+def _model(architecture: str):
+    return SimpleNamespace(key="fla-kda-model@0.6.0", autotuned=(), options={
+        "architecture": architecture, "layers": 32, "optimizer": "adamw", "precision": "bf16", "packed": False})
+
+
+@pytest.fixture
+def one_step(monkeypatch):
+    steps = model_frames.steps_in({"records": {"r/a.json": entry({"wy": 14_456})}})
+    monkeypatch.setattr(model_frames, "steps", lambda: steps)
+    loo.rows.cache_clear()          # the leave-one-out rows read the steps: none kept from this stand-in
+    yield
+    loo.rows.cache_clear()
+
+
+def test_a_derived_step_decides_the_models_limit(one_step):
+    """The 7B-class KDA model (H32, never measured in the process data) at its derived length: 14,464 B, derived, no
+    leave-one-out margin; 14,464 x 270,336 -> 1,865 pages less the default limit's 132 (1,024 B x 270,336 = 276,824,064
+    B = 132 pages) = 1,733 pages."""
+    p = process_memory(H200, _model("abc"), "cold", Shape(1, 32_768, 32, 128))
+    assert (p.stack_limit_bytes, p.stack.kind, p.stack.margin) == (14_464, Kind.DERIVED, 0)
+    assert p.stack.bytes == (1_865 - 132) * 2 * MIB
+    warm = process_memory(H200, _model("abc"), "warm", Shape(1, 32_768, 32, 128))
+    assert (warm.stack_limit_bytes, warm.stack.kind) == (14_464, Kind.BOUNDED)
+
+
+def test_another_build_or_length_is_not_derived(one_step):
+    assert process_memory(H200, _model("other"), "cold", Shape(1, 32_768, 32, 128)).stack.kind is Kind.ESTIMATED
+    assert process_memory(H200, _model("abc"), "cold", Shape(1, 16_384, 32, 128)).stack.kind is Kind.ESTIMATED
+
+
+def test_the_rounding_is_the_drivers():
+    assert [driver_stack_limit(f) for f in (14_456, 14_464, 0)] == [14_464, 14_464, 1_024]
+
+
+def test_the_committed_derivations_are_their_records():
+    """Every committed derivation names a record of this repository, its case key and build as the process data name
+    them, the limit that record measured, and its frames from the record's Triton."""
+    import json
+    from pathlib import Path
+
+    from livebytes.validate.check.frames import _model_case, model_build
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads(model_frames.DATA.read_text())
+    assert data["records"]
+    for path, e in data["records"].items():
+        record = json.loads((root / path).read_text())
+        options = record.get("options", {})
+        assert e["case"] == _model_case(record["config"], options)
+        assert e["architecture"] == model_build(record["config"], options)["architecture"]
+        assert e["measured_limit_bytes"] == record["steps"][0]["stack_limit_bytes"]
+        assert (e["mbs"], e["seq"]) == (record["shape"]["mbs"], record["shape"]["seq"])
+        assert e["triton"] == record["versions"]["triton"] and not e["partial"]
+
+
+def test_run_39_a_is_derived_exactly():
+    """Run 39 a (the 7B-class KDA model, H32 D128, 32,768 tokens, Triton 3.6.0): its step's largest frame is
+    swiglu_fwdbwd_kernel's 14,520 B -> 14,528 B by the driver's 16-byte rounding, the limit the H100 measured."""
+    step = model_frames.for_records(("validate/data/records/runs/run39/a/a-kda7b-32k.json",), "3.6.0")
+    assert (step.frame, step.kernel, step.measured) == (14_520, "swiglu_fwdbwd_kernel", 14_528)
+    assert driver_stack_limit(step.frame) == 14_528

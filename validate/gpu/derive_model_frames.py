@@ -1,0 +1,101 @@
+"""Derive the stack frames of every Triton kernel each committed whole-model record's step launches, on the CPU, and
+keep them as data (``estimator/data/process/model_frames_H200.json``), so that an answer compiles nothing.
+
+    python validate/gpu/derive_model_frames.py RECORD.json [...] [--python PY] [--out DIR] [--layers N]
+
+Each record's step (its config, shape and options) runs through ``probes/model_frames.py`` in a process of its own,
+under the interpreter ``--python`` (whose Triton must be the record's: the data keep Triton 3.6.0's and 3.9.0's apart),
+with one Triton cache across records (kernels compiled once) and fla's autotune results not cached (every process tunes
+afresh, as a cold GPU process did). A uniform stack (``kda``, ``gated_deltanet``) is traced at ``--layers`` layers (2):
+its kernels are a layer's, whatever the depth; a hybrid at its own depth. The data file keeps, per record, what the
+probe's summary line says (each kernel's largest counted frame, Triton, ptxas, seconds); the limit is the estimator's
+(``process.memory.driver_stack_limit`` of the largest frame).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "estimator" / "data" / "process" / "model_frames_H200.json"
+PROBE = Path(__file__).parent / "probes" / "model_frames.py"
+UNIFORM = ("kda", "gated_deltanet")
+
+
+def spec_of(record: dict, tag: str, layers: int) -> dict:
+    """The tracer's spec of a model-step record's first step (one run, one shape)."""
+    config, options = dict(record["config"]), record.get("options", {})
+    depth = config.get("num_hidden_layers")
+    return {"device": "H200", "config": config, "precision": options.get("precision", "bf16"),
+            "optimizer": options.get("optimizer", "adamw"), "checkpoint": bool(options.get("checkpoint")),
+            "packed": bool(options.get("packed")),
+            "layers": min(layers, depth) if config["model_type"] in UNIFORM and depth else None,
+            "shapes": [[record["shape"]["mbs"], record["shape"]["seq"]]], "tag": tag}
+
+
+def derive_one(path: Path, python: str, out: Path, layers: int) -> dict:
+    record = json.loads(path.read_text())
+    spec = spec_of(record, path.stem, layers)
+    spec_path = out / f"{path.stem}.spec.json"
+    spec_path.write_text(json.dumps(spec))
+    env = {**os.environ, "TRITON_CACHE_DIR": str(out / "triton-cache"), "FLA_CACHE_RESULTS": "0",
+           "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([python, str(PROBE), str(spec_path), "--out", str(out)], capture_output=True, text=True,
+                          env=env)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise SystemExit(f"error: {path.name}: the probe wrote no summary ({done.stderr.strip()[-400:]})")
+    summary = json.loads(lines[-1])
+    wanted = record.get("versions", {}).get("triton")
+    if wanted and summary["triton"] != wanted:
+        raise SystemExit(f"error: {path.name} ran Triton {wanted}; {python} has {summary['triton']}")
+    return summary
+
+
+def entry(record: dict, spec: dict, summary: dict) -> dict:
+    """What the data file keeps of one record's derivation: the record's case key and build (as the process data and
+    ``estimator/process/memory.py`` name them: ``validate/check/frames.py``), its shape and options, and the probe's
+    summary (each kernel's largest counted frame)."""
+    from livebytes.validate.check.frames import _model_case, model_build
+    options = record.get("options", {})
+    return {"case": _model_case(record["config"], options),
+            "architecture": model_build(record["config"], options)["architecture"],
+            "mbs": spec["shapes"][0][0], "seq": spec["shapes"][0][1], "precision": spec["precision"],
+            "packed": spec["packed"], "checkpoint": spec["checkpoint"], "layers_traced": spec["layers"],
+            "measured_limit_bytes": record["steps"][0].get("stack_limit_bytes"),
+            "frames": summary["frames"], "partial": "error" in summary,
+            **({"error": summary["error"]} if "error" in summary else {}),
+            "triton": summary["triton"], "ptxas": summary["ptxas"], "fla": summary["fla"], "target": summary["target"],
+            "compiled": summary["compiled"], "counted": summary["counted"], "seconds": summary["seconds"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("records", nargs="+")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--out", default="/tmp/model_frames")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--data", default=str(DATA), help="the data file to add the records to")
+    args = ap.parse_args(argv)
+    data_path = Path(args.data)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = json.loads(data_path.read_text()) if data_path.exists() else {"about": __doc__.split("\n\n")[0], "records": {}}
+    for name in args.records:
+        path = Path(name).resolve()
+        summary = derive_one(path, args.python, out, args.layers)
+        spec = json.loads((out / f"{path.stem}.spec.json").read_text())
+        data["records"][str(path.relative_to(ROOT))] = entry(json.loads(path.read_text()), spec, summary)
+        data["records"] = dict(sorted(data["records"].items()))
+        data_path.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"{path.name}: largest frame {max(summary['frames'].values(), default=0):,} B, {summary['seconds']} s",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""Stack frames of every Triton kernel a whole model's training step launches, compiled for the GPU's architecture on
+the CPU: the driver's stack limit of the step, derived (issue 48 point 1).
+
+The step is the tracer's (``tracer.step.trace_training``: the model built from its HF config, the batch, forward,
+backward, the optimizer, on meta tensors, the GPU described to torch and Triton by ``tracer.target``), so the kernels,
+their arguments and the autotune candidates are exactly those the traced step launches. Where the tracer only records a
+launch, this probe also compiles it: each launch's kernel, and for an autotuned kernel each candidate left by Triton's
+``prune_configs``, through ``JITFunction.run(..., warmup=True)`` (compile, never load or launch) with every tensor
+argument replaced by a stand-in of its dtype whose address is the tensor's offset into its storage (an allocation
+starts 512-aligned, so a view's alignment specialisation is the GPU's), every integer the traced value (so an int64
+specialisation or a divisibility by 16 is the GPU's at that length). ``cuobjdump -res-usage`` on each cubin gives its
+STACK (``cpu_frames.candidates``); a candidate whose shared memory exceeds the device's is not counted (the GPU refuses
+it before it loads), nor one Triton or ptxas refuses.
+
+    python validate/gpu/probes/model_frames.py SPEC.json --out DIR
+      SPEC: the tracer's spec (``python -m livebytes.tracer``) of one run and one shape: {"device": "H200", "config":
+      {...}, "precision", "optimizer", "checkpoint", "packed", "layers", "shapes": [[mbs, seq]], "tag"}
+
+Writes DIR/<tag>.jsonl (one line per compiled candidate, as ``cpu_frames``) and prints the summary line: each kernel's
+largest counted frame, the largest, the Triton and ptxas that compiled them, seconds. cuBLAS, cuDNN and PyTorch's own
+kernels are not compiled here: their frames are not in this figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+class Stand:
+    """A tensor argument as Triton's binder reads it: its dtype and an address whose alignment is the GPU's (the
+    storage's start 512-aligned, plus the view's offset)."""
+
+    def __init__(self, tensor):
+        self.dtype = tensor.dtype
+        self.shape = tuple(tensor.shape)
+        self._offset = tensor.storage_offset() * tensor.element_size()
+
+    def data_ptr(self) -> int:
+        return 512 + self._offset
+
+    def stride(self):
+        return (1,) * len(self.shape)
+
+
+def _stand(value):
+    return Stand(value) if hasattr(value, "untyped_storage") else value
+
+
+def install_compiling(log: list, shared_limit: int) -> None:
+    """Patch Triton's launch paths before the tracer does (it then keeps them): every launch is recorded for the trace
+    as ``tracer.launches`` records it and compiled; an autotuned launch compiles each pruned candidate in turn."""
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.errors import OutOfResources, PTXASError
+    from triton.runtime.jit import JITFunction
+
+    from livebytes.tracer import launches
+    original_run = JITFunction.run
+    state = {"config": None}
+
+    def compile_one(fn, args, kwargs, grid):
+        try:
+            kernel = original_run(fn, *map(_stand, args), grid=grid, warmup=True,
+                                  **{k: _stand(v) for k, v in kwargs.items()})
+            if hasattr(kernel, "result"):
+                kernel = kernel.result()
+        except (OutOfResources, CompileTimeAssertionFailure, PTXASError) as err:
+            log.append({"kernel": fn.fn.__name__, "config": state["config"],
+                        "refused": f"{type(err).__name__}: {str(err)[:200]}"})
+            return
+        log.append({"kernel": kernel.name, "hash": kernel.hash, "config": state["config"],
+                    "shared": kernel.metadata.shared, "num_warps": kernel.metadata.num_warps,
+                    "num_stages": kernel.metadata.num_stages, "cubin": kernel})
+
+    def jit_run(self, *args, grid=None, warmup=False, **kwargs):
+        if not getattr(self, "_livebytes_under_tuner", False):
+            launches._record(launches.Launch(self.fn.__name__, None, 1, (), launches._tensors(args, kwargs)))
+        compile_one(self, args, kwargs, grid)
+        return None
+
+    def tuner_run(self, *args, **kwargs):
+        kwargs.pop("warmup", None)
+        grid = kwargs.pop("grid", None)
+        configs = len(self.configs)
+        key = launches._autotune_key(self, args, kwargs) if configs > 1 else None
+        clones = tuple(self.reset_to_zero) + tuple(self.restore_value)
+        launches._record(launches.Launch(self.base_fn.__name__, key, configs, clones, launches._tensors(args, kwargs)))
+        self.nargs = dict(zip(self.arg_names, args))
+        inner = self.fn
+        while not isinstance(inner, JITFunction):
+            inner = inner.fn
+        inner._livebytes_under_tuner = True
+        try:
+            for config in (self.prune_configs(kwargs) if configs > 1 else self.configs):
+                state["config"] = {"kwargs": dict(config.kwargs), "num_warps": config.num_warps,
+                                   "num_stages": config.num_stages}
+                self.fn.run(*args, grid=grid, warmup=False, **kwargs, **config.all_kwargs())
+        finally:
+            inner._livebytes_under_tuner = False
+            state["config"] = None
+            self.nargs = None
+        return None
+
+    jit_run._livebytes = True
+    JITFunction.run = jit_run
+    Autotuner.run = tuner_run
+    del shared_limit
+
+
+def derive(spec: dict, out: Path) -> dict:
+    """Trace ``spec``'s step (one shape), compiling every launch; the summary line."""
+    from livebytes.estimator.devices import get_device
+    device = get_device(spec["device"])
+    warnings.filterwarnings("ignore")
+    from livebytes.tracer.target import install, meta_index_is_device_0, meta_runs_gpu_packages
+    install(device)
+    log: list = []
+    install_compiling(log, device.shared_memory_per_block_optin)
+    import fla  # noqa: F401  (registers its model types with transformers)
+    import triton
+    meta_index_is_device_0()
+    meta_runs_gpu_packages()
+    from livebytes.tracer.step import trace_training
+    sys.path.insert(0, str(HERE))
+    import cpu_frames
+    t0 = time.time()
+    (mbs, seq), = spec["shapes"]
+    rec = {"tag": spec["tag"]}
+    try:
+        trace_training({**spec, "steps": 1}, mbs, seq)
+    except Exception as err:        # the kernels compiled before a raise are still listed, the line says partial
+        rec["error"] = f"{type(err).__name__}: {str(err)[:400]}"
+    tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+    rows = cpu_frames.candidates(log, tool)
+    (out / f"{spec['tag']}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    frames: dict = {}
+    for r in rows:
+        if r["counted"]:
+            frames[r["kernel"]] = max(frames.get(r["kernel"], 0), r["STACK"])
+    rec.update(frames=dict(sorted(frames.items())), largest_frame_bytes=max(frames.values(), default=0),
+               compiled=sum(1 for r in rows if "hash" in r), counted=sum(1 for r in rows if r["counted"]),
+               seconds=round(time.time() - t0, 1), target=f"cuda {device.arch}",
+               triton=triton.__version__, fla=fla.__version__, ptxas=cpu_frames.ptxas_used())
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rec = derive(json.loads(Path(args.spec).read_text()), out)
+    print(json.dumps(rec), flush=True)
+    return 0 if "error" not in rec else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
