@@ -257,8 +257,16 @@ def request_of(data: dict):
     """The traced model's request for a model-step record (its config, options and GPU)."""
     from livebytes.lifetimes.traced.model import Request, canonical_config
     opts = data["options"]
-    return Request(canonical_config(data["config"], "record config"), _device_name(data["gpu"]), opts["optimizer"],
-                   opts["precision"], bool(opts["checkpoint"]), bool(opts["packed"]))
+    config = canonical_config(data["config"], "record config")
+    return Request(config, _device_name(data["gpu"]), opts["optimizer"], opts["precision"], bool(opts["checkpoint"]),
+                   bool(opts["packed"]), **_rows(config, int(data["shape"]["mbs"])))
+
+
+def _rows(config: str, mbs: int) -> dict:
+    """The program a one-row family's record ran (``registry.shape_options``: transformers' hybrids run another loss
+    from two rows on, the row option ``many``); nothing for a family with one program."""
+    from livebytes.lifetimes.traced.families import family
+    return {"rows": "many" if mbs > 1 else "one"} if family(json.loads(config)["model_type"]).one_row else {}
 
 
 def model_for(data: dict):
@@ -275,7 +283,8 @@ def model_for(data: dict):
     heads, dim = config_sizes(config)
     shape = Shape(int(data["shape"]["mbs"]), int(data["shape"]["seq"]), heads, dim)
     fsdp = {"fsdp": opts["fsdp"]} if "fsdp" in opts else {}      # an FSDP2 record (run 32): its world size (checked)
-    return get_compiled(key, device, **options, **fsdp, checkpoint=bool(opts["checkpoint"])), shape, device
+    rows = _rows(config, shape.mbs)
+    return get_compiled(key, device, **options, **fsdp, **rows, checkpoint=bool(opts["checkpoint"])), shape, device
 
 
 def _device_name(gpu: str) -> str:
