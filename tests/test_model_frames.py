@@ -67,19 +67,24 @@ def one_step(monkeypatch):
 
 
 def test_a_derived_step_decides_the_models_limit(one_step):
-    """The 7B-class KDA model (H32, never measured in the process data) at its derived length: 14,464 B, derived, no
-    leave-one-out margin; 14,464 x 270,336 -> 1,865 pages less the default limit's 132 (1,024 B x 270,336 = 276,824,064
+    """A KDA model at a head count its process data never measured (H24; run 39 a measured H32, and a length measured
+    wins over a derivation) at its derived length: 14,464 B, derived, no leave-one-out margin; 14,464 x 270,336 -> 1,865 pages less the default limit's 132 (1,024 B x 270,336 = 276,824,064
     B = 132 pages) = 1,733 pages."""
-    p = process_memory(H200, _model("abc"), "cold", Shape(1, 32_768, 32, 128))
+    p = process_memory(H200, _model("abc"), "cold", Shape(1, 32_768, 24, 128))
     assert (p.stack_limit_bytes, p.stack.kind, p.stack.margin) == (14_464, Kind.DERIVED, 0)
     assert p.stack.bytes == (1_865 - 132) * 2 * MIB
-    warm = process_memory(H200, _model("abc"), "warm", Shape(1, 32_768, 32, 128))
+    warm = process_memory(H200, _model("abc"), "warm", Shape(1, 32_768, 24, 128))
     assert (warm.stack_limit_bytes, warm.stack.kind) == (14_464, Kind.BOUNDED)
 
 
 def test_another_build_or_length_is_not_derived(one_step):
-    assert process_memory(H200, _model("other"), "cold", Shape(1, 32_768, 32, 128)).stack.kind is Kind.ESTIMATED
-    assert process_memory(H200, _model("abc"), "cold", Shape(1, 16_384, 32, 128)).stack.kind is Kind.ESTIMATED
+    assert process_memory(H200, _model("other"), "cold", Shape(1, 32_768, 24, 128)).stack.kind is Kind.ESTIMATED
+    assert process_memory(H200, _model("abc"), "cold", Shape(1, 16_384, 24, 128)).stack.kind is Kind.ESTIMATED
+
+
+def test_a_measured_length_wins_over_a_derivation(one_step):
+    """H32 at 32,768 tokens is run 39 a's measured point (14,528 B): the derivation (14,464 here) does not replace it."""
+    assert process_memory(H200, _model("abc"), "cold", Shape(1, 32_768, 32, 128)).stack_limit_bytes == 14_528
 
 
 def test_the_rounding_is_the_drivers():
