@@ -68,8 +68,8 @@ def one_step(monkeypatch):
 
 def test_a_derived_step_decides_the_models_limit(one_step):
     """A KDA model at a head count its process data never measured (H24; run 39 a measured H32, and a length measured
-    wins over a derivation) at its derived length: 14,464 B, derived, no leave-one-out margin; 14,464 x 270,336 -> 1,865 pages less the default limit's 132 (1,024 B x 270,336 = 276,824,064
-    B = 132 pages) = 1,733 pages."""
+    wins over a derivation) at its derived length: 14,464 B, derived, no leave-one-out margin; 14,464 x 270,336 ->
+    1,865 pages less the default limit's 132 (1,024 B x 270,336 = 276,824,064 B = 132 pages) = 1,733 pages."""
     p = process_memory(H200, _model("abc"), "cold", Shape(1, 32_768, 24, 128))
     assert (p.stack_limit_bytes, p.stack.kind, p.stack.margin) == (14_464, Kind.DERIVED, 0)
     assert p.stack.bytes == (1_865 - 132) * 2 * MIB
