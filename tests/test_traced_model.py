@@ -236,12 +236,13 @@ def test_model_record_every_figure(path):
 
 @pytest.mark.parametrize("model_type", ["kda", "gated_deltanet"])
 def test_records_cover_what_the_issue_asks(model_type):
-    """Four configurations of each model: hidden 1024-2048, 2-24 layers, vocab 32K-152K, checkpointing on and off."""
+    """Four configurations of each model: hidden 1024-2048, 2-24 layers (run 39's 7B-class KDA model adds 32), vocab
+    32K-152K, checkpointing on and off."""
     configs = [json.loads(p.read_text()) for p in RECORDS]
     ran = [c for c in configs if c["config"]["model_type"] == model_type and not any(s.get("oom") for s in c["steps"])]
     assert len({json.dumps(c["config"], sort_keys=True) for c in ran}) >= 4
     assert {c["options"]["checkpoint"] for c in ran} == {True, False}
-    assert min(c["config"]["num_hidden_layers"] for c in ran) == 2 and max(c["config"]["num_hidden_layers"] for c in ran) == 24
+    assert min(c["config"]["num_hidden_layers"] for c in ran) == 2 and max(c["config"]["num_hidden_layers"] for c in ran) >= 24
     assert max(c["config"]["vocab_size"] for c in ran) >= 150_000
 
 
@@ -254,17 +255,27 @@ def test_hybrid_records_cover_issue_36(model_type, experts):
     assert len({json.dumps(r["config"], sort_keys=True) for r in ran}) >= 2
     for r in ran:
         c = r["config"]
-        kinds = c.get("layer_types") or ["full_attention" if (i + 1) % c["full_attention_interval"] == 0
-                                         else "linear_attention" for i in range(c["num_hidden_layers"])]
-        assert 2 <= c["num_hidden_layers"] <= 4 and kinds.count("full_attention") == 1 and c[experts] <= 16
+        assert 2 <= c["num_hidden_layers"] <= 4 and _full_attention_layers(c) == 1
+        assert (c.get(experts) or c["num_experts"]) <= 16     # the published Kimi config names them num_experts
         assert 4096 <= r["shape"]["seq"] <= 32768 and r["options"]["optimizer"] == "adamw"
+
+
+def _full_attention_layers(c: dict) -> int:
+    """How many of a hybrid config's layers are full attention: its layer_types, Kimi's published linear_attn_config
+    (full_attn_layers, 1-based), or Qwen3-Next's full_attention_interval."""
+    if c.get("layer_types"):
+        return c["layer_types"].count("full_attention")
+    if c.get("linear_attn_config"):
+        return len(c["linear_attn_config"]["full_attn_layers"])
+    return sum((i + 1) % c["full_attention_interval"] == 0 for i in range(c["num_hidden_layers"]))
 
 
 @pytest.mark.parametrize("field,delta", [("max_allocated_bytes", 512), ("max_reserved_bytes", 2 << 20),
                                          ("requested_peak_bytes", 8)])
 def test_an_edited_record_fails_at_the_field(field, delta, tmp_path):
-    """A record edited in one figure fails there, named misses included (they pass only at exactly their size)."""
-    source = RECORDS[0]
+    """A record edited in one figure fails there, named misses included (they pass only at exactly their size). Run 23's
+    k1-packed: its reserved band is one figure wide (a 2 MiB edit leaves it)."""
+    source = model_records.MODEL_RECORDS_DIR / "h200_run23_k1-packed.json"
     data = json.loads(source.read_text())
     data["steps"][1][field] += delta
     edited = tmp_path / source.name
