@@ -44,17 +44,8 @@
 set -u
 cfg=validate/data/model_configs
 W=/tmp/run39
-. "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
-pack() { tar --exclude='*.pickle' -czf "$OUT/$1.tgz.part" -C "$W" "$1" 2>/dev/null && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
-part() { [ -d .t39 ] && cat .t39/part_* >> /tmp/t39.tar.xz; ls -la /tmp/t39.tar.xz; }
-snapshot() { [ -f "$W/$STEP/$1.snapshot.pickle" ] && gzip -c "$W/$STEP/$1.snapshot.pickle" > "$OUT/$1.snapshot.pickle.gz"; }
-case_run() {   # step tag config flags...: one case alone on the GPU, packed as it goes
-  STEP=$1; local tag=$2; shift 2; mkdir -p "$W/$STEP"
-  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv > "$W/$STEP/gpu.csv"
-  packing "$STEP" & local pk=$!
-  probe "$tag" "$@"; echo "rc=$?" >> "$W/$STEP/$tag.log"
-  kill $pk 2>/dev/null; pack "$STEP"; snapshot "$tag"
-}
+. "$(dirname "$0")/model_step_lib.sh"     # pack, probe, case_run, snapshot, part
+PACK_EXCLUDE='*.pickle'
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 DEADLINE=${DEADLINE:-560}
 [ -d /tmp/site/fla ] || bash "$(dirname "$0")/h200_run28.sh" install || exit 1

@@ -14,18 +14,13 @@
 set -u
 cfg=validate/data/model_configs
 W=/tmp/run40
-. "$(dirname "$0")/model_step_lib.sh"     # pack, packing, probe
-pack() { tar --exclude='*.pickle' -czf "$OUT/$1.tgz.part" -C "$W" "$1" 2>/dev/null && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
+. "$(dirname "$0")/model_step_lib.sh"     # pack, probe, case_run, snapshot
+PACK_EXCLUDE='*.pickle'
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
 DEADLINE=${DEADLINE:-520}
 [ -d /tmp/site/fla ] || bash "$(dirname "$0")/h200_run28.sh" install || exit 1
 case "${1:-}" in
 k)
-  STEP=k; tag=k-kimi-8k-mbs2; mkdir -p "$W/$STEP"
-  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv > "$W/$STEP/gpu.csv"
-  packing "$STEP" & pk=$!
-  probe "$tag" kimi-h2304-l4-e16-v164k 2 8192 --history; echo "rc=$?" >> "$W/$STEP/$tag.log"
-  kill $pk 2>/dev/null; pack "$STEP"
-  [ -f "$W/$STEP/$tag.snapshot.pickle" ] && gzip -c "$W/$STEP/$tag.snapshot.pickle" > "$OUT/$tag.snapshot.pickle.gz" ;;
+  case_run k k-kimi-8k-mbs2 kimi-h2304-l4-e16-v164k 2 8192 --history ;;
 *) echo "usage: $0 k" >&2; exit 1 ;;
 esac

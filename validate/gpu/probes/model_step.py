@@ -14,6 +14,18 @@ fp32-amp the forward runs under ``torch.autocast("cuda", dtype=torch.bfloat16)``
 accelerate's ``convert_to_fp32`` after it (as HF Trainer's ``bf16=True`` runs it through accelerate;
 ``livebytes.tracer.step`` traces the same).
 
+The setups of issue 51, in the tracer's order (``livebytes.tracer.step.trace_training``): the model built on the CPU and
+cast, checkpointing enabled, the loss applied, LoRA applied, and only then the model moved to the GPU, so the
+adapters move with the base weights (``Module._apply``'s order over the base model peft changed in place).
+``--loss liger``: Liger-Kernel's fused linear cross-entropy, Qwen3-Next through Liger's own patch
+(``apply_liger_kernel_to_qwen3_next`` with every other kernel off), Kimi-Linear (no Liger patch) through the forward
+livebytes binds (``livebytes.tracer.losses.liger_forward``: the one import of livebytes, the forward under test).
+``--lora-rank R`` (``--lora-alpha``, ``--lora-targets``): ``peft.get_peft_model(model, LoraConfig(r=R, lora_alpha=A,
+target_modules=T))``, the optimizer over the parameters that require grad (HF Trainer's). ``--packed-batch
+flattening``: the packed batch as transformers' ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` makes it
+(``input_ids``, ``labels`` with -100 at each sequence's first token, ``position_ids`` [1, B*S] int64,
+``cu_seq_lens_q``/``_k`` [B + 1] int32, ``max_length_q``/``_k``) instead of fla's ``cu_seqlens``.
+
 Every step is appended to ``OUT/<tag>.jsonl`` as soon as it ends (max_memory_allocated, max_memory_reserved,
 requested_bytes peak, what is allocated and reserved after it, the process's own non-PyTorch bytes from NVML by pid
 (device-wide when that is unreadable, and said so), the stack limit); an out-of-memory ends the run with PyTorch's
@@ -23,7 +35,8 @@ which SDPA kernel torch picks for the config's full attention (``torch._fused_sd
     python3 validate/gpu/probes/model_step.py --config CONFIG.json --mbs 1 --seq 8192 --checkpoint --state cold \
         --out DIR --tag kda-1.3b-8k
 
-Needs torch, transformers and flash-linear-attention; imports nothing of livebytes, so it runs wherever the model does.
+Needs torch, transformers and flash-linear-attention (peft for LoRA, liger-kernel for its loss); imports nothing of
+livebytes but Kimi-Linear's Liger forward (above), so it runs wherever the model does.
 """
 from __future__ import annotations
 
@@ -102,7 +115,38 @@ def build(config: dict, seed: int, precision: str = "bf16"):
     model = AutoModelForCausalLM.from_config(cfg)
     if precision == "bf16":
         model = model.to(torch.bfloat16)                                  # cast on the CPU
-    return model.to("cuda")                                               # one copy per tensor, _apply's order
+    return model                                                          # moved by ``run`` (``to_gpu``)
+
+
+def to_gpu(model):
+    """One copy per tensor, ``Module._apply``'s order (the base model: peft changed it in place)."""
+    return model.to("cuda")
+
+
+def with_loss(model, loss: str) -> None:
+    """``--loss liger`` as the tracer applies it (module doc); ``default`` leaves the model's own."""
+    if loss == "default":
+        return
+    from types import MethodType
+    kind = model.config.model_type
+    if kind == "qwen3_next":
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen3_next
+        apply_liger_kernel_to_qwen3_next(rope=False, cross_entropy=False, fused_linear_cross_entropy=True,
+                                         rms_norm=False, swiglu=False, model=model)
+    elif kind == "kimi_linear":
+        from livebytes.tracer.losses import liger_forward
+        model.forward = MethodType(liger_forward, model)
+    else:
+        raise SystemExit(f"--loss liger: Qwen3-Next and Kimi-Linear only, not {kind}")
+
+
+def with_lora(model, rank: int, alpha: float, targets: str):
+    """peft's ``PeftModel`` of ``model`` (rank 0: the model itself)."""
+    if not rank:
+        return model
+    from peft import LoraConfig, get_peft_model
+    names = targets if targets == "all-linear" else [t for t in targets.split(",") if t]
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=names))
 
 
 def decoder_blocks(model):
@@ -135,22 +179,37 @@ def shard(model):
     return model
 
 
-def batch(config: dict, mbs: int, seq: int, packed: bool) -> dict:
+def batch(config: dict, mbs: int, seq: int, packed: bool, style: str = "cu_seqlens") -> dict:
     import torch
     shape = (1, mbs * seq) if packed else (mbs, seq)
     ids = torch.randint(0, config["vocab_size"], shape, device="cuda")
     out = {"input_ids": ids, "labels": ids.clone()}
+    if packed and style == "flattening":
+        return out | flattening(out["labels"], mbs, seq)
     if packed:
         out["cu_seqlens"] = torch.arange(0, mbs + 1, dtype=torch.int64, device="cuda") * seq
     return out
 
 
-def optimizer(name: str, model):
+def flattening(labels, mbs: int, seq: int) -> dict:
+    """What ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` adds (data/data_collator.py): each sequence's
+    first label -100 (its separator), positions restarting per sequence, the boundaries as two int32 tensors."""
     import torch
+    labels[:, ::seq] = -100
+    positions = torch.arange(seq, dtype=torch.int64, device="cuda").repeat(mbs).unsqueeze(0)
+    bounds = [torch.arange(0, mbs + 1, dtype=torch.int32, device="cuda") * seq for _ in range(2)]
+    return {"position_ids": positions, "cu_seq_lens_q": bounds[0], "cu_seq_lens_k": bounds[1],
+            "max_length_q": seq, "max_length_k": seq}
+
+
+def optimizer(name: str, model):
+    """Over the parameters that require grad (all of them but a LoRA's frozen base: HF Trainer's)."""
+    import torch
+    params = [p for p in model.parameters() if p.requires_grad]
     if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return torch.optim.AdamW(params, lr=1e-3)
     if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=1e-3)
+        return torch.optim.SGD(params, lr=1e-3)
     return None
 
 
@@ -254,23 +313,26 @@ def run(args) -> int:
     model = build(config, args.seed, args.precision)
     if args.checkpoint:
         model.gradient_checkpointing_enable()
+    model.train()
+    with_loss(model, args.loss)
+    stepped = with_lora(model, args.lora_rank, args.lora_alpha, args.lora_targets)
+    to_gpu(model)
     if args.fsdp:
         shard(model)
-    model.train()
-    inputs = batch(config, args.mbs, args.seq, args.packed)
+    inputs = batch(config, args.mbs, args.seq, args.packed, args.packed_batch)
     opt = optimizer(args.optimizer, model)
     before = {"allocated_bytes": torch.cuda.memory_allocated(), "reserved_bytes": torch.cuda.memory_reserved(),
               "nonpytorch": nonpytorch(torch), "context_nonpytorch": context}
     log({"stage": "before", **before})
     rows = []
     for i in range(args.steps):
-        rows.append(measure(torch, model, opt, inputs, i, log, observed, args.precision))
+        rows.append(measure(torch, stepped, opt, inputs, i, log, observed, args.precision))
         if rows[-1]["oom"]:
             break
     sdpa = sdpa_choice(torch, config, args.mbs, args.seq) if args.sdpa_choice else None
     record = {"kind": "model-step", "config": config, "shape": {"mbs": args.mbs, "seq": args.seq},
               "options": {"optimizer": args.optimizer, "precision": args.precision, "checkpoint": args.checkpoint,
-                          "packed": args.packed, **({"fsdp": args.fsdp} if args.fsdp else {})},
+                          "packed": args.packed, **({"fsdp": args.fsdp} if args.fsdp else {}), **setups(args)},
               "steps": rows, "before": before, "history": args.history, "triton_cache": args.state, "allocator_conf":
                   os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") or "expandable_segments:False",
               "protocol": "model-step-v1: fresh process, model built on the CPU in bf16 (fp32-amp: fp32) then moved, "
@@ -291,6 +353,21 @@ def run(args) -> int:
         import torch.distributed as dist
         dist.destroy_process_group()
     return 0
+
+
+def setups(args) -> dict:
+    """The record's options for issue 51's setups, present only when used (earlier records keep their form): ``lora``
+    as ``livebytes.lifetimes.traced.lora.lora_option`` writes it, ``loss``, ``packed_batch``."""
+    out = {}
+    if args.lora_rank:
+        targets = args.lora_targets if args.lora_targets == "all-linear" else [t for t in args.lora_targets.split(",") if t]
+        alpha = int(args.lora_alpha) if float(args.lora_alpha).is_integer() else args.lora_alpha
+        out["lora"] = json.dumps({"r": args.lora_rank, "alpha": alpha, "targets": targets}, sort_keys=True)
+    if args.loss != "default":
+        out["loss"] = args.loss
+    if args.packed and args.packed_batch != "cu_seqlens":
+        out["packed_batch"] = args.packed_batch
+    return out
 
 
 SDP_BACKENDS = {-1: "error", 0: "math", 1: "flash_attention", 2: "efficient_attention", 3: "cudnn_attention",
@@ -335,6 +412,12 @@ def main() -> int:
                    help="bf16 parameters, or fp32 ones with the forward under bf16 autocast")
     p.add_argument("--checkpoint", action="store_true")
     p.add_argument("--packed", action="store_true")
+    p.add_argument("--packed-batch", choices=("cu_seqlens", "flattening"), default="cu_seqlens",
+                   help="--packed: fla's cu_seqlens keyword, or transformers' DataCollatorWithFlattening")
+    p.add_argument("--loss", choices=("default", "liger"), default="default")
+    p.add_argument("--lora-rank", type=int, default=0)
+    p.add_argument("--lora-alpha", type=float, default=8)
+    p.add_argument("--lora-targets", default="all-linear")
     p.add_argument("--fsdp", type=int, default=0, metavar="W",
                    help="FSDP2 (fully_shard per decoder block, then the root) at world size W: 1 only (NCCL, one process)")
     p.add_argument("--steps", type=int, default=STEPS)
