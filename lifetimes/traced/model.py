@@ -212,10 +212,8 @@ def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", 
                "environment": environment(stored), "stored": stored} | ({"lora": lora} if lora else {})
     word = check_loss(row, loss)
     if word is not None:                       # the family's own loss is no option (its traces and answers as before)
-        if stored is not None:
-            raise LivebytesError(f"--loss {word}: stored traces hold the family's own loss only")
-        options["loss"] = word
-        if word == "liger" and liger_version() is None:
+        options["loss"] = word                 # a stored trace's spec digest holds it (``trace_spec``)
+        if word == "liger" and stored is None and liger_version() is None:
             raise LivebytesError("--loss liger traces Liger-Kernel's code: pip install liger-kernel (or "
                                  "'livebytes[model]')")
     if not row.moe:

@@ -60,6 +60,18 @@ PLACEMENT_K1 = ("cudaMalloc's placement, and the order of the traced requests: r
 LIKE_K1 = ("as run 31's k1 (the same KDA layer shapes, hidden 1024 H8 D128 at 8K tokens, and the same -1,572,864 / "
            "-2,621,440 B): cudaMalloc's placement and the traced request order (PLACEMENT_K1, proved there by its "
            "allocator trace); this control ran without a trace of its own")
+PLACEMENT_P41 = ("cudaMalloc's placement, and the order of the traced requests: run 41's allocator trace of this record "
+                 "replays with the GPU's segment addresses to every block, its allocated peak 64,701,693,952 and "
+                 "8,041,545,728 B at its end; with the model's placement the GPU's own requests give 64,701,169,664 and "
+                 "8,041,021,440; the rest is the traced request stream's order against the GPU's, not yet found. What "
+                 "moves: four of AdamW's 4,718,592-B states (a [2304, 1024] bf16 weight's) land in cached blocks of "
+                 "5,767,168 and 5,316,608 B, served whole (a large block is split only when more than 1 MiB remains: "
+                 "CUDACachingAllocator.cpp should_split); requested peaks exact")
+TORCH_213_LIGER = ("the trace's torch: checked against this machine's torch 2.13 trace, every figure but these exact; the "
+                   "record ran torch 2.11, whose own trace (made on the GPU machine, validate/check/store_traces.py) "
+                   "does not compile here: Liger's chunk loop differs in structure between the learning shapes 1 x 1,030 "
+                   "and 1 x 1,542 (a free before the cross-entropy kernel's launch at one, after it at the other). "
+                   "Which 2 MiB block the two torches order differently is not found")
 FSDP_NCCL = ("NCCL's memory outside PyTorch's allocator (the communicator, its channels and proxy buffers, at world size "
              "1): 73,400,320 B above the control c1's process (4,439,670,784 B, the same kernels, run beside it); not "
              "modelled, as every --fsdp answer says")
@@ -163,6 +175,14 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run34_k1c-l4-8k.json", "steps[*].nonpytorch.bytes"): (2_097_152, FEWER_MODULES_K1C),
     # run 39 (predictions committed before the run, predictions/run39/): b to the byte against the data before run 40
     ("h200_run39_b-kimi-32k.json", "steps[*].nonpytorch.bytes"): (2_097_152, FEWER_MODULES_B),
+    # run 41 (predictions committed before the run, predictions/run41/): l (LoRA) exact in every figure; p and g in
+    # every reserved and process figure
+    ("h100_run41_p-kimi-8k-x2-packed.json", "steps[1].max_allocated_bytes"): (-2_695_168, PLACEMENT_P41),
+    ("h100_run41_p-kimi-8k-x2-packed.json", "steps[2].max_allocated_bytes"): (-2_695_168, PLACEMENT_P41),
+    ("h100_run41_p-kimi-8k-x2-packed.json", "steps[*].allocated_after_bytes"): (-2_695_168, PLACEMENT_P41),
+    ("h100_run41_g-kimi-32k-liger.json", "steps[*].max_allocated_bytes"): (2_097_152, TORCH_213_LIGER),
+    ("h100_run41_g-kimi-32k-liger.json", "steps[1].requested_peak_bytes"): (2_097_152, TORCH_213_LIGER),
+    ("h100_run41_g-kimi-32k-liger.json", "steps[2].requested_peak_bytes"): (2_097_152, TORCH_213_LIGER),
     ("h200_run24_edge-1.3b-468519.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run25_edge-1.3b-467552.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
     ("h200_run27_edge-1.3b-467491.json", "steps[1].free_bytes"): (9_240_576, OOM_FREE),
@@ -262,19 +282,39 @@ def _stored_tracer_of(path: str, mtime_ns: int, size: int) -> str | None:
 
 
 def request_of(data: dict):
-    """The traced model's request for a model-step record (its config, options and GPU)."""
+    """The traced model's request for a model-step record (its config, options and GPU; the row option as
+    ``registry.shape_options`` gives it for the record's batch, as for a query)."""
     from livebytes.lifetimes.traced.model import Request, canonical_config
     opts = data["options"]
     config = canonical_config(data["config"], "record config")
+    _check_packed_batch(config, opts)
+    rows = _shape_options(config, int(data["shape"]["mbs"]))
     return Request(config, _device_name(data["gpu"]), opts["optimizer"], opts["precision"], bool(opts["checkpoint"]),
-                   bool(opts["packed"]), **_rows(config, int(data["shape"]["mbs"])))
+                   bool(opts["packed"]), lora=opts.get("lora"), loss=opts.get("loss"), **rows)
 
 
-def _rows(config: str, mbs: int) -> dict:
-    """The program a one-row family's record ran (``registry.shape_options``: transformers' hybrids run another loss
-    from two rows on, the row option ``many``); nothing for a family with one program."""
+def _shape_options(config: str, mbs: int) -> dict:
+    """``registry.shape_options`` of the record's family at its batch (a traced model's: the row option of a one-row
+    family, nothing else)."""
+    from livebytes.estimator.registry import shape_options
+    from livebytes.estimator.shapes import Shape
     from livebytes.lifetimes.traced.families import family
-    return {"rows": "many" if mbs > 1 else "one"} if family(json.loads(config)["model_type"]).one_row else {}
+    from livebytes.lifetimes.traced.model import config_sizes
+    heads, dim = config_sizes(config)
+    return shape_options(family(json.loads(config)["model_type"]).key, Shape(mbs, 1, heads, dim))
+
+
+def _check_packed_batch(config: str, opts: dict) -> None:
+    """A packed record's inputs (``packed_batch``: fla's cu_seqlens, or transformers' DataCollatorWithFlattening) must
+    be the ones its family is traced with (``Family.packed_batch``)."""
+    from livebytes.lifetimes.traced.families import family
+    if not opts.get("packed"):
+        return
+    row = family(json.loads(config)["model_type"])
+    ran = opts.get("packed_batch", "cu_seqlens")
+    if ran != row.packed_batch:
+        raise LivebytesError(f"a packed {row.key} record ran the batch as {ran}; {row.key} is traced with "
+                             f"{row.packed_batch}: not comparable")
 
 
 def model_for(data: dict):
@@ -286,12 +326,14 @@ def model_for(data: dict):
     from livebytes.lifetimes.traced.model import canonical_config, config_sizes, options_for
     config = canonical_config(data["config"], "record config")
     opts = data["options"]
-    key, options = options_for(config, opts["optimizer"], opts["precision"], opts["packed"], stored_for(data))
+    _check_packed_batch(config, opts)
+    key, options = options_for(config, opts["optimizer"], opts["precision"], opts["packed"], stored_for(data),
+                               lora=opts.get("lora"), loss=opts.get("loss"))
     device = get_device(_device_name(data["gpu"]))
     heads, dim = config_sizes(config)
     shape = Shape(int(data["shape"]["mbs"]), int(data["shape"]["seq"]), heads, dim)
     fsdp = {"fsdp": opts["fsdp"]} if "fsdp" in opts else {}      # an FSDP2 record (run 32): its world size (checked)
-    rows = _rows(config, shape.mbs)
+    rows = _shape_options(config, shape.mbs)
     return get_compiled(key, device, **options, **fsdp, **rows, checkpoint=bool(opts["checkpoint"])), shape, device
 
 
@@ -353,7 +395,9 @@ def measured_placement(model, shape, device_name: str, triton_cache: str):
                 != (shape.mbs, shape.seq, triton_cache, device_name) or o.get("fsdp") != opts.get("fsdp")):
             continue
         if (hashlib.sha256(req.config.encode()).hexdigest()[:12], req.optimizer, req.precision, req.checkpoint,
-                req.packed) != (opts["config"], opts["optimizer"], opts["precision"], opts["checkpoint"], opts["packed"]):
+                req.packed, req.lora, req.loss_word) != (opts["config"], opts["optimizer"], opts["precision"],
+                                                         opts["checkpoint"], opts["packed"], opts.get("lora"),
+                                                         opts.get("loss", req.row.losses[0])):
             continue
         fitted = _fitted(data)
         found = matching_placement(fitted, band_runs(model, shape, fitted))
