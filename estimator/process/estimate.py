@@ -8,22 +8,33 @@ that case is withheld. Frames and limits move with the compile-time constants of
 block sizes chosen from the hidden size), not monotonically, so no neighbour bounds a case; the leave-one-out error says
 how far a neighbour has been from the truth, measured.
 
-The rules (each takes the largest figure of the first tier that has one, so ties between neighbours err high):
+The rules (each takes the largest figure of the first tier that has one, so ties between neighbours err high). Every
+tier is tried first over the cases whose head counts compile to the same arithmetic (``head_arithmetic``), then over
+all of them:
 
-- **a kernel's frame** (``kernel_frame``): the same family and contract at the same head dim; the same kernel at the
-  same head dim in any family of these data (a forward-only case's kernels are the full case's); the same kernel at the
-  same head dim under the library's other Triton version; the same family and contract at any head dim; the same kernel
-  at any head dim; these data's largest frame.
+- **a kernel's frame** (``kernel_frame``): the same family and contract at the same head dim; the same family in
+  another contract at the same head dim; the same kernel at the same head dim in any family of these data (a
+  forward-only case's kernels are the full case's); the same kernel at the same head dim under the library's other
+  Triton version; the same family and contract at any head dim; the same kernel at any head dim; these data's largest
+  frame.
 - **a whole model's limit** (``model_limit``), read from its processes (its kernels are not logged one by one): the
   same family and sizes in another variant (packed, fp32-amp); the same family at the same head dim; the same family;
   every whole model of these data. Each case at the asked length by the rule the measured figures take (the next
   longer length measured, else the case's longest).
 
+Why the head counts: FLA declares ``H`` a ``tl.constexpr`` in its chunk kernels (``fla/ops/kda/wy_fast.py``,
+``chunk_bwd.py``, ...), so every head count compiles its own kernel, and ``i_bh // H``, ``i_bh % H`` and the grouped
+values' ``i_h // (HV // H)`` are divisions by a constant: a shift for a power of two, a multiply-high by a magic number
+for any other factor, nothing at all for 1. The registers those take decide what spills, so H 12, 24, 48 and 96 (odd
+factor 3) compile alike and unlike H 8, 16 or 32 (odd factor 1); the committed frames show it (the KDA layer at D128:
+11,712 B at every power of two, 12,408 at every multiple of 3).
+
 Modules keep ``memory._modules``' rule (a case's own figure, else the family's largest measured); its error is
 measured here as well.
 
-Not modelled: which specialisation (a head count divisible by 16, a 64-bit index) a kernel compiles at a case; that is
-what a compile (``livebytes frames derive``) or a process measured (``livebytes process measure``) replaces the estimate by.
+Not modelled: a 64-bit index specialisation (an integer argument past 2**31 at long sequences), block sizes chosen from
+the hidden size, and whether two odd factors (3 and 5) compile alike; that is what a compile (``livebytes frames
+derive``) or a process measured (``livebytes process measure``) replaces the estimate by.
 """
 from __future__ import annotations
 
@@ -83,16 +94,41 @@ def _largest(cases: dict[Case, dict], kernel: str | None, keep) -> tuple[int, tu
     return (max(v for v, _ in found), tuple(sorted(k for _, k in found))) if found else None
 
 
+def division_class(n: int) -> int:
+    """What a division by the constant ``n`` compiles to, as a class: 0 for 1 (no instruction), else ``n``'s odd factor
+    (a power of two is a shift, 1; any other odd factor a multiply-high by its own magic number)."""
+    return 0 if n == 1 else n // (n & -n)
+
+
+def head_arithmetic(case: Case) -> tuple[int, int, int]:
+    """The classes of the divisions a case's kernels compile by its head counts: by H, by HV and by the group HV // H
+    (-1 where HV is no multiple of H)."""
+    group = division_class(case.v_heads // case.heads) if case.v_heads % case.heads == 0 else -1
+    return division_class(case.heads), division_class(case.v_heads), group
+
+
+def _tiers_alike_first(case: Case, tiers):
+    """Each ``(words, keep, *rest)`` tier twice: over the cases whose head counts compile like ``case``'s, then over
+    all the tier keeps."""
+    alike = head_arithmetic(case)
+    for words, keep, *rest in tiers:
+        yield (f"{words}, head counts compiling alike", lambda c, keep=keep: keep(c) and head_arithmetic(c) == alike, *rest)
+        yield (words, keep, *rest)
+
+
 def kernel_frame(kernel: str, case: Case, cases: dict[Case, dict], siblings: tuple[dict[Case, dict], ...] = ()) -> Estimate:
     """The frame of ``kernel`` at ``case`` by the first tier that has one (the module's rules)."""
-    tiers = (("the same family and contract at this head dim", cases, kernel, lambda c: c.prefix == case.prefix and c.dim == case.dim),
-             ("this kernel at this head dim in another family", cases, kernel, lambda c: c.dim == case.dim),
-             *(("this kernel at this head dim under the library's other Triton", other, kernel, lambda c: c.dim == case.dim)
+    tiers = (("the same family and contract at this head dim", lambda c: c.prefix == case.prefix and c.dim == case.dim,
+              cases, kernel),
+             ("the same family in another contract at this head dim",
+              lambda c: c.family == case.family and c.dim == case.dim, cases, kernel),
+             ("this kernel at this head dim in another family", lambda c: c.dim == case.dim, cases, kernel),
+             *(("this kernel at this head dim under the library's other Triton", lambda c: c.dim == case.dim, other, kernel)
                for other in siblings),
-             ("the same family and contract at another head dim", cases, kernel, lambda c: c.prefix == case.prefix),
-             ("this kernel at another head dim", cases, kernel, lambda c: True),
-             ("the largest frame of these data (the kernel never compiled in them)", cases, None, lambda c: True))
-    for words, table, name, keep in tiers:
+             ("the same family and contract at another head dim", lambda c: c.prefix == case.prefix, cases, kernel),
+             ("this kernel at another head dim", lambda c: True, cases, kernel),
+             ("the largest frame of these data (the kernel never compiled in them)", lambda c: True, cases, None))
+    for words, keep, table, name in _tiers_alike_first(case, tiers):
         got = _largest(table, name, keep)
         if got is not None:
             return Estimate(got[0], words, got[1])
@@ -127,7 +163,7 @@ def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estim
              ("the same model family at this head dim", lambda c: c.family == case.family and c.dim == case.dim),
              ("the same model family at another head dim", lambda c: c.family == case.family),
              ("another model family of these data", lambda c: True))
-    for words, keep in tiers:
+    for words, keep in _tiers_alike_first(case, tiers):
         found = [(limit_at(points, tokens), c.key) for c, points in cases.items() if keep(c) and c != case]
         if found:
             return Estimate(max(v for v, _ in found), words, tuple(sorted(k for _, k in found)))

@@ -436,7 +436,7 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     if guess is None:
         return None
     what = (f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
-            f"{guess.value:,} B, the {'largest ' if len(guess.basis) > 1 else ''}measured of {guess.tier} "
+            f"{guess.value:,} B, {'the largest ' if len(guess.basis) > 1 else ''}measured in {guess.tier} "
             f"({', '.join(map(_case_text, guess.basis))})")
     return guess.value, said(ESTIMATED, what), f"estimated from {', '.join(guess.basis)}"
 
