@@ -83,6 +83,8 @@ def fsdp_terms(model) -> dict:
     from livebytes.lifetimes.traced.parallel import NOT_MODELLED as SPLIT
     split = cp > 1 or ep > 1
     status = (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1 else WORLD_1_MEASURED)
+    if fsdp and options.get("lora"):
+        status = f"{LORA_UNDER_FSDP}; {status}"
     if split:
         status = (f"predicted, unvalidated: CP {cp} x EP {ep} is arithmetic on the traced world-size-1 step "
                   f"(lifetimes/traced/parallel.py), no multi-GPU run has measured it"
@@ -96,6 +98,10 @@ def fsdp_terms(model) -> dict:
 # every --fsdp answer, kept here beside the answer's other words (no model names a validation run)
 WORLD_1_MEASURED = ("world size 1 measured on the H200 (run 32): allocated within 1 MiB in every step; reserved 212 MB "
                     "low there, the reduce-scatter stream's own pool (not modelled)")
+
+
+LORA_UNDER_FSDP = ("LoRA under FSDP2 never measured: the frozen base sharded and gathered like any parameter, only "
+                   "the adapters reduce-scattered (lifetimes/traced/fsdp.py)")
 
 
 # a preset's capacity_kind (estimator/data/devices.json) -> the status its figure reads as: measured on our GPU, a

@@ -128,6 +128,52 @@ def test_the_answer_says_its_lora_settings(models):
     assert any(line.startswith("LoRA r16, alpha 8, targets all-linear (peft ") for line in doc["warnings"]), doc["warnings"]
 
 
+# LoRA under FSDP2: the frozen base sharded and gathered like any parameter, only the adapters reduce-scattered.
+# By hand, r16 (adapter elements above): a Gated DeltaNet layer 361,472 + 2,294,032 = 2,655,504, the attention layer
+# 344,064 + 2,294,032 = 2,638,096; x 4 B = 10,622,016 and 10,552,384 B of fp32 gradients a block. At W = 2 each adapter's
+# rank-0 chunk is ceil(rows / 2) rows; every adapter has an even row count but shared_expert_gate's lora_B [1, 16],
+# whose one row is chunk 0 whole: 16 elements, not 8. So a block's padded gradient shard is 2,655,504 / 2 + 8 =
+# 1,327,760 elements = 5,311,040 B (the attention layer's 2,638,096 / 2 + 8 = 1,319,056 = 5,276,224 B), its
+# reduce-scatter input twice that; AdamW's two states on the shards 2 x (3 x 5,311,040 + 5,276,224) = 42,418,688 B.
+LORA_RS = {"model.layers.0": 10_622_016, "model.layers.1": 10_622_016, "model.layers.2": 10_622_016,
+           "model.layers.3": 10_552_384}
+
+
+def _fsdp_figures(model) -> tuple[dict, dict, int]:
+    by_unit = lambda suffix: {b.name.removeprefix("fsdp.").removesuffix(suffix): evaluate(b.nbytes, AT_8K)   # noqa: E731
+                              for b in model.buffers if b.name.endswith(suffix)}
+    return (by_unit(".reduce_scatter_input"), by_unit(".sharded_grads"),
+            group_bytes(model, Group.OPTIMIZER_STATES))
+
+
+@needs_peft
+@pytest.mark.parametrize("world,rs_input,sharded,states", [
+    (1, LORA_RS, LORA_RS, 84_836_864),
+    (2, dict(LORA_RS, **{f"model.layers.{i}": 10_622_080 for i in range(3)}, **{"model.layers.3": 10_552_448}),
+     dict(LORA_RS, **{f"model.layers.{i}": 5_311_040 for i in range(3)}, **{"model.layers.3": 5_276_224}), 42_418_688),
+])
+def test_lora_under_fsdp_reduces_the_adapters_alone(world, rs_input, sharded, states):
+    """Only the blocks reduce-scatter (the root's embedding, norm and lm_head carry no adapter: FSDP2's post_backward
+    returns with no parameter with a gradient), each its adapters' fp32 gradients alone; the optimizer states are the
+    adapters', on the shards."""
+    key, options = options_for(config_of("qwen3-next-small"), lora=lora_option(16))
+    model = get_model(key, B200, **options, fsdp=world)
+    assert _fsdp_figures(model) == (rs_input, sharded, states)
+
+
+@needs_peft
+def test_lora_under_fsdp_holds_less_per_rank(models):
+    """Two ranks hold less than one: the frozen base is sharded like any parameter (gathered a block at a time)."""
+    def answer(world: int) -> dict:
+        r = runner.invoke(app, [*QWEN, "--lora-rank", "16", "--fsdp", str(world), "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["results"][0]
+    one, two = answer(1), answer(2)
+    assert two["peak_bytes"] < one["peak_bytes"], (one["peak_bytes"], two["peak_bytes"])
+    assert two["lora"]["rank"] == 16 and two["fsdp"]["world_size"] == 2, two["fsdp"]
+    assert two["fsdp"]["status"].startswith("LoRA under FSDP2 never measured: ")
+
+
 # ------------------------------------------------------------------------- the option, the spec, bad inputs
 
 def test_the_option_is_canonical_and_peft_defaults():
@@ -166,7 +212,6 @@ QWEN = ("predict", "--model", "qwen3-next-small", "--seq-len", "8K", "--gpu", "B
     ((*QWEN, "--lora-rank", "0", "--lora-targets", "q_proj"), 1, "--lora-targets without --lora-rank"),
     ((*QWEN, "--lora-rank", "8", "--lora-quant", "4bit"), 1, QUANT_REFUSED),
     ((*QWEN, "--lora-rank", "8", "--lora-quant", "3bit"), 1, "--lora-quant must be 4bit, got '3bit'"),
-    ((*QWEN, "--lora-rank", "8", "--fsdp", "2"), 1, "LoRA under --fsdp: FSDP2's placement (traced.fsdp) shards"),
     (("predict", "--impl", "fla-kda@0.6.0", "--num-heads", "16", "--seq-len", "8K", "--lora-rank", "8"), 2,
      "--lora-rank has no effect without --model"),
 ])

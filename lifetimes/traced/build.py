@@ -190,10 +190,11 @@ def _frame(ev: dict) -> tuple:
 
 
 def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, threads_per_sm: int = 2048,
-                 dims: dict[str, str] | None = None, parallel=None, **fields) -> LifetimeModel:
+                 dims: dict[str, str] | None = None, parallel=None, trainable=None, **fields) -> LifetimeModel:
     """The LifetimeModel of one traced call at its own shape (sizes as constants), with the GPU's own buffers on a
     device of ``sms`` SMs of ``threads_per_sm`` resident threads (2048: the default sm90's); ``fsdp`` W > 0: rank 0's
-    step under FSDP2 at W ranks (``fsdp.shard_model``); ``dims``: the config's names of traced dims (``dim_names``)."""
+    step under FSDP2 at W ranks (``fsdp.shard_model``); ``dims``: the config's names of traced dims (``dim_names``);
+    ``trainable``: parameter name -> whether it requires grad (None: every parameter does; LoRA: its adapters)."""
     steps = segment(call)
     timeline = [Step(INPUTS_STEP, "harness", note="parameters and the batch, before the first iteration")]
     timeline += [Step(s.name, "backward" if s.phase == "backward" else "forward",
@@ -205,11 +206,11 @@ def traced_model(call: Call, sms: int, arch: str = "sm90", fsdp: int = 0, thread
                           not_modelled=tuple(not_modelled) + tuple(fields.pop("not_modelled", ())), **fields)
     if parallel is not None:
         model = parallel.apply(model)
-    return sharded(model, call, steps, names, fsdp, parallel) if fsdp else model
+    return sharded(model, call, steps, names, fsdp, parallel, trainable) if fsdp else model
 
 
 def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: dict, world: int,
-            parallel=None) -> LifetimeModel:
+            parallel=None, trainable=None) -> LifetimeModel:
     """``model`` under FSDP2 at ``world`` ranks: the harness's parameters (their traced shapes and dtypes) and the
     steps' modules are what ``fsdp.shard_model`` places its rules by."""
     import json
@@ -220,6 +221,7 @@ def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: di
     for a in call.harness:
         if a.op == "model.to(device)":          # a parameter: its dims are constants (a symbolic call's as text)
             dims = tuple(int(d) for d in (a.shape if hasattr(a, "shape") else json.loads(a.shape_text)))
-            p = Param(a.param or names[id(a)], dims, int(a.bytes) // max(1, math.prod(dims)))
+            fqn = a.param or names[id(a)]
+            p = Param(fqn, dims, int(a.bytes) // max(1, math.prod(dims)), trainable=trainable is None or trainable(fqn))
             params[names[id(a)]] = parallel.expert_param(p, world) if parallel is not None else p
     return shard_model(model, params, [(s.name, s.phase, s.module) for s in steps], world)

@@ -64,6 +64,7 @@ class Param:
     shape: tuple
     itemsize: int
     world: int = 0              # the ranks this parameter is sharded over where not the mesh's (experts under EP: W / EP)
+    trainable: bool = True      # requires grad (LoRA's frozen base does not: no gradient to reduce-scatter)
 
     @property
     def numel(self) -> int:
@@ -225,9 +226,14 @@ def _forward(plan: _Plan, units: list[str], params: dict, world: int) -> None:
 
 
 def _reduce_scatter(plan: _Plan, u: str, i: int, prev_input: str | None, params: list[Param], grads: list[str],
-                    world: int, zero_grad: str) -> str:
+                    world: int, zero_grad: str) -> str | None:
     """A unit's post-backward after traced step ``i``: the previous input freed, the input allocated, the unsharded
-    gradients freed, the output (the sharded gradients) allocated and kept to zero_grad; the input's name."""
+    gradients freed, the output (the sharded gradients) allocated and kept to zero_grad; the input's name (the
+    previous one's where the unit has no parameter with a gradient: ``post_backward`` reduces only
+    ``fsdp_params_with_grad`` and returns, when there are none, before the previous input is freed (:541))."""
+    params = [p for p in params if p.trainable]
+    if not params:
+        return prev_input
     if prev_input is not None:
         plan.frees[prev_input] = plan.name(i)                       # _fsdp_param_group.py:541
     n = shard_bytes(params, world)
@@ -263,7 +269,8 @@ def _backward(plan: _Plan, blocks: list[str], params: dict, grads: dict, world: 
         pending = _gather(plan, blocks[k - 1], lo, "backward", params[blocks[k - 1]], world) if k else None
         rs_in = _reduce_scatter(plan, u, hi, rs_in, params[u], grads.get(u, []), world, zero_grad)
     rs_in = _reduce_scatter(plan, ROOT, last, rs_in, params[ROOT], grads.get(ROOT, []), world, zero_grad)
-    plan.frees[rs_in] = f"bac.fsdp.{ROOT}.reduce_scatter_output"    # _fsdp_state.py:337
+    if rs_in is not None:               # the final callback frees the last input, after every post-backward
+        plan.frees[rs_in] = (plan.after.get(last) or [Step(plan.name(last), "backward")])[-1].name   # _fsdp_state.py:337
 
 
 def units_of(params: dict[str, Param], steps: list[tuple[str, str, str]]) -> tuple[list[str], dict]:
@@ -329,6 +336,10 @@ def shard_model(model: LifetimeModel, params: dict[str, Param], steps: list[tupl
                         note=f"{b.note}; FSDP2 rank 0's padded shard: {shard_rows(p.shape[0] if p.shape else 1, p.world or world)} "
                              f"row(s) of {world}")
         elif b.group in (Group.OPTIMIZER_STATES, Group.OPTIMIZER_WORK) and (p := _param_of(b.name, by_fqn)):
+            if not p.trainable:      # the trace and the frozen set disagree: no placement is right, say so
+                from livebytes.estimator.errors import LivebytesError
+                raise LivebytesError(f"--fsdp: the traced optimizer keeps {b.name} for {p.fqn}, a parameter taken "
+                                     "as frozen")
             b = scaled(b, p, world)
         if b.name in plan.frees:
             b = replace(b, freed_after=plan.frees[b.name])

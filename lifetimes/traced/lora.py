@@ -102,6 +102,16 @@ QUANT_REFUSED = ("--lora-quant 4bit (QLoRA): not traced: transformers quantizes 
                  "config on this CPU's meta tensors never does; LoRA of the bf16 base answers (--lora-rank alone)")
 
 
+def adapter_parameter(fqn: str) -> bool:
+    """Whether a parameter of a LoRA model requires grad: peft 0.21.2 freezes every parameter but the adapters'
+    (tuners_utils.py:506 ``_mark_only_adapters_as_trainable``: those on a tuner layer, not its ``base_layer``), and a
+    LoRA layer's adapter attributes are all named ``lora_*`` (``adapter_layer_names``: lora_A, lora_B,
+    lora_embedding_A/B, lora_magnitude_vector). With bias "none" (peft's default; --lora-* sets no other) nothing else
+    trains. FSDP2's placement checks it against the trace: an optimizer state of a parameter taken as frozen is
+    refused (``fsdp.shard_model``)."""
+    return any(part.startswith("lora_") for part in fqn.split("."))
+
+
 def settings(lora: Optional[str]) -> dict | None:
     return json.loads(lora) if lora else None
 

@@ -636,8 +636,10 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
     versions = traces(traced_request(req))["versions"]
+    from .lora import adapter_parameter
     return traced_model(call, device.sm_count, device.arch, req.fsdp, device.max_threads_per_sm,
-                        dims=dim_names(req.config_dict), parallel=parallel_plan(req), **fields(req, device, versions))
+                        dims=dim_names(req.config_dict), parallel=parallel_plan(req),
+                        trainable=adapter_parameter if req.lora else None, **fields(req, device, versions))
 
 
 def parallel_plan(req: Request):

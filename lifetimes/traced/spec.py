@@ -69,10 +69,6 @@ def builder(row: Family):
         if req.config_dict.get("model_type") != model_type:
             raise RefusedShapeError(f"{key}: the config's model_type is "
                                     f"{req.config_dict.get('model_type')!r}, not {model_type!r}")
-        if lora and fsdp:
-            raise RefusedShapeError(f"{key}: LoRA under --fsdp: FSDP2's placement (traced.fsdp) shards every parameter's "
-                                    "gradient and state, and LoRA's frozen base has none; not placed yet (LoRA answers "
-                                    "one GPU)")
         if row.packed_refused and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {row.packed_refused}; not traced")
         if row.hybrid:
