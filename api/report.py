@@ -84,7 +84,7 @@ def fsdp_terms(model) -> dict:
     split = cp > 1 or ep > 1
     status = (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1 else WORLD_1_MEASURED)
     if fsdp and options.get("lora"):
-        status = f"{LORA_UNDER_FSDP}; {status}"
+        status = f"{status}; {LORA_UNDER_FSDP}"
     if split:
         status = (f"predicted, unvalidated: CP {cp} x EP {ep} is arithmetic on the traced world-size-1 step "
                   f"(lifetimes/traced/parallel.py), no multi-GPU run has measured it"

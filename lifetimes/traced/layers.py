@@ -124,20 +124,41 @@ def _run_sweep(events: list, i: int, layers: int):
 
 
 def _free_sweep(events: list, i: int, layers: int):
-    """A stretch of frees at i whose targets go over every layer in order (blocks of one layer each)."""
+    """A stretch of frees at i whose targets go over every layer in order (blocks of one layer each). It ends where a
+    pass is complete: lists dropped back to back (AdamW's foreach temporaries when every parameter with a state sits in
+    a layer, as LoRA's adapters do, no embedding or head between them) are one sweep each."""
     j, blocks = i, []
     while j < len(events) and events[j][0] == FREE:
         owner = _owner(*events[j])
         if owner is None:
             break
         if not blocks or blocks[-1][0] != owner:
+            if len(blocks) == layers:
+                break
             blocks.append((owner, []))
         blocks[-1][1].append(j)
         j += 1
+    if len(blocks) == layers and j < len(events) and events[j][0] == FREE and _owner(*events[j]) is not None:
+        j = _split_turn(events, blocks, j)
     owners = tuple(o for o, _ in blocks)
     if owners in (tuple(range(layers)), tuple(reversed(range(layers)))):
         return Sweep([b for _, b in blocks], owners), j
     return None, i
+
+
+def _split_turn(events: list, blocks: list, j: int) -> int:
+    """Where a pass turns back (a list dropped 2, 1, 0 and the next 0, 1, 2, as AdamW's sqrt temporaries and then
+    zero_grad's gradients), the layer both passes share is one block: its trailing frees of the next pass's operator
+    are the next pass's. One past the first pass (``blocks`` cut there)."""
+    op = events[j][1].op
+    last = blocks[-1][1]
+    k = len(last)
+    while k > 0 and events[last[k - 1]][1].op == op:
+        k -= 1
+    if 0 < k < len(last):
+        blocks[-1] = (blocks[-1][0], last[:k])
+        return last[k]
+    return j
 
 
 # ------------------------------------------------------------------------------------------ expansion
