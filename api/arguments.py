@@ -258,7 +258,8 @@ def _config_fields(name: str, data: dict, where: str = "") -> None:
 # ``kinds``)
 KINDS: dict[str, Callable] = {
     "seq_len": size, "batch_size": size, "num_heads": size, "num_v_heads": size, "head_dim": size,
-    "hidden_size": size, "num_hidden_layers": size, "conv_size": size, "cp": size, "expand_v": ratio,
+    "hidden_size": size, "num_hidden_layers": size, "conv_size": size, "cp": size, "fsdp": size, "ep": size,
+    "expand_v": ratio,
     "checkpoint": flag, "no_recompute": flag, "packed": flag,
     "gpu": gpu, "contract": text, "cp_layout": text, "cp_rank": text, "alloc_conf": alloc_conf,
     "triton_cache": triton_cache, "triton": text, "optimizer": text, "precision": text, "routing": text, "loss": text,

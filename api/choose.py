@@ -50,28 +50,28 @@ def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str | int]
     return options
 
 
-def fsdp_of(text: Optional[str | int]) -> dict:
+def fsdp_of(text: Optional[str | int], name: str = "--fsdp") -> dict:
     """--fsdp W: FSDP2's world size as the option ``fsdp`` (nothing when not given); a whole model's only (a kernel or
-    layer model refuses it in ``check_options_taken``, naming the flag)."""
+    layer model refuses it in ``check_options_taken``, naming the flag); ``name``: the flag or keyword the errors name."""
     if text is None:
         return {}
     from livebytes.estimator.shapes import parse_size
     from livebytes.lifetimes.traced.fsdp import MAX_WORLD
-    world = parse_size(text, "--fsdp")
+    world = parse_size(text, name)
     if world > MAX_WORLD:
-        raise LivebytesError(f"--fsdp: {world:,} ranks is beyond any machine (at most {MAX_WORLD:,})")
+        raise LivebytesError(f"{name}: {world:,} ranks is beyond any machine (at most {MAX_WORLD:,})")
     return {"fsdp": world}
 
 
-def ep_of(text: Optional[str | int]) -> dict:
+def ep_of(text: Optional[str | int], name: str = "--ep") -> dict:
     """--ep E: the expert-parallel degree as the option ``ep`` (nothing when not given); a whole model's only."""
     if text is None:
         return {}
     from livebytes.estimator.shapes import parse_size
     from livebytes.lifetimes.traced.parallel import MAX_EP
-    ep = parse_size(text, "--ep")
+    ep = parse_size(text, name)
     if ep > MAX_EP:
-        raise LivebytesError(f"--ep: {ep:,} ranks is beyond any machine (at most {MAX_EP:,})")
+        raise LivebytesError(f"{name}: {ep:,} ranks is beyond any machine (at most {MAX_EP:,})")
     return {"ep": ep}
 
 

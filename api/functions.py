@@ -21,10 +21,11 @@ SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "
 MODEL_KEYWORDS = ("gpu", "contract", "no_recompute", "cp", "cp_layout", "cp_rank")
 SETTING_KEYWORDS = (*MODEL_KEYWORDS, "alloc_conf", "triton_cache", "triton")
 WHOLE_MODEL_KEYWORDS = ("optimizer", "precision", "packed", "routing", "loss", "lora_rank", "lora_alpha", "lora_targets",
-                        "lora_quant")
-# what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if)
+                        "lora_quant", "fsdp", "ep")
+# what a whole model's config fixes (its sizes), or a whole model does not take (a kernel's what-if; its ``cp`` is the
+# context-parallel degree of the mesh, as --cp is for --model)
 CONFIG_FIXED = ("num_heads", "head_dim", "num_v_heads", "expand_v", "hidden_size", "conv_size", "contract", "no_recompute",
-                "cp", "cp_layout", "cp_rank")
+                "cp_layout", "cp_rank")
 # FLA's expand_v: the value head dim over head_dim (``shapes.head_v_dim``), where a model takes value-head width
 VALUE_WIDTH = ("expand_v",)
 ONE_SHAPE = (*SHAPE_KEYWORDS, *VALUE_WIDTH, *SETTING_KEYWORDS, *WHOLE_MODEL_KEYWORDS)
@@ -75,7 +76,19 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
                                loss=given.get("loss"))
     heads, dim = config_sizes(text)
     _check_triton_first(key, given)
-    return key, options, heads, dim
+    return key, options | _mesh(given), heads, dim
+
+
+def _mesh(given: dict) -> dict:
+    """``fsdp`` W and ``ep`` E of a whole model (the command line's --fsdp and --ep; ``cp`` joins them through the
+    what-if keywords, ``setting_of``), each problem an ArgumentError naming the keyword."""
+    from livebytes.estimator.errors import LivebytesError
+
+    from .choose import ep_of, fsdp_of
+    try:
+        return fsdp_of(given.get("fsdp"), "fsdp") | ep_of(given.get("ep"), "ep")
+    except LivebytesError as err:
+        raise ArgumentError(str(err), "fsdp" if str(err).startswith("fsdp") else "ep") from None
 
 
 def _check_triton_first(key: str, given: dict) -> None:

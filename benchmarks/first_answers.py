@@ -19,6 +19,21 @@ num_hidden_layers`` (the ``--solve gpus`` rows not run):
     plan --solve num_hidden_layers 64K, cold         15    253.2       454.0
     plan --solve num_hidden_layers 64K, warm         15     28.6        50.8
     predict, a 4,096-layer config                     3      0.8 (refused, exit 1)   335.1 (answered)
+
+Measured 2026-12-06, after the tracers really ran side by side (81fd5f5: a spec handed over inside the previous
+tracer's communicate() had serialised them, and json.dump's small writes cost as much again), from a fresh venv
+(``/tmp/pv/bin/python -u benchmarks/first_answers.py``: torch 2.13.0+cpu, triton 3.9.0, transformers 5.25.0), 2 CPUs;
+load average 0.8 at the start. The first two rows ran on an otherwise idle machine; from the third on, other work
+(a model build, then tests) shared the two cores, so those rows are high by up to about 2x:
+
+    case                                         goal s   this s
+    predict, first (traces)                          30     19.6   (idle)
+    predict, another GPU (H100 after H200)            3      4.9   (idle; the formulas solved again per GPU)
+    plan --solve num_hidden_layers 64K, cold         15     29.7   (shared)
+    plan --solve num_hidden_layers 64K, warm         15     16.5   (shared)
+    plan --solve gpus qwen3-next-80b-a3b             30     95.3   (shared)
+    plan --solve gpus kimi-linear-48b-a3b            30     75.8   (shared)
+    predict, a 4,096-layer config                     3      0.7   (refused, exit 1)
 """
 from __future__ import annotations
 

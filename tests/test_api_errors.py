@@ -119,7 +119,11 @@ BAD = [
     bad(livebytes.predict, K, argument="expand_v", expand_v=[2], **S),
     bad(livebytes.predict, K, argument="num_heads", seq_len=8192),        # required: no config gives it
     *sizes_of(livebytes.predict, K, names=("seq_len", "num_heads", "batch_size", "head_dim", "num_v_heads", "hidden_size",
-                                           "num_hidden_layers", "conv_size", "cp")),
+                                           "num_hidden_layers", "conv_size", "cp", "fsdp", "ep")),
+    # a whole model's mesh (the command line's --fsdp, --ep), refused before anything is traced
+    bad(livebytes.predict, "kimi-linear-small", argument="fsdp", seq_len=8192, fsdp=1 << 20),
+    bad(livebytes.predict, "kimi-linear-small", argument="ep", seq_len=8192, ep=1 << 20),
+    bad(livebytes.predict, K, argument="fsdp", fsdp=2, **S),             # a kernel has no training step to shard
     *sizes_of(livebytes.plan, K, names=("num_heads",), base={}),
     # the calls' form: positional arguments, a missing one
     bad(livebytes.predict, argument="model"),

@@ -170,6 +170,9 @@ def test_lora_under_fsdp_holds_less_per_rank(models):
         return json.loads(r.stdout)["results"][0]
     one, two = answer(1), answer(2)
     assert two["peak_bytes"] < one["peak_bytes"], (one["peak_bytes"], two["peak_bytes"])
+    import livebytes                                    # the library's fsdp keyword is the command line's --fsdp
+    assert livebytes.predict("qwen3-next-small", seq_len=8192, gpu="B200", lora_rank=16,
+                             fsdp=2).to_dict()["peak_bytes"] == two["peak_bytes"]
     assert two["lora"]["rank"] == 16 and two["fsdp"]["world_size"] == 2, two["fsdp"]
     assert two["fsdp"]["status"].endswith("; LoRA under FSDP2 never measured: the frozen base sharded and gathered "
                                           "like any parameter, only the adapters reduce-scattered "
