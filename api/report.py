@@ -100,8 +100,9 @@ WORLD_1_MEASURED = ("world size 1 measured on the H200 (run 32): allocated withi
                     "low there, the reduce-scatter stream's own pool (not modelled)")
 
 
-LORA_UNDER_FSDP = ("LoRA under FSDP2 never measured: the frozen base sharded and gathered like any parameter, only "
-                   "the adapters reduce-scattered (lifetimes/traced/fsdp.py)")
+LORA_UNDER_FSDP = ("LoRA under FSDP2 (the frozen base sharded and gathered like any parameter, only the adapters "
+                   "reduce-scattered, lifetimes/traced/fsdp.py) measured at world size 1 on an H100 (run 42): requested "
+                   "peak exact, reserved inside its band, allocated within 1 MiB")
 
 
 # a preset's capacity_kind (estimator/data/devices.json) -> the status its figure reads as: measured on our GPU, a
