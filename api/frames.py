@@ -43,7 +43,8 @@ def derive_frames_at(key: str, shape, options: Optional[dict] = None, triton: Op
     Takes minutes (every autotune candidate compiles); needs triton and fla-core, no GPU. Refused in one line
     (``LivebytesError``): a case the committed data hold, one the probe cannot compile, another installed Triton."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import driver_stack_limit, stack_reservation_bytes, triton_versions
+    from livebytes.estimator.process.memory import triton_versions
+    from livebytes.estimator.process.driver import driver_stack_limit, stack_reservation_bytes
     from livebytes.estimator.registry import resolve_options, spec
     from livebytes.validate.gpu.derive_frames import derive
     resolved = dict(resolve_options(spec(key), dict(options or {})))

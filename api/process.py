@@ -67,7 +67,7 @@ def _measured(record: dict, stored: bool) -> MeasuredProcess:
     """A stored record (``estimator.process.measured_store``) as the result, with the modules the estimator takes from it
     (``memory.measured_here``: non-PyTorch bytes less the context and the stack limit's reservation on its GPU)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import stack_reservation_bytes
+    from livebytes.estimator.process.driver import stack_reservation_bytes
     reservation = stack_reservation_bytes(record["stack_limit_bytes"], get_device(record["device"]))
     return MeasuredProcess(record["key"], record["state"], record["device"], record["triton"], record["measured_on"],
                            record["context_bytes"], record["nonpytorch_bytes"], record["stack_limit_bytes"],

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from .notes import assumption_lines, implausible_warnings, measured_case, measured_records
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -58,7 +60,7 @@ class Resolved:
 @dataclass(frozen=True)
 class Resolution:
     """A query resolved: each key's ``Resolved`` in order, the allocator configuration (one for all), and the warnings
-    in their kinds: shapes beyond any GPU, what a whole model assumes (``calls.assumption_lines``), and the flags that
+    in their kinds: shapes beyond any GPU, what a whole model assumes (``notes.assumption_lines``), and the flags that
     some of several models take nothing from (``choose.cache_skipped``)."""
     query: Query
     models: tuple
@@ -71,7 +73,6 @@ class Resolution:
 def resolve(query: Query, announce: Optional[Callable[[str], None]] = None) -> Resolution:
     """Every model of ``query`` built (each refusal in the order the flags' checks run: options, device, shape), then
     ``announce`` told of the warnings (an absurd shape's simulation takes a moment), then the verdict's settings."""
-    from .calls import assumption_lines, implausible_warnings
     from .choose import alloc_conf_of, model_on_device
     s = query.setting
     built = [model_on_device(key, s.gpu, s.what_if, query.shape, not query.sources) for key in query.keys]
@@ -141,7 +142,6 @@ def _answered(r: Resolved, resolution: Resolution, asks: frozenset) -> ModelAnsw
     from livebytes.estimator.capacity import verdict
     from livebytes.estimator.replay import replay
 
-    from .calls import measured_case, measured_records
     shape = resolution.query.shape
     replayed = replay(r.model, shape).peak_bytes if REPLAY in asks else None
     records = measured_records(r.model, shape) if RECORDS in asks else []

@@ -20,72 +20,55 @@ holds every key; a process that autotuned at a small shape holds that shape's ke
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
-from .shapes import SYMBOL_NAMES, Shape
+from .compiled import compiled
+from .evaluation import CompiledModel
+from .shapes import Shape
 
 if TYPE_CHECKING:
     from .buffers import LifetimeModel
+
+Model = Union[CompiledModel, "LifetimeModel"]     # a LifetimeModel is compiled on the way in (``compiled.compiled``)
 
 TRITON_L2_FLUSH_BYTES = 256 * 1024 * 1024   # triton 3.6.0 backends/nvidia/driver.py:760: cache_size = 256 * 1024 * 1024
 FLUSH_BUFFER = "triton_l2_flush"            # the name an out-of-memory in a benchmark reports
 
 
-@lru_cache(maxsize=256)
-def _key_fn(model: LifetimeModel):
-    """Every launch's key values, over the shape symbols (one compiled formula per distinct key expression: a stack's
-    layers repeat their kernels' keys)."""
-    from .evaluation import shared_lambdify
-    exprs = [k for a in model.autotuned for k in a.key]
-    return shared_lambdify(exprs) if exprs else None
-
-
-def tuning_keys(model: LifetimeModel, shape: Shape) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def tuning_keys(model: Model, shape: Shape) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """(kernel, key values) of every declared autotuned launch at ``shape``, in launch order; a launch with a
     ``signature`` (its tensor arguments' dtypes differ from another launch's) has it as the key's last element."""
-    autotuned = getattr(model, "autotuned", ())
-    fn = getattr(model, "autotune_key_fn", None) or (_key_fn(model) if autotuned else None)
-    if fn is None:
+    model = compiled(model)
+    if model.autotune_key_fn is None:
         return ()
-    values = [int(v) for v in fn(*shape.values())]
+    values = [int(v) for v in model.autotune_key_fn(*shape.values())]
     out, i = [], 0
-    for a in autotuned:
-        signature = (a.signature,) if getattr(a, "signature", "") else ()
+    for a in model.autotuned:
+        signature = (a.signature,) if a.signature else ()
         out.append((a.kernel, tuple(values[i:i + len(a.key)]) + signature))
         i += len(a.key)
     return tuple(out)
 
 
-def benchmarking_steps(model: LifetimeModel, shape: Shape, tuned: frozenset) -> tuple[tuple[str, ...], frozenset]:
+def benchmarking_steps(model: Model, shape: Shape, tuned: frozenset) -> tuple[tuple[str, ...], frozenset]:
     """Steps whose launch benchmarks (its kernel's key is not in ``tuned``), in order, one per new key, and
     the keys tuned after this call."""
     steps, now_tuned = [], set(tuned)
-    for a, key in zip(getattr(model, "autotuned", ()), tuning_keys(model, shape)):
+    model = compiled(model)
+    for a, key in zip(model.autotuned, tuning_keys(model, shape)):
         if key not in now_tuned:
             now_tuned.add(key)
             steps.append(a.step)
     return tuple(steps), frozenset(now_tuned)
 
 
-@lru_cache(maxsize=256)
-def _held_fn(model: LifetimeModel):
-    import sympy as sp
-
-    from .evaluation import shared_lambdify
-    conditions = [sp.sympify(a.held_when) for a in model.autotuned if a.held_until_gc]
-    return shared_lambdify(conditions) if conditions else None
-
-
-def held_until_gc(model: LifetimeModel, shape: Shape, benchmarks: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+def held_until_gc(model: Model, shape: Shape, benchmarks: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Benchmarking step -> buffers whose free waits for the next garbage collection, because a config of the
     kernel failed to launch there (``buffers.Autotune.held_until_gc``)."""
-    if not getattr(model, "autotuned", ()):
+    model = compiled(model)
+    if model.held_fn is None:
         return {}
-    fn = model.held_fn if hasattr(model, "held_fn") else _held_fn(model)   # a CompiledModel carries it compiled
-    if fn is None:
-        return {}
-    fails = iter(fn(*shape.values()))
+    fails = iter(model.held_fn(*shape.values()))
     out: dict[str, tuple[str, ...]] = {}
     for a in model.autotuned:
         if a.held_until_gc and next(fails) and a.step in benchmarks:
@@ -93,66 +76,25 @@ def held_until_gc(model: LifetimeModel, shape: Shape, benchmarks: tuple[str, ...
     return out
 
 
-_NAMES = SYMBOL_NAMES       # a symbol in words: the shape key it stands for (DK -> head_dim)
-
-
-def _rules(model) -> tuple:
+def _rules(model: CompiledModel) -> tuple:
     """The autotuned launches that declare a failing-config question (``buffers.Autotune.held_measured``)."""
-    return tuple(a for a in getattr(model, "autotuned", ()) if getattr(a, "held_measured", None) is not None)
+    return tuple(a for a in model.autotuned if a.held_measured is not None)
 
 
-@lru_cache(maxsize=256)
-def _measured_fn(model: LifetimeModel):
-    """(measured, held) per rule, over the shape symbols (a CompiledModel carries it compiled: ``measured_fn``)."""
-    import sympy as sp
-
-    from .evaluation import shared_lambdify
-    exprs = [sp.sympify(e) for a in _rules(model) for e in (a.held_measured, a.held_when if a.held_until_gc else False)]
-    return shared_lambdify(exprs) if exprs else None
-
-
-def equal_head_dims(*dims: int):
-    """The shapes head_dim = head_v_dim = one of ``dims``: where a kernel's failing configs were measured (``held_measured``)."""
-    import sympy as sp
-
-    from .symbols import DK, DV
-    return sp.Or(*(sp.And(sp.Eq(DK, d), sp.Eq(DV, d)) for d in dims))
-
-
-def measured_text(condition) -> str:
-    """A measured condition in words: "Eq(DK, 128) & Eq(DV, 128)" -> "head_dim = head_v_dim = 128", an Or of those joined by "or"; its
-    text where not equalities; "" where never measured (false). A CompiledModel stores these words."""
-    import sympy as sp
-    expr = sp.sympify(condition)
-    if expr is sp.false:
-        return ""
-    if isinstance(expr, sp.Or):
-        parts = sorted((measured_text(a) for a in expr.args), key=lambda t: (len(t), t))
-        return ", ".join(parts[:-1]) + f" or {parts[-1]}" if len(parts) > 1 else parts[0]
-    eqs = expr.args if isinstance(expr, sp.And) else (expr,)
-    if not all(isinstance(e, sp.Eq) and e.lhs.is_Symbol and e.rhs.is_Number for e in eqs):
-        return str(condition)
-    values = {str(e.rhs) for e in eqs}
-    names = [_NAMES.get(e.lhs.name, e.lhs.name) for e in eqs]
-    if len(values) == 1:
-        return " = ".join(names + [values.pop()])
-    return " and ".join(f"{n} = {e.rhs}" for n, e in zip(names, eqs))
-
-
-def held_assumptions(model, shape: Shape) -> tuple[str, ...]:
+def held_assumptions(model: Model, shape: Shape) -> tuple[str, ...]:
     """For each failing-config rule not measured at ``shape`` (on the model's device, in its call) whose launch
     benchmarks in a fresh process's cold first call: what that call assumes there, one sentence each."""
+    model = compiled(model)
     rules = _rules(model)
     if not rules:
         return ()
-    fn = model.measured_fn if hasattr(model, "measured_fn") else _measured_fn(model)   # compiled: no sympy
-    values = iter(fn(*shape.values()))
+    values = iter(model.measured_fn(*shape.values()))
     benchmarks = benchmarking_steps(model, shape, frozenset())[0]   # a later launch at a tuned key does not benchmark
     out = []
     for a, measured, held in ((a, next(values), next(values)) for a in rules):
         if measured or a.step not in benchmarks:
             continue
-        words = a.held_measured if isinstance(a.held_measured, str) else measured_text(a.held_measured)
+        words = a.held_measured
         where = (f"measured only at {words} for this call on this GPU architecture" if words else
                  "never measured for this call on this GPU architecture")
         what = (f"a config assumed to fail to launch in a cold first call, keeping {', '.join(a.held_until_gc)} until "

@@ -46,7 +46,8 @@ import types
 from functools import lru_cache
 from pathlib import Path
 
-from .evaluation import CompiledModel, compile_model
+from .compiled import compiled
+from .evaluation import CompiledModel
 from .folders import folder_problem, make_folders
 from .groups import Group
 
@@ -355,7 +356,7 @@ def compiled_model(key: str, device: str, options: tuple, build) -> CompiledMode
             return _from_disk(data)
         except Exception:
             pass
-    cm = compile_model(build())
+    cm = compiled(build())
     try:
         _write(_to_disk(cm), *parts)
     except NotPortable:

@@ -6,33 +6,15 @@ what is live at every step, and reports the peak, the step it happens at and wha
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import sympy as sp
 
+from .allocator import K_SMALL_SIZE
 from .buffers import Buffer, LifetimeModel
-from .prediction import Prediction, allocations  # noqa: F401 - re-exported
+from .compiler import charged_bytes, compile_model
+from .prediction import Prediction
 from .prediction import evaluate as evaluate_compiled
-from .prediction import step_totals
-from .rounding import allocated_block_bytes
 from .shapes import Shape
 from .symbols import SHAPE_SYMBOLS
-
-
-def charged_bytes(model: LifetimeModel) -> dict[str, sp.Expr]:
-    """Bytes the allocator counts, per buffer. A carved allocation's rounding is charged to its
-    last region, so regions of one allocation sum to the rounded allocation."""
-    charged: dict[str, sp.Expr] = {}
-    for regions in allocations(model).values():
-        if len(regions) == 1:
-            charged[regions[0].name] = allocated_block_bytes(regions[0].nbytes)
-            continue
-        raw = [r.nbytes for r in regions]
-        total = sum(raw, sp.Integer(0))
-        for r, nbytes in zip(regions, raw):
-            charged[r.name] = nbytes
-        charged[regions[-1].name] = raw[-1] + allocated_block_bytes(total) - total
-    return charged
 
 
 def live_buffers(model: LifetimeModel, step: int) -> list[Buffer]:
@@ -60,39 +42,17 @@ def evaluate(expr: sp.Expr, shape: Shape) -> int:
     return int(sp.lambdify(SHAPE_SYMBOLS, expr, modules="math")(*(subs[s] for s in SHAPE_SYMBOLS)))
 
 
-@lru_cache(maxsize=256)
-def _compiled(model: LifetimeModel):
-    """Per-buffer byte functions, compiled once per model (models are frozen and hashable)."""
-    from .evaluation import shared_lambdify
-    charged = charged_bytes(model)
-    fn = shared_lambdify([charged[b.name] for b in model.buffers])
-    return fn, model.live_ranges()
-
-
 def predict(model: LifetimeModel, shape: Shape) -> Prediction:
-    fn, ranges = _compiled(model)
-    return evaluate_compiled(model, shape, fn, ranges)
+    """The prediction at ``shape``, its buffers the model's own records (the byte functions compiled once per model)."""
+    return evaluate_compiled(model, shape, compile_model(model).charged_fn, model.live_ranges())
 
 
 def unsplit_block_bound(p: Prediction) -> int:
     """Most that ``max_memory_allocated`` can exceed ``p.peak_bytes`` by: a large-pool request may be
     served by a cached block up to 1 MiB larger that the allocator does not split (should_split in
     CUDACachingAllocator.cpp), once per large allocation live at the peak."""
-    from .allocator import K_SMALL_SIZE
     live = {}
     for b, n in p.at_peak:
         key = b.carved_from or b.name
         live[key] = live.get(key, 0) + n
     return K_SMALL_SIZE * sum(1 for n in live.values() if n > K_SMALL_SIZE)
-
-
-def requested_peak(model, shape: Shape) -> int:
-    """Peak of the tensors' own byte sizes (no 512-byte blocks): what
-    ``torch.cuda.memory_stats()['requested_bytes.all.peak']`` reports."""
-    from .replay import request_sizes
-    sizes = request_sizes(model, shape)           # per allocation (a carved workspace is one request)
-    first: dict[str, int] = {}
-    for i, b in enumerate(model.buffers):
-        first.setdefault(b.carved_from or b.name, i)
-    ranges = model.live_ranges()
-    return max(step_totals([sizes[n] for n in first], [ranges[i] for i in first.values()], len(model.steps)))

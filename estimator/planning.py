@@ -17,7 +17,8 @@ from .allocator import DEFAULT_CONF, AllocatorConf
 from .buffers import LifetimeModel
 from .capacity import Verdict, fits, verdict
 from .devices import Device
-from .engine import predict, step_expressions
+from .compiler import charged_bytes
+from .engine import live_buffers, predict, step_expressions
 from .errors import LivebytesError
 from .parallel import worker_count
 from .shapes import FIELD_OF, HF_NAMES, Shape
@@ -310,7 +311,6 @@ def closed_form(model: LifetimeModel) -> tuple[sp.Expr, list[int]]:
 
 def group_formulas(model: LifetimeModel, step: int) -> dict:
     """Bytes per storage group at one step, as expressions."""
-    from .engine import charged_bytes, live_buffers
     charged = charged_bytes(model)
     out: dict = {}
     for b in live_buffers(model, step):
@@ -340,7 +340,6 @@ def _vectorised(model: LifetimeModel):
     below 2**53, so float64 sums them exactly, as ``predict`` does in integers."""
     import numpy as np
 
-    from .engine import charged_bytes
     charged = charged_bytes(model)
     unique: dict = {}
     formula = [unique.setdefault(charged[b.name], len(unique)) for b in model.buffers]

@@ -1,5 +1,5 @@
 """A prediction at a concrete shape: per-buffer bytes summed over each step's live set. No sympy here:
-the byte functions come compiled (``engine._compiled`` or the disk cache, ``cache.py``), and the model
+the byte functions come compiled (``compiler.compile_model``, or the disk cache: ``cache.py``), and the model
 may be a ``LifetimeModel`` or a ``CompiledModel`` (the same steps and buffer metadata)."""
 from __future__ import annotations
 

@@ -44,7 +44,8 @@ from .allocator import (
     OutOfMemory,
 )
 from .autotune import FLUSH_BUFFER, TRITON_L2_FLUSH_BYTES, held_until_gc
-from .prediction import allocations
+from .compiled import compiled
+from .prediction import allocations, step_totals
 from .shapes import Shape
 
 if TYPE_CHECKING:
@@ -112,14 +113,7 @@ def _schedule(model: LifetimeModel) -> _Schedule:
     compiled once per model (models are frozen and hashable)."""
     groups = allocations(model)
     names = tuple(groups)
-    if hasattr(model, "requested_fn"):      # a CompiledModel (evaluation.py) carries the compiled request sizes
-        fn = model.requested_fn
-    else:
-        import sympy as sp
-
-        from .symbols import SHAPE_SYMBOLS
-        exprs = [sum((r.nbytes for r in regions), sp.Integer(0)) for regions in groups.values()]
-        fn = sp.lambdify(SHAPE_SYMBOLS, exprs, modules="math")
+    fn = compiled(model).requested_fn       # per allocation, in ``allocations`` order
     first = [groups[n][0] for n in names]
     index = model.step_positions()
     alloc_at = [index[b.allocated_at] for b in first]
@@ -162,6 +156,17 @@ def request_sizes(model: LifetimeModel, shape: Shape) -> dict[str, int]:
     """Unrounded request per allocation (a carved workspace is one request)."""
     sch = _schedule(model)
     return dict(zip(sch.names, (int(v) for v in sch.sizes_fn(*shape.values()))))
+
+
+def requested_peak(model, shape: Shape) -> int:
+    """Peak of the tensors' own byte sizes (no 512-byte blocks): what
+    ``torch.cuda.memory_stats()['requested_bytes.all.peak']`` reports."""
+    sizes = request_sizes(model, shape)           # per allocation (a carved workspace is one request)
+    first: dict[str, int] = {}
+    for i, b in enumerate(model.buffers):
+        first.setdefault(b.carved_from or b.name, i)
+    ranges = model.live_ranges()
+    return max(step_totals([sizes[n] for n in first], [ranges[i] for i in first.values()], len(model.steps)))
 
 
 @dataclass(frozen=True)

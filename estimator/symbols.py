@@ -29,3 +29,16 @@ def cdiv(numerator: sp.Expr, denominator: int | sp.Expr) -> sp.Expr:
 def chunks_per_batch(chunk: int) -> sp.Expr:
     """Chunks of ``chunk`` tokens over the packed batch, each sequence chunked on its own."""
     return MBS * cdiv(S, chunk)
+
+
+def shared_lambdify(exprs: list):
+    """One function of (S, MBS, H, HV, DK, DV) -> the values of ``exprs``, compiled once per distinct expression (a
+    stack of layers repeats a few hundred formulas over thousands of buffers)."""
+    unique: dict = {}
+    index = tuple(unique.setdefault(e, len(unique)) for e in exprs)
+    fn = sp.lambdify(SHAPE_SYMBOLS, list(unique), modules="math")
+
+    def values(S, MBS, H, HV, DK, DV, _fn=fn, _index=index):
+        distinct = _fn(S, MBS, H, HV, DK, DV)
+        return [distinct[i] for i in _index]
+    return values

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from livebytes.estimator.autotune import equal_head_dims
+from livebytes.estimator.compiler import equal_head_dims
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, pow2_tile, source_root
 from livebytes.estimator.devices import get_device

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from livebytes.estimator.autotune import equal_head_dims
+from livebytes.estimator.compiler import equal_head_dims
 from livebytes.estimator.buffers import Group, LifetimeModel
 from livebytes.estimator.declare import Contract, Declaration, Input, next_power_of_2, pow2_tile, source_root
 from livebytes.estimator.devices import get_device

@@ -72,7 +72,8 @@ def test_an_unwritable_cache_is_no_cache(tmp_path, monkeypatch):
 def test_one_timeline_for_both_views():
     """A built model and its compiled view share one live_range (estimator/timeline.py), and agree on every buffer."""
     from livebytes.estimator.buffers import LifetimeModel
-    from livebytes.estimator.evaluation import CompiledModel, compile_model
+    from livebytes.estimator.compiler import compile_model
+    from livebytes.estimator.evaluation import CompiledModel
     assert LifetimeModel.live_range is CompiledModel.live_range
     model = get_model("cudnn-kda-hopper-cuda@1.32.0", "H200")
     cm = compile_model(model)

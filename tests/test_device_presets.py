@@ -124,7 +124,7 @@ def test_a_row_without_a_fact_is_refused_by_name(fact):
 
 def test_each_device_takes_process_memory_data_that_exist():
     """The H200's own (measured on it); every other preset the H200's as a stand-in, said unbounded in the answer."""
-    from livebytes.estimator.process.memory import DATA
+    from livebytes.estimator.process.driver import DATA
     measured = json.loads((DATA / "process_memory.json").read_text())["devices"]
     assert all(d.process_memory in measured for d in DEVICES.values())
     assert [d.name for d in DEVICES.values() if d.process_memory_assumed_from is None] == ["H200"]

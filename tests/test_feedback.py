@@ -121,7 +121,7 @@ def test_a_shape_larger_than_the_snapshot_says_its_peak_is_not_held(snapshot):
     """At 16K every tensor that scales with the tokens doubles: the model's requested peak passes the bytes live at the
     snapshot's peak, which no run of it at 16K can do."""
     result, warnings = explained(snapshot, "--impl", "fla-kda@0.6.0", "--seq", "16K", "--heads", "8")
-    from livebytes.estimator.engine import requested_peak
+    from livebytes.estimator.replay import requested_peak
     from livebytes.estimator.registry import get_model
     need = requested_peak(get_model("fla-kda@0.6.0"), Shape(1, 16384, 8))
     assert result["live_bytes"] < need

@@ -11,10 +11,11 @@ from livebytes.cli.app import app
 from livebytes.report import allocator_terms
 from livebytes.estimator import get_model
 from livebytes.estimator.allocator import DEFAULT_CONF
-from livebytes.estimator.autotune import equal_head_dims, held_assumptions, measured_text
+from livebytes.estimator.autotune import held_assumptions
+from livebytes.estimator.compiler import equal_head_dims, measured_text
 from livebytes.estimator.capacity import process_memory
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.evaluation import compile_model
+from livebytes.estimator.compiler import compile_model
 from livebytes.estimator.shapes import Shape
 
 KERNEL = "chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64"

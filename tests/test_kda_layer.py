@@ -7,7 +7,8 @@ import pytest
 
 from livebytes.estimator.buffers import Group
 from livebytes.estimator.declare import Declaration
-from livebytes.estimator.engine import charged_bytes, evaluate, predict
+from livebytes.estimator.compiler import charged_bytes
+from livebytes.estimator.engine import evaluate, predict
 from livebytes.estimator.errors import RefusedShapeError
 from livebytes.estimator.registry import get_model, shape_options
 from livebytes.estimator.shapes import Shape, parse_shape_list, shape_spec
@@ -167,7 +168,7 @@ def test_a_layers_parameters_and_gradients_are_what_every_layer_keeps_to_the_sta
     """The depth bound's per-layer figure: the parameters (79,045,632 B) and their gradients, the same less A_log's
     512-B block and dt_bias's 4,096 x 4 = 16,384 B (whose gradients are the kernel's dA_log and ddt_bias, another
     group): 79,045,632 + 79,028,736 = 158,074,368 B; four layers hold four times that at their last step."""
-    from livebytes.estimator.evaluation import compile_model
+    from livebytes.estimator.compiler import compile_model
     from livebytes.estimator.registry import kept_weights_bytes
     assert kept_weights_bytes(compile_model(layer()), SHAPE) == KEPT_A_LAYER
     four = layer(4)

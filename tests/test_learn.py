@@ -8,7 +8,7 @@ import pytest
 from livebytes.cli.app import app
 from livebytes.learn.draft import draft_model, draft_source
 from livebytes.learn.drift import differences, drift
-from livebytes.estimator.engine import requested_peak
+from livebytes.estimator.replay import requested_peak
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import Shape
 from livebytes.learn.learn import (

@@ -7,7 +7,8 @@ import pytest
 
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.process import loo, model_frames
-from livebytes.estimator.process.memory import driver_stack_limit, process_memory
+from livebytes.estimator.process.memory import process_memory
+from livebytes.estimator.process.driver import driver_stack_limit
 from livebytes.estimator.process.status import Kind
 from livebytes.estimator.shapes import Shape
 

@@ -10,7 +10,8 @@ from livebytes.cli.capacity_doc import regenerate
 from livebytes.estimator.process import estimate as est
 from livebytes.estimator.process import loo
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.process.memory import LOCAL_MEMORY_LIMIT, process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import LOCAL_MEMORY_LIMIT, process_memory
+from livebytes.estimator.process.driver import stack_reservation_bytes
 from livebytes.estimator.shapes import Shape
 from livebytes.process_words import assumptions_words, status_words
 

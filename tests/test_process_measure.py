@@ -17,7 +17,8 @@ from livebytes.estimator import cache
 from livebytes.estimator.process import measured_store
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
+from livebytes.estimator.process.memory import process_memory
+from livebytes.estimator.process.driver import stack_reservation_bytes
 from livebytes.estimator.registry import get_model
 from livebytes.estimator.shapes import Shape
 from livebytes.validate.gpu import measure_process

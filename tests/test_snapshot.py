@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from livebytes.cli.app import app
 from livebytes.estimator import get_model
-from livebytes.estimator.engine import requested_peak
+from livebytes.estimator.replay import requested_peak
 from livebytes.estimator.prediction import allocations
 from livebytes.estimator.shapes import Shape
 

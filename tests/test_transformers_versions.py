@@ -8,7 +8,7 @@ import types
 import pytest
 from typer.testing import CliRunner
 
-from livebytes.calls import assumption_lines, version_lines
+from livebytes.notes import assumption_lines, version_lines
 from livebytes.cli.app import app
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from livebytes.cli.app import app
 from livebytes.estimator import get_model
 from livebytes.estimator.devices import get_device
-from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes, triton_versions
+from livebytes.estimator.process.memory import process_memory, triton_versions
+from livebytes.estimator.process.driver import stack_reservation_bytes
 from livebytes.estimator.shapes import Shape
 
 RUNS = Path(__file__).resolve().parents[1] / "validate" / "data" / "records" / "runs"

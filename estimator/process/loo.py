@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from . import estimate as est
 from . import model_frames
+from .driver import data_files, driver_stack_limit, stack_reservation_bytes
 from ..devices import Device, get_device
 
 KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived")
@@ -37,7 +38,6 @@ class Row:
 
 
 def _reservation_error(estimated: int, committed: int, device: Device) -> int:
-    from .memory import driver_stack_limit, stack_reservation_bytes
     return (stack_reservation_bytes(driver_stack_limit(estimated), device)
             - stack_reservation_bytes(driver_stack_limit(committed), device))
 
@@ -77,7 +77,6 @@ def derived_model_rows(name: str, device: Device, derived: tuple | None = None) 
     """Each whole model's step derived under the data's Triton (``process.model_frames``: every Triton kernel the
     traced step launches compiled on the CPU, the largest frame rounded by ``driver_stack_limit``) against the limit
     its record measured after the first step. No other case is used, so nothing needs withholding."""
-    from .memory import driver_stack_limit
     triton = data_triton(name)
     rows = []
     for step in (model_frames.steps() if derived is None else derived):
@@ -127,7 +126,6 @@ def module_estimate(data: dict, family: str, withheld: str | None = None) -> est
 @lru_cache(maxsize=None)
 def rows(device_name: str = "H200") -> tuple[Row, ...]:
     """Every leave-one-out row of the process-memory data ``device_name``'s figures come from."""
-    from .memory import data_files
     device = get_device(device_name)
     files = data_files(device)
     out = []

@@ -37,21 +37,17 @@ modules loading as the call goes (charged from its start).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from pathlib import Path
 
 from . import estimate, frames_store, loo, measured_store, model_frames
+from .driver import (DATA, DEFAULT_STACK_LIMIT, data_files, data_json, device_entry, driver_stack_limit,
+                     resident_threads, stack_reservation_bytes)
 from ..devices import Device, get_device
 from ..errors import LivebytesError
 from ..fields import show
 from .status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, LooError, OffGpu, Part, Status,
                      note, read_note, read_status, said)
 
-DATA = Path(__file__).parents[1] / "data"      # estimator/data
-DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
-PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (run 6a: reset freed product + 1 MiB)
 STATES = ("cold", "warm")
 # The most local memory a thread may have on any compute capability (CUDA C++ Programming Guide, Technical
 # Specifications per Compute Capability: "Maximum amount of local memory per thread: 512 KB"); a kernel's stack frame
@@ -75,31 +71,6 @@ class Figure:
     @property
     def kind(self) -> Kind:
         return self.status.kind
-
-
-def driver_stack_limit(frame_bytes: int) -> int:
-    """The limit the driver sets for a kernel with this per-thread stack frame: the frame rounded up to 16 bytes, never
-    below the default. Measured: 14,456 -> 14,464 (run 12), 18,584 -> 18,592, 18,104 -> 18,112, 1,224 -> 1,232 (run 13;
-    1,232 is no multiple of 32), 14,392 -> 14,400, 14,904 -> 14,912."""
-    return max(DEFAULT_STACK_LIMIT, -(-frame_bytes // 16) * 16)
-
-
-def resident_threads(device: Device) -> int:
-    """Threads that can be resident at once: SMs x the device's maxThreadsPerMultiProcessor; 132 x 2,048 = 270,336 on
-    the H200."""
-    return device.sm_count * device.max_threads_per_sm
-
-
-def _pages(nbytes: int) -> int:
-    return -(-nbytes // PAGE) * PAGE
-
-
-def stack_reservation_bytes(limit: int, device: Device) -> int:
-    """Local memory held beyond the context's own (the default limit's, part of the context figure): each limit's
-    reservation in whole 2 MiB pages. Run 6a: resetting 14,464 B to 1,024 B freed 3,634,364,416 B = the product
-    3,633,315,840 B rounded to pages."""
-    threads = resident_threads(device)
-    return _pages(limit * threads) - _pages(DEFAULT_STACK_LIMIT * threads)
 
 
 @dataclass(frozen=True)
@@ -163,23 +134,6 @@ class ProcessMemory:
         return [(part, f) for part, f in self._parts() if f.status.here is not None]
 
 
-@lru_cache(maxsize=None)
-def _json(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def _device_entry(device: Device) -> dict:
-    """process_memory.json's entry whose figures ``device`` takes (``Device.process_memory``: its own where measured on
-    it, else its stand-in's; ``Device.process_memory_assumed_from`` names the stand-in)."""
-    return _json(DATA / "process_memory.json")["devices"][device.process_memory]
-
-
-def data_files(device: Device) -> list[tuple[str, dict]]:
-    """(file name, data) of every Triton library's process data whose figures ``device`` takes."""
-    libs = _device_entry(device)["libraries"]
-    return [(lib["data"], _json(DATA / lib["data"])) for lib in libs if "data" in lib]
-
-
 def _device(device: Device | str) -> Device:
     return device if isinstance(device, Device) else get_device(device)
 
@@ -197,7 +151,7 @@ def _figure(entry: dict, assumed_from: str | None) -> Figure:
 def triton_versions(model_key: str, device: Device | str = "H200") -> tuple[str, ...]:
     """The Triton versions whose kernels the process-memory data of ``device`` (a Device or a preset name; default the
     models' default device) hold for ``model_key`` (its default first)."""
-    entry = _device_entry(_device(device))
+    entry = device_entry(_device(device))
     return tuple(lib["triton"] for lib in entry["libraries"] if model_key in lib["models"] and "triton" in lib)
 
 
@@ -238,12 +192,12 @@ def frames_case(model_key: str, options: dict, shape, triton: str | None = None,
     device = _device(device)
     if triton is not None:
         check_triton(model_key, triton, device)
-    lib, _ = _library(_device_entry(device), model_key, triton)
+    lib, _ = _library(device_entry(device), model_key, triton)
     if lib is None or "data" not in lib:
         raise LivebytesError(f"{model_key}: its library holds no Triton kernels' data on the {device.process_memory}: "
                              f"{purpose}")
     case = _case_key(f"{model_key.split('@')[0]}:{case_variant(options)}", shape)
-    return lib["data"], case, _json(DATA / lib["data"])["frames"]["cold"].get(case)
+    return lib["data"], case, data_json(DATA / lib["data"])["frames"]["cold"].get(case)
 
 
 def case_variant(options: dict) -> str:
@@ -673,7 +627,7 @@ def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str
     measured process of ``model`` at ``shape`` (None: a key alone, no shape, or a library without Triton data)."""
     if shape is None or isinstance(model, str):
         return None
-    lib, _ = _library(_device_entry(device), model.key, triton)
+    lib, _ = _library(device_entry(device), model.key, triton)
     if lib is None or "data" not in lib:
         return None
     options = dict(model.options)
@@ -700,7 +654,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     warmup): the stack limit is raised from the start, no growth. ``derived_frames``: read the frames derived on this
     machine (``frames_store``) where the committed data lack the case (the record checks do not: the committed model)."""
     key = model if isinstance(model, str) else model.key
-    assumed_from, entry = device.process_memory_assumed_from, _device_entry(device)
+    assumed_from, entry = device.process_memory_assumed_from, device_entry(device)
     context = _figure(entry["context"], assumed_from)
     if triton is not None:
         check_triton(key, triton, device)
@@ -712,7 +666,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         return ProcessMemory(context, _figure(lib["modules"][triton_cache], assumed_from),
                              Figure(0, said(Kind.MEASURED, "within the modules figure"), ""), lib["name"], triton_cache,
                              notes=tuple(model_notes))
-    data = _json(DATA / lib["data"])
+    data = data_json(DATA / lib["data"])
     family = key.split("@")[0]
     prefix = None if isinstance(model, str) else f"{family}:{case_variant(dict(model.options))}"
     case = None if shape is None or prefix is None else _case_key(prefix, shape)

@@ -4,7 +4,7 @@ autotune candidate compiled for the GPU's architecture (``validate/gpu/probes/mo
 nothing.
 
 The driver's stack limit after a cold first step is the largest frame its launches loaded, rounded up to 16 B
-(``memory.driver_stack_limit``): this module gives the largest derived frame of a step, which ``memory`` turns into the
+(``driver.driver_stack_limit``): this module gives the largest derived frame of a step, which ``memory`` turns into the
 limit. A derivation is one record's step (its config less depth, precision, packing, batch and length: Triton
 specialises integer arguments by value, so the length is part of it); its figure stands for that step only. Not in
 it: cuBLAS's, cuDNN's and PyTorch's own kernels (their frames are not compiled here), and a derivation that stopped

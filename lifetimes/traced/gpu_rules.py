@@ -139,6 +139,6 @@ def held_args(kernel: str, key: list, arch: str, args: list, freed_here: list) -
         return [], None
     if key[rule.key_index] < rule.from_value:
         return [], None
-    from livebytes.estimator.autotune import equal_head_dims
+    from livebytes.estimator.compiler import equal_head_dims
     held = [a for a in freed_here if a.id in set(args)]
     return held, equal_head_dims(key[rule.key_index])

@@ -12,7 +12,7 @@ traced twice, as ordinary hybrid requests at their own depth: head + one period 
 period, so that a head or tail layer of the period's kind lines up with its twin). ``check`` proves the two-period
 call is the one-period call with one more period; ``expand`` makes N periods; ``ungroup`` puts the layer numbers back.
 
-Not modelled: a stack with no repeating period (every depth up to ``model.MAX_HYBRID_LAYERS`` is traced whole; deeper
+Not modelled: a stack with no repeating period (every depth up to ``MAX_HYBRID_LAYERS`` is traced whole; deeper
 ones without a period are refused in one line).
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from livebytes.estimator.errors import LivebytesError
 from .layers import NotRepeating, check, expand, relabel
 
 FULL, LINEAR = "full_attention", "linear_attention"
+MAX_HYBRID_LAYERS = 8       # deeper hybrid stacks: from their head, one and two periods and tail
 
 
 # ------------------------------------------------------------------------------------------ the kinds
@@ -233,26 +234,11 @@ def pattern_of(req) -> Pattern:
     if pattern is None:
         raise NotRepeating(f"{req.depth:,} layers whose kinds (attention, MLP) repeat no period of up to "
                            f"{MAX_PERIOD} layers between a head and a tail: a hybrid stack is traced whole up to "
-                           f"{max_whole()} layers only")
+                           f"{MAX_HYBRID_LAYERS} layers only")
     return pattern
-
-
-def max_whole() -> int:
-    from .model import MAX_HYBRID_LAYERS
-    return MAX_HYBRID_LAYERS
 
 
 def period_request(req, pattern: Pattern, repeats: int):
     """The request of head + ``repeats`` periods + tail, its kinds written into its config, traced at its own depth."""
     config = sub_config(req.config_dict, pattern.kinds(repeats))
     return replace(req, config=json.dumps(config, sort_keys=True), layers=None, routing="balanced")   # no trace depends on it
-
-
-def hybrid_call(req):
-    """The request's call from its pattern's one- and two-period traces."""
-    from .model import prefetch_traces, symbolic_calls
-    pattern = pattern_of(req)
-    one, two = (period_request(req, pattern, k) for k in (1, 2))
-    if req.stored is None:
-        prefetch_traces([one, two])             # both traced side by side
-    return expand_pattern(symbolic_calls(one)[one.depth], symbolic_calls(two)[two.depth], pattern)

@@ -30,7 +30,7 @@ from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
 from .families import PINNED, Family, family
-MAX_HYBRID_LAYERS = 8       # deeper hybrid stacks: from their head, one and two periods and tail (``hybrid``)
+from .hybrid import MAX_HYBRID_LAYERS, expand_pattern, pattern_of, period_request
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
@@ -563,9 +563,8 @@ def symbolic_calls(req: Request) -> dict:
 
 def check_held_out(sym, held, config: dict, learn: list) -> None:
     """Every allocation the formulas give at the held-out shape is the traced one, byte for byte."""
-    from livebytes.estimator.evaluation import shared_lambdify
     from livebytes.estimator.shapes import Shape
-    from livebytes.estimator.symbols import SHAPE_SYMBOLS
+    from livebytes.estimator.symbols import SHAPE_SYMBOLS, shared_lambdify
 
     from .calls import ALLOC
     from .symbolic import Unexplained, symbolic_call
@@ -588,15 +587,22 @@ def call_for(req: Request):
     from .layers import expand
     req, depth = replace(req, fsdp=0, cp=1, ep=1), req.depth      # FSDP2, CP, EP: placed on the traced step afterwards
     if by_period(req):
-        from .hybrid import hybrid_call
         return hybrid_call(req)
     calls = symbolic_calls(traced_request(req))
     return calls[depth] if depth in calls else expand(calls[3], depth)
 
 
+def hybrid_call(req: Request):
+    """The request's call from its pattern's one- and two-period traces (``hybrid``)."""
+    pattern = pattern_of(req)
+    one, two = (period_request(req, pattern, k) for k in (1, 2))
+    if req.stored is None:
+        prefetch_traces([one, two])             # both traced side by side
+    return expand_pattern(symbolic_calls(one)[one.depth], symbolic_calls(two)[two.depth], pattern)
+
+
 def period_note(req: Request) -> str:
     """How a stack answered by period was traced (``hybrid``)."""
-    from .hybrid import pattern_of
     p = pattern_of(req)
     h, n, t = len(p.head), len(p.period), len(p.tail)
     return (f"depth by period: {req.depth} layers = head {h} + {p.repeats} x a period of {n} + tail {t}; traced at "
@@ -615,7 +621,6 @@ def traced_request(req: Request) -> Request:
     from dataclasses import replace
     req = replace(req, fsdp=0, cp=1, ep=1)
     if by_period(req):
-        from .hybrid import pattern_of, period_request
         return period_request(req, pattern_of(req), 1)
     return _deep(req) if req.expanded else req
 

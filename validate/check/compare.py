@@ -26,7 +26,8 @@ from livebytes.estimator.devices import get_device
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import show
 from livebytes.estimator.registry import shape_options
-from livebytes.estimator.engine import requested_peak, unsplit_block_bound
+from livebytes.estimator.engine import unsplit_block_bound
+from livebytes.estimator.replay import requested_peak
 from livebytes.estimator.shapes import Shape
 
 from . import protocol, record_figures

@@ -240,7 +240,7 @@ class Fit:
     """How a snapshot's live blocks meet a model at a shape."""
     live_bytes: int               # the blocks' bytes
     explained_bytes: int          # the bytes of the blocks named by a buffer
-    peak_request_bytes: int       # the model's peak of requested bytes, steady call (``engine.requested_peak``)
+    peak_request_bytes: int       # the model's peak of requested bytes, steady call (``replay.requested_peak``)
     frame_matches: int            # blocks matched by a source line or a function the model cites
     size_matched_bytes: int       # explained bytes matched by size alone
     framed: bool                  # whether any live block carries frames
@@ -248,7 +248,7 @@ class Fit:
 
 
 def fit_of(model, shape, explained: list[Explained]) -> Fit:
-    from livebytes.estimator.engine import requested_peak
+    from livebytes.estimator.replay import requested_peak
     named = [e for e in explained if e.buffer is not None]
     return Fit(sum(e.block.size for e in explained), sum(e.block.size for e in named), requested_peak(model, shape),
                sum(e.match != "size" for e in named), sum(e.block.size for e in named if e.match == "size"),

@@ -289,7 +289,8 @@ def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:
     tokens: ``points``), and the modules, non-PyTorch bytes minus the context and that limit's reservation; the
     family's modules figure is its cases' largest."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import process_memory, stack_reservation_bytes
+    from livebytes.estimator.process.memory import process_memory
+    from livebytes.estimator.process.driver import stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     limits: dict = {}
     by_case: dict = {}
@@ -373,7 +374,7 @@ def _module_figure(r: dict, context: int) -> dict:
     """One process's loaded modules: its non-PyTorch bytes alone on the GPU minus the context and its measured stack
     limit's reservation (``estimator.process.memory``'s rules)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import stack_reservation_bytes
+    from livebytes.estimator.process.driver import stack_reservation_bytes
     alone = r["in_process_alone"]["nonpytorch_bytes"]
     reservation = stack_reservation_bytes(r["stack_limit_bytes"], get_device("H200"))
     return {"bytes": alone - context - reservation, "status": "measured",
@@ -414,9 +415,10 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
 def layer_modules(names: tuple[str, ...], cold_frames: dict) -> tuple[dict, dict]:
     """({family: {"cold": figure}}, {"cold": {case: figure}}) of cold layer processes alone on the GPU: the record's
     non-PyTorch bytes after its steps minus the context and the reservation of its case's frames (every kernel of a
-    cold process launches: the limit is the largest frame rounded to 16 B, ``memory.driver_stack_limit``)."""
+    cold process launches: the limit is the largest frame rounded to 16 B, ``driver.driver_stack_limit``)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import driver_stack_limit, process_memory, stack_reservation_bytes
+    from livebytes.estimator.process.memory import process_memory
+    from livebytes.estimator.process.driver import driver_stack_limit, stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     families: dict = {}
     by_case: dict = {}

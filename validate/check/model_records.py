@@ -24,6 +24,7 @@ MODEL_RECORDS_DIR = Path(__file__).parents[1] / "data" / "records" / "models"
 # traces made under the torch a record ran (``validate.check.store_traces``), for a machine with another one: the autograd
 # engine's order of frees differs between torch versions where a step's gradients change dtype (fp32-amp)
 TRACE_STORE = MODEL_RECORDS_DIR / "traces"
+TRACER_DIGEST = "tracer_digest"     # a stored trace's field: ``traced.model.tracer_digest()`` where it was made (``store_traces``)
 KIND = "model-step"
 MAX_RECORD_BYTES = 1 << 20
 
@@ -299,8 +300,6 @@ def _stored_tracer(path: Path) -> str | None:
 @lru_cache(maxsize=64)
 def _stored_tracer_of(path: str, mtime_ns: int, size: int) -> str | None:
     from livebytes.lifetimes.traced.model import _read_stored
-
-    from .store_traces import TRACER_DIGEST
     digest = _read_stored(Path(path)).get(TRACER_DIGEST)
     return digest if isinstance(digest, str) else None
 
@@ -431,7 +430,7 @@ def measured_placement(model, shape, device_name: str, triton_cache: str):
 
 
 def _steady_requested(model, shape) -> int:
-    from livebytes.estimator.engine import requested_peak
+    from livebytes.estimator.replay import requested_peak
     return requested_peak(model, shape)
 
 

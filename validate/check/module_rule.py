@@ -35,7 +35,7 @@ def module_figure(row: dict, context: int) -> tuple[int, str]:
     """(modules bytes, method) of one process row: in-process alone where it read one, else its side-by-side NVML
     drop; minus the context and the reservation of its measured stack limit (``estimator.process.memory``'s rules)."""
     from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import stack_reservation_bytes
+    from livebytes.estimator.process.driver import stack_reservation_bytes
     alone = row.get("in_process_alone", {}).get("nonpytorch_bytes")
     nonpytorch, method = (alone, "alone") if alone is not None else (row["nonpytorch_bytes"], "side-by-side")
     return nonpytorch - context - stack_reservation_bytes(row["stack_limit_bytes"], get_device("H200")), method

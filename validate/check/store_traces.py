@@ -24,15 +24,14 @@ from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
 
-TRACER_DIGEST = "tracer_digest"     # a stored trace's field: ``traced.model.tracer_digest()`` where it was made
+from .model_records import TRACE_STORE, TRACER_DIGEST, read, request_of
+
 
 
 def store(paths: list[Path], out: Path | None = None) -> list[Path]:
     """Trace each record's request here and write each layer count's trace into the store; the files written."""
     from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, run_tracers, store_name,
                                                   stored_trace_name, trace_spec, tracer_digest)
-
-    from .model_records import TRACE_STORE, read, request_of
     here = store_name(installed_versions())
     folder = out or TRACE_STORE / here
     written = []

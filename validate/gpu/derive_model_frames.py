@@ -9,7 +9,7 @@ with one Triton cache across records (kernels compiled once) and fla's autotune 
 afresh, as a cold GPU process did). A uniform stack (``kda``, ``gated_deltanet``) is traced at ``--layers`` layers (2):
 its kernels are a layer's, whatever the depth; a hybrid at its own depth. The data file keeps, per record, what the
 probe's summary line says (each kernel's largest counted frame, Triton, ptxas, seconds); the limit is the estimator's
-(``process.memory.driver_stack_limit`` of the largest frame).
+(``process.driver.driver_stack_limit`` of the largest frame).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from livebytes.estimator.shapes import Shape
 
 from ..inputs import build_inputs, input_specs
-from . import Harness
+from .base import Harness
 
 VERSIONS = ("1.31.0", "1.32.0")    # nvidia-cudnn-frontend releases whose kimi_delta_attention(..., plan_name=) these drive
 

@@ -1,7 +1,7 @@
 """cuDNN frontend ``kda_frost`` (CuTeDSL, Blackwell only: tcgen05/TMEM)."""
 from __future__ import annotations
 
-from . import harness
+from .base import harness
 from .cudnn_common import CudnnKda, keys
 
 

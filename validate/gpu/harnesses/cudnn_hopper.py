@@ -2,7 +2,7 @@
 (CuTeDSL, forward only, under inference_mode); both run only on sm90."""
 from __future__ import annotations
 
-from . import harness
+from .base import harness
 from .cudnn_common import CudnnKda, keys
 
 

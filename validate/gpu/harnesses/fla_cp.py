@@ -16,7 +16,7 @@ from __future__ import annotations
 from livebytes.estimator.shapes import Shape
 
 from ..inputs import build_inputs, input_specs
-from . import Harness, harness
+from .base import Harness, harness
 from .fla_gdn import gdn_cpu_inputs, to_device
 from .fla_kda import fla_forward
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from livebytes.estimator.shapes import Shape
 
-from . import Harness, harness
+from .base import Harness, harness
 
 
 def gdn_cpu_inputs(shape: Shape, grad: bool, seed: int = 0) -> dict:

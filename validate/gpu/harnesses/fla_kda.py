@@ -5,7 +5,7 @@ from __future__ import annotations
 from livebytes.estimator.shapes import Shape
 
 from ..inputs import build_inputs, input_specs
-from . import Harness, harness
+from .base import Harness, harness
 
 VERSIONS = ("0.6.0",)    # fla-core releases; the report's private snapshot (07b80f27) cannot be installed
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from livebytes.estimator.shapes import Shape
 from livebytes.lifetimes.traced.families import ROWS, Probe, family
 
-from . import Harness, harness
+from .base import Harness, harness
 
 
 def _layer(probe: Probe, shape: Shape, hidden: int, conv_size: int, seed: int, device: str = "cuda"):
