@@ -29,7 +29,8 @@ from livebytes.validate.gpu import process_group
 from livebytes.estimator.devices import get_device, preset_of
 from livebytes.estimator.folders import own_leaf
 from livebytes.estimator.errors import LivebytesError
-from livebytes.estimator.process.memory import frames_case, stack_reservation_bytes
+from livebytes.estimator.process.memory import frames_case
+from livebytes.estimator.process.driver import stack_reservation_bytes
 
 PROBE = Path(__file__).parent / "probes" / "process_memory.py"
 TOKENS = 4096                   # the committed figures' length: the command's default
