@@ -4,8 +4,8 @@ One vocabulary (``--impl --batch-size --seq-len --num-heads --head-dim --num-v-h
 flags are the HF/FLA names (``shapes.HF_NAMES``), each with its old short name (``--seq``) as an alias, which ``--help``
 lists beside it (``errors.aliases_in_help``); a command added elsewhere imports these instead of declaring its own.
 The library's errors name concepts ("device", "option recompute"); the flags are named here, once. The helpers the
-Python API shares (the model, device, alloc conf and verdict a request chooses) live in ``livebytes.choose`` and are
-imported here under their old names.
+Python API shares (the model, device, alloc conf and verdict a request chooses) live in ``livebytes.choose``; the
+commands import them from there.
 """
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ import typer
 
 from livebytes.estimator.devices import preset_names
 from livebytes.estimator.errors import LivebytesError
-from livebytes.choose import (OPTION_FLAGS, alloc_conf_of, cache_skipped, check_options_taken,  # noqa: F401 (moved)
-                              compiled_for, device_of, ep_of, fsdp_of, model_for, triton_cache_for, triton_for, verdict_for,
-                              what_if, word)
+from livebytes.choose import ep_of, fsdp_of, what_if, word
 
 from .errors import UsageProblem
 

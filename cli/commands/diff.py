@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from .. import options as o
+from livebytes.choose import device_of, model_for, what_if
 from ..errors import UsageProblem, warn
 from livebytes.report import envelope, model_terms
 
@@ -132,8 +133,8 @@ def command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str
     warnings = [reason] if reason else []
     for line in warnings:           # printed at once, as predict does; the JSON carries them too
         warn(line)
-    device = gpu if gpu is not None else o.device_of(impl[0], None).name        # both models on one device
-    old, new = (o.model_for(key, device, o.what_if(contract, no_recompute), shape, stack=stack) for key in impl)
+    device = gpu if gpu is not None else device_of(impl[0], None).name        # both models on one device
+    old, new = (model_for(key, device, what_if(contract, no_recompute), shape, stack=stack) for key in impl)
     d = diff_models(old, new, shape)
     data = diff_data(d, old, new, warnings)
     if as_json:

@@ -7,6 +7,7 @@ from typing import List
 import typer
 
 from .. import options as o
+from livebytes.choose import model_for
 from .. import render
 
 NAME = "formula"
@@ -26,7 +27,7 @@ def command(q: o.QueryFlags, latex: bool = typer.Option(False, "--latex", help="
     from livebytes import report
     key = o.single_impl(q.impl, NAME)
     o.refuse_unused("with --json (the JSON holds sympy's own text of each expression)", latex=latex and as_json)
-    model = o.model_for(key, q.gpu, o.what_if_by(q), stack=o.stack_from(q.hidden, q.layers, q.checkpoint, q.conv_size))
+    model = model_for(key, q.gpu, o.what_if_by(q), stack=o.stack_from(q.hidden, q.layers, q.checkpoint, q.conv_size))
     expr, steps = closed_form(model)
     per_group = {model.steps[i].name: group_formulas(model, i) for i in steps} if groups else {}
     if as_json:

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from .. import options as o
+from livebytes.choose import check_options_taken, what_if
 from .. import render
 from ..render import Column, T, g
 from ..errors import EXIT_VALIDATION_FAILED, LivebytesError, UsageProblem, warn
@@ -87,7 +88,7 @@ def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_pr
         return session.run_plan_file(Path(plan_file), _out_folder(out))
     if not impl or not shapes:
         raise UsageProblem("--impl and --shapes are required unless --plan or --from-records is given")
-    o.check_options_taken(impl, o.what_if(contract, no_recompute))
+    check_options_taken(impl, what_if(contract, no_recompute))
     return session.run(impl, shapes, contract=contract, recompute=not no_recompute, forward_only=forward_only,
                        same_process=same_process, out=_out_folder(out), triton_cache=o.validate_triton_cache(triton_cache),
                        alloc_conf=alloc_conf)
