@@ -31,3 +31,21 @@ def _backward_adds(x_dims: tuple, users: int) -> int:
 ])
 def test_autograd_accumulates_as_on_a_gpu(x_dims, users, adds):
     assert _backward_adds(x_dims, users) == adds
+
+
+def _index_backward_allocs(rows: int, picked: int) -> list[int]:
+    """Bytes of each allocation the backward of ``x[idx]`` makes (x [rows, 16] fp32, ``picked`` indices)."""
+    rec = Recorder()
+    x = torch.empty(rows, 16, device="meta", requires_grad=True)
+    idx = torch.zeros(picked, dtype=torch.long, device="meta")
+    with rec.mode():
+        x[idx].sum().backward()
+    return [e["bytes"] for e in rec.events if e["e"] == "alloc" and e["phase"] == "backward"]
+
+
+def test_the_gradient_of_an_index_is_put_in_place_as_on_a_gpu():
+    """``index_backward``: grad.new_zeros([64, 16]) then index_put_ into it. Hand arithmetic: the backward allocates
+    sum's gradient expanded (no storage), ``new_zeros`` 64 x 16 x 4 = 4,096 B, and nothing for the put (in place); the
+    out-of-place ``index_put`` a dispatch mode takes would add another 4,096 B."""
+    allocs = _index_backward_allocs(64, 8)
+    assert allocs.count(64 * 16 * 4) == 1, allocs

@@ -22,7 +22,7 @@
 # Files: $OUT/<step>.tgz every 30 s and at the end (record, jsonl, log with rc, gpu.csv), each allocator snapshot as
 # $OUT/<tag>.snapshot.pickle.gz. Then here: validate/data/records/runs/run43/ and the records under
 # validate/data/records/models/ where validate/check/model_records.py's checks pass.
-# Status: RUN 2026-12-06 23:46-23:59 UTC on an H200 (no H100 could be started; five calls on one warm machine, ~660 s of
+# Status: RUN 2026-12-06 22:45-22:57 UTC on an H200 (no H100 could be started; five calls on one warm machine, ~660 s of
 # device time with its start): validate/data/records/runs/run43/.
 set -u
 cfg=validate/data/model_configs
