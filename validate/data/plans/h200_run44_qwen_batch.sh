@@ -15,10 +15,12 @@
 # (h100_run43_qwen_setups.sh: the wheels without livebytes, ONE part of Triton 3.9.0 in five):
 #   part  (parts 00, 01, 02, 03 in order; the first also installs the wheels)
 #   pr    (part 04) append it, unpack Triton 3.9.0 ahead of the image's 3.6.0, then p and r side by side
-#   r     r alone (after pr on an H100)
+#   r     r alone (after pr on an H100; on a fresh machine with part 04, after `part` with 00-03)
 # Files: $OUT/<step>.tgz every 30 s and at the end (record, jsonl, log with rc, gpu.csv), each allocator snapshot as
 # $OUT/<tag>.snapshot.pickle.gz. Then here: validate/data/records/runs/run44/ and the records under
 # validate/data/records/models/ where validate/check/model_records.py's checks pass.
+# Status: p RUN 2026-12-06 23:36-23:41 UTC on an H100 (validate/data/records/runs/run44/); r not run (the machine was
+# taken back during its call; run it next: `part` with parts 00-03, then `r` with part 04, or `pr` on an H200).
 set -u
 cfg=validate/data/model_configs
 W=/tmp/run44
@@ -53,6 +55,7 @@ pr)
     wait $p1
   fi ;;
 r)
+  [ -d /tmp/t39site/triton ] || { part; unpack; }                           # a fresh machine: part 04 carried
   . "$(dirname "$0")/t39_env.sh"; t39
   case_run r r-q3n-8k-mbs2 q3n-h2048-l4-e16-v152k 2 8192 --history --sdpa-choice ;;
 *) echo "usage: $0 part | pr | r" >&2; exit 1 ;;
