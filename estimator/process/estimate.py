@@ -18,7 +18,8 @@ all of them:
   Triton version; the same family and contract at any head dim; the same kernel at any head dim; these data's largest
   frame.
 - **a whole model's limit** (``model_limit``), read from its processes (its kernels are not logged one by one): the
-  same family and sizes in another variant (packed, fp32-amp); the same family at the same head dim; the same family;
+  same family and sizes in another variant (packed, fp32-amp); the same family at the same head dim; the same family
+  (each of these three first over the cases packed as this one is);
   every whole model of these data. Each case at the asked length by the rule the measured figures take (the next
   longer length measured, else the case's longest).
 
@@ -154,14 +155,23 @@ def model_cases(data: dict, state: str = "cold", withheld: frozenset[str] = froz
     return {parse_case(k): v["points"] for k, v in table.items() if k not in withheld and v.get("points")}
 
 
+def packed(case: Case) -> bool:
+    """Whether a whole-model case's sequences are packed (its variant, ``FAMILY:packed`` or ``FAMILY:packed+...``)."""
+    return case.prefix.partition(":")[2].split("+")[0] == "packed"
+
+
 def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estimate | None:
     """A whole model's stack limit at ``case`` and ``tokens`` by the first tier that has one (the module's rules);
     None where these data hold no whole model at all."""
     def same_sizes(c: Case) -> bool:
         return c.family == case.family and (c.dim, c.heads, c.v_heads) == (case.dim, case.heads, case.v_heads)
-    tiers = (("the same model family and sizes in another variant", same_sizes),
-             ("the same model family at this head dim", lambda c: c.family == case.family and c.dim == case.dim),
-             ("the same model family at another head dim", lambda c: c.family == case.family),
+    family = (("the same model family and sizes in another variant", same_sizes),
+              ("the same model family at this head dim", lambda c: c.family == case.family and c.dim == case.dim),
+              ("the same model family at another head dim", lambda c: c.family == case.family))
+    # packing decides which kernels launch (the varlen ones take cu_seqlens): within the family, cases packed as this
+    # one is come first (run 44 p: Qwen3-Next packed 21,456 B where every unpacked step of it holds 21,072)
+    tiers = (*((words, lambda c, keep=keep: keep(c) and packed(c) == packed(case)) for words, keep in family),
+             *family,
              ("another model family of these data", lambda c: True))
     for words, keep in _tiers_alike_first(case, tiers):
         found = [(limit_at(points, tokens), c.key) for c, points in cases.items() if keep(c) and c != case]
