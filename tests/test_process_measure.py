@@ -86,6 +86,7 @@ def private_cache(tmp_path, monkeypatch):
         pytest.fail(f"the real process-memory probe was started: {command}")
     monkeypatch.setitem(measure_process.measure.__kwdefaults__, "run", no_real_probe)
     monkeypatch.setattr(measure_process, "inspect", lambda python: dict(INSTALLED))   # the H200 machine's versions
+    monkeypatch.setattr(measure_process, "measured_on", lambda: TODAY)    # a run across midnight keeps one day
     return tmp_path / "cache"
 
 

@@ -187,11 +187,16 @@ def _check_version(model_key: str, data_file: str) -> None:
                              f"{version}'s: measure {model_key.split('@')[0]}@{fla.group(1)}")
 
 
+def measured_on() -> str:
+    """The day a measurement is kept under (``checked_record``'s ``measured_on``): today, ISO."""
+    return datetime.date.today().isoformat()
+
+
 def _keep_sound(rows: list[dict], cases: tuple[str, str], case_key: str, data_file: str, triton: str,
                 stderr_tail: str, failure: str | None) -> list[dict]:
     """Each sound row kept (``checked_record`` then ``measured_store.save``), then one line for what was refused or
     missing (``failure``: why the probe stopped), naming what was kept."""
-    today = datetime.date.today().isoformat()
+    today = measured_on()
     asked = {_case_of(c)["state"]: c for c in cases}
     kept, refused = [], []
     for r in rows:
