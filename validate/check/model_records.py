@@ -119,9 +119,6 @@ TRANSIENTS_P44 = ("the CUDA kernels' own transient requests, which the trace lac
                   "under the model's placement alike; the traced step under the snapshot's placement reserves "
                   "57,883,492,352 B (two 128 MiB and one 320 MiB segment where the GPU had cut two of 258 MiB for its "
                   "own 268,960,000-B requests, which the trace does not make); requested peaks exact")
-STACK_P44 = ("the packed step's stack limit: 21,456 B per thread after the first step, where the estimate took 21,072 B "
-             "from run 39 c's unpacked step of this model (the varlen kernels, cu_seqlens, launch a larger frame); "
-             "384 B x 270,336 resident threads in 2 MiB pages = 104,857,600 B")
 OOM_FREE = ("not explained yet: at the failing request the device had 9,240,576 B less free than the model's capacity "
             "minus reserved minus the process figure; the record holds no process reading at that step. The same bytes "
             "in all three 1.3B out-of-memory records (runs 24, 25, 27: 468,519, 467,552 and 467,491 tokens): total - "
@@ -222,9 +219,8 @@ NAMED_MISSES: dict[tuple[str, str], tuple[int, str]] = {
     ("h200_run43_m-q3n-8k-lora16.json", "steps[*].max_reserved_bytes"): (-33_554_432, REQUEST_ORDER_M43),
     ("h200_run43_m-q3n-8k-lora16.json", "steps[*].reserved_after_bytes"): (-33_554_432, REQUEST_ORDER_M43),
     # run 44 (predictions committed before the run, predictions/run44/): Qwen3-Next, p two 8K sequences packed into one
-    # row (an H100): requested peaks exact
-    ("h100_run44_p-q3n-8k-x2-packed.json", "steps[*].nonpytorch.bytes"): (-104_857_600, STACK_P44),
-    ("h100_run44_p-q3n-8k-x2-packed.json", "steps[*].stack_limit_bytes"): (-384, STACK_P44),
+    # row (an H100): requested peaks exact; its process (21,456-B limit) is in the process data since 31366b1, where the
+    # prediction had estimated it 104,857,600 B low from the unpacked step's limit (run44/README.md)
     ("h100_run44_p-q3n-8k-x2-packed.json", "steps[0].max_allocated_bytes"): (311_296, TRANSIENTS_P44),
     ("h100_run44_p-q3n-8k-x2-packed.json", "steps[1].max_allocated_bytes"): (49_152, TRANSIENTS_P44),
     ("h100_run44_p-q3n-8k-x2-packed.json", "steps[2].max_allocated_bytes"): (49_152, TRANSIENTS_P44),
