@@ -6,6 +6,8 @@ what is live at every step, and reports the peak, the step it happens at and wha
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from .allocator import K_SMALL_SIZE
@@ -42,9 +44,15 @@ def evaluate(expr: sp.Expr, shape: Shape) -> int:
     return int(sp.lambdify(SHAPE_SYMBOLS, expr, modules="math")(*(subs[s] for s in SHAPE_SYMBOLS)))
 
 
+@lru_cache(maxsize=256)
+def _live_ranges(model: LifetimeModel) -> list[range]:
+    """Each buffer's live range, once per model (a search predicts one model at many shapes)."""
+    return model.live_ranges()
+
+
 def predict(model: LifetimeModel, shape: Shape) -> Prediction:
     """The prediction at ``shape``, its buffers the model's own records (the byte functions compiled once per model)."""
-    return evaluate_compiled(model, shape, compile_model(model).charged_fn, model.live_ranges())
+    return evaluate_compiled(model, shape, compile_model(model).charged_fn, _live_ranges(model))
 
 
 def unsplit_block_bound(p: Prediction) -> int:

@@ -44,30 +44,29 @@ def package_of(path: Path) -> str:
     return ".".join(["livebytes"] + ([] if parts[:1] == ["api"] else parts[:1]) + parts[1:])
 
 
-def imported_names(path: Path, text: str | None = None) -> list[str]:
-    """The absolute names a module's running imports name: ``from .x import y`` -> ``package.x.y`` (and ``package.x``)."""
-    package, out = package_of(path), []
+def _imports(path: Path, text: str | None = None):
+    """(module, names) of each running import, relative ones resolved: ``import a.b`` -> ("a.b", ()), ``from .x import
+    y`` -> ("package.x", ("y",))."""
+    package = package_of(path).split(".")
     for node in _runtime_imports(ast.parse(path.read_text() if text is None else text)):
         if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
+            yield from ((a.name, ()) for a in node.names)
             continue
-        base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-        module = ".".join(base + ([node.module] if node.module else []))
-        out += [module] + [f"{module}.{a.name}" for a in node.names]
-    return out
+        base = package[:len(package) - node.level + 1] if node.level else []
+        yield ".".join(base + ([node.module] if node.module else [])), tuple(a.name for a in node.names)
+
+
+def imported_names(path: Path, text: str | None = None) -> list[str]:
+    """The absolute names a module's running imports name: ``from .x import y`` -> ``package.x`` and ``package.x.y``."""
+    return [n for module, names in _imports(path, text) for n in (module, *(f"{module}.{a}" for a in names))]
 
 
 def imported_modules(path: Path, modules: set[str]) -> set[str]:
     """The project's modules a module's imports name: ``from p import x`` names ``p.x`` where that is a module, else
     ``p`` (a package's own ``__init__`` is not counted where only its submodule is asked for)."""
-    package, out = package_of(path), set()
-    for node in _runtime_imports(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-            continue
-        base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-        module = ".".join(base + ([node.module] if node.module else []))
-        out |= {f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module for a in node.names}
+    out = set()
+    for module, names in _imports(path):
+        out |= {f"{module}.{a}" if f"{module}.{a}" in modules else module for a in names} or {module}
     return out & modules
 
 
