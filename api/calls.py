@@ -177,7 +177,8 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
         return allocated_peak(m, sh, conf, cache)
 
     def model_at(sh):          # the stack's layers are a build option: one model per tried count, up to the search's
-        return model_for(key, gpu, what_if, sh, depth=False)      # limit: one no preset holds fails on the device
+        build = compiled_for if s.required_options else model_for   # limit: one no preset holds fails on the device
+        return build(key, gpu, what_if, sh, depth=False)
     # a batch of one row and of several are two programs for transformers' hybrids (``rows``, ``shape_options``)
     at = model_at if solve == "layers" or (solve == "mbs" and "rows" in s.options) else None
     result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at,

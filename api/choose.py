@@ -110,18 +110,20 @@ def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bo
     return get_model(key, device, **chosen)
 
 
-def compiled_for(key: str, gpu: Optional[str], options: dict, shape):
+def compiled_for(key: str, gpu: Optional[str], options: dict, shape, depth: bool = True):
     """``model_for`` compiled (estimator/cache.py): from the disk cache when it has it (no sympy import)."""
-    return model_on_device(key, gpu, options, shape)[0]
+    return model_on_device(key, gpu, options, shape, depth=depth)[0]
 
 
-def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled: bool = True) -> tuple:
+def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled: bool = True,
+                    depth: bool = True) -> tuple:
     """(``compiled_for``'s model, the device it was built for): the device chosen once, as a query resolves it.
-    ``compiled`` False: the model as built (``get_model``), its buffers' sources as records (a snapshot's frames)."""
+    ``compiled`` False: the model as built (``get_model``), its buffers' sources as records (a snapshot's frames).
+    ``depth``: ``model_for``'s."""
     from livebytes.estimator.registry import check_shape, get_compiled, get_model, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
-    check_shape(key, shape, device, options)
+    check_shape(key, shape, device, options, depth)
     build = get_compiled if compiled else get_model
     return build(key, device, **options, **shape_options(key, shape)), device
 

@@ -43,6 +43,7 @@ import secrets
 import stat
 import sys
 import types
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -300,7 +301,8 @@ DEVICES_TABLE = Path(__file__).parent / "data" / "devices.json"
 class _EntryUnpickler(pickle.Unpickler):
     """Builds plain data and the few classes an entry holds; anything else (os.system, ...) is refused."""
     ALLOWED = {("livebytes.estimator.evaluation", "StepInfo"), ("livebytes.estimator.evaluation", "BufferInfo"),
-               ("livebytes.estimator.evaluation", "AutotuneInfo"), ("livebytes.estimator.groups", "Group")}
+               ("livebytes.estimator.evaluation", "AutotuneInfo"), ("livebytes.estimator.groups", "Group"),
+               ("livebytes.estimator.replay", "Replay"), ("livebytes.estimator.allocator", "MappedRange")}
 
     def find_class(self, module, name):
         if (module, name) not in self.ALLOWED:
@@ -346,22 +348,24 @@ def _write(data, *parts) -> None:
         pass                   # a read-only cache is no cache, not an error
 
 
-def compiled_model(key: str, device: str, options: tuple, build) -> CompiledModel:
-    """The compiled model for (key, device, resolved options) from disk, else ``build()`` (a LifetimeModel)
-    compiled and stored."""
-    parts = ("model", key, device, options)
+def compiled_model(key: str, facts: tuple, options: tuple, build, device: str) -> CompiledModel:
+    """The compiled model for (key, the device's build facts, resolved options) from disk, else ``build()`` (a
+    LifetimeModel) compiled and stored; named for ``device`` (one entry serves every device of those facts,
+    ``devices.build_facts``). Its ``identity`` names the entry (empty where it could not be stored)."""
+    parts = ("model", key, facts, options)
+    identity = hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
     data = _read(*parts)
     if data is not None:
         try:
-            return _from_disk(data)
+            return replace(_from_disk(data), device=device, identity=identity)
         except Exception:
             pass
     cm = compiled(build())
     try:
         _write(_to_disk(cm), *parts)
     except NotPortable:
-        pass
-    return cm
+        return cm
+    return replace(cm, device=device, identity=identity)
 
 
 def cached(parts: tuple, compute):

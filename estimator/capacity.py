@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .allocator import DEFAULT_CONF, AllocatorConf
 from .autotune import benchmarking_steps
+from .cache import cached
 from .devices import Device
 from .errors import LivebytesError
 from .placement import Placement, order_of, placements
@@ -159,6 +160,37 @@ def placement_runs(model: LifetimeModel, shape: Shape, kw: dict,
     among = placements() if among is None else among
     if kw["conf"].expandable_segments:
         among = among[:1]
+    parts = _runs_key(model, shape, kw, among)
+    if parts is None:
+        return _replayed(model, shape, kw, among)
+    distinct, which = cached(parts, lambda: _kept(_replayed(model, shape, kw, among)))
+    return [(p, distinct[i]) for p, i in zip(among, which)]
+
+
+def _runs_key(model: LifetimeModel, shape: Shape, kw: dict, among: tuple[Placement, ...]) -> tuple | None:
+    """What the runs without a limit depend on, to keep them on disk (``cache.cached``, beside the model's entry):
+    the model's cache entry (``CompiledModel.identity``: its key, options and device build facts; not the device's
+    name or memory), the shape, the sequence and the placements. The device's total counts only for expandable
+    segments (their address range). None: not kept (a model with no entry, or a ``prelude``: the validator's)."""
+    identity = getattr(model, "identity", "")
+    if not identity or kw["prelude"] is not None:
+        return None
+    sequence = tuple(sorted((k, repr(v)) for k, v in kw.items()
+                            if k != "device_total_bytes" or kw["conf"].expandable_segments))
+    return ("runs", identity, tuple(shape.values()), sequence, repr(among))
+
+
+def _kept(runs: list[tuple[Placement, Replay]]) -> tuple[tuple[Replay, ...], tuple[int, ...]]:
+    """``runs`` as its distinct replays and each placement's index among them (one run shared by several placements
+    stays one: ``band_of`` counts them)."""
+    distinct: list[Replay] = []
+    for _, r in runs:
+        if not any(r is d for d in distinct):
+            distinct.append(r)
+    return tuple(distinct), tuple(next(i for i, d in enumerate(distinct) if d is r) for _, r in runs)
+
+
+def _replayed(model: LifetimeModel, shape: Shape, kw: dict, among: tuple[Placement, ...]) -> list[tuple[Placement, Replay]]:
     runs: list[tuple[Placement, Replay]] = []
     for p in among:        # a placement that orders the segments a run made as that run's did gives the same run
         same = next((r for q, r in runs if order_of(p, r.segments_made) == order_of(q, r.segments_made)), None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, fields
 from pathlib import Path
 
 from .errors import LivebytesError
@@ -57,6 +57,21 @@ class Device:
     def process_memory_assumed_from(self) -> str | None:
         """The device whose process-memory figures stand in for this one's (None: its own, measured on it)."""
         return None if self.process_memory == self.name else self.process_memory
+
+
+# Read only by the verdict (the device's memory and whose process-memory data it takes), never by a model's build
+VERDICT_FIELDS = ("name", "capacity_bytes", "capacity_source", "capacity_kind", "process_memory")
+
+
+def build_facts(device: Device) -> tuple:
+    """What building a lifetime model reads of ``device``: every field but the verdict's (``VERDICT_FIELDS``), and of
+    the product name only fla's ``'NVIDIA H'`` test (``tracer.target.trace_facts``). Two devices with the same facts
+    build the same model but for its ``device`` name (tests/test_shared_models.py): the compiled-model cache keys on
+    these (``registry.get_compiled``), so the H100 answers from the H200's entry. A field added to ``Device`` is a
+    build fact until it is named a verdict field."""
+    named = {f.name: getattr(device, f.name) for f in fields(device) if f.name not in VERDICT_FIELDS}
+    named["product_name"] = "NVIDIA H" in device.product_name
+    return tuple(sorted(named.items()))
 
 
 def capability_of(arch: str) -> tuple[int, int]:

@@ -66,6 +66,7 @@ class CompiledModel(Timeline):
     autotune_key_fn: object = None   # (S, MBS, H, HV, DK, DV) -> every autotuned kernel's key values, in order
     held_fn: object = None    # (S, MBS, H, HV, DK, DV) -> whether each held_until_gc declaration applies, in order
     measured_fn: object = None   # (S, MBS, H, HV, DK, DV) -> (measured, held) per failing-config rule (compiler.measured_fn)
+    identity: str = ""        # the cache entry it came from (cache.compiled_model): what its runs are kept under
 
     def predict(self, shape: Shape):
         return evaluate(self, shape, self.charged_fn, self.live_ranges())

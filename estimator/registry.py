@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
-from .devices import DEVICES, Device, GiB, MiB, get_device
+from .devices import DEVICES, Device, GiB, MiB, build_facts, get_device
 from .errors import RefusedShapeError, UnknownModelError
 from .groups import Group
 from .shapes import Shape
@@ -182,9 +182,9 @@ def get_compiled(key: str, device: Device | str | None = None, **options):
     predicting needs neither sympy nor the model modules."""
     from .cache import compiled_model
     s = spec(key)
-    name = get_device(device.name if isinstance(device, Device) else (device or s.default_device)).name
+    dev = get_device(device.name if isinstance(device, Device) else (device or s.default_device))
     resolved = resolve_options(s, options)
-    return compiled_model(key, name, resolved, build=lambda: _build(key, name, resolved))
+    return compiled_model(key, build_facts(dev), resolved, lambda: _build(key, dev.name, resolved), dev.name)
 
 
 LAYER_FLAGS = {"hidden": "--hidden-size", "layers": "--num-hidden-layers", "checkpoint": "--checkpoint",

@@ -8,10 +8,12 @@ import pytest
 
 from livebytes.estimator import cache
 from livebytes.estimator import get_model, predict
-from livebytes.estimator.devices import get_device
+from livebytes.estimator.devices import build_facts, get_device
 from livebytes.estimator.registry import get_compiled, keyed_specs
 from livebytes.estimator.replay import replay
 from livebytes.estimator.shapes import Shape
+
+H200_FACTS = build_facts(get_device("H200"))
 
 SHAPES = [Shape(1, 8192, 96, 128), Shape(3, 5000, 32, 128), Shape(2, 1000, 16, 64), Shape(1, 131072, 128, 128),
           Shape(4, 2048, 8, 128, v_heads=32)]
@@ -64,8 +66,8 @@ def test_an_unwritable_cache_is_no_cache(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(blocker / "sub"))
-    cm = cache.compiled_model("fla-kda@0.6.0", "H200", (("contract", "report"), ("forward_only", False), ("gva", False),
-                                                           ("recompute", True)), build=lambda: get_model("fla-kda@0.6.0"))
+    cm = cache.compiled_model("fla-kda@0.6.0", H200_FACTS, (("contract", "report"), ("forward_only", False), ("gva", False),
+                                                           ("recompute", True)), build=lambda: get_model("fla-kda@0.6.0"), device="H200")
     assert cm.predict(SHAPES[0]).peak_bytes == predict(get_model("fla-kda@0.6.0"), SHAPES[0]).peak_bytes
 
 
@@ -95,7 +97,7 @@ def _entry_of_fla_kda_after_mkdir(d):
     """The one compiled-model entry of fla-kda@0.6.0 in the private folder ``d``, built there."""
     cache.private_dir()
     before = set(d.glob("*.entry"))
-    cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    cache.compiled_model("fla-kda@0.6.0", H200_FACTS, (("planted",),), build=lambda: get_model("fla-kda@0.6.0"), device="H200")
     (path,) = set(d.glob("*.entry")) - before
     return path
 
@@ -121,7 +123,7 @@ def test_a_planted_entry_is_rebuilt_never_run(tmp_path, monkeypatch, forge):
     hostile = pickle.dumps(_Planted(marker))
     _plant(path, {"bare pickle": hostile, "our header, wrong signature": cache._MAGIC + b"\0" * 32 + hostile,
                   "signed, foreign class": _signed(d, hostile)}[forge])
-    cm = cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    cm = cache.compiled_model("fla-kda@0.6.0", H200_FACTS, (("planted",),), build=lambda: get_model("fla-kda@0.6.0"), device="H200")
     assert not marker.exists()
     assert cm.predict(SHAPES[0]).peak_bytes == predict(get_model("fla-kda@0.6.0"), SHAPES[0]).peak_bytes
     assert path.read_bytes().startswith(cache._MAGIC) and pickle.dumps(_Planted(marker)) not in path.read_bytes()
@@ -154,7 +156,7 @@ def test_anything_another_user_owns_is_never_loaded(tmp_path, monkeypatch, whose
         assert cache.private_dir() is None
     loaded = []
     monkeypatch.setattr(cache, "_from_disk", lambda data: loaded.append(data))
-    cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    cache.compiled_model("fla-kda@0.6.0", H200_FACTS, (("planted",),), build=lambda: get_model("fla-kda@0.6.0"), device="H200")
     assert loaded == []            # rebuilt: an entry signed under a key nobody else can plant is the only one read
 
 
@@ -166,7 +168,7 @@ def test_an_entry_of_ours_is_loaded(tmp_path, monkeypatch):
     loaded = []
     real = cache._from_disk
     monkeypatch.setattr(cache, "_from_disk", lambda data: loaded.append(data) or real(data))
-    cache.compiled_model("fla-kda@0.6.0", "H200", (("planted",),), build=lambda: get_model("fla-kda@0.6.0"))
+    cache.compiled_model("fla-kda@0.6.0", H200_FACTS, (("planted",),), build=lambda: get_model("fla-kda@0.6.0"), device="H200")
     assert len(loaded) == 1
 
 
