@@ -77,3 +77,33 @@ def test_the_second_gpu_answers_from_the_first_ones_entry(tmp_path, monkeypatch)
     assert h100.buffers == h200.buffers
     h20 = get_compiled("fla-kda@0.6.0", "H20")
     assert built == ["H200", "H20"] and h20.identity not in ("", h200.identity)
+
+
+def test_runs_are_kept_beside_the_entry(tmp_path, monkeypatch):
+    """A verdict's runs under every placement (no limit) are kept on disk under the model's entry: asked again, or for
+    another GPU of the same facts, no run is replayed and the verdict is the same figure for figure; a GPU of other
+    facts (another entry) replays them."""
+    from livebytes.estimator import capacity
+    from livebytes.estimator.capacity import verdict
+    monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path / "c"))
+    replays = []
+    real = capacity.replay
+
+    def counted(*a, **k):
+        replays.append(k.get("capacity_bytes"))
+        return real(*a, **k)
+    monkeypatch.setattr(capacity, "replay", counted)
+    shape = Shape(1, 8192, 16, 128)
+
+    def judged(gpu: str):
+        replays.clear()
+        v = verdict(get_compiled("fla-kda@0.6.0", gpu), shape, get_device(gpu))
+        return (v.allocated_peak_bytes, v.reserved_peak_bytes, v.band, v.oom), list(replays)
+    first, made = judged("H200")
+    assert made and all(c is None for c in made)         # the runs without a limit (no capacity), each replayed
+    again, none = judged("H200")
+    assert again == first and none == []
+    h100, none = judged("H100")
+    assert h100[:2] == first[:2] and none == []
+    _, h20 = judged("H20")
+    assert len(h20) == len(made)
