@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from . import report
-from .choose import cache_skipped, compiled_for, device_of, model_for, triton_cache_for, triton_for, verdict_for
+from .choose import cache_skipped, device_of, triton_for
 from .notes import assumption_lines, implausible_warnings
 from .query import Query, Setting, answer, resolve  # noqa: F401 (Setting: the API's callers name it here)
 from .results import (Comparison, Explanation, ModelInfo, Plan, PlanAnswer, Prediction, Sweep, SweepPoint,
@@ -98,25 +98,26 @@ class Grid:
 def sweep_at(keys: list[str], grid: Grid, setting: Setting = Setting(), progress: Progress = None) -> Sweep:
     """``sweep``: each model over the grid from one vectorised evaluation per code path (``_grid_peaks``), each point
     with predict's verdict; ``progress`` hears of each point judged."""
+    from livebytes.estimator.capacity import verdict
     shapes = grid.shapes()
     rows, pairs = [], []
     for key in keys:
-        device = device_of(key, setting.gpu)
-        for model, shape, peak in _grid_peaks(key, shapes, setting):
-            rows.append((model, shape, peak, verdict_for(model, shape, device, setting.alloc_conf, setting.triton_cache,
-                                                         setting.triton, len(keys) > 1)))
+        for one, conf, shape, peak in _grid_peaks(key, shapes, setting, len(keys) > 1):
+            rows.append((one.model, shape, peak, verdict(one.model, shape, one.device, conf, one.triton_cache,
+                                                         triton=one.triton)))
             if progress:
                 progress(len(rows), len(keys) * len(shapes), f"{key} at {shape.label()}")
-        pairs.append((rows[-1][0], device))
+        pairs.append((rows[-1][0], one.device))
     skipped = cache_skipped(pairs, setting.triton_cache, setting.triton)
     data = report.sweep_data(rows, implausible_warnings(*(shape for _, shape, _, _ in rows)) + ([skipped] if skipped else []))
     return document_of(Sweep, SweepPoint, data)
 
 
-def _grid_peaks(key: str, shapes: list, setting: Setting) -> list:
-    """(model, shape, peak) at each shape in order: one model per code path the shapes select (``shape_options``:
-    value heads above heads take the GVA path), every point checked against its model first, each path's peaks from one
-    vectorised evaluation (``planning.sweep_shapes``)."""
+def _grid_peaks(key: str, shapes: list, setting: Setting, several: bool) -> list:
+    """(resolved model, allocator configuration, shape, peak) at each shape in order: one query per code path the
+    shapes select (``shape_options``: value heads above heads take the GVA path; its model as built, whose formulas the
+    grid evaluates), every point checked against its model first, each path's peaks from one vectorised evaluation
+    (``planning.sweep_shapes``)."""
     from livebytes.estimator.planning import sweep_shapes
     from livebytes.estimator.registry import check_shape, shape_options
     paths: dict[tuple, list[int]] = {}
@@ -124,11 +125,12 @@ def _grid_peaks(key: str, shapes: list, setting: Setting) -> list:
         paths.setdefault(tuple(sorted(shape_options(key, shape).items())), []).append(i)
     out: list = [None] * len(shapes)
     for indices in paths.values():
-        model = model_for(key, setting.gpu, setting.what_if, shapes[indices[0]])
+        resolution = resolve(Query((key,), shapes[indices[0]], setting, several=several, sources=True))
+        one = resolution.models[0]
         for i in indices:
-            check_shape(key, shapes[i], model.device, setting.what_if)
-        for i, peak in zip(indices, sweep_shapes(model, [shapes[i] for i in indices])):
-            out[i] = (model, shapes[i], peak)
+            check_shape(key, shapes[i], one.model.device, setting.what_if)
+        for i, peak in zip(indices, sweep_shapes(one.model, [shapes[i] for i in indices])):
+            out[i] = (one, resolution.conf, shapes[i], peak)
     return out
 
 
@@ -157,18 +159,18 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
 
 
 def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = False, on_try=None):
-    """plan's answer for one model: (result, device, the process memory its verdict counted, the model)."""
+    """plan's answer for one model: (result, device, the process memory its verdict counted, the model). Each model it
+    tries is a query's (``resolve``): the first at ``base``, a depth search's one per depth."""
     from livebytes.estimator.capacity import allocated_peak, process_memory
     from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
     from livebytes.estimator.registry import seq_multiple, spec
-    gpu, what_if = setting.gpu, setting.what_if
+    what_if = setting.what_if
     multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
-    device, s = device_of(key, gpu), spec(key)
+    device, s = device_of(key, setting.gpu), spec(key)
     start = depth_search_start(what_if) if solve == "layers" else 1
     first = replace(base, seq=multiple) if multiple > 1 else replace(base, layers=start) if start > 1 else base
-    # a traced model's compiled form from the cache (its symbolic build is seconds); the others as they were
-    model = compiled_for(key, gpu, what_if, first) if s.required_options else model_for(key, gpu, what_if, first)
-    cache, version = triton_cache_for(model, device, setting.triton_cache, several), triton_for(key, device, setting.triton, several)
+    one = resolve(Query((key,), first, setting, several=several)).models[0]
+    model, cache, version = one.model, one.triton_cache, one.triton
 
     def refuse(sh):
         return s.refuse(sh, device)
@@ -177,8 +179,7 @@ def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = F
         return allocated_peak(m, sh, conf, cache)
 
     def model_at(sh):          # the stack's layers are a build option: one model per tried count, up to the search's
-        build = compiled_for if s.required_options else model_for   # limit: one no preset holds fails on the device
-        return build(key, gpu, what_if, sh, depth=False)
+        return resolve(Query((key,), sh, setting, several=several, depth=False)).models[0].model   # limit
     # a batch of one row and of several are two programs for transformers' hybrids (``rows``, ``shape_options``)
     at = model_at if solve == "layers" or (solve == "mbs" and "rows" in s.options) else None
     result = (largest_fitting(model, base, solve, limit, refuse=refuse, peak=replayed, multiple=multiple, model_at=at,
@@ -214,18 +215,18 @@ def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Opt
     first; where it fits, the meshes of that count from the least CP up, the first that fits the answer. Every mesh
     tried, with its peaks and rank 0's activations. No count: ``value`` null."""
     from livebytes.choose import alloc_conf_of
-    from livebytes.estimator.capacity import allocated_peak, process_memory
+    from livebytes.estimator.capacity import allocated_peak, process_memory, verdict
     device, conf = device_of(key, setting.gpu), alloc_conf_of(setting.alloc_conf)
     tried, answer = [], None
     experts = _experts(setting.what_if)
 
     def attempt(world: int, cp: int, ep: int):
         what_if = setting.what_if | {"fsdp": world} | ({"cp": cp} if cp > 1 else {}) | ({"ep": ep} if ep > 1 else {})
-        model = compiled_for(key, setting.gpu, what_if, base)
-        cache = triton_cache_for(model, device, setting.triton_cache)
+        one = resolve(Query((key,), base, replace(setting, what_if=what_if))).models[0]
+        model, cache = one.model, one.triton_cache
         if budget_bytes is None:
-            verdict = verdict_for(model, base, device, setting.alloc_conf, setting.triton_cache, setting.triton)
-            row, process = report.verdict_data(verdict), verdict.process
+            judged = verdict(model, base, device, conf, cache, triton=one.triton)
+            row, process = report.verdict_data(judged), judged.process
         else:
             peak = allocated_peak(model, base, conf, cache)
             row, process = {"fits": peak <= budget_bytes, "allocated_peak_bytes": peak}, None
@@ -288,13 +289,14 @@ def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str 
     from pathlib import Path
 
     from livebytes.validate.check import explain as ex
-    model = model_for(key, setting.gpu, setting.what_if, shape)
+    def built(s):              # the model as built: its buffers' sources name the snapshot's frames
+        return resolve(Query((key,), s, setting, sources=True)).models[0].model
+    model = built(shape)
     blocks, failed = ex.read_blocks(Path(snapshot), at)
     explained = ex.explain(model, shape, blocks)
     fit = ex.fit_of(model, shape, explained)
     short = ex.short_of_peak(fit, at, failed)
-    better = ex.best_shape(lambda s: model_for(key, setting.gpu, setting.what_if, s), shape, blocks, explained,
-                           fit) if short or fit.explained_bytes < fit.live_bytes else None
+    better = ex.best_shape(built, shape, blocks, explained, fit) if short or fit.explained_bytes < fit.live_bytes else None
     data = report.explain_data(model, shape, explained, Path(snapshot).name, at)
     whole_model = "config" in (setting.what_if or {})      # a config's traced step (--model)
     return Explanation.of(data["results"][0], warnings=tuple(ex.fit_warnings(key, shape, fit, short, better, whole_model)))

@@ -110,14 +110,10 @@ def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bo
     return get_model(key, device, **chosen)
 
 
-def compiled_for(key: str, gpu: Optional[str], options: dict, shape, depth: bool = True):
-    """``model_for`` compiled (estimator/cache.py): from the disk cache when it has it (no sympy import)."""
-    return model_on_device(key, gpu, options, shape, depth=depth)[0]
-
-
 def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled: bool = True,
                     depth: bool = True) -> tuple:
-    """(``compiled_for``'s model, the device it was built for): the device chosen once, as a query resolves it.
+    """(``model_for``'s model compiled, from the disk cache when it has it: no sympy import; the device it was built
+    for): the device chosen once, as a query resolves it (``query.resolve``, the one caller).
     ``compiled`` False: the model as built (``get_model``), its buffers' sources as records (a snapshot's frames).
     ``depth``: ``model_for``'s."""
     from livebytes.estimator.registry import check_shape, get_compiled, get_model, shape_options
@@ -180,15 +176,6 @@ def alloc_conf_of(text: Optional[str], environ=None):
     except LivebytesError as err:
         raise LivebytesError(f"{where}: {err}") from None
     return replace(conf, source=source)
-
-
-def verdict_for(model, shape, device, alloc_conf: Optional[str], triton_cache: Optional[str], triton: Optional[str] = None,
-                several: bool = False):
-    """Does a fresh process run ``shape`` on ``device``: the allocator simulation against the device's memory, with the
-    process memory of ``triton``'s kernels (``triton_for``; ``several``: one of several --impl)."""
-    from livebytes.estimator.capacity import verdict
-    return verdict(model, shape, device, alloc_conf_of(alloc_conf), triton_cache_for(model, device, triton_cache, several),
-                   triton=triton_for(model.key, device, triton, several))
 
 
 def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:

@@ -34,12 +34,14 @@ class Query:
     """Model keys at one shape with one setting. ``several``: the flags that apply to Triton models only are taken by
     the others without a refusal (``choose.triton_cache_for``); None: when there is more than one key (compare: always).
     ``sources``: the models as built (``registry.get_model``) rather than compiled (``get_compiled``): the same bytes,
-    with each buffer's source a record, which a memory snapshot's frames need."""
+    with each buffer's source a record and its formula, which a memory snapshot's frames and a sweep's vectorised
+    evaluation need. ``depth``: ``registry.check_shape``'s."""
     keys: tuple
     shape: object                   # estimator.shapes.Shape
     setting: Setting = Setting()
     several: Optional[bool] = None
     sources: bool = False           # the models as built, each buffer's source a record (a snapshot names its frames)
+    depth: bool = True              # a stack no GPU preset holds refused (False: a search bounded by its own limit)
 
     @property
     def beside_others(self) -> bool:
@@ -75,7 +77,7 @@ def resolve(query: Query, announce: Optional[Callable[[str], None]] = None) -> R
     ``announce`` told of the warnings (an absurd shape's simulation takes a moment), then the verdict's settings."""
     from .choose import alloc_conf_of, model_on_device
     s = query.setting
-    built = [model_on_device(key, s.gpu, s.what_if, query.shape, not query.sources) for key in query.keys]
+    built = [model_on_device(key, s.gpu, s.what_if, query.shape, not query.sources, query.depth) for key in query.keys]
     implausible, assumed = implausible_warnings(query.shape), assumption_lines([m for m, _ in built])
     for line in (implausible + assumed) if announce else ():
         announce(line)
