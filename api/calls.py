@@ -270,8 +270,10 @@ def _experts(what_if: dict) -> int:
         return 0
     import json
 
+    from livebytes.estimator.cache import cached
     from livebytes.lifetimes.traced.parallel import experts_of, resolved_config
-    return experts_of(resolved_config(json.loads(config)))[0]
+    # kept on disk: the config class's reading imports flash-linear-attention (~5 s of a warm --solve gpus)
+    return cached(("experts", config), lambda: experts_of(resolved_config(json.loads(config)))[0])
 
 
 def activations_bytes(model, shape) -> int:
