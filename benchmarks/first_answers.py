@@ -53,6 +53,9 @@ CASES = {
     "predict, another GPU (H100 after H200)": ([["predict", *KDA], ["predict", *KDA, "--gpu", "H100"]], 3),
     "plan --solve num_hidden_layers 64K, cold": (
         [["plan", "--model", CONFIG, "--solve", "num_hidden_layers", "--seq-len", "64K", "--json"]], 15),
+    "plan --solve num_hidden_layers 64K, after predict": (
+        [["predict", *KDA], ["plan", "--model", CONFIG, "--solve", "num_hidden_layers", "--seq-len", "64K", "--json"]],
+        15),
     "plan --solve num_hidden_layers 64K, warm": (
         [["plan", "--model", CONFIG, "--solve", "num_hidden_layers", "--seq-len", "64K", "--json"]] * 2, 15),
     "plan --solve gpus qwen3-next-80b-a3b": (

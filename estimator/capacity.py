@@ -23,6 +23,7 @@ from .autotune import benchmarking_steps
 from .cache import cached
 from .devices import Device
 from .errors import LivebytesError
+from .parallel import Evaluator, worker_count
 from .placement import Placement, order_of, placements
 from .process.memory import Figure, ProcessMemory, process_memory  # noqa: F401  (re-exported: the verdict's process)
 from .replay import Call, OomEvent, Prelude, Replay, replay
@@ -191,11 +192,25 @@ def _kept(runs: list[tuple[Placement, Replay]]) -> tuple[tuple[Replay, ...], tup
 
 
 def _replayed(model: LifetimeModel, shape: Shape, kw: dict, among: tuple[Placement, ...]) -> list[tuple[Placement, Replay]]:
+    """Each placement's run, as many at once as there are workers (``parallel.Evaluator``, forked: the runs are
+    independent); a placement that orders the segments an earlier run made as that run's did takes that run."""
     runs: list[tuple[Placement, Replay]] = []
-    for p in among:        # a placement that orders the segments a run made as that run's did gives the same run
-        same = next((r for q, r in runs if order_of(p, r.segments_made) == order_of(q, r.segments_made)), None)
-        runs.append((p, same if same is not None else replay(model, shape, placement=p.address, **kw)))
+    with Evaluator(lambda p: replay(model, shape, placement=p.address, **kw), worker_count()) as evaluator:
+        for start in range(0, len(among), evaluator.workers):
+            window = among[start:start + evaluator.workers]
+            known = [_same_run(p, runs) for p in window]
+            fresh = iter(evaluator.map([p for p, r in zip(window, known) if r is None]))
+            for p, r in zip(window, known):
+                if r is None:       # replayed beside an earlier placement of the window with its order: that run
+                    mine = next(fresh)
+                    r = _same_run(p, runs) or mine
+                runs.append((p, r))
     return runs
+
+
+def _same_run(p: Placement, runs: list[tuple[Placement, Replay]]) -> Replay | None:
+    """The earlier run whose segments ``p`` orders as that run's placement did (``placement.order_of``), if any."""
+    return next((r for q, r in runs if order_of(p, r.segments_made) == order_of(q, r.segments_made)), None)
 
 
 def reserved_band(model: LifetimeModel, shape: Shape, conf: AllocatorConf = DEFAULT_CONF,
@@ -255,7 +270,9 @@ def fits(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf
     kw = _run_kwargs(model, shape, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
     kw["device_total_bytes"] = device.capacity_bytes
     among = placements()[:1] if conf.expandable_segments else placements()
-    return all(_against_capacity(model, shape, device, proc, kw, p).oom is None for p in among)
+    with Evaluator(lambda p: _against_capacity(model, shape, device, proc, kw, p).oom is None, worker_count()) as runs:
+        step = runs.workers              # as many placements at once as there are workers, until one fails
+        return all(all(runs.map(list(among[i:i + step]))) for i in range(0, len(among), step))
 
 
 def limited_call(model: LifetimeModel, shape: Shape, v: Verdict) -> Call:

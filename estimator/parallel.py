@@ -14,7 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from .errors import LivebytesError
 
-_FN = None      # the function the forked workers run: set before the fork, inherited
+_FN = None      # the function a forked worker runs: set in the worker as it starts (``_worker``)
 MAX_WORKERS = 8
 
 
@@ -30,17 +30,25 @@ def worker_count() -> int:
     return max(1, min(MAX_WORKERS, cpus))
 
 
+_IN_WORKER = False     # set in a worker as it starts: its own evaluators run in it (no pool inside a pool's worker)
+
+
 def can_fork() -> bool:
-    return sys.platform.startswith("linux") and not mp.current_process().daemon
+    return sys.platform.startswith("linux") and not mp.current_process().daemon and not _IN_WORKER
 
 
 def _call(v):
     return _FN(v)
 
 
-def _quiet_worker() -> None:
-    """A worker leaves Ctrl-C to the parent (which stops it) and writes nowhere: the parent's stderr may be a progress
+def _worker(fn) -> None:
+    """A worker's start: its function, handed over by the fork itself (``initargs`` are inherited, not pickled), and
+    the mark that keeps an evaluator its function makes (a verdict's placements inside a search's worker: the pool's
+    workers are not daemons) in the worker, unforked; then quiet.
+    A worker leaves Ctrl-C to the parent (which stops it) and writes nowhere: the parent's stderr may be a progress
     display's stand-in whose lock another thread held at the fork."""
+    global _FN, _IN_WORKER
+    _FN, _IN_WORKER = fn, True
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.stderr = sys.stdout = open(os.devnull, "w")
@@ -71,15 +79,13 @@ class Evaluator:
                 gc.unfreeze()
 
     def _start(self) -> ProcessPoolExecutor:
-        global _FN
-        _FN = self.fn
-        return ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"), initializer=_quiet_worker)
+        return ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"), initializer=_worker,
+                                   initargs=(self.fn,))
 
     def close(self) -> None:
-        global _FN
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool, _FN = None, None
+            self._pool = None
 
     def __enter__(self):
         return self

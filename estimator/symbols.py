@@ -12,6 +12,8 @@ because packed kernels never let a chunk straddle a sequence boundary.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 S, MBS, H, HV, DK, DV = sp.symbols("S MBS H HV DK DV", positive=True, integer=True)
@@ -31,12 +33,19 @@ def chunks_per_batch(chunk: int) -> sp.Expr:
     return MBS * cdiv(S, chunk)
 
 
+@lru_cache(maxsize=64)
+def _lambdified(unique: tuple):
+    """``sp.lambdify`` of these distinct expressions, once per process: a depth search's stacks of 6, 12, 24 ... layers
+    repeat the same few hundred formulas (sympy's printing is most of a compile)."""
+    return sp.lambdify(SHAPE_SYMBOLS, list(unique), modules="math")
+
+
 def shared_lambdify(exprs: list):
     """One function of (S, MBS, H, HV, DK, DV) -> the values of ``exprs``, compiled once per distinct expression (a
     stack of layers repeats a few hundred formulas over thousands of buffers)."""
     unique: dict = {}
     index = tuple(unique.setdefault(e, len(unique)) for e in exprs)
-    fn = sp.lambdify(SHAPE_SYMBOLS, list(unique), modules="math")
+    fn = _lambdified(tuple(unique))
 
     def values(S, MBS, H, HV, DK, DV, _fn=fn, _index=index):
         distinct = _fn(S, MBS, H, HV, DK, DV)

@@ -184,6 +184,24 @@ def test_a_bad_worker_count_is_one_line(monkeypatch):
         worker_count()
 
 
+def _negated_sum(v):
+    from livebytes.estimator.parallel import Evaluator, can_fork
+    with Evaluator(lambda x: -x, 2) as inner:        # a verdict's placements, inside a search's worker
+        return sum(inner.map([v, v + 1])), can_fork()
+
+
+def test_an_evaluator_inside_a_worker_runs_there():
+    """A search's worker that judges a value with an evaluator of its own (a verdict's placements) runs it in the worker,
+    unforked, and keeps its own function for its next value (the pool's workers are not daemons: the old module-wide
+    function was reset to None by the inner evaluator's close, and the worker's next value failed with TypeError)."""
+    from livebytes.estimator.parallel import Evaluator, can_fork
+    if not can_fork():
+        pytest.skip("no fork here: every batch runs in this process")
+    with Evaluator(_negated_sum, 2) as outer:
+        assert outer.map(list(range(6))) == [(-(2 * v + 1), False) for v in range(6)]
+        assert outer.map(list(range(6))) == [(-(2 * v + 1), False) for v in range(6)]
+
+
 def test_plan_at_d64_is_below_the_h200s_failure_at_240000():
     """Run 13d: D64 H128 report, cold, 240,000 tokens ran out of memory in its first steady call, as the replay does. The
     replay fails at scattered sizes from 234,368 up (fits at others); plan answers below that band (234,367).

@@ -430,6 +430,13 @@ def traces(req: Request) -> dict:
     return cached(parts, trace_now)
 
 
+@lru_cache(maxsize=16)
+def trace_versions(req: Request) -> dict:
+    """The library versions the request's traces were made under, read once per process (a depth search builds a
+    model at every depth it tries; each reads them)."""
+    return traces(req)["versions"]
+
+
 def _trace_key(req: Request) -> tuple[list, tuple]:
     """(the tracer specs of the request's layer counts, the disk cache's key of their traces). The key names the GPU
     by the facts a trace reads of it (``tracer.target.trace_facts``), not by its name: an H100's step is the H200's
@@ -640,7 +647,7 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
         call = call_for(req)
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
-    versions = traces(traced_request(req))["versions"]
+    versions = trace_versions(traced_request(req))
     from .lora import adapter_parameter
     return traced_model(call, device.sm_count, device.arch, req.fsdp, device.max_threads_per_sm,
                         dims=dim_names(req.config_dict), parallel=parallel_plan(req),

@@ -299,8 +299,11 @@ def resolved_config(config: dict):
     ``layer_types`` and ``num_local_experts``, defaults filled in."""
     import warnings
     warnings.filterwarnings("ignore")
-    import fla  # noqa: F401
     from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        import fla  # noqa: F401     (its model types; ~5 s of import a transformers family does not need)
     from transformers.utils import logging
     drop = ("architectures", "auto_map", "dtype", "torch_dtype", "transformers_version", "_name_or_path")
     level = logging.get_verbosity()
