@@ -124,6 +124,15 @@ def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled
     return build(key, device, **options, **shape_options(key, shape)), device
 
 
+def triton_settings(model, device, triton_cache: Optional[str], triton: Optional[str], several: bool) -> tuple:
+    """(whether ``model`` runs Triton kernels on ``device``, the cache state and the Triton version its verdict
+    simulates): ``capacity.triton_cache_matters`` asked once, then ``triton_cache_for`` and ``triton_for``."""
+    from livebytes.estimator.capacity import triton_cache_matters
+    matters = triton_cache_matters(model, device)
+    return (matters, triton_cache_for(model, device, triton_cache, several, matters=matters),
+            triton_for(model.key, device, triton, several))
+
+
 def triton_cache_for(model, device, triton_cache: Optional[str], several: bool = False,
                      matters: Optional[bool] = None) -> str:
     """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels),

@@ -74,32 +74,21 @@ class Resolution:
 
 def resolve(query: Query, announce: Optional[Callable[[str], None]] = None) -> Resolution:
     """Every model of ``query`` built (each refusal in the order the flags' checks run: options, device, shape), then
-    ``announce`` told of the warnings (an absurd shape's simulation takes a moment), then the verdict's settings."""
-    from .choose import alloc_conf_of, model_on_device
+    ``announce`` told of the warnings (an absurd shape's simulation takes a moment), then the verdict's settings: each
+    model's cache state and Triton version (``choose.triton_settings``, Triton's part asked once) and the flags some of
+    several models take nothing from (``choose.cache_skipped``)."""
+    from .choose import alloc_conf_of, cache_skipped, model_on_device, triton_settings
     s = query.setting
     built = [model_on_device(key, s.gpu, s.what_if, query.shape, not query.sources, query.depth) for key in query.keys]
     implausible, assumed = implausible_warnings(query.shape), assumption_lines([m for m, _ in built])
     for line in (implausible + assumed) if announce else ():
         announce(line)
     conf = alloc_conf_of(s.alloc_conf)
-    models = tuple(_settled(model, device, s, query.beside_others) for model, device in built)
-    return Resolution(query, models, conf, tuple(implausible), tuple(assumed), _skipped(models, s))
-
-
-def _settled(model, device, setting: Setting, several: bool) -> Resolved:
-    """The cache state and Triton version a model's verdict simulates (``choose``'s rules), Triton's part asked once."""
-    from livebytes.estimator.capacity import triton_cache_matters
-
-    from .choose import triton_cache_for, triton_for
-    matters = triton_cache_matters(model, device)
-    cache = triton_cache_for(model, device, setting.triton_cache, several, matters=matters)
-    return Resolved(model, device, matters, cache, triton_for(model.key, device, setting.triton, several))
-
-
-def _skipped(models: tuple, setting: Setting) -> Optional[str]:
-    from .choose import cache_skipped
-    return cache_skipped([(r.model, r.device) for r in models], setting.triton_cache, setting.triton,
-                         matters=[r.triton_matters for r in models])
+    models = tuple(Resolved(model, device, *triton_settings(model, device, s.triton_cache, s.triton, query.beside_others))
+                   for model, device in built)
+    skipped = cache_skipped([(r.model, r.device) for r in models], s.triton_cache, s.triton,
+                            matters=[r.triton_matters for r in models])
+    return Resolution(query, models, conf, tuple(implausible), tuple(assumed), skipped)
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,13 @@ def test_a_query_builds_each_model_once_and_judges_it_once(calls_to, args, model
 def test_whether_a_model_runs_triton_kernels_is_asked_once(calls_to, args, models):
     """Resolution asks ``capacity.triton_cache_matters`` once per model; the cache state, the warning of several
     --impl and the JSON's allocator terms take that answer (before: each asked again)."""
-    from livebytes import query
+    from livebytes import choose
     from livebytes.estimator import capacity
     seen = calls_to(capacity, "triton_cache_matters")
-    resolved = calls_to(query, "_settled")
+    resolved = calls_to(choose, "triton_settings")
     r = CliRunner().invoke(app, args + ["--triton-cache", "warm", "--json"])
     assert r.exit_code == 0, r.output
-    assert resolved["_settled"] == models
+    assert resolved["triton_settings"] == models
     assert seen["triton_cache_matters"] == models
 
 
