@@ -19,8 +19,8 @@
 # Files: $OUT/<step>.tgz every 30 s and at the end (record, jsonl, log with rc, gpu.csv), each allocator snapshot as
 # $OUT/<tag>.snapshot.pickle.gz. Then here: validate/data/records/runs/run44/ and the records under
 # validate/data/records/models/ where validate/check/model_records.py's checks pass.
-# Status: p RUN 2026-12-06 23:36-23:41 UTC on an H100 (validate/data/records/runs/run44/); r not run (the machine was
-# taken back during its call; run it next: `part` with parts 00-03, then `r` with part 04, or `pr` on an H200).
+# Status: p RUN 2026-12-06 23:36-23:41 UTC on an H100; r RUN 2026-12-07 03:05-03:09 UTC on an H100 (`part` with parts
+# 00-03, then `r` with part 04): validate/data/records/runs/run44/.
 set -u
 cfg=validate/data/model_configs
 W=/tmp/run44
