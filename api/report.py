@@ -70,8 +70,8 @@ def lora_terms(model) -> dict:
 
 def fsdp_terms(model) -> dict:
     """A model sharded by FSDP2 (``--fsdp W``) or split by CP or EP (``--cp C``, ``--ep E``): its world size, the
-    rank answered, the degrees and that no W above 1 has been measured (world size 1 was measured by run 32, with the
-    misses named there); nothing for any other model."""
+    rank answered, the degrees and that no W above 1 has been measured (world size 1 was, with the misses
+    ``WORLD_1_MEASURED`` names); nothing for any other model."""
     options = dict(model.options)
     if "config" not in options:             # a kernel model's own --cp (fla-kda-cp) is its world, not a mesh of ranks
         return {}
@@ -94,7 +94,7 @@ def fsdp_terms(model) -> dict:
                      **({"cp": cp, "ep": ep} if split else {})}}
 
 
-# what run 32 showed at world size 1 (validate/data/records/runs/run32/, validate/model_records' named misses): said with
+# what was measured at world size 1 (validate/data/records/runs/run32/, validate/model_records' named misses): said with
 # every --fsdp answer, kept here beside the answer's other words (no model names a validation run)
 WORLD_1_MEASURED = ("world size 1 measured on the H200 (run 32): allocated within 1 MiB in every step; reserved 212 MB "
                     "low there, the reduce-scatter stream's own pool (not modelled)")

@@ -105,9 +105,9 @@ def cuda_malloc_address(segment_number: int) -> int:
     CUDACachingAllocator.cpp, which takes whatever ``cudaMalloc`` returns: the driver's placement, as the
     probes' ``memory_snapshot`` addresses show it (validate/data/records/boundary, every ``expandable_segments:False``
     record): in a fresh process each new segment starts below the one before, by its size rounded up to 32 MiB
-    (run 13d, D64: 3.66 GiB segments every 3,776 MiB, 7.32 GiB ones every 7,520 MiB). Not modelled: segments
-    of a few hundred MiB fill a free range near the top first (runs 12d, 13b, 13d: 118 then 256 MiB above the
-    inputs), and a later trial's segments pack upwards from the bottom of the range the earlier trial freed (run 12d)."""
+    (D64: 3.66 GiB segments every 3,776 MiB, 7.32 GiB ones every 7,520 MiB). Not modelled: segments of a few
+    hundred MiB fill a free range near the top first (118 then 256 MiB above the inputs), and a later trial's
+    segments pack upwards from the bottom of the range the earlier trial freed."""
     return (CUDA_MALLOC_TOP - segment_number) * ES_ADDRESS_SPACE * 2
 
 
@@ -216,7 +216,8 @@ class CachingAllocator:
         return True
 
     def _new_address(self) -> int:
-        """An expandable segment's reservation (``cuMemAddressReserve``): above every earlier one (run 12c)."""
+        """An expandable segment's reservation (``cuMemAddressReserve``): above every earlier one (the addresses of the
+        ``expandable_segments:True`` records, validate/data/records/boundary)."""
         self._segments += 1
         return self._segments * ES_ADDRESS_SPACE * 2
 

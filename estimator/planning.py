@@ -238,7 +238,7 @@ def _clean_below(ok: Verdicts, value: int | None) -> int | None:
     there, nor among the values the search has already seen fail. Near the edge fragmentation makes the verdict flip with
     a few tokens (the 1.3B KDA model with checkpointing: runs up to 467,499, fails at 467,500-467,529, runs again, and so
     on, in islands up to ~485K; D64 H128: the replay fails at scattered sizes from 234,368 up, and the H200 ran out of
-    memory at 240,000, run 13d, as the replay does): an answer in an island of fits above failures is one layout away
+    memory at 240,000, as the replay does): an answer in an island of fits above failures is one layout away
     from failing. The band is scanned from its bottom: every value from its lowest failure up to ``value`` holds that
     failure in its own band (``v - v // 50`` grows with v), so the search restarts below it."""
     while value is not None and value > 1:

@@ -468,7 +468,7 @@ def replay(model: LifetimeModel, shape: Shape, warm_steps: int = 1, measured_ste
     (an out-of-memory retry against ``capacity_bytes``, or ``empty_cache``).
     A benchmark whose kernel has a failing config keeps the step's dropped arguments (``held_until_gc``)
     until the next benchmarking step's compile collects them: freed there after its allocations, before its
-    L2-flush buffer (the order run 11's trace of a cold report process shows).
+    L2-flush buffer (the order a cold report process's trace shows, validate/data/records/).
     ``growth``: where the first run's launches grow the process's own memory (``Call.growth``); ``capacity_bytes`` is
     the capacity at the call's start. ``placement``: where cudaMalloc puts each segment (``placement.Placement.address``;
     None: the allocator model's own rule, each new segment below every earlier one)."""

@@ -18,12 +18,12 @@ and ``CONST_TILING`` from the shared-memory class (``check_shared_mem``): 128 fr
 per block up, and on Ampere's class when every tensor the kernel loads is 16-bit (as here); 64 on Ada's
 class; 32 below. Either way ``NK = cdiv(K, CONST_TILING)``.
 
-Measured on the H200: the forward (Triton 3.6.0, runs 6 and 6b); forward + backward with Triton 3.9.0 (runs 20-22):
-fla-core 0.6.0 raises in ``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640), and the H200 image has
-3.6.0. Run 20's three records (H16/HV32 D128: 1 x 8K, 1 x 32K, 2 x 8K, one cold process) and run 21's two (H32 D128:
-1 x 8K, 1 x 32K) and run 22's two (H16/HV32 D64: 1 x 8K, 2 x 8K) replay allocated, requested and reserved to the
-byte; run 20's traces (seven shapes) match the records below; plan's H16/HV32 D128 boundary, cold, held (run 21e/f) once
-dhu's failing config was declared. Not measured: head dims other than 64 and 128 on the GPU.
+Measured on the H200: the forward with Triton 3.6.0; forward + backward with Triton 3.9.0: fla-core 0.6.0 raises in
+``chunk_bwd_dqkwg`` on Hopper with Triton >= 3.4.0 and < 3.7.1 (#640), and the H200 image has 3.6.0. The records
+(H16/HV32 D128: 1 x 8K, 1 x 32K, 2 x 8K, one cold process; H32 D128: 1 x 8K, 1 x 32K; H16/HV32 D64: 1 x 8K, 2 x 8K)
+replay allocated, requested and reserved to the byte; traces at seven shapes match the records below; plan's H16/HV32
+D128 boundary, cold, held once dhu's failing config was declared (``GDN_0_6_0.notes``; validate/data/records/). Not
+measured: head dims other than 64 and 128 on the GPU.
 """
 from __future__ import annotations
 
@@ -301,7 +301,7 @@ def _backward(d: Declaration, gva: bool, const_tiling: int, wy_tiling: int, laye
                     "cold list, kernels_22.tgz); other K below 128 assumed to fit, at K > 128 and any V assumed to fail as "
                     "at K = V = 128 (not measured)",
                held_until_gc=("dv_local",) if sm90 else (), held_when=sp.Ge(DK, 128),
-               # runs 20 and 22e's cold kernel lists: one config never loads at K = V = 128, all load at 64
+               # the cold kernel lists: one config never loads at K = V = 128, all load at 64
                held_measured=equal_head_dims(64, 128) if sm90 and not layer_call else sp.false)
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16",
              src(fh, "chunk_gated_delta_rule_bwd_dhu", 794, "dh = q.new_empty(B, NT, HV, K, V)"), local_end)  # [NT, HV, K, V] bf16

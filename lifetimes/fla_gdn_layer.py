@@ -10,7 +10,7 @@ state_v_first=True)`` (gated_deltanet.py:302-318): the GDN kernel model built fo
 layer_call=True)``: the in-kernel gate and beta sigmoid on top of its Qwen3-Next records), included whole (``gdn.*``).
 
 Shapes: ``num_heads`` H, ``num_v_heads`` HV, ``head_dim`` K (DK), ``head_v_dim`` V (DV = K * expand_v); ``key_dim = H*K``,
-``value_dim = HV*V`` (gated_deltanet.py:125-128). Measured on the H200 with Triton 3.9.0 (run 22f; fla-core 0.6.0 refuses
+``value_dim = HV*V`` (gated_deltanet.py:125-128). Measured on the H200 with Triton 3.9.0 (fla-core 0.6.0 refuses
 the kernel's backward on Hopper with Triton 3.4-3.7.0): two records, 1 x 8K H16/HV32 D128 hidden 2048, 1 layer and 4
 layers checkpointed, each a fresh cold process, allocated, requested and reserved to the byte (after they showed the
 kernel's chunk_indices to be a tensor_cache hit of the convs' entry). The kernel's Qwen3-Next call is measured as
@@ -82,7 +82,7 @@ GDN_0_6_0 = FlaLayer(
     kernel_grads={"dq": "bwd.q_conv1d", "dk": "bwd.k_conv1d", "dv": "bwd.v_conv1d", "dg_gate": "bwd.a_proj",
                   "dbeta": "bwd.b_proj"},
     # the kernel's prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu=...) is the convs' call in the same form
-    # with the same objects (chunk.py:291, ops.py:951): tensor_cache hits the conv's entry (run 22f's two layer records:
+    # with the same objects (chunk.py:291, ops.py:951): tensor_cache hits the conv's entry (in the two layer records,
     # a second [NT, 2] int64 entry, and the warmup's second entry it would keep, were 2,560 B too many)
     kernel_hits=("chunk_indices",),
     norm_init=_init(195, "self.o_norm = FusedRMSNormGated(hidden_size=self.head_v_dim, ...)"),

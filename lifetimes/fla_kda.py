@@ -375,8 +375,8 @@ def _backward_chunk(d: Declaration, c: Config) -> None:
                     "collection (run 7b's trace: freed inside chunk_kda_bwd_wy_dqkg_fused's JIT parse); below K = 128 "
                     "assumed to fit (not measured)",
                held_until_gc=("dv_dAv",) if c.sm90 else (), held_when=sp.Ge(DK, 128),
-               # runs 13 and 22h's cold kernel lists (chunk_kda): 2 of 12 never load at K = V = 128, 8 at 256, none at 32
-               # or 64; the layer's call (state_v_first) at 128 in runs 19-20's cold first-call boundary probes
+               # the cold kernel lists (chunk_kda, validate/data/records/): 2 of 12 never load at K = V = 128, 8 at 256,
+               # none at 32 or 64; the layer's call (state_v_first) at 128 in the cold first-call boundary probes
                held_measured=(equal_head_dims(128) if c.state_v_first else equal_head_dims(32, 64, 128, 256)) if c.sm90
                else sp.false)
     d.buffer("dh", Group.STATE, (NT, HV, DK, DV), "bf16", src(dhu, "chunk_gated_delta_rule_bwd_dhu", 794,

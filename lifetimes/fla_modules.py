@@ -21,7 +21,7 @@ workspace per (handle, stream) where a GEMM takes the Lt path (``getCUDABlasLtWo
 ``CUBLASLT_WORKSPACE_SIZE``, separate unless ``TORCH_CUBLASLT_UNIFIED_WORKSPACE=1``): ``addmm`` with a 1-D bias, as
 a biased ``nn.Linear`` runs. The forward runs on the caller's thread, the backward (and checkpoint's recompute) on
 autograd's device thread: two cuBLAS workspaces, and one Lt workspace per thread whose GEMMs include a biased Linear
-(``blas_workspace``). Measured on the H200 (run 16): 65 MiB over the model without them in every KimiDeltaAttention
+(``blas_workspace``). Measured on the H200: 65 MiB over the model without them in every KimiDeltaAttention
 record, 66 MiB with checkpointing (the recompute's biased Linear runs on the backward thread).
 
 Parameters are bf16 (the layer cast with ``.to(torch.bfloat16)``, as FLA's benchmarks train it), except where

@@ -17,8 +17,9 @@ gradient kept until a given step), and its output's name. The stack declares:
   kept by checkpoint) dies after the next layer's last backward step; its input gradient (the one above's output
   gradient) after the next lower layer's first backward step consumed it; layer 1's is the stack input's ``.grad``.
 
-Run 19 (4 layers at 215,000 tokens, H200) reserved 1,500 MiB more than the stack whose layers below were declared only
-by what they leave alive (their saved sets, allocated at one step): their transients were missing.
+Why the layers below are included whole: 4 layers at 215,000 tokens on the H200 reserved 1,500 MiB more than the stack
+whose layers below were declared only by what they leave alive (their saved sets, allocated at one step): their
+transients were missing.
 """
 from __future__ import annotations
 

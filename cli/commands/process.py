@@ -1,10 +1,10 @@
 """``livebytes process measure|list``: a case's process measured on this machine's GPU, kept for later answers.
 
 Where no committed process measured a case, the process-memory model has no bound on its loaded kernel modules (the
-driver's placement of code follows no rule we can state: runs 35 and 37) and says so with this command's line;
-``measure`` runs the case's first call alone on the GPU, cold then warm (minutes), and replaces the unbounded figure
-by the process's own, for that GPU; ``list`` shows what this machine measured. Parses, calls ``livebytes.process``,
-renders."""
+driver's placement of code follows no rule we can state: validate/data/records/runs/cpu_frames/MODULES.md) and says so
+with this command's line; ``measure`` runs the case's first call alone on the GPU, cold then warm (minutes), and
+replaces the unbounded figure by the process's own, for that GPU; ``list`` shows what this machine measured. Parses,
+calls ``livebytes.process``, renders."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -10,11 +10,11 @@ from ..devices import Device
 
 DATA = Path(__file__).parents[1] / "data"      # estimator/data
 DEFAULT_STACK_LIMIT = 1024      # cudaLimitStackSize after CUDA init on the H200 (every probe's 'context' stage)
-PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (run 6a: reset freed product + 1 MiB)
+PAGE = 2 * 1024 * 1024          # the driver maps the reservation in 2 MiB pages (resetting the limit freed the product + 1 MiB)
 def driver_stack_limit(frame_bytes: int) -> int:
     """The limit the driver sets for a kernel with this per-thread stack frame: the frame rounded up to 16 bytes, never
-    below the default. Measured: 14,456 -> 14,464 (run 12), 18,584 -> 18,592, 18,104 -> 18,112, 1,224 -> 1,232 (run 13;
-    1,232 is no multiple of 32), 14,392 -> 14,400, 14,904 -> 14,912."""
+    below the default. Measured: 14,456 -> 14,464, 18,584 -> 18,592, 18,104 -> 18,112, 1,224 -> 1,232 (1,232 is no
+    multiple of 32), 14,392 -> 14,400, 14,904 -> 14,912."""
     return max(DEFAULT_STACK_LIMIT, -(-frame_bytes // 16) * 16)
 
 
@@ -30,7 +30,7 @@ def _pages(nbytes: int) -> int:
 
 def stack_reservation_bytes(limit: int, device: Device) -> int:
     """Local memory held beyond the context's own (the default limit's, part of the context figure): each limit's
-    reservation in whole 2 MiB pages. Run 6a: resetting 14,464 B to 1,024 B freed 3,634,364,416 B = the product
+    reservation in whole 2 MiB pages. Measured: resetting 14,464 B to 1,024 B freed 3,634,364,416 B = the product
     3,633,315,840 B rounded to pages."""
     threads = resident_threads(device)
     return _pages(limit * threads) - _pages(DEFAULT_STACK_LIMIT * threads)

@@ -169,7 +169,7 @@ def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estim
               ("the same model family at this head dim", lambda c: c.family == case.family and c.dim == case.dim),
               ("the same model family at another head dim", lambda c: c.family == case.family))
     # packing decides which kernels launch (the varlen ones take cu_seqlens): within the family, cases packed as this
-    # one is come first (run 44 p: Qwen3-Next packed 21,456 B where every unpacked step of it holds 21,072)
+    # one is come first (Qwen3-Next packed holds 21,456 B where every unpacked step of it holds 21,072)
     tiers = (*((words, lambda c, keep=keep: keep(c) and packed(c) == packed(case)) for words, keep in family),
              *family,
              ("another model family of these data", lambda c: True))

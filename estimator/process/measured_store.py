@@ -2,7 +2,7 @@
 HMAC under the cache's own key, a 0600 file in a 0700 folder of ours), and read by ``estimator/process/memory.py`` before
 anything it would otherwise label ``unbounded``.
 
-The loaded kernel modules have no rule we can state (runs 35 and 37: the driver's placement of code in 2 MiB pages
+The loaded kernel modules have no rule we can state (the driver's placement of code in 2 MiB pages
 refutes every rule fitted to it, ``validate/data/records/runs/cpu_frames/MODULES.md``), so a case no committed process
 measured has no bound on them. The one sound figure is the case's own process: the process-memory probe
 (``validate/gpu/probes/process_memory.py``) runs its first call alone on the GPU, cold (an empty Triton cache) and then

@@ -202,7 +202,7 @@ def frames_case(model_key: str, options: dict, shape, triton: str | None = None,
 
 def case_variant(options: dict) -> str:
     """The code a case runs beside its shape: a kernel's contract, or a whole model's packed sequences (``cu_seqlens``
-    makes every kernel its varlen variant: other modules, other frames; runs 23 and 26 measured H8 both ways), else -;
+    makes every kernel its varlen variant: other modules, other frames; H8 was measured both ways), else -;
     a whole model in fp32-amp adds ``+fp32-amp`` (fp32 activations and weights reach its kernels: other dtype
     specialisations, other modules, not measured as the bf16 ones)."""
     base = options.get("contract") or ("packed" if options.get("packed") else "-")

@@ -126,8 +126,8 @@ class FailingConfigs:
 
 
 # fla-core 0.6.0 ops/common/chunk_delta_h.py:366 key=['H', 'HV', 'K', 'V', 'BT', 'BV', 'USE_G', 'STATE_V_FIRST']: 2 of its
-# 12 configs never load on the H200 at K = V = 128 (runs 13 and 22h's cold kernel lists; the KDA layer's call, STATE_V_FIRST
-# 1, in runs 19-20's cold first-call probes: lifetimes/fla_kda.py, lifetimes/fla_gdn.py)
+# 12 configs never load on the H200 at K = V = 128 (the cold kernel lists; the KDA layer's call, STATE_V_FIRST 1, in the
+# cold first-call probes: lifetimes/fla_kda.py, lifetimes/fla_gdn.py)
 FAILING = {"chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64": FailingConfigs(2, 128, "sm90", "K = V = 128")}
 
 
