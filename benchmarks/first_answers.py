@@ -34,6 +34,28 @@ load average 0.8 at the start. The first two rows ran on an otherwise idle machi
     plan --solve gpus qwen3-next-80b-a3b             30     95.3   (shared)
     plan --solve gpus kimi-linear-48b-a3b            30     75.8   (shared)
     predict, a 4,096-layer config                     3      0.7   (refused, exit 1)
+
+Measured 2026-12-07 (session 31), an otherwise idle 2-CPU machine (load average 0.3 at the start), after the compiled
+models were keyed by the GPU's build facts, a verdict's placement runs kept on disk and replayed side by side, and the
+depth search read compiled models from the cache. ``python -u benchmarks/first_answers.py`` from the development venv
+(torch 2.13.0+cpu, Triton 3.6.0: Qwen3-Next-80B refuses to trace under it, fla-core's #640) and, for the ``--solve
+gpus`` rows, ``/tmp/pv43/bin/python -u benchmarks/first_answers.py --only gpus`` (torch 2.13.0+cpu, Triton 3.9.0,
+transformers 5.17.0, this tree installed):
+
+    case                                         goal s   this s
+    predict, first (traces)                          30     21.6
+    predict, another GPU (H100 after H200)            3      1.3
+    plan --solve num_hidden_layers 64K, cold         15     24.2   (the two tracers alone: ~15 s)
+    plan --solve num_hidden_layers 64K, after predict 15     9.9
+    plan --solve num_hidden_layers 64K, warm         15      4.3
+    plan --solve gpus qwen3-next-80b-a3b             30     76.8   (cold: traces a 48-layer hybrid by its periods)
+    plan --solve gpus kimi-linear-48b-a3b            30     68.4   (cold; 58.1 under Triton 3.6.0)
+    plan --solve gpus qwen3-next-80b-a3b, warm       30      2.4
+    plan --solve gpus kimi-linear-48b-a3b, warm      30      3.7
+    predict, a 4,096-layer config                     3      1.0   (refused, exit 1)
+
+A cold ``plan`` is bounded by the tracer (the model's own code run on fake tensors in two processes side by side); every
+answer after the first trace of a config is within its goal.
 """
 from __future__ import annotations
 
@@ -62,6 +84,10 @@ CASES = {
         [["plan", "--model", "qwen3-next-80b-a3b", "--solve", "gpus", "--seq-len", "4K", "--json"]], 30),
     "plan --solve gpus kimi-linear-48b-a3b": (
         [["plan", "--model", "kimi-linear-48b-a3b", "--solve", "gpus", "--seq-len", "4K", "--json"]], 30),
+    "plan --solve gpus qwen3-next-80b-a3b, warm": (
+        [["plan", "--model", "qwen3-next-80b-a3b", "--solve", "gpus", "--seq-len", "4K", "--json"]] * 2, 30),
+    "plan --solve gpus kimi-linear-48b-a3b, warm": (
+        [["plan", "--model", "kimi-linear-48b-a3b", "--solve", "gpus", "--seq-len", "4K", "--json"]] * 2, 30),
     "predict, a 4,096-layer config": ([["predict", "--model", "{deep}", "--seq-len", "8K", "--json"]], 3),
 }
 
