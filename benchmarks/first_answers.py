@@ -22,7 +22,7 @@ num_hidden_layers`` (the ``--solve gpus`` rows not run):
 
 Measured 2026-12-06, after the tracers really ran side by side (81fd5f5: a spec handed over inside the previous
 tracer's communicate() had serialised them, and json.dump's small writes cost as much again), from a fresh venv
-(``/tmp/pv/bin/python -u benchmarks/first_answers.py``: torch 2.13.0+cpu, triton 3.9.0, transformers 5.25.0), 2 CPUs;
+(``VENV/bin/python -u benchmarks/first_answers.py``, a fresh venv: torch 2.13.0+cpu, triton 3.9.0, transformers 5.25.0), 2 CPUs;
 load average 0.8 at the start. The first two rows ran on an otherwise idle machine; from the third on, other work
 (a model build, then tests) shared the two cores, so those rows are high by up to about 2x:
 
@@ -39,7 +39,7 @@ Measured 2026-12-07 (session 31), an otherwise idle 2-CPU machine (load average 
 models were keyed by the GPU's build facts, a verdict's placement runs kept on disk and replayed side by side, and the
 depth search read compiled models from the cache. ``python -u benchmarks/first_answers.py`` from the development venv
 (torch 2.13.0+cpu, Triton 3.6.0: Qwen3-Next-80B refuses to trace under it, fla-core's #640) and, for the ``--solve
-gpus`` rows, ``/tmp/pv43/bin/python -u benchmarks/first_answers.py --only gpus`` (torch 2.13.0+cpu, Triton 3.9.0,
+gpus`` rows, ``VENV/bin/python -u benchmarks/first_answers.py --only gpus`` from a venv with (torch 2.13.0+cpu, Triton 3.9.0,
 transformers 5.17.0, this tree installed):
 
     case                                         goal s   this s
