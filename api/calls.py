@@ -271,9 +271,11 @@ def _experts(what_if: dict) -> int:
     import json
 
     from livebytes.estimator.cache import cached
+    from livebytes.lifetimes.traced.model import installed_versions
     from livebytes.lifetimes.traced.parallel import experts_of, resolved_config
-    # kept on disk: the config class's reading imports flash-linear-attention (~5 s of a warm --solve gpus)
-    return cached(("experts", config), lambda: experts_of(resolved_config(json.loads(config)))[0])
+    # kept on disk (the config classes' reading imports them: seconds of a warm --solve gpus), keyed on their versions
+    versions = json.dumps(installed_versions(), sort_keys=True)
+    return cached(("experts", config, versions), lambda: experts_of(resolved_config(json.loads(config)))[0])
 
 
 def activations_bytes(model, shape) -> int:
@@ -291,8 +293,9 @@ def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str 
     from pathlib import Path
 
     from livebytes.validate.check import explain as ex
-    def built(s):              # the model as built: its buffers' sources name the snapshot's frames
-        return resolve(Query((key,), s, setting, sources=True)).models[0].model
+
+    def built(s):              # the model as built: its buffers' sources name the snapshot's frames; nothing judged
+        return resolve(Query((key,), s, setting, sources=True, judged=False)).models[0].model
     model = built(shape)
     blocks, failed = ex.read_blocks(Path(snapshot), at)
     explained = ex.explain(model, shape, blocks)

@@ -42,6 +42,7 @@ class Query:
     several: Optional[bool] = None
     sources: bool = False           # the models as built, each buffer's source a record (a snapshot names its frames)
     depth: bool = True              # a stack no GPU preset holds refused (False: a search bounded by its own limit)
+    judged: bool = True             # a verdict follows (False: explain): else no allocator configuration is read
 
     @property
     def beside_others(self) -> bool:
@@ -83,7 +84,7 @@ def resolve(query: Query, announce: Optional[Callable[[str], None]] = None) -> R
     implausible, assumed = implausible_warnings(query.shape), assumption_lines([m for m, _ in built])
     for line in (implausible + assumed) if announce else ():
         announce(line)
-    conf = alloc_conf_of(s.alloc_conf)
+    conf = alloc_conf_of(s.alloc_conf) if query.judged else None      # the environment's, refused only where used
     models = tuple(Resolved(model, device, *triton_settings(model, device, s.triton_cache, s.triton, query.beside_others))
                    for model, device in built)
     skipped = cache_skipped([(r.model, r.device) for r in models], s.triton_cache, s.triton,

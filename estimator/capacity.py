@@ -174,10 +174,11 @@ def _runs_key(model: LifetimeModel, shape: Shape, kw: dict, among: tuple[Placeme
     name or memory), the shape, the sequence and the placements. The device's total counts only for expandable
     segments (their address range). None: not kept (a model with no entry, or a ``prelude``: the validator's)."""
     identity = getattr(model, "identity", "")
-    if not identity or kw["prelude"] is not None:
-        return None
-    sequence = tuple(sorted((k, repr(v)) for k, v in kw.items()
-                            if k != "device_total_bytes" or kw["conf"].expandable_segments))
+    if not identity or kw["prelude"] is not None or kw.get("capacity_bytes") is not None:
+        return None             # (a run against a capacity may stop out of memory: never kept)
+    conf = kw["conf"].expandable_segments            # what the replay reads of it (not where it was read)
+    sequence = tuple(sorted((k, repr(conf if k == "conf" else v)) for k, v in kw.items()
+                            if k != "device_total_bytes" or conf))
     return ("runs", identity, tuple(shape.values()), sequence, repr(among))
 
 

@@ -72,8 +72,8 @@ class Evaluator:
         try:
             return list(self._pool.map(_call, values))
         except BrokenProcessPool:
-            raise LivebytesError("a worker process of the search died (out of memory?); LIVEBYTES_WORKERS=1 runs "
-                                 "the search in this process") from None
+            raise LivebytesError("a worker process died (out of memory?); LIVEBYTES_WORKERS=1 runs every replay in "
+                                 "this process") from None
         finally:
             if starting:
                 gc.unfreeze()

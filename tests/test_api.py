@@ -82,6 +82,19 @@ def test_explain_is_the_cli_json(tmp_path):
     assert answer.unexplained_bytes == 0
 
 
+def test_explain_reads_no_allocator_configuration(tmp_path, monkeypatch):
+    """explain judges nothing, so an allocator setting the simulation does not model, left in the environment by the run
+    that took the snapshot, is not refused there (resolve read it for every query once explain went through it: the
+    refusal named --alloc-conf, a flag explain has not)."""
+    pytest.importorskip("torch")
+    target, shape = tmp_path / "p.pickle", ["--seq", "8K", "--heads", "8"]
+    assert CliRunner().invoke(app, ["timeline", "--impl", "fla-kda@0.6.0", *shape, "--out", str(target)]).exit_code == 0
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
+    assert livebytes.explain(target, "fla-kda@0.6.0", seq_len=8192, num_heads=8).unexplained_bytes == 0
+    with pytest.raises(livebytes.LivebytesError, match="max_split_size_mb"):       # a verdict still refuses it
+        livebytes.predict("fla-kda@0.6.0", seq_len=8192, num_heads=8)
+
+
 def test_the_fields_are_the_json_keys():
     """The typed fields a script reads hold what to_dict() holds (an out-of-memory: fits false, the oom object)."""
     answer = livebytes.predict("fla-kda@0.6.0", seq_len="256K", num_heads=128)

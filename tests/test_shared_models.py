@@ -6,6 +6,7 @@ from the first one's entry, named for the second."""
 import pytest
 
 from livebytes.estimator import cache
+from livebytes.estimator.allocator import DEFAULT_CONF
 from livebytes.estimator.compiled import compiled
 from livebytes.estimator.devices import VERDICT_FIELDS, build_facts, get_device
 from livebytes.estimator.registry import _build, get_compiled, keyed_specs, resolve_options, spec
@@ -86,6 +87,7 @@ def test_runs_are_kept_beside_the_entry(tmp_path, monkeypatch):
     from livebytes.estimator import capacity
     from livebytes.estimator.capacity import verdict
     monkeypatch.setenv("LIVEBYTES_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("LIVEBYTES_WORKERS", "1")       # every replay in this process, where it is counted
     replays = []
     real = capacity.replay
 
@@ -107,3 +109,20 @@ def test_runs_are_kept_beside_the_entry(tmp_path, monkeypatch):
     assert h100[:2] == first[:2] and none == []
     _, h20 = judged("H20")
     assert len(h20) == len(made)
+
+
+@pytest.mark.parametrize("workers", ["2", "3"])
+def test_runs_side_by_side_are_the_runs_one_by_one(workers, monkeypatch):
+    """The placements' runs replayed by forked workers, a window at a time, are the runs of one process, placement by
+    placement, and share a run between placements exactly as it does (``band_of`` counts the distinct ones)."""
+    from livebytes.estimator.capacity import _replayed, _run_kwargs
+    from livebytes.estimator.placement import placements
+    model, shape = get_compiled("fla-kda@0.6.0", "H200"), Shape(1, 8192, 16, 128)
+    kw = _run_kwargs(model, shape, DEFAULT_CONF, "cold")
+
+    def figures(n: str) -> list:
+        monkeypatch.setenv("LIVEBYTES_WORKERS", n)
+        runs = _replayed(model, shape, kw, placements())
+        shared = [next(i for i, (_, q) in enumerate(runs) if q is r) for _, r in runs]
+        return [(p.name, r.reserved_peak_bytes, r.allocated_peak_bytes, r.peaks, r.segments) for p, r in runs] + [shared]
+    assert figures(workers) == figures("1")

@@ -300,10 +300,11 @@ def resolved_config(config: dict):
     import warnings
     warnings.filterwarnings("ignore")
     from transformers import AutoConfig
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
-        import fla  # noqa: F401     (its model types; ~5 s of import a transformers family does not need)
+
+    from .families import BY_TYPE
+    row = BY_TYPE.get(config.get("model_type")) if isinstance(config.get("model_type"), str) else None
+    if row is None or row.dist != "transformers":
+        import fla  # noqa: F401     (its model types, some over transformers' own: ~5 s a transformers family skips)
     from transformers.utils import logging
     drop = ("architectures", "auto_map", "dtype", "torch_dtype", "transformers_version", "_name_or_path")
     level = logging.get_verbosity()
