@@ -351,7 +351,7 @@ def _write(data, *parts) -> None:
 def compiled_model(key: str, facts: tuple, options: tuple, build, device: str) -> CompiledModel:
     """The compiled model for (key, the device's build facts, resolved options) from disk, else ``build()`` (a
     LifetimeModel) compiled and stored; named for ``device`` (one entry serves every device of those facts,
-    ``devices.build_facts``). Its ``identity`` names the entry (empty where it could not be stored)."""
+    ``devices.build_facts``). Its ``identity`` names the entry (empty for a model whose functions are not portable)."""
     parts = ("model", key, facts, options)
     identity = hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
     data = _read(*parts)

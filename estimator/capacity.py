@@ -176,9 +176,9 @@ def _runs_key(model: LifetimeModel, shape: Shape, kw: dict, among: tuple[Placeme
     identity = getattr(model, "identity", "")
     if not identity or kw["prelude"] is not None or kw.get("capacity_bytes") is not None:
         return None             # (a run against a capacity may stop out of memory: never kept)
-    conf = kw["conf"].expandable_segments            # what the replay reads of it (not where it was read)
-    sequence = tuple(sorted((k, repr(conf if k == "conf" else v)) for k, v in kw.items()
-                            if k != "device_total_bytes" or conf))
+    expandable = kw["conf"].expandable_segments      # what the replay reads of the configuration (not its source)
+    sequence = tuple(sorted((k, repr(expandable if k == "conf" else v)) for k, v in kw.items()
+                            if k != "device_total_bytes" or expandable))
     return ("runs", identity, tuple(shape.values()), sequence, repr(among))
 
 
@@ -265,7 +265,8 @@ def fits(model: LifetimeModel, shape: Shape, device: Device, conf: AllocatorConf
          triton_cache: str = "cold", tuned_at_tokens: int | None = None, triton: str | None = None) -> bool:
     """``verdict(...).oom is None`` with the fewest replays: under each placement, the run against the capacity (where
     the run without a limit never reaches the capacity, that run is this one: the allocator acts on the capacity only
-    when a segment would pass it), until one runs out of memory. The search's test (``planning``: the largest shape
+    when a segment would pass it), as many placements at once as there are workers, until a window holds one that runs
+    out of memory. The search's test (``planning``: the largest shape
     whose band's high end runs); its answer gets the whole ``verdict``."""
     proc = process_memory(device, model, triton_cache, shape, raised_before=tuned_at_tokens is not None, triton=triton)
     kw = _run_kwargs(model, shape, conf, triton_cache, tuned_at_tokens=tuned_at_tokens)
