@@ -26,10 +26,12 @@ lower, as the driver places them); the model's own addresses only order segments
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from .allocator import DEFAULT_CONF, AllocatorConf, AllocatorOutOfMemory, Block, CachingAllocator
 from .autotune import FLUSH_BUFFER
+from .buffers import Source
 from .errors import LivebytesError
 from .prediction import allocations
 from .replay import Call, Process
@@ -121,11 +123,21 @@ class _TracingAllocator(CachingAllocator):
 
 def _frame_table(model: LifetimeModel) -> dict[str, dict]:
     """Allocation name -> the frame of the source its (first) buffer cites."""
-    out = {}
-    for name, regions in allocations(model).items():
-        src = regions[0].source
-        out[name] = {"filename": src.file, "line": int(src.line or 0), "name": src.function}
-    return out
+    return {name: source_frame(regions[0].source) for name, regions in allocations(model).items()}
+
+
+SOURCE_TEXT = re.compile(r"(?P<file>\S+?)(?::(?P<line>\d+))? (?P<function>.*?)(?:: .*)?")
+
+
+def source_frame(source) -> dict:
+    """A buffer's source as a snapshot frame: a ``buffers.Source``, or the text a compiled model keeps of it
+    (``str(Source)``: ``file:line function: quote``, the line and the quote where known)."""
+    if isinstance(source, Source):
+        return {"filename": source.file, "line": int(source.line or 0), "name": source.function}
+    m = SOURCE_TEXT.fullmatch(str(source))
+    if m is None:
+        return {"filename": str(source), "line": 0, "name": ""}
+    return {"filename": m["file"], "line": int(m["line"] or 0), "name": m["function"]}
 
 
 def _tracer(model: LifetimeModel, conf: AllocatorConf, stop_after: int | None, placement=None):

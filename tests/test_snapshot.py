@@ -14,6 +14,9 @@ from livebytes.estimator import get_model
 from livebytes.estimator.replay import requested_peak
 from livebytes.estimator.prediction import allocations
 from livebytes.estimator.shapes import Shape
+from livebytes.estimator.buffers import Source
+from livebytes.estimator.compiled import compiled
+from livebytes.estimator.snapshot import process_snapshot, source_frame
 
 memory_viz = pytest.importorskip("torch.cuda._memory_viz")
 
@@ -199,3 +202,19 @@ def test_explain_sums_the_blocks_past_the_tables_rows(tmp_path):
     text = " ".join(r.stdout.split())
     assert r.exit_code == 0 and "1,275,003,825" in text and "50 smaller unexplained" in text, r.output
     assert f"{51 * 1_000_003:,}" in text and f"{50 * 1_000_003:,}" not in text     # 51,000,153 shown; 50,000,150 not
+
+
+@pytest.mark.parametrize("source, frame", [
+    (Source("fla/ops/kda/chunk.py", "chunk_kda_fwd", 120, "o = torch.empty_like(v)"),
+     {"filename": "fla/ops/kda/chunk.py", "line": 120, "name": "chunk_kda_fwd"}),
+    (Source("a.py", "f"), {"filename": "a.py", "line": 0, "name": "f"}),
+    (Source("a.py", "f", 3), {"filename": "a.py", "line": 3, "name": "f"})])
+def test_a_source_and_its_text_give_one_frame(source, frame):
+    """A compiled model keeps each buffer's source as ``str(Source)``: its frame is the Source's own."""
+    assert source_frame(source) == source_frame(str(source)) == frame
+
+
+def test_a_compiled_models_snapshot_is_the_models():
+    """``process_snapshot`` of a compiled model (text sources) equals that of the model it was compiled from."""
+    model, shape = get_model("fla-kda@0.6.0", "H200"), Shape(1, 4096, 16, 128, 16)
+    assert process_snapshot(compiled(model), shape) == process_snapshot(model, shape)
