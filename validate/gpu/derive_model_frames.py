@@ -1,13 +1,16 @@
 """Derive the stack frames of every Triton kernel each committed whole-model record's step launches, on the CPU, and
 keep them as data (``estimator/data/process/model_frames_H200.json``), so that an answer compiles nothing.
 
-    python validate/gpu/derive_model_frames.py RECORD.json [...] [--python PY] [--out DIR] [--layers N]
+    python validate/gpu/derive_model_frames.py RECORD.json [...] [--python PY] [--out DIR] [--layers N] [--workers W]
 
 Each record's step (its config, shape and options) runs through ``probes/model_frames.py`` in a process of its own,
 under the interpreter ``--python`` (whose Triton must be the record's: the data keep Triton 3.6.0's and 3.9.0's apart),
 with one Triton cache across records (kernels compiled once) and fla's autotune results not cached (every process tunes
 afresh, as a cold GPU process did). A uniform stack (``kda``, ``gated_deltanet``) is traced at ``--layers`` layers (2):
-its kernels are a layer's, whatever the depth; a hybrid at its own depth. The data file keeps, per record, what the
+its kernels are a layer's, whatever the depth; a hybrid at its own depth. ``--workers`` compiles that many launches
+side by side once the step is traced (default: every CPU; the frames do not depend on it). A record of Triton >= 3.9
+compiles sm90 with the wheel's bundled legacy ptxas (``--legacy-ptxas``), as the GPU runs under 3.9.0 did; the summary's
+ptxas is checked. The record's Liger loss, packed-batch inputs and LoRA are its step's (``_step_options``). The data file keeps, per record, what the
 probe's summary line says (each kernel's largest counted frame, Triton, ptxas, seconds); the limit is the estimator's
 (``process.driver.driver_stack_limit`` of the largest frame).
 """
@@ -19,6 +22,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from livebytes.validate.check.frames import LEGACY_PTXAS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "estimator" / "data" / "process" / "model_frames_H200.json"
@@ -34,25 +39,38 @@ def spec_of(record: dict, tag: str, layers: int) -> dict:
             "optimizer": options.get("optimizer", "adamw"), "checkpoint": bool(options.get("checkpoint")),
             "packed": bool(options.get("packed")),
             "layers": min(layers, depth) if config["model_type"] in UNIFORM and depth else None,
-            "shapes": [[record["shape"]["mbs"], record["shape"]["seq"]]], "tag": tag}
+            "shapes": [[record["shape"]["mbs"], record["shape"]["seq"]]], "tag": tag, **_step_options(options)}
 
 
-def derive_one(path: Path, python: str, out: Path, layers: int) -> dict:
+def _step_options(options: dict) -> dict:
+    """The record's options that change which kernels its step launches, as the tracer's spec names them: Liger's
+    loss (its own Triton kernels), a packed batch's inputs (fla's ``cu_seqlens`` or transformers' flattened position
+    ids), peft's LoRA (its matmuls launch no Triton kernel, but the step is the record's)."""
+    lora = options.get("lora")
+    return ({"loss": options["loss"]} if options.get("loss") else {}) \
+        | ({"packed_batch": options["packed_batch"]} if options.get("packed_batch") else {}) \
+        | ({"lora": json.loads(lora) if isinstance(lora, str) else lora} if lora else {})
+
+
+def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1) -> dict:
     record = json.loads(path.read_text())
     spec = spec_of(record, path.stem, layers)
     spec_path = out / f"{path.stem}.spec.json"
     spec_path.write_text(json.dumps(spec))
     env = {**os.environ, "TRITON_CACHE_DIR": str(out / "triton-cache"), "FLA_CACHE_RESULTS": "0",
            "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([python, str(PROBE), str(spec_path), "--out", str(out)], capture_output=True, text=True,
-                          env=env)
+    wanted = record.get("versions", {}).get("triton")
+    legacy = ["--legacy-ptxas"] if wanted and tuple(int(p) for p in wanted.split(".")[:2]) >= (3, 9) else []
+    done = subprocess.run([python, str(PROBE), str(spec_path), "--out", str(out), "--workers", str(workers), *legacy],
+                          capture_output=True, text=True, env=env)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         raise SystemExit(f"error: {path.name}: the probe wrote no summary ({done.stderr.strip()[-400:]})")
     summary = json.loads(lines[-1])
-    wanted = record.get("versions", {}).get("triton")
     if wanted and summary["triton"] != wanted:
         raise SystemExit(f"error: {path.name} ran Triton {wanted}; {python} has {summary['triton']}")
+    if legacy and summary["ptxas"] != LEGACY_PTXAS:       # the GPU runs under 3.9.0 compiled sm90 with it
+        raise SystemExit(f"error: {path.name}: sm90 compiled by {summary['ptxas']}, not {LEGACY_PTXAS}")
     return summary
 
 
@@ -80,6 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/model_frames")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--data", default=str(DATA), help="the data file to add the records to")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="launches compiled side by side")
     args = ap.parse_args(argv)
     data_path = Path(args.data)
     out = Path(args.out)
@@ -87,7 +106,7 @@ def main(argv=None) -> int:
     data = json.loads(data_path.read_text()) if data_path.exists() else {"about": __doc__.split("\n\n")[0], "records": {}}
     for name in args.records:
         path = Path(name).resolve()
-        summary = derive_one(path, args.python, out, args.layers)
+        summary = derive_one(path, args.python, out, args.layers, args.workers)
         spec = json.loads((out / f"{path.stem}.spec.json").read_text())
         data["records"][str(path.relative_to(ROOT))] = entry(json.loads(path.read_text()), spec, summary)
         data["records"] = dict(sorted(data["records"].items()))

@@ -12,7 +12,7 @@ specialisation or a divisibility by 16 is the GPU's at that length). ``cuobjdump
 STACK (``cpu_frames.candidates``); a candidate whose shared memory exceeds the device's is not counted (the GPU refuses
 it before it loads), nor one Triton or ptxas refuses.
 
-    python validate/gpu/probes/model_frames.py SPEC.json --out DIR
+    python validate/gpu/probes/model_frames.py SPEC.json --out DIR [--workers W] [--legacy-ptxas]
       SPEC: the tracer's spec (``python -m livebytes.tracer``) of one run and one shape: {"device": "H200", "config":
       {...}, "precision", "optimizer", "checkpoint", "packed", "layers", "shapes": [[mbs, seq]], "tag"}
 
@@ -52,31 +52,44 @@ def _stand(value):
     return Stand(value) if hasattr(value, "untyped_storage") else value
 
 
-def install_compiling(log: list, shared_limit: int) -> None:
-    """Patch Triton's launch paths before the tracer does (it then keeps them): every launch is recorded for the trace
-    as ``tracer.launches`` records it and compiled; an autotuned launch compiles each pruned candidate in turn."""
+_ORIGINAL_RUN = None     # JITFunction.run before the patch: what compiles
+
+
+def compile_into(log: list, fn, args, kwargs, grid, config) -> None:
+    """Compile one launch (one autotune candidate: ``config``) without loading it; the cubin, or what refused it,
+    appended to ``log``."""
     from triton.compiler.errors import CompileTimeAssertionFailure
-    from triton.runtime.autotuner import Autotuner
     from triton.runtime.errors import OutOfResources, PTXASError
+    try:
+        kernel = _ORIGINAL_RUN(fn, *args, grid=grid, warmup=True, **kwargs)
+        if hasattr(kernel, "result"):
+            kernel = kernel.result()
+    except (OutOfResources, CompileTimeAssertionFailure, PTXASError) as err:
+        log.append({"kernel": fn.fn.__name__, "config": config, "refused": f"{type(err).__name__}: {str(err)[:200]}"})
+        return
+    log.append({"kernel": kernel.name, "hash": kernel.hash, "config": config, "shared": kernel.metadata.shared,
+                "num_warps": kernel.metadata.num_warps, "num_stages": kernel.metadata.num_stages, "cubin": kernel})
+
+
+def install_compiling(log: list, jobs: list | None = None) -> None:
+    """Patch Triton's launch paths before the tracer does (it then keeps them): every launch is recorded for the trace
+    as ``tracer.launches`` records it and compiled; an autotuned launch compiles each pruned candidate in turn. With
+    ``jobs`` a list, each compile is kept there instead (``compile_jobs`` runs them side by side after the trace: the
+    step's control flow never reads a compiled kernel)."""
+    global _ORIGINAL_RUN
+    from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
     from livebytes.tracer import launches
-    original_run = JITFunction.run
+    _ORIGINAL_RUN = JITFunction.run
     state = {"config": None}
 
     def compile_one(fn, args, kwargs, grid):
-        try:
-            kernel = original_run(fn, *map(_stand, args), grid=grid, warmup=True,
-                                  **{k: _stand(v) for k, v in kwargs.items()})
-            if hasattr(kernel, "result"):
-                kernel = kernel.result()
-        except (OutOfResources, CompileTimeAssertionFailure, PTXASError) as err:
-            log.append({"kernel": fn.fn.__name__, "config": state["config"],
-                        "refused": f"{type(err).__name__}: {str(err)[:200]}"})
-            return
-        log.append({"kernel": kernel.name, "hash": kernel.hash, "config": state["config"],
-                    "shared": kernel.metadata.shared, "num_warps": kernel.metadata.num_warps,
-                    "num_stages": kernel.metadata.num_stages, "cubin": kernel})
+        launch = (fn, tuple(map(_stand, args)), {k: _stand(v) for k, v in kwargs.items()}, grid, state["config"])
+        if jobs is None:
+            compile_into(log, *launch)
+        else:
+            jobs.append(launch)
 
     def jit_run(self, *args, grid=None, warmup=False, **kwargs):
         if not getattr(self, "_livebytes_under_tuner", False):
@@ -110,18 +123,55 @@ def install_compiling(log: list, shared_limit: int) -> None:
     jit_run._livebytes = True
     JITFunction.run = jit_run
     Autotuner.run = tuner_run
-    del shared_limit
 
 
-def derive(spec: dict, out: Path) -> dict:
-    """Trace ``spec``'s step (one shape), compiling every launch; the summary line."""
+_JOBS: list = []        # the launches a forked worker compiles (inherited through the fork, never pickled)
+
+
+def _compile_job(index: int) -> tuple[int, list[dict]]:
+    """One kept launch compiled in a worker: its log entry read out (``cpu_frames.candidates``: cuobjdump's figures);
+    the cubin object stays in the worker."""
+    import cpu_frames
+    import triton
+    log: list = []
+    compile_into(log, *_JOBS[index])
+    tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+    return index, cpu_frames.candidates(log, tool)
+
+
+def compile_jobs(jobs: list, workers: int) -> list[dict]:
+    """Every kept launch compiled, ``workers`` at a time (forked processes: Triton's cache is shared on disk), one row
+    per distinct compiled kernel in launch order (the first of each hash, as ``cpu_frames.candidates`` keeps) and one
+    per refusal."""
+    import multiprocessing
+    _JOBS[:] = jobs
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            done = dict(pool.imap_unordered(_compile_job, range(len(jobs)), chunksize=1))
+    finally:
+        _JOBS.clear()
+    seen, rows = set(), []
+    for index in range(len(jobs)):
+        for row in done[index]:
+            if "hash" in row:
+                if row["hash"] in seen:
+                    continue
+                seen.add(row["hash"])
+            rows.append(row)
+    return rows
+
+
+def derive(spec: dict, out: Path, workers: int = 1) -> dict:
+    """Trace ``spec``'s step (one shape), compiling every launch (``workers`` side by side after the trace where more
+    than one); the summary line."""
     from livebytes.estimator.devices import get_device
     device = get_device(spec["device"])
     warnings.filterwarnings("ignore")
     from livebytes.tracer.target import install, meta_index_is_device_0, meta_runs_gpu_packages
     install(device)
     log: list = []
-    install_compiling(log, device.shared_memory_per_block_optin)
+    jobs: list | None = [] if workers > 1 else None
+    install_compiling(log, jobs)
     import fla  # noqa: F401  (registers its model types with transformers)
     import triton
     meta_index_is_device_0()
@@ -136,8 +186,11 @@ def derive(spec: dict, out: Path) -> dict:
         trace_training({**spec, "steps": 1}, mbs, seq)
     except Exception as err:        # the kernels compiled before a raise are still listed, the line says partial
         rec["error"] = f"{type(err).__name__}: {str(err)[:400]}"
-    tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
-    rows = cpu_frames.candidates(log, tool)
+    if jobs is None:
+        tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+        rows = cpu_frames.candidates(log, tool)
+    else:
+        rows = compile_jobs(jobs, workers)
     (out / f"{spec['tag']}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     frames: dict = {}
     for r in rows:
@@ -154,10 +207,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("spec")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--workers", type=int, default=1, help="compile this many launches side by side (after the trace)")
+    ap.add_argument("--legacy-ptxas", action="store_true", help="compile sm90 with the ptxas the Triton wheel bundles "
+                    "(Triton >= 3.9 picks ptxas-blackwell otherwise; the GPU runs under 3.9.0 used the bundled one)")
     args = ap.parse_args(argv)
+    if args.legacy_ptxas:
+        sys.path.insert(0, str(HERE))
+        from cpu_frames import use_legacy_ptxas      # deferred: a probe helper beside this file, on sys.path above
+        use_legacy_ptxas()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rec = derive(json.loads(Path(args.spec).read_text()), out)
+    rec = derive(json.loads(Path(args.spec).read_text()), out, args.workers)
     print(json.dumps(rec), flush=True)
     return 0 if "error" not in rec else 1
 
