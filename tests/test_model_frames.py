@@ -1,6 +1,8 @@
 """A whole model's stack limit derived on the CPU (issue 48 point 1): every Triton kernel its traced step launches
 compiled for sm90, the largest frame the driver's limit (estimator/process/model_frames.py, loo.derived_model_rows,
 memory._model_limit_derived)."""
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -118,3 +120,42 @@ def test_run_39_a_is_derived_exactly():
     step = model_frames.for_records(("validate/data/records/runs/run39/a/a-kda7b-32k.json",), "3.6.0")
     assert (step.frame, step.kernel, step.measured) == (14_520, "swiglu_fwdbwd_kernel", 14_528)
     assert driver_stack_limit(step.frame) == 14_528
+
+
+def test_every_committed_derivation_is_its_records_limit():
+    """Every derived step's largest frame, rounded up to 16 B by the driver, is the limit its record measured after the
+    first step: one record per committed whole-model point and build, Triton 3.6.0 and 3.9.0 (the latter compiled by
+    the bundled legacy ptxas, as the GPU runs were)."""
+    off = [(s.name, s.frame, s.measured) for s in model_frames.steps() if driver_stack_limit(s.frame) != s.measured]
+    assert len(model_frames.steps()) == 36 and off == []
+
+
+def test_the_long_sequence_limit_is_an_int64_specialisation():
+    """The 1.3B KDA model (intermediate size 5,632): fla's swiglu_fwdbwd_kernel takes T = x.numel() as a plain integer.
+    At 32,768 tokens T = 184,549,376 (int32): 15,272 B; at 467,490 tokens T = 2,632,903,680 > 2**31 = 2,147,483,648
+    (int64): 16,312 B, which sets the step's limit, 16,320 B as measured."""
+    short = model_frames.for_records(("validate/data/records/models/h200_run26_ho2-ckpt32k.json",), "3.6.0")
+    long = model_frames.for_records(("validate/data/records/models/h200_run27_edge-1.3b-467490.json",), "3.6.0")
+    assert 32_768 * 5_632 < 2**31 < 467_490 * 5_632
+    assert (short.kernel, short.frame, long.kernel, long.frame) == ("swiglu_fwdbwd_kernel", 15_272,
+                                                                    "swiglu_fwdbwd_kernel", 16_312)
+    assert (driver_stack_limit(short.frame), long.measured) == (15_280, 16_320)
+
+
+def _target_setup_calls(path) -> set[str]:
+    """The ``livebytes.tracer.target`` functions a file calls by name (``install``, ``meta_*``)."""
+    tree = ast.parse(Path(path).read_text())
+    names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+             and n.module.endswith("target") for a in n.names}
+    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id in names}
+
+
+def test_the_probe_sets_up_meta_tensors_as_the_tracers_process_does():
+    """The probe traces the step in its own process: every target shim the tracer's process installs must be its too
+    (without ``meta_autocast_is_cuda`` peft's expert LoRA stopped the Qwen3-Next LoRA step mid-trace: 856 B, not
+    21,064)."""
+    root = Path(__file__).parents[1]
+    tracer = _target_setup_calls(root / "tracer" / "__main__.py")
+    assert {"install", "meta_autocast_is_cuda", "meta_index_is_device_0", "meta_runs_gpu_packages"} <= tracer
+    assert tracer <= _target_setup_calls(root / "validate" / "gpu" / "probes" / "model_frames.py")

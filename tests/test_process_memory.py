@@ -306,7 +306,9 @@ def test_a_partial_cases_missing_kernels_take_the_local_memory_bound():
 # pages = 3,651,141,632 B; 19,232 x 270,336 = 5,199,101,952 B = 2,479.1 -> 2,480 - 132 = 2,348 pages = 4,924,112,896 B;
 # 14,456 -> 14,464 x 270,336 = 3,910,139,904 B = 1,864.5 -> 1,865 - 132 = 1,733 pages = 3,634,364,416 B; 14,912 x
 # 270,336 = 4,031,250,432 B = 1,922.2 -> 1,923 - 132 = 1,791 pages = 3,755,999,232 B
-KERNEL_MARGIN = 73_400_320      # 35 pages: the kernel-frame rule's worst shortfall withheld (D256 H96 report, 15,184 vs 14,912 B)
+# 15 pages: the kernel-frame rule's worst shortfall withheld (Triton 3.9.0's report D64 H16, 19,216 vs 19,104 B:
+# 19,216 x 270,336 -> 2,478 pages, 19,104 x 270,336 -> 2,463); D256 H96's 35 pages went with D256 H24/H48 compiled
+KERNEL_MARGIN = 31_457_280
 
 
 @pytest.mark.parametrize("shape,limit,reservation", [(Shape(1, 8192, 56, 128), 14_528, 3_651_141_632),
@@ -323,7 +325,7 @@ def test_an_unknown_case_is_estimated_from_its_nearest_cases(shape, limit, reser
     p = process_memory(H200, get_model("fla-kda@0.6.0", "H200", contract="report"), "cold", shape)
     assert (p.stack_limit_bytes, p.stack.bytes, p.stack.margin) == (limit, reservation, KERNEL_MARGIN)
     assert status_words(p.stack.status).startswith("estimated: stack frames not measured or derived for fla-kda (report contract)")
-    assert "leave-one-out over 100 committed cases: -70 to +162 MiB; the high end (+70 MiB) counted" in status_words(p.stack.status)
+    assert "leave-one-out over 104 committed cases: -30 to +26 MiB; the high end (+30 MiB) counted" in status_words(p.stack.status)
     command = (f"livebytes frames derive --impl fla-kda@0.6.0 --contract report --head-dim {shape.dim} "
                f"--num-heads {shape.heads} --triton 3.6.0")
     assert any(a.startswith("estimated: stack reservation: ") and a.endswith(command) for a in assumptions_words(p)), assumptions_words(p)

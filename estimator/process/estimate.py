@@ -33,9 +33,14 @@ factor 3) compile alike and unlike H 8, 16 or 32 (odd factor 1); the committed f
 Modules keep ``memory._modules``' rule (a case's own figure, else the family's largest measured); its error is
 measured here as well.
 
-Not modelled: a 64-bit index specialisation (an integer argument past 2**31 at long sequences), block sizes chosen from
-the hidden size, and whether two odd factors (3 and 5) compile alike; that is what a compile (``livebytes frames
-derive``) or a process measured (``livebytes process measure``) replaces the estimate by.
+Not modelled by these rules: a 64-bit specialisation (an integer argument past 2**31 at long sequences), the MLP's
+intermediate size (a kernel's constexpr like the head counts), and whether two odd factors (3 and 5) compile alike. The
+whole models' steps derived on the CPU (``process.model_frames``) show the first two: fla's ``swiglu_fwdbwd_kernel``
+takes ``T = x.numel()`` (tokens x intermediate size) as a plain integer and ``D``, the intermediate size, as a constexpr
+it divides by; the 1.3B model (intermediate 5,632) holds 15,272 B there at 32,768 tokens and 16,312 B at 467,490, where
+``T`` passes 2**31 and compiles as int64, and that kernel sets the step's limit. That is what a compile (``livebytes
+frames derive``, the committed derived steps) or a process measured (``livebytes process measure``) replaces the
+estimate by.
 """
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ The rows are the error of ``process.estimate``'s rules, measured: ``error`` (est
 memory on the device asked) per kind of estimate. A verdict that rests on an estimate counts its high end: the estimate
 plus the largest amount by which the rule fell short on a withheld case (``margin``), never a fitted constant. A
 whole model whose step was derived on the CPU (``process.model_frames``) takes no estimate: its row
-(``whole-model limit, derived``) is its own derived limit against the limit its record measured, one row per record. The
+(``whole-model limit, derived``) is its own derived limit against the limit its record measured, one row per record. What
+the tool answers for each measured whole-model point with that point withheld (``whole-model limit, as answered``) is
+its derived step where one was derived, else the case at its other lengths, else the rule: ``answered_rows``. The
 table is docs/validation.md's "Process memory where nothing was measured" (``python -m livebytes.cli.docgen`` does not
 write it: ``tests/test_process_estimate.py`` keeps the document equal to these rows).
 """
@@ -19,7 +21,7 @@ from . import model_frames
 from .driver import data_files, driver_stack_limit, stack_reservation_bytes
 from ..devices import Device, get_device
 
-KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived")
+KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived", "whole-model limit, as answered")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,41 @@ def derived_model_rows(name: str, device: Device, derived: tuple | None = None) 
     return rows
 
 
+def answered_rows(name: str, data: dict, device: Device, derived: tuple | None = None) -> list[Row]:
+    """Each whole model's measured point withheld alone, against the figure the tool then answers, in
+    ``memory._model_limit``'s order: the step's own limit where that step was derived on the CPU (any record of the
+    point); else the case's limit measured at its other lengths (the next longer one, else the longest: ``limit_at``);
+    else ``estimate.model_limit`` over the other cases. The rule's own error over every point is ``model_rows``'."""
+    triton = data_triton(name)
+    rows = []
+    for case, points in est.model_cases(data).items():
+        others = est.model_cases(data, withheld=frozenset({case.key}))
+        for p in points:
+            step = _derived_point(case.key, p, triton, derived)
+            rest = [q for q in points if q is not p]
+            if step is not None:
+                value, tier = driver_stack_limit(step.frame), f"{step.name}: its step compiled on the CPU"
+            elif rest:
+                value, tier = est.limit_at(rest, p["tokens"]), "this case measured at another length"
+            else:
+                guess = est.model_limit(case, p["tokens"], others)
+                if guess is None:
+                    continue
+                value, tier = guess.value, guess.tier
+            rows.append(Row(name, KINDS[4], case.key, p["tokens"], "GPU", p["limit_bytes"], value, tier,
+                            _reservation_error(value, p["limit_bytes"], device)))
+    return rows
+
+
+def _derived_point(case: str, point: dict, triton: str, derived: tuple | None):
+    """The derived step (the largest frame where several) of a measured point: the same case, length and Triton, a
+    build the point's records ran (``memory``'s ``model_frames.for_step`` keys it the same way)."""
+    builds = {b["architecture"] for b in point.get("builds", [])}
+    found = [s for s in (model_frames.steps() if derived is None else derived)
+             if (s.case, s.tokens, s.triton) == (case, point["tokens"], triton) and s.architecture in builds]
+    return max(found, key=lambda s: (s.frame, s.record)) if found else None
+
+
 def data_triton(name: str) -> str:
     """The Triton version of a process data file's name (``fla-core-0.6.0_triton-3.6.0_H200.json`` -> ``3.6.0``)."""
     return name.split("triton-")[1].split("_")[0]
@@ -132,7 +169,7 @@ def rows(device_name: str = "H200") -> tuple[Row, ...]:
     for name, data in files:
         siblings = tuple(d for n, d in files if n != name)
         out += (kernel_rows(name, data, siblings, device) + model_rows(name, data, device) + module_rows(name, data)
-                + derived_model_rows(name, device))
+                + derived_model_rows(name, device) + answered_rows(name, data, device))
     return tuple(out)
 
 

@@ -37,6 +37,7 @@ modules loading as the call goes (charged from its start).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from . import estimate, frames_store, loo, measured_store, model_frames
@@ -234,7 +235,6 @@ def _measure_hint(key: str, prefix: str, shape, triton: str | None, options: dic
     """How the user replaces unbounded module memory by the case's own: measure its process on a GPU at its number of
     tokens (``measured_store``; a layer's build options part of the case), or None where the probe runs no such case or
     runs another version's kernels (a snapshot modelled on the data's fla-core)."""
-    import re
     fla = re.search(r"fla-core-([^_]+)_", data_file)
     if fla and key.split("@", 1)[-1] != fla.group(1):
         return None
@@ -298,7 +298,6 @@ def _dims(dim: int, heads: int, v_heads: int) -> str:
 def _case_text(case: str) -> str:
     """The data's case key in words: ``fla-kda:report D64 H16 HV16`` -> ``fla-kda (report contract) at head_dim=64
     num_heads=16``."""
-    import re
     prefix, rest = case.split(" ", 1)
     dim, heads, v_heads = map(int, re.fullmatch(r"D(\d+) H(\d+) HV(\d+)", rest).groups())
     return f"{_readable(prefix)} at {_dims(dim, heads, v_heads)}"
@@ -321,9 +320,10 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
     measured one's limit is taken, unbounded, said in the answer: it bounds the length only if the limit does not
     shrink as the length grows, which the records agree with (Triton compiles an int64 specialisation once an integer
-    argument reaches 2**31: 15,280 B at 8-16K tokens, 16,320 B at 467,552-473,204 for the 1.3B KDA model, a multiple
-    of 16 or not) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other
-    code). Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
+    argument reaches 2**31: 15,280 B at 8-32K tokens, 16,320 B at 467,490-473,204 for the 1.3B KDA model, a multiple
+    of 16 or not; the derived steps put it in fla's ``swiglu_fwdbwd_kernel``, whose ``T`` is tokens x intermediate
+    size) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other code).
+    Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
     head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is estimated from the measured cases
     (``_model_limit_estimate``): no measured case bounds it, frames not being monotonic in the head count. Warm,
     where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``). At a

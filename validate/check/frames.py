@@ -54,12 +54,14 @@ CPU_SUMMARIES = ("cpu_frames/summary.jsonl", "cpu_frames/summary_b.jsonl", "cpu_
                  "cpu_frames/summary_e.jsonl",       # _e: the KimiDeltaAttention layer, grouped value heads (issue 33)
                  "cpu_frames/summary_f.jsonl",       # _f: session 17, cases users ask (H8, the plain contract's head dims)
                  "cpu_frames/summary_g.jsonl",       # _g: run 33, the GPU machine's CPUs (report H1-H48, KDA layer H8-H64)
-                 "cpu_frames/summary_h.jsonl")       # _h: run 36, the GPU machine's CPUs (KDA layer H4-H128, report H40/H80, plain, fwd)
+                 "cpu_frames/summary_h.jsonl",       # _h: run 36, the GPU machine's CPUs (KDA layer H4-H128, report H40/H80, plain, fwd)
+                 "cpu_frames/summary_i.jsonl")       # _i: session 32, report D256 H24 and H48 (odd factor 3)
 # Triton 3.9.0 compiled by its bundled legacy ptxas (TRITON_PTXAS_BLACKWELL_PATH), as on the H200 in runs 20-22
 CPU_SUMMARIES_TRITON_39 = ("cpu_frames/summary_t39.jsonl",
                            "cpu_frames/summary_t39b.jsonl",   # _t39b: session 17, GDN and its layer H16/HV16, KDA plain
                            "cpu_frames/summary_t39c.jsonl",   # _t39c: run 33, GDN and its layer H4-H64, KDA report H32
-                           "cpu_frames/summary_t39d.jsonl")   # _t39d: session 21, run 33's three unfinished cases
+                           "cpu_frames/summary_t39d.jsonl",   # _t39d: session 21, run 33's three unfinished cases
+                           "cpu_frames/summary_t39e.jsonl")   # _t39e: session 32, GDN equal heads H12 and H24 (odd factor 3)
 LEGACY_PTXAS = "ptxas (Cuda compilation tools, release 12.9, V12.9.86)"
 # Layer processes whose non-PyTorch bytes give their family's cold modules (the process alone on the GPU): run 22f's
 # 4 GatedDeltaNet layers, fresh and cold; its side-by-side 1-layer process had freed its memory (that reading,

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from livebytes.validate.check.frames import LEGACY_PTXAS
+from livebytes.validate.check.frames import LEGACY_PTXAS, _model_case, model_build
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "estimator" / "data" / "process" / "model_frames_H200.json"
@@ -78,7 +78,6 @@ def entry(record: dict, spec: dict, summary: dict) -> dict:
     """What the data file keeps of one record's derivation: the record's case key and build (as the process data and
     ``estimator/process/memory.py`` name them: ``validate/check/frames.py``), its shape and options, and the probe's
     summary (each kernel's largest counted frame)."""
-    from livebytes.validate.check.frames import _model_case, model_build
     options = record.get("options", {})
     return {"case": _model_case(record["config"], options),
             "architecture": model_build(record["config"], options)["architecture"],

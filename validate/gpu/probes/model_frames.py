@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -167,8 +168,9 @@ def derive(spec: dict, out: Path, workers: int = 1) -> dict:
     from livebytes.estimator.devices import get_device
     device = get_device(spec["device"])
     warnings.filterwarnings("ignore")
-    from livebytes.tracer.target import install, meta_index_is_device_0, meta_runs_gpu_packages
+    from livebytes.tracer.target import install, meta_autocast_is_cuda, meta_index_is_device_0, meta_runs_gpu_packages
     install(device)
+    meta_autocast_is_cuda()        # as the tracer's own process: peft's expert LoRA asks autocast of W.device.type
     log: list = []
     jobs: list | None = [] if workers > 1 else None
     install_compiling(log, jobs)
@@ -186,6 +188,7 @@ def derive(spec: dict, out: Path, workers: int = 1) -> dict:
         trace_training({**spec, "steps": 1}, mbs, seq)
     except Exception as err:        # the kernels compiled before a raise are still listed, the line says partial
         rec["error"] = f"{type(err).__name__}: {str(err)[:400]}"
+        traceback.print_exc()          # where the trace stopped, for the deriver's log
     if jobs is None:
         tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
         rows = cpu_frames.candidates(log, tool)
