@@ -7,7 +7,9 @@ plus the largest amount by which the rule fell short on a withheld case (``margi
 whole model whose step was derived on the CPU (``process.model_frames``) takes no estimate: its row
 (``whole-model limit, derived``) is its own derived limit against the limit its record measured, one row per record. What
 the tool answers for each measured whole-model point with that point withheld (``whole-model limit, as answered``) is
-its derived step where one was derived, else the case at its other lengths, else the rule: ``answered_rows``. The
+its derived step where one was derived, else the case at its other lengths, else the rule: ``answered_rows``. A length
+between measured ones takes the next longer one's limit; ``length_rows`` measures that tier alone
+(``whole-model limit, another length``). The
 table is docs/validation.md's "Process memory where nothing was measured" (``python -m livebytes.cli.docgen`` does not
 write it: ``tests/test_process_estimate.py`` keeps the document equal to these rows).
 """
@@ -21,7 +23,8 @@ from . import model_frames
 from .driver import data_files, driver_stack_limit, stack_reservation_bytes
 from ..devices import Device, get_device
 
-KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived", "whole-model limit, as answered")
+KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived", "whole-model limit, as answered",
+         "whole-model limit, another length")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,22 @@ def answered_rows(name: str, data: dict, device: Device, derived: tuple | None =
     return rows
 
 
+def length_rows(name: str, data: dict, device: Device) -> list[Row]:
+    """Each whole model's measured point withheld alone where its case was measured at a longer length, against the
+    next longer one's limit (``memory._model_limit``'s tier for a length between measured ones): how far "the limit
+    does not shrink as the length grows" is from each committed point."""
+    rows = []
+    for case, points in est.model_cases(data).items():
+        for p in points:
+            longer = sorted((q for q in points if q["tokens"] > p["tokens"]), key=lambda q: q["tokens"])
+            if longer:
+                value = longer[0]["limit_bytes"]
+                rows.append(Row(name, KINDS[5], case.key, p["tokens"], "GPU", p["limit_bytes"], value,
+                                f"the next longer length measured ({longer[0]['tokens']:,} tokens)",
+                                _reservation_error(value, p["limit_bytes"], device)))
+    return rows
+
+
 def _derived_point(case: str, point: dict, triton: str, derived: tuple | None):
     """The derived step (the largest frame where several) of a measured point: the same case, length and Triton, a
     build the point's records ran (``memory``'s ``model_frames.for_step`` keys it the same way)."""
@@ -169,7 +188,7 @@ def rows(device_name: str = "H200") -> tuple[Row, ...]:
     for name, data in files:
         siblings = tuple(d for n, d in files if n != name)
         out += (kernel_rows(name, data, siblings, device) + model_rows(name, data, device) + module_rows(name, data)
-                + derived_model_rows(name, device) + answered_rows(name, data, device))
+                + derived_model_rows(name, device) + answered_rows(name, data, device) + length_rows(name, data, device))
     return tuple(out)
 
 

@@ -314,49 +314,61 @@ def _readable(prefix: str) -> str:
 
 
 def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None,
-                 triton: str | None = None) -> tuple[int, Status, str] | None:
-    """(limit, status, source) for a family whose stack limit is read from its own process after the first step
-    (``model_limits``: a traced model's kernels, norms, MLP and loss among them, were not logged one by one), else
-    None. A case's limit is measured at some numbers of tokens (``points``); at another length the next longer
-    measured one's limit is taken, unbounded, said in the answer: it bounds the length only if the limit does not
-    shrink as the length grows, which the records agree with (Triton compiles an int64 specialisation once an integer
-    argument reaches 2**31: 15,280 B at 8-32K tokens, 16,320 B at 467,490-473,204 for the 1.3B KDA model, a multiple
-    of 16 or not; the derived steps put it in fla's ``swiglu_fwdbwd_kernel``, whose ``T`` is tokens x intermediate
-    size) but nothing proves for every kernel (a divisibility-16 specialisation at the shorter length is other code).
-    Above the longest, the family's largest measured limit is taken, unbounded. A case never measured (another
-    head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is estimated from the measured cases
-    (``_model_limit_estimate``): no measured case bounds it, frames not being monotonic in the head count. Warm,
-    where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``). At a
-    measured point, a build its processes did not run (``options``: another config or optimizer) takes the point's
-    limit, unbounded, or bounded where the step's calls are a subset of a measured one's (``_limit_at_build``)."""
+                 triton: str | None = None) -> tuple[int, Status, str, str | None] | None:
+    """(limit, status, source, the ``loo.KINDS`` whose error an estimate carries) for a family whose stack limit is read
+    from its own process after the first step (``model_limits``: a traced model's kernels, norms, MLP and loss among
+    them, were not logged one by one), else None. A case's limit is measured at some numbers of tokens (``points``); at
+    another length the next longer measured one's limit is taken, estimated with that tier's leave-one-out error
+    (``loo.length_rows``): it bounds the length only if the limit does not shrink as the length grows, which the
+    records agree with (Triton compiles an int64 specialisation once an integer argument reaches 2**31: 15,280 B at
+    8-32K tokens, 16,320 B at 467,490-473,204 for the 1.3B KDA model, a multiple of 16 or not; the derived steps put it
+    in fla's ``swiglu_fwdbwd_kernel``, whose ``T`` is tokens x intermediate size) but nothing proves for every kernel
+    (a divisibility-16 specialisation at the shorter length is other code). Above the longest, the family's largest
+    measured limit is taken, unbounded. A case never measured (another head count or head dim; fp32-amp, whose kernels
+    are other dtype specialisations) is estimated from the measured cases (``_model_limit_estimate``): no measured case
+    bounds it, frames not being monotonic in the head count. Warm, where no warm process was measured: the cold answer,
+    a bound where it is one (``_warm_limit_by_cold``). A build its processes did not run (``options``: another config,
+    depth or optimizer) takes its own step where that step was derived on the CPU at this length, else at the next
+    longer length derived (estimated as a length between measured ones), else the point's limit, estimated, or bounded
+    where the step's calls are a subset of a measured one's (``_limit_at_build``)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
         cold = _model_limit(data, prefix, shape, "cold", options, triton)
-        return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2])
+        return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2], cold[3])
     if not family and not prefix.split(":")[0].endswith("-model"):
         return None             # a kernel or layer: its kernels' frames decide
     tokens = shape.mbs * shape.seq
     points = family.get(_case_key(prefix, shape), {}).get("points", [])
     derived = _model_limit_derived(shape, options, triton, state)
-    if derived is not None and not any(p["tokens"] == tokens for p in points):
-        return derived          # not measured at this length: its step's own kernels, compiled on the CPU
+    if derived is not None and not any(p["tokens"] == tokens and build_match(p.get("builds", []), options)[0] != "other"
+                                       for p in points):
+        return (*derived, None)  # not measured at this length and build: its step's own kernels, compiled on the CPU
+    if not any(p["tokens"] >= tokens and build_match(p.get("builds", []), options)[0] != "other" for p in points):
+        longer = _model_limit_derived_longer(shape, options, triton)
+        if longer is not None:   # this build's step derived at a longer length: the length tier's estimate
+            return (*longer, loo.KINDS[5])
     if not points:              # the case never measured: the nearest measured cases' limit, its error measured
-        return _model_limit_estimate(data, prefix, shape, state)
+        guess = _model_limit_estimate(data, prefix, shape, state)
+        return None if guess is None else (*guess, loo.KINDS[1])
     above = [p for p in points if p["tokens"] >= tokens]
     if above:
         p = above[0]
         status = MEASURED if p["tokens"] == tokens else said(
-            UNBOUNDED, f"the limit measured at {p['tokens']:,} tokens{_below(points, tokens)} used: it bounds "
-            f"{tokens:,} only if the limit does not shrink as the length grows, not proved for every kernel")
-        return p["limit_bytes"], _limit_at_build(p, status, options), f"read after the first step by {', '.join(p['records'])}"
+            ESTIMATED, f"the limit measured at {p['tokens']:,} tokens{_below(points, tokens)} used, the next longer "
+            f"length measured: it bounds {tokens:,} only if the limit does not shrink as the length grows, which no "
+            "committed point contradicts but nothing proves for every kernel")
+        other_build = build_match(p.get("builds", []), options)[0] == "other"
+        return (p["limit_bytes"], _limit_at_build(p, status, options),
+                f"read after the first step by {', '.join(p['records'])}",
+                loo.KINDS[1] if other_build else loo.KINDS[5] if p["tokens"] != tokens else None)
     measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
     limit, top, record = max(measured)
     where = f"{_dims(shape.dim, shape.heads, shape.hv)} above {points[-1]['tokens']:,} tokens"
     return (limit, said(UNBOUNDED, f"stack limit not measured at {where}: the family's largest measured "
                         f"({_case_text(top)}; {len(measured)} figures) used, which bounds nothing: frames move with the "
                         "head count and the length"),
-            f"read by {record}")
+            f"read by {record}", None)
 
 
 def _model_limit_derived(shape, options: dict | None, triton: str | None, state: str) -> tuple[int, Status, str] | None:
@@ -378,6 +390,26 @@ def _model_limit_derived(shape, options: dict | None, triton: str | None, state:
         BOUNDED, f"no warm process measured: the cold step's derived limit bounds it ({what}), a warm process "
         "launching a subset of the cold one's candidates")
     return limit, status, f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
+
+
+def _model_limit_derived_longer(shape, options: dict | None, triton: str | None) -> tuple[int, Status, str] | None:
+    """(limit, status, source) of a whole model's build whose step was derived on the CPU at a longer length only (a
+    preset between its derived lengths): the next longer one's limit, estimated as a length between measured ones is
+    (``loo.length_rows``: the limit never shrank as the length grew; nothing proves it for every kernel). Warm or cold:
+    a warm process launches a subset of the cold one's candidates."""
+    asked = options or {}
+    if triton is None or "architecture" not in asked:
+        return None
+    tokens = shape.mbs * shape.seq
+    step = model_frames.next_longer(asked["architecture"], asked.get("precision", "bf16"), bool(asked.get("packed")),
+                                    tokens, triton)
+    if step is None:
+        return None
+    what = (f"its step's Triton kernels compiled on the CPU under Triton {step.triton} at {step.tokens:,} tokens "
+            f"({step.name}), the next longer length derived: the largest frame {step.frame:,} B, {step.kernel}; it "
+            f"bounds {tokens:,} only if the limit does not shrink as the length grows, which no committed point "
+            "contradicts but nothing proves for every kernel")
+    return driver_stack_limit(step.frame), said(ESTIMATED, what), f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
 
 
 def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
@@ -535,29 +567,37 @@ OTHER_BUILD = "another config or optimizer picks other GEMM shapes and kernels (
 
 def _model_at_build(entry: dict, case: str, options: dict | None) -> Figure:
     """A whole model's measured modules at its case (``entry["builds"]``: what its processes ran): as measured at one
-    of those builds; bounded at a subset of one (``build_match``); elsewhere the same bytes, unbounded."""
+    of those builds; bounded at a subset of one (``build_match``); elsewhere the same bytes, estimated, with the module
+    rule's leave-one-out error (``_process_memory`` adds it): no build bounds another's GEMM kernels, and the rule's
+    withheld cases differ from the others in build as well as heads."""
     match, where = build_match(entry["builds"], options)
     if match == "same":
         return Figure(int(entry["bytes"]), read_status(entry["status"]), entry["source"])
     where = f"measured for {_case_text(case)} at {where}"
     if match == "subset":
         return Figure(int(entry["bytes"]), said(BOUNDED, f"{where}: its figure bounds it, {SUBSET}"), entry["source"])
-    return Figure(int(entry["bytes"]), said(UNBOUNDED, f"{where}: its figure there used, which bounds nothing: "
+    return Figure(int(entry["bytes"]), said(ESTIMATED, f"{where}: its figure there used, its error the module rule's "
+                                            f"over the committed cases (each another build or head layout): "
                                             f"{OTHER_BUILD}"), entry["source"])
 
 
 def _limit_at_build(point: dict, status: Status, options: dict | None) -> Status:
     """The status of a whole model's limit read at ``point`` (its processes' ``builds``) for the asked build: as it
     stands at one of those builds; at a subset of one (``build_match``) a bound where ``status`` is measured (the
-    largest frame of fewer calls is no larger; the driver never lowers the limit); elsewhere unbounded (another
-    config's norm and GEMM kernels are other code, with other frames)."""
+    largest frame of fewer calls is no larger; the driver never lowers the limit); elsewhere estimated (another
+    config's norm and GEMM kernels are other code, with other frames), with the whole-model rule's leave-one-out error,
+    whose withheld cases differ from the rest in build as well as heads. A step derived at the asked build and length
+    comes first (``_model_limit``)."""
     match, where = build_match(point.get("builds", []), options)
     if match == "same" or status.kind is UNBOUNDED:
         return status if match == "same" else status.plus(note(f"and measured at {where}"))
     cite = () if status == MEASURED else (" (", Cite(status), ")")
+    if match == "subset" and status.kind is ESTIMATED:      # another length's limit: an estimate still
+        return status.plus(note(f"and measured at {where}, {SUBSET}"))
     if match == "subset":
         return said(BOUNDED, f"the limit measured at {where}: it bounds it, {SUBSET}", *cite)
-    return said(UNBOUNDED, f"the limit measured at {where} used, which bounds nothing: {OTHER_BUILD}", *cite)
+    return said(ESTIMATED, f"the limit measured at {where} used, its error the whole-model rule's over the committed "
+                f"cases (each another build or head layout): {OTHER_BUILD}", *cite)
 
 
 def _warm_modules_by_cold(cold: Figure, family: str) -> Figure:
@@ -686,10 +726,10 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
     measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options), lib.get("triton"))
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
-        limit, status, source = measured_limit
+        limit, status, source, error_kind = measured_limit
         margin = 0
-        if status.kind is ESTIMATED:      # no process of the case: the estimate's error and high end
-            margin, error = _estimate_error(loo.KINDS[1], device)
+        if status.kind is ESTIMATED:      # not measured here: the estimate's error (its tier's) and high end
+            margin, error = _estimate_error(error_kind or loo.KINDS[1], device)
             status = status.plus(note(error))
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = Status.of(([] if status == MEASURED else [status]) +

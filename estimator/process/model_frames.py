@@ -84,3 +84,13 @@ def for_step(architecture: str, precision: str, packed: bool, mbs: int, seq: int
              if (s.architecture, s.precision, s.packed, s.mbs, s.seq, s.triton)
              == (architecture, precision, packed, mbs, seq, triton)]
     return max(found, key=lambda s: (s.frame, s.record)) if found else None
+
+
+def next_longer(architecture: str, precision: str, packed: bool, tokens: int, triton: str,
+                derived: tuple[DerivedStep, ...] | None = None) -> DerivedStep | None:
+    """The derived step of this build, precision and packing under ``triton`` at the shortest length above ``tokens``
+    (any batch: the tokens count); None where none was derived longer."""
+    found = [s for s in (steps() if derived is None else derived)
+             if (s.architecture, s.precision, s.packed, s.triton) == (architecture, precision, packed, triton)
+             and s.tokens > tokens]
+    return min(found, key=lambda s: (s.tokens, -s.frame, s.record)) if found else None

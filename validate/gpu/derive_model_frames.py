@@ -2,6 +2,11 @@
 keep them as data (``estimator/data/process/model_frames_H200.json``), so that an answer compiles nothing.
 
     python validate/gpu/derive_model_frames.py RECORD.json [...] [--python PY] [--out DIR] [--layers N] [--workers W]
+    python validate/gpu/derive_model_frames.py --config CONFIG.json --seq-len N [--batch-size B] [--checkpoint] [...]
+
+The second form derives a step no GPU ran (a preset at a length users ask for: the grid an answer reads before it
+estimates): its entry is keyed ``PRESET#BxN`` (or the config file's path in this repository) and holds no measured
+limit.
 
 Each record's step (its config, shape and options) runs through ``probes/model_frames.py`` in a process of its own,
 under the interpreter ``--python`` (whose Triton must be the record's: the data keep Triton 3.6.0's and 3.9.0's apart),
@@ -23,6 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from livebytes.lifetimes.traced.presets import config_of, is_preset_name
 from livebytes.validate.check.frames import LEGACY_PTXAS, _model_case, model_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,10 +58,30 @@ def _step_options(options: dict) -> dict:
         | ({"lora": json.loads(lora) if isinstance(lora, str) else lora} if lora else {})
 
 
-def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1) -> dict:
-    record = json.loads(path.read_text())
-    spec = spec_of(record, path.stem, layers)
-    spec_path = out / f"{path.stem}.spec.json"
+def unmeasured_step(config: str, mbs: int, seq: int, checkpoint: bool, precision: str, triton: str) -> dict:
+    """A step no GPU ran, in a record's form (``spec_of``, ``entry``): ``config`` (a preset's name or a config file, read
+    as ``--model`` reads it, so its build is the answer's) at ``mbs`` x ``seq``; no steps measured; ``triton`` the
+    interpreter's (which picks the ptxas as a record's version does)."""
+    return {"config": json.loads(config_of(config)), "shape": {"mbs": mbs, "seq": seq},
+            "options": {"checkpoint": checkpoint, "precision": precision}, "steps": [{}],
+            "versions": {"triton": triton}}
+
+
+def installed_triton(python: str) -> str:
+    """The Triton version ``python`` imports."""
+    done = subprocess.run([python, "-c", "import triton; print(triton.__version__)"], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"error: {python} cannot import triton ({done.stderr.strip()[-200:]})")
+    return done.stdout.strip()
+
+
+def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1, record: dict | None = None,
+               tag: str | None = None) -> dict:
+    """The probe's summary of one record's step (``record``/``tag``: a step given in a record's form instead)."""
+    record = json.loads(path.read_text()) if record is None else record
+    tag = tag or path.stem
+    spec = spec_of(record, tag, layers)
+    spec_path = out / f"{tag}.spec.json"
     spec_path.write_text(json.dumps(spec))
     env = {**os.environ, "TRITON_CACHE_DIR": str(out / "triton-cache"), "FLA_CACHE_RESULTS": "0",
            "CUDA_VISIBLE_DEVICES": ""}
@@ -92,7 +118,12 @@ def entry(record: dict, spec: dict, summary: dict) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("records", nargs="+")
+    ap.add_argument("records", nargs="*")
+    ap.add_argument("--config", help="derive this config's step instead of records' (no GPU ran it)")
+    ap.add_argument("--seq-len", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=1)
+    ap.add_argument("--checkpoint", action="store_true")
+    ap.add_argument("--precision", default="bf16")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out", default="/tmp/model_frames")
     ap.add_argument("--layers", type=int, default=2)
@@ -103,6 +134,21 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = json.loads(data_path.read_text()) if data_path.exists() else {"about": __doc__.split("\n\n")[0], "records": {}}
+    if bool(args.config) == bool(args.records) or (args.config and args.seq_len <= 0):
+        raise SystemExit("error: give record files, or --config with --seq-len above 0")
+    if args.config:
+        path = Path(args.config)
+        key = f"{args.config if is_preset_name(args.config) else path.resolve().relative_to(ROOT)}" \
+              f"#{args.batch_size}x{args.seq_len}"
+        record = unmeasured_step(args.config, args.batch_size, args.seq_len, args.checkpoint, args.precision,
+                                 installed_triton(args.python))
+        tag = f"{path.stem}_{args.batch_size}x{args.seq_len}"
+        summary = derive_one(path, args.python, out, args.layers, args.workers, record, tag)
+        data["records"][key] = entry(record, json.loads((out / f"{tag}.spec.json").read_text()), summary)
+        data["records"] = dict(sorted(data["records"].items()))
+        data_path.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"{key}: largest frame {max(summary['frames'].values(), default=0):,} B, {summary['seconds']} s")
+        return 0
     for name in args.records:
         path = Path(name).resolve()
         summary = derive_one(path, args.python, out, args.layers, args.workers)
