@@ -1051,3 +1051,20 @@ def test_another_gpus_stack_says_what_it_borrowed(shape, frames_used):
     assert ("the reservation rule (the limit for every resident thread, in 2 MiB pages) measured on the H200 only, its "
             "error on this GPU not measured (no process of this GPU committed)") in status_words(p.stack.status)
     assert ("the H200's frames used (sm90's compile)" in status_words(p.stack.status)) == frames_used
+
+
+@pytest.mark.parametrize("record, tokens, limit", [
+    # the 1.3B model (k4-1.3b's build) past its longest, 473,204 tokens: its 16,320 B, above the rule's 15,280
+    # (fp32-amp H16 at 16,384, the same sizes in another variant); 16,320 x 270,336 = 4,411,883,520 B -> 2,104 pages
+    ("h200_run23_k4-1.3b.json", 500_000, 16_320),
+    # the 2-layer KDA build of run 23 k2 past its case's longest: the case's 473,204-token 16,320 B again
+    ("h200_run23_k2-ckpt.json", 600_000, 16_320)])
+def test_above_a_cases_longest_length_is_estimated_with_the_rules_error(record, tokens, limit):
+    """Above the longest length a case was measured at, the limit is the larger of that length's and the whole-model
+    rule's, estimated, the rule's high end (281,018,368 B) counted (it said "unbounded: ... the family's largest ... which
+    bounds nothing")."""
+    p = process_memory(H200, _whole_model("fla-kda-model@0.6.0", record), "cold", Shape(1, tokens, 16, 128))
+    assert (p.stack_limit_bytes, p.stack.kind, p.stack.margin) == (limit, Kind.ESTIMATED, 281_018_368)
+    assert p.stack.bytes == (2_104 - 132) * 2 * MIB
+    assert status_words(p.stack.status).startswith("estimated: stack limit not measured at head_dim=128 num_heads=16 "
+                                                   "above 473,204 tokens: the case's longest measured length's (16,320 B")

@@ -323,14 +323,15 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     records agree with (Triton compiles an int64 specialisation once an integer argument reaches 2**31: 15,280 B at
     8-32K tokens, 16,320 B at 467,490-473,204 for the 1.3B KDA model, a multiple of 16 or not; the derived steps put it
     in fla's ``swiglu_fwdbwd_kernel``, whose ``T`` is tokens x intermediate size) but nothing proves for every kernel
-    (a divisibility-16 specialisation at the shorter length is other code). Above the longest, the family's largest
-    measured limit is taken, unbounded. A case never measured (another head count or head dim; fp32-amp, whose kernels
-    are other dtype specialisations) is estimated from the measured cases (``_model_limit_estimate``): no measured case
-    bounds it, frames not being monotonic in the head count. Warm, where no warm process was measured: the cold answer,
-    a bound where it is one (``_warm_limit_by_cold``). A build its processes did not run (``options``: another config,
-    depth or optimizer) takes its own step where that step was derived on the CPU at this length, else at the next
-    longer length derived (estimated as a length between measured ones), else the point's limit, estimated, or bounded
-    where the step's calls are a subset of a measured one's (``_limit_at_build``)."""
+    (a divisibility-16 specialisation at the shorter length is other code). Above the longest, the larger of that
+    length's and the rule's, estimated with the rule's error (``_above_longest``). A case never measured (another
+    head count or head dim; fp32-amp, whose kernels are other dtype specialisations) is estimated from the measured
+    cases (``_model_limit_estimate``): no measured case bounds it, frames not being monotonic in the head count. Warm,
+    where no warm process was measured: the cold answer, a bound where it is one (``_warm_limit_by_cold``). A build
+    its processes did not run (``options``: another config, depth or optimizer) takes its own step where that step was
+    derived on the CPU at this length, else at the next longer length derived (estimated as a length between measured
+    ones), else the point's limit, estimated, or bounded where the step's calls are a subset of a measured one's
+    (``_limit_at_build``)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
@@ -362,13 +363,28 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
         return (p["limit_bytes"], _limit_at_build(p, status, options),
                 f"read after the first step by {', '.join(p['records'])}",
                 loo.KINDS[1] if other_build else loo.KINDS[5] if p["tokens"] != tokens else None)
-    measured = [(p["limit_bytes"], k, p["records"][0]) for k, v in family.items() for p in v.get("points", [])]
-    limit, top, record = max(measured)
-    where = f"{_dims(shape.dim, shape.heads, shape.hv)} above {points[-1]['tokens']:,} tokens"
-    return (limit, said(UNBOUNDED, f"stack limit not measured at {where}: the family's largest measured "
-                        f"({_case_text(top)}; {len(measured)} figures) used, which bounds nothing: frames move with the "
-                        "head count and the length"),
-            f"read by {record}", None)
+    return _above_longest(data, prefix, shape, state, points)
+
+
+def _above_longest(data: dict, prefix: str, shape, state: str, points: list[dict]) -> tuple[int, Status, str, str]:
+    """(limit, status, source, loo kind) of a whole model's case above its longest measured length: the larger of that
+    length's limit and the whole-model rule's estimate from the other cases (``_model_limit_estimate``), estimated
+    with the rule's leave-one-out error (the figure is never below the rule's, so its high end is never below the
+    rule's high end either). The case's own longest alone would be short where a longer step compiles other code:
+    the 1.3B KDA model's 32,768-token 15,280 B against 16,320 B at 467,490."""
+    longest = points[-1]
+    where = f"{_dims(shape.dim, shape.heads, shape.hv)} above {longest['tokens']:,} tokens"
+    guess = _model_limit_estimate(data, prefix, shape, state)
+    if guess is not None and guess[0] > longest["limit_bytes"]:
+        limit, status, source = guess
+        return limit, status.plus(note(f"above this case's longest length measured ({longest['tokens']:,} tokens, "
+                                       f"{longest['limit_bytes']:,} B)")), source, loo.KINDS[1]
+    said_rule = "" if guess is None else f", not below the whole-model rule's {guess[0]:,} B"
+    return (longest["limit_bytes"],
+            said(ESTIMATED, f"stack limit not measured at {where}: the case's longest measured length's "
+                 f"({longest['limit_bytes']:,} B{said_rule}), its error the whole-model rule's: a longer step may "
+                 "compile other code (an int64 specialisation past 2**31)"),
+            f"read after the first step by {', '.join(longest['records'])}", loo.KINDS[1])
 
 
 def _model_limit_derived(shape, options: dict | None, triton: str | None, state: str) -> tuple[int, Status, str] | None:
