@@ -13,6 +13,7 @@ Everything is imported on first use: ``import livebytes.estimator`` (and the ``l
 first, so it imports nothing heavy itself.
 """
 from __future__ import annotations
+from importlib import import_module
 
 # public name -> the module that defines it
 _LAZY = {
@@ -31,6 +32,7 @@ __all__ = ["__version__", *_LAZY, *_SUBMODULES]
 
 def _version() -> str:
     """The installed distribution's version (pyproject.toml's, as pip installed it)."""
+    # deferred: importlib.metadata ~11 ms (importtime), which every import of livebytes and the CLI's start would pay
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version("livebytes")
@@ -42,10 +44,8 @@ def __getattr__(name: str):
     if name == "__version__":
         return _version()
     if name in _LAZY:
-        from importlib import import_module
         return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
     if name in _SUBMODULES:
-        from importlib import import_module
         return import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'livebytes' has no attribute {name!r}")
 

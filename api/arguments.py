@@ -14,6 +14,11 @@ from typing import Callable, Optional
 
 from livebytes.estimator.errors import UsageProblem
 from livebytes.estimator.fields import show
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import parse_size, parse_ratio, HF_NAMES
+from livebytes.estimator.devices import get_device, parse_budget
+from livebytes.estimator.capacity import check_state
+from .choose import word, alloc_conf_of
 
 
 class ArgumentError(UsageProblem, TypeError):
@@ -42,7 +47,6 @@ def _refused(name: str, expected: str, value) -> ArgumentError:
 
 def _parsed(name: str, parse: Callable, value):
     """``parse(value)``, its refusal (a ``LivebytesError`` naming ``name``) re-raised as this argument's."""
-    from livebytes.estimator.errors import LivebytesError
     try:
         return parse(value)
     except ArgumentError:
@@ -64,7 +68,6 @@ def _naming(message: str, name: str) -> str:
 
 def size(name: str, value) -> None:
     """A positive whole size: 8192 or text ("8K"); ``shapes.parse_size``'s range (a float, NaN or bool refused)."""
-    from livebytes.estimator.shapes import parse_size
     if not isinstance(value, (int, str)):       # a bool is refused by parse_size ("True is not a positive integer")
         raise _refused(name, "a positive integer or text such as '8K'", value)
     _parsed(name, lambda v: parse_size(v, name), value)
@@ -72,7 +75,7 @@ def size(name: str, value) -> None:
 
 def sizes(name: str, value) -> None:
     """``sweep``'s axis: one size, a non-empty list or tuple of sizes, or the command line's text ("8K..256K", "16,32")."""
-    from livebytes.estimator.planning import parse_range
+    from livebytes.estimator.planning import parse_range  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     if isinstance(value, (list, tuple)):
         if not value:
             raise ArgumentError(f"{name}: an empty {type(value).__name__}; give one value or more", name)
@@ -86,7 +89,6 @@ def sizes(name: str, value) -> None:
 
 def ratio(name: str, value) -> None:
     """A positive ratio (FLA's ``expand_v``): a finite number or its text, ``shapes.parse_ratio``'s range."""
-    from livebytes.estimator.shapes import parse_ratio
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _refused(name, "a positive number such as 0.5, 1 or 2", value)
     _parsed(name, lambda v: parse_ratio(v, name), value)
@@ -94,7 +96,7 @@ def ratio(name: str, value) -> None:
 
 def ratios(name: str, value) -> None:
     """``sweep``'s ``expand_v``: one ratio, a non-empty list or tuple of them, or the text "0.5..2" / "0.5,1"."""
-    from livebytes.estimator.planning import parse_ratio_range
+    from livebytes.estimator.planning import parse_ratio_range  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     if isinstance(value, (list, tuple)):
         if not value:
             raise ArgumentError(f"{name}: an empty {type(value).__name__}; give one value or more", name)
@@ -135,23 +137,19 @@ def one_of(*words: str) -> Callable:
 
 def gpu(name: str, value) -> None:
     """A device preset's name (``devices.get_device``: "H200", "b300")."""
-    from livebytes.estimator.devices import get_device
     text(name, value)
     _parsed(name, get_device, value)
 
 
 def triton_cache(name: str, value) -> None:
     """The Triton cache state a verdict simulates (``capacity.check_state``)."""
-    from livebytes.estimator.capacity import check_state
 
-    from .choose import word
     text(name, value)
     _parsed(name, lambda v: check_state(word(v)), value)
 
 
 def alloc_conf(name: str, value) -> None:
     """PyTorch's allocator configuration as text ("expandable_segments:True"), read as ``choose.alloc_conf_of``."""
-    from .choose import alloc_conf_of
     if not isinstance(value, str):          # "" is PyTorch's default, as an empty PYTORCH_ALLOC_CONF
         raise _refused(name, "text such as 'expandable_segments:True'", value)
     _parsed(name, alloc_conf_of, value)
@@ -159,7 +157,7 @@ def alloc_conf(name: str, value) -> None:
 
 def solve(name: str, value) -> None:
     """The dimension ``plan`` solves for (``planning.solved_field``)."""
-    from livebytes.estimator.planning import solved_field
+    from livebytes.estimator.planning import solved_field  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     text(name, value)
     _parsed(name, solved_field, value)
 
@@ -167,7 +165,6 @@ def solve(name: str, value) -> None:
 def budget(name: str, value) -> None:
     """A memory budget: text with a unit ("80GiB", ``devices.parse_budget``) or whole bytes (an int, or a whole float
     such as 8e10), positive and below 2^63 bytes as parse_budget's."""
-    from livebytes.estimator.devices import parse_budget
     if isinstance(value, str):
         _parsed(name, parse_budget, value)
         return
@@ -276,7 +273,6 @@ SWEEP_AXES = {"seq_len": sizes, "num_heads": sizes, "batch_size": sizes, "head_d
 def unknown_keyword(call: str, unknown: list[str], takes: list[str]) -> ArgumentError:
     """The refusal of keywords ``call`` does not take, naming the close match of the first (the command line's alias
     ``seq`` -> ``seq_len``, else a near spelling) and every keyword it takes."""
-    from livebytes.estimator.shapes import HF_NAMES
     first = unknown[0]
     alias = HF_NAMES.get(first)
     lowered = {t.lower(): t for t in takes}         # At -> at: case is no distance

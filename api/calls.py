@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
+import json
+from itertools import product
+from pathlib import Path
 
 from . import report
 from .choose import cache_skipped, device_of, triton_for
@@ -13,6 +16,14 @@ from .notes import assumption_lines, implausible_warnings
 from .query import Query, Setting, answer, resolve  # noqa: F401 (Setting: the API's callers name it here)
 from .results import (Comparison, Explanation, ModelInfo, Plan, PlanAnswer, Prediction, Sweep, SweepPoint,
                       document_of)
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import Shape, head_v_dim, HF_NAMES
+from livebytes.estimator.capacity import verdict, allocated_peak, process_memory
+from livebytes.estimator.registry import check_shape, shape_options, seq_multiple, spec, specs
+from livebytes.choose import alloc_conf_of
+from livebytes.estimator.cache import cached
+from livebytes.estimator.groups import Group
+from livebytes.validate.check import explain as ex
 
 
 # a caller's progress: told after each unit of work (units done, units in all or None for a search, a short note)
@@ -80,10 +91,7 @@ class Grid:
         """Every point in order (micro-batch, sequence, heads, head dim, value heads, expand_v; the last varies
         fastest); a point whose value heads are not a multiple of its heads, or whose head_dim * expand_v is not whole,
         is refused, naming its flags."""
-        from itertools import product
 
-        from livebytes.estimator.errors import LivebytesError
-        from livebytes.estimator.shapes import Shape, head_v_dim
         out = []
         for m, s, h, d, hv, ev in product(self.mbs, self.seqs, self.heads, self.dims, self.v_heads or [None],
                                           self.expand_v or [None]):
@@ -98,7 +106,6 @@ class Grid:
 def sweep_at(keys: list[str], grid: Grid, setting: Setting = Setting(), progress: Progress = None) -> Sweep:
     """``sweep``: each model over the grid from one vectorised evaluation per code path (``_grid_peaks``), each point
     with predict's verdict; ``progress`` hears of each point judged."""
-    from livebytes.estimator.capacity import verdict
     shapes = grid.shapes()
     rows, pairs = [], []
     for key in keys:
@@ -118,8 +125,7 @@ def _grid_peaks(key: str, shapes: list, setting: Setting, several: bool) -> list
     shapes select (``shape_options``: value heads above heads take the GVA path; its model as built, whose formulas the
     grid evaluates), every point checked against its model first, each path's peaks from one vectorised evaluation
     (``planning.sweep_shapes``)."""
-    from livebytes.estimator.planning import sweep_shapes
-    from livebytes.estimator.registry import check_shape, shape_options
+    from livebytes.estimator.planning import sweep_shapes  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     paths: dict[tuple, list[int]] = {}
     for i, shape in enumerate(shapes):
         paths.setdefault(tuple(sorted(shape_options(key, shape).items())), []).append(i)
@@ -139,8 +145,6 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
     """``plan``: per model, the largest value of ``solve`` that runs on the device (the allocator simulation of a fresh
     process) or whose allocated peak fits ``budget_bytes``; the other dimensions held at ``base``. ``progress`` hears
     of each value tried (a search: no total)."""
-    from livebytes.choose import alloc_conf_of
-    from livebytes.estimator.shapes import HF_NAMES
     conf = alloc_conf_of(setting.alloc_conf)
     tried = [0]
 
@@ -161,9 +165,8 @@ def plan_at(keys: list[str], base, solve: str, setting: Setting = Setting(), bud
 def _plan_one(key, base, solve, setting: Setting, limit, conf, several: bool = False, on_try=None):
     """plan's answer for one model: (result, device, the process memory its verdict counted, the model). Each model it
     tries is a query's (``resolve``): the first at ``base``, a depth search's one per depth."""
-    from livebytes.estimator.capacity import allocated_peak, process_memory
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.estimator.planning import answer_shape, largest_fitting, largest_running
-    from livebytes.estimator.registry import seq_multiple, spec
     what_if = setting.what_if
     multiple = seq_multiple(key, what_if)[0] if solve == "seq" else 1   # a CP model's total sequence: W (2W) ranks' parts
     device, s = device_of(key, setting.gpu), spec(key)
@@ -199,6 +202,7 @@ def depth_search_start(what_if: dict) -> int:
     config = what_if.get("config")
     if not config:
         return 1
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import depth_search_start as traced_start
     return traced_start(config)
 
@@ -214,8 +218,6 @@ def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Opt
     ``budget_bytes``, over the FSDP2 x CP x EP meshes users run (``gpu_meshes``): at each count the most split mesh
     first; where it fits, the meshes of that count from the least CP up, the first that fits the answer. Every mesh
     tried, with its peaks and rank 0's activations. No count: ``value`` null."""
-    from livebytes.choose import alloc_conf_of
-    from livebytes.estimator.capacity import allocated_peak, process_memory, verdict
     device, conf = device_of(key, setting.gpu), alloc_conf_of(setting.alloc_conf)
     tried, answer = [], None
     experts = _experts(setting.what_if)
@@ -257,7 +259,7 @@ def plan_gpus_at(key: str, base, setting: Setting = Setting(), budget_bytes: Opt
 def gpu_meshes(world: int, seq: int, experts: int) -> list[tuple[int, int]]:
     """(CP, EP) of the meshes ``plan --solve gpus`` tries at ``world`` ranks, the least split first: CP in ``SOLVER_CP``
     (at most the ranks, splitting the sequence evenly), EP 1 or the most ranks that divide the experts."""
-    from livebytes.lifetimes.traced.parallel import SOLVER_CP
+    from livebytes.lifetimes.traced.parallel import SOLVER_CP  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     ep = max((e for e in (1 << k for k in range(17)) if e <= world and experts and experts % e == 0), default=1)
     cps = [c for c in SOLVER_CP if c <= world and seq % c == 0]
     return [(c, e) for c in cps for e in sorted({1, ep})]
@@ -268,10 +270,9 @@ def _experts(what_if: dict) -> int:
     config = what_if.get("config")
     if not config or what_if.get("routing") == "worst":
         return 0
-    import json
 
-    from livebytes.estimator.cache import cached
-    from livebytes.lifetimes.traced.model import installed_versions
+    from livebytes.lifetimes.traced.model import installed_versions  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.parallel import experts_of, resolved_config
     # kept on disk (the config classes' reading imports them: seconds of a warm --solve gpus), keyed on their versions
     versions = json.dumps(installed_versions(), sort_keys=True)
@@ -280,7 +281,6 @@ def _experts(what_if: dict) -> int:
 
 def activations_bytes(model, shape) -> int:
     """Rank 0's activations at ``shape``: the layers' saved tensors and the loss's (what CP splits)."""
-    from livebytes.estimator.groups import Group
     keep = (Group.ACTIVATIONS, Group.LOSS)
     values = model.charged_fn(*shape.values())
     return sum(int(n) for b, n in zip(model.buffers, values) if b.group in keep)
@@ -290,9 +290,7 @@ def explain_at(snapshot, key: str, shape, setting: Setting = Setting(), at: str 
     """``explain``: each live block of a ``torch.cuda.memory._dump_snapshot`` file named by the model's buffer, and
     warnings where the blocks do not fit the model at this shape (``validate.check.explain.fit_warnings``), with the shape one
     size away that explains more, when there is one."""
-    from pathlib import Path
 
-    from livebytes.validate.check import explain as ex
 
     def built(s):              # the model as built: its buffers' sources name the snapshot's frames; nothing judged
         return resolve(Query((key,), s, setting, sources=True, judged=False)).models[0].model
@@ -313,7 +311,6 @@ def explain_document(answer: Explanation) -> dict:
 
 def models_at() -> tuple[ModelInfo, ...]:
     """Every registered model (``livebytes models``)."""
-    from livebytes.estimator.registry import specs
     return tuple(ModelInfo.of(r) for r in report.models_data(specs())["results"])
 
 

@@ -9,6 +9,7 @@ from typing import Optional
 
 from livebytes.estimator.errors import LivebytesError, UsageProblem
 from livebytes.estimator.fields import show
+from livebytes.estimator.devices import get_device
 
 # The order expandable_segments is read in: CUDAAllocatorConfig::expandable_segments() asks the generic
 # AcceleratorAllocatorConfig (c10/cuda/CUDAAllocatorConfig.h), whose primary variable is PYTORCH_ALLOC_CONF,
@@ -35,6 +36,7 @@ def word(text: Optional[str]) -> Optional[str]:
 def what_if(contract: Optional[str], no_recompute: bool, cp: Optional[str | int] = None, cp_layout: Optional[str] = None,
             cp_rank: Optional[str] = None) -> dict:
     """The what-if options the flags set (library names), nothing for flags left at their defaults."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import parse_size
     options = {}
     if contract is not None:
@@ -55,8 +57,9 @@ def fsdp_of(text: Optional[str | int], name: str = "--fsdp") -> dict:
     layer model refuses it in ``check_options_taken``, naming the flag); ``name``: the flag or keyword the errors name."""
     if text is None:
         return {}
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import parse_size
-    from livebytes.lifetimes.traced.fsdp import MAX_WORLD
+    from livebytes.lifetimes.traced.fsdp import MAX_WORLD  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     world = parse_size(text, name)
     if world > MAX_WORLD:
         raise LivebytesError(f"{name}: {world:,} ranks is beyond any machine (at most {MAX_WORLD:,})")
@@ -67,8 +70,9 @@ def ep_of(text: Optional[str | int], name: str = "--ep") -> dict:
     """--ep E: the expert-parallel degree as the option ``ep`` (nothing when not given); a whole model's only."""
     if text is None:
         return {}
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import parse_size
-    from livebytes.lifetimes.traced.parallel import MAX_EP
+    from livebytes.lifetimes.traced.parallel import MAX_EP  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     ep = parse_size(text, name)
     if ep > MAX_EP:
         raise LivebytesError(f"{name}: {ep:,} ranks is beyond any machine (at most {MAX_EP:,})")
@@ -77,6 +81,7 @@ def ep_of(text: Optional[str | int], name: str = "--ep") -> dict:
 
 def check_options_taken(key: str, options: dict) -> None:
     """Every command refuses a flag the model does not take, naming the flag."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.registry import spec
     taken = {**spec(key).options, **spec(key).counts}
     for name in options:
@@ -87,7 +92,7 @@ def check_options_taken(key: str, options: dict) -> None:
 
 def device_of(key: str, gpu: Optional[str]):
     """The device a command uses for ``key``: --gpu, else the model's default; refused when the engine refuses it."""
-    from livebytes.estimator.devices import get_device
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.registry import check_device, spec
     device = get_device(gpu if gpu is not None else spec(key).default_device)      # --gpu '' is refused, not the default
     check_device(key, device)
@@ -98,6 +103,7 @@ def model_for(key: str, gpu: Optional[str], options: dict, shape=None, depth: bo
     """The model for ``key`` with the what-if options (each checked) and the code path the shape selects; ``depth``:
     ``check_shape``'s (False: plan's layer search, bounded by its own limit). ``stack``: without a shape, the layer
     fields a layer model is built with (``registry.layer_options``; formula and diff take them without a shape)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.registry import check_shape, get_model, layer_options, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
@@ -116,6 +122,7 @@ def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled
     for): the device chosen once, as a query resolves it (``query.resolve``, the one caller).
     ``compiled`` False: the model as built (``get_model``), its buffers' sources as records (a snapshot's frames).
     ``depth``: ``model_for``'s."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.registry import check_shape, get_compiled, get_model, shape_options
     check_options_taken(key, options)
     device = device_of(key, gpu)
@@ -127,6 +134,7 @@ def model_on_device(key: str, gpu: Optional[str], options: dict, shape, compiled
 def triton_settings(model, device, triton_cache: Optional[str], triton: Optional[str], several: bool) -> tuple:
     """(whether ``model`` runs Triton kernels on ``device``, the cache state and the Triton version its verdict
     simulates): ``capacity.triton_cache_matters`` asked once, then ``triton_cache_for`` and ``triton_for``."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import triton_cache_matters
     matters = triton_cache_matters(model, device)
     return (matters, triton_cache_for(model, device, triton_cache, several, matters=matters),
@@ -138,6 +146,7 @@ def triton_cache_for(model, device, triton_cache: Optional[str], several: bool =
     """--triton-cache, cold when not given; refused when given for a model it changes nothing for (no Triton kernels),
     unless beside other --impl (``several``: it applies to those, ``cache_skipped`` says so). ``matters``: whether the
     model runs Triton kernels on ``device``, where the caller asked already (``capacity.triton_cache_matters``)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import check_state, triton_cache_matters
     if triton_cache is None:
         return "cold"
@@ -153,6 +162,7 @@ def cache_skipped(models_devices: list, triton_cache: Optional[str], triton: Opt
                   matters: Optional[list] = None) -> Optional[str]:
     """The warning when --triton-cache or --triton is given to several --impl of which some run no Triton kernels: they
     apply to the others. ``matters``: each model's ``capacity.triton_cache_matters``, where the caller asked already."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import triton_cache_matters
     flags = " and ".join(f"{flag} {show(v)}" for flag, v in (("--triton-cache", triton_cache), ("--triton", triton)) if v)
     if not flags or len(models_devices) < 2:
@@ -169,6 +179,7 @@ def alloc_conf_of(text: Optional[str], environ=None):
     """--alloc-conf as the library reads it, else the process's environment (``ALLOC_CONF_VARIABLES``, as PyTorch reads
     it), else PyTorch's default; the answer's ``source`` says which. A key given twice
     (``expandable_segments:True,expandable_segments:False``) is a usage error, not the last one silently winning."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.allocator import parse_alloc_conf
     source, where = "--alloc-conf", "--alloc-conf"
     if text is None:
@@ -190,6 +201,7 @@ def alloc_conf_of(text: Optional[str], environ=None):
 def triton_for(key: str, device, triton: Optional[str], several: bool = False) -> Optional[str]:
     """--triton, None when not given or, beside other --impl (``several``; ``cache_skipped`` warns), for a model without
     Triton kernels; a version the data lack is refused (``memory.check_triton``)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.process.memory import check_triton, triton_versions
     if triton is None or (several and not triton_versions(key, device)):
         return None

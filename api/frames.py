@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .arguments import checked
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.process.memory import triton_versions
+from livebytes.estimator.process.driver import driver_stack_limit, stack_reservation_bytes
+from livebytes.estimator.registry import resolve_options, spec
+from livebytes.validate.gpu.derive_frames import derive
+from livebytes.estimator.shapes import Shape, parse_size
+from livebytes.estimator.process import frames_store
+from livebytes.estimator import cache
 
 
 @dataclass(frozen=True)
@@ -42,11 +50,6 @@ def derive_frames_at(key: str, shape, options: Optional[dict] = None, triton: Op
     machine's CPU by the installed Triton, which must be ``triton`` (None: the model's default version in the data).
     Takes minutes (every autotune candidate compiles); needs triton and fla-core, no GPU. Refused in one line
     (``LivebytesError``): a case the committed data hold, one the probe cannot compile, another installed Triton."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import triton_versions
-    from livebytes.estimator.process.driver import driver_stack_limit, stack_reservation_bytes
-    from livebytes.estimator.registry import resolve_options, spec
-    from livebytes.validate.gpu.derive_frames import derive
     resolved = dict(resolve_options(spec(key), dict(options or {})))
     chosen = triton or next(iter(triton_versions(key)), None)
     extra = {k: v for k, v in (("python", python), ("run", run)) if v is not None}
@@ -65,7 +68,6 @@ def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads
     ``triton`` (the installed Triton's version, one the process-memory data hold; None: the model's default), and keep
     them for later answers on this machine. ``python``: another interpreter whose Triton and fla-core compile.
     Length and batch change no frame (one sequence of 4,096 tokens is compiled)."""
-    from livebytes.estimator.shapes import Shape
     heads, dim, v_heads = _sizes(num_heads=num_heads, head_dim=head_dim, num_v_heads=num_v_heads)
     options = {"contract": contract} if contract is not None else {}
     if v_heads is not None and v_heads != heads:
@@ -76,20 +78,16 @@ def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads
 def _sizes(**given) -> tuple:
     """Each keyword a positive size (``shapes.parse_size``), refused in one line by its own name (``num_heads``, not
     the shape's ``heads``); None stays None."""
-    from livebytes.estimator.shapes import parse_size
     return tuple(None if v is None else parse_size(v, name) for name, v in given.items())
 
 
 @checked()
 def derived_frames() -> list[dict]:
     """The cases derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}`` each."""
-    from livebytes.estimator.process import frames_store
     return frames_store.derived_cases()
 
 
 @checked()
 def why_none_read() -> str | None:
     """Why the frames derived on this machine cannot be read, in one line, or None (``cache.signed_folder_problem``)."""
-    from livebytes.estimator import cache
-    from livebytes.estimator.process import frames_store
     return cache.signed_folder_problem(frames_store.FOLDER)

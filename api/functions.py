@@ -12,6 +12,11 @@ from dataclasses import replace
 
 from . import calls
 from .arguments import SWEEP_AXES, ArgumentError, checked, models as many_models
+from livebytes.estimator.errors import LivebytesError
+from .choose import ep_of, fsdp_of, device_of, what_if
+from livebytes.estimator.process.memory import check_triton, triton_versions
+from livebytes.estimator.shapes import Shape, head_v_dim, parse_size, parse_ratio
+from livebytes.estimator.devices import parse_budget
 
 # keyword -> the ``Shape`` field it sets (the names of HF configs and FLA's layers)
 SHAPE_KEYWORDS = {"seq_len": "seq", "batch_size": "mbs", "num_heads": "heads", "num_v_heads": "v_heads",
@@ -43,15 +48,15 @@ def is_config(model) -> bool:
     """A whole model's config (a path to a .json file or an existing file, a preset's name such as
     "qwen3-next-80b-a3b", a dict, a PretrainedConfig), not a key."""
     if isinstance(model, str):
-        from livebytes.lifetimes.traced.presets import preset_names
+        from livebytes.lifetimes.traced.presets import preset_names  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         return model.endswith(".json") or os.path.isfile(model) or model in preset_names()
     return isinstance(model, (dict, os.PathLike)) or hasattr(model, "to_diff_dict")
 
 
 def config_text(model) -> str:
     """The config as canonical JSON (``traced.model``): a PretrainedConfig as ``save_pretrained`` writes it."""
-    from livebytes.lifetimes.traced.model import canonical_config
-    from livebytes.lifetimes.traced.presets import config_of
+    from livebytes.lifetimes.traced.model import canonical_config  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    from livebytes.lifetimes.traced.presets import config_of  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     if isinstance(model, (str, os.PathLike)):
         return config_of(os.fspath(model))
     data = model if isinstance(model, dict) else model.to_diff_dict()
@@ -67,7 +72,8 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
         refuse_given("for a kernel or layer model (they set a whole model's training step)", given, WHOLE_MODEL_KEYWORDS)
         return model, {}, None, None
     refuse_given("for a whole model: its config's sizes count, and it takes no kernel what-if", given, CONFIG_FIXED)
-    from livebytes.lifetimes.traced.lora import lora_option
+    from livebytes.lifetimes.traced.lora import lora_option  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import config_sizes, options_for
     lora = lora_option(*(given.get(f"lora_{k}") for k in ("rank", "alpha", "targets", "quant")))
     text = config_text(model)
@@ -82,9 +88,7 @@ def chosen(model, given: dict) -> tuple[str, dict, int | None, int | None]:
 def _mesh(given: dict) -> dict:
     """``fsdp`` W and ``ep`` E of a whole model (the command line's --fsdp and --ep; ``cp`` joins them through the
     what-if keywords, ``setting_of``), each problem an ArgumentError naming the keyword."""
-    from livebytes.estimator.errors import LivebytesError
 
-    from .choose import ep_of, fsdp_of
     try:
         return fsdp_of(given.get("fsdp"), "fsdp") | ep_of(given.get("ep"), "ep")
     except LivebytesError as err:
@@ -94,10 +98,7 @@ def _mesh(given: dict) -> dict:
 def _check_triton_first(key: str, given: dict) -> None:
     """A whole model's ``triton`` checked before its trace (a minute), as its verdict would check it after
     (``choose.triton_for``): a version the process-memory data lack for it is refused now."""
-    from livebytes.estimator.errors import LivebytesError
-    from livebytes.estimator.process.memory import check_triton, triton_versions
 
-    from .choose import device_of
     if given.get("triton") is None:
         return
     device = device_of(key, given.get("gpu"))
@@ -111,7 +112,6 @@ def _check_triton_first(key: str, given: dict) -> None:
 def shape_of(given: dict, heads=None, dim=None, seq_len=None):
     """The ``Shape`` the keywords describe (sizes take 8192 or "8K"; ``expand_v`` the value head dim over head_dim);
     ``heads``/``dim``: a whole model's config's."""
-    from livebytes.estimator.shapes import Shape, head_v_dim, parse_size
     sizes = {"num_heads": heads, "head_dim": dim or 128, "batch_size": 1, "seq_len": seq_len} | {
         k: v for k, v in given.items() if k in SHAPE_KEYWORDS and v is not None}
     for required in ("seq_len", "num_heads"):
@@ -126,7 +126,6 @@ def shape_of(given: dict, heads=None, dim=None, seq_len=None):
 
 def setting_of(given: dict, options: dict) -> calls.Setting:
     """The verdict's setting: the what-if keywords (``choose.what_if``) with a whole model's options."""
-    from .choose import what_if
     return calls.Setting(given.get("gpu"), what_if(given.get("contract"), bool(given.get("no_recompute")), given.get("cp"),
                                                    given.get("cp_layout"), given.get("cp_rank")) | options,
                          given.get("alloc_conf"), given.get("triton_cache"), given.get("triton"))
@@ -157,8 +156,7 @@ def plan(model, solve: str = "seq_len", budget=None, **keywords) -> calls.Plan:
     """The largest ``solve`` (seq_len, batch_size, num_heads or num_hidden_layers; the short names seq, mbs, heads,
     layers too) that runs on the GPU, or whose allocated peak fits ``budget`` ("80GiB" or bytes); the other sizes held
     (seq_len 8K and num_heads 96 unless given)."""
-    from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.planning import solved_field
+    from livebytes.estimator.planning import solved_field  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     field = solved_field(solve)
     solved = next(k for k, f in SHAPE_KEYWORDS.items() if f == field)
     refuse_given(f"with solve={solve!r}: plan solves for it", keywords, (solved,))
@@ -194,8 +192,7 @@ def sweep(models, seq_len="8K..256K", num_heads="16,32,64,96,128", batch_size=1,
 
 def _ratios(value) -> list[str]:
     """``expand_v``'s values as text (``shapes.head_v_dim`` reads each exactly): a number, a list, or "0.5..2"."""
-    from livebytes.estimator.planning import parse_ratio_range
-    from livebytes.estimator.shapes import parse_ratio
+    from livebytes.estimator.planning import parse_ratio_range  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     if isinstance(value, (list, tuple)):
         for v in value:
             parse_ratio(v, "expand_v")          # each refused here, naming the keyword
@@ -204,8 +201,7 @@ def _ratios(value) -> list[str]:
 
 
 def _sizes(value, name: str) -> list[int]:
-    from livebytes.estimator.planning import parse_range
-    from livebytes.estimator.shapes import parse_size
+    from livebytes.estimator.planning import parse_range  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     if isinstance(value, (list, tuple)):
         return [parse_size(v, name) for v in value]
     return parse_range(str(value), name)

@@ -3,11 +3,16 @@ built from, and the committed measurements of its very case (records, and the pl
 from __future__ import annotations
 
 from dataclasses import replace
+from livebytes.estimator.shapes import implausible
+from livebytes.estimator.registry import spec
+from livebytes.validate.check.records import find
+from livebytes.estimator.placement import MODEL_PLACEMENT
+from livebytes.validate.check.model_records import measured_placement
+from livebytes.validate.check.probe_records import layer_options, probed_at
 
 
 def implausible_warnings(*shapes) -> list[str]:
     """The warning lines for shapes beyond anything a GPU holds (each once)."""
-    from livebytes.estimator.shapes import implausible
     return list(dict.fromkeys(r for r in map(implausible, shapes) if r))
 
 
@@ -17,16 +22,15 @@ def assumption_lines(models) -> list[str]:
     checks is unvalidated), LoRA's settings (``lora.assumption``), and ``--routing worst``'s note (the same bytes as
     balanced, why, and which transients would
     depend on it: ``lifetimes.traced.model.routing_note``)."""
-    from livebytes.estimator.registry import spec
     lines = version_lines(models) + list(dict.fromkeys(spec(m.key).caveat for m in models if spec(m.key).caveat))
     lora = list(dict.fromkeys(dict(m.options)["lora"] for m in models if dict(m.options).get("lora")))
     if lora:
-        from livebytes.lifetimes.traced.lora import assumption
-        from livebytes.lifetimes.traced.model import peft_version
+        from livebytes.lifetimes.traced.lora import assumption  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+        from livebytes.lifetimes.traced.model import peft_version  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         lines += [assumption(setting, peft_version()) for setting in lora]
     if not any(dict(m.options).get("routing") == "worst" for m in models):
         return lines        # imported only then: a warm cache's answer imports no model module (test_compiled)
-    from livebytes.lifetimes.traced.model import routing_note
+    from livebytes.lifetimes.traced.model import routing_note  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     return lines + [routing_note("worst")]
 
 
@@ -40,7 +44,6 @@ def version_lines(models) -> list[str]:
 def measured_records(model, shape):
     """The records of this model at this shape; a layer model's shape with its layer fields left out is the model's
     defaults (hidden, one layer, no checkpointing), as its records state them."""
-    from livebytes.validate.check.records import find
     opts = {k: v for k, v in model.options if k != "forward_only"}
     if "hidden" in opts and "layers" in opts:
         shape = replace(shape, hidden=shape.hidden or opts["hidden"], layers=shape.layers or opts["layers"],
@@ -53,9 +56,6 @@ def measured_case(model, shape, device, conf, triton_cache: str):
     (``capacity.verdict``'s ``measured``); None: the reserved band's high end decides. A whole model: the placement that
     replays its model-step record (``model_records.measured_placement``); a kernel or layer a boundary probe ran at this
     case (``probe_records.probed_at``): the model's own, which replays every boundary record."""
-    from livebytes.estimator.placement import MODEL_PLACEMENT
-    from livebytes.validate.check.model_records import measured_placement
-    from livebytes.validate.check.probe_records import layer_options, probed_at
     options = dict(getattr(model, "options", ()))
     if options.get("config") is not None:
         return measured_placement(model, shape, device.name, triton_cache)

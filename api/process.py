@@ -14,6 +14,17 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .arguments import checked
+from livebytes.estimator.process.memory import triton_versions
+from livebytes.estimator.process.frames_store import PROBE_IMPLS
+from livebytes.estimator.registry import get_model, resolve_options, shape_options, spec
+from livebytes.validate.gpu.derive_frames import probe_case
+from livebytes.validate.gpu.measure_process import measure
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.process.driver import stack_reservation_bytes
+from livebytes.estimator.shapes import Shape
+from .frames import _sizes
+from livebytes.estimator.process import measured_store
+from livebytes.estimator import cache
 
 
 @dataclass(frozen=True)
@@ -46,11 +57,6 @@ def measure_process_at(key: str, shape, options: Optional[dict] = None, triton: 
     (``LivebytesError``): a case the probe cannot run, another installed Triton or fla-core, a GPU no preset describes,
     a process that was not alone on the GPU. ``keep``: a folder for the probe's own files (kept whatever the outcome);
     ``run`` and ``ask``: the probe's runner and the installed versions' inspection (``measure``'s; tests fake them)."""
-    from livebytes.estimator.process.memory import triton_versions
-    from livebytes.estimator.process.frames_store import PROBE_IMPLS
-    from livebytes.estimator.registry import get_model, resolve_options, shape_options, spec
-    from livebytes.validate.gpu.derive_frames import probe_case
-    from livebytes.validate.gpu.measure_process import measure
     given = {**shape_options(key, shape), **dict(options or {})}
     if key.split("@")[0] not in {p.split(":")[0] for p in PROBE_IMPLS}:     # a whole model: refused before it is built
         probe_case(key, given, shape, "the process-memory probe runs")
@@ -66,8 +72,6 @@ def measure_process_at(key: str, shape, options: Optional[dict] = None, triton: 
 def _measured(record: dict, stored: bool) -> MeasuredProcess:
     """A stored record (``estimator.process.measured_store``) as the result, with the modules the estimator takes from it
     (``memory.measured_here``: non-PyTorch bytes less the context and the stack limit's reservation on its GPU)."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.driver import stack_reservation_bytes
     reservation = stack_reservation_bytes(record["stack_limit_bytes"], get_device(record["device"]))
     return MeasuredProcess(record["key"], record["state"], record["device"], record["triton"], record["measured_on"],
                            record["context_bytes"], record["nonpytorch_bytes"], record["stack_limit_bytes"],
@@ -88,9 +92,7 @@ def measure_process(impl: str, *, num_heads: int, head_dim: int = 128, num_v_hea
     answers as measured at its own length only). A layer model
     (``fla-kda-layer@0.6.0``) takes its build options too (``hidden_size``, ``num_hidden_layers``, ``checkpoint``,
     ``conv_size``; None: its defaults): its process is measured, and answers, at those."""
-    from livebytes.estimator.shapes import Shape
 
-    from .frames import _sizes
     seq, heads, dim, v_heads, hidden, layers, conv = _sizes(
         seq_len=seq_len, num_heads=num_heads, head_dim=head_dim, num_v_heads=num_v_heads, hidden_size=hidden_size,
         num_hidden_layers=num_hidden_layers, conv_size=conv_size)
@@ -102,7 +104,6 @@ def measure_process(impl: str, *, num_heads: int, head_dim: int = 128, num_v_hea
 @checked()
 def measured_processes() -> list[MeasuredProcess]:
     """The processes measured on this machine, each as ``measure_process`` returned it."""
-    from livebytes.estimator.process import measured_store
     return [_measured(r, True) for r in measured_store.measured_cases()]
 
 
@@ -110,6 +111,4 @@ def measured_processes() -> list[MeasuredProcess]:
 def why_none_read() -> str | None:
     """Why the processes kept on this machine cannot be read, in one line (the cache folder or its subfolder not this
     user's, no signing key), or None: ``measured_processes`` then lists all there are."""
-    from livebytes.estimator import cache
-    from livebytes.estimator.process import measured_store
     return cache.signed_folder_problem(measured_store.FOLDER)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .notes import assumption_lines, implausible_warnings, measured_case, measured_records
+from .choose import alloc_conf_of, cache_skipped, model_on_device, triton_settings
+from livebytes.estimator.capacity import verdict
+from livebytes.estimator.replay import replay
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,6 @@ def resolve(query: Query, announce: Optional[Callable[[str], None]] = None) -> R
     ``announce`` told of the warnings (an absurd shape's simulation takes a moment), then the verdict's settings: each
     model's cache state and Triton version (``choose.triton_settings``, Triton's part asked once) and the flags some of
     several models take nothing from (``choose.cache_skipped``)."""
-    from .choose import alloc_conf_of, cache_skipped, model_on_device, triton_settings
     s = query.setting
     built = [model_on_device(key, s.gpu, s.what_if, query.shape, not query.sources, query.depth) for key in query.keys]
     implausible, assumed = implausible_warnings(query.shape), assumption_lines([m for m, _ in built])
@@ -131,8 +133,6 @@ def answer(resolution: Resolution, asks: frozenset = EVERYTHING) -> Answer:
 
 
 def _answered(r: Resolved, resolution: Resolution, asks: frozenset) -> ModelAnswer:
-    from livebytes.estimator.capacity import verdict
-    from livebytes.estimator.replay import replay
 
     shape = resolution.query.shape
     replayed = replay(r.model, shape).peak_bytes if REPLAY in asks else None
@@ -146,6 +146,6 @@ def _predicted(model, shape, built: bool):
     """The engine's prediction: a compiled model evaluates its own functions; a model as built (``Query.sources``),
     the engine's compiled form of it (``engine.predict``)."""
     if built:
-        from livebytes.estimator.engine import predict
+        from livebytes.estimator.engine import predict  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         return predict(model, shape)
     return model.predict(shape)

@@ -12,8 +12,12 @@ appear.
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 from livebytes.estimator.devices import GiB
+from livebytes.estimator.groups import Group
+from livebytes.estimator.devices import preset_of
+from livebytes.process_words import assumptions_words, kept_here_words, kind_word, status_words
 
 SCHEMA = 3
 
@@ -35,7 +39,6 @@ def group_bytes(groups: dict) -> dict:
 
 def group_labels(*group_maps) -> dict:
     """Every group the maps name, machine name -> its prose label (the tables' row names), in the groups' order."""
-    from livebytes.estimator.groups import Group
     named = {g for m in group_maps for g in m}
     return {g.key: g.label for g in Group if g in named}
 
@@ -43,7 +46,6 @@ def group_labels(*group_maps) -> dict:
 def device_terms(preset: str | None, product_name: str | None) -> dict:
     """A record's or trace's GPU: ``device`` the preset name (as everywhere), ``device_name`` the product name as the
     GPU reported it (null where none is recorded)."""
-    from livebytes.estimator.devices import preset_of
     name = product_name if product_name and product_name != "?" else None
     return {"device": preset or preset_of(name) or name, "device_name": name}
 
@@ -51,6 +53,7 @@ def device_terms(preset: str | None, product_name: str | None) -> dict:
 def model_terms(model) -> dict:
     """What every result built from a model names: the model, its device and options (library names, every option
     the model was built with, defaults included) and its phase."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.registry import spec
     s = spec(model.key)
     return {"impl": model.key, "device": model.device if isinstance(model.device, str) else model.device.name,
@@ -63,7 +66,7 @@ def lora_terms(model) -> dict:
     setting = dict(model.options).get("lora")
     if not setting:
         return {}
-    from livebytes.lifetimes.traced.lora import settings
+    from livebytes.lifetimes.traced.lora import settings  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     s = settings(setting)
     return {"lora": {"rank": s["r"], "alpha": s["alpha"], "targets": s["targets"]}}
 
@@ -79,7 +82,8 @@ def fsdp_terms(model) -> dict:
     world = fsdp or (max(cp, ep) if cp > 1 or ep > 1 else 0)
     if not world:
         return {}
-    from livebytes.lifetimes.traced.fsdp import NOT_MODELLED
+    from livebytes.lifetimes.traced.fsdp import NOT_MODELLED  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.parallel import NOT_MODELLED as SPLIT
     split = cp > 1 or ep > 1
     status = (f"predicted, unvalidated at this world size; {WORLD_1_MEASURED}" if world > 1 else WORLD_1_MEASURED)
@@ -118,10 +122,9 @@ def device_memory_data(device) -> dict:
 def process_memory_data(process) -> dict:
     """The process's memory outside PyTorch as ``memory.ProcessMemory`` states it: its kind, its figures' status and
     source, its assumptions and what this machine supplied, in ``process_words``' words."""
-    from dataclasses import fields
 
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.process.memory import Figure
-    from livebytes.process_words import assumptions_words, kept_here_words, kind_word, status_words
     figures = {f.name: {"bytes": figure.bytes, "status": status_words(figure.status), "source": figure.source}
                for f in fields(process) if isinstance(figure := getattr(process, f.name), Figure)}
     return {"bytes": process.bytes, "margin_bytes": process.margin, "high_bytes": process.high_bytes,
@@ -136,7 +139,9 @@ def allocator_terms(model, device, conf, process, shape=None, matters: bool | No
     process figures (``capacity.ProcessMemory``) rest on; cold, what autotuning at ``shape`` assumes unmeasured
     (``autotune.held_assumptions``). ``matters``: whether the model runs Triton kernels there, where a query resolved
     it (``query.Resolved``); else asked here (``capacity.triton_cache_matters``)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.autotune import held_assumptions
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import triton_cache_matters
     matters = triton_cache_matters(model, device) if matters is None else matters
     cold = matters and process.triton_cache == "cold" and shape is not None
@@ -148,6 +153,7 @@ def allocator_terms(model, device, conf, process, shape=None, matters: bool | No
 
 def probed_data(v) -> list[dict]:
     """The H200 boundary-probe trials that ran this verdict's very case (``validate.check.probe_records.probed_at``)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.validate.check.probe_records import layer_options, probed_at
     if v.shape is None:
         return []
@@ -159,6 +165,7 @@ def probed_data(v) -> list[dict]:
 def verdict_data(v) -> dict:
     """The three levels (allocated, reserved, device need), the verdict (``capacity.Verdict``), and where a boundary
     probe ran the very case. Out of memory: the peaks are those of a device without a limit (``peaks_unbounded``)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import oom_dict
     return {"fits": v.fits, "oom": oom_dict(v), "probed": probed_data(v),
             "allocated_peak_bytes": v.allocated_peak_bytes, "reserved_peak_bytes": v.reserved_peak_bytes,
@@ -184,6 +191,7 @@ def change_vs_first(values: list[int | None]) -> list[float | None]:
 
 def _validate_digest() -> str:
     """The comparison policy's own sources (``livebytes.validate``): a judgement cached on disk depends on them."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.cache import package_digest
     return package_digest("livebytes.validate")
 
@@ -191,10 +199,11 @@ def _validate_digest() -> str:
 def _judged(record) -> tuple[int | None, int | None]:
     """(validator-process replay, error) of ``validate.check.compare.compare``, the one comparison policy. It builds the
     symbolic model (sympy), so the result is cached on disk by the record's data and both packages' sources."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.cache import cached
 
     def judge():
-        from livebytes.validate.check.compare import compare
+        from livebytes.validate.check.compare import compare  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         c = compare(record)
         return (c.predicted if (record.origin == "measured" and not record.oom) else None), c.error_bytes
     return cached(("comparison", record.path.name, json.dumps(record.data, sort_keys=True, default=str),
@@ -225,6 +234,7 @@ def measured_data(records) -> list[dict]:
 
 def quoted_record(records):
     """The one record a table quotes for a shape (the validator's choice), or None."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.validate.check.records import best
     return best(list(records or []))
 
@@ -298,6 +308,7 @@ def compare_data(preds, measured, replayed, verdicts, warnings: list | None = No
 def formula_data(model, expr, steps: list[int], per_group: dict) -> dict:
     """The closed form (``planning.closed_form``) and, per candidate step, each storage group's (``per_group``: step
     -> ``Group`` -> expression), as sympy text; ``symbols`` names what each symbol stands for (``SYMBOL_NAMES``)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import SYMBOL_NAMES
     return envelope("formula", [{
         **model_terms(model), "shape": None, "peak_bytes_expression": str(expr), "symbols": dict(SYMBOL_NAMES),
@@ -327,7 +338,7 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
     (without: the full simulation of a fresh process on the device, out of memory or not); ``conf`` the allocator
     configuration and ``processes`` each result's ``capacity.ProcessMemory``, for what the answer assumed. Each result's
     ``shape`` is the shape at its answer (``planning.answer_shape``: ``shape`` with the solved field set to the value)."""
-    from livebytes.estimator.planning import answer_shape
+    from livebytes.estimator.planning import answer_shape  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     rows, notes = [], list(warnings or [])
     for r, d, process in zip(results, devices, processes):
         at = answer_shape(shape, r)
@@ -344,6 +355,7 @@ def plan_data(results, solve: str, shape, devices: list, budget_bytes: int | Non
         else:
             row |= {"at_value": None if r.at_value is None else verdict_data(r.at_value), "at_next": verdict_data(r.at_next)}
         rows.append(row)
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import HF_NAMES
     return envelope("plan", rows, notes, solve=HF_NAMES[solve], budget_bytes=budget_bytes)
 
@@ -367,6 +379,7 @@ def gpus_plan_data(model, device, shape, tried: list, found: bool, counts: tuple
 
 def sweep_data(rows, warnings: list | None = None) -> dict:
     """rows: (model, shape, peak bytes, ``capacity.Verdict``): the verdict is predict's and plan's."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import oom_dict
     return envelope("sweep", [
         {**model_terms(m), "shape": s.as_dict(), "peak_bytes": peak, **allocator_terms(m, v.device, v.conf, v.process, s),
@@ -395,6 +408,7 @@ def out_of_memory_warning(r: dict) -> str | None:
     o = r["oom"]
     if o is None:
         return None
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import Shape
     return (f"{r['impl']} at {Shape.from_dict(r['shape']).label()} runs out of memory on the {r['device']} (in "
             f"{oom_when(o)}, at {o['step']} allocating {o['buffer']}: tried to allocate {gib(o['tried_bytes']):,.2f} GiB): "
@@ -405,6 +419,7 @@ def timeline_data(preds, verdicts, warnings: list | None = None, matters: list |
     """Live bytes per step of each prediction, with its verdict (``capacity.Verdict``, predict's: whether a fresh
     process runs it on the device) and what that verdict assumed; a warning for each that runs out of memory
     (``matters``: each model's ``allocator_terms``')."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.capacity import oom_dict
     triton = matters if matters is not None else [None] * len(preds)
     results = [
@@ -452,6 +467,7 @@ def timeline_rows(p) -> list[tuple[str, int]]:
     """(label, step index) per terminal row: every step, or, for a model of more than ``TIMELINE_ROWS`` steps, one row
     per run of consecutive steps in one phase and module (``prediction.module_key``: a layer's child), at the run's
     largest step (its peak step where the run holds the peak)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.prediction import module_key
     steps = p.model.steps
     if len(steps) <= TIMELINE_ROWS:
@@ -503,7 +519,8 @@ def criterion(c) -> str:
 
 def payload_rows(fn: str, seqs: list[int], dim: int, dim_v: int | None, block_q: int, block_k: int, measure=None) -> list[dict]:
     """The saved-payload model (and, with ``measure``, the real autograd graph) at each token count."""
-    from livebytes.estimator.payload import predict_payload
+    from livebytes.estimator.payload import predict_payload  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
     rows, previous = [], None
     for t in seqs:

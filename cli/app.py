@@ -18,6 +18,7 @@ app = typer.Typer(cls=LivebytesGroup, add_completion=True, invoke_without_comman
 
 def _version(value: bool) -> None:
     if value:
+        # deferred: importlib.metadata ~11 ms (importtime), which every import of livebytes and the CLI's start would pay
         from importlib.metadata import version
         typer.echo(f"livebytes {version('livebytes')}")
         raise typer.Exit()

@@ -14,6 +14,8 @@ from livebytes.estimator.devices import DEVICES, GiB
 from livebytes.estimator.planning import largest_running
 from livebytes.estimator.registry import get_model, spec
 from livebytes.estimator.shapes import Shape
+from livebytes.validate.check.process_check import rows
+from livebytes.estimator.process import loo
 
 GPUS = tuple(d.name for d in sorted(DEVICES.values(), key=lambda d: d.capacity_bytes))   # columns: smallest total first
 ROWS = (("fla-kda@07b80f27", {}), ("fla-kda@0.6.0", {}), ("fla-kda@0.6.0", {"contract": "plain"}),
@@ -71,7 +73,6 @@ def longest_table() -> str:
 
 def process_table() -> str:
     """Every measured process's non-PyTorch bytes and stack limit against the model (``validate.check.process_check``)."""
-    from livebytes.validate.check.process_check import rows
     lines = ["| process (record) | cache | limit measured / model (B) | non-PyTorch measured (B) | model - measured (MiB) |",
              "|---|---|---:|---:|---:|"]
     for r in rows():
@@ -83,7 +84,6 @@ def process_table() -> str:
 
 def loo_summary() -> str:
     """Per kind of estimate: the withheld cases, the error range, the high end counted (``estimator.process.loo``)."""
-    from livebytes.estimator.process import loo
     lines = ["| estimate | withheld cases | error (MiB), smallest / largest | high end counted (MiB) | within 64 MiB |",
              "|---|---:|---:|---:|---:|"]
     for kind in loo.KINDS:
@@ -97,7 +97,6 @@ def loo_summary() -> str:
 def loo_table() -> str:
     """Every withheld case: the committed figure, the estimate without it, the tier it came from, the error in device
     bytes on the H200 (``estimator.process.loo.rows``)."""
-    from livebytes.estimator.process import loo
     lines = ["| data (Triton) | estimate | case | tokens | source | committed | estimated | from | error (MiB) |",
              "|---|---|---|---:|---|---:|---:|---|---:|"]
     for r in loo.rows():

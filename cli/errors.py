@@ -15,6 +15,9 @@ import sys
 
 import typer
 from typer.core import TyperGroup
+from typer._click.exceptions import UsageError
+from typer.exceptions import Abort
+from typing import get_args, get_origin
 
 from livebytes.estimator.errors import LivebytesError, UsageProblem  # noqa: F401 (UsageProblem: the API raises it too)
 
@@ -70,9 +73,8 @@ def _text_runtime_param(annotation):
     """typer (0.29) builds a pydantic TypeAdapter for every parameter on first use, which imports pydantic
     (~0.2 s of a 0.5 s budget). Every livebytes option is text, a list of text or a flag (the library
     parses the text): for those, a pass-through coercion. Any other annotation (or another typer) keeps typer's own."""
-    from typing import get_args, get_origin
     try:
-        from typer._coercion import RuntimeParam
+        from typer._coercion import RuntimeParam  # deferred: a private typer layer older typers lack (the branch below)
     except ImportError:          # pragma: no cover - a typer without this layer
         return None
     is_list = get_origin(annotation) in (list, tuple) and get_args(annotation) == (str,)
@@ -155,7 +157,6 @@ def _refuse_repeats(command) -> None:
     original = command.parse_args
 
     def parse_args(ctx, args):
-        from typer._click.exceptions import UsageError
         repeated = given_twice(command, list(args))
         if repeated:
             raise UsageError(f"{', '.join(repeated)} given more than once (it takes one value; the last would "
@@ -204,8 +205,6 @@ class LivebytesGroup(TyperGroup):
             raise typer.Exit(EXIT_DOMAIN) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        from typer._click.exceptions import UsageError
-        from typer.exceptions import Abort
         _fast_params(self)
         if sys.stdout is None:          # started with standard output closed (``>&-``): the answer would vanish
             echo_error("standard output is closed: the answer has nowhere to go; redirect it to a file or /dev/null")

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 import typer
+import functools
+import inspect
+import typing
+from pathlib import Path
+from typer._click.core import ParameterSource
 
 from livebytes.estimator.devices import preset_names
 from livebytes.estimator.errors import LivebytesError
@@ -148,9 +153,10 @@ def chosen(impls: Optional[List[str]], model: Optional[str], optimizer: Optional
     refuse_unused("with --model: the config's num_heads and head_dim count", heads=heads is not None, dim=dim_given)
     refuse_unused("with --model: the config's sizes count (hidden_size, num_v_heads, expand_v, conv_size), and a whole "
                   "model takes no kernel what-if", **kernel_flags)
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import config_sizes, options_for
-    from livebytes.lifetimes.traced.presets import config_of
-    from livebytes.lifetimes.traced.lora import lora_option
+    from livebytes.lifetimes.traced.presets import config_of  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    from livebytes.lifetimes.traced.lora import lora_option  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     setting = lora_option(*lora)
     config = config_of(named(model, "--model"))
     key, options = options_for(config, optimizer or "adamw", precision or "bf16", packed, routing=routing, lora=setting,
@@ -178,6 +184,7 @@ def refuse_unused(reason: str, **given) -> None:
     """Options that change nothing in this mode (``reason``) are refused, not silently ignored: ``given`` maps
     each flag (underscores for dashes; a Shape field for its flag, ``heads`` for --num-heads) to whether the user set
     it."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import flag_of
     unused = [flag_of(name) for name, was_given in given.items() if was_given]
     if unused:
@@ -188,13 +195,13 @@ def refuse_unused(reason: str, **given) -> None:
 def given(ctx, *names: str) -> dict[str, bool]:
     """Which of the command's options ``names`` (parameter names) the user wrote on the command line, as opposed to
     left at their defaults."""
-    from typer._click.core import ParameterSource
     return {name: ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE for name in names}
 
 
 def refuse_solved(solve: str, given_options: dict[str, bool]) -> None:
     """``plan --solve num_heads --num-heads 7``: the solved dimension's value would be replaced by the answer
     unannounced; refused (``given_options``: ``given``'s answer for the solvable dimensions, by Shape field)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import HF_NAMES, flag_of
     if given_options.get(solve):
         raise UsageProblem(f"{flag_of(solve)} has no effect with --solve {HF_NAMES[solve]}: plan solves for it; leave it out")
@@ -204,6 +211,7 @@ def shape_from(mbs: str, seq: str, heads: Optional[str], dim: Optional[str] = "1
                layers: Optional[str] = None, checkpoint: bool = False, conv_size: Optional[str] = None,
                expand_v: Optional[str] = None):
     """The shape the shape options describe (sizes accept 8K = 8192); the layer flags set the layer fields."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import Shape, head_v_dim, parse_size
 
     if heads is None:
@@ -218,6 +226,7 @@ def shape_from(mbs: str, seq: str, heads: Optional[str], dim: Optional[str] = "1
 def stack_from(hidden: Optional[str] = None, layers: Optional[str] = None, checkpoint: bool = False,
                conv_size: Optional[str] = None) -> dict:
     """The layer fields the layer flags set (``Shape``'s keyword names), the flags left out absent."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import flag_of, parse_size
     fields = {"hidden": hidden, "layers": layers, "conv_size": conv_size}
     out = {name: parse_size(text, flag_of(name)) for name, text in fields.items() if text is not None}
@@ -233,7 +242,6 @@ def named(path: str, flag: str, wanted: str = "a file") -> str:
 
 def out_file(path: str, suffixes: tuple[str, ...], flag: str = "--out"):
     """A file to write: refused when it names a folder or lacks one of ``suffixes`` (no silent renaming)."""
-    from pathlib import Path
     p = Path(path)
     if not path.strip():
         raise LivebytesError(f"{flag}: an empty name; name a file, e.g. out{suffixes[0]}")
@@ -311,9 +319,6 @@ def query_options(*order: str, **replaced):
     """The command's parameters: the query options named in ``order`` (``QUERY_OPTIONS``; ``replaced``: an option
     declared otherwise for this command, a ``typer.Option`` or a (type, Option) pair) and the command's own, at their
     place in ``order`` or after. The function receives the query options as one ``QueryFlags``, its first argument."""
-    import functools
-    import inspect
-    import typing
 
     def wrap(fn):
         own = {p.name: p for p in list(inspect.signature(fn).parameters.values())[1:]}
@@ -335,7 +340,6 @@ def query_options(*order: str, **replaced):
 
 def _query_param(name: str, replaced):
     """One query option as a parameter: its declaration in ``QUERY_OPTIONS``, or the command's own (``replaced``)."""
-    import inspect
     kind, option = QUERY_OPTIONS[name]
     if isinstance(replaced, tuple):
         kind, option = replaced
@@ -372,6 +376,7 @@ def what_if_by(q: QueryFlags) -> dict:
 
 def setting_by(q: QueryFlags, ch: Chosen):
     """The query's ``Setting``: device, what-if options with --model's and --fsdp's, allocator and Triton state."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.query import Setting
     return Setting(q.gpu, what_if_by(q) | ch.options | fsdp_of(q.fsdp) | ep_of(q.ep), q.alloc_conf, q.triton_cache,
                    q.triton)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import sys
+from .commands import modules
 
 
 SCHEMA_VERSION = 3
@@ -264,7 +266,6 @@ def _diff_side(which: str) -> dict:
 
 def schemas() -> dict[str, dict]:
     """Every command's JSON Schema, by command, in the commands' order (``cli/commands``: each module's ``schema``)."""
-    from .commands import modules
     return {m.NAME: m.schema() for m in modules()}
 
 
@@ -322,7 +323,6 @@ def json_doc(current: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import sys
     args = sys.argv[1:] if argv is None else argv
     docs = Path(args[0] if args else "docs")
     (docs / "schema").mkdir(parents=True, exist_ok=True)

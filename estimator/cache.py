@@ -46,6 +46,8 @@ import types
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
+from importlib.metadata import entry_points
+from importlib.util import find_spec
 
 from .compiled import compiled
 from .evaluation import CompiledModel
@@ -258,8 +260,6 @@ def _hmac_key(d: Path) -> bytes | None:
 
 def _package_dirs() -> list[Path]:
     """The core and every package registered under the livebytes.models entry points, found without importing them."""
-    from importlib.metadata import entry_points
-    from importlib.util import find_spec
     dirs = [Path(__file__).parent]
     for ep in entry_points(group="livebytes.models"):
         found = find_spec(ep.value.split(":")[0])
@@ -274,7 +274,6 @@ def _package_dirs() -> list[Path]:
 def package_digest(package: str) -> str:
     """One installed package's Python sources (found without importing it): what a result cached on disk from its code
     depends on (the tracer's traces, the validator's judgements)."""
-    from importlib.util import find_spec
     h = hashlib.sha256()
     for folder in find_spec(package).submodule_search_locations:
         for path in sorted(Path(folder).glob("*.py")):

@@ -128,7 +128,7 @@ def _opened(path: Path) -> int:
     ever (fifo(7)); opened non-blocking it reads as empty, and with a writer (a shell's ``<(...)``) as that writer's
     bytes, once blocking reads are restored."""
     try:
-        import fcntl
+        import fcntl  # deferred: POSIX-only; its ImportError elsewhere is the branch below
     except ImportError:                    # not POSIX: no named pipes of this kind
         return os.open(path, os.O_RDONLY)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

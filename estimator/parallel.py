@@ -11,6 +11,7 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+import signal
 
 from .errors import LivebytesError
 
@@ -49,7 +50,6 @@ def _worker(fn) -> None:
     display's stand-in whose lock another thread held at the fork."""
     global _FN, _IN_WORKER
     _FN, _IN_WORKER = fn, True
-    import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.stderr = sys.stdout = open(os.devnull, "w")
 

@@ -23,6 +23,8 @@ from .errors import LivebytesError
 from .parallel import worker_count
 from .shapes import FIELD_OF, HF_NAMES, Shape
 from .symbols import SHAPE_SYMBOLS
+from .parallel import Evaluator
+from .shapes import parse_ratio, parse_size
 
 SOLVABLE = ("seq", "mbs", "heads", "layers")   # Shape fields the solver may vary (layers: a layer model's stack)
 SOLVE_NAMES = tuple(HF_NAMES[f] for f in SOLVABLE)   # as users name them: seq_len, batch_size, num_heads, num_hidden_layers
@@ -193,7 +195,6 @@ class Verdicts:
     (never inside a later, lower band). A context manager: the workers stop at its end."""
 
     def __init__(self, ok, workers: int = 1, told=None):
-        from .parallel import Evaluator
         self.ok, self.workers, self.known, self.told = ok, workers, {}, told
         self._evaluator = Evaluator(ok, workers)
 
@@ -323,7 +324,7 @@ def group_formulas(model: LifetimeModel, step: int) -> dict:
 def live_counts(ranges: list[range], formula: list[int], formulas: int, steps: int):
     """``counts[i, f]``: buffers of byte formula ``f`` live at step ``i`` (a difference array over each buffer's live
     range: linear in buffers and steps)."""
-    import numpy as np
+    import numpy as np  # deferred: numpy ~90 ms at import (importtime), only this path needs it
     delta = np.zeros((steps + 1, formulas))
     for live, f in zip(ranges, formula):
         if live.start < live.stop:
@@ -338,7 +339,7 @@ def _vectorised(model: LifetimeModel):
     total as its live buffers' counts per formula times those values. (Summing each step's live set as one expression
     grew with steps x live buffers: 368 s for two shapes of a 32-layer stack.) Every value is a whole number of bytes
     below 2**53, so float64 sums them exactly, as ``predict`` does in integers."""
-    import numpy as np
+    import numpy as np  # deferred: numpy ~90 ms at import (importtime), only this path needs it
 
     charged = charged_bytes(model)
     unique: dict = {}
@@ -363,7 +364,7 @@ def sweep(model: LifetimeModel, mbs: list[int], seqs: list[int], heads: list[int
 def sweep_shapes(model: LifetimeModel, shapes: list[Shape]) -> list[int]:
     """Peak bytes of ``model`` at each of ``shapes`` (any sizes, value heads and dims included), through one vectorised
     evaluation of the step expressions."""
-    import numpy as np
+    import numpy as np  # deferred: numpy ~90 ms at import (importtime), only this path needs it
     columns = list(zip(*(s.values() for s in shapes)))          # SHAPE_SYMBOLS order: S, MBS, H, HV, DK, DV
     peaks = _vectorised(model)(dict(zip(SHAPE_SYMBOLS, columns)))
     return [int(p) for p in np.rint(peaks)]
@@ -386,7 +387,6 @@ def _doubling(a, b, text: str, what: str, example: str) -> list:
 def parse_ratio_range(text: str, what: str = "expand_v") -> list[str]:
     """``parse_range``'s forms for ratios (FLA's ``expand_v``): ``0.5,1,2`` or a doubling range ``0.5..2``; each
     checked positive (``shapes.parse_ratio``) and returned as text, which ``shapes.head_v_dim`` reads exactly."""
-    from .shapes import parse_ratio
     if ".." in text:
         a, b = (parse_ratio(x, what) for x in text.split("..", 1))
         out = _doubling(a, b, text, what, "0.5,1,1.5")
@@ -402,7 +402,6 @@ def parse_ratio_range(text: str, what: str = "expand_v") -> list[str]:
 def parse_range(text: str, what: str = "value") -> list[int]:
     """``8K..256K`` (powers of two from 8K to 256K), ``8K,16K,100000`` or one value. An empty item
     (``16,,32``, ``8K,``) is refused: it is a typo, not a value."""
-    from .shapes import parse_size
     if ".." in text:
         a, b = (parse_size(x, what) for x in text.split("..", 1))
         return _doubling(a, b, text, what, "8K,10K")

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
+from importlib.metadata import entry_points
 
 from .devices import DEVICES, Device, GiB, MiB, build_facts, get_device
 from .errors import RefusedShapeError, UnknownModelError
 from .groups import Group
 from .shapes import Shape
+from .cache import read_spec_index, write_spec_index, compiled_model
 
 if TYPE_CHECKING:
     from .buffers import LifetimeModel
@@ -79,20 +81,17 @@ def _load(full: bool = False) -> None:
     if _LOADED or (not full and _REGISTRY):
         return
     if not full:
-        from .cache import read_spec_index
         for fields in read_spec_index() or ():
             _REGISTRY[fields["key"]] = ModelSpec(builder=None, **fields)
             _FROM_INDEX.add(fields["key"])
         if _REGISTRY:
             return
     _LOADED = True
-    from importlib.metadata import entry_points
     for ep in entry_points(group="livebytes.models"):
         ep.load()
     for key in list(_FROM_INDEX):       # a model its package no longer registers
         del _REGISTRY[key]
     _FROM_INDEX.clear()
-    from .cache import write_spec_index
     write_spec_index(list(_REGISTRY.values()))
 
 
@@ -180,7 +179,6 @@ def get_model(key: str, device: Device | str | None = None, **options) -> Lifeti
 def get_compiled(key: str, device: Device | str | None = None, **options):
     """``get_model`` compiled (``evaluation.CompiledModel``): from the disk cache when it has it, so that
     predicting needs neither sympy nor the model modules."""
-    from .cache import compiled_model
     s = spec(key)
     dev = get_device(device.name if isinstance(device, Device) else (device or s.default_device))
     resolved = resolve_options(s, options)

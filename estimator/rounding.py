@@ -24,7 +24,7 @@ BLOCK_BYTES = 512   # kMinBlockSize
 def allocated_block_bytes(nbytes: sp.Expr | int) -> sp.Expr:
     """Bytes the allocator counts for a request of ``nbytes``: ceil to a 512-byte multiple (0 stays 0). Cached: a stack
     of layers asks for the same few hundred formulas thousands of times."""
-    import sympy as sp
+    import sympy as sp  # deferred: sympy ~177 ms at import (importtime), only this path needs it
     return sp.ceiling(sp.Integer(1) * nbytes / BLOCK_BYTES) * BLOCK_BYTES
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from .errors import LivebytesError
 from .fields import show
@@ -62,7 +63,6 @@ def parse_ratio(text: str | int | float, what: str = "expand_v"):
     """A positive ratio (2, 0.5, "1.5"), read exactly as a ``Fraction`` (0.1 is one tenth, not its float), from 2^-20
     to 2^20 (a value head dim of head_dim x that: beyond it no head fits any GPU) and at most ``MAX_RATIO_CHARS``
     characters of text (so no text makes an arbitrarily large Fraction)."""
-    from fractions import Fraction
     word = str(text).strip()
     if len(word) > MAX_RATIO_CHARS:
         raise LivebytesError(f"{what}: {show(word[:MAX_RATIO_CHARS])}... is longer than any ratio ({MAX_RATIO_CHARS} characters)")
@@ -158,7 +158,7 @@ class Shape:
         return self.mbs * self.seq
 
     def subs(self) -> dict:
-        from .symbols import DK, DV, H, HV, MBS, S
+        from .symbols import DK, DV, H, HV, MBS, S  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         return {S: self.seq, MBS: self.mbs, H: self.heads, HV: self.hv, DK: self.dim, DV: self.dv}
 
     def record_dict(self) -> dict:

@@ -36,6 +36,8 @@ from .errors import LivebytesError
 from .prediction import allocations
 from .replay import Call, Process
 from .shapes import Shape
+from .capacity import limited_call, oom_dict
+from .placement import by_name
 
 if TYPE_CHECKING:
     from .buffers import LifetimeModel
@@ -228,10 +230,8 @@ def oom_snapshot(model: LifetimeModel, shape: Shape, verdict: Verdict) -> dict:
     """The ``_snapshot()`` dictionary of ``verdict``'s out-of-memory run (a fresh process on its device,
     ``capacity.limited_call``, under the placement that ran out, ``Verdict.decided_by``) at the failing request, the
     trace ending with PyTorch's ``oom`` event."""
-    from .capacity import limited_call, oom_dict
     if verdict.oom is None:
         raise ValueError("oom_snapshot: the verdict runs; take process_snapshot at its peak")
-    from .placement import by_name
     call = limited_call(model, shape, verdict)
     proc = _tracer(model, verdict.conf, None, by_name(verdict.decided_by[1]).address)   # the placement that failed
     failed = proc.call(call).oom

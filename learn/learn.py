@@ -22,6 +22,7 @@ from itertools import combinations
 import sympy as sp
 
 from .traces import TRACE_SYMBOLS, Allocation, SiteParts, Trace
+from livebytes.estimator.symbols import DK, DV, HV, MBS, H, S, cdiv
 
 CHUNKS = (16, 32, 64)
 TILES = (16, 32, 64, 128)
@@ -308,7 +309,6 @@ def device_dependent(b: LearnedBuffer) -> str | None:
 
 def to_model_expr(formula: SizeFormula) -> sp.Expr:
     """The formula in the engine's symbols (S, MBS, H, HV, DK, DV)."""
-    from livebytes.estimator.symbols import DK, DV, HV, MBS, H, S, cdiv
     base = {"T": MBS * S, "N": MBS, "H": H, "HV": HV, "K": DK, "V": DV}
     expr = sp.Integer(formula.coefficient)
     for f in formula.term:

@@ -12,6 +12,7 @@ import sympy as sp
 from livebytes.estimator.buffers import Buffer, LifetimeModel
 from livebytes.estimator.symbols import SHAPE_SYMBOLS
 from .traces import FORMAT
+from livebytes.estimator.shapes import Shape
 
 
 def in_window(b: Buffer, outside: tuple[str, ...] = ()) -> bool:
@@ -21,7 +22,6 @@ def in_window(b: Buffer, outside: tuple[str, ...] = ()) -> bool:
 
 def model_shape(values: dict[str, int]):
     """The engine's Shape for a traced shape (T packed tokens in N equal sequences)."""
-    from livebytes.estimator.shapes import Shape
     return Shape(mbs=values["N"], seq=values["T"] // values["N"], heads=values["H"], dim=values["K"],
                  v_heads=values["HV"] if values["HV"] != values["H"] else None,
                  dim_v=values["V"] if values["V"] != values["K"] else None)

@@ -25,6 +25,7 @@ from pathlib import Path
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import ListOf, Obj, OneOf, check, read_json, show
 from livebytes.estimator.shapes import TRACE_FORMAT, TRACE_SYMBOLS
+from livebytes.estimator.shapes import Shape
 
 FORMAT = TRACE_FORMAT   # the name learn and its tests use
 # what each symbol of a trace (and of the formulas learned from it) stands for, in the shape's HF names
@@ -79,7 +80,6 @@ class Trace:
     def shape_dict(self) -> dict[str, int]:
         """The traced shape in the JSON's HF names (``Shape.as_dict``): N sequences of T / N tokens, value heads and
         value head dim always given (a trace states them)."""
-        from livebytes.estimator.shapes import Shape
         v = self.values
         return Shape(v["N"], v["T"] // v["N"], v["H"], v["K"], v_heads=v["HV"], dim_v=v["V"]).as_dict()
 

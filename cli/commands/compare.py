@@ -15,6 +15,7 @@ NAME = "compare"
 def command(q: o.QueryFlags, as_json: bool = o.Json) -> None:
     """Several implementations side by side at one shape, with the change against the first, and whether
     each runs on its device."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import calls
     ch = o.chosen_by(q)
     keys = o.distinct_impls(ch.keys, NAME)
@@ -73,6 +74,7 @@ def compare_table(data: dict, preds, measured):
 
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import PREDICTION, PREDICTION_OPTIONAL, SHAPE, envelope, number, obj
     return envelope(NAME, obj("one --impl, in order", {
         **PREDICTION,

@@ -6,11 +6,14 @@ import json
 from typing import List, Optional
 
 import typer
+from dataclasses import replace
 
 from .. import options as o
 from livebytes.choose import device_of, model_for, what_if
 from ..errors import UsageProblem, warn
 from livebytes.report import envelope, model_terms
+from ..render import g, Column, T, fit, terms_line
+from .. import render
 
 NAME = "diff"
 Impls = typer.Option(..., "--impl", help=o.IMPL_HELP + "; twice: the old model, then the new", metavar="KEY")
@@ -56,7 +59,6 @@ def diff_data(d, old, new, warnings: list | None = None) -> dict:
 
 
 def _side_text(s, nbytes: int | None) -> str:
-    from ..render import g
     if s is None:
         return "-"
     at = f" = {g(nbytes)} GiB" if nbytes is not None else ""
@@ -70,7 +72,6 @@ def _change_cell(c) -> str:
 def columns(d) -> list:
     """A row per changed allocation (``estimator.diff``'s changes): what changed, the allocation (a carved workspace:
     how many regions), then each side's shape, lifetime and source under its model's key."""
-    from ..render import Column
     return [Column("change", _change_cell, "key"),
             Column("allocation", lambda c: c.allocation + (f"\n({len(c.regions)} regions)" if c.regions else ""), "key"),
             Column(d.old, lambda c: _side_text(c.old, c.old_bytes)),
@@ -78,14 +79,12 @@ def columns(d) -> list:
 
 
 def diff_table(d):
-    from .. import render
     return render.table(f"{d.old} -> {d.new}: {len(d.changes)} buffer changes"
                         + (f"; {d.renumbered} buffers cite other lines of the same code" if d.renumbered else ""),
                         columns(d), d.changes, show_lines=True)
 
 
 def peak_lines(d) -> list[str]:
-    from ..render import g
     lines = [f"{d.new}: {n}" for n in d.notes]
     if d.peak:
         p = d.peak
@@ -106,7 +105,6 @@ def _shape(mbs: Optional[str], seq: Optional[str], heads: Optional[str], dim: Op
                         mbs=mbs is not None, dim=dim is not None, v_heads=v_heads is not None,
                         expand_v=expand_v is not None)
         return None
-    from dataclasses import replace
     shape = o.shape_from("1" if mbs is None else mbs, seq, heads, dim, v_heads, expand_v=expand_v)   # dim None: 128
     return replace(shape, **stack)
 
@@ -120,10 +118,10 @@ def command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str
                  as_json: bool = o.Json) -> None:
     """Buffer-level difference between two models of one implementation (added, removed, resized, retyped,
     living longer), each side's source, and the peak's change at a shape (--seq-len and --num-heads)."""
-    from livebytes.estimator.diff import diff_models
+    from livebytes.estimator.diff import diff_models  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import implausible
 
-    from ..render import T, console, fit, terms_line
     if len(impl) != 2:
         raise UsageProblem(f"diff takes two --impl (got {len(impl)})")
     o.distinct_impls(impl, "diff")
@@ -140,16 +138,17 @@ def command(impl: List[str] = Impls, mbs: Optional[str] = Mbs, seq: Optional[str
     if as_json:
         typer.echo(json.dumps(data, indent=1))
         return
-    console.print(fit(diff_table(d)))
+    render.console.print(fit(diff_table(d)))
     for r in data["results"]:
-        console.print(T(f"assumed: {terms_line(r)}"))
+        render.console.print(T(f"assumed: {terms_line(r)}"))
     for line in peak_lines(d):
-        console.print(T(line))
+        render.console.print(T(line))
 
 
 def schema() -> dict:
-    from ..schema import DIFF_KINDS, SHAPE_OR_NONE, _diff_side, envelope, integer, listof, obj, string, terms
-    return envelope(NAME, obj("one --impl, in order: the first is old, the second new", {
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
+    from ..schema import DIFF_KINDS, SHAPE_OR_NONE, _diff_side, envelope as schema_envelope, integer, listof, obj, string, terms
+    return schema_envelope(NAME, obj("one --impl, in order: the first is old, the second new", {
         **terms(shape=SHAPE_OR_NONE),
         "peak_bytes": integer("peak allocated bytes at the shape (512-byte blocks), as predict's (null without a shape)",
                               nullable=True),

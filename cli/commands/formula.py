@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import List
 
 import typer
+import textwrap
 
 from .. import options as o
 from livebytes.choose import model_for
 from .. import render
+from livebytes import report
 
 NAME = "formula"
 
@@ -19,12 +21,13 @@ def command(q: o.QueryFlags, latex: bool = typer.Option(False, "--latex", help="
             as_json: bool = o.Json) -> None:
     """The peak as a closed form in S, MBS, H, HV, DK, DV (seq_len, batch_size, num_heads, num_v_heads, head_dim,
     head_v_dim; a Max where the peak step changes with shape)."""
-    import sympy as sp
+    import sympy as sp  # deferred: sympy ~177 ms at import (importtime), only this path needs it
 
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.estimator.planning import closed_form, group_formulas
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import SYMBOL_NAMES
 
-    from livebytes import report
     key = o.single_impl(q.impl, NAME)
     o.refuse_unused("with --json (the JSON holds sympy's own text of each expression)", latex=latex and as_json)
     model = model_for(key, q.gpu, o.what_if_by(q), stack=o.stack_from(q.hidden, q.layers, q.checkpoint, q.conv_size))
@@ -33,7 +36,6 @@ def command(q: o.QueryFlags, latex: bool = typer.Option(False, "--latex", help="
     if as_json:
         render.print_json(report.formula_data(model, expr, steps, per_group))
         return
-    import textwrap
 
     width = max(40, render.console.width)
 
@@ -62,6 +64,7 @@ def command(q: o.QueryFlags, latex: bool = typer.Option(False, "--latex", help="
 
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import GROUP_LABELS, NO_SHAPE, envelope, listof, mapof, obj, string, terms
     return envelope(NAME, obj("the closed form", {
         **terms(shape=NO_SHAPE),

@@ -28,7 +28,7 @@ Json = typer.Option(False, "--json", help="machine-readable output")
 
 
 def learned_rows(learned) -> list[dict]:
-    from livebytes.learn.learn import device_dependent
+    from livebytes.learn.learn import device_dependent  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     rows = []
     for b in learned.buffers:
         rows.append({"name": b.name, "site": b.site, "bytes_formula": b.formula.text() if b.formula else None,
@@ -54,15 +54,18 @@ def command(
     draft: Path | None = Draft, as_json: bool = Json,
 ) -> None:
     """Draft a lifetime model from allocator traces: exact byte formulas, lifetimes, and what it could not explain."""
-    from livebytes.learn.draft import draft_source
-    from livebytes.learn.learn import learn
+    from livebytes.learn.draft import draft_source  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    from livebytes.learn.learn import learn  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.learn.traces import load_traces
     if shapes is not None and probe is None:
         raise UsageProblem("--shapes has no effect without --probe (it names the shapes to trace); leave it out")
     if probe is not None:
         if shapes is None:
             raise UsageProblem("--probe needs --shapes seq_len=...,num_heads=...;... (the shapes to trace)")
+        # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
         from livebytes.estimator.folders import own_leaf
+        # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
         from livebytes.validate.gpu.trace import request, write_traces
         chosen = request(probe, shapes)
         problem = own_leaf(traces)     # the traces' folder made here, only itself (never its parents), or refused
@@ -78,6 +81,7 @@ def command(
             "unexplained": list(learned.unexplained)}]), indent=1))
         return
     console.print(_learned_table(learned))
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.learn.traces import TRACE_SYMBOL_NAMES
     console.print(escape("in " + ", ".join(f"{s} = {name}" for s, name in TRACE_SYMBOL_NAMES.items())))
     for line in learned.unexplained:
@@ -88,6 +92,7 @@ def _traced_terms(learned) -> dict:
     """What a learned model rests on: the traced implementation, options, device (its preset; the product name as the
     trace holds it in ``device_name``) and shapes (a result's ``shape`` is null: the traces hold several, listed in
     ``traced_shapes`` with the HF names; ``symbols`` names what the formulas' symbols stand for)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.learn.traces import TRACE_SYMBOL_NAMES
     first = learned.traces[0]
     return {"impl": learned.impl, **device_terms(first.preset or None, first.device or None), "shape": None,
@@ -96,8 +101,9 @@ def _traced_terms(learned) -> dict:
 
 
 def schema() -> dict:
-    from ..schema import NO_SHAPE, TRACED_DEVICE, TRACED_SHAPES, envelope, integer, listof, mapof, obj, string
-    return envelope(NAME, obj("the learned draft", {
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
+    from ..schema import NO_SHAPE, TRACED_DEVICE, TRACED_SHAPES, envelope as schema_envelope, integer, listof, mapof, obj, string
+    return schema_envelope(NAME, obj("the learned draft", {
         "impl": string("the traced implementation"), **TRACED_DEVICE,
         "shape": NO_SHAPE, "options": mapof({}, "the traces' options"), **TRACED_SHAPES,
         "ties": listof(listof(string("symbol"), "symbols the traces vary together"), "tied symbol groups"),

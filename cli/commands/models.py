@@ -4,12 +4,14 @@ from __future__ import annotations
 from .. import options as o
 from .. import render
 from ..render import Column
+from livebytes.choose import OPTION_FLAGS, SHAPE_SET_OPTIONS
 
 NAME = "models"
 
 
 def command(as_json: bool = o.Json) -> None:
     """The registry: every model, its default GPU, options and what it covers."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import calls
     data = calls.models_document(calls.models_at())
     if as_json:
@@ -21,7 +23,6 @@ def command(as_json: bool = o.Json) -> None:
 def option_text(name: str, allowed: list) -> str:
     """One option: its name, what sets it (a flag, or the shape: ``choose.SHAPE_SET_OPTIONS``) and its values, the
     default first; a config (no values) is given by --model."""
-    from livebytes.choose import OPTION_FLAGS, SHAPE_SET_OPTIONS
     if not allowed:
         return f"{name}: given by {OPTION_FLAGS[name]}"
     return f"{name} ({OPTION_FLAGS.get(name) or SHAPE_SET_OPTIONS[name]}): {'/'.join(map(str, allowed))}"
@@ -41,6 +42,7 @@ def models_table(data: dict):
 
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import NO_SHAPE, envelope, listof, mapof, obj, string
     return envelope(NAME, obj("one registered model", {
         "impl": string("model key"), "device": string("default device preset"), "shape": NO_SHAPE,

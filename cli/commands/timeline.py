@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+import pickle
 
 from .. import options as o
 from .. import render
@@ -12,6 +13,8 @@ from ..errors import UsageProblem
 from ..progress import progress
 from ..render import Column, T, g
 from .predict import TRACING
+from livebytes import report
+from livebytes.report import timeline_rows, TIMELINE_ROWS, gib
 
 NAME = "timeline"
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -27,6 +30,7 @@ def command(q: o.QueryFlags, out: Optional[str] = Out, as_json: bool = o.Json) -
     """Live bytes per step, stacked by storage group, implementations side by side, the peak marked; or the predicted
     process as a torch.cuda.memory._snapshot() pickle. Warns when a fresh process would run out of memory on the device
     (predict's verdict: --alloc-conf and --triton-cache set what it simulates; the snapshot uses --alloc-conf too)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import calls
     ch = o.chosen_by(q)
     keys = o.distinct_impls(ch.keys, NAME)
@@ -47,16 +51,14 @@ def command(q: o.QueryFlags, out: Optional[str] = Out, as_json: bool = o.Json) -
     if as_json:
         render.print_json(data)
     elif path is None:
-        from livebytes import report
         preds = answer.predictions
         render.show(timeline_text(preds, report.bar_lengths(preds, bar_width(preds)), data))
 
 
 def _write_snapshot(answer, path, as_json: bool) -> None:
     """The predicted process of the one model as ``torch.cuda.memory._snapshot()`` pickles it."""
-    import pickle
 
-    from livebytes.estimator.snapshot import process_snapshot
+    from livebytes.estimator.snapshot import process_snapshot  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     (one,) = answer.models
     with progress(f"timeline: tracing the predicted process into {path}", as_json):
         dumped = process_snapshot(one.resolved.model, one.prediction.shape, answer.resolution.conf, verdict=one.verdict)
@@ -83,7 +85,6 @@ COLUMNS = [Column("step", lambda r: r[0], "key"), Column("GiB", lambda r: r[1], 
 
 def rows(preds, bars: list[list[int]]) -> list:
     """Per model: its key in bold, a row per step (``report.timeline_rows``) with its bar, the peak marked; a rule."""
-    from livebytes.report import timeline_rows
     out = []
     for p, lengths in zip(preds, bars):
         out.append((T(p.model.key, "bold"), T(""), T("")))
@@ -105,12 +106,11 @@ def timeline_text(preds, bars: list[list[int]], data: dict | None = None):
 
 def timeline_png(preds, path) -> None:
     """Stacked live bytes per step by storage group, one panel per implementation, the peak marked."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib.pyplot ~490 ms at import (importtime), only this path needs it
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib.pyplot ~490 ms at import (importtime), only this path needs it
 
-    from livebytes.estimator.buffers import Group
-    from livebytes.report import TIMELINE_ROWS, gib
+    from livebytes.estimator.buffers import Group  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     groups = [grp for grp in Group if any(p.groups_at(i).get(grp) for p in preds for i in range(len(p.model.steps)))]
     colors = dict(zip(groups, plt.get_cmap("tab20").colors))
     fig, axes = plt.subplots(1, len(preds), figsize=(7 * len(preds), 5.5), sharey=True, squeeze=False)
@@ -130,7 +130,6 @@ def timeline_png(preds, path) -> None:
 
 def _panel(ax, p, groups, colors) -> None:
     """One model's panel: its bars stacked by storage group, the peak marked, a tick per step (a whole model: per run)."""
-    from livebytes.report import TIMELINE_ROWS, gib, timeline_rows
     steps = list(range(len(p.model.steps)))
     bottom = [0.0] * len(steps)
     for grp in groups:
@@ -152,6 +151,7 @@ def _panel(ax, p, groups, colors) -> None:
 
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import (ALLOCATOR, GROUP_LABELS, OOM, SHAPE, VERDICT_PEAKS, boolean, envelope, integer, listof, mapof, obj,
                           string, terms)
     return envelope(NAME, obj("one --impl", {

@@ -13,6 +13,7 @@ from .. import render
 from ..render import Column, T, g
 from ..errors import EXIT_VALIDATION_FAILED, LivebytesError, UsageProblem, warn
 from ..progress import progress
+from livebytes import report
 
 NAME = "validate"
 
@@ -51,8 +52,10 @@ def command(impl: Optional[str] = typer.Option(None, "--impl", metavar="KEY",
              as_json: bool = o.Json) -> None:
     """Run the real kernels under the protocol and check every prediction (or re-check records).
     Exit code 3 when a row fails."""
-    from livebytes.validate.check import compare as cmp
+    from livebytes.validate.check import compare as cmp  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.validate.check import model_records
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.validate.gpu import session
 
     tol = cmp.parse_tolerance(tolerance)
@@ -82,6 +85,7 @@ def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_pr
                      plan_file, out: Path, runner: dict):
     """``validate --plan FILE`` or ``--impl KEY --shapes SHAPES``: the runner on this machine's GPU (``PlanRun``), the
     options that mean nothing with a plan refused (each of its groups sets its own)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.validate.gpu import session
     if plan_file:
         o.refuse_unused("with --plan (each of the plan file's groups sets its own)", impl=impl is not None, **runner)
@@ -97,6 +101,7 @@ def _run_on_this_gpu(impl, shapes, contract, no_recompute, forward_only, same_pr
 def _out_folder(out: Path) -> Path:
     """--out-dir, refused here unless it is a folder or its parent is one (the run makes only it, never its parents:
     ``folders.leaf_problem``; nothing is made here, so a refusal later leaves no folder behind)."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.estimator.folders import leaf_problem
     problem = leaf_problem(out)
     if problem is not None:
@@ -106,7 +111,6 @@ def _out_folder(out: Path) -> Path:
 
 def _show_validation(comparisons, tol: float, s, notes: list[str], as_json: bool) -> None:
     """validate's answer: JSON, or the table, a FAILED line per failing figure and the summary; exit 3 on a failure."""
-    from livebytes import report
     data = report.validation_data(comparisons, tol, s, notes)
     if as_json:
         render.print_json(data)
@@ -122,6 +126,7 @@ def _show_validation(comparisons, tol: float, s, notes: list[str], as_json: bool
 
 def _validate_models(source: str, impl: Optional[str], as_json: bool) -> None:
     """``validate --from-records`` of whole-model step records: every figure, named misses as such; exit 3 on a miss."""
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes.validate.check import model_records
 
     if impl or as_json:
@@ -211,6 +216,7 @@ def model_checks_table(checks):
     return render.table("model-step records: every figure", CHECK_COLUMNS, checks)
 
 def schema() -> dict:
+    # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import DEVICE_NAME, RECORD_OOM, SHAPE, boolean, envelope, integer, listof, mapof, number, obj, string
     return envelope(NAME, obj("one record (or run)", {
         "impl": string("model key"), "device": string("device preset (H200, B300, ...) of the GPU the record was taken on"),

@@ -14,6 +14,7 @@ status can say how to replace its bound with the case's own frames (the command:
 from __future__ import annotations
 
 from .status import ProbeCase
+from ..cache import write_signed, read_signed, signed_names
 
 FOLDER = "derived_frames"
 
@@ -43,7 +44,6 @@ def _valid(summary) -> bool:
 def save(data_file: str, summary: dict) -> bool:
     """Keep ``summary`` (the probe's line for one case) as the derived frames of its case under ``data_file``; False
     where the private cache cannot be written. A summary of a call that raised, or without frames, is refused."""
-    from ..cache import write_signed
     if not _valid(summary):
         raise ValueError(f"not a complete summary of the CPU compile probe: {str(summary)[:120]}")
     return write_signed(FOLDER, record_name(data_file, summary["key"]), summary)
@@ -52,14 +52,12 @@ def save(data_file: str, summary: dict) -> bool:
 def lookup(data_file: str, case: str) -> dict | None:
     """The summary this machine derived for ``case`` under ``data_file``, or None (none kept, or one that fails its
     signature or its shape: never read)."""
-    from ..cache import read_signed
     summary = read_signed(FOLDER, record_name(data_file, case))
     return summary if _valid(summary) and summary["key"] == case else None
 
 
 def derived_cases() -> list[dict]:
     """Every case derived on this machine: ``{"data_file", "case", "triton", "ptxas", "largest_frame_bytes"}``, sorted."""
-    from ..cache import signed_names
     out = []
     for name in signed_names(FOLDER):
         data_file, _, case = name.partition("|")

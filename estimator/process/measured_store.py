@@ -17,6 +17,7 @@ for this one, and one of another length is read as unbounded (``memory.measured_
 from __future__ import annotations
 
 from .frames_store import LAYER_OPTIONS
+from ..cache import write_signed, read_signed, signed_names
 
 FOLDER = "measured_processes"
 STATES = ("cold", "warm")
@@ -53,7 +54,6 @@ def _valid(record) -> bool:
 def save(data_file: str, record: dict) -> bool:
     """Keep ``record`` (one process the probe measured) under ``data_file``; False where the private cache cannot be
     written. A record missing a field or holding a figure that is no byte count is refused."""
-    from ..cache import write_signed
     if not _valid(record):
         raise ValueError(f"not a complete record of a measured process: {str(record)[:120]}")
     return write_signed(FOLDER, record_name(record["device"], data_file, record["state"], record["key"]), record)
@@ -62,14 +62,12 @@ def save(data_file: str, record: dict) -> bool:
 def lookup(device: str, data_file: str, state: str, case: str) -> dict | None:
     """The process this machine measured for ``case`` under ``data_file`` in ``state`` on ``device``, or None (none kept,
     or one that fails its signature or its shape: never read)."""
-    from ..cache import read_signed
     record = read_signed(FOLDER, record_name(device, data_file, state, case))
     return record if _valid(record) and (record["key"], record["device"], record["state"]) == (case, device, state) else None
 
 
 def measured_cases() -> list[dict]:
     """Every process measured on this machine: its record with the ``data_file`` it is kept under, sorted by name."""
-    from ..cache import signed_names
     out = []
     for name in signed_names(FOLDER):
         parts = name.split("|", 3)

@@ -8,6 +8,8 @@ intermediates); backward allocations kept to ``zero_grad`` (parameter gradients)
 optimizer's temporaries.
 """
 from __future__ import annotations
+import json
+import math
 
 from livebytes.estimator.buffers import Autotune, Buffer, Group, LifetimeModel, Source, Step
 from livebytes.estimator.declare import INPUTS_STEP
@@ -16,6 +18,7 @@ from livebytes.estimator.devices import capability_of
 from .calls import Alloc, Call
 from .gpu_rules import FAILING, Extra, blas_workspaces, held_args, reduce_scratch
 from .steps import TracedStep, buffer_names, segment
+from .fsdp import Param, shard_model
 
 LOSS_MODULES = ("CrossEntropyLoss", "FusedLinearCrossEntropyLoss", "FusedCrossEntropyLoss", "lm_head")
 
@@ -213,10 +216,7 @@ def sharded(model: LifetimeModel, call: Call, steps: list[TracedStep], names: di
             parallel=None, trainable=None) -> LifetimeModel:
     """``model`` under FSDP2 at ``world`` ranks: the harness's parameters (their traced shapes and dtypes) and the
     steps' modules are what ``fsdp.shard_model`` places its rules by."""
-    import json
-    import math
 
-    from .fsdp import Param, shard_model
     params = {}
     for a in call.harness:
         if a.op == "model.to(device)":          # a parameter: its dims are constants (a symbolic call's as text)

@@ -32,8 +32,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from collections import Counter
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source, Step
+from livebytes.estimator.errors import LivebytesError
 
 MAX_WORLD = 1 << 16          # --fsdp: ranks of one mesh dimension; beyond any machine built
 TORCH = "torch 2.11.0"
@@ -276,7 +278,6 @@ def _backward(plan: _Plan, blocks: list[str], params: dict, grads: dict, world: 
 def units_of(params: dict[str, Param], steps: list[tuple[str, str, str]]) -> tuple[list[str], dict]:
     """The blocks in forward order and each unit's parameters; refused in one line where the traced step does not
     run each block's forward and backward as one run of steps each, in order (FSDP2's hooks fire at their ends)."""
-    from livebytes.estimator.errors import LivebytesError
     by_unit: dict[str, list[Param]] = {ROOT: []}
     for p in params.values():
         by_unit.setdefault(unit_of(p.fqn), []).append(p)
@@ -295,10 +296,8 @@ def units_of(params: dict[str, Param], steps: list[tuple[str, str, str]]) -> tup
 def _kept_to_zero_grad(model: LifetimeModel, phases: dict[str, str]) -> tuple[str, dict[str, list[str]]]:
     """The step the parameters' gradients are freed after (zero_grad's), and by unit the buffers of the forward and
     backward kept to it: the unsharded gradients (the fused loss's precomputed weight gradient among them)."""
-    from collections import Counter
     ends = Counter(b.freed_after for b in model.buffers if b.group is Group.PARAM_GRADS and b.freed_after)
     if not ends:
-        from livebytes.estimator.errors import LivebytesError
         raise LivebytesError("--fsdp: the traced step keeps no parameter gradients")
     zero_grad = ends.most_common(1)[0][0]
     grads: dict[str, list[str]] = {}
@@ -337,7 +336,6 @@ def shard_model(model: LifetimeModel, params: dict[str, Param], steps: list[tupl
                              f"row(s) of {world}")
         elif b.group in (Group.OPTIMIZER_STATES, Group.OPTIMIZER_WORK) and (p := _param_of(b.name, by_fqn)):
             if not p.trainable:      # the trace and the frozen set disagree: no placement is right, say so
-                from livebytes.estimator.errors import LivebytesError
                 raise LivebytesError(f"--fsdp: the traced optimizer keeps {b.name} for {p.fqn}, a parameter taken "
                                      "as frozen")
             b = scaled(b, p, world)

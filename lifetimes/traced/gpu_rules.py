@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from livebytes.lifetimes import aten_reduce
 from livebytes.lifetimes.fla_modules import (CUBLAS_SIZE, CUBLASLT_SIZE, CUBLASLT_WORKSPACE_BYTES,
                                              cublas_workspace_bytes)
+from livebytes.estimator.compiler import equal_head_dims
 
 NOT_MODELLED_FROM = 1 << 20     # a reduction over less than 1 MiB stages at most a few KiB: not worth a line
 
@@ -139,6 +140,5 @@ def held_args(kernel: str, key: list, arch: str, args: list, freed_here: list) -
         return [], None
     if key[rule.key_index] < rule.from_value:
         return [], None
-    from livebytes.estimator.compiler import equal_head_dims
     held = [a for a in freed_here if a.id in set(args)]
     return held, equal_head_dims(key[rule.key_index])

@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from livebytes.estimator.errors import LivebytesError
 
 from .layers import NotRepeating, check, expand, relabel
+from .calls import ALLOC, FREE
+from .symbolic import SymCall
 
 FULL, LINEAR = "full_attention", "linear_attention"
 MAX_HYBRID_LAYERS = 8       # deeper hybrid stacks: from their head, one and two periods and tail
@@ -171,8 +173,6 @@ def _labels(pattern: Pattern, repeats: int) -> list[tuple[int, str]]:
 
 def _rename(call, rename):
     """The call with every module and parameter name passed through ``rename`` (the same events otherwise)."""
-    from .calls import ALLOC, FREE
-    from .symbolic import SymCall
     new = {}
 
     def renamed(a):

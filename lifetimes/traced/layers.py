@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+import difflib
 
 from .calls import ALLOC, FREE
 from .symbolic import SymCall
@@ -184,7 +185,6 @@ def _aligned(runs: dict) -> dict:
     allocations no other run has, and only the others align; a hybrid stack's head and tail (``hybrid``) are other
     layers than its period's, of which only those of the period's kinds align. An allocation that does not align is
     its run's own (None); ``check`` proves what the expansion makes of it."""
-    import difflib
     middle = runs[1] if 1 in runs else next(iter(runs.values()))
     key = [(a.op, relabel(a.module, 0)) for a in middle]
     out = {}

@@ -24,13 +24,31 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+import gzip
+import re
+from dataclasses import replace
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_json, show
 
 from .families import PINNED, Family, family
 from .hybrid import MAX_HYBRID_LAYERS, expand_pattern, pattern_of, period_request
+from .config_fields import check_config
+from .families import ROWS
+from livebytes.tracer import versions as tracer_versions
+from livebytes.estimator.cache import package_digest, cached
+from .lora import settings, adapter_parameter, words as lora_words
+from livebytes.estimator.devices import get_device
+from livebytes.tracer.target import trace_facts
+from .calls import unify, ALLOC, TraceRefused
+from .layers import check, expand, NotRepeating
+from .symbolic import symbolic_call, Unexplained
+from livebytes.estimator.shapes import Shape
+from livebytes.estimator.symbols import SHAPE_SYMBOLS, shared_lambdify
+from .build import dim_names, traced_model
+from .parallel import Mesh, Plan
 LEARN = ((1, 1030), (2, 1030), (1, 1542), (1, 2060))     # S = 1030 is no multiple of 16..128: chunk counts differ from T
 HELD_OUT = (3, 777)                                        # never used to solve, checked against the formulas
 # transformers' ForCausalLMLoss shifts the labels with ``labels[..., 1:].contiguous()``: a view of a contiguous [1, S]
@@ -131,7 +149,6 @@ def read_config(path: str) -> str:
 def canonical_config(data: dict, where: str = "config") -> str:
     """A config of a traced family as canonical JSON, every field its class reads checked first for type and domain
     (``config_fields``): a wrong one is one line naming the field and ``where`` (the file), before any trace."""
-    from .config_fields import check_config
     try:
         row = family(data.get("model_type"))
     except LivebytesError as err:
@@ -206,7 +223,6 @@ def options_for(config: str, optimizer: str = "adamw", precision: str = "bf16", 
     folder of traces made under other versions (``stored_traces``), None to trace here; ``routing`` (``ROUTINGS``,
     default balanced) for a family with experts (``Family.moe``), refused for one without; ``lora``: LoRA's settings
     (``lora.lora_option``), None for a full fine-tune."""
-    from .families import ROWS
     row = family(json.loads(config)["model_type"])
     key = row.key
     options = {"config": config, "optimizer": optimizer, "precision": precision, "packed": packed,
@@ -265,19 +281,15 @@ def check_routing(routing: str | None) -> str:
     return word
 
 
-
 def installed_versions() -> dict:
-    from livebytes.tracer.versions import installed_versions as versions
-    return versions()
+    return tracer_versions.installed_versions()
 
 
 def liger_version() -> str | None:
-    from livebytes.tracer.versions import liger_version as version
-    return version()
+    return tracer_versions.liger_version()
 
 
 def tracer_digest() -> str:
-    from livebytes.estimator.cache import package_digest
     return package_digest("livebytes.tracer")
 
 
@@ -318,14 +330,12 @@ def trace_spec(req: Request, layers: int) -> dict:
             **flattening} | ({"loss": req.loss} if req.loss else {})
     if req.lora is None:        # a full fine-tune's spec as before LoRA: its stored traces keep their names
         return spec
-    from .lora import settings
     return spec | {"lora": settings(req.lora) | {"peft": peft_version()}}
 
 
 def peft_version() -> str:
     """The installed peft (a LoRA trace runs its code: the trace's spec, and so its cache key, names it); none: one
     line."""
-    from importlib.metadata import PackageNotFoundError, version
     try:
         return version("peft")
     except PackageNotFoundError:
@@ -371,7 +381,6 @@ def _error_line(stderr: str) -> str | None:
     """The line of a failed tracer's stderr that says what failed: the last ``...Error: ...`` (or ``error: ...``) line,
     else the last line with a word in it (an exception whose text spans lines ends in a line of its own, such as one
     ``"``: the whole answer once read ``tracing the model failed: "``)."""
-    import re
     lines = [ln.strip() for ln in stderr.splitlines() if re.search(r"[A-Za-z]", ln)]
     named = [ln for ln in lines if re.match(r"([\w.]*(Error|Exception)|error): ", ln)]
     return (named or lines or [None])[-1]
@@ -420,7 +429,6 @@ def untraceable_here(model_type: str, sm: int = 90) -> str | None:
 def traces(req: Request) -> dict:
     """The request's traces, layer count -> that run's traces (and the versions): from the request's stored folder,
     else from the disk cache, else traced now (one tracer process per layer count, side by side)."""
-    from livebytes.estimator.cache import cached
     if req.stored is not None:
         return stored_traces(req)
     specs, parts = _trace_key(req)
@@ -441,8 +449,6 @@ def _trace_key(req: Request) -> tuple[list, tuple]:
     """(the tracer specs of the request's layer counts, the disk cache's key of their traces). The key names the GPU
     by the facts a trace reads of it (``tracer.target.trace_facts``), not by its name: an H100's step is the H200's
     trace, a B300's the B200's, so another GPU with the same facts answers from the cache."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.tracer.target import trace_facts
     specs = [trace_spec(req, n) for n in layer_counts(req.depth, req.config_dict["model_type"])]
     facts = trace_facts(get_device(req.device))
     keyed = [dict(spec, device=facts) for spec in specs]
@@ -462,7 +468,6 @@ class _NotCached(Exception):
 def prefetch_traces(reqs: list) -> None:
     """Trace the requests whose traces are not cached yet side by side (a tracer process per spec), into the cache:
     ``traces`` then reads each from there."""
-    from livebytes.estimator.cache import cached
 
     def missing() -> dict:
         raise _NotCached
@@ -510,7 +515,6 @@ def stored_digest(folder: str) -> str:
 
 def _read_stored(path: Path) -> dict:
     """A stored trace (gzipped JSON, bounded); every problem one line."""
-    import gzip
     try:
         with gzip.open(path, "rb") as fh:
             raw = fh.read(MAX_STORED_TRACE_BYTES + 1)
@@ -550,9 +554,6 @@ def stored_traces(req: Request) -> dict:
 @lru_cache(maxsize=8)
 def symbolic_calls(req: Request) -> dict:
     """Layer count -> its symbolic call; the held-out shape checked exact, four layers checked to repeat three."""
-    from .calls import unify
-    from .layers import check
-    from .symbolic import symbolic_call
     data = traces(req)
     config = req.config_dict
     out = {}
@@ -570,11 +571,7 @@ def symbolic_calls(req: Request) -> dict:
 
 def check_held_out(sym, held, config: dict, learn: list) -> None:
     """Every allocation the formulas give at the held-out shape is the traced one, byte for byte."""
-    from livebytes.estimator.shapes import Shape
-    from livebytes.estimator.symbols import SHAPE_SYMBOLS, shared_lambdify
 
-    from .calls import ALLOC
-    from .symbolic import Unexplained, symbolic_call
     both = symbolic_call(learn + [held], config)       # the same events, solved with the held-out shape too
     pairs = [(a, b) for (k, a), (_, b) in zip(sym.events, both.events) if k == ALLOC]
     subs = Shape(held.mbs, held.seq, 1).subs()
@@ -589,9 +586,7 @@ def check_held_out(sym, held, config: dict, learn: list) -> None:
 def call_for(req: Request):
     """The symbolic call of the request's depth: traced whole, or expanded from three and four layers, or for a hybrid
     stack deeper than ``MAX_HYBRID_LAYERS``, from its head, one or two periods and its tail (``hybrid``)."""
-    from dataclasses import replace
 
-    from .layers import expand
     req, depth = replace(req, fsdp=0, cp=1, ep=1), req.depth      # FSDP2, CP, EP: placed on the traced step afterwards
     if by_period(req):
         return hybrid_call(req)
@@ -625,7 +620,6 @@ def by_period(req: Request) -> bool:
 def traced_request(req: Request) -> Request:
     """The request whose traces (and their versions) the answer comes from: FSDP2 is placed on the traced step
     afterwards (``traced.fsdp``), so every world size shares the unsharded one."""
-    from dataclasses import replace
     req = replace(req, fsdp=0, cp=1, ep=1)
     if by_period(req):
         return period_request(req, pattern_of(req), 1)
@@ -634,21 +628,15 @@ def traced_request(req: Request) -> Request:
 
 def _deep(req: Request) -> Request:
     """Every depth from three up shares one request (and its traces at three and four)."""
-    from dataclasses import replace
     return replace(req, layers=3)
 
 
 def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
-    from .build import dim_names, traced_model
-    from .calls import TraceRefused
-    from .layers import NotRepeating
-    from .symbolic import Unexplained
     try:
         call = call_for(req)
     except (Unexplained, NotRepeating, TraceRefused) as err:     # the traces are no model: said in one line
         raise LivebytesError(f"{req.key}: {err}") from None
     versions = trace_versions(traced_request(req))
-    from .lora import adapter_parameter
     return traced_model(call, device.sm_count, device.arch, req.fsdp, device.max_threads_per_sm,
                         dims=dim_names(req.config_dict), parallel=parallel_plan(req),
                         trainable=adapter_parameter if req.lora else None, **fields(req, device, versions))
@@ -656,13 +644,11 @@ def build(req: Request, device) -> "LifetimeModel":  # noqa: F821
 
 def parallel_plan(req: Request):
     """EP and CP of the request (``traced.parallel.Plan``), checked in one line; None where neither is asked."""
-    from .parallel import Mesh, Plan
     config = dict(req.config_dict, num_hidden_layers=req.depth)
     return Plan.of(config, Mesh(req.fsdp, req.cp, req.ep), req.routing, req.precision)
 
 
 def fields(req: Request, device, versions: dict) -> dict:
-    from .lora import words as lora_words
     config = req.config_dict
     fla = versions.get("flash-linear-attention") or "?"
     depth = req.depth

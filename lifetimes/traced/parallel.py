@@ -36,10 +36,12 @@ import re
 from dataclasses import dataclass, replace
 
 import sympy as sp
+import warnings
 
 from livebytes.estimator.buffers import Buffer, Group, LifetimeModel, Source
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.symbols import MBS, S
+from .families import BY_TYPE
 
 MAX_CP = 1 << 16
 MAX_EP = 1 << 16
@@ -297,15 +299,14 @@ def resolved_config(config: dict):
     """The config as its class reads it (transformers' ``AutoConfig.for_model``; flash-linear-attention's import
     registers its model types): the published Kimi-Linear's ``linear_attn_config`` and ``num_experts`` become
     ``layer_types`` and ``num_local_experts``, defaults filled in."""
-    import warnings
     warnings.filterwarnings("ignore")
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # deferred: transformers is not in the core install (model/validate extras)
 
-    from .families import BY_TYPE
     row = BY_TYPE.get(config.get("model_type")) if isinstance(config.get("model_type"), str) else None
     if row is None or row.dist != "transformers":
+        # deferred: fla is not in the core install (model/validate extras)
         import fla  # noqa: F401     (its model types, some over transformers' own: ~5 s a transformers family skips)
-    from transformers.utils import logging
+    from transformers.utils import logging  # deferred: transformers is not in the core install (model/validate extras)
     drop = ("architectures", "auto_map", "dtype", "torch_dtype", "transformers_version", "_name_or_path")
     level = logging.get_verbosity()
     logging.set_verbosity_error()           # a small test config's token ids outside its vocabulary: not ours to say

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import show
+from .model import canonical_config, read_config
 
 FOLDER = Path(__file__).parent / "presets"
 
@@ -39,7 +40,6 @@ def is_preset_name(text: str) -> bool:
 
 def preset_config(name: str) -> str:
     """The preset's config as canonical JSON (``model.canonical_config``); an unknown name is one line listing them."""
-    from .model import canonical_config
     data = presets().get(name)
     if data is None:
         raise LivebytesError(f"--model {show(name)}: no such preset and no such file; presets: {', '.join(preset_names())} "
@@ -49,7 +49,6 @@ def preset_config(name: str) -> str:
 
 def config_of(text: str) -> str:
     """``--model``'s value as canonical JSON: a preset's name, else a config file (``model.read_config``)."""
-    from .model import read_config
     if is_preset_name(text) and not Path(text).is_file():
         return preset_config(text)
     return read_config(text)

@@ -20,6 +20,9 @@ from .parallel import MAX_CP, MAX_EP
 from .families import ROWS, UNVALIDATED, Family
 from .model import BATCH_ROWS, OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_loss, check_routing
 from .presets import presets_line
+from livebytes.estimator.errors import RefusedShapeError, LivebytesError
+from .model import MAX_LAYERS, build, parallel_plan
+from .hybrid import layer_kinds
 
 
 def refuse(shape, device) -> str | None:
@@ -40,9 +43,7 @@ def builder(row: Family):
                      stored: str | None = None, layers: int | None = None, checkpoint: bool = False, fsdp: int = 0,
                      routing: str = "balanced", lora: str | None = None, cp: int = 1, ep: int = 1, rows: str = "one",
                      loss: str | None = None):
-        from livebytes.estimator.errors import RefusedShapeError
 
-        from .model import MAX_LAYERS, build
         key, model_type = row.key, row.model_type
         if layers is not None and layers > MAX_LAYERS:
             raise RefusedShapeError(f"{key}: {layers:,} layers: a traced model expands up "
@@ -55,9 +56,7 @@ def builder(row: Family):
                       check_routing(routing), lora=lora, cp=cp, ep=ep, rows=rows,
                       loss=check_loss(row, loss))
         if cp > 1 or ep > 1:
-            from livebytes.estimator.errors import LivebytesError
 
-            from .model import parallel_plan
             try:
                 parallel_plan(req)                          # the mesh checked before anything is traced
             except LivebytesError as err:
@@ -72,7 +71,6 @@ def builder(row: Family):
         if row.packed_refused and packed:
             raise RefusedShapeError(f"{key}: packed sequences: {row.packed_refused}; not traced")
         if row.hybrid:
-            from .hybrid import layer_kinds
             layer_kinds(req.config_dict, req.depth)     # a depth the config class cannot build: one line, untraced
         return build(req, device)
     return build_traced

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from livebytes.estimator.allocator import Block, CachingAllocator, model_placement
 from livebytes.estimator.placement import PLACEMENTS_FILE, Placement, ranks_of
+from .explain import _PlainUnpickler
 
 SNAPSHOTS = Path(__file__).parents[1] / "data" / "records" / "models" / "snapshots"
 SUFFIX = ".snapshot.pickle.gz"
@@ -71,7 +72,6 @@ def replay_trace(snapshot: dict, device_placement: bool = True, placement: Place
 
 def read_snapshot(path: Path) -> dict:
     """A committed trace (gzip of ``torch.cuda.memory._snapshot()``'s pickle), read as plain data only."""
-    from .explain import _PlainUnpickler
     return _PlainUnpickler(io.BytesIO(gzip.open(path).read())).load()
 
 

@@ -18,6 +18,8 @@ import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+from collections import Counter
+from dataclasses import replace
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import ListOf, Obj, check, read_bytes
@@ -26,6 +28,9 @@ from livebytes.estimator.replay import request_sizes
 from livebytes.estimator.rounding import round_size
 
 from .history import TRACED, live_at_peak
+from livebytes.estimator.replay import requested_peak
+from livebytes.estimator.registry import get_model, keyed_specs, spec
+from livebytes.estimator.shapes import flag_of, format_tokens
 
 FRAME = Obj({"filename": "string", "line": "int", "name": "string"})
 SNAPSHOT_LAYOUT = Obj({
@@ -248,7 +253,6 @@ class Fit:
 
 
 def fit_of(model, shape, explained: list[Explained]) -> Fit:
-    from livebytes.estimator.replay import requested_peak
     named = [e for e in explained if e.buffer is not None]
     return Fit(sum(e.block.size for e in explained), sum(e.block.size for e in named), requested_peak(model, shape),
                sum(e.match != "size" for e in named), sum(e.block.size for e in named if e.match == "size"),
@@ -270,7 +274,6 @@ def cited_files(model) -> frozenset[str]:
 def package_of(model) -> str | None:
     """The implementation's package: the top directory most of the model's cited files lie in (``fla``, ``cudnn``;
     ``torch`` is the framework every model runs under, cited for a few buffers only)."""
-    from collections import Counter
     tops = Counter(f.split("/", 1)[0] for f in cited_files(model) if "/" in f)
     return tops.most_common(1)[0][0] if tops else None
 
@@ -301,7 +304,6 @@ def foreign_sites(model, blocks: list[LiveBlock]) -> tuple[Foreign, ...]:
 
 def citing_models(files, exclude: str) -> list[str]:
     """The registered models (a key alone builds them, each on its own device) that cite every one of ``files``."""
-    from livebytes.estimator.registry import get_model, keyed_specs
     return [s.key for s in keyed_specs() if s.key != exclude and set(files) <= cited_files(get_model(s.key))]
 
 
@@ -318,7 +320,6 @@ SEARCH_LIMIT = 1 << 40           # planning's: no size of a tensor dimension goe
 
 def with_field(shape, field: str, value: int):
     """``shape`` with one size changed; heads keep their value-head ratio (grouped value attention's code path)."""
-    from dataclasses import replace
     if field == "heads" and shape.v_heads is not None:
         return replace(shape, heads=value, v_heads=value * (shape.v_heads // shape.heads))
     if field == "heads+v_heads":
@@ -363,7 +364,7 @@ def candidate_shapes(model, shape, explained: list[Explained]) -> list:
     """Shapes one size away from ``shape`` at which one of the model's largest allocations at its peak is one of the
     largest blocks (``SEARCH_ALLOCATIONS``, ``SEARCH_SIZES``; explained ones too: at a wrong shape another allocation
     may have taken the block by its size), in the order found, each once."""
-    from livebytes.estimator.engine import predict
+    from livebytes.estimator.engine import predict  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     requests = request_sizes(model, shape)
     peak = predict(model, shape).at_peak
     names = _largest(sorted({b.carved_from or b.name for b, n in peak if n}, key=lambda name: (-requests[name], name)),
@@ -392,7 +393,6 @@ def _largest(names: list[str], requests: dict) -> list[str]:
 
 
 def _takes_gva(model) -> bool:
-    from livebytes.estimator.registry import spec
     return "gva" in spec(model.key).options
 
 
@@ -428,7 +428,6 @@ def best_shape(model_at, shape, blocks: list[LiveBlock], explained: list[Explain
 
 def _flags(asked, shape) -> str:
     """The flags that turn ``asked`` into ``shape``."""
-    from livebytes.estimator.shapes import flag_of, format_tokens
     changed = [(f, getattr(shape, f)) for f in ("seq", "mbs", "heads", "dim", "v_heads") if getattr(shape, f) != getattr(asked, f)]
     return " ".join(f"without {flag_of(f)}" if v is None else f"{flag_of(f)} {format_tokens(v) if f == 'seq' else v}"
                     for f, v in changed)

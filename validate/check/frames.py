@@ -33,6 +33,11 @@ from collections import defaultdict
 from pathlib import Path
 from livebytes.lifetimes.traced.families import family as family_of
 from livebytes.lifetimes.traced.families import probe_impls
+from .probe_records import model_of
+from livebytes.lifetimes.traced.model import architecture_digest, canonical_config, config_sizes
+from livebytes.estimator.process.memory import case_variant, process_memory
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.process.driver import stack_reservation_bytes, driver_stack_limit
 
 RECORDS = Path(__file__).parents[1] / "data" / "records" / "runs"
 PROCESS_DATA = Path(__file__).resolve().parents[2] / "estimator" / "data" / "process"
@@ -91,7 +96,6 @@ LAYER_IMPLS = probe_impls()     # the layers the families' GPU probes build (``f
 
 def case_model(case: dict) -> tuple[str, dict]:
     """(model key, options) a matrix case ran: the probes' own mapping (``probe_records.model_of``), fla-core 0.6.0."""
-    from .probe_records import model_of
     return model_of(case["impl"], {"fla": "0.6.0", "forward_only": case["forward_only"], "heads": case["heads"],
                                    "v_heads": case["v_heads"]})
 
@@ -266,7 +270,6 @@ def model_build(config: dict, options: dict) -> dict:
     """What a whole model's process ran beside its case key, as ``memory._model_at_build`` compares it: the config less
     its depth (the built model's ``architecture`` option), its depth and optimizer (which pick its GEMM shapes and
     kernels, each loaded lazily), with the hidden size and vocabulary named for the reader."""
-    from livebytes.lifetimes.traced.model import architecture_digest, canonical_config
     canonical = canonical_config(config, "record config")
     full = json.loads(canonical)
     return {"architecture": architecture_digest(canonical), "layers": int(full["num_hidden_layers"]),
@@ -278,8 +281,6 @@ def _model_case(config: dict, options: dict) -> str:
     """A model record's case key as estimator/process/memory.py looks it up: the traced family's key and the shape its model
     answers at (``config_sizes``: fla's models their heads and head dim, a hybrid model its full-attention layers'),
     value heads those of fla's configs (``num_v_heads``) or the heads."""
-    from livebytes.estimator.process.memory import case_variant
-    from livebytes.lifetimes.traced.model import canonical_config, config_sizes
     heads, dim = config_sizes(canonical_config(config, "record config"))
     return case_key(f"{family_of(config['model_type']).name}:{case_variant(options)}", dim, heads,
                     config.get("num_v_heads") or heads)
@@ -290,9 +291,6 @@ def model_data(triton: str = "3.6.0") -> tuple[dict, dict, dict]:
     (3.9.0: the GDN models of run 25): the stack limit read after the first step (by case, at each measured number of
     tokens: ``points``), and the modules, non-PyTorch bytes minus the context and that limit's reservation; the
     family's modules figure is its cases' largest."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import process_memory
-    from livebytes.estimator.process.driver import stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     limits: dict = {}
     by_case: dict = {}
@@ -375,8 +373,6 @@ def build() -> dict:
 def _module_figure(r: dict, context: int) -> dict:
     """One process's loaded modules: its non-PyTorch bytes alone on the GPU minus the context and its measured stack
     limit's reservation (``estimator.process.memory``'s rules)."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.driver import stack_reservation_bytes
     alone = r["in_process_alone"]["nonpytorch_bytes"]
     reservation = stack_reservation_bytes(r["stack_limit_bytes"], get_device("H200"))
     return {"bytes": alone - context - reservation, "status": "measured",
@@ -390,8 +386,6 @@ def modules_from_rows(rows: list[dict]) -> tuple[dict, dict]:
     NVML drop reads a few MiB less: not used). The figures differ by head dim (GDN cold under Triton 3.9.0: 100,663,296 B
     at D128, 98,566,144 B at D64), so each measured case keeps its own; the family's figure, for cases not measured,
     is the largest of its cases (``memory._modules`` says it is unbounded there)."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import process_memory
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     by_case: dict = {"cold": {}, "warm": {}}
     grouped: dict = defaultdict(list)
@@ -418,9 +412,6 @@ def layer_modules(names: tuple[str, ...], cold_frames: dict) -> tuple[dict, dict
     """({family: {"cold": figure}}, {"cold": {case: figure}}) of cold layer processes alone on the GPU: the record's
     non-PyTorch bytes after its steps minus the context and the reservation of its case's frames (every kernel of a
     cold process launches: the limit is the largest frame rounded to 16 B, ``driver.driver_stack_limit``)."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import process_memory
-    from livebytes.estimator.process.driver import driver_stack_limit, stack_reservation_bytes
     context = process_memory(get_device("H200"), "no-library@0").context.bytes
     families: dict = {}
     by_case: dict = {}

@@ -8,6 +8,7 @@ without a GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import json
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,8 @@ def as_rows(blocks: list[LiveBlock], limit: int = 60) -> list[dict]:
 
 def dump_live_at_peak(directory, impl: str, shape) -> None:
     """Stop recording and write the live blocks at the peak of the recorded window (the runner's ``--history``)."""
-    import json
 
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     peak, blocks = live_at_peak(snap)

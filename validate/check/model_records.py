@@ -14,11 +14,19 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+import hashlib
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import read_bytes, read_json, show
 
 from .figures import FigureCheck, at_least, figure, named_miss, within
+from livebytes.estimator.registry import shape_options, get_compiled
+from livebytes.estimator.shapes import Shape
+from livebytes.estimator.devices import get_device, preset_of
+from livebytes.estimator.capacity import cold_benchmarks, verdict
+from livebytes.estimator.replay import replay, requested_peak
+from livebytes.estimator.placement import placements
+from livebytes.estimator.process.memory import process_memory
 
 MODEL_RECORDS_DIR = Path(__file__).parents[1] / "data" / "records" / "models"
 # traces made under the torch a record ran (``validate.check.store_traces``), for a machine with another one: the autograd
@@ -282,6 +290,7 @@ def is_model_source(source: str) -> bool:
 def _trace_files(data: dict) -> tuple[str, str, Path, list[str]]:
     """(the store name of the record's torch and Triton, this machine's, the record's store folder, the trace files its
     model reads there)."""
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, store_name, stored_trace_name,
                                                   trace_spec)
     recorded, here = store_name(data.get("versions", {})), store_name(installed_versions())
@@ -306,7 +315,7 @@ def trace_notes(name: str, data: dict) -> list[str]:
     record ran another torch or Triton and the store lacks some of its traces (the fallback ``stored_for`` takes), or
     stored traces another tracer made (their ``tracer_digest`` is not this tracer's, or they carry none): a warning,
     not a failure, as the trace may still be what this tracer records."""
-    from livebytes.lifetimes.traced.model import tracer_digest
+    from livebytes.lifetimes.traced.model import tracer_digest  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     recorded, here, folder, names = _trace_files(data)
     if recorded == here:
         return []
@@ -335,7 +344,7 @@ def _stored_tracer(path: Path) -> str | None:
 
 @lru_cache(maxsize=64)
 def _stored_tracer_of(path: str, mtime_ns: int, size: int) -> str | None:
-    from livebytes.lifetimes.traced.model import _read_stored
+    from livebytes.lifetimes.traced.model import _read_stored  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     digest = _read_stored(Path(path)).get(TRACER_DIGEST)
     return digest if isinstance(digest, str) else None
 
@@ -343,6 +352,7 @@ def _stored_tracer_of(path: str, mtime_ns: int, size: int) -> str | None:
 def request_of(data: dict):
     """The traced model's request for a model-step record (its config, options and GPU; the row option as
     ``registry.shape_options`` gives it for the record's batch, as for a query)."""
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import Request, canonical_config
     opts = data["options"]
     config = canonical_config(data["config"], "record config")
@@ -355,10 +365,8 @@ def request_of(data: dict):
 def _shape_options(config: str, mbs: int) -> dict:
     """``registry.shape_options`` of the record's family at its batch (a traced model's: the row option of a one-row
     family, nothing else)."""
-    from livebytes.estimator.registry import shape_options
-    from livebytes.estimator.shapes import Shape
-    from livebytes.lifetimes.traced.families import family
-    from livebytes.lifetimes.traced.model import config_sizes
+    from livebytes.lifetimes.traced.families import family  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    from livebytes.lifetimes.traced.model import config_sizes  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     heads, dim = config_sizes(config)
     return shape_options(family(json.loads(config)["model_type"]).key, Shape(mbs, 1, heads, dim))
 
@@ -366,7 +374,7 @@ def _shape_options(config: str, mbs: int) -> dict:
 def _check_packed_batch(config: str, opts: dict) -> None:
     """A packed record's inputs (``packed_batch``: fla's cu_seqlens, or transformers' DataCollatorWithFlattening) must
     be the ones its family is traced with (``Family.packed_batch``)."""
-    from livebytes.lifetimes.traced.families import family
+    from livebytes.lifetimes.traced.families import family  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     if not opts.get("packed"):
         return
     row = family(json.loads(config)["model_type"])
@@ -379,9 +387,7 @@ def _check_packed_batch(config: str, opts: dict) -> None:
 def model_for(data: dict):
     """The record's traced model (compiled) and shape: traced here, or from the traces stored for the record's torch
     (``stored_for``)."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.registry import get_compiled
-    from livebytes.estimator.shapes import Shape
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import canonical_config, config_sizes, options_for
     config = canonical_config(data["config"], "record config")
     opts = data["options"]
@@ -399,15 +405,12 @@ def model_for(data: dict):
 def _device_name(gpu: str) -> str:
     """'NVIDIA H200' -> 'H200': the preset whose product name the record's GPU is (``devices.preset_of``); a GPU no
     preset describes keeps its name, which ``get_device`` then refuses in one line."""
-    from livebytes.estimator.devices import preset_of
     return preset_of(gpu) or gpu.removeprefix("NVIDIA ").strip()
 
 
 def _replay(model, shape, data: dict, placement=None):
     """The probe's process replayed without a memory limit: harness, then one run per recorded step (``placement``:
     ``estimator.placement.Placement``, None: the model's own)."""
-    from livebytes.estimator.capacity import cold_benchmarks
-    from livebytes.estimator.replay import replay
     return replay(model, shape, warm_steps=0, measured_steps=len(data["steps"]), empty_cache_after_warmup=False,
                   benchmarks=cold_benchmarks(model, shape, data["triton_cache"]),
                   placement=None if placement is None else placement.address)
@@ -415,7 +418,6 @@ def _replay(model, shape, data: dict, placement=None):
 
 def band_runs(model, shape, data: dict) -> list:
     """(placement, replay) of the probe's process under every placement (``estimator.placement.placements``)."""
-    from livebytes.estimator.placement import placements
     return [(p, _replay(model, shape, data, p)) for p in placements()]
 
 
@@ -443,7 +445,6 @@ def measured_placement(model, shape, device_name: str, triton_cache: str):
     """The placement whose replay gives every reserved figure of a committed model-step record of this very case (the
     traced model's config, optimizer, precision, checkpointing, packing and world size, the batch and length, the GPU,
     the Triton cache), or None: no record measured it, or none of the placements replays it (another torch's trace)."""
-    import hashlib
     opts = dict(getattr(model, "options", ()))
     if "config" not in opts:
         return None
@@ -466,7 +467,6 @@ def measured_placement(model, shape, device_name: str, triton_cache: str):
 
 
 def _steady_requested(model, shape) -> int:
-    from livebytes.estimator.replay import requested_peak
     return requested_peak(model, shape)
 
 
@@ -523,7 +523,6 @@ def _process_checks(data: dict, model, shape, device, figure, path_name: str) ->
     """The process's memory outside PyTorch (NVML, per process) and its stack limit after each step, against the
     process-memory model's after the first call: later steps load no new kernels, and the driver never lowers the
     limit (``estimator.process.memory``)."""
-    from livebytes.estimator.process.memory import process_memory
     p = process_memory(device, model, data["triton_cache"], shape)
     before = data.get("before", {})
     # after CUDA init, device-wide (mem_get_info, as the context figure was measured): at least the context. Not
@@ -543,7 +542,6 @@ def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
     """A record that ran out of memory: the verdict runs out at the same step for the same request (the allocator's
     'Tried to allocate' figure), and every step before it is checked as a step that fitted. A measured case: the verdict
     is the replay under the placement that gives the fitted steps' reserved figures (``matching_placement``)."""
-    from livebytes.estimator.capacity import verdict
     fitted = _fitted(data)
     runs = band_runs(model, shape, fitted)                      # the steps that fitted, as they ran
     v = verdict(model, shape, device, triton_cache=data["triton_cache"], measured=matching_placement(fitted, runs))
@@ -568,7 +566,7 @@ def _oom_checks(data: dict, model, shape, device, figure) -> list[FigureCheck]:
 def not_checkable_here(path: Path) -> str | None:
     """Why this environment cannot trace the record's model (None: it can, or its traces are stored): ``untraceable_here``
     (H200 records)."""
-    from livebytes.lifetimes.traced.model import untraceable_here
+    from livebytes.lifetimes.traced.model import untraceable_here  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     data = read(path)
     return None if stored_for(data) else untraceable_here(data["config"].get("model_type"))
 

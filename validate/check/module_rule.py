@@ -20,22 +20,22 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.process.memory import process_memory
+from livebytes.estimator.process.driver import stack_reservation_bytes
+from livebytes.estimator.autotune import candidate_key
 
 RUNS = Path(__file__).parents[1] / "data" / "records" / "runs"
 MIB = 1 << 20
 
 
 def _context_bytes() -> int:
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.memory import process_memory
     return process_memory(get_device("H200"), "no-library@0").context.bytes
 
 
 def module_figure(row: dict, context: int) -> tuple[int, str]:
     """(modules bytes, method) of one process row: in-process alone where it read one, else its side-by-side NVML
     drop; minus the context and the reservation of its measured stack limit (``estimator.process.memory``'s rules)."""
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.process.driver import stack_reservation_bytes
     alone = row.get("in_process_alone", {}).get("nonpytorch_bytes")
     nonpytorch, method = (alone, "alone") if alone is not None else (row["nonpytorch_bytes"], "side-by-side")
     return nonpytorch - context - stack_reservation_bytes(row["stack_limit_bytes"], get_device("H200")), method
@@ -58,7 +58,6 @@ def kernel_process_rows(runs: Path = RUNS) -> list[dict]:
 
 
 def config_key(kernel: str, constexprs: dict, num_warps: int, num_stages: int) -> str:
-    from livebytes.estimator.autotune import candidate_key
     return candidate_key(kernel, constexprs, num_warps, num_stages)
 
 

@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from livebytes.estimator.shapes import LAYER_FIELDS, Shape
+from livebytes.estimator.registry import get_model
 
 BOUNDARY_DIR = Path(__file__).parents[1] / "data" / "records" / "boundary"
 PHASES = ("first_call", "steady_1", "steady_2")
@@ -61,7 +62,6 @@ class Probe:
     trials: tuple[Trial, ...]
 
     def model(self):
-        from livebytes.estimator.registry import get_model
         return get_model(self.key, "H200", **self.options)
 
 

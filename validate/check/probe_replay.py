@@ -28,6 +28,9 @@ from livebytes.estimator.replay import Call, Process, Replay
 
 from .probe_records import BOUNDARY_DIR, MODELS, PHASES, Probe, Trial, load_probe, probe_files  # noqa: F401
 from .protocol import cache_keys, evicted
+from livebytes.estimator.buffers import Group
+from livebytes.estimator.replay import request_sizes
+from livebytes.estimator.rounding import round_size
 
 
 @dataclass(frozen=True)
@@ -135,9 +138,6 @@ def unwound_bytes(model, shape, step: str, buffer: str | None = None) -> int:
     group sum). Not modelled: a failure in a layer's own module steps (each its own node, which this counts with the
     layer's other module steps; a Linear's bias sum failing also drops its node's weight and input gradients), and
     one in checkpoint's recompute (forward steps run inside the backward: counted 0)."""
-    from livebytes.estimator.buffers import Group
-    from livebytes.estimator.replay import request_sizes
-    from livebytes.estimator.rounding import round_size
     sizes = request_sizes(model, shape)
     own = sum(round_size(sizes[name]) for name in _op_made_before(model, buffer))
     if "bwd." not in step:

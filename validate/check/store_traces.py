@@ -30,6 +30,7 @@ from .model_records import TRACE_STORE, TRACER_DIGEST, read, request_of
 
 def store(paths: list[Path], out: Path | None = None) -> list[Path]:
     """Trace each record's request here and write each layer count's trace into the store; the files written."""
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import (installed_versions, layer_counts, run_tracers, store_name,
                                                   stored_trace_name, trace_spec, tracer_digest)
     here = store_name(installed_versions())

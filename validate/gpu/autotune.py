@@ -26,6 +26,8 @@ import hashlib
 import json
 import re
 from pathlib import Path
+import argparse
+import sys
 
 AUTOTUNE_DIR = Path(__file__).parents[1] / "data" / "autotune_configs"
 CACHE_FORMAT = 1
@@ -130,8 +132,6 @@ def merge(captures: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     """``python -m livebytes.validate.gpu.autotune OUT/autotune/*.json``: merge captures into the committed file."""
-    import argparse
-    import sys
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("captures", nargs="+")
     ap.add_argument("--into", default=str(AUTOTUNE_DIR))

@@ -29,6 +29,7 @@ from livebytes.estimator.fields import read_json
 from livebytes.estimator.shapes import parse_shape_list, shape_list_spec, shape_spec
 
 from ..check.records import Record, load_records, record_files
+from livebytes.estimator.registry import specs
 
 GROUP_KEYS = {"impl", "shapes", "contract", "forward_only", "history", "no_recompute", "fresh", "triton_cache",
               "alloc_conf", "autotune_capture",
@@ -37,9 +38,8 @@ GROUP_KEYS = {"impl", "shapes", "contract", "forward_only", "history", "no_recom
 
 def _runnable() -> list[str]:
     """Models the validator has a harness for, in the registry's order."""
-    from livebytes.estimator.registry import specs
 
-    from .harnesses import harness_for
+    from .harnesses import harness_for  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     return [s.key for s in specs() if harness_for(s.key)]
 
 

@@ -22,6 +22,14 @@ import sys
 from pathlib import Path
 
 from .harnesses.fla_cp import NVLS_OFF
+from .environment import apply_alloc_conf
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.shapes import parse_shape_list
+from . import runner
+from .harnesses import decline_reason, make
+from .harnesses.fla_cp import CpGroup, CpHarness, PeerOutOfMemory
+from ..check.records import write_record
+from .triton_state import prepare_triton
 
 LAYOUTS = ("contiguous", "zigzag")
 
@@ -57,10 +65,9 @@ def cp_fields(record: dict, world: int, rank: int, layout: str, position: str, n
 
 def _start(args, local_rank: int):
     os.environ.update(rank_environment(local_rank))
-    from .environment import apply_alloc_conf
     apply_alloc_conf(args.alloc_conf)
-    import torch
-    import torch.distributed as dist
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch.distributed as dist  # deferred: torch is not in the core install (model/validate extras)
     torch.cuda.set_device(local_rank)
     torch.cuda.init()
     before = _used_outside_pytorch(torch)                 # the CUDA context alone
@@ -82,14 +89,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch, dist, nccl_memory = _start(args, local_rank)
-    from livebytes.estimator.errors import LivebytesError
-    from livebytes.estimator.shapes import parse_shape_list
 
-    from . import runner
-    from .harnesses import decline_reason, make
-    from .harnesses.fla_cp import CpGroup, CpHarness, PeerOutOfMemory
-    from ..check.records import write_record
-    from .triton_state import prepare_triton
     group = CpGroup(args.cp_layout)
     out = Path(args.out) / f"rank{group.rank}"
     out.mkdir(parents=True, exist_ok=True)

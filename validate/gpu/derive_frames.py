@@ -83,7 +83,7 @@ def data_versions_installed(found: dict, data_file: str, triton: str, fix: str) 
 def checked_summary(lines: list[str], case_key: str, data_file: str, triton: str) -> dict:
     """The probe's summary line of ``case_key``, held to what the data file's frames are (its Triton, its fla-core, under
     3.9.0 its legacy ptxas); anything else refused in one line: a frame of another compiler is no frame of the case."""
-    from livebytes.validate.check.frames import LEGACY_PTXAS
+    from livebytes.validate.check.frames import LEGACY_PTXAS  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     found = [json.loads(line) for line in lines if line.strip()]
     summary = next((r for r in found if r.get("key") == case_key), None)
     if summary is None:

@@ -8,14 +8,17 @@ import os
 import platform
 import sys
 from pathlib import Path
+import subprocess
+from importlib.metadata import PackageNotFoundError, version
 
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.devices import preset_of
 
 DEFAULT_ALLOC_CONF = "expandable_segments:False"
 
 
 def _torch():
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     return torch
 
 
@@ -34,7 +37,6 @@ def environment() -> dict:
                    "capability": f"sm{props.major}{props.minor}", "preset": _preset(props.name)},
         "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
     }
-    import subprocess
     try:
         env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                        check=False, capture_output=True, text=True, timeout=20).stdout.strip()
@@ -50,14 +52,12 @@ def environment() -> dict:
 
 def _preset(name: str) -> str:
     """The preset whose product name the GPU reports, exactly (``devices.preset_of``); else the reported name."""
-    from livebytes.estimator.devices import preset_of
     return preset_of(name) or name
 
 
 def library_versions() -> dict:
     """fla and Triton versions from the installed distributions (no import: their caches read the
     environment at import time)."""
-    from importlib.metadata import PackageNotFoundError, version
     out = {}
     for key, dist in (("fla", "fla-core"), ("triton", "triton")):
         try:

@@ -98,7 +98,7 @@ def _fill(torch, t, spec: InputSpec, gen, seq: int) -> bool:
             c.div_(torch.linalg.vector_norm(c, dim=-1, keepdim=True, dtype=torch.float32).clamp_min_(1e-6))
         return True
     if spec.fill == "logsigmoid":
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # deferred: torch is not in the core install (model/validate extras)
         for c in _row_chunks(t, t.shape[-2] * t.shape[-1] * 4):    # temporary: [rows, HV, K] fp32
             c.copy_(F.logsigmoid(c))
         t.clamp_min_(GATE_LOWER_BOUND)
@@ -113,7 +113,7 @@ def build_inputs(specs: list[InputSpec], device: str, seq: int, seed: int = 0,
 
     ``release`` empties the cache after a fill that made temporaries (default: ``torch.cuda.empty_cache``
     on CUDA); ``after_each(name, tensor)`` is called once an input is complete."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     if release is None:
         release = torch.cuda.empty_cache if str(device).startswith("cuda") else (lambda: None)
     gen = torch.Generator(device=device).manual_seed(seed)

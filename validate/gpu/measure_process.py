@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
+import os
+import re
 
 from livebytes.estimator.process import measured_store
 from livebytes.validate.gpu import process_group
@@ -31,6 +33,8 @@ from livebytes.estimator.folders import own_leaf
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.process.memory import frames_case
 from livebytes.estimator.process.driver import stack_reservation_bytes
+from livebytes.validate.gpu import derive_frames
+from livebytes.validate.gpu.derive_frames import probe_case, data_versions_installed
 
 PROBE = Path(__file__).parent / "probes" / "process_memory.py"
 TOKENS = 4096                   # the committed figures' length: the command's default
@@ -41,7 +45,6 @@ def probe_cases(model_key: str, options: dict, shape) -> tuple[str, str]:
     """(the cold case, the warm case) in the probe's words (``impl:dim:heads:v_heads:tokens:state[:layer]``, a layer's
     build options last: ``hidden=2048,layers=1,checkpoint=0,conv_size=4``) of ``model_key``
     with ``options`` at ``shape``; a case the probe cannot run refused in one line (``derive_frames.probe_case``'s)."""
-    from livebytes.validate.gpu.derive_frames import probe_case
     case = f"{probe_case(model_key, options, shape, 'the process-memory probe runs')}:{shape.tokens}"
     layer = ",".join(f"{name}={int(options[name])}" for name in measured_store.LAYER_OPTIONS if name in options)
     return tuple(f"{case}:{state}" + (f":{layer}" if layer else "") for state in ("cold", "warm"))
@@ -74,7 +77,6 @@ def versions_match(found: dict, data_file: str, triton: str) -> None:
     """Refuse in one line what would make a reading no figure of the data file's case: another installed Triton (the
     fix named: ``--triton`` where the data hold that version too), another fla-core, a GPU no preset describes.
     ``found``: {"triton", "fla", "gpu"} as the probe's Python reports them."""
-    from livebytes.validate.gpu.derive_frames import data_versions_installed
     data_versions_installed(found, data_file, triton, f"measure with --triton {found.get('triton')} where the data hold "
                                                       f"it, or under a Python whose Triton is {triton}")
     if preset_of(found.get("gpu")) is None:
@@ -83,8 +85,7 @@ def versions_match(found: dict, data_file: str, triton: str) -> None:
 
 def inspect(python: str) -> dict:
     """{"triton", "fla", "gpu"} of ``python`` (``derive_frames.inspect``, shared with the CPU compile)."""
-    from livebytes.validate.gpu.derive_frames import inspect as ask_python
-    return ask_python(python)
+    return derive_frames.inspect(python)
 
 
 def checked_record(row: dict, asked: str, case_key: str, data_file: str, triton: str, today: str) -> dict:
@@ -161,7 +162,6 @@ def measure(model_key: str, shape, triton: str | None, options: dict | None = No
 def _check_keep(keep: Path) -> None:
     """Refuse a ``keep`` that cannot become a folder we write, without making it: a folder this user can write into, or
     a new one whose parent is such a folder (only the folder itself is ever made, never its parents: ``folders``)."""
-    import os
     if keep.is_dir():
         if not os.access(keep, os.W_OK | os.X_OK):
             raise LivebytesError(f"--keep {keep}: not a folder we can write (not writable)")
@@ -179,7 +179,6 @@ def _check_keep(keep: Path) -> None:
 def _check_version(model_key: str, data_file: str) -> None:
     """A model of another version than the data file's fla-core (a snapshot modelled on its code path) is refused: the
     probe runs the installed fla-core's kernels, whose figures would be stored as that version's."""
-    import re
     fla = re.search(r"fla-core-([^_]+)_", data_file)
     version = model_key.split("@", 1)[1] if "@" in model_key else ""
     if fla and version != fla.group(1):

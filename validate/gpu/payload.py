@@ -54,7 +54,8 @@ def available_host_bytes() -> int | None:
 def host_bytes_needed(fn: str, T: int, d: int, dv: int | None, block_q: int, block_k: int) -> int:
     """A lower bound on the host memory measuring ``fn`` at ``T`` tokens holds at once: the saved payload (the
     model's exact figure, ``predict_payload``), plus dense's other [T, T] fp32 matrices (module notes)."""
-    from livebytes.estimator.payload import predict_payload
+    from livebytes.estimator.payload import predict_payload  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.attention_payload import PAYLOAD_MODELS
     payload = predict_payload(PAYLOAD_MODELS[fn], T=T, d=d, dv=dv, bq=block_q, bk=block_k).bytes
     return payload + (DENSE_EXTRA_MATRICES * T * T * FP32_BYTES if fn == "dense" else 0)
@@ -73,14 +74,14 @@ def check_host_memory(fn: str, T: int, d: int, dv: int | None, block_q: int, blo
 
 
 def dense_attention(q, k, v):
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     scores = (q @ k.transpose(0, 1)) / math.sqrt(q.shape[-1])       # [T, T]
     return torch.softmax(scores, dim=-1) @ v                          # [T, dv]
 
 
 def tiled_attention(q, k, v, block_q: int = 32, block_k: int = 32):
     """Online-softmax attention that never materialises a [T, T] tensor; returns (out, logsumexp)."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     n_q, d = q.shape
     n_k, dv = k.shape[0], v.shape[1]
     scale = 1.0 / math.sqrt(d)
@@ -108,7 +109,7 @@ def tiled_attention(q, k, v, block_q: int = 32, block_k: int = 32):
 
 
 def tiled_checkpointed(q, k, v, block_q: int = 32, block_k: int = 32):
-    from torch.utils.checkpoint import checkpoint
+    from torch.utils.checkpoint import checkpoint  # deferred: torch is not in the core install (model/validate extras)
     return checkpoint(lambda a, b, c: tiled_attention(a, b, c, block_q, block_k)[0], q, k, v, use_reentrant=False)
 
 
@@ -166,7 +167,7 @@ def measure(fn: str, T: int, d: int = 32, dv: int | None = None, block_q: int = 
 
 
 def _measure(fn: str, T: int, d: int, dv: int | None, block_q: int, block_k: int, seed: int) -> Measurement:
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     torch.set_num_threads(1)
     dv = d if dv is None else dv
     torch.manual_seed(seed)
@@ -181,7 +182,7 @@ def _measure(fn: str, T: int, d: int, dv: int | None, block_q: int, block_k: int
 
 def gradients_match(T: int = 128, d: int = 32, block_q: int = 32, block_k: int = 32, seed: int = 2) -> float:
     """Largest |grad difference| between the checkpointed tiled function and dense attention."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     torch.manual_seed(seed)
     q, k, v = (torch.randn(T, d, requires_grad=True) for _ in range(3))
     upstream = torch.randn(T, d)

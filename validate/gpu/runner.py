@@ -44,6 +44,7 @@ from ..check.protocol import CURRENT, PROTOCOLS
 from ..check.records import write_record
 from .runner_args import parse_args
 from .triton_state import prepare_triton, triton_state, write_capture
+from livebytes.estimator.registry import spec
 
 PROCESS_START = time.time()
 PROTOCOL = {   # written into every record; the version's meaning for the replay lives in validate/check/protocol.py
@@ -87,7 +88,6 @@ def seconds_of(total: float, compile_s: float, measure_s: float, lock_wait: floa
 
 
 def base_record(h: Harness, shape: Shape, env: dict, ctx: RunContext) -> dict:
-    from livebytes.estimator.registry import spec
     taken = spec(h.impl).options     # record the what-if options the model takes, as the model names them
     options = {k: v for k, v in (("contract", h.contract), ("recompute", h.recompute)) if k in taken}
     record = {"impl": h.impl, "origin": "measured", "mode": ctx.mode, "options": options,
@@ -198,7 +198,6 @@ def measure_shape(h: Harness, shape: Shape, env: dict, ctx: RunContext, history_
 
 def run_shapes(args, out: Path) -> int:
     shapes = parse_shape_list(args.shapes or "")
-    from livebytes.estimator.registry import spec
     forward_only = args.forward_only or spec(args.impl).phase == "fwd"
     h = make(args.impl, args.contract, not args.no_recompute, forward_only)
     if h.triton:   # Triton kernels: the autotune cache state is part of the record

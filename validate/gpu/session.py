@@ -11,11 +11,13 @@ from livebytes.estimator.registry import check_shape
 from livebytes.estimator.shapes import parse_shape_list, shape_list_spec
 
 from .batch import PlanRun, run_plan
+from .batch import load_plan
+from ..check.records import records_from
 
 
 def gpu_reason(impl: str) -> str | None:
     try:
-        from .harnesses import decline_reason
+        from .harnesses import decline_reason  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     except ImportError as err:  # torch missing altogether
         return f"the validate extra is not installed ({err.__class__.__name__}: {err})"
     return decline_reason(impl)
@@ -48,7 +50,6 @@ def run(impl: str, shapes: str, contract: str | None, recompute: bool, forward_o
 
 def run_plan_file(path: Path, out: Path) -> PlanRun:
     """``validate --plan``: every group of the plan file, refused before anything starts where it cannot run here."""
-    from .batch import load_plan
     groups = load_plan(path)
     check_runnable(groups)
     return run_plan(groups, out)
@@ -57,7 +58,6 @@ def run_plan_file(path: Path, out: Path) -> PlanRun:
 def measured_records(source: str, impl: str | None = None) -> tuple[list, list[str]]:
     """``validate --from-records``: the measured records of ``source`` (a file, a folder, a committed file's name, or
     all), ``impl``'s only when given, and the note that says how many others that leaves out (said, not silent)."""
-    from ..check.records import records_from
     measured = [r for r in records_from(source) if r.origin == "measured"]
     records = [r for r in measured if not impl or r.impl == impl]
     if not records:
@@ -70,7 +70,7 @@ def measured_records(source: str, impl: str | None = None) -> tuple[list, list[s
 def judge(record, tolerance: float):
     """The comparison of one record (``compare.compare``); one the models cannot judge (unknown impl, device, option)
     names its file."""
-    from ..check import compare as cmp
+    from ..check import compare as cmp  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     try:
         return cmp.compare(record, tolerance)
     except LivebytesError as err:

@@ -26,9 +26,12 @@ import os
 import sys
 import time
 from pathlib import Path
+import importlib.util
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.shapes import TRACE_FORMAT as FORMAT, TRACE_FORMS, TRACE_SYMBOLS, Shape, parse_shape_list
+import livebytes.validate as ours
+from livebytes.validate.gpu.environment import cuda_available, environment
 
 LIBRARY = "fla/"
 MAX_FRAMES = 4
@@ -99,7 +102,7 @@ def events_of(snapshot: dict, roots: dict[str, str], device: int = 0) -> tuple[l
 def disable_autotuning() -> str:
     """Make every Triton autotuner take its first config without benchmarking."""
     try:
-        from triton.runtime import autotuner
+        from triton.runtime import autotuner  # deferred: triton is not in the core install (model/validate extras)
     except ImportError:
         return "triton not importable: not patched"
     if not hasattr(autotuner.Autotuner, "_bench"):
@@ -114,7 +117,6 @@ def disable_autotuning() -> str:
 def load_probe(path: str):
     """A probe module: ``IMPL`` (a name), ``FORWARD_ONLY``, ``cpu_inputs(shape) -> dict`` of CPU tensors
     (``cu_seqlens`` among them) and ``step(x) -> output``."""
-    import importlib.util
     spec = importlib.util.spec_from_file_location("livebytes_probe", path)
     if spec is None or spec.loader is None:
         raise LivebytesError(f"{path}: not a Python file")
@@ -137,6 +139,7 @@ class _Impl:
         self.gdn = self.impl.startswith("fla-gdn")
 
     def cpu_inputs(self, shape: Shape) -> dict:
+        # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         from livebytes.validate.gpu.harnesses import fla_gdn, fla_kda
         if self.probe:
             return self.probe.cpu_inputs(shape)
@@ -147,8 +150,8 @@ class _Impl:
         return {name: t.detach() for name, t in x.items()}
 
     def step(self, x: dict):
-        from livebytes.validate.gpu import harnesses
-        from livebytes.validate.gpu.harnesses import fla_gdn
+        from livebytes.validate.gpu import harnesses  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+        from livebytes.validate.gpu.harnesses import fla_gdn  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
         if self.probe:
             return self.probe.step(x)
         if self.gdn:
@@ -157,8 +160,8 @@ class _Impl:
 
 
 def take(impl: _Impl, shape: Shape, roots: dict[str, str]) -> dict:
-    import torch
-    from livebytes.validate.gpu.harnesses.fla_gdn import to_device
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    from livebytes.validate.gpu.harnesses.fla_gdn import to_device  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     grad = not impl.forward_only
     warm = to_device(impl.cpu_inputs(shape), grad)
     o = impl.step(warm)
@@ -177,8 +180,7 @@ def take(impl: _Impl, shape: Shape, roots: dict[str, str]) -> dict:
 
 
 def _roots() -> dict[str, str]:
-    import fla
-    import livebytes.validate as ours
+    import fla  # deferred: fla is not in the core install (model/validate extras)
     return {str(Path(fla.__file__).parent) + "/": "fla/", str(Path(ours.__file__).parent) + "/": "livebytes/validate/"}
 
 
@@ -188,7 +190,6 @@ def request(impl: str, shapes_text: str, contract: str = "report"):
     if not impl.endswith(".py") and impl not in IMPLS:
         raise LivebytesError(f"unknown implementation {impl!r}: {', '.join(IMPLS)} or a probe file")
     chosen = _Impl(impl, contract)
-    from livebytes.validate.gpu.environment import cuda_available
     if not cuda_available():
         raise LivebytesError("no CUDA device: the tracer records the real allocator and needs a GPU")
     return chosen, shapes
@@ -198,8 +199,7 @@ def write_traces(impl: _Impl, shapes: list, out: Path, contract: str = "report",
     """Trace each shape on the GPU into ``out`` (one file per shape, printing a line each)."""
     os.environ.setdefault("TRITON_CACHE_DIR", "/tmp/livebytes-trace-triton-cache")   # keep tuned caches clean
     autotune = "on (Triton autotuning as shipped)" if autotune_on else disable_autotuning()
-    import torch
-    from livebytes.validate.gpu.environment import environment
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     out.mkdir(parents=True, exist_ok=True)
     env, roots = environment(), _roots()
     for shape in shapes:

@@ -12,15 +12,17 @@ import gc
 import json
 import sys
 import warnings
+from livebytes.tracer.launches import install as install_launches
+from livebytes.tracer.recorder import Recorder
+from livebytes.tracer.step import reset_library_caches
+from livebytes.tracer.target import cuda_is_meta, install, meta_index_is_device_0
+from livebytes.estimator.devices import get_device
+from livebytes.estimator.shapes import parse_shape_list
 
 
 def trace_harness(impl: str, shape, steps: int) -> dict:
-    from livebytes.tracer.launches import install as install_launches
-    from livebytes.tracer.recorder import Recorder
-    from livebytes.tracer.step import reset_library_caches
-    from livebytes.tracer.target import cuda_is_meta
 
-    from .harnesses import make
+    from .harnesses import make  # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     reset_library_caches()
     gc.collect()
     rec = Recorder()
@@ -44,11 +46,9 @@ def trace_harness(impl: str, shape, steps: int) -> dict:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(open(argv[0]).read())
-    from livebytes.estimator.devices import get_device
-    from livebytes.estimator.shapes import parse_shape_list
-    from livebytes.tracer.target import install, meta_index_is_device_0
     warnings.filterwarnings("ignore")
     install(get_device(spec["device"]))
+    # deferred: fla is not in the core install (model/validate extras)
     import fla  # noqa: F401
     meta_index_is_device_0()
     traces = [trace_harness(spec["impl"], s, spec.get("steps", 3)) for s in parse_shape_list(";".join(spec["shapes"]))]

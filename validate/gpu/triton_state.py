@@ -7,6 +7,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+import gc
 
 from livebytes.estimator.errors import LivebytesError
 
@@ -52,9 +53,8 @@ def triton_state(ctx) -> dict:
 
 
 def write_capture(ctx, out: Path) -> Path:
-    import gc
 
-    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.autotuner import Autotuner  # deferred: triton is not in the core install (model/validate extras)
     tuners = [(getattr(o, "kernel_name", None) or o.base_fn.__name__, dict(o.cache))
               for o in gc.get_objects() if isinstance(o, Autotuner)]
     env = environment()

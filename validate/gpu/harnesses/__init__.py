@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import environment
 from . import cudnn_frost, cudnn_hopper, fla_cp, fla_gdn, fla_kda, fla_layer  # noqa: F401  (each registers its harness)
 from .base import _HARNESSES, Harness
+from livebytes.estimator.registry import spec
 
 def harness_for(impl: str) -> type | None:
     """The harness class registered for a model key (None: the model cannot be run)."""
@@ -38,7 +39,6 @@ def _installed(package: str) -> tuple[str, str | None]:
 
 def decline_reason(impl: str) -> str | None:
     """Why this machine cannot run ``impl`` (None when it can)."""
-    from livebytes.estimator.registry import spec
     cls = harness_for(impl)
     if cls is None:
         return f"no runner for {impl}"

@@ -32,7 +32,7 @@ class CpGroup:
     """The ranks: NCCL for FLA's collectives, gloo (CPU tensors, no device memory) for the step status."""
 
     def __init__(self, layout: str) -> None:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch is not in the core install (model/validate extras)
         self.layout = layout
         self.world, self.rank = dist.get_world_size(), dist.get_rank()
         self.nccl = dist.group.WORLD
@@ -51,14 +51,14 @@ class CpGroup:
 
     def agree(self, failed: bool) -> int:
         """How many ranks failed this step (a gloo all-reduce of CPU integers)."""
-        import torch
-        import torch.distributed as dist
+        import torch  # deferred: torch is not in the core install (model/validate extras)
+        import torch.distributed as dist  # deferred: torch is not in the core install (model/validate extras)
         flag = torch.tensor([int(failed)], dtype=torch.int64)
         dist.all_reduce(flag, group=self.gloo)
         return int(flag.item())
 
     def context(self, cu_seqlens_global):
-        from fla.ops.cp import build_cp_context
+        from fla.ops.cp import build_cp_context  # deferred: fla is not in the core install (model/validate extras)
         return build_cp_context(cu_seqlens_global, group=self.nccl, cu_seqlens_cpu=cu_seqlens_global.cpu(), layout=self.layout)
 
 
@@ -84,7 +84,7 @@ class CpHarness(Harness):
 
 
 def _boundaries(shape: Shape):
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     return torch.tensor([0, shape.seq], dtype=torch.int64, device="cuda")       # [2] int64: the global [0, S]
 
 
@@ -122,7 +122,7 @@ class FlaGdnCp(CpHarness):
         return x
 
     def forward(self, x: dict):
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # deferred: fla is not in the core install (model/validate extras)
         o, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], use_qk_l2norm_in_kernel=True,
                                       cp_context=x["cp_context"])
         return o

@@ -14,8 +14,8 @@ from .base import Harness, harness
 
 def gdn_cpu_inputs(shape: Shape, grad: bool, seed: int = 0) -> dict:
     """The seeded inputs on the CPU (no device memory)."""
-    import torch
-    import torch.nn.functional as F
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch.nn.functional as F  # deferred: torch is not in the core install (model/validate extras)
     gen = torch.Generator().manual_seed(seed)
     T, H, HV, K, V = shape.tokens, shape.heads, shape.hv, shape.dim, shape.dv
     bf16 = torch.bfloat16
@@ -52,7 +52,7 @@ def gdn_inputs(shape: Shape, grad: bool, seed: int = 0) -> dict:
 
 
 def gdn_forward(x: dict):
-    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # deferred: fla is not in the core install (model/validate extras)
     o, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"],
                                   use_qk_l2norm_in_kernel=True)
     return o
@@ -60,7 +60,7 @@ def gdn_forward(x: dict):
 
 def gdn_step(x: dict, forward_only: bool):
     """One step: forward under no_grad, or forward + backward with dO."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     if forward_only:
         with torch.no_grad():
             return gdn_forward(x)

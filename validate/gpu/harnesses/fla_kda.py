@@ -18,7 +18,7 @@ def fla_inputs(shape: Shape, contract: str, grad: bool, seed: int = 0, device: s
 
 def fla_forward(x: dict, contract: str, recompute: bool = True, cp_context=None):
     """One chunk_kda call; ``cp_context`` (fla.ops.cp's): the CP path, which takes its boundaries from the context."""
-    from fla.ops.kda import chunk_kda
+    from fla.ops.kda import chunk_kda  # deferred: fla is not in the core install (model/validate extras)
     kw = {"cu_seqlens": x["cu_seqlens"], "disable_recompute": not recompute}
     if cp_context is not None:
         kw["cp_context"] = cp_context

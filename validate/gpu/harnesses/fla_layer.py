@@ -13,11 +13,12 @@ from livebytes.estimator.shapes import Shape
 from livebytes.lifetimes.traced.families import ROWS, Probe, family
 
 from .base import Harness, harness
+from livebytes.lifetimes.traced.model import GATED_BACKWARD_REFUSED
 
 
 def _layer(probe: Probe, shape: Shape, hidden: int, conv_size: int, seed: int, device: str = "cuda"):
     """The family row's probe layer (``Probe.build``: its class, with its own options) at the shape's sizes."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     torch.manual_seed(seed)
     layer = probe.build(hidden_size=hidden, head_dim=shape.dim, num_heads=shape.heads, num_v_heads=shape.hv,
                         conv_size=conv_size, mode="chunk", expand_v=shape.dv / shape.dim)
@@ -34,7 +35,7 @@ class FlaLayer(Harness):
 
     def inputs(self, shape: Shape, device: str = "cuda") -> dict:
         """``device`` "cpu": the same tensors on the CPU (validate/gpu/probes/cpu_frames.py compiles the layer's kernels)."""
-        import torch
+        import torch  # deferred: torch is not in the core install (model/validate extras)
         hidden, conv = shape.hidden or 2048, shape.conv_size or 4
         gen = torch.Generator().manual_seed(0)
         x = {"x": torch.randn(1, shape.tokens, hidden, generator=gen).to(torch.bfloat16).to(device).requires_grad_(True),
@@ -45,7 +46,7 @@ class FlaLayer(Harness):
         return x
 
     def forward(self, x: dict):
-        from torch.utils.checkpoint import checkpoint
+        from torch.utils.checkpoint import checkpoint  # deferred: torch is not in the core install (model/validate extras)
         h = x["x"]
         for layer in x["layers"]:
             def run(h, layer=layer):
@@ -62,16 +63,15 @@ class FlaLayer(Harness):
 
     @staticmethod
     def finite(o, x: dict) -> bool:
-        import torch
+        import torch  # deferred: torch is not in the core install (model/validate extras)
         grads = [x["x"].grad] + [p.grad for layer in x["layers"] for p in layer.parameters()]
         return all(bool(torch.isfinite(t.float()).all()) for t in [o] + [g for g in grads if g is not None])
 
     @classmethod
     def refuse_device(cls, sm: int, device_name: str) -> str | None:
         """A family whose layer runs fla-core's gated backward (``Family.gated_backward``) refused where #640 holds."""
-        import triton
+        import triton  # deferred: triton is not in the core install (model/validate extras)
 
-        from livebytes.lifetimes.traced.model import GATED_BACKWARD_REFUSED
         version = tuple(int(part) for part in triton.__version__.split("+")[0].split(".")[:3])
         low, high = GATED_BACKWARD_REFUSED
         if family(cls.model_type).gated_backward and sm == 90 and low <= version < high:

@@ -30,6 +30,7 @@ import json
 import os
 import time
 from pathlib import Path
+import importlib
 
 CHUNK_TOKENS = 8192    # normalisation in token chunks: temporaries of at most [8192, H, D] fp32
 LAYER_DEFAULTS = {"hidden": 2304, "layers": 1, "checkpoint": False, "conv_size": 4}   # Kimi-Linear's layer
@@ -41,7 +42,7 @@ LAYER_IMPLS = tuple(LAYER_CLASSES)
 
 
 def _torch():
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     return torch
 
 
@@ -55,7 +56,7 @@ def nonpytorch_bytes() -> int:
 def stack_limit() -> int | None:
     """cudaDeviceGetLimit(cudaLimitStackSize): bytes of local memory reserved per thread (None if unreadable)."""
     try:
-        from cuda.bindings import runtime as cudart
+        from cuda.bindings import runtime as cudart  # deferred: cuda is not in the core install (model/validate extras)
         err, value = cudart.cudaDeviceGetLimit(cudart.cudaLimit.cudaLimitStackSize)
         return int(value) if int(err) == 0 else None
     except (ImportError, AttributeError, RuntimeError):   # no cuda-bindings on this machine
@@ -64,7 +65,7 @@ def stack_limit() -> int | None:
 
 def set_stack_limit(nbytes: int) -> bool:
     try:
-        from cuda.bindings import runtime as cudart
+        from cuda.bindings import runtime as cudart  # deferred: cuda is not in the core install (model/validate extras)
         (err,) = cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitStackSize, nbytes)
         return int(err) == 0
     except (ImportError, AttributeError, RuntimeError):
@@ -121,7 +122,6 @@ def gdn_inputs(tokens: int, heads: int, dim: int, seqs: int, gen, v_heads: int, 
 
 def layer_class(impl: str):
     """The layer ``impl`` names (``LAYER_CLASSES``), built with its options; any other impl, one line."""
-    import importlib
     if impl not in LAYER_CLASSES:
         raise SystemExit(f"error: no layer probe {impl!r} (known: {', '.join(LAYER_CLASSES)})")
     module, name, options = LAYER_CLASSES[impl]
@@ -212,7 +212,7 @@ def step(impl: str, x: dict, forward_only: bool = False):
 
 def forward(impl: str, x: dict):
     if impl in LAYER_IMPLS:
-        from torch.utils.checkpoint import checkpoint
+        from torch.utils.checkpoint import checkpoint  # deferred: torch is not in the core install (model/validate extras)
         h = x["x"]
         for layer in x["layers"]:
             def run(h, layer=layer):
@@ -220,19 +220,19 @@ def forward(impl: str, x: dict):
             h = checkpoint(run, h, use_reentrant=False) if x["checkpoint"] else run(h)
         return h
     if impl == "fla-gdn":
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # deferred: fla is not in the core install (model/validate extras)
         o, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"],
                                       use_qk_l2norm_in_kernel=True)
     elif impl == "fla-plain":
-        from fla.ops.kda import chunk_kda
+        from fla.ops.kda import chunk_kda  # deferred: fla is not in the core install (model/validate extras)
         o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"])
     elif impl == "fla-report":
-        from fla.ops.kda import chunk_kda
+        from fla.ops.kda import chunk_kda  # deferred: fla is not in the core install (model/validate extras)
         o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=x["cu_seqlens"], A_log=x["A_log"],
                          dt_bias=x["dt_bias"], use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                          use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
     else:
-        from cudnn.linear_attention import kimi_delta_attention
+        from cudnn.linear_attention import kimi_delta_attention  # deferred: cudnn is not in the core install (model/validate extras)
         o, _ = kimi_delta_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], plan_name=impl)
     return o
 
@@ -294,7 +294,7 @@ def pretune_l2norm(tokens: int, heads: int, dim: int) -> dict:
     """Run FLA's l2norm forward and backward once at ``tokens x heads`` rows, so that their autotune key
     (D, NB = cdiv(rows, 65536)) lands in TRITON_CACHE_DIR: a later process at this size is then warm."""
     torch = _torch()
-    from fla.modules.norm.l2norm import l2norm_bwd, l2norm_fwd
+    from fla.modules.norm.l2norm import l2norm_bwd, l2norm_fwd  # deferred: fla is not in the core install (model/validate extras)
     x = torch.randn(tokens * heads, dim, dtype=torch.bfloat16, device="cuda")     # [T*H, D] bf16
     y, rstd = l2norm_fwd(x)
     # the key holds the arguments' dtypes too: chunk_kda hands l2norm_bwd an fp32 gradient (run 12 passed bf16,

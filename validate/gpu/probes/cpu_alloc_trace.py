@@ -47,6 +47,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+import difflib
+import importlib.machinery
+import importlib.util
+import os
 
 HERE = Path(__file__).parent
 GEMMS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default")
@@ -75,12 +79,12 @@ class Recorder:
     """Storages by identity (StorageImpl address) while alive, and the events in order."""
 
     def __init__(self):
-        from torch.multiprocessing.reductions import StorageWeakRef
+        from torch.multiprocessing.reductions import StorageWeakRef  # deferred: torch is not in the core install (model/validate extras)
         self.weak = StorageWeakRef
         self.live: dict[int, tuple] = {}
         self.events: list[dict] = []
         self.next_id = 0
-        from torch._C import _current_autograd_node
+        from torch._C import _current_autograd_node  # deferred: torch is not in the core install (model/validate extras)
         self.current_node = _current_autograd_node
 
     def emit(self, **event) -> dict:
@@ -103,9 +107,9 @@ class Recorder:
                     self.emit(ev="free", sid=sid, bytes=nbytes, node=node.name() if node is not None else None)
 
     def outputs(self, func, out) -> None:
-        import torch
-        from torch.utils._pytree import tree_leaves
-        from torch._C import _current_autograd_node
+        import torch  # deferred: torch is not in the core install (model/validate extras)
+        from torch.utils._pytree import tree_leaves  # deferred: torch is not in the core install (model/validate extras)
+        from torch._C import _current_autograd_node  # deferred: torch is not in the core install (model/validate extras)
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 continue
@@ -121,7 +125,7 @@ class Recorder:
 
 def gemm_output(func, args):
     """A GEMM's output, allocated, not computed (contiguous, as on the GPU)."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     if str(func) == "aten.bmm.default":
         a, b = args[0], args[1]
         return torch.empty(a.shape[0], a.shape[1], b.shape[2], dtype=a.dtype)
@@ -136,8 +140,8 @@ def engine_accumulation(func, args) -> bool:
     every accumulation is out of place. Emulated: an aten.add.Tensor in a backward node outside fla's Python code whose
     old gradient is dense and no view (the first arrival, a view of a GEMM's output, is added out of place: the
     profiler, without a mode, shows one aten::add and then aten::add_ for each layer's input gradient)."""
-    import torch
-    from torch._C import _current_autograd_node
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    from torch._C import _current_autograd_node  # deferred: torch is not in the core install (model/validate extras)
     if str(func) != "aten.add.Tensor" or _current_autograd_node() is None or torch.is_grad_enabled():
         return False
     old, new = args[0], args[1]
@@ -146,7 +150,7 @@ def engine_accumulation(func, args) -> bool:
 
 
 def tracing_mode(rec: Recorder):
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._python_dispatch import TorchDispatchMode  # deferred: torch is not in the core install (model/validate extras)
 
     class Trace(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -164,8 +168,8 @@ def tracing_mode(rec: Recorder):
 def launch_log(rec: Recorder) -> None:
     """Over cpu_frames' compile-only Triton: a ``launch`` event per launch (kernel, grid-independent scratch sizes)
     and a ``bench`` event where an autotuner benchmarks (on the GPU: one L2-flush buffer per candidate)."""
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
+    from triton.runtime.autotuner import Autotuner  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.jit import JITFunction  # deferred: triton is not in the core install (model/validate extras)
     compiled_run, tuned_bench, tuned_run = JITFunction.run, Autotuner._bench, Autotuner.run
     state = {"benching": False, "benched": False}
 
@@ -199,9 +203,7 @@ def fla_layers_path(site: str | None) -> None:
     layer): a bare package pointing at the folder."""
     if not site:
         return
-    import importlib.machinery
-    import importlib.util
-    import fla
+    import fla  # deferred: fla is not in the core install (model/validate extras)
     folder = str(Path(site) / "fla" / "layers")
     spec = importlib.machinery.ModuleSpec("fla.layers", None, is_package=True)
     spec.submodule_search_locations = [folder]
@@ -211,8 +213,8 @@ def fla_layers_path(site: str | None) -> None:
 
 def build_inputs(args) -> dict:
     """boundary_probe.layer_inputs on the CPU (the same order; values from a CPU generator)."""
-    import torch
-    from fla.layers.kda import KimiDeltaAttention
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    from fla.layers.kda import KimiDeltaAttention  # deferred: fla is not in the core install (model/validate extras)
     gen = torch.Generator().manual_seed(0)
     t, hidden = args.tokens, args.hidden
     x = {"x": torch.empty(1, t, hidden, dtype=torch.bfloat16).normal_(generator=gen),       # [1, T, hidden] bf16
@@ -248,11 +250,10 @@ def traced_step(rec: Recorder, x: dict) -> None:
 
 
 def trace(args) -> int:
-    import os
     os.environ.setdefault("TRITON_CACHE_DIR", args.cache_dir)
     os.environ.setdefault("FLA_CACHE_RESULTS", "0")
     sys.path.insert(0, str(HERE))
-    import cpu_frames
+    import cpu_frames  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
     cpu_frames.fake_h200()
     cpu_frames.compile_only([])
     fla_layers_path(args.fla_layers)
@@ -352,8 +353,11 @@ def released(events: list[dict]) -> list[int]:
 def model_requests(head: dict, tokens: int, runs: int = 1) -> tuple[list[dict], object]:
     """fla-kda-layer@0.6.0's allocator operations for ``runs`` calls' worth of steps, cold (every autotuned kernel
     benchmarks in the first), recorded with each request's step and buffer name."""
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator import Shape, get_model
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator.autotune import benchmarking_steps
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator.replay import Call, Process
     model = get_model("fla-kda-layer@0.6.0", "H200", hidden=head["hidden"], layers=head["layers"], checkpoint=False,
                       conv_size=head["conv_size"])
@@ -387,6 +391,7 @@ def model_layer(name: str, layers: int) -> int:
 
 def replay_ops(prefix: list[tuple], steps: list[list[tuple]], releases: list[list[tuple]], conf=None) -> list[tuple]:
     """(max allocated, max reserved) of each step through livebytes' CachingAllocator (peaks reset before each)."""
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator.allocator import DEFAULT_CONF, CachingAllocator
     alloc, blocks, peaks = CachingAllocator(conf or DEFAULT_CONF), {}, []
     run_ops(alloc, blocks, prefix)
@@ -424,7 +429,6 @@ def align(trace_allocs: list[dict], model_ops: list[dict]) -> tuple[list[tuple],
     """Per (phase, layer) segment, the trace's allocations against the model's first-run requests in order, by size
     (difflib, no junk heuristic). Returns matched (trace event, model request) pairs, trace allocations the model
     lacks, model requests the trace lacks. GPU-only requests (L2 flush, cuBLAS workspaces) are left out of both."""
-    import difflib
     gpu_only = {"triton_l2_flush"} | {name for name, _, _ in WORKSPACES}
     mine = [o for o in model_ops if o["op"] == "malloc" and o["run"] == 0 and o["phase"] != "harness"
             and o["name"].split(".", 1)[-1] not in gpu_only and o["name"] not in gpu_only]

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from importlib.util import find_spec
 
 from livebytes.estimator.devices import get_device
 from livebytes.lifetimes.traced.families import ROWS
@@ -52,8 +53,9 @@ def fake_h200() -> None:
     """Make Triton's active driver and ``torch.cuda``'s device queries describe one H200, every fact from its preset
     (``estimator.devices``: sm90, 232,448 B of shared memory per block, 132 SMs) through the tracer's stand-in
     (``tracer.target``), tensors on the CPU; call before importing fla."""
-    from triton.runtime import driver
+    from triton.runtime import driver  # deferred: triton is not in the core install (model/validate extras)
 
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.tracer.target import describe_torch_cuda, target_driver
     driver.set_active(target_driver(DEVICE, torch_device="cpu", who="cpu_frames compiles only"))
     describe_torch_cuda(DEVICE)
@@ -62,7 +64,7 @@ def fake_h200() -> None:
 def cpu_tensors_on_device_0() -> None:
     """fla picks block sizes by ``check_shared_mem(arch, k.device.index)``; a CPU tensor's index is None, which would
     fail the lookup (so: not Hopper) where a GPU tensor's 0 passes. Device None reads as device 0."""
-    import fla.utils.hardware as hardware
+    import fla.utils.hardware as hardware  # deferred: fla is not in the core install (model/validate extras)
 
     class AnyIndex(list):
         def __getitem__(self, i):
@@ -77,10 +79,10 @@ def cpu_tensors_on_device_0() -> None:
 def compile_only(log: list) -> None:
     """Every launch compiles and returns (never loads); every autotune candidate compiles in turn, logged with its
     config; a kernel whose shared memory the device could not give raises OutOfResources as ``_init_handles`` would."""
-    from triton.compiler.errors import CompileTimeAssertionFailure
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.errors import OutOfResources, PTXASError
-    from triton.runtime.jit import JITFunction
+    from triton.compiler.errors import CompileTimeAssertionFailure  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.autotuner import Autotuner  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.errors import OutOfResources, PTXASError  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.jit import JITFunction  # deferred: triton is not in the core install (model/validate extras)
     original_run = JITFunction.run
     state = {"config": None}
 
@@ -116,7 +118,7 @@ def compile_only(log: list) -> None:
 def cpu_inputs(impl: str, tokens: int, heads: int, dim: int, v_heads: int, grad: bool) -> dict:
     """``boundary_probe.make_inputs``'s tensors (names, shapes, dtypes; one sequence in int64 cu_seqlens) on the CPU,
     values unset: q, k over ``heads``, the rest over ``v_heads``."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     bf16, fp32 = torch.bfloat16, torch.float32
 
     def t(h, *tail, dtype=bf16):
@@ -143,7 +145,9 @@ def cpu_inputs(impl: str, tokens: int, heads: int, dim: int, v_heads: int, grad:
 def layer_step(case: dict) -> None:
     """One layer's training step on the CPU through its GPU harness (``validate/gpu/harnesses/fla_layer.py``: the same
     modules, dtypes and call), one sequence of ``tokens``; the layer count and checkpointing change no kernel."""
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator.shapes import Shape
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.validate.gpu.harnesses import harness_for
     key = LAYERS[case["impl"]]
     h = harness_for(key)(key, "plain", False, False)
@@ -155,7 +159,7 @@ def layer_step(case: dict) -> None:
 def res_usage(kernel, tool: str, folder: Path) -> dict:
     """cuobjdump -res-usage of a compiled kernel's cubin (``cubin_usage.usage``)."""
     sys.path.insert(0, str(HERE))
-    from cubin_usage import usage
+    from cubin_usage import usage  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
     path = folder / f"{kernel.hash}.cubin"
     path.write_bytes(kernel.asm["cubin"])
     return usage(path, tool)
@@ -165,7 +169,7 @@ def cubin_fields(kernel) -> dict:
     """The cubin's size and the sections the driver places in device memory (``module_load.image_fields``): what a
     per-module memory rule (issue 33) sums over the candidates a cold process loads."""
     sys.path.insert(0, str(HERE))
-    from module_load import image_fields
+    from module_load import image_fields  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
     return image_fields(kernel.asm["cubin"])
 
 
@@ -204,8 +208,8 @@ def worker(case: dict, out: Path) -> int:
     log: list = []
     compile_only(log)
     sys.path.insert(0, str(HERE))
-    import boundary_probe as bp
-    import triton
+    import boundary_probe as bp  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
+    import triton  # deferred: triton is not in the core install (model/validate extras)
     cpu_tensors_on_device_0()
     t0 = time.time()
     rec = {"case": case}
@@ -238,7 +242,7 @@ def worker(case: dict, out: Path) -> int:
 def ptxas_used() -> str:
     """The ptxas that compiled sm90 and its release: Triton 3.9.0 picks ``ptxas-blackwell`` for arch >= 90 unless
     TRITON_PTXAS_BLACKWELL_PATH names another (the H200 runs 20-22 named the bundled legacy ``ptxas``)."""
-    from triton.backends.nvidia.compiler import get_ptxas
+    from triton.backends.nvidia.compiler import get_ptxas  # deferred: triton is not in the core install (model/validate extras)
     path = get_ptxas(90).path
     release = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     return f"{Path(path).name} ({release[-2] if len(release) > 1 else '?'})"
@@ -313,6 +317,7 @@ def compare(data_file: str, out: Path) -> int:
 
 def config_key(kernel: str, constexprs: dict, num_warps: int, num_stages: int) -> str:
     """A candidate's name in these data: ``estimator.autotune.candidate_key``."""
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator.autotune import candidate_key
     return candidate_key(kernel, constexprs, num_warps, num_stages)
 
@@ -365,7 +370,6 @@ def compare_configs(out: Path, pairs: list[str]) -> int:
 def use_legacy_ptxas() -> None:
     """TRITON_PTXAS_BLACKWELL_PATH: the installed Triton's bundled legacy ``ptxas`` (found without importing triton),
     for this process and the cases' workers, which inherit it (``run_cases``)."""
-    from importlib.util import find_spec
     spec = find_spec("triton")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("error: triton is not installed")

@@ -29,6 +29,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
+import multiprocessing
 
 HERE = Path(__file__).parent
 
@@ -59,8 +60,8 @@ _ORIGINAL_RUN = None     # JITFunction.run before the patch: what compiles
 def compile_into(log: list, fn, args, kwargs, grid, config) -> None:
     """Compile one launch (one autotune candidate: ``config``) without loading it; the cubin, or what refused it,
     appended to ``log``."""
-    from triton.compiler.errors import CompileTimeAssertionFailure
-    from triton.runtime.errors import OutOfResources, PTXASError
+    from triton.compiler.errors import CompileTimeAssertionFailure  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.errors import OutOfResources, PTXASError  # deferred: triton is not in the core install (model/validate extras)
     try:
         kernel = _ORIGINAL_RUN(fn, *args, grid=grid, warmup=True, **kwargs)
         if hasattr(kernel, "result"):
@@ -78,10 +79,10 @@ def install_compiling(log: list, jobs: list | None = None) -> None:
     ``jobs`` a list, each compile is kept there instead (``compile_jobs`` runs them side by side after the trace: the
     step's control flow never reads a compiled kernel)."""
     global _ORIGINAL_RUN
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
+    from triton.runtime.autotuner import Autotuner  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.jit import JITFunction  # deferred: triton is not in the core install (model/validate extras)
 
-    from livebytes.tracer import launches
+    from livebytes.tracer import launches  # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     _ORIGINAL_RUN = JITFunction.run
     state = {"config": None}
 
@@ -132,8 +133,8 @@ _JOBS: list = []        # the launches a forked worker compiles (inherited throu
 def _compile_job(index: int) -> tuple[int, list[dict]]:
     """One kept launch compiled in a worker: its log entry read out (``cpu_frames.candidates``: cuobjdump's figures);
     the cubin object stays in the worker."""
-    import cpu_frames
-    import triton
+    import cpu_frames  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
+    import triton  # deferred: triton is not in the core install (model/validate extras)
     log: list = []
     compile_into(log, *_JOBS[index])
     tool = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
@@ -144,7 +145,6 @@ def compile_jobs(jobs: list, workers: int) -> list[dict]:
     """Every kept launch compiled, ``workers`` at a time (forked processes: Triton's cache is shared on disk), one row
     per distinct compiled kernel in launch order (the first of each hash, as ``cpu_frames.candidates`` keeps) and one
     per refusal."""
-    import multiprocessing
     _JOBS[:] = jobs
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
@@ -165,22 +165,26 @@ def compile_jobs(jobs: list, workers: int) -> list[dict]:
 def derive(spec: dict, out: Path, workers: int = 1) -> dict:
     """Trace ``spec``'s step (one shape), compiling every launch (``workers`` side by side after the trace where more
     than one); the summary line."""
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.estimator.devices import get_device
     device = get_device(spec["device"])
     warnings.filterwarnings("ignore")
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.tracer.target import install, meta_autocast_is_cuda, meta_index_is_device_0, meta_runs_gpu_packages
     install(device)
     meta_autocast_is_cuda()        # as the tracer's own process: peft's expert LoRA asks autocast of W.device.type
     log: list = []
     jobs: list | None = [] if workers > 1 else None
     install_compiling(log, jobs)
+    # deferred: fla is not in the core install (model/validate extras)
     import fla  # noqa: F401  (registers its model types with transformers)
-    import triton
+    import triton  # deferred: triton is not in the core install (model/validate extras)
     meta_index_is_device_0()
     meta_runs_gpu_packages()
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.tracer.step import trace_training
     sys.path.insert(0, str(HERE))
-    import cpu_frames
+    import cpu_frames  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
     t0 = time.time()
     (mbs, seq), = spec["shapes"]
     rec = {"tag": spec["tag"]}

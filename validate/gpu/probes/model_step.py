@@ -49,6 +49,10 @@ import platform
 import re
 import time
 from pathlib import Path
+import pickle
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from types import MethodType
 
 STEPS = 3
 
@@ -93,7 +97,7 @@ def nonpytorch(torch) -> dict:
 
 def stack_limit() -> int | None:
     try:
-        from cuda.bindings import runtime as cudart
+        from cuda.bindings import runtime as cudart  # deferred: cuda is not in the core install (model/validate extras)
         err, value = cudart.cudaDeviceGetLimit(cudart.cudaLimit.cudaLimitStackSize)
         return int(value) if int(err) == 0 else None
     except (ImportError, AttributeError, RuntimeError):
@@ -106,9 +110,10 @@ PRECISIONS = ("bf16", "fp32-amp")
 
 
 def build(config: dict, seed: int, precision: str = "bf16"):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    from transformers import AutoConfig, AutoModelForCausalLM  # deferred: transformers is not in the core install (model/validate extras)
 
+    # deferred: fla is not in the core install (model/validate extras)
     import fla  # noqa: F401  (registers its model types)
     torch.manual_seed(seed)
     cfg = AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
@@ -127,13 +132,14 @@ def with_loss(model, loss: str) -> None:
     """``--loss liger`` as the tracer applies it (module doc); ``default`` leaves the model's own."""
     if loss == "default":
         return
-    from types import MethodType
     kind = model.config.model_type
     if kind == "qwen3_next":
+        # deferred: liger_kernel is not in the core install (model/validate extras)
         from liger_kernel.transformers import apply_liger_kernel_to_qwen3_next
         apply_liger_kernel_to_qwen3_next(rope=False, cross_entropy=False, fused_linear_cross_entropy=True,
                                          rms_norm=False, swiglu=False, model=model)
     elif kind == "kimi_linear":
+        # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
         from livebytes.tracer.losses import liger_forward
         model.forward = MethodType(liger_forward, model)
     else:
@@ -144,7 +150,7 @@ def with_lora(model, rank: int, alpha: float, targets: str):
     """peft's ``PeftModel`` of ``model`` (rank 0: the model itself)."""
     if not rank:
         return model
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # deferred: peft is not in the core install (model/validate extras)
     names = targets if targets == "all-linear" else [t for t in targets.split(",") if t]
     return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=names))
 
@@ -152,15 +158,15 @@ def with_lora(model, rank: int, alpha: float, targets: str):
 def decoder_blocks(model):
     """The decoder blocks FSDP2 wraps one by one: the model's ``layers`` ModuleList (``model.model.layers`` of both
     flash-linear-attention's and transformers' causal LMs)."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     return next(m for name, m in model.named_modules() if name.split(".")[-1] == "layers"
                 and isinstance(m, torch.nn.ModuleList))
 
 
 def start_fsdp(world: int) -> None:
     """torch.distributed with NCCL, this process rank 0 of ``world`` (1: the one-GPU check of FSDP2's buffers)."""
-    import torch
-    import torch.distributed as dist
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch.distributed as dist  # deferred: torch is not in the core install (model/validate extras)
     if world != 1:
         raise SystemExit("--fsdp: this probe runs world size 1 only (one process, one GPU)")
     os.environ.setdefault("MASTER_ADDR", "localhost")
@@ -172,7 +178,7 @@ def start_fsdp(world: int) -> None:
 def shard(model):
     """FSDP2 as the predictions assume it: ``fully_shard`` on each decoder block, then on the root (defaults:
     reshard_after_forward True for the blocks, no mixed-precision policy, no offload)."""
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # deferred: torch is not in the core install (model/validate extras)
     for block in decoder_blocks(model):
         fully_shard(block)
     fully_shard(model)
@@ -180,7 +186,7 @@ def shard(model):
 
 
 def batch(config: dict, mbs: int, seq: int, packed: bool, style: str = "cu_seqlens") -> dict:
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     shape = (1, mbs * seq) if packed else (mbs, seq)
     ids = torch.randint(0, config["vocab_size"], shape, device="cuda")
     out = {"input_ids": ids, "labels": ids.clone()}
@@ -194,7 +200,7 @@ def batch(config: dict, mbs: int, seq: int, packed: bool, style: str = "cu_seqle
 def flattening(labels, mbs: int, seq: int) -> dict:
     """What ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)`` adds (data/data_collator.py): each sequence's
     first label -100 (its separator), positions restarting per sequence, the boundaries as two int32 tensors."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     labels[:, ::seq] = -100
     positions = torch.arange(seq, dtype=torch.int64, device="cuda").repeat(mbs).unsqueeze(0)
     bounds = [torch.arange(0, mbs + 1, dtype=torch.int32, device="cuda") * seq for _ in range(2)]
@@ -204,7 +210,7 @@ def flattening(labels, mbs: int, seq: int) -> dict:
 
 def optimizer(name: str, model):
     """Over the parameters that require grad (all of them but a LoRA's frozen base: HF Trainer's)."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     params = [p for p in model.parameters() if p.requires_grad]
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-3)
@@ -216,9 +222,8 @@ def optimizer(name: str, model):
 def fp32_outputs(data):
     """accelerate's ``convert_to_fp32`` (accelerate/utils/operations.py): every fp16/bf16 tensor in tuples, lists and
     mappings (a ModelOutput) becomes ``tensor.float()``; ``livebytes.tracer.step.fp32_outputs`` is the same."""
-    from collections.abc import Mapping
 
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     if isinstance(data, (tuple, list)):
         items = [fp32_outputs(o) for o in data]
         return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)
@@ -231,7 +236,7 @@ def fp32_outputs(data):
 
 def autocast_forward(model, inputs: dict):
     """The forward and loss under ``torch.autocast("cuda", dtype=torch.bfloat16)`` (its exit drops the weight cache)."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         return model(**inputs)
 
@@ -291,7 +296,7 @@ def measure(torch, model, opt, inputs: dict, i: int, log, observed: list, precis
 
 
 def run(args) -> int:
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / f"{args.tag}.jsonl"
@@ -346,11 +351,10 @@ def run(args) -> int:
         record["sdpa_choice"] = sdpa
     (out / f"{args.tag}.json").write_text(json.dumps(record, indent=1))
     if args.history:
-        import pickle
         with (out / f"{args.tag}.snapshot.pickle").open("wb") as fh:
             pickle.dump(torch.cuda.memory._snapshot(), fh)
     if args.fsdp:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch is not in the core install (model/validate extras)
         dist.destroy_process_group()
     return 0
 
@@ -392,7 +396,6 @@ def sdpa_choice(torch, config: dict, mbs: int, seq: int) -> dict | None:
 
 
 def versions(torch) -> dict:
-    from importlib.metadata import PackageNotFoundError, version
     out = {"torch": torch.__version__, "python": platform.python_version()}
     for dist in ("triton", "fla-core", "flash-linear-attention", "transformers"):
         try:

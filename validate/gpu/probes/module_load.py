@@ -142,7 +142,7 @@ def image_fields(image: bytes) -> dict:
 def ptxas_path() -> str:
     """Triton's bundled ptxas (the one its kernels are compiled with), else TRITON_PTXAS_PATH, else PATH's."""
     try:
-        import triton
+        import triton  # deferred: triton is not in the core install (model/validate extras)
         bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
         if bundled.exists():
             return str(bundled)
@@ -171,8 +171,8 @@ def compile_variants(variants: tuple[Variant, ...], workdir: Path) -> dict[str, 
 
 def triton_kernel():
     """A Triton kernel whose code grows with UNROLL: x = x*x + i, UNROLL times, on one loaded int32."""
-    import triton
-    import triton.language as tl
+    import triton  # deferred: triton is not in the core install (model/validate extras)
+    import triton.language as tl  # deferred: triton is not in the core install (model/validate extras)
 
     @triton.jit
     def unrolled(X, UNROLL: tl.constexpr):
@@ -185,8 +185,8 @@ def triton_kernel():
 
 def compile_triton(kernel, unroll: int, target=None):
     """The CompiledKernel of ``kernel`` at UNROLL=unroll for ``target`` (None: the active GPU's)."""
-    import triton
-    from triton.compiler import ASTSource
+    import triton  # deferred: triton is not in the core install (model/validate extras)
+    from triton.compiler import ASTSource  # deferred: triton is not in the core install (model/validate extras)
     return triton.compile(ASTSource(kernel, {"X": "*i32", "UNROLL": "constexpr"}, {"UNROLL": unroll}), target=target)
 
 
@@ -329,8 +329,8 @@ def load_copies(cuda: Cuda, nvml: Nvml, log: Log, source: str, name: str, image:
 def triton_loads(cuda: Cuda, nvml: Nvml, log: Log, held: list, deadline: float) -> None:
     """Per unroll: the JIT's own first launch (compile, load_binary, launch), then TRITON_COPIES more load_binary calls
     of the same cubin, as the autotuner's candidates are loaded."""
-    import torch
-    import triton
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import triton  # deferred: triton is not in the core install (model/validate extras)
     kernel, x = triton_kernel(), torch.ones(1, dtype=torch.int32, device="cuda")
     load_binary = triton.runtime.driver.active.utils.load_binary
     for unroll in TRITON_UNROLLS:
@@ -373,7 +373,7 @@ def cache_cubin_loads(cuda: Cuda, nvml: Nvml, log: Log, folder: Path, held: list
 def torch_steps(cuda: Cuda, nvml: Nvml, log: Log) -> None:
     """PyTorch's own kernels as a kernel process loads them: an elementwise op, a reduction, a bf16 matmul (cuBLAS's
     handle and kernels; its workspace comes from the caching allocator, so ``reserved`` is read beside)."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     a = torch.ones(1024, 1024, device="cuda", dtype=torch.bfloat16)
     steps = {"elementwise": lambda: a + 1, "reduction": lambda: a.float().sum(), "matmul_bf16": lambda: a @ a}
     for name, step in steps.items():
@@ -419,7 +419,7 @@ def dry_run(variants: tuple[Variant, ...], images: dict[str, bytes], log: Log, w
     for v in variants:
         log.write({"kind": "image", "source": "ptx", "variant": v.name, "copies": v.copies, **image_fields(images[v.name])})
     if with_triton:
-        from triton.backends.compiler import GPUTarget
+        from triton.backends.compiler import GPUTarget  # deferred: triton is not in the core install (model/validate extras)
         kernel = triton_kernel()
         for unroll in TRITON_UNROLLS:
             cubin = compile_triton(kernel, unroll, GPUTarget("cuda", 90, 32)).asm["cubin"]
@@ -444,7 +444,7 @@ def request_loading(loading: str) -> None:
 
 def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
     """torch's context first (as every measured process), then the driver's handle on the same primary context."""
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     torch.cuda.init()
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
@@ -454,7 +454,7 @@ def start_cuda(loading: str) -> tuple[Cuda, Nvml, dict]:
               "driver_loading_mode": cuda.loading_mode(), "loading_requested": loading,
               "pid": os.getpid(), "python": sys.version.split()[0]}
     try:
-        import triton
+        import triton  # deferred: triton is not in the core install (model/validate extras)
         header["triton"] = triton.__version__
     except ImportError:
         header["triton"] = None
@@ -495,7 +495,7 @@ def has_cuda() -> bool:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
         return False
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
     return torch.cuda.is_available()
 
 

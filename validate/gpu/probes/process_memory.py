@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+import select
 
 HERE = Path(__file__).parent
 
@@ -71,8 +72,8 @@ def settled_used(previous: int | None = None, timeout: float = 20.0) -> int:
 
 def _hook_triton(log: list) -> None:
     """Record each compile (constexprs by name) and each successful load (cubin path) of a Triton kernel."""
-    from triton import knobs
-    from triton.runtime.jit import JITFunction
+    from triton import knobs  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.jit import JITFunction  # deferred: triton is not in the core install (model/validate extras)
     original = JITFunction._do_compile
 
     def do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
@@ -99,7 +100,7 @@ def _boundary_probe():
     """The sibling probe whose harnesses this one runs (imported by path: the probes are scripts, not a package)."""
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
-    import boundary_probe
+    import boundary_probe  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
     return boundary_probe
 
 
@@ -185,7 +186,6 @@ def start(case: dict, out: Path) -> subprocess.Popen:
 
 
 def read_ready(proc: subprocess.Popen, deadline: float) -> dict | None:
-    import select
     while time.time() < deadline:
         ready, _, _ = select.select([proc.stdout], [], [], 1.0)
         if ready:
@@ -202,8 +202,8 @@ def read_ready(proc: subprocess.Popen, deadline: float) -> dict | None:
 def cubin_frames(kernels_file: Path) -> list[dict]:
     """cuobjdump -res-usage of every cubin the worker loaded."""
     sys.path.insert(0, str(HERE))
-    from cubin_usage import usage
-    import triton
+    from cubin_usage import usage  # deferred: sibling script, importable once the probe's process has put its folder on sys.path
+    import triton  # deferred: triton is not in the core install (model/validate extras)
     bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"   # the wheel ships one
     tool = shutil.which("cuobjdump") or (str(bundled) if bundled.exists() else "/usr/local/cuda/bin/cuobjdump")
     out = []

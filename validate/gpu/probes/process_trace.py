@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=3, help="Python frames kept per entry (innermost first)")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
-    import torch
+    import torch  # deferred: torch is not in the core install (model/validate extras)
+    # deferred: the probe runs as a standalone script, with or without livebytes installed (probes/__init__.py)
     from livebytes.validate.gpu import runner
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     out = Path(args.out)
