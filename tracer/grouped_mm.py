@@ -20,15 +20,15 @@ OP = "aten._grouped_mm.default"
 
 def takes_fallback(func, args) -> bool:
     """A ``_grouped_mm`` whose operands are not both bf16: torch's meta kernel refuses it, CUDA runs the fallback."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch
     return (str(func) == OP and len(args) >= 2
             and not (args[0].dtype == torch.bfloat16 and args[1].dtype == torch.bfloat16))
 
 
 def fallback_output(func, args, kwargs) -> tuple[list, object]:
     """``_grouped_mm_cuda``'s output for the fallback: (allocations in order, the op's result)."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
-    from torch._meta_registrations import _create_grouped_mm_output_tensor  # deferred: torch is not in the core install (model/validate extras)
+    import torch
+    from torch._meta_registrations import _create_grouped_mm_output_tensor
     mat_a, mat_b = args[0], args[1]
     offs = args[2] if len(args) > 2 else kwargs.get("offs")
     bias = args[3] if len(args) > 3 else kwargs.get("bias")

@@ -47,8 +47,8 @@ def _tensors(args: tuple, kwargs: dict) -> tuple:
 
 def install(callback) -> None:
     """Patch Triton's launch paths (once per process) and send every launch to ``callback``."""
-    from triton.runtime.autotuner import Autotuner  # deferred: triton is not in the core install (model/validate extras)
-    from triton.runtime.jit import JITFunction  # deferred: triton is not in the core install (model/validate extras)
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
     _sink[:] = [callback]
     if getattr(JITFunction.run, "_livebytes", False):
         return

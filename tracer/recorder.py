@@ -23,7 +23,6 @@ import linecache
 import sys
 import weakref
 from dataclasses import dataclass, field
-import inspect
 
 from .grouped_mm import fallback_output, takes_fallback
 from .sdpa import KERNELS
@@ -83,6 +82,7 @@ def code_line(fn, contains: str | None = None) -> tuple:
     """(file, line, function, the line's text) of ``fn``'s line holding ``contains`` (its ``def`` line when None), as
     ``library_frames`` names a frame: what a harness's allocations cite (parameters: torch's ``Module._apply``; the
     batch: the model's ``forward``, the entry point it is the input of)."""
+    import inspect
     fn = inspect.unwrap(fn)
     lines, first = inspect.getsourcelines(fn)
     offset = next((i for i, text in enumerate(lines) if contains in text), 0) if contains else 0
@@ -114,7 +114,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ where an event happens
     def where(self) -> dict:
-        import torch  # deferred: torch is not in the core install (model/validate extras)
+        import torch
         node = torch._C._current_autograd_node()
         module = self.state.modules[-1] if self.state.modules else ""
         if node is not None:
@@ -139,7 +139,7 @@ class Recorder:
     # ------------------------------------------------------------------ storages
     def track(self, t, op: str, frames: int | None = None, param: str | None = None) -> None:
         """An output tensor: an allocation if its storage is new; ``param``: the parameter it belongs to."""
-        import torch  # deferred: torch is not in the core install (model/validate extras)
+        import torch
         if not isinstance(t, torch.Tensor) or t.device.type != "meta":
             return
         st = t.untyped_storage()
@@ -178,8 +178,8 @@ class Recorder:
     def provenance(self, args, out) -> list:
         """The parameter each output belongs to, in the optimizer: an op over a list of tensors gives output j the
         parameter of input j (``torch._foreach_*``); another op gives its output its first tensor input's."""
-        import torch  # deferred: torch is not in the core install (model/validate extras)
-        from torch.utils._pytree import tree_flatten  # deferred: torch is not in the core install (model/validate extras)
+        import torch
+        from torch.utils._pytree import tree_flatten
         if self.state.phase not in ("optimizer", "zero_grad"):
             return []
         first = args[0] if args else None
@@ -195,13 +195,13 @@ class Recorder:
     # ------------------------------------------------------------------ operators the GPU rules need
     def _alloc_id(self, t) -> int | None:
         """The allocation a tensor's storage is (None: not a recorded storage)."""
-        import torch  # deferred: torch is not in the core install (model/validate extras)
+        import torch
         if not isinstance(t, torch.Tensor) or t.device.type != "meta":
             return None
         return self._ids.get(id(t.untyped_storage()))
 
     def note_op(self, func, args, kwargs, out) -> None:
-        import torch  # deferred: torch is not in the core install (model/validate extras)
+        import torch
         name = str(func)
         if name in GEMMS:
             bias = args[0] if name == "aten.addmm.default" else None
@@ -245,7 +245,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ the mode
     def mode(self):
-        from torch.utils._python_dispatch import TorchDispatchMode  # deferred: torch is not in the core install (model/validate extras)
+        from torch.utils._python_dispatch import TorchDispatchMode
         recorder = self
 
         class RecordingMode(TorchDispatchMode):
@@ -255,8 +255,8 @@ class Recorder:
 
     def dispatch(self, func, args, kwargs):
         """Run ``func`` on meta tensors (and on their mirrors where all have one), record its new storages."""
-        import torch  # deferred: torch is not in the core install (model/validate extras)
-        from torch.utils._pytree import tree_flatten, tree_map  # deferred: torch is not in the core install (model/validate extras)
+        import torch
+        from torch.utils._pytree import tree_flatten, tree_map
         if func is torch.ops.aten.add.Tensor and accumulates_in_place(args, kwargs):
             func = torch.ops.aten.add_.Tensor            # the engine's ``old_var.add_(var)``: no new storage
         elif func is torch.ops.aten.index_put.default and index_backward_in_place(args, kwargs):
@@ -307,7 +307,7 @@ def accumulates_in_place(args, kwargs) -> bool:
     Linear's input gradient, reshaped) shares its storage with its base and is added out of place, as on a GPU.
     Recognised as: ``add.Tensor`` of two tensors of one shape and dtype, no ``alpha``, called by the engine itself (no
     library Python frame between) in the backward. Not told apart: a C++ derivative formula making the same call."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch
     if kwargs or len(args) != 2 or torch.is_grad_enabled() or torch._C._current_autograd_node() is None:
         return False
     old, new = args
@@ -331,7 +331,7 @@ def index_backward_in_place(args, kwargs) -> bool:
     calling ``index_put(..., accumulate=True)`` out of place. Not modelled: CUDA's sort path for an accumulating
     ``index_put_`` (aten/src/ATen/native/cuda/Indexing.cu ``index_put_with_sort_kernel``: the linear index, its sorted
     copy and the original positions, int64 [N] each, and cub's sort storage, freed within the operator)."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch
     accumulate = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
     if not accumulate or torch.is_grad_enabled() or torch._C._current_autograd_node() is None:
         return False
@@ -363,8 +363,8 @@ def _sole_owner_counts() -> tuple[int, int]:
     """(tensor use count, storage use count) of a gradient the engine's buffer alone holds, as seen from inside a
     dispatch mode (the dispatcher's own references included): measured once on a two-use input, whose first gradient
     is a plain ``mm`` result."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
-    from torch.utils._python_dispatch import TorchDispatchMode  # deferred: torch is not in the core install (model/validate extras)
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
     seen = []
 
     class Probe(TorchDispatchMode):
@@ -380,8 +380,8 @@ def _sole_owner_counts() -> tuple[int, int]:
 
 
 def _meta_outputs_small(out) -> bool:
-    import torch  # deferred: torch is not in the core install (model/validate extras)
-    from torch.utils._pytree import tree_flatten  # deferred: torch is not in the core install (model/validate extras)
+    import torch
+    from torch.utils._pytree import tree_flatten
     flat = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)] if out is not None else []
     return bool(flat) and all(t.device.type == "meta" and mirrorable(t) for t in flat)
 
@@ -393,14 +393,14 @@ CONSTANT_LIKE = frozenset({"aten.ones_like.default", "aten.zeros_like.default", 
 
 def _blank_twin(t):
     """A CPU tensor of ``t``'s size and dtype (its values unread: a ``CONSTANT_LIKE`` factory's input)."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
+    import torch
     return torch.empty(t.shape, dtype=t.dtype)
 
 
 def _on_cpu(tree):
     """A factory operator's arguments with ``device=meta`` turned into CPU (its real twin)."""
-    import torch  # deferred: torch is not in the core install (model/validate extras)
-    from torch.utils._pytree import tree_map  # deferred: torch is not in the core install (model/validate extras)
+    import torch
+    from torch.utils._pytree import tree_map
 
     def cpu(a):
         return torch.device("cpu") if isinstance(a, torch.device) and a.type == "meta" else a
