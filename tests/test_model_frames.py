@@ -195,3 +195,33 @@ def test_the_probe_sets_up_meta_tensors_as_the_tracers_process_does():
     tracer = _target_setup_calls(root / "tracer" / "__main__.py")
     assert {"install", "meta_autocast_is_cuda", "meta_index_is_device_0", "meta_runs_gpu_packages"} <= tracer
     assert tracer <= _target_setup_calls(root / "validate" / "gpu" / "probes" / "model_frames.py")
+
+
+def _deriver():
+    """validate/gpu/derive_model_frames.py, loaded by its path (a script, not a module of the package)."""
+    import importlib.util  # deferred: only these tests load the script
+    path = Path(__file__).parents[1] / "validate" / "gpu" / "derive_model_frames.py"
+    spec = importlib.util.spec_from_file_location("derive_model_frames", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--config", "no-such-preset", "--seq-len", "8192"], "error: --config no-such-preset: no such preset; presets: "),
+    (["--config", "/etc/hostname", "--seq-len", "8192"], "error: --config /etc/hostname: a preset's name or a config "
+                                                         "file inside this repository"),
+    (["--config", "kimi-linear-small"], "error: give record files, or --config with --seq-len above 0"),
+    ([], "error: give record files, or --config with --seq-len above 0")])
+def test_the_deriver_refuses_a_bad_step_in_one_line(argv, said, tmp_path):
+    """Nothing is compiled or written for a step it cannot key or read (no interpreter is asked: --python false)."""
+    with pytest.raises(SystemExit) as stop:
+        _deriver().main([*argv, "--python", "false", "--out", str(tmp_path), "--data", str(tmp_path / "d.json")])
+    assert str(stop.value).startswith(said) and "\n" not in str(stop.value)
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_a_presets_step_is_keyed_by_its_name_and_shape():
+    assert _deriver().config_key("kimi-linear-48b-a3b", 1, 32_768) == "kimi-linear-48b-a3b#1x32768"
+    preset_file = Path(__file__).parents[1] / "lifetimes" / "traced" / "presets" / "kimi-linear-small.json"
+    assert _deriver().config_key(str(preset_file), 2, 8_192) == "lifetimes/traced/presets/kimi-linear-small.json#2x8192"

@@ -28,7 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from livebytes.lifetimes.traced.presets import config_of, is_preset_name
+from livebytes.estimator.errors import LivebytesError
+from livebytes.lifetimes.traced.presets import config_of, is_preset_name, preset_names
 from livebytes.validate.check.frames import LEGACY_PTXAS, _model_case, model_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,13 +59,29 @@ def _step_options(options: dict) -> dict:
         | ({"lora": json.loads(lora) if isinstance(lora, str) else lora} if lora else {})
 
 
-def unmeasured_step(config: str, mbs: int, seq: int, checkpoint: bool, precision: str, triton: str) -> dict:
+def unmeasured_step(config: str, mbs: int, seq: int, checkpoint: bool, precision: str) -> dict:
     """A step no GPU ran, in a record's form (``spec_of``, ``entry``): ``config`` (a preset's name or a config file, read
-    as ``--model`` reads it, so its build is the answer's) at ``mbs`` x ``seq``; no steps measured; ``triton`` the
-    interpreter's (which picks the ptxas as a record's version does)."""
+    as ``--model`` reads it, so its build is the answer's) at ``mbs`` x ``seq``; no steps measured; its Triton the
+    deriving interpreter's, set by the caller (it picks the ptxas as a record's version does)."""
     return {"config": json.loads(config_of(config)), "shape": {"mbs": mbs, "seq": seq},
             "options": {"checkpoint": checkpoint, "precision": precision}, "steps": [{}],
-            "versions": {"triton": triton}}
+            "versions": {}}
+
+
+def config_key(config: str, mbs: int, seq: int) -> str:
+    """The data file's key of a step no GPU ran: ``PRESET#MBSxSEQ``, or the config file's path in this repository (a
+    file elsewhere is refused: the committed data name no machine's paths)."""
+    if is_preset_name(config) and not Path(config).is_file():
+        if config not in preset_names():
+            raise SystemExit(f"error: --config {config}: no such preset; presets: {', '.join(preset_names())} (or a "
+                             "config file inside this repository)")
+        return f"{config}#{mbs}x{seq}"
+    try:
+        where = Path(config).resolve().relative_to(ROOT)
+    except ValueError:
+        raise SystemExit(f"error: --config {config}: a preset's name or a config file inside this repository (the data "
+                         "file keys a derivation by its path)") from None
+    return f"{where}#{mbs}x{seq}"
 
 
 def installed_triton(python: str) -> str:
@@ -138,10 +155,12 @@ def main(argv=None) -> int:
         raise SystemExit("error: give record files, or --config with --seq-len above 0")
     if args.config:
         path = Path(args.config)
-        key = f"{args.config if is_preset_name(args.config) else path.resolve().relative_to(ROOT)}" \
-              f"#{args.batch_size}x{args.seq_len}"
-        record = unmeasured_step(args.config, args.batch_size, args.seq_len, args.checkpoint, args.precision,
-                                 installed_triton(args.python))
+        key = config_key(args.config, args.batch_size, args.seq_len)
+        try:
+            record = unmeasured_step(args.config, args.batch_size, args.seq_len, args.checkpoint, args.precision)
+        except LivebytesError as err:
+            raise SystemExit(f"error: {err}") from None
+        record["versions"]["triton"] = installed_triton(args.python)
         tag = f"{path.stem}_{args.batch_size}x{args.seq_len}"
         summary = derive_one(path, args.python, out, args.layers, args.workers, record, tag)
         data["records"][key] = entry(record, json.loads((out / f"{tag}.spec.json").read_text()), summary)
