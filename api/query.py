@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .notes import assumption_lines, implausible_warnings, measured_case, measured_records
-from .choose import alloc_conf_of, cache_skipped, model_on_device, triton_settings
-from livebytes.estimator.capacity import verdict
+# choose.triton_settings and capacity.verdict are called through their modules: tests count the calls there
+from . import choose
+from .choose import alloc_conf_of, cache_skipped, model_on_device
+from livebytes.estimator import capacity
 from livebytes.estimator.replay import replay
 
 
@@ -87,7 +89,7 @@ def resolve(query: Query, announce: Optional[Callable[[str], None]] = None) -> R
     for line in (implausible + assumed) if announce else ():
         announce(line)
     conf = alloc_conf_of(s.alloc_conf) if query.judged else None      # the environment's, refused only where used
-    models = tuple(Resolved(model, device, *triton_settings(model, device, s.triton_cache, s.triton, query.beside_others))
+    models = tuple(Resolved(model, device, *choose.triton_settings(model, device, s.triton_cache, s.triton, query.beside_others))
                    for model, device in built)
     skipped = cache_skipped([(r.model, r.device) for r in models], s.triton_cache, s.triton,
                             matters=[r.triton_matters for r in models])
@@ -137,7 +139,7 @@ def _answered(r: Resolved, resolution: Resolution, asks: frozenset) -> ModelAnsw
     shape = resolution.query.shape
     replayed = replay(r.model, shape).peak_bytes if REPLAY in asks else None
     records = measured_records(r.model, shape) if RECORDS in asks else []
-    judged = verdict(r.model, shape, r.device, resolution.conf, r.triton_cache, triton=r.triton,
+    judged = capacity.verdict(r.model, shape, r.device, resolution.conf, r.triton_cache, triton=r.triton,
                      measured=measured_case(r.model, shape, r.device, resolution.conf, r.triton_cache))
     return ModelAnswer(r, _predicted(r.model, shape, resolution.query.sources), replayed, records, judged)
 

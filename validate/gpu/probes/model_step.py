@@ -50,7 +50,6 @@ import re
 import time
 from pathlib import Path
 import pickle
-from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from types import MethodType
 
@@ -222,6 +221,8 @@ def optimizer(name: str, model):
 def fp32_outputs(data):
     """accelerate's ``convert_to_fp32`` (accelerate/utils/operations.py): every fp16/bf16 tensor in tuples, lists and
     mappings (a ModelOutput) becomes ``tensor.float()``; ``livebytes.tracer.step.fp32_outputs`` is the same."""
+    # deferred: the same code as the tracer's copy, imports included (tests/test_tracer_autocast.py compares the two)
+    from collections.abc import Mapping
 
     import torch  # deferred: torch is not in the core install (model/validate extras)
     if isinstance(data, (tuple, list)):
