@@ -2,6 +2,7 @@
 compiled for sm90, the largest frame the driver's limit (estimator/process/model_frames.py, loo.derived_model_rows,
 memory._model_limit_derived)."""
 import ast
+import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -199,7 +200,6 @@ def test_the_probe_sets_up_meta_tensors_as_the_tracers_process_does():
 
 def _deriver():
     """validate/gpu/derive_model_frames.py, loaded by its path (a script, not a module of the package)."""
-    import importlib.util  # deferred: only these tests load the script
     path = Path(__file__).parents[1] / "validate" / "gpu" / "derive_model_frames.py"
     spec = importlib.util.spec_from_file_location("derive_model_frames", path)
     module = importlib.util.module_from_spec(spec)

@@ -166,15 +166,24 @@ def _derived(architecture: str, frame: int) -> DerivedStep:
 @pytest.mark.parametrize("derived, answered, tier, pages", [
     # nothing derived: 8,192 withheld takes the case's next longer length, 15,280 B; on the H200 15,280 B reserves
     # 1,838 pages of 2 MiB and 14,528 B 1,741: 97 pages (194 MiB) high
-    ((), 15_280, "this case measured at another length", 97),
+    ((), 15_280, "this case measured at a longer length", 97),
     # its step derived: the largest frame 14,520 B, rounded up to 16 B by the driver, 14,528: exact
     ((_derived("A", 14_520),), 14_528, "r8: its step compiled on the CPU", 0),
     # a step derived for another build (architecture B) is not this point's: the other length again
-    ((_derived("B", 14_520),), 15_280, "this case measured at another length", 97)])
+    ((_derived("B", 14_520),), 15_280, "this case measured at a longer length", 97)])
 def test_a_point_withheld_is_answered_as_the_tool_answers(derived, answered, tier, pages):
-    """``answered_rows`` takes memory's order: the point's derived step, else the case's other lengths, else the rule."""
+    """``answered_rows`` takes memory's order: the point's derived step, else the case's next longer length, else the
+    rule."""
     row = next(r for r in loo.answered_rows(T36, TWO_LENGTHS, H200, derived) if r.tokens == 8192)
     assert (row.estimated, row.tier, row.error) == (answered, tier, pages * 2 * MIB)
+
+
+def test_a_point_above_its_cases_other_lengths_takes_the_larger_of_theirs_and_the_rules():
+    """32,768 withheld: no longer length; the case's longest left (8,192: 14,528 B) against the rule's, which has no
+    other case here: 14,528 B, 97 pages (194 MiB) under 15,280 (memory._above_longest's order)."""
+    row = next(r for r in loo.answered_rows(T36, TWO_LENGTHS, H200, ()) if r.tokens == 32_768)
+    assert (row.estimated, row.error) == (14_528, -97 * 2 * MIB)
+    assert row.tier == "above this case's longest length measured: the larger of its limit and the rule's"
 
 
 def test_a_point_alone_in_its_case_is_answered_by_the_rule():

@@ -97,8 +97,9 @@ def derived_model_rows(name: str, device: Device, derived: tuple | None = None) 
 def answered_rows(name: str, data: dict, device: Device, derived: tuple | None = None) -> list[Row]:
     """Each whole model's measured point withheld alone, against the figure the tool then answers, in
     ``memory._model_limit``'s order: the step's own limit where that step was derived on the CPU (any record of the
-    point); else the case's limit measured at its other lengths (the next longer one, else the longest: ``limit_at``);
-    else ``estimate.model_limit`` over the other cases. The rule's own error over every point is ``model_rows``'."""
+    point); else the case's limit at the next longer length measured (``limit_at``); above its longest, the larger of
+    the longest's and the rule's (``memory._above_longest``); else ``estimate.model_limit`` over the other cases. The
+    rule's own error over every point is ``model_rows``'."""
     triton = data_triton(name)
     rows = []
     for case, points in est.model_cases(data).items():
@@ -106,15 +107,18 @@ def answered_rows(name: str, data: dict, device: Device, derived: tuple | None =
         for p in points:
             step = _derived_point(case.key, p, triton, derived)
             rest = [q for q in points if q is not p]
+            guess = est.model_limit(case, p["tokens"], others)
             if step is not None:
                 value, tier = driver_stack_limit(step.frame), f"{step.name}: its step compiled on the CPU"
+            elif any(q["tokens"] > p["tokens"] for q in rest):
+                value, tier = est.limit_at(rest, p["tokens"]), "this case measured at a longer length"
             elif rest:
-                value, tier = est.limit_at(rest, p["tokens"]), "this case measured at another length"
-            else:
-                guess = est.model_limit(case, p["tokens"], others)
-                if guess is None:
-                    continue
+                value = max(rest[-1]["limit_bytes"], guess.value if guess else 0)
+                tier = "above this case's longest length measured: the larger of its limit and the rule's"
+            elif guess is not None:
                 value, tier = guess.value, guess.tier
+            else:
+                continue
             rows.append(Row(name, KINDS[4], case.key, p["tokens"], "GPU", p["limit_bytes"], value, tier,
                             _reservation_error(value, p["limit_bytes"], device)))
     return rows
@@ -127,9 +131,9 @@ def length_rows(name: str, data: dict, device: Device) -> list[Row]:
     rows = []
     for case, points in est.model_cases(data).items():
         for p in points:
-            longer = sorted((q for q in points if q["tokens"] > p["tokens"]), key=lambda q: q["tokens"])
+            longer = [q for q in points if q["tokens"] > p["tokens"]]
             if longer:
-                value = longer[0]["limit_bytes"]
+                value = est.limit_at(longer, p["tokens"])
                 rows.append(Row(name, KINDS[5], case.key, p["tokens"], "GPU", p["limit_bytes"], value,
                                 f"the next longer length measured ({longer[0]['tokens']:,} tokens)",
                                 _reservation_error(value, p["limit_bytes"], device)))

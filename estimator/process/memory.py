@@ -363,10 +363,11 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
         return (p["limit_bytes"], _limit_at_build(p, status, options),
                 f"read after the first step by {', '.join(p['records'])}",
                 loo.KINDS[1] if other_build else loo.KINDS[5] if p["tokens"] != tokens else None)
-    return _above_longest(data, prefix, shape, state, points)
+    return _above_longest(data, prefix, shape, state, points, options)
 
 
-def _above_longest(data: dict, prefix: str, shape, state: str, points: list[dict]) -> tuple[int, Status, str, str]:
+def _above_longest(data: dict, prefix: str, shape, state: str, points: list[dict],
+                   options: dict | None = None) -> tuple[int, Status, str, str]:
     """(limit, status, source, loo kind) of a whole model's case above its longest measured length: the larger of that
     length's limit and the whole-model rule's estimate from the other cases (``_model_limit_estimate``), estimated
     with the rule's leave-one-out error (the figure is never below the rule's, so its high end is never below the
@@ -380,10 +381,11 @@ def _above_longest(data: dict, prefix: str, shape, state: str, points: list[dict
         return limit, status.plus(note(f"above this case's longest length measured ({longest['tokens']:,} tokens, "
                                        f"{longest['limit_bytes']:,} B)")), source, loo.KINDS[1]
     said_rule = "" if guess is None else f", not below the whole-model rule's {guess[0]:,} B"
-    return (longest["limit_bytes"],
-            said(ESTIMATED, f"stack limit not measured at {where}: the case's longest measured length's "
-                 f"({longest['limit_bytes']:,} B{said_rule}), its error the whole-model rule's: a longer step may "
-                 "compile other code (an int64 specialisation past 2**31)"),
+    match, ran = build_match(longest.get("builds", []), options)
+    status = said(ESTIMATED, f"stack limit not measured at {where}: the case's longest measured length's "
+                  f"({longest['limit_bytes']:,} B{said_rule}), its error the whole-model rule's: a longer step may "
+                  "compile other code (an int64 specialisation past 2**31)")
+    return (longest["limit_bytes"], status if match == "same" else status.plus(note(f"measured at {ran}")),
             f"read after the first step by {', '.join(longest['records'])}", loo.KINDS[1])
 
 

@@ -133,6 +133,14 @@ def entry(record: dict, spec: dict, summary: dict) -> dict:
             "compiled": summary["compiled"], "counted": summary["counted"], "seconds": summary["seconds"]}
 
 
+def keep(data: dict, data_path: Path, key: str, derived: dict) -> None:
+    """Write ``derived`` under ``key`` into the data file (keys in order) at once, and say its largest frame."""
+    data["records"][key] = derived
+    data["records"] = dict(sorted(data["records"].items()))
+    data_path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{key}: largest frame {max(derived['frames'].values(), default=0):,} B, {derived['seconds']} s", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="*")
@@ -163,20 +171,13 @@ def main(argv=None) -> int:
         record["versions"]["triton"] = installed_triton(args.python)
         tag = f"{path.stem}_{args.batch_size}x{args.seq_len}"
         summary = derive_one(path, args.python, out, args.layers, args.workers, record, tag)
-        data["records"][key] = entry(record, json.loads((out / f"{tag}.spec.json").read_text()), summary)
-        data["records"] = dict(sorted(data["records"].items()))
-        data_path.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"{key}: largest frame {max(summary['frames'].values(), default=0):,} B, {summary['seconds']} s")
+        keep(data, data_path, key, entry(record, json.loads((out / f"{tag}.spec.json").read_text()), summary))
         return 0
     for name in args.records:
         path = Path(name).resolve()
         summary = derive_one(path, args.python, out, args.layers, args.workers)
         spec = json.loads((out / f"{path.stem}.spec.json").read_text())
-        data["records"][str(path.relative_to(ROOT))] = entry(json.loads(path.read_text()), spec, summary)
-        data["records"] = dict(sorted(data["records"].items()))
-        data_path.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"{path.name}: largest frame {max(summary['frames'].values(), default=0):,} B, {summary['seconds']} s",
-              flush=True)
+        keep(data, data_path, str(path.relative_to(ROOT)), entry(json.loads(path.read_text()), spec, summary))
     return 0
 
 
