@@ -7,18 +7,27 @@ estimate by its own figure, labelled ``derived (on this machine, Triton X)``.
     import livebytes.frames as frames       # or: from livebytes.frames import derive_frames
     frames.derive_frames("fla-kda@0.6.0", num_heads=40, head_dim=128, contract="report", triton="3.6.0")
     frames.derived_frames()
+    frames.derive_model_frames("config.json", seq_len="32K", checkpoint=True)   # a whole model's step
+
+A whole model's step (``derive_model_frames``) is derived the same way (every Triton kernel its traced step launches,
+each autotune candidate compiled for sm90, ``validate/gpu/derive_model_frames.py``), kept in the private cache and read
+by every later answer of the same config at that batch and length (``estimator.process.model_frames.known``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+import sys
 from typing import Optional
 
-from .arguments import checked
+from .arguments import checked, size
 from livebytes.estimator.devices import get_device
 from livebytes.estimator.process.memory import triton_versions
 from livebytes.estimator.process.driver import driver_stack_limit, stack_reservation_bytes
 from livebytes.estimator.registry import resolve_options, spec
 from livebytes.validate.gpu.derive_frames import derive
+from livebytes.validate.gpu.derive_model_frames import derive_here
+from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.process import model_frames
 from livebytes.estimator.shapes import Shape, parse_size
 from livebytes.estimator.process import frames_store
 from livebytes.estimator import cache
@@ -73,6 +82,57 @@ def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads
     if v_heads is not None and v_heads != heads:
         options["gva"] = True
     return derive_frames_at(impl, Shape(1, 4096, heads, dim, v_heads), options, triton, python=python, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class StepFrames:
+    """One whole model's step derived on this machine: its name in the private cache (``record``: the config's name and
+    ``#MBSxSEQ``), its case key, what compiled it, each kernel's largest frame, and the driver's stack limit it gives."""
+    record: str
+    case: str
+    triton: str
+    ptxas: str
+    frames: dict
+    stack_limit_bytes: int
+    seconds: float
+    stored: bool            # False: the private cache could not be written (nothing kept)
+
+    @property
+    def largest_kernel(self) -> str:
+        return max(self.frames.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+    def to_dict(self) -> dict:
+        return {"record": self.record, "case": self.case, "triton": self.triton, "ptxas": self.ptxas,
+                "frames": dict(self.frames), "stack_limit_bytes": self.stack_limit_bytes, "seconds": self.seconds,
+                "stored": self.stored}
+
+
+@checked(kinds={"workers": size})
+def derive_model_frames(model: str, *, seq_len, batch_size=1, checkpoint: bool = False, precision: str = "bf16",
+                        python: Optional[str] = None, workers: Optional[int] = None,
+                        timeout: Optional[float] = None) -> StepFrames:
+    """Derive the stack frames of ``model``'s training step (a preset's name or a config file, as ``--model``) at
+    ``batch_size`` x ``seq_len`` (``checkpoint``, ``precision``: the step's) on this machine's CPU and keep them for
+    later answers: minutes (the step traced on meta tensors, every launch compiled for sm90, ``workers`` side by side,
+    default every CPU); needs triton and flash-linear-attention (the ``model`` extra), no GPU. ``python``: another
+    interpreter whose Triton compiles. Refused in one line: a dict config (the step is keyed by the config's name), a
+    config that does not read, a trace that stops before its end."""
+    if not isinstance(model, str):
+        raise LivebytesError("derive_model_frames: model must be a preset's name or a config file's path (the derived "
+                             f"step is kept under its name), not {type(model).__name__}")
+    mbs, seq, jobs = _sizes(batch_size=batch_size, seq_len=seq_len, workers=workers)
+    found = derive_here(model, mbs, seq, bool(checkpoint), precision, python=python or sys.executable, workers=jobs,
+                        timeout=timeout)
+    return StepFrames(found["record"], found["case"], found["triton"], found["ptxas"], found["frames"],
+                       found["stack_limit_bytes"], found["seconds"], found["stored"])
+
+
+@checked()
+def derived_steps() -> list[dict]:
+    """The whole models' steps derived on this machine: ``{"record", "case", "triton", "ptxas", "largest_frame_bytes",
+    "kernel"}`` each, by name."""
+    return [{"record": s.record, "case": s.case, "triton": s.triton, "ptxas": s.here.split(", ", 1)[-1],
+             "largest_frame_bytes": s.frame, "kernel": s.kernel} for s in model_frames.steps_here()]
 
 
 def _sizes(**given) -> tuple:

@@ -5,7 +5,7 @@ measure``). The core says what is known and why; this module alone says it in wo
 from __future__ import annotations
 
 from livebytes.estimator.process.status import (Act, Assumption, Cite, Hint, Kind, LooError, Note, OffGpu, ProbeCase,
-                                                Status)
+                                                Status, StepCase)
 
 ON_THIS_MACHINE = "on this machine"
 PROBE_DEFAULT_TOKENS = 4096      # the process-memory probe's one sequence when --seq-len is not given
@@ -55,6 +55,8 @@ def loo_words(e: LooError) -> str:
 
 def hint_words(h: Hint) -> str:
     """How the user replaces the figure: the command, on a line of its own where rendered (after ``: livebytes``)."""
+    if isinstance(h.case, StepCase):
+        return f"derive the step's own frames on the CPU (minutes; no GPU): {step_derive_command(h.case)}"
     if h.act is Act.DERIVE:
         return (f"derive the case's own frames on a machine with Triton {h.case.triton} installed: "
                 f"{derive_command(h.case)}" if h.case else NO_PROBE)
@@ -74,6 +76,14 @@ def derive_command(case: ProbeCase) -> str:
     """The command that derives the case's frames on a machine with its Triton installed
     (``validate/gpu/derive_frames.py`` behind it)."""
     return f"livebytes frames derive {case_flags(case)}"
+
+
+def step_derive_command(case: StepCase) -> str:
+    """The command that derives a whole model's step on this machine (``validate/gpu/derive_model_frames.py`` behind
+    it); ``CONFIG`` is the config asked about (a preset's name or its file)."""
+    return (f"livebytes frames derive --model CONFIG --seq-len {case.seq}"
+            + (f" --batch-size {case.mbs}" if case.mbs != 1 else "") + (" --checkpoint" if case.checkpoint else "")
+            + (f" --precision {case.precision}" if case.precision != "bf16" else ""))
 
 
 def measure_command(case: ProbeCase) -> str:

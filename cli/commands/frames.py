@@ -3,7 +3,10 @@
 Where the committed data lack a case, the process-memory model estimates its kernels' frames from the nearest
 committed cases (``estimated:``, with the rule's leave-one-out error) and names this command's line; ``derive`` replaces
 that estimate by the case's own frames (every autotune candidate compiled for sm90 by the installed Triton, minutes, no
-GPU), ``list`` shows what this machine derived. Parses, calls ``livebytes.frames``, renders."""
+GPU), ``list`` shows what this machine derived. ``derive --model CONFIG --seq-len N`` does it for a whole model's
+training step: every Triton kernel the traced step launches, so a config no GPU ran gets its own stack limit instead
+of the whole-model rule's estimate (or none, for a family no process ran). Parses, calls ``livebytes.frames``,
+renders."""
 from __future__ import annotations
 
 from typing import Optional
@@ -13,6 +16,7 @@ import typer
 from .. import options as o
 from .. import render
 from ..errors import UsageProblem, warn
+from ..progress import progress
 from ..render import Column
 from livebytes.report import envelope
 
@@ -21,25 +25,48 @@ ACTIONS = ("derive", "list")
 Action = typer.Argument(..., metavar="derive|list", help="derive: compile one case's kernels and keep their frames; "
                                                          "list: the cases derived on this machine")
 CASE = o.case_flags("derive")
+STEP = {
+    "model": typer.Option(None, "--model", metavar="CONFIG.json", help="derive: a whole model's training step instead "
+                          "of --impl: a preset or an HF config.json, as predict --model takes it"),
+    "seq": typer.Option(None, "--seq-len", "--seq", metavar="SIZE", help="derive --model: tokens per sequence (8192, "
+                        "32K)"),
+    "mbs": typer.Option(None, "--batch-size", "--mbs", metavar="SIZE", help="derive --model: sequences per "
+                        "micro-batch (default 1)"),
+    "checkpoint": typer.Option(False, "--checkpoint", help="derive --model: activation checkpointing per layer"),
+    "precision": typer.Option(None, "--precision", metavar="bf16|fp32-amp", help="derive --model: the step's "
+                              "precision (default bf16)"),
+    "workers": typer.Option(None, "--workers", metavar="N", help="derive --model: launches compiled side by side "
+                            "(default: every CPU)")}
 
 
 def command(action: str = Action, impl: Optional[str] = CASE["impl"], heads: Optional[str] = CASE["heads"],
             dim: Optional[str] = CASE["dim"], v_heads: Optional[str] = CASE["v_heads"],
             contract: Optional[str] = CASE["contract"], triton: Optional[str] = CASE["triton"],
-            as_json: bool = o.Json) -> None:
+            model: Optional[str] = STEP["model"], seq: Optional[str] = STEP["seq"], mbs: Optional[str] = STEP["mbs"],
+            checkpoint: bool = STEP["checkpoint"], precision: Optional[str] = STEP["precision"],
+            workers: Optional[str] = STEP["workers"], as_json: bool = o.Json) -> None:
     """Stack frames of a case the data lack: derive them here (the CPU compile, minutes), or list those derived."""
     # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from livebytes import frames
     if action not in ACTIONS:
         raise UsageProblem(f"frames: the action is derive or list, not {action!r}")
+    step = {"model": model, "seq": seq, "mbs": mbs, "checkpoint": checkpoint or None, "precision": precision,
+            "workers": workers}
     if action == "list":
         o.refuse_unused("with frames list", impl=impl is not None, heads=heads is not None, dim=dim is not None,
-                        v_heads=v_heads is not None, contract=contract is not None, triton=triton is not None)
-        rows = frames.derived_frames()
+                        v_heads=v_heads is not None, contract=contract is not None, triton=triton is not None,
+                        **{k: v is not None for k, v in step.items()})
+        rows = frames.derived_frames() + [_step_row(r) for r in frames.derived_steps()]
         unread = frames.why_none_read()
         if unread:
             warn(f"frames list: {unread}")
+    elif model is not None:
+        o.refuse_unused("with frames derive --model", impl=impl is not None, heads=heads is not None,
+                        dim=dim is not None, v_heads=v_heads is not None, contract=contract is not None,
+                        triton=triton is not None)
+        rows = [_derive_step(frames, model, seq, mbs, checkpoint, precision, workers, as_json)]
     else:
+        o.refuse_unused("without --model", **{k: v is not None for k, v in step.items() if k != "model"})
         rows = [_derive(frames, impl, heads, dim, v_heads, contract, triton)]
     data = envelope(NAME, rows, action=action)
     if as_json:
@@ -56,6 +83,28 @@ def _derive(frames, impl, heads, dim, v_heads, contract, triton) -> dict:
         warn("frames derive: the private cache could not be written: nothing was kept for later answers")
     return {"case": derived.case, "data_file": derived.data_file, "triton": derived.triton, "ptxas": derived.ptxas,
             "largest_frame_bytes": max(derived.frames.values())}
+
+
+STEPS_KEPT = "whole-model steps (private cache)"
+
+
+def _derive_step(frames, model, seq, mbs, checkpoint, precision, workers, quiet) -> dict:
+    """One whole model's step derived, as a row of the table (a progress line on a terminal while it compiles)."""
+    if seq is None:
+        raise UsageProblem("frames derive --model: --seq-len is required (Triton specialises on the length)")
+    with progress(f"compiling {model}'s step on the CPU (minutes)", quiet):
+        derived = frames.derive_model_frames(model, seq_len=seq, batch_size=mbs or 1, checkpoint=checkpoint,
+                                             precision=precision or "bf16", workers=workers)
+    if not derived.stored:
+        warn("frames derive: the private cache could not be written: nothing was kept for later answers")
+    return {"case": derived.record, "data_file": STEPS_KEPT, "triton": derived.triton, "ptxas": derived.ptxas,
+            "largest_frame_bytes": max(derived.frames.values())}
+
+
+def _step_row(step: dict) -> dict:
+    """A whole model's step derived on this machine, as ``frames list`` shows it beside the kernels' cases."""
+    return {"case": step["record"], "data_file": STEPS_KEPT, "triton": step["triton"], "ptxas": step["ptxas"],
+            "largest_frame_bytes": step["largest_frame_bytes"]}
 
 
 COLUMNS = [Column("case", lambda r: r["case"], "key"), Column("data", lambda r: r["data_file"], "text"),

@@ -47,7 +47,7 @@ from ..devices import Device, get_device
 from ..errors import LivebytesError
 from ..fields import show
 from .status import (ASSUMED, DERIVED, MEASURED, Act, Assumption, Cite, Hint, Kind, LooError, OffGpu, Part, Status,
-                     note, read_note, read_status, said)
+                     StepCase, note, read_note, read_status, said)
 
 STATES = ("cold", "warm")
 # The most local memory a thread may have on any compute capability (CUDA C++ Programming Guide, Technical
@@ -59,6 +59,7 @@ LOCAL_MEMORY_SOURCE = ("the CUDA C++ Programming Guide's technical specification
 
 
 BOUNDED, ESTIMATED, UNBOUNDED = Kind.BOUNDED, Kind.ESTIMATED, Kind.UNBOUNDED
+ANY_TRITON = model_frames.ANY     # a derived step under whichever Triton compiled it
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,12 @@ class ProcessMemory:
         """Each part neither measured nor derived (bounded: its proof; estimated: its basis and error; unbounded: what
         is used and why nothing bounds it); a library without a module figure; then the model's notes."""
         out = [Assumption(f.status, part) for part, f in self._parts() if f.kind in ASSUMED]
-        if self.modules is None:
+        if self.modules is None and self.stack.bytes == 0:
             out.append(Assumption(said(UNBOUNDED, "its kernels' memory is not measured; counted as the context only"),
+                                  library=self.library_name))
+        elif self.modules is None:
+            out.append(Assumption(said(UNBOUNDED, "its kernels' modules are not measured (no process of its library "
+                                       "committed): none counted beside the context and the stack"),
                                   library=self.library_name))
         return out + [Assumption(n) for n in self.notes]
 
@@ -314,7 +319,7 @@ def _readable(prefix: str) -> str:
 
 
 def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | None = None,
-                 triton: str | None = None) -> tuple[int, Status, str, str | None] | None:
+                 triton: str | None = None, here: bool = True) -> tuple[int, Status, str, str | None] | None:
     """(limit, status, source, the ``loo.KINDS`` whose error an estimate carries) for a family whose stack limit is read
     from its own process after the first step (``model_limits``: a traced model's kernels, norms, MLP and loss among
     them, were not logged one by one), else None. A case's limit is measured at some numbers of tokens (``points``); at
@@ -331,22 +336,23 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
     its processes did not run (``options``: another config, depth or optimizer) takes its own step where that step was
     derived on the CPU at this length, else at the next longer length derived (estimated as a length between measured
     ones), else the point's limit, estimated, or bounded where the step's calls are a subset of a measured one's
-    (``_limit_at_build``)."""
+    (``_limit_at_build``). ``here``: steps derived on this machine are read after the committed ones
+    (``model_frames.known``)."""
     table = data.get("model_limits", {}).get(state, {})
     family = {k: v for k, v in table.items() if k.startswith(f"{prefix} ")}
     if not family and state == "warm":          # no warm process of the family measured: the cold one's limit
-        cold = _model_limit(data, prefix, shape, "cold", options, triton)
+        cold = _model_limit(data, prefix, shape, "cold", options, triton, here)
         return None if cold is None else (cold[0], _warm_limit_by_cold(cold[1]), cold[2], cold[3])
     if not family and not prefix.split(":")[0].endswith("-model"):
         return None             # a kernel or layer: its kernels' frames decide
     tokens = shape.mbs * shape.seq
     points = family.get(_case_key(prefix, shape), {}).get("points", [])
-    derived = _model_limit_derived(shape, options, triton, state)
+    derived = _model_limit_derived(shape, options, triton, state, here)
     if derived is not None and not any(p["tokens"] == tokens and build_match(p.get("builds", []), options)[0] != "other"
                                        for p in points):
         return (*derived, None)  # not measured at this length and build: its step's own kernels, compiled on the CPU
     if not any(p["tokens"] >= tokens and build_match(p.get("builds", []), options)[0] != "other" for p in points):
-        longer = _model_limit_derived_longer(shape, options, triton)
+        longer = _model_limit_derived_longer(shape, options, triton, here)
         if longer is not None:   # this build's step derived at a longer length: the length tier's estimate
             return (*longer, loo.KINDS[5])
     if not points:              # the case never measured: the nearest measured cases' limit, its error measured
@@ -389,28 +395,38 @@ def _above_longest(data: dict, prefix: str, shape, state: str, points: list[dict
             f"read after the first step by {', '.join(longest['records'])}", loo.KINDS[1])
 
 
-def _model_limit_derived(shape, options: dict | None, triton: str | None, state: str) -> tuple[int, Status, str] | None:
+def _model_limit_derived(shape, options: dict | None, triton: str | None, state: str,
+                         here: bool = True) -> tuple[int, Status, str] | None:
     """(limit, status, source) of a whole model's step whose Triton kernels were compiled on the CPU
-    (``process.model_frames``: the same build less depth, precision, packing, batch and length under ``triton``): the
-    largest frame rounded by ``driver_stack_limit``, derived cold; warm, the cold figure bounds it (a warm process
-    launches a subset of the cold one's candidates). None where no such step was derived."""
+    (``process.model_frames``: the same build less depth, precision, packing, batch and length under ``triton``;
+    ``here``: one derived on this machine too): the largest frame rounded by ``driver_stack_limit``, derived cold; warm,
+    the cold figure bounds it (a warm process launches a subset of the cold one's candidates). None where no such step
+    was derived."""
     asked = options or {}
     if triton is None or "architecture" not in asked:
         return None
     step = model_frames.for_step(asked["architecture"], asked.get("precision", "bf16"), bool(asked.get("packed")),
-                                 shape.mbs, shape.seq, triton)
+                                 shape.mbs, shape.seq, triton, model_frames.known(here))
     if step is None:
         return None
     limit = driver_stack_limit(step.frame)
     what = (f"its step's Triton kernels compiled on the CPU under Triton {step.triton} ({step.name}): the largest "
             f"frame {step.frame:,} B, {step.kernel}; cuBLAS's and PyTorch's own kernels not compiled")
-    status = Status(Kind.DERIVED, aside=what) if state == "cold" else said(
+    status = Status(Kind.DERIVED, aside=what, here=step.here) if state == "cold" else said(
         BOUNDED, f"no warm process measured: the cold step's derived limit bounds it ({what}), a warm process "
         "launching a subset of the cold one's candidates")
-    return limit, status, f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
+    return limit, status, _derived_source(step)
 
 
-def _model_limit_derived_longer(shape, options: dict | None, triton: str | None) -> tuple[int, Status, str] | None:
+def _derived_source(step: model_frames.DerivedStep) -> str:
+    """Where a derived step is kept: the committed data file, or this machine's private cache."""
+    if step.here is not None:
+        return f"derived on this machine ({model_frames.FOLDER} in the private cache: {step.record}, {step.here})"
+    return f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
+
+
+def _model_limit_derived_longer(shape, options: dict | None, triton: str | None,
+                                here: bool = True) -> tuple[int, Status, str] | None:
     """(limit, status, source) of a whole model's build whose step was derived on the CPU at a longer length only (a
     preset between its derived lengths): the next longer one's limit, estimated as a length between measured ones is
     (``loo.length_rows``: the limit never shrank as the length grew; nothing proves it for every kernel). Warm or cold:
@@ -420,14 +436,14 @@ def _model_limit_derived_longer(shape, options: dict | None, triton: str | None)
         return None
     tokens = shape.mbs * shape.seq
     step = model_frames.next_longer(asked["architecture"], asked.get("precision", "bf16"), bool(asked.get("packed")),
-                                    tokens, triton)
+                                    tokens, triton, model_frames.known(here))
     if step is None:
         return None
     what = (f"its step's Triton kernels compiled on the CPU under Triton {step.triton} at {step.tokens:,} tokens "
             f"({step.name}), the next longer length derived: the largest frame {step.frame:,} B, {step.kernel}; it "
             f"bounds {tokens:,} only if the limit does not shrink as the length grows, which no committed point "
             "contradicts but nothing proves for every kernel")
-    return driver_stack_limit(step.frame), said(ESTIMATED, what), f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
+    return driver_stack_limit(step.frame), said(ESTIMATED, what), _derived_source(step)
 
 
 def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
@@ -696,6 +712,40 @@ def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str
 RESERVATION_RULE = "(the limit for every resident thread, in 2 MiB pages)"
 
 
+def step_hint(model, shape) -> Hint | None:
+    """How the user replaces a whole model's estimated or missing stack limit by its step's own: derive the step on the
+    CPU (``livebytes frames derive --model``); None for a kernel or layer, or a packed batch (the deriver traces the
+    step unpacked)."""
+    options = {} if isinstance(model, str) else dict(model.options)
+    if "architecture" not in options or options.get("packed") or shape is None:
+        return None
+    return Hint(Act.DERIVE, StepCase(shape.mbs, shape.seq, bool(options.get("checkpoint")),
+                                     options.get("precision", "bf16")))
+
+
+def _unlisted(device: Device, model, context: Figure, none: Figure, triton_cache: str, shape, triton: str | None,
+              here: bool) -> ProcessMemory:
+    """A model whose library the process-memory data do not list (an fla family no process ran): the context, no
+    module figure, and its stack limit where its step was derived on the CPU (``_model_limit_derived``, under ``triton``
+    or, where none is asked, the Triton that compiled it: no data say which Triton the GPU runs), else none counted,
+    with the command that derives it."""
+    family = (model if isinstance(model, str) else model.key).split("@")[0]
+    found = None if shape is None or isinstance(model, str) else _model_limit_derived(
+        shape, dict(model.options), triton or ANY_TRITON, triton_cache, here)
+    if found is None:
+        hint = step_hint(model, shape)
+        notes = () if hint is None else (said(UNBOUNDED, "its step's stack frames not derived: ", hint),)
+        return ProcessMemory(context, None, none, family, triton_cache, notes=notes)
+    limit, status, source = found
+    if device.process_memory_assumed_from:
+        status = Status.of(([] if status.kind is Kind.DERIVED else [status])
+                           + [_other_gpu_stack(device.process_memory_assumed_from, True)])
+    stack = Figure(stack_reservation_bytes(limit, device), status,
+                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
+                   "charged from the call's start (where the kernel that raises it first launches is not modelled)")
+    return ProcessMemory(context, None, stack, family, triton_cache, limit, (), (), triton)
+
+
 def _other_gpu_stack(assumed_from: str, frames_used: bool) -> Status:
     """Why a stack reservation on a GPU no process measured is estimated: the reservation rule was read on
     ``assumed_from`` only, and where frames were used they are that GPU's compile (the local-memory bound alone uses
@@ -719,7 +769,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
     lib, model_notes = _library(entry, key, triton)
     none = Figure(0, said(Kind.MEASURED, "no stack beyond the context's"), "")
     if lib is None:
-        return ProcessMemory(context, None, none, key.split("@")[0], triton_cache)
+        return _unlisted(device, model, context, none, triton_cache, shape, triton, derived_frames)
     if "data" not in lib:                       # no Triton kernels: one measured figure beyond the context
         return ProcessMemory(context, _figure(lib["modules"][triton_cache], assumed_from),
                              Figure(0, said(Kind.MEASURED, "within the modules figure"), ""), lib["name"], triton_cache,
@@ -742,13 +792,16 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         return ProcessMemory(context, modules, Figure(0, said(UNBOUNDED, "no shape given: no stack frames looked up, "
                                                               "0 B counted"), ""),
                              lib["name"], triton_cache, notes=tuple(notes), triton=lib.get("triton"))
-    measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options), lib.get("triton"))
+    measured_limit = _model_limit(data, prefix, shape, triton_cache, dict(model.options), lib.get("triton"),
+                                  derived_frames)
     if measured_limit is not None:       # a traced model: its process's limit, its kernels' frames not logged one by one
         limit, status, source, error_kind = measured_limit
         margin = 0
         if status.kind is ESTIMATED:      # not measured here: the estimate's error (its tier's) and high end
             margin, error = _estimate_error(error_kind or loo.KINDS[1], device)
             status = status.plus(note(error))
+            hint = step_hint(model, shape)
+            status = status if hint is None else status.plus(note(hint))
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = Status.of(([] if status == MEASURED else [status]) +
                                [_off(assumed_from, f"the {assumed_from}'s limit used (its process's, "

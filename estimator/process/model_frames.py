@@ -9,6 +9,10 @@ limit. A derivation is one record's step (its config less depth, precision, pack
 specialises integer arguments by value, so the length is part of it); its figure stands for that step only. Not in
 it: cuBLAS's, cuDNN's and PyTorch's own kernels (their frames are not compiled here), and a derivation that stopped
 where the traced step raised (``partial``: never read).
+
+A user's own config is derived on demand (``livebytes frames derive --model``): its entry, in the data file's form, is
+kept in the private, signed cache (``save_here``; ``cache.write_signed``) and read after the committed ones
+(``known``), its status saying it was derived on this machine (``DerivedStep.here``).
 """
 from __future__ import annotations
 
@@ -17,7 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..cache import read_signed, signed_names, write_signed
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "process" / "model_frames_H200.json"
+ANY = "*"       # a Triton version that matches any (a family whose process data name none: ``memory._unlisted``)
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class DerivedStep:
     frame: int
     kernel: str
     measured: int | None = None     # the stack limit the record measured after its first step (None: not measured)
+    here: str | None = None         # derived on this machine (``save_here``): the Triton and ptxas that compiled it
 
     @property
     def tokens(self) -> int:
@@ -47,14 +55,16 @@ class DerivedStep:
         return Path(self.record).stem
 
 
-def step_of(record: str, entry: dict) -> DerivedStep | None:
-    """The derived step a data entry holds; None for a partial one or one without a counted frame."""
+def step_of(record: str, entry: dict, here: bool = False) -> DerivedStep | None:
+    """The derived step a data entry holds; None for a partial one or one without a counted frame. ``here``: an entry
+    this machine derived (``save_here``)."""
     if entry.get("partial") or not entry.get("frames"):
         return None
     kernel, frame = max(entry["frames"].items(), key=lambda kv: (kv[1], kv[0]))
     return DerivedStep(record, entry["case"], int(entry["mbs"]), int(entry["seq"]), entry["architecture"],
                        entry["precision"], bool(entry["packed"]), entry["triton"], int(frame), kernel,
-                       entry.get("measured_limit_bytes"))
+                       entry.get("measured_limit_bytes"),
+                       f"Triton {entry['triton']}, {entry.get('ptxas', 'its ptxas')}" if here else None)
 
 
 def steps_in(data: dict) -> tuple[DerivedStep, ...]:
@@ -81,8 +91,8 @@ def for_step(architecture: str, precision: str, packed: bool, mbs: int, seq: int
     """A derived step of exactly this build, precision, packing, batch and length under ``triton`` (the largest frame
     where several are); None where none was derived."""
     found = [s for s in (steps() if derived is None else derived)
-             if (s.architecture, s.precision, s.packed, s.mbs, s.seq, s.triton)
-             == (architecture, precision, packed, mbs, seq, triton)]
+             if (s.architecture, s.precision, s.packed, s.mbs, s.seq) == (architecture, precision, packed, mbs, seq)
+             and triton in (s.triton, ANY)]
     return max(found, key=lambda s: (s.frame, s.record)) if found else None
 
 
@@ -91,6 +101,39 @@ def next_longer(architecture: str, precision: str, packed: bool, tokens: int, tr
     """The derived step of this build, precision and packing under ``triton`` at the shortest length above ``tokens``
     (any batch: the tokens count); None where none was derived longer."""
     found = [s for s in (steps() if derived is None else derived)
-             if (s.architecture, s.precision, s.packed, s.triton) == (architecture, precision, packed, triton)
-             and s.tokens > tokens]
+             if (s.architecture, s.precision, s.packed) == (architecture, precision, packed)
+             and triton in (s.triton, ANY) and s.tokens > tokens]
     return min(found, key=lambda s: (s.tokens, -s.frame, s.record)) if found else None
+
+
+# ------------------------------------------------------------------------------ derived on this machine
+
+FOLDER = "derived_model_frames"      # the private cache's folder of the steps derived here (``cache.write_signed``)
+REQUIRED = {"case": str, "architecture": str, "mbs": int, "seq": int, "precision": str, "packed": bool,
+            "triton": str, "ptxas": str, "frames": dict}
+
+
+def _valid(entry) -> bool:
+    """An entry in the data file's form, complete (never a partial derivation), every frame a non-negative int."""
+    return (isinstance(entry, dict) and all(isinstance(entry.get(k), t) for k, t in REQUIRED.items())
+            and not entry.get("partial") and entry["frames"]
+            and all(type(v) is int and v >= 0 for v in entry["frames"].values()))
+
+
+def save_here(record: str, entry: dict) -> bool:
+    """Keep ``entry`` (``derive_model_frames.entry``'s form) as the step ``record`` (``CONFIG#MBSxSEQ``) derived on this
+    machine; False where the private cache cannot be written. A partial or malformed entry is refused."""
+    if not _valid(entry):
+        raise ValueError(f"not a complete derived step: {str(entry)[:120]}")
+    return write_signed(FOLDER, record, entry)
+
+
+def steps_here() -> tuple[DerivedStep, ...]:
+    """The steps derived on this machine, each signature checked (one that fails it, or malformed, is never read)."""
+    found = ((name, read_signed(FOLDER, name)) for name in signed_names(FOLDER))
+    return tuple(s for s in (step_of(name, e, here=True) for name, e in found if _valid(e)) if s is not None)
+
+
+def known(here: bool = True) -> tuple[DerivedStep, ...]:
+    """The committed derived steps, then (``here``) those derived on this machine."""
+    return steps() + (steps_here() if here else ())

@@ -47,10 +47,20 @@ class ProbeCase:
 
 
 @dataclass(frozen=True)
+class StepCase:
+    """A whole model's training step whose Triton kernels the CPU compile can derive (``livebytes frames derive
+    --model``): the asked config's shape and the options that change which kernels it launches."""
+    mbs: int
+    seq: int
+    checkpoint: bool
+    precision: str
+
+
+@dataclass(frozen=True)
 class Hint:
     """How the user replaces a figure: ``act`` on ``case`` (None: no probe of this tool runs the case)."""
     act: Act
-    case: ProbeCase | None
+    case: ProbeCase | StepCase | None
 
 
 @dataclass(frozen=True)

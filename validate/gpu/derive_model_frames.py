@@ -6,7 +6,8 @@ keep them as data (``estimator/data/process/model_frames_H200.json``), so that a
 
 The second form derives a step no GPU ran (a preset at a length users ask for: the grid an answer reads before it
 estimates): its entry is keyed ``PRESET#BxN`` (or the config file's path in this repository) and holds no measured
-limit.
+limit. ``derive_here`` (``livebytes frames derive --model``) derives a user's config the same way and keeps the entry
+in the private cache of this machine (``estimator.process.model_frames.save_here``), not in the committed data.
 
 Each record's step (its config, shape and options) runs through ``probes/model_frames.py`` in a process of its own,
 under the interpreter ``--python`` (whose Triton must be the record's: the data keep Triton 3.6.0's and 3.9.0's apart),
@@ -26,9 +27,17 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 from livebytes.estimator.errors import LivebytesError
+from livebytes.estimator.fields import show
+from livebytes.lifetimes.traced.model import PRECISIONS
+from livebytes.estimator.process import model_frames
+from livebytes.estimator.process.driver import driver_stack_limit
+from livebytes.validate.gpu import process_group
+from livebytes.validate.gpu.derive_frames import inspect
 from livebytes.lifetimes.traced.presets import config_of, is_preset_name, preset_names
 from livebytes.validate.check.frames import LEGACY_PTXAS, _model_case, model_build
 
@@ -92,6 +101,26 @@ def installed_triton(python: str) -> str:
     return done.stdout.strip()
 
 
+def is_legacy(triton: str | None) -> bool:
+    """Whether sm90 is compiled with the wheel's bundled legacy ptxas: Triton >= 3.9, as the GPU runs under 3.9.0 did."""
+    return bool(triton) and tuple(int(p) for p in triton.split(".")[:2]) >= (3, 9)
+
+
+def probe_run(python: str, spec_path: Path, out: Path, workers: int, legacy: bool) -> tuple[list[str], dict]:
+    """(argv, environment) of the probe on one spec: one Triton cache under ``out`` (kernels compiled once across
+    specs), fla's autotune results not cached (every process tunes afresh, as a cold GPU process), no GPU visible."""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(out / "triton-cache"), "FLA_CACHE_RESULTS": "0",
+           "CUDA_VISIBLE_DEVICES": ""}
+    return [python, str(PROBE), str(spec_path), "--out", str(out), "--workers", str(workers),
+            *(["--legacy-ptxas"] if legacy else [])], env
+
+
+def summary_of(stdout: str) -> dict | None:
+    """The probe's summary line (its last JSON line), or None where it wrote none."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
 def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1, record: dict | None = None,
                tag: str | None = None) -> dict:
     """The probe's summary of one record's step (``record``/``tag``: a step given in a record's form instead)."""
@@ -100,21 +129,60 @@ def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1
     spec = spec_of(record, tag, layers)
     spec_path = out / f"{tag}.spec.json"
     spec_path.write_text(json.dumps(spec))
-    env = {**os.environ, "TRITON_CACHE_DIR": str(out / "triton-cache"), "FLA_CACHE_RESULTS": "0",
-           "CUDA_VISIBLE_DEVICES": ""}
     wanted = record.get("versions", {}).get("triton")
-    legacy = ["--legacy-ptxas"] if wanted and tuple(int(p) for p in wanted.split(".")[:2]) >= (3, 9) else []
-    done = subprocess.run([python, str(PROBE), str(spec_path), "--out", str(out), "--workers", str(workers), *legacy],
-                          capture_output=True, text=True, env=env)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
+    argv, env = probe_run(python, spec_path, out, workers, is_legacy(wanted))
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    summary = summary_of(done.stdout)
+    if summary is None:
         raise SystemExit(f"error: {path.name}: the probe wrote no summary ({done.stderr.strip()[-400:]})")
-    summary = json.loads(lines[-1])
     if wanted and summary["triton"] != wanted:
         raise SystemExit(f"error: {path.name} ran Triton {wanted}; {python} has {summary['triton']}")
-    if legacy and summary["ptxas"] != LEGACY_PTXAS:       # the GPU runs under 3.9.0 compiled sm90 with it
+    if is_legacy(wanted) and summary["ptxas"] != LEGACY_PTXAS:       # the GPU runs under 3.9.0 compiled sm90 with it
         raise SystemExit(f"error: {path.name}: sm90 compiled by {summary['ptxas']}, not {LEGACY_PTXAS}")
     return summary
+
+
+def step_name(config: str, mbs: int, seq: int) -> str:
+    """The private cache's name of a step derived here: ``PRESET#MBSxSEQ`` or the config file's name (no folder: a
+    machine's paths stay out of answers) ``#MBSxSEQ``."""
+    return f"{config if is_preset_name(config) and not Path(config).is_file() else Path(config).name}#{mbs}x{seq}"
+
+
+def derive_here(config: str, mbs: int, seq: int, checkpoint: bool = False, precision: str = "bf16", *,
+                python: str = sys.executable, workers: int | None = None, timeout: float | None = None,
+                layers: int = 2, run: Callable | None = None) -> dict:
+    """Derive the step of ``config`` (a preset's name or a config file, read as ``--model`` reads it) at ``mbs`` x
+    ``seq`` on this machine's CPU and keep it in the private cache, where answers read it after the committed data:
+    every Triton kernel the traced step launches, each autotune candidate compiled for sm90 by ``python``'s Triton
+    (minutes; triton and flash-linear-attention installed there, no GPU). Returns the data entry with ``record`` (its
+    name), ``stack_limit_bytes`` and ``stored`` (False: the cache could not be written). Refused in one line: a config
+    that does not read, a Python without the packages, a step the probe could not trace to its end, a timeout."""
+    if precision not in PRECISIONS:
+        raise LivebytesError(f"precision {show(precision)}: one of {', '.join(PRECISIONS)}")
+    record = unmeasured_step(config, mbs, seq, checkpoint, precision)     # LivebytesError: the config's own line
+    found = inspect(python)
+    record["versions"]["triton"] = found["triton"]
+    name = step_name(config, mbs, seq)
+    with tempfile.TemporaryDirectory(prefix="livebytes-step-") as tmp:
+        out = Path(tmp)
+        spec = spec_of(record, "step", layers)
+        (out / "step.spec.json").write_text(json.dumps(spec))
+        argv, env = probe_run(python, out / "step.spec.json", out, workers or os.cpu_count() or 1,
+                              is_legacy(found["triton"]))
+        try:
+            done = (run or process_group.run)(argv, capture_output=True, text=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LivebytesError(f"{name}: the CPU compile did not finish within {timeout:,.6g} s") from None
+    summary = summary_of(done.stdout or "")
+    if summary is None or summary.get("error"):
+        why = summary["error"] if summary else ((done.stderr or "").strip().splitlines()[-1:] or ["no output"])[0]
+        raise LivebytesError(f"{name}: the step's trace did not reach its end on the CPU ({why[:200]}): its frames "
+                             "would be those of the kernels before it only")
+    if is_legacy(found["triton"]) and summary["ptxas"] != LEGACY_PTXAS:
+        raise LivebytesError(f"{name}: sm90 compiled by {summary['ptxas']}, not the H200 runs' {LEGACY_PTXAS}")
+    derived = entry(record, spec, summary)
+    return {"record": name, **derived, "stack_limit_bytes": driver_stack_limit(max(derived["frames"].values())),
+            "stored": model_frames.save_here(name, derived)}
 
 
 def entry(record: dict, spec: dict, summary: dict) -> dict:
