@@ -66,6 +66,16 @@ def test_a_partial_or_malformed_step_is_refused(bad):
     assert model_frames.steps_here() == ()
 
 
+def test_two_configs_of_one_name_keep_their_own_steps_and_a_second_derivation_replaces():
+    """Every HF checkpoint's config is ``config.json``: the store keys a step by its build and shape, not its name."""
+    model_frames.save_here("config.json#1x8192", entry({"wy": 14_456}, architecture="a"))
+    model_frames.save_here("config.json#1x8192", entry({"wy": 19_376}, architecture="b"))
+    assert sorted((s.architecture, s.frame) for s in model_frames.steps_here()) == [("a", 14_456), ("b", 19_376)]
+    model_frames.save_here("other.json#1x8192", entry({"wy": 15_000}, architecture="a"))
+    assert sorted((s.record, s.frame) for s in model_frames.steps_here()) == [("config.json#1x8192", 19_376),
+                                                                               ("other.json#1x8192", 15_000)]
+
+
 def test_a_tampered_step_is_never_read(private_cache):
     model_frames.save_here("mine.json#1x8192", entry({"wy": 14_456}))
     (path,) = private_cache.rglob(f"{model_frames.FOLDER}/*.json")

@@ -21,7 +21,8 @@ all of them:
   same family and sizes in another variant (packed, fp32-amp); the same family at the same head dim; the same family
   (each of these three first over the cases packed as this one is);
   every whole model of these data. Each case at the asked length by the rule the measured figures take (the next
-  longer length measured, else the case's longest).
+  longer length measured, else the case's longest). Raised to the model's own fla layer's frames at its sizes where
+  the data hold that layer case and it is larger (``LAYER_OF``, ``_raised_by_layer``).
 
 Why the head counts: FLA declares ``H`` a ``tl.constexpr`` in its chunk kernels (``fla/ops/kda/wy_fast.py``,
 ``chunk_bwd.py``, ...), so every head count compiles its own kernel, and ``i_bh // H``, ``i_bh % H`` and the grouped
@@ -46,6 +47,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .driver import driver_stack_limit
 
 CASE = re.compile(r"(?P<prefix>\S+) D(?P<dim>\d+) H(?P<heads>\d+) HV(?P<v_heads>\d+)")
 
@@ -80,6 +83,8 @@ class Estimate:
     value: int
     tier: str
     basis: tuple[str, ...]
+    layer: str | None = None        # the model's own layer case whose frames raised the tier's figure (``model_limit``)
+    tier_value: int | None = None   # ... and that figure before it was raised
 
 
 def partial_cases(data: dict) -> frozenset[str]:
@@ -165,9 +170,47 @@ def packed(case: Case) -> bool:
     return case.prefix.partition(":")[2].split("+")[0] == "packed"
 
 
-def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estimate | None:
-    """A whole model's stack limit at ``case`` and ``tokens`` by the first tier that has one (the module's rules);
-    None where these data hold no whole model at all."""
+# A whole model's family -> the fla layer its blocks stack (lifetimes/traced/families.py: each row's ``probe``; a test
+# keeps the two equal). The layer's kernels are the model's attention kernels at the model's sizes.
+LAYER_OF = {"fla-kda-model": "fla-kda-layer", "fla-gdn-model": "fla-gdn-layer"}
+
+
+def layer_frame(case: Case, frames: dict | None) -> tuple[int, str] | None:
+    """(largest frame, case key) of a whole model's own layer at its sizes in ``frames`` (the data's cold frames: the
+    layer probe's kernels compiled alone), or None: another family, a packed or fp32-amp step (the varlen and fp32
+    kernels are other compiles), or a layer case the data lack."""
+    layer = LAYER_OF.get(case.family)
+    if layer is None or not frames or case.prefix.partition(":")[2] != "-":
+        return None
+    key = f"{layer}:- D{case.dim} H{case.heads} HV{case.v_heads}"
+    return (max(frames[key].values()), key) if frames.get(key) else None
+
+
+def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict | None) -> Estimate | None:
+    """``guess`` raised to the model's own layer's frames at its sizes where those are larger (rounded as the driver
+    rounds a limit, 16 B): the layer is not a bound (the layer probe's hidden size and flags are not the model's: the
+    KDA layer at D128 H12 holds 12,416 B where its model measured 12,368), but at a head dim no model process ran it
+    is the only figure of the model's attention kernels (a KDA model at D64 H16: 19,104 B from its layer, its step
+    derived on the CPU 19,376, the D128 models' 15,280)."""
+    found = layer_frame(case, frames)
+    if found is None:
+        return guess
+    limit = driver_stack_limit(found[0])
+    if guess is not None and guess.value >= limit:
+        return guess
+    tier = f"{guess.tier}, raised to its own layer's frames at these sizes" if guess else "its own layer's frames"
+    return Estimate(limit, tier, guess.basis if guess else (), found[1], guess.value if guess else None)
+
+
+def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]], frames: dict | None = None) -> Estimate | None:
+    """A whole model's stack limit at ``case`` and ``tokens`` by the first tier that has one (the module's rules), raised
+    to its own layer's frames at its sizes where ``frames`` (the data's cold frames) hold them and they are larger
+    (``_raised_by_layer``); None where these data hold neither."""
+    return _raised_by_layer(_model_tiers(case, tokens, cases), case, frames)
+
+
+def _model_tiers(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estimate | None:
+    """The whole-model rule's tiers: the largest limit of the first tier that has a case."""
     def same_sizes(c: Case) -> bool:
         return c.family == case.family and (c.dim, c.heads, c.v_heads) == (case.dim, case.heads, case.v_heads)
     family = (("the same model family and sizes in another variant", same_sizes),

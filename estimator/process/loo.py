@@ -24,7 +24,7 @@ from .driver import data_files, driver_stack_limit, stack_reservation_bytes
 from ..devices import Device, get_device
 
 KINDS = ("kernel frames", "whole-model limit", "modules", "whole-model limit, derived", "whole-model limit, as answered",
-         "whole-model limit, another length")
+         "whole-model limit, another length", "whole-model rule, against a step no GPU ran")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def model_rows(name: str, data: dict, device: Device) -> list[Row]:
     for case, points in est.model_cases(data).items():
         others = est.model_cases(data, withheld=frozenset({case.key}))
         for p in points:
-            guess = est.model_limit(case, p["tokens"], others)
+            guess = est.model_limit(case, p["tokens"], others, data.get("frames", {}).get("cold"))
             if guess is None:
                 continue
             rows.append(Row(name, KINDS[1], case.key, p["tokens"], "GPU", p["limit_bytes"], guess.value, guess.tier,
@@ -94,6 +94,26 @@ def derived_model_rows(name: str, device: Device, derived: tuple | None = None) 
     return rows
 
 
+def unmeasured_step_rows(name: str, data: dict, device: Device, derived: tuple | None = None) -> list[Row]:
+    """The whole-model rule (``estimate.model_limit`` over every measured case, its own case key at any length
+    skipped, as for a config it never saw) against each committed step derived on the CPU that no process measured
+    (``process.model_frames``: the presets at the lengths users ask, configs no GPU ran) of a family these data hold
+    measured cases of: how far the rule is from the compile where nothing was measured. The derived figure is the
+    committed one here (its source "CPU"): the derived steps matched every measured limit they were checked against."""
+    triton, cases = data_triton(name), est.model_cases(data)
+    families = {c.family for c in cases}
+    rows = []
+    for step in (model_frames.steps() if derived is None else derived):
+        case = est.parse_case(step.case)
+        if step.triton != triton or step.measured is not None or case.family not in families:
+            continue
+        guess = est.model_limit(case, step.tokens, cases, data.get("frames", {}).get("cold"))
+        limit = driver_stack_limit(step.frame)
+        rows.append(Row(name, KINDS[6], step.case, step.tokens, "CPU", limit, guess.value, guess.tier,
+                        _reservation_error(guess.value, limit, device)))
+    return rows
+
+
 def answered_rows(name: str, data: dict, device: Device, derived: tuple | None = None) -> list[Row]:
     """Each whole model's measured point withheld alone, against the figure the tool then answers, in
     ``memory._model_limit``'s order: the step's own limit where that step was derived on the CPU (any record of the
@@ -107,7 +127,7 @@ def answered_rows(name: str, data: dict, device: Device, derived: tuple | None =
         for p in points:
             step = _derived_point(case.key, p, triton, derived)
             rest = [q for q in points if q is not p]
-            guess = est.model_limit(case, p["tokens"], others)
+            guess = est.model_limit(case, p["tokens"], others, data.get("frames", {}).get("cold"))
             if step is not None:
                 value, tier = driver_stack_limit(step.frame), f"{step.name}: its step compiled on the CPU"
             elif any(q["tokens"] > p["tokens"] for q in rest):
@@ -192,7 +212,8 @@ def rows(device_name: str = "H200") -> tuple[Row, ...]:
     for name, data in files:
         siblings = tuple(d for n, d in files if n != name)
         out += (kernel_rows(name, data, siblings, device) + model_rows(name, data, device) + module_rows(name, data)
-                + derived_model_rows(name, device) + answered_rows(name, data, device) + length_rows(name, data, device))
+                + derived_model_rows(name, device) + answered_rows(name, data, device) + length_rows(name, data, device)
+                + unmeasured_step_rows(name, data, device))
     return tuple(out)
 
 

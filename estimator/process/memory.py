@@ -452,13 +452,20 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     rule's leave-one-out error (``_estimate_error``). None: these data hold no whole model."""
     cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
     asked = estimate.parse_case(_case_key(prefix, shape))
-    guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases)
+    guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases, data.get("frames", {}).get("cold"))
     if guess is None:
         return None
-    what = (f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
-            f"{guess.value:,} B, {'the largest ' if len(guess.basis) > 1 else ''}measured in {guess.tier} "
-            f"({', '.join(map(_case_text, guess.basis))})")
-    return guess.value, said(ESTIMATED, what), f"estimated from {', '.join(guess.basis)}"
+    where = f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
+    if guess.layer is not None:       # the model's own layer's frames at its sizes, above the tier's cases
+        below = (f", above the {guess.tier_value:,} B measured in {guess.tier.rsplit(', raised', 1)[0]} "
+                 f"({', '.join(map(_case_text, guess.basis))})" if guess.basis else "")
+        what = (f"{guess.value:,} B, its own layer's largest frame at these sizes ({_case_text(guess.layer)}, compiled "
+                f"on the CPU; the layer probe's hidden size and flags are not the model's){below}")
+    else:
+        what = (f"{guess.value:,} B, {'the largest ' if len(guess.basis) > 1 else ''}measured in {guess.tier} "
+                f"({', '.join(map(_case_text, guess.basis))})")
+    basis = guess.basis + ((guess.layer,) if guess.layer else ())
+    return guess.value, said(ESTIMATED, where + what), f"estimated from {', '.join(basis)}"
 
 
 def _estimate_error(kind: str, device: Device) -> tuple[int, LooError]:

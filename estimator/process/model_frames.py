@@ -120,18 +120,28 @@ def _valid(entry) -> bool:
             and all(type(v) is int and v >= 0 for v in entry["frames"].values()))
 
 
+def _store_name(entry: dict) -> str:
+    """The private cache's name of a derived step: its build, precision, packing, shape and Triton (what
+    ``for_step`` matches), so two configs of one name (every HF checkpoint's ``config.json``) never replace each
+    other, and deriving the same step again replaces it."""
+    return (f"{entry['architecture']}|{entry['precision']}|{'packed' if entry['packed'] else '-'}|"
+            f"{entry['mbs']}x{entry['seq']}|{entry['triton']}")
+
+
 def save_here(record: str, entry: dict) -> bool:
-    """Keep ``entry`` (``derive_model_frames.entry``'s form) as the step ``record`` (``CONFIG#MBSxSEQ``) derived on this
-    machine; False where the private cache cannot be written. A partial or malformed entry is refused."""
+    """Keep ``entry`` (``derive_model_frames.entry``'s form) as the step ``record`` (``CONFIG#MBSxSEQ``, its name in
+    answers) derived on this machine; False where the private cache cannot be written. A partial or malformed entry is
+    refused."""
     if not _valid(entry):
         raise ValueError(f"not a complete derived step: {str(entry)[:120]}")
-    return write_signed(FOLDER, record, entry)
+    return write_signed(FOLDER, _store_name(entry), {**entry, "record": record})
 
 
 def steps_here() -> tuple[DerivedStep, ...]:
     """The steps derived on this machine, each signature checked (one that fails it, or malformed, is never read)."""
-    found = ((name, read_signed(FOLDER, name)) for name in signed_names(FOLDER))
-    return tuple(s for s in (step_of(name, e, here=True) for name, e in found if _valid(e)) if s is not None)
+    found = (read_signed(FOLDER, name) for name in signed_names(FOLDER))
+    return tuple(s for s in (step_of(e["record"], e, here=True) for e in found
+                             if _valid(e) and isinstance(e.get("record"), str)) if s is not None)
 
 
 def known(here: bool = True) -> tuple[DerivedStep, ...]:
