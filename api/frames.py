@@ -86,8 +86,9 @@ def derive_frames(impl: str, *, num_heads: int, head_dim: int = 128, num_v_heads
 
 @dataclass(frozen=True)
 class StepFrames:
-    """One whole model's step derived on this machine: its name in the private cache (``record``: the config's name and
-    ``#MBSxSEQ``), its case key, what compiled it, each kernel's largest frame, and the driver's stack limit it gives."""
+    """One whole model's step derived on this machine: its label (``record``: the config's name and ``#MBSxSEQ``; the
+    private cache keys it by build, precision, shape and Triton), its case key, what compiled it, each kernel's largest
+    frame, and the driver's stack limit it gives."""
     record: str
     case: str
     triton: str

@@ -56,7 +56,8 @@ def loo_words(e: LooError) -> str:
 def hint_words(h: Hint) -> str:
     """How the user replaces the figure: the command, on a line of its own where rendered (after ``: livebytes``)."""
     if isinstance(h.case, StepCase):
-        return f"derive the step's own frames on the CPU (minutes; no GPU): {step_derive_command(h.case)}"
+        where = f" with Triton {h.case.triton} installed" if h.case.triton else ""
+        return f"derive the step's own frames on the CPU{where} (minutes; no GPU): {step_derive_command(h.case)}"
     if h.act is Act.DERIVE:
         return (f"derive the case's own frames on a machine with Triton {h.case.triton} installed: "
                 f"{derive_command(h.case)}" if h.case else NO_PROBE)

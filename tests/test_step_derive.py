@@ -160,14 +160,19 @@ def test_derive_here_runs_the_probe_on_the_step_and_keeps_it(monkeypatch):
     assert (step.architecture, step.seq, step.frame) == (KIMI_SMALL, 8_192, 19_376)
 
 
-@pytest.mark.parametrize("line, said", [
-    (summary(error="RuntimeError: unsupported scalarType"), "did not reach its end on the CPU (RuntimeError: "
-                                                            "unsupported scalarType)"),
-    (None, "did not reach its end on the CPU (RuntimeError: boom)"),
-    (summary(ptxas="ptxas-blackwell"), None),                   # 3.6.0: the ptxas is not checked
+@pytest.mark.parametrize("line, code, said", [
+    (summary(error="RuntimeError: unsupported scalarType"), 1, "did not reach its end on the CPU (RuntimeError: "
+                                                               "unsupported scalarType)"),
+    (None, 1, "did not reach its end on the CPU (RuntimeError: boom)"),
+    (summary(), 1, "did not reach its end on the CPU (RuntimeError: boom)"),     # a summary, then a failed exit
+    (summary(frames={"x": 0}) | {"frames": {}}, 0, "did not reach its end"),      # nothing counted
+    # the tracer's known refusals read as predict says them, not as a raw assertion
+    (summary(error="AssertionError: Only support CUDA/NPU/XPU tensors"), 1,
+     "FLA's FusedCrossEntropyLoss (the config's fuse_cross_entropy"),
+    (summary(ptxas="ptxas-blackwell"), 0, None),                # 3.6.0: the ptxas is not checked
 ])
-def test_derive_here_refuses_a_step_not_traced_to_its_end(monkeypatch, line, said):
-    monkeypatch.setattr(derive_model_frames.process_group, "run", FakeProbe(line, returncode=1))
+def test_derive_here_refuses_a_step_not_traced_to_its_end(monkeypatch, line, code, said):
+    monkeypatch.setattr(derive_model_frames.process_group, "run", FakeProbe(line, returncode=code))
     if said is None:
         assert derive_model_frames.derive_here("kimi-linear-small", 1, 8_192)["stored"]
         return
@@ -248,3 +253,51 @@ def test_the_api_call_refuses_a_dict_config():
     from livebytes.frames import derive_model_frames
     with pytest.raises(LivebytesError, match="a preset's name or a config file's path"):
         derive_model_frames({"model_type": "kda"}, seq_len=8192)
+
+
+def test_a_step_under_a_triton_its_answers_do_not_read_is_refused_before_compiling(monkeypatch):
+    """kimi-linear-small's answers read Triton 3.6.0's kernels: a 3.9.0 derivation would never be read."""
+    monkeypatch.setattr(derive_model_frames, "inspect", lambda python: {"triton": "3.9.0", "fla": "0.6.0", "gpu": None})
+    probe = FakeProbe(summary(triton="3.9.0"))
+    monkeypatch.setattr(derive_model_frames.process_group, "run", probe)
+    with pytest.raises(LivebytesError, match="the installed Triton is 3.9.0; answers of kimi-linear-model@5.17.0 read "
+                                             "Triton 3.6.0's kernels"):
+        derive_model_frames.derive_here("kimi-linear-small", 1, 8_192)
+    assert probe.calls == []
+
+
+def test_a_liger_or_packed_step_is_neither_offered_nor_read_from_this_machine():
+    """The deriver traces the unpacked step with the model's own loss: a step derived here says nothing of Liger's
+    kernels, and no command is offered that could not derive the asked step."""
+    model_frames.save_here("mine.json#1x8192", entry({"wy": 14_456}))
+    shape = Shape(1, 8_192, 24, 128)
+    liger = process_memory(H200, _model("fla-kda-model@0.6.0", loss="liger"), "cold", shape)
+    assert liger.stack.kind is Kind.ESTIMATED and "frames derive --model" not in status_words(liger.stack.status)
+    plain = process_memory(H200, _model("fla-kda-model@0.6.0", loss="default"), "cold", shape)
+    assert plain.stack.kind is Kind.DERIVED
+
+
+def test_an_unlisted_familys_missing_stack_is_unbounded_not_measured():
+    before = process_memory(H200, _model("fla-gla-model@0.6.0", "g"), "cold", Shape(1, 4_096, 4, 128))
+    assert (before.stack.bytes, before.stack.kind) == (0, Kind.UNBOUNDED)
+    assert status_words(before.stack.status).startswith("unbounded: its step's Triton kernels' frames neither "
+                                                        "measured nor derived: no stack counted; derive")
+    # derived at 8,192 tokens only: a shorter step takes it, estimated (the length tier's words)
+    model_frames.save_here("g.json#1x8192", entry({"swiglu_fwdbwd_kernel": 14_520}, architecture="g",
+                                                  case="fla-gla-model:- D128 H4 HV4"))
+    shorter = process_memory(H200, _model("fla-gla-model@0.6.0", "g"), "cold", Shape(1, 4_096, 4, 128))
+    assert (shorter.stack_limit_bytes, shorter.stack.kind) == (14_528, Kind.ESTIMATED)
+
+
+def test_the_record_checks_never_read_this_machines_steps(monkeypatch):
+    """validate/check/model_records.py asks the committed model only (``derived_frames=False``)."""
+    from livebytes.validate.check import model_records
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("derived_frames", True))
+        raise RuntimeError("stop")
+    monkeypatch.setattr(model_records, "process_memory", spy)
+    with pytest.raises(RuntimeError, match="stop"):
+        model_records._process_checks({"triton_cache": "cold"}, None, None, H200, None, "x")
+    assert seen == [False]

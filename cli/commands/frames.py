@@ -17,6 +17,7 @@ from .. import options as o
 from .. import render
 from ..errors import UsageProblem, warn
 from ..progress import progress
+from livebytes.estimator.shapes import parse_size
 from ..render import Column
 from livebytes.report import envelope
 
@@ -92,9 +93,12 @@ def _derive_step(frames, model, seq, mbs, checkpoint, precision, workers, quiet)
     """One whole model's step derived, as a row of the table (a progress line on a terminal while it compiles)."""
     if seq is None:
         raise UsageProblem("frames derive --model: --seq-len is required (Triton specialises on the length)")
+    sizes = {flag: parse_size(value, flag) for flag, value in (("--seq-len", seq), ("--batch-size", mbs or "1"),
+                                                                  ("--workers", workers)) if value is not None}
     with progress(f"compiling {model}'s step on the CPU (minutes)", quiet):
-        derived = frames.derive_model_frames(model, seq_len=seq, batch_size=mbs or 1, checkpoint=checkpoint,
-                                             precision=precision or "bf16", workers=workers)
+        derived = frames.derive_model_frames(model, seq_len=sizes["--seq-len"], batch_size=sizes["--batch-size"],
+                                             checkpoint=checkpoint, precision=precision or "bf16",
+                                             workers=sizes.get("--workers"))
     if not derived.stored:
         warn("frames derive: the private cache could not be written: nothing was kept for later answers")
     return {"case": derived.record, "data_file": STEPS_KEPT, "triton": derived.triton, "ptxas": derived.ptxas,
@@ -121,8 +125,10 @@ def schema() -> dict:
     # deferred: keeps the CLI's start from loading it (import livebytes.cli.app: 0.10 s, 0.27 s with every import at the top)
     from ..schema import envelope as schema_envelope, integer, obj, string
     return schema_envelope(NAME, obj("one case derived on this machine", {
-        "case": string("the data's case key, 'FAMILY:CONTRACT D.. H.. HV..'"),
-        "data_file": string("the process-memory data file the case belongs to"),
+        "case": string("the data's case key, 'FAMILY:CONTRACT D.. H.. HV..', or a whole model's step, "
+                       "'CONFIG#MBSxSEQ' (the config's name and shape)"),
+        "data_file": string("the process-memory data file the case belongs to, or 'whole-model steps (private "
+                            "cache)' for a whole model's step"),
         "triton": string("the Triton version that compiled it"), "ptxas": string("the ptxas that compiled it"),
         "largest_frame_bytes": integer("the largest stack frame over the case's kernels"),
     }), "cases whose stack frames were compiled on this machine",

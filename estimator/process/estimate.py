@@ -9,8 +9,9 @@ block sizes chosen from the hidden size), not monotonically, so no neighbour bou
 how far a neighbour has been from the truth, measured.
 
 The rules (each takes the largest figure of the first tier that has one, so ties between neighbours err high). Every
-tier is tried first over the cases whose head counts compile to the same arithmetic (``head_arithmetic``), then over
-all of them:
+tier of a kernel's frame is tried first over the cases whose head counts compile to the same arithmetic
+(``head_arithmetic``), then over all of them; a whole model's tiers are not (its limit is often its MLP's or loss's
+kernel, whose constexprs are not the heads):
 
 - **a kernel's frame** (``kernel_frame``): the same family and contract at the same head dim; the same family in
   another contract at the same head dim; the same kernel at the same head dim in any family of these data (a
@@ -85,6 +86,7 @@ class Estimate:
     basis: tuple[str, ...]
     layer: str | None = None        # the model's own layer case whose frames raised the tier's figure (``model_limit``)
     tier_value: int | None = None   # ... and that figure before it was raised
+    base_tier: str | None = None    # ... and the tier's own words
 
 
 def partial_cases(data: dict) -> frozenset[str]:
@@ -199,7 +201,8 @@ def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict | None) ->
     if guess is not None and guess.value >= limit:
         return guess
     tier = f"{guess.tier}, raised to its own layer's frames at these sizes" if guess else "its own layer's frames"
-    return Estimate(limit, tier, guess.basis if guess else (), found[1], guess.value if guess else None)
+    return Estimate(limit, tier, guess.basis if guess else (), found[1], guess.value if guess else None,
+                    guess.tier if guess else None)
 
 
 def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]], frames: dict | None = None) -> Estimate | None:
@@ -221,7 +224,10 @@ def _model_tiers(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Esti
     tiers = (*((words, lambda c, keep=keep: keep(c) and packed(c) == packed(case)) for words, keep in family),
              *family,
              ("another model family of these data", lambda c: True))
-    for words, keep in _tiers_alike_first(case, tiers):
+    # no head counts compiling alike first, as the kernels' rule takes them: a whole model's limit is often its MLP's
+    # or loss's kernel (fla's swiglu_fwdbwd_kernel: 15,272 B at intermediate 5,632, the hidden-2,048 KDA model at H24,
+    # where the H12 model, hidden 1,536, holds 12,368), whose constexprs are the intermediate size, not the heads
+    for words, keep in tiers:
         found = [(limit_at(points, tokens), c.key) for c, points in cases.items() if keep(c) and c != case]
         if found:
             return Estimate(max(v for v, _ in found), words, tuple(sorted(k for _, k in found)))

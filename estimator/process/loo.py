@@ -109,8 +109,8 @@ def unmeasured_step_rows(name: str, data: dict, device: Device, derived: tuple |
             continue
         guess = est.model_limit(case, step.tokens, cases, data.get("frames", {}).get("cold"))
         limit = driver_stack_limit(step.frame)
-        rows.append(Row(name, KINDS[6], step.case, step.tokens, "CPU", limit, guess.value, guess.tier,
-                        _reservation_error(guess.value, limit, device)))
+        rows.append(Row(name, KINDS[6], step.case, step.tokens, "CPU", limit, guess.value,
+                        f"{guess.tier} (against {step.name})", _reservation_error(guess.value, limit, device)))
     return rows
 
 

@@ -406,7 +406,7 @@ def _model_limit_derived(shape, options: dict | None, triton: str | None, state:
     if triton is None or "architecture" not in asked:
         return None
     step = model_frames.for_step(asked["architecture"], asked.get("precision", "bf16"), bool(asked.get("packed")),
-                                 shape.mbs, shape.seq, triton, model_frames.known(here))
+                                 shape.mbs, shape.seq, triton, model_frames.known(here and _derivable(asked)))
     if step is None:
         return None
     limit = driver_stack_limit(step.frame)
@@ -436,7 +436,7 @@ def _model_limit_derived_longer(shape, options: dict | None, triton: str | None,
         return None
     tokens = shape.mbs * shape.seq
     step = model_frames.next_longer(asked["architecture"], asked.get("precision", "bf16"), bool(asked.get("packed")),
-                                    tokens, triton, model_frames.known(here))
+                                    tokens, triton, model_frames.known(here and _derivable(asked)))
     if step is None:
         return None
     what = (f"its step's Triton kernels compiled on the CPU under Triton {step.triton} at {step.tokens:,} tokens "
@@ -457,7 +457,7 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
         return None
     where = f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
     if guess.layer is not None:       # the model's own layer's frames at its sizes, above the tier's cases
-        below = (f", above the {guess.tier_value:,} B measured in {guess.tier.rsplit(', raised', 1)[0]} "
+        below = (f", above the {guess.tier_value:,} B measured in {guess.base_tier} "
                  f"({', '.join(map(_case_text, guess.basis))})" if guess.basis else "")
         what = (f"{guess.value:,} B, its own layer's largest frame at these sizes ({_case_text(guess.layer)}, compiled "
                 f"on the CPU; the layer probe's hidden size and flags are not the model's){below}")
@@ -719,30 +719,42 @@ def measured_case(device: Device, model, shape, triton: str | None) -> tuple[str
 RESERVATION_RULE = "(the limit for every resident thread, in 2 MiB pages)"
 
 
-def step_hint(model, shape) -> Hint | None:
+def _derivable(options: dict) -> bool:
+    """Whether ``livebytes frames derive --model`` derives this whole model's step: not packed and the default loss
+    (the deriver traces the step unpacked with the model's own loss; Liger's kernels are not in it)."""
+    return "architecture" in options and not options.get("packed") and options.get("loss", "default") == "default"
+
+
+def step_hint(model, shape, triton: str | None = None) -> Hint | None:
     """How the user replaces a whole model's estimated or missing stack limit by its step's own: derive the step on the
-    CPU (``livebytes frames derive --model``); None for a kernel or layer, or a packed batch (the deriver traces the
-    step unpacked)."""
+    CPU under ``triton`` (``livebytes frames derive --model``); None for a kernel or layer, or a step the deriver does
+    not trace (``_derivable``)."""
     options = {} if isinstance(model, str) else dict(model.options)
-    if "architecture" not in options or options.get("packed") or shape is None:
+    if shape is None or not _derivable(options):
         return None
     return Hint(Act.DERIVE, StepCase(shape.mbs, shape.seq, bool(options.get("checkpoint")),
-                                     options.get("precision", "bf16")))
+                                     options.get("precision", "bf16"), triton))
 
 
 def _unlisted(device: Device, model, context: Figure, none: Figure, triton_cache: str, shape, triton: str | None,
               here: bool) -> ProcessMemory:
     """A model whose library the process-memory data do not list (an fla family no process ran): the context, no
-    module figure, and its stack limit where its step was derived on the CPU (``_model_limit_derived``, under ``triton``
-    or, where none is asked, the Triton that compiled it: no data say which Triton the GPU runs), else none counted,
-    with the command that derives it."""
+    module figure, and its stack limit where its step was derived on the CPU at this length (``_model_limit_derived``)
+    or, estimated, at a longer one (``_model_limit_derived_longer``), under ``triton`` or, where none is asked, the
+    Triton that compiled it (no data say which Triton the GPU runs); else no stack counted, unbounded, with the
+    command that derives it. A kernel or layer of such a library counts the context only."""
     family = (model if isinstance(model, str) else model.key).split("@")[0]
-    found = None if shape is None or isinstance(model, str) else _model_limit_derived(
-        shape, dict(model.options), triton or ANY_TRITON, triton_cache, here)
+    options = {} if isinstance(model, str) else dict(model.options)
+    if shape is None or "architecture" not in options:
+        return ProcessMemory(context, None, none, family, triton_cache)
+    wanted = triton or ANY_TRITON
+    found = _model_limit_derived(shape, options, wanted, triton_cache, here) or \
+        _model_limit_derived_longer(shape, options, wanted, here)
     if found is None:
-        hint = step_hint(model, shape)
-        notes = () if hint is None else (said(UNBOUNDED, "its step's stack frames not derived: ", hint),)
-        return ProcessMemory(context, None, none, family, triton_cache, notes=notes)
+        hint = step_hint(model, shape, triton)
+        status = said(UNBOUNDED, "its step's Triton kernels' frames neither measured nor derived: no stack counted",
+                      *(("; ", hint) if hint else ()))
+        return ProcessMemory(context, None, Figure(0, status, ""), family, triton_cache)
     limit, status, source = found
     if device.process_memory_assumed_from:
         status = Status.of(([] if status.kind is Kind.DERIVED else [status])
@@ -807,7 +819,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
         if status.kind is ESTIMATED:      # not measured here: the estimate's error (its tier's) and high end
             margin, error = _estimate_error(error_kind or loo.KINDS[1], device)
             status = status.plus(note(error))
-            hint = step_hint(model, shape)
+            hint = step_hint(model, shape, lib.get("triton"))
             status = status if hint is None else status.plus(note(hint))
         if assumed_from:        # its process ran on the H200: another GPU's compile and thread count, as the frames'
             status = Status.of(([] if status == MEASURED else [status]) +

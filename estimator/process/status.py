@@ -54,6 +54,7 @@ class StepCase:
     seq: int
     checkpoint: bool
     precision: str
+    triton: str | None = None       # the Triton whose kernels the answer reads (None: any, a family with no data)
 
 
 @dataclass(frozen=True)

@@ -523,7 +523,7 @@ def _process_checks(data: dict, model, shape, device, figure, path_name: str) ->
     """The process's memory outside PyTorch (NVML, per process) and its stack limit after each step, against the
     process-memory model's after the first call: later steps load no new kernels, and the driver never lowers the
     limit (``estimator.process.memory``)."""
-    p = process_memory(device, model, data["triton_cache"], shape)
+    p = process_memory(device, model, data["triton_cache"], shape, derived_frames=False)   # never this machine's cache
     before = data.get("before", {})
     # after CUDA init, device-wide (mem_get_info, as the context figure was measured): at least the context. Not
     # before.nonpytorch: NVML's per-process figure is another account (run 23's k2: 545,259,520 B, under the context)

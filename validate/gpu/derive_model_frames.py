@@ -33,7 +33,9 @@ from typing import Callable
 
 from livebytes.estimator.errors import LivebytesError
 from livebytes.estimator.fields import show
-from livebytes.lifetimes.traced.model import PRECISIONS
+from livebytes.estimator.process.memory import triton_versions
+from livebytes.lifetimes.traced.families import family
+from livebytes.lifetimes.traced.model import PRECISIONS, known_refusal
 from livebytes.estimator.process import model_frames
 from livebytes.estimator.process.driver import driver_stack_limit
 from livebytes.validate.gpu import process_group
@@ -148,6 +150,18 @@ def step_name(config: str, mbs: int, seq: int) -> str:
     return f"{config if is_preset_name(config) and not Path(config).is_file() else Path(config).name}#{mbs}x{seq}"
 
 
+def data_tritons(model_type: str, triton: str, name: str) -> None:
+    """Refuse in one line a step whose family's process data hold other Tritons than the installed one: an answer
+    reads a derived step under the data's Triton only, so it would never be read (a family with no process data, an
+    fla family no process ran, reads one under any Triton)."""
+    key = family(model_type).key
+    held = triton_versions(key)
+    if held and triton not in held:
+        raise LivebytesError(f"{name}: the installed Triton is {triton}; answers of {key} read Triton "
+                             f"{', '.join(held)}'s kernels: derive where that Triton is installed (the API's python= "
+                             "names another interpreter)")
+
+
 def derive_here(config: str, mbs: int, seq: int, checkpoint: bool = False, precision: str = "bf16", *,
                 python: str = sys.executable, workers: int | None = None, timeout: float | None = None,
                 layers: int = 2, run: Callable | None = None) -> dict:
@@ -161,8 +175,9 @@ def derive_here(config: str, mbs: int, seq: int, checkpoint: bool = False, preci
         raise LivebytesError(f"precision {show(precision)}: one of {', '.join(PRECISIONS)}")
     record = unmeasured_step(config, mbs, seq, checkpoint, precision)     # LivebytesError: the config's own line
     found = inspect(python)
-    record["versions"]["triton"] = found["triton"]
     name = step_name(config, mbs, seq)
+    data_tritons(record["config"]["model_type"], found["triton"], name)
+    record["versions"]["triton"] = found["triton"]
     with tempfile.TemporaryDirectory(prefix="livebytes-step-") as tmp:
         out = Path(tmp)
         spec = spec_of(record, "step", layers)
@@ -174,10 +189,11 @@ def derive_here(config: str, mbs: int, seq: int, checkpoint: bool = False, preci
         except subprocess.TimeoutExpired:
             raise LivebytesError(f"{name}: the CPU compile did not finish within {timeout:,.6g} s") from None
     summary = summary_of(done.stdout or "")
-    if summary is None or summary.get("error"):
-        why = summary["error"] if summary else ((done.stderr or "").strip().splitlines()[-1:] or ["no output"])[0]
-        raise LivebytesError(f"{name}: the step's trace did not reach its end on the CPU ({why[:200]}): its frames "
-                             "would be those of the kernels before it only")
+    if summary is None or summary.get("error") or done.returncode != 0 or not summary.get("frames"):
+        why = (summary or {}).get("error") or ((done.stderr or "").strip().splitlines()[-1:] or ["no output"])[0]
+        said = known_refusal(why)
+        raise LivebytesError(f"{name}: " + (said or f"the step's trace did not reach its end on the CPU ({why[:200]}): "
+                                            "its frames would be those of the kernels before it only"))
     if is_legacy(found["triton"]) and summary["ptxas"] != LEGACY_PTXAS:
         raise LivebytesError(f"{name}: sm90 compiled by {summary['ptxas']}, not the H200 runs' {LEGACY_PTXAS}")
     derived = entry(record, spec, summary)
