@@ -21,7 +21,7 @@
 #   bash validate/data/plans/h100_run46_unmeasured_families.sh abc
 # Files: $OUT/<step>.tgz every 30 s and at the end (record, jsonl, log with rc, gpu.csv), each allocator snapshot as
 # $OUT/<tag>.snapshot.pickle.gz. Then here: validate/data/records/runs/run46/.
-# Status: NOT RUN (2026-12-07 15:55-17:00 UTC: no machine could be started, eight tries; the derived steps were committed
+# Status: NOT RUN (2026-12-07 15:55-17:31 UTC: no machine could be started, eleven tries; the derived steps were committed
 # meanwhile, so the run now checks the committed figures, not a prediction alone).
 set -u
 cfg=validate/data/model_configs
