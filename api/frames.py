@@ -98,15 +98,6 @@ class StepFrames:
     seconds: float
     stored: bool            # False: the private cache could not be written (nothing kept)
 
-    @property
-    def largest_kernel(self) -> str:
-        return max(self.frames.items(), key=lambda kv: (kv[1], kv[0]))[0]
-
-    def to_dict(self) -> dict:
-        return {"record": self.record, "case": self.case, "triton": self.triton, "ptxas": self.ptxas,
-                "frames": dict(self.frames), "stack_limit_bytes": self.stack_limit_bytes, "seconds": self.seconds,
-                "stored": self.stored}
-
 
 @checked(kinds={"workers": size})
 def derive_model_frames(model: str, *, seq_len, batch_size=1, checkpoint: bool = False, precision: str = "bf16",
@@ -132,7 +123,7 @@ def derive_model_frames(model: str, *, seq_len, batch_size=1, checkpoint: bool =
 def derived_steps() -> list[dict]:
     """The whole models' steps derived on this machine: ``{"record", "case", "triton", "ptxas", "largest_frame_bytes",
     "kernel"}`` each, by name."""
-    return [{"record": s.record, "case": s.case, "triton": s.triton, "ptxas": s.here.split(", ", 1)[-1],
+    return [{"record": s.record, "case": s.case, "triton": s.triton, "ptxas": s.ptxas,
              "largest_frame_bytes": s.frame, "kernel": s.kernel} for s in model_frames.steps_here()]
 
 

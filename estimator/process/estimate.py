@@ -85,8 +85,13 @@ class Estimate:
     tier: str
     basis: tuple[str, ...]
     layer: str | None = None        # the model's own layer case whose frames raised the tier's figure (``model_limit``)
-    tier_value: int | None = None   # ... and that figure before it was raised
-    base_tier: str | None = None    # ... and the tier's own words
+    tier_value: int | None = None   # ... and that figure before it was raised (None: no tier had a case)
+
+    @property
+    def words(self) -> str:
+        """The tier's words, and the raise by the model's own layer where there was one."""
+        raised = self.layer is not None and self.tier_value is not None
+        return f"{self.tier}, raised to its own layer's frames at these sizes" if raised else self.tier
 
 
 def partial_cases(data: dict) -> frozenset[str]:
@@ -177,6 +182,11 @@ def packed(case: Case) -> bool:
 LAYER_OF = {"fla-kda-model": "fla-kda-layer", "fla-gdn-model": "fla-gdn-layer"}
 
 
+def cold_frames(data: dict) -> dict | None:
+    """A process-memory data file's cold frames by case (what ``model_limit`` reads a model's layer from)."""
+    return data.get("frames", {}).get("cold")
+
+
 def layer_frame(case: Case, frames: dict | None) -> tuple[int, str] | None:
     """(largest frame, case key) of a whole model's own layer at its sizes in ``frames`` (the data's cold frames: the
     layer probe's kernels compiled alone), or None: another family, a packed or fp32-amp step (the varlen and fp32
@@ -200,9 +210,9 @@ def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict | None) ->
     limit = driver_stack_limit(found[0])
     if guess is not None and guess.value >= limit:
         return guess
-    tier = f"{guess.tier}, raised to its own layer's frames at these sizes" if guess else "its own layer's frames"
-    return Estimate(limit, tier, guess.basis if guess else (), found[1], guess.value if guess else None,
-                    guess.tier if guess else None)
+    if guess is None:
+        return Estimate(limit, "its own layer's frames", (), found[1])
+    return Estimate(limit, guess.tier, guess.basis, found[1], guess.value)
 
 
 def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]], frames: dict | None = None) -> Estimate | None:

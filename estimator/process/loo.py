@@ -70,10 +70,10 @@ def model_rows(name: str, data: dict, device: Device) -> list[Row]:
     for case, points in est.model_cases(data).items():
         others = est.model_cases(data, withheld=frozenset({case.key}))
         for p in points:
-            guess = est.model_limit(case, p["tokens"], others, data.get("frames", {}).get("cold"))
+            guess = est.model_limit(case, p["tokens"], others, est.cold_frames(data))
             if guess is None:
                 continue
-            rows.append(Row(name, KINDS[1], case.key, p["tokens"], "GPU", p["limit_bytes"], guess.value, guess.tier,
+            rows.append(Row(name, KINDS[1], case.key, p["tokens"], "GPU", p["limit_bytes"], guess.value, guess.words,
                             _reservation_error(guess.value, p["limit_bytes"], device)))
     return rows
 
@@ -107,10 +107,10 @@ def unmeasured_step_rows(name: str, data: dict, device: Device, derived: tuple |
         case = est.parse_case(step.case)
         if step.triton != triton or step.measured is not None or case.family not in families:
             continue
-        guess = est.model_limit(case, step.tokens, cases, data.get("frames", {}).get("cold"))
+        guess = est.model_limit(case, step.tokens, cases, est.cold_frames(data))
         limit = driver_stack_limit(step.frame)
         rows.append(Row(name, KINDS[6], step.case, step.tokens, "CPU", limit, guess.value,
-                        f"{guess.tier} (against {step.name})", _reservation_error(guess.value, limit, device)))
+                        f"{guess.words} (against {step.name})", _reservation_error(guess.value, limit, device)))
     return rows
 
 
@@ -127,7 +127,7 @@ def answered_rows(name: str, data: dict, device: Device, derived: tuple | None =
         for p in points:
             step = _derived_point(case.key, p, triton, derived)
             rest = [q for q in points if q is not p]
-            guess = est.model_limit(case, p["tokens"], others, data.get("frames", {}).get("cold"))
+            guess = est.model_limit(case, p["tokens"], others, est.cold_frames(data))
             if step is not None:
                 value, tier = driver_stack_limit(step.frame), f"{step.name}: its step compiled on the CPU"
             elif any(q["tokens"] > p["tokens"] for q in rest):
@@ -136,7 +136,7 @@ def answered_rows(name: str, data: dict, device: Device, derived: tuple | None =
                 value = max(rest[-1]["limit_bytes"], guess.value if guess else 0)
                 tier = "above this case's longest length measured: the larger of its limit and the rule's"
             elif guess is not None:
-                value, tier = guess.value, guess.tier
+                value, tier = guess.value, guess.words
             else:
                 continue
             rows.append(Row(name, KINDS[4], case.key, p["tokens"], "GPU", p["limit_bytes"], value, tier,

@@ -59,7 +59,6 @@ LOCAL_MEMORY_SOURCE = ("the CUDA C++ Programming Guide's technical specification
 
 
 BOUNDED, ESTIMATED, UNBOUNDED = Kind.BOUNDED, Kind.ESTIMATED, Kind.UNBOUNDED
-ANY_TRITON = model_frames.ANY     # a derived step under whichever Triton compiled it
 
 
 @dataclass(frozen=True)
@@ -412,7 +411,8 @@ def _model_limit_derived(shape, options: dict | None, triton: str | None, state:
     limit = driver_stack_limit(step.frame)
     what = (f"its step's Triton kernels compiled on the CPU under Triton {step.triton} ({step.name}): the largest "
             f"frame {step.frame:,} B, {step.kernel}; cuBLAS's and PyTorch's own kernels not compiled")
-    status = Status(Kind.DERIVED, aside=what, here=step.here) if state == "cold" else said(
+    here_said = f"Triton {step.triton}, {step.ptxas}" if step.here else None
+    status = Status(Kind.DERIVED, aside=what, here=here_said) if state == "cold" else said(
         BOUNDED, f"no warm process measured: the cold step's derived limit bounds it ({what}), a warm process "
         "launching a subset of the cold one's candidates")
     return limit, status, _derived_source(step)
@@ -420,8 +420,9 @@ def _model_limit_derived(shape, options: dict | None, triton: str | None, state:
 
 def _derived_source(step: model_frames.DerivedStep) -> str:
     """Where a derived step is kept: the committed data file, or this machine's private cache."""
-    if step.here is not None:
-        return f"derived on this machine ({model_frames.FOLDER} in the private cache: {step.record}, {step.here})"
+    if step.here:
+        return (f"derived on this machine ({model_frames.FOLDER} in the private cache: {step.record}, Triton "
+                f"{step.triton})")
     return f"derived on the CPU ({model_frames.DATA.name}: {step.record})"
 
 
@@ -452,12 +453,12 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     rule's leave-one-out error (``_estimate_error``). None: these data hold no whole model."""
     cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
     asked = estimate.parse_case(_case_key(prefix, shape))
-    guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases, data.get("frames", {}).get("cold"))
+    guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases, estimate.cold_frames(data))
     if guess is None:
         return None
     where = f"stack limit not measured for {_readable(prefix)} at {_dims(shape.dim, shape.heads, shape.hv)}: "
     if guess.layer is not None:       # the model's own layer's frames at its sizes, above the tier's cases
-        below = (f", above the {guess.tier_value:,} B measured in {guess.base_tier} "
+        below = (f", above the {guess.tier_value:,} B measured in {guess.tier} "
                  f"({', '.join(map(_case_text, guess.basis))})" if guess.basis else "")
         what = (f"{guess.value:,} B, its own layer's largest frame at these sizes ({_case_text(guess.layer)}, compiled "
                 f"on the CPU; the layer probe's hidden size and flags are not the model's){below}")
@@ -747,7 +748,7 @@ def _unlisted(device: Device, model, context: Figure, none: Figure, triton_cache
     options = {} if isinstance(model, str) else dict(model.options)
     if shape is None or "architecture" not in options:
         return ProcessMemory(context, None, none, family, triton_cache)
-    wanted = triton or ANY_TRITON
+    wanted = triton or model_frames.ANY     # whichever Triton compiled it
     found = _model_limit_derived(shape, options, wanted, triton_cache, here) or \
         _model_limit_derived_longer(shape, options, wanted, here)
     if found is None:
@@ -759,10 +760,17 @@ def _unlisted(device: Device, model, context: Figure, none: Figure, triton_cache
     if device.process_memory_assumed_from:
         status = Status.of(([] if status.kind is Kind.DERIVED else [status])
                            + [_other_gpu_stack(device.process_memory_assumed_from, True)])
-    stack = Figure(stack_reservation_bytes(limit, device), status,
-                   f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
-                   "charged from the call's start (where the kernel that raises it first launches is not modelled)")
-    return ProcessMemory(context, None, stack, family, triton_cache, limit, (), (), triton)
+    return ProcessMemory(context, None, _limit_stack(limit, status, source, device), family, triton_cache, limit, (),
+                         (), triton)
+
+
+def _limit_stack(limit: int, status: Status, source: str, device: Device, margin: int = 0) -> Figure:
+    """The stack reservation of a whole model's limit (read from its process or derived from its step), charged from
+    the call's start."""
+    return Figure(stack_reservation_bytes(limit, device), status,
+                  f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
+                  "charged from the call's start (where the kernel that raises it first launches is not modelled)",
+                  margin=margin)
 
 
 def _other_gpu_stack(assumed_from: str, frames_used: bool) -> Status:
@@ -826,10 +834,7 @@ def _process_memory(device: Device, model, triton_cache: str = "cold", shape=Non
                                [_off(assumed_from, f"the {assumed_from}'s limit used (its process's, "
                                      f"{get_device(assumed_from).arch}'s compile), and the reservation rule "
                                      f"{RESERVATION_RULE} measured on the {assumed_from} only")])
-        stack = Figure(stack_reservation_bytes(limit, device), status,
-                       f"limit {limit:,} B per thread x {resident_threads(device):,} resident threads, 2 MiB pages, {source}; "
-                       "charged from the call's start (where the kernel that raises it first launches is not modelled)",
-                       margin=margin)
+        stack = _limit_stack(limit, status, source, device, margin)
         return ProcessMemory(context, modules, stack, lib["name"], triton_cache, limit, (), tuple(notes), lib.get("triton"))
     frames, frame_notes, provenance = _frame_table(data, prefix, shape, triton_cache, lib["data"] if derived_frames else None,
                                                    _derive_hint(key, prefix, shape, lib.get("triton")))

@@ -43,7 +43,8 @@ class DerivedStep:
     frame: int
     kernel: str
     measured: int | None = None     # the stack limit the record measured after its first step (None: not measured)
-    here: str | None = None         # derived on this machine (``save_here``): the Triton and ptxas that compiled it
+    ptxas: str = ""                 # the ptxas that compiled its sm90 cubins (an entry of this machine names it)
+    here: bool = False              # derived on this machine (``save_here``), not committed
 
     @property
     def tokens(self) -> int:
@@ -63,8 +64,7 @@ def step_of(record: str, entry: dict, here: bool = False) -> DerivedStep | None:
     kernel, frame = max(entry["frames"].items(), key=lambda kv: (kv[1], kv[0]))
     return DerivedStep(record, entry["case"], int(entry["mbs"]), int(entry["seq"]), entry["architecture"],
                        entry["precision"], bool(entry["packed"]), entry["triton"], int(frame), kernel,
-                       entry.get("measured_limit_bytes"),
-                       f"Triton {entry['triton']}, {entry.get('ptxas', 'its ptxas')}" if here else None)
+                       entry.get("measured_limit_bytes"), entry.get("ptxas", ""), here)
 
 
 def steps_in(data: dict) -> tuple[DerivedStep, ...]:

@@ -95,14 +95,6 @@ def config_key(config: str, mbs: int, seq: int) -> str:
     return f"{where}#{mbs}x{seq}"
 
 
-def installed_triton(python: str) -> str:
-    """The Triton version ``python`` imports."""
-    done = subprocess.run([python, "-c", "import triton; print(triton.__version__)"], capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"error: {python} cannot import triton ({done.stderr.strip()[-200:]})")
-    return done.stdout.strip()
-
-
 def is_legacy(triton: str | None) -> bool:
     """Whether sm90 is compiled with the wheel's bundled legacy ptxas: Triton >= 3.9, as the GPU runs under 3.9.0 did."""
     return bool(triton) and tuple(int(p) for p in triton.split(".")[:2]) >= (3, 9)
@@ -123,25 +115,47 @@ def summary_of(stdout: str) -> dict | None:
     return json.loads(lines[-1]) if lines else None
 
 
-def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1, record: dict | None = None,
-               tag: str | None = None) -> dict:
-    """The probe's summary of one record's step (``record``/``tag``: a step given in a record's form instead)."""
-    record = json.loads(path.read_text()) if record is None else record
-    tag = tag or path.stem
+def probe_step(python: str, record: dict, tag: str, out: Path, layers: int, workers: int, run: Callable = subprocess.run,
+               timeout: float | None = None) -> tuple[dict, subprocess.CompletedProcess]:
+    """(spec, finished process) of the probe on ``record``'s step, its spec written to ``out``/``tag``.spec.json; its
+    Triton the record's (``versions``), which picks the ptxas."""
     spec = spec_of(record, tag, layers)
     spec_path = out / f"{tag}.spec.json"
     spec_path.write_text(json.dumps(spec))
-    wanted = record.get("versions", {}).get("triton")
-    argv, env = probe_run(python, spec_path, out, workers, is_legacy(wanted))
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
-    summary = summary_of(done.stdout)
-    if summary is None:
-        raise SystemExit(f"error: {path.name}: the probe wrote no summary ({done.stderr.strip()[-400:]})")
-    if wanted and summary["triton"] != wanted:
-        raise SystemExit(f"error: {path.name} ran Triton {wanted}; {python} has {summary['triton']}")
-    if is_legacy(wanted) and summary["ptxas"] != LEGACY_PTXAS:       # the GPU runs under 3.9.0 compiled sm90 with it
-        raise SystemExit(f"error: {path.name}: sm90 compiled by {summary['ptxas']}, not {LEGACY_PTXAS}")
+    argv, env = probe_run(python, spec_path, out, workers, is_legacy(record.get("versions", {}).get("triton")))
+    return spec, run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def checked_step(done: subprocess.CompletedProcess, name: str, triton: str | None, complete: bool) -> dict:
+    """The probe's summary of step ``name``, refused in one line (``LivebytesError``) where it wrote none, where another
+    Triton than ``triton`` compiled it, or, under Triton >= 3.9, another ptxas than the GPU runs' legacy one; with
+    ``complete``, also where the trace stopped early, the probe failed or nothing was counted (a summary of the
+    kernels before a raise: the committed data keep it, marked partial; an answer never reads one)."""
+    summary = summary_of(done.stdout or "")
+    last = ((done.stderr or "").strip().splitlines()[-1:] or ["no output"])[0]
+    if summary is None and not complete:
+        raise LivebytesError(f"{name}: the probe wrote no summary ({last[:400]})")
+    if complete and (summary is None or summary.get("error") or done.returncode != 0 or not summary.get("frames")):
+        why = (summary or {}).get("error") or last
+        raise LivebytesError(f"{name}: " + (known_refusal(why) or f"the step's trace did not reach its end on the CPU "
+                                            f"({why[:200]}): its frames would be those of the kernels before it only"))
+    if triton and summary["triton"] != triton:
+        raise LivebytesError(f"{name} ran Triton {triton}; the probe's Python has {summary['triton']}")
+    if is_legacy(triton) and summary["ptxas"] != LEGACY_PTXAS:       # the GPU runs under 3.9.0 compiled sm90 with it
+        raise LivebytesError(f"{name}: sm90 compiled by {summary['ptxas']}, not the H200 runs' {LEGACY_PTXAS}")
     return summary
+
+
+def derive_one(path: Path, python: str, out: Path, layers: int, workers: int = 1, record: dict | None = None,
+               tag: str | None = None) -> dict:
+    """The probe's summary of one record's step (``record``/``tag``: a step given in a record's form instead); a
+    partial one kept (marked so by ``entry``)."""
+    record = json.loads(path.read_text()) if record is None else record
+    _, done = probe_step(python, record, tag or path.stem, out, layers, workers)
+    try:
+        return checked_step(done, path.name, record.get("versions", {}).get("triton"), complete=False)
+    except LivebytesError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def step_name(config: str, mbs: int, seq: int) -> str:
@@ -179,23 +193,12 @@ def derive_here(config: str, mbs: int, seq: int, checkpoint: bool = False, preci
     data_tritons(record["config"]["model_type"], found["triton"], name)
     record["versions"]["triton"] = found["triton"]
     with tempfile.TemporaryDirectory(prefix="livebytes-step-") as tmp:
-        out = Path(tmp)
-        spec = spec_of(record, "step", layers)
-        (out / "step.spec.json").write_text(json.dumps(spec))
-        argv, env = probe_run(python, out / "step.spec.json", out, workers or os.cpu_count() or 1,
-                              is_legacy(found["triton"]))
         try:
-            done = (run or process_group.run)(argv, capture_output=True, text=True, env=env, timeout=timeout)
+            spec, done = probe_step(python, record, "step", Path(tmp), layers, workers or os.cpu_count() or 1,
+                                    run or process_group.run, timeout)
         except subprocess.TimeoutExpired:
             raise LivebytesError(f"{name}: the CPU compile did not finish within {timeout:,.6g} s") from None
-    summary = summary_of(done.stdout or "")
-    if summary is None or summary.get("error") or done.returncode != 0 or not summary.get("frames"):
-        why = (summary or {}).get("error") or ((done.stderr or "").strip().splitlines()[-1:] or ["no output"])[0]
-        said = known_refusal(why)
-        raise LivebytesError(f"{name}: " + (said or f"the step's trace did not reach its end on the CPU ({why[:200]}): "
-                                            "its frames would be those of the kernels before it only"))
-    if is_legacy(found["triton"]) and summary["ptxas"] != LEGACY_PTXAS:
-        raise LivebytesError(f"{name}: sm90 compiled by {summary['ptxas']}, not the H200 runs' {LEGACY_PTXAS}")
+    summary = checked_step(done, name, found["triton"], complete=True)
     derived = entry(record, spec, summary)
     return {"record": name, **derived, "stack_limit_bytes": driver_stack_limit(max(derived["frames"].values())),
             "stored": model_frames.save_here(name, derived)}
@@ -252,7 +255,10 @@ def main(argv=None) -> int:
             record = unmeasured_step(args.config, args.batch_size, args.seq_len, args.checkpoint, args.precision)
         except LivebytesError as err:
             raise SystemExit(f"error: {err}") from None
-        record["versions"]["triton"] = installed_triton(args.python)
+        try:
+            record["versions"]["triton"] = inspect(args.python)["triton"]
+        except LivebytesError as err:
+            raise SystemExit(f"error: {err}") from None
         tag = f"{path.stem}_{args.batch_size}x{args.seq_len}"
         summary = derive_one(path, args.python, out, args.layers, args.workers, record, tag)
         keep(data, data_path, key, entry(record, json.loads((out / f"{tag}.spec.json").read_text()), summary))
