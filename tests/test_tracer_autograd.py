@@ -49,3 +49,16 @@ def test_the_gradient_of_an_index_is_put_in_place_as_on_a_gpu():
     out-of-place ``index_put`` a dispatch mode takes would add another 4,096 B."""
     allocs = _index_backward_allocs(64, 8)
     assert allocs.count(64 * 16 * 4) == 1, allocs
+
+
+def test_logsigmoid_allocates_as_on_a_gpu():
+    """``F.logsigmoid`` (GLA's gates): ``log_sigmoid_forward`` returns (result, buffer); CUDA's buffer is
+    ``at::empty({0})`` (aten/src/ATen/native/cuda/Activation.cpp), the meta kernel's the input's size. Hand arithmetic:
+    x [32, 64] bf16 = 4,096 B; the forward allocates the result, 4,096 B, and a 0-byte buffer (the meta kernel alone: a
+    second 4,096 B, which run 46 a's trace held per layer until the backward: 8,388,608 B at [8,192, 512])."""
+    rec = Recorder()
+    x = torch.empty(32, 64, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    with rec.mode():
+        torch.nn.functional.logsigmoid(x).sum().backward()
+    forward = [e["bytes"] for e in rec.events if e["e"] == "alloc" and e["op"] == "aten.log_sigmoid_forward.default"]
+    assert forward == [4_096, 0]

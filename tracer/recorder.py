@@ -25,8 +25,11 @@ import weakref
 from dataclasses import dataclass, field
 
 from .grouped_mm import fallback_output, takes_fallback
-from .sdpa import KERNELS
+from . import cuda_ops, sdpa
 from .values import Mirrors, meta_like, mirrorable, tensors
+
+# operators whose CUDA kernel allocates other than their meta kernel: attention's (sdpa.py) and the others (cuda_ops.py)
+KERNELS = {**sdpa.KERNELS, **cuda_ops.KERNELS}
 
 LIBRARY_DIRS = ("fla/", "transformers/", "peft/", "liger_kernel/", "torch/nn/", "torch/optim/", "torch/autograd/", "torch/utils/checkpoint.py",
                 "torch/_tensor.py", "torch/functional.py")
@@ -220,7 +223,7 @@ class Recorder:
                                 "out": self._alloc_id(out if isinstance(out, torch.Tensor) else None), **self.where()})
 
     def cuda_kernel(self, func, args, kwargs, kernel=None):
-        """An operator whose CUDA kernel allocates other than its meta kernel (``sdpa.KERNELS``; ``kernel``: another
+        """An operator whose CUDA kernel allocates other than its meta kernel (``KERNELS``: ``sdpa``'s and ``cuda_ops``'; ``kernel``: another
         (emulation, workspace) pair, ``grouped_mm``'s): its allocations as the CUDA function makes them, in order
         (temporaries freed as it returns), and a ``scratch_op`` event for a workspace of a size only the GPU knows."""
         emulate, workspace = kernel or KERNELS[str(func)]
