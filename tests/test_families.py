@@ -150,3 +150,14 @@ def test_livebytes_models_lists_every_row():
     listed = {m["impl"]: m for m in json.loads(r.stdout)["results"]}
     assert {f.key for f in ROWS} <= set(listed)
     assert listed["fla-gla-model@0.6.0"]["implementation"] == "flash-linear-attention 0.6.0 GLAForCausalLM (traced, unvalidated)"
+
+
+@pytest.mark.parametrize("model_type, says", [
+    ("gla", "unvalidated: one GPU measurement checks this family (one step: 1 x 8,192 tokens"),        # run 46 a
+    ("delta_net", "unvalidated: one GPU measurement checks this family (one step: 1 x 8,192 tokens"),  # run 46 c
+    ("retnet", "unvalidated: no GPU measurement checks this family"),
+])
+def test_an_unvalidated_familys_caveat_says_how_far_it_was_measured(model_type, says):
+    """Each unvalidated row's caveat (the registry's, every answer's warning) says what measured it, if anything."""
+    from livebytes.estimator.registry import spec
+    assert spec(BY_TYPE[model_type].key).caveat.startswith(f"{BY_TYPE[model_type].key}: {says}")

@@ -109,17 +109,18 @@ def test_a_step_derived_here_decides_the_models_limit_and_says_where():
 
 
 def test_a_family_no_process_ran_takes_its_derived_step():
-    """fla's DeltaNet model (no process data list it): before, no stack at all ("counted as the context only") and the
-    line that derives it; after, run 46 c's derived frame 24,168 B -> limit 24,176: x 270,336 = 6,535,643,136 B =
+    """fla's RetNet model (no process data list it; GLA and DeltaNet are listed since run 46 measured them): before, no
+    stack at all ("counted as the context only") and the line that derives it; after, a derived frame of 24,168 B (run
+    46 c's DeltaNet figure) -> limit 24,176: x 270,336 = 6,535,643,136 B =
     3,116.5 pages -> 3,117, less the default limit's 132 = 2,985 pages = 6,259,998,720 B, derived; the modules still
     not measured (said)."""
-    model = _model("fla-delta-net-model@0.6.0", "dn")
+    model = _model("fla-retnet-model@0.6.0", "dn")
     before = process_memory(H200, model, "cold", Shape(1, 8_192, 8, 128))
     assert before.stack.bytes == 0
     words = " ".join(assumptions_words(before))
     assert "counted as the context only" in words and "livebytes frames derive --model CONFIG --seq-len 8192" in words
     model_frames.save_here("dn.json#1x8192", entry({"chunk_bwd_kernel_dqkwg": 24_168}, architecture="dn",
-                                                   case="fla-delta-net-model:- D128 H8 HV8"))
+                                                   case="fla-retnet-model:- D128 H8 HV8"))
     after = process_memory(H200, model, "cold", Shape(1, 8_192, 8, 128))
     assert (after.stack_limit_bytes, after.stack.bytes, after.stack.kind) == (24_176, 6_259_998_720, Kind.DERIVED)
     assert after.bytes == after.context.bytes + 6_259_998_720
@@ -278,14 +279,14 @@ def test_a_liger_or_packed_step_is_neither_offered_nor_read_from_this_machine():
 
 
 def test_an_unlisted_familys_missing_stack_is_unbounded_not_measured():
-    before = process_memory(H200, _model("fla-gla-model@0.6.0", "g"), "cold", Shape(1, 4_096, 4, 128))
+    before = process_memory(H200, _model("fla-gsa-model@0.6.0", "g"), "cold", Shape(1, 4_096, 4, 128))
     assert (before.stack.bytes, before.stack.kind) == (0, Kind.UNBOUNDED)
     assert status_words(before.stack.status).startswith("unbounded: its step's Triton kernels' frames neither "
                                                         "measured nor derived: no stack counted; derive")
     # derived at 8,192 tokens only: a shorter step takes it, estimated (the length tier's words)
     model_frames.save_here("g.json#1x8192", entry({"swiglu_fwdbwd_kernel": 14_520}, architecture="g",
-                                                  case="fla-gla-model:- D128 H4 HV4"))
-    shorter = process_memory(H200, _model("fla-gla-model@0.6.0", "g"), "cold", Shape(1, 4_096, 4, 128))
+                                                  case="fla-gsa-model:- D128 H4 HV4"))
+    shorter = process_memory(H200, _model("fla-gsa-model@0.6.0", "g"), "cold", Shape(1, 4_096, 4, 128))
     assert (shorter.stack_limit_bytes, shorter.stack.kind) == (14_528, Kind.ESTIMATED)
 
 

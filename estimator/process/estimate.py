@@ -23,7 +23,7 @@ kernel, whose constexprs are not the heads):
   (each of these three first over the cases packed as this one is);
   every whole model of these data. Each case at the asked length by the rule the measured figures take (the next
   longer length measured, else the case's longest). Raised to the model's own fla layer's frames at its sizes where
-  the data hold that layer case and it is larger (``LAYER_OF``, ``_raised_by_layer``).
+  larger: that layer case, else the layer's cases at this head dim (``LAYER_OF``, ``layer_frame``).
 
 Why the head counts: FLA declares ``H`` a ``tl.constexpr`` in its chunk kernels (``fla/ops/kda/wy_fast.py``,
 ``chunk_bwd.py``, ...), so every head count compiles its own kernel, and ``i_bh // H``, ``i_bh % H`` and the grouped
@@ -84,14 +84,15 @@ class Estimate:
     value: int
     tier: str
     basis: tuple[str, ...]
-    layer: str | None = None        # the model's own layer case whose frames raised the tier's figure (``model_limit``)
+    layer: Estimate | None = None   # the model's own layer's largest frame at its sizes that raised the tier's figure
     tier_value: int | None = None   # ... and that figure before it was raised (None: no tier had a case)
 
     @property
     def words(self) -> str:
         """The tier's words, and the raise by the model's own layer where there was one."""
-        raised = self.layer is not None and self.tier_value is not None
-        return f"{self.tier}, raised to its own layer's frames at these sizes" if raised else self.tier
+        if self.layer is None or self.tier_value is None:
+            return self.tier
+        return f"{self.tier}, raised to its own layer's frames {self.layer.tier}"
 
 
 def partial_cases(data: dict) -> frozenset[str]:
@@ -177,49 +178,71 @@ def packed(case: Case) -> bool:
     return case.prefix.partition(":")[2].split("+")[0] == "packed"
 
 
-# A whole model's family -> the fla layer its blocks stack (lifetimes/traced/families.py: each row's ``probe``; a test
-# keeps the two equal). The layer's kernels are the model's attention kernels at the model's sizes.
-LAYER_OF = {"fla-kda-model": "fla-kda-layer", "fla-gdn-model": "fla-gdn-layer"}
+# A whole model's family -> the fla layer its blocks stack, where that layer's GPU probe compiles the model's attention
+# kernels as the model does (lifetimes/traced/families.py: each row's ``probe``; a test keeps these among them and
+# checks the agreement on the committed steps). The probe (validate/gpu/harnesses/fla_layer.py) runs one layer at
+# expand_v 1 through ``cu_seqlens`` (the varlen kernels): the KDA layer's largest frames are its model steps' within
+# 272 B (D128 11,712 against 11,584, D64 19,104 against 19,376, D256 13,000 equal); the GDN layer's are not its models'
+# (D256 H8 HV16: the varlen chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64 22,000 B, the model's 4,392; at D128 its
+# chunk_bwd_kernel_dqkwg 22,120 at V 128, the models' 17,416 at expand_v 2), so GDN models take the measured tiers.
+LAYER_OF = {"fla-kda-model": "fla-kda-layer"}
 
 
-def cold_frames(data: dict) -> dict | None:
-    """A process-memory data file's cold frames by case (what ``model_limit`` reads a model's layer from)."""
-    return data.get("frames", {}).get("cold")
+def cold_frames(data: dict) -> dict[Case, dict]:
+    """A process-memory data file's complete cold frames by case (what ``model_limit`` reads a model's layer from)."""
+    return frame_cases(data) if data.get("frames") else {}
 
 
-def layer_frame(case: Case, frames: dict | None) -> tuple[int, str] | None:
-    """(largest frame, case key) of a whole model's own layer at its sizes in ``frames`` (the data's cold frames: the
-    layer probe's kernels compiled alone), or None: another family, a packed or fp32-amp step (the varlen and fp32
-    kernels are other compiles), or a layer case the data lack."""
+LAYER_COMPILED = "at these sizes"
+
+
+def layer_frame(case: Case, frames: dict[Case, dict]) -> Estimate | None:
+    """A whole model's own layer's largest frame at its sizes in ``frames`` (the data's cold frames: the layer probe's
+    kernels compiled alone): its own case (tier ``LAYER_COMPILED``), else the largest of the layer's cases at this
+    head dim, those whose head counts compile alike first (the head dim decides the kernels' tiles: the KDA layer at
+    D64 holds 19,104 B at H8, H16 and H32, at D128 11,712-12,408). None: another family, an fp32-amp step (other
+    input dtypes), or no layer case at this head dim. A packed step's kernels are the layer probe's own (varlen)."""
     layer = LAYER_OF.get(case.family)
-    if layer is None or not frames or case.prefix.partition(":")[2] != "-":
+    if layer is None or case.prefix.partition(":")[2] not in ("-", "packed"):
         return None
-    key = f"{layer}:- D{case.dim} H{case.heads} HV{case.v_heads}"
-    return (max(frames[key].values()), key) if frames.get(key) else None
+    own = Case(f"{layer}:-", case.dim, case.heads, case.v_heads)
+    if frames.get(own):
+        return Estimate(max(frames[own].values()), LAYER_COMPILED, (own.key,))
+    alike = head_arithmetic(case)
+    at_dim = ("at this head dim, other head counts compiling alike",
+              lambda c: c.prefix == own.prefix and c.dim == case.dim and head_arithmetic(c) == alike)
+    for words, keep in (at_dim, ("at this head dim, other head counts",
+                                 lambda c: c.prefix == own.prefix and c.dim == case.dim)):
+        got = _largest(frames, None, keep)
+        if got is not None:
+            return Estimate(got[0], words, got[1])
+    return None
 
 
-def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict | None) -> Estimate | None:
+def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict[Case, dict]) -> Estimate | None:
     """``guess`` raised to the model's own layer's frames at its sizes where those are larger (rounded as the driver
     rounds a limit, 16 B): the layer is not a bound (the layer probe's hidden size and flags are not the model's: the
     KDA layer at D128 H12 holds 12,416 B where its model measured 12,368), but at a head dim no model process ran it
     is the only figure of the model's attention kernels (a KDA model at D64 H16: 19,104 B from its layer, its step
-    derived on the CPU 19,376, the D128 models' 15,280)."""
-    found = layer_frame(case, frames)
-    if found is None:
+    derived on the CPU 19,376, the D128 models' 15,280; at D64 H24, no layer case of its own, the D64 layer's other
+    head counts give the same 19,104)."""
+    layer = layer_frame(case, frames)
+    if layer is None:
         return guess
-    limit = driver_stack_limit(found[0])
+    limit = driver_stack_limit(layer.value)
     if guess is not None and guess.value >= limit:
         return guess
     if guess is None:
-        return Estimate(limit, "its own layer's frames", (), found[1])
-    return Estimate(limit, guess.tier, guess.basis, found[1], guess.value)
+        return Estimate(limit, f"its own layer's frames {layer.tier}", (), layer)
+    return Estimate(limit, guess.tier, guess.basis, layer, guess.value)
 
 
-def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]], frames: dict | None = None) -> Estimate | None:
+def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]],
+                frames: dict[Case, dict] | None = None) -> Estimate | None:
     """A whole model's stack limit at ``case`` and ``tokens`` by the first tier that has one (the module's rules), raised
     to its own layer's frames at its sizes where ``frames`` (the data's cold frames) hold them and they are larger
     (``_raised_by_layer``); None where these data hold neither."""
-    return _raised_by_layer(_model_tiers(case, tokens, cases), case, frames)
+    return _raised_by_layer(_model_tiers(case, tokens, cases), case, frames or {})
 
 
 def _model_tiers(case: Case, tokens: int, cases: dict[Case, list[dict]]) -> Estimate | None:

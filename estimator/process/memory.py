@@ -460,12 +460,14 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
     if guess.layer is not None:       # the model's own layer's frames at its sizes, above the tier's cases
         below = (f", above the {guess.tier_value:,} B measured in {guess.tier} "
                  f"({', '.join(map(_case_text, guess.basis))})" if guess.basis else "")
-        what = (f"{guess.value:,} B, its own layer's largest frame at these sizes ({_case_text(guess.layer)}, compiled "
-                f"on the CPU; the layer probe's hidden size and flags are not the model's){below}")
+        layer = guess.layer
+        what = (f"{guess.value:,} B, its own layer's largest frame {layer.tier} "
+                f"({', '.join(map(_case_text, layer.basis))}, compiled on the CPU; the layer probe's hidden size and "
+                f"flags are not the model's){below}")
     else:
         what = (f"{guess.value:,} B, {'the largest ' if len(guess.basis) > 1 else ''}measured in {guess.tier} "
                 f"({', '.join(map(_case_text, guess.basis))})")
-    basis = guess.basis + ((guess.layer,) if guess.layer else ())
+    basis = guess.basis + (guess.layer.basis if guess.layer else ())
     return guess.value, said(ESTIMATED, where + what), f"estimated from {', '.join(basis)}"
 
 

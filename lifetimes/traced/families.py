@@ -157,15 +157,20 @@ KIMI_LINEAR_MODEL = Family(
 
 UNVALIDATED = ("unvalidated: no GPU measurement checks this family; its buffers are those its own layers allocate in "
                "flash-linear-attention 0.6.0's training step, traced on the CPU")
+# GLA and DeltaNet: one GPU step each (1 x 8,192 tokens, hidden 1,024, 4 layers, bf16, AdamW, cold, an H100)
+ONE_STEP = ("unvalidated: one GPU measurement checks this family (one step: 1 x 8,192 tokens, hidden 1,024, 4 layers, bf16, "
+            "AdamW; requested, reserved and process memory exact, allocated within 5 MiB); elsewhere its buffers are "
+            "those its own layers allocate in flash-linear-attention 0.6.0's training step, traced on the CPU")
 
 
 def unvalidated(model_type: str, causal_lm: str, folder: str, defaults: dict, example: dict, notes: tuple = (),
-                **more) -> Family:
+                status: str = UNVALIDATED, **more) -> Family:
     """A row of an fla 0.6.0 causal LM (``fla/models/<folder>``) that traces on the CPU but that no measurement has
-    checked: ``defaults`` are its config class's (``configuration_<folder>.py``), ``example`` a small config of it."""
+    checked across shapes (``status``: how far one has): ``defaults`` are its config class's
+    (``configuration_<folder>.py``), ``example`` a small config of it."""
     return Family(model_type=model_type, name=f"fla-{model_type.replace('_', '-')}-model", causal_lm=causal_lm,
                   dist=FLA, version=PINNED, defaults=frozen(defaults), fields=frozen({**COMMON, **FLA_ANY}),
-                  weights=frozen({"the embedding": ("vocab_size", "hidden_size")}), notes=(UNVALIDATED,) + notes,
+                  weights=frozen({"the embedding": ("vocab_size", "hidden_size")}), notes=(status,) + notes,
                   validated=False, example=frozen(example), **more)
 
 
@@ -176,7 +181,7 @@ ABC_MODEL = unvalidated(
 DELTA_NET_MODEL = unvalidated(
     "delta_net", "DeltaNetForCausalLM", "delta_net",
     defaults={"num_heads": 16, "expand_k": 1.0, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
-    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4}, status=ONE_STEP)
 FORGETTING_TRANSFORMER_MODEL = unvalidated(
     "forgetting_transformer", "ForgettingTransformerForCausalLM", "forgetting_transformer",
     defaults={"num_heads": 32, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
@@ -184,7 +189,7 @@ FORGETTING_TRANSFORMER_MODEL = unvalidated(
 GLA_MODEL = unvalidated(
     "gla", "GLAForCausalLM", "gla",
     defaults={"num_heads": 4, "expand_k": 0.5, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),
-    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4})
+    example={"hidden_size": 256, "num_hidden_layers": 1, "vocab_size": 4096, "fuse_cross_entropy": False, "num_heads": 4}, status=ONE_STEP)
 GSA_MODEL = unvalidated(
     "gsa", "GSAForCausalLM", "gsa",
     defaults={"num_heads": 4, "expand_k": 1, "num_hidden_layers": 24, "hidden_size": 2048, "vocab_size": 32000}, head_dim_fields=(),

@@ -17,7 +17,7 @@ from livebytes.estimator.registry import ModelSpec, register
 
 from .fsdp import MAX_WORLD
 from .parallel import MAX_CP, MAX_EP
-from .families import ROWS, UNVALIDATED, Family
+from .families import ROWS, Family
 from .model import BATCH_ROWS, OPTIMIZERS, PRECISIONS, ROUTINGS, Request, check_environment, check_loss, check_routing
 from .presets import presets_line
 from livebytes.estimator.errors import RefusedShapeError, LivebytesError
@@ -97,7 +97,7 @@ def register_family(row: Family) -> None:
                 | ({"rows": BATCH_ROWS} if row.one_row else {})
                 | ({"loss": ()} if len(row.losses) > 1 else {}),      # absent: its own; the builder checks it
         counts={"fsdp": (1, MAX_WORLD), "cp": (1, MAX_CP), "ep": (1, MAX_EP)},
-        caveat="" if row.validated else f"{row.key}: {UNVALIDATED}",
+        caveat="" if row.validated else f"{row.key}: {row.notes[0]}",    # its status (families.unvalidated)
         shape_fields=("layers", "checkpoint"),
     ))
 

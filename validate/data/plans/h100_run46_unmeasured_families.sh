@@ -21,8 +21,8 @@
 #   bash validate/data/plans/h100_run46_unmeasured_families.sh abc
 # Files: $OUT/<step>.tgz every 30 s and at the end (record, jsonl, log with rc, gpu.csv), each allocator snapshot as
 # $OUT/<tag>.snapshot.pickle.gz. Then here: validate/data/records/runs/run46/.
-# Status: NOT RUN (2026-12-07 15:55-17:31 UTC: no machine could be started, eleven tries; the derived steps were committed
-# meanwhile, so the run now checks the committed figures, not a prediction alone).
+# Status: RUN 2026-12-07 19:21-19:30 UTC on one H100 (after 15 tries since 15:55 found no machine): every stack limit
+# as derived; results and named misses in validate/data/records/runs/run46/README.md.
 set -u
 cfg=validate/data/model_configs
 W=/tmp/run46
