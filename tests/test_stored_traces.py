@@ -221,3 +221,31 @@ def test_validate_prints_each_note_as_a_warning_line(monkeypatch):
     r = CliRunner().invoke(app, ["validate", "--from-records", str(model_records.MODEL_RECORDS_DIR / A1)])
     assert r.exit_code == 0, r.output
     assert f"warning: {note}" in r.output.splitlines()
+
+
+def _stored(path: Path, digest: str | None, ops: list[str]) -> Path:
+    with gzip.open(path, "wt") as fh:
+        json.dump({"tracer_digest": digest, "runs": [{"events": [{"e": "alloc", "op": op} for op in ops]}]}, fh)
+    return path
+
+
+def test_a_tracer_change_carries_only_the_traces_it_cannot_touch(tmp_path):
+    """``store_traces.restamp``: a trace the previous tracer made that calls none of the changed operators takes this
+    tracer's digest (the old one kept); another tracer's or an undigested trace stays as it is; a trace calling a
+    changed operator is refused in one line."""
+    from livebytes.validate.check.store_traces import restamp
+    old, changed = "0ld", ("aten.log_sigmoid_forward.default",)
+    carried = _stored(tmp_path / "a.json.gz", old, ["aten.mm.default"])
+    other = _stored(tmp_path / "b.json.gz", "another", ["aten.mm.default"])
+    bare = _stored(tmp_path / "c.json.gz", None, ["aten.mm.default"])
+    assert restamp([carried, other, bare], changed, old) == [carried]
+    done = json.loads(gzip.open(carried, "rt").read())
+    assert done["tracer_digest"] == traced.tracer_digest()
+    assert done["restamped"] == [{"from": old, "changed_ops": list(changed)}]
+    assert json.loads(gzip.open(other, "rt").read())["tracer_digest"] == "another"
+    touched = _stored(tmp_path / "d.json.gz", old, ["aten.log_sigmoid_forward.default"])
+    with pytest.raises(LivebytesError, match=r"^d\.json\.gz calls aten\.log_sigmoid_forward\.default, which the "
+                                             r"tracer change touches: store it again$"):
+        restamp([touched], changed, old)
+    with pytest.raises(LivebytesError, match="--from DIGEST"):
+        restamp([carried], changed, "")

@@ -7,6 +7,10 @@ Run under the record's torch (a virtual environment with it, the tracer's librar
 
     python -m livebytes.validate.check.store_traces validate/data/records/models/h200_run28_a1-kda-8k.json ...
 
+A tracer change that touches only some operators' recording carries the stored traces that call none of them
+(``--restamp --from DIGEST --changed-op NAME``: the traces the previous tracer made take this tracer's digest, the old
+one kept under ``restamped``); one that calls such an operator is refused, to be stored again under its torch.
+
 Each record's request is traced at the layer counts its model reads (``lifetimes.traced.model.layer_counts``) and the
 tracer's raw output is written gzipped to ``validate/data/records/models/traces/torch-<version>_triton-<version>/<spec digest>.json.gz``,
 where ``validate.check.model_records.stored_for`` finds it on a machine whose torch is another. Each file carries the digest
@@ -55,13 +59,67 @@ def store(paths: list[Path], out: Path | None = None) -> list[Path]:
     return written
 
 
+def _ops(trace: dict) -> set[str]:
+    """Every operator a stored trace's events name (its allocations' and launches' ``op``), in every run it holds."""
+    found: set[str] = set()
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("op"), str):
+                found.add(value["op"])
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+    walk(trace)
+    return found
+
+
+def restamp(paths: list[Path], changed_ops: tuple[str, ...], previous: str) -> list[Path]:
+    """Stored traces carried across one tracer change, from the tracer whose digest is ``previous`` to this one, where
+    the change touches only ``changed_ops`` (the operators whose recording it changed): each trace ``previous`` made
+    that calls none of them is what this tracer records too, so it takes this tracer's digest, the old one kept beside
+    it (``restamped``); one that calls such an operator is refused in one line (store it again); a trace another
+    tracer made, or one with no digest, is left as it is."""
+    # deferred: loads sympy ~177 ms (importtime), which this module's import does not
+    from livebytes.lifetimes.traced.model import tracer_digest
+    if not changed_ops or not previous:
+        raise LivebytesError("--restamp needs the tracer it carries traces from (--from DIGEST) and the operators the "
+                             "change touches (--changed-op NAME ...)")
+    done = []
+    for path in paths:
+        trace = json.loads(gzip.open(path, "rt").read())
+        if trace.get(TRACER_DIGEST) != previous:
+            continue
+        hit = sorted(_ops(trace) & set(changed_ops))
+        if hit:
+            raise LivebytesError(f"{path.name} calls {', '.join(hit)}, which the tracer change touches: store it again")
+        trace["restamped"] = trace.get("restamped", []) + [{"from": trace.get(TRACER_DIGEST),
+                                                             "changed_ops": list(changed_ops)}]
+        trace[TRACER_DIGEST] = tracer_digest()
+        part = path.with_name(path.name + ".part")
+        with gzip.open(part, "wt", compresslevel=9) as fh:
+            json.dump(trace, fh, sort_keys=True)
+        os.replace(part, path)
+        done.append(path)
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m livebytes.validate.check.store_traces", description=__doc__.split("\n")[0])
-    parser.add_argument("records", nargs="+", type=Path)
+    parser.add_argument("records", nargs="+", type=Path, help="model-step records (with --restamp: stored traces)")
     parser.add_argument("--out", type=Path, help="the store folder (default: the records' store for this torch)")
+    parser.add_argument("--restamp", action="store_true",
+                        help="carry stored traces across a tracer change that touches only --changed-op operators")
+    parser.add_argument("--from", dest="previous", metavar="DIGEST", help="with --restamp: the tracer the traces were made by")
+    parser.add_argument("--changed-op", action="append", default=[], metavar="NAME",
+                        help="an operator whose recording the tracer change touches, e.g. aten.log_sigmoid_forward.default")
     args = parser.parse_args(argv)
     try:
-        for path in store(args.records, args.out):
+        written = (restamp(args.records, tuple(args.changed_op), args.previous) if args.restamp
+                   else store(args.records, args.out))
+        for path in written:
             print(path)
     except LivebytesError as e:
         print(f"error: {e}", file=sys.stderr)
