@@ -240,8 +240,8 @@ def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict[Case, dict
 def model_limit(case: Case, tokens: int, cases: dict[Case, list[dict]],
                 frames: dict[Case, dict] | None = None) -> Estimate | None:
     """A whole model's stack limit at ``case`` and ``tokens`` by the first tier that has one (the module's rules), raised
-    to its own layer's frames at its sizes where ``frames`` (the data's cold frames) hold them and they are larger
-    (``_raised_by_layer``); None where these data hold neither."""
+    to its own layer's frames at its sizes where ``frames`` (the data's cold frames) hold them, or its layer's cases at
+    its head dim, and they are larger (``_raised_by_layer``); None where these data hold neither."""
     return _raised_by_layer(_model_tiers(case, tokens, cases), case, frames or {})
 
 
