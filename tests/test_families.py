@@ -153,8 +153,8 @@ def test_livebytes_models_lists_every_row():
 
 
 @pytest.mark.parametrize("model_type, says", [
-    ("gla", "unvalidated: one GPU measurement checks this family (one step: 1 x 8,192 tokens"),        # run 46 a
-    ("delta_net", "unvalidated: one GPU measurement checks this family (one step: 1 x 8,192 tokens"),  # run 46 c
+    ("gla", "unvalidated: one GPU run checks this family (three steps at 1 x 8,192 tokens"),        # run 46 a
+    ("delta_net", "unvalidated: one GPU run checks this family (three steps at 1 x 8,192 tokens"),  # run 46 c
     ("retnet", "unvalidated: no GPU measurement checks this family"),
 ])
 def test_an_unvalidated_familys_caveat_says_how_far_it_was_measured(model_type, says):

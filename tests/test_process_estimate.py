@@ -139,7 +139,7 @@ def test_the_leave_one_out_summary():
       H4 now take H6's 17,888 B (+118 MiB each, three rows), where they took H8's own neighbours' 17,424. Run 46's KDA
       model at D64 H16: 70 MiB short (its layer's 19,104 B against the measured 19,376: 2,463 against 2,498 pages; the
       D128 tiers alone gave 15,280, 1,970 pages, 1,056 MiB short). GLA's and DeltaNet's only cases are not withheld
-      (without them the family is one no process ran, answered by its derived step, not the rule).
+      (the rule's error within a family needs a second case; their answers say unbounded).
     - 24 modules (-2 to +4 MiB): run 46's KDA D64 takes the family's largest, 238,223,360 B against 236,126,208.
     - every derived step (one per committed point and build, 39 records: run 46's three added) exact: the largest
       frame rounded to 16 B is the limit each record measured.
@@ -352,10 +352,10 @@ RAISED = "the same model family at another head dim, raised to its own layer's f
     ("fla-kda-model:-+fp32-amp D64 H16 HV16", LAYER_D64, 15_280, "the same model family at another head dim", None),
     # no layer case at H4: H8 and H16 compile their divisions alike (odd factor 1): the larger, 19,104 (19,088 -> 19,104
     # rounded to 16 B is the same figure)
-    ("fla-kda-model:- D64 H4 HV4", LAYER_D64, 19_104, RAISED + "at this head dim, other head counts compiling alike",
+    ("fla-kda-model:- D64 H4 HV4", LAYER_D64, 19_104, RAISED + "at this head dim, head counts compiling alike",
      ("fla-kda-layer:- D64 H16 HV16", "fla-kda-layer:- D64 H8 HV8")),
     # no layer case at H24 and none dividing alike (odd factor 3): every D64 case, 19,104
-    ("fla-kda-model:- D64 H24 HV24", LAYER_D64, 19_104, RAISED + "at this head dim, other head counts",
+    ("fla-kda-model:- D64 H24 HV24", LAYER_D64, 19_104, RAISED + "at this head dim",
      ("fla-kda-layer:- D64 H16 HV16", "fla-kda-layer:- D64 H8 HV8")),
     # no layer case at this head dim: the tiers' figure stands
     ("fla-kda-model:- D96 H16 HV16", LAYER_D64, 15_280, "the same model family at another head dim", None),
@@ -371,3 +371,16 @@ def test_a_models_estimate_is_raised_to_its_own_layers_frames(case, frames, valu
     guess = est.model_limit(est.parse_case(case), 8192, D128_CASES, frames)
     assert (guess.value, guess.words) == (value, tier)
     assert (guess.layer.basis if guess.layer else None) == layer_basis
+
+
+def test_a_family_with_one_measured_case_takes_it_unbounded():
+    """FLA's DeltaNet model, measured once (run 46 c: D128 H8, 24,176 B): at D64 H16 the rule takes that case's limit,
+    but the rule's leave-one-out error was never measured within a one-case family (``loo.model_rows`` withholds no such
+    case), so the figure is unbounded, not estimated with the other families' error: no margin, and the command that
+    derives the step. 24,176 x 270,336 = 6,535,643,136 B -> 3,117 pages - 132 = 2,985 pages = 6,259,998,720 B."""
+    p = process_memory(H200, _model("fla-delta-net-model@0.6.0"), "cold", Shape(1, 8_192, 16, 64))
+    assert (p.stack_limit_bytes, p.stack.bytes, p.stack.kind.value, p.stack.margin) == (24_176, 6_259_998_720,
+                                                                                        "unbounded", 0)
+    words = status_words(p.stack.status)
+    assert "the rule's error is not measured for a family with one measured case" in words
+    assert "livebytes frames derive --model CONFIG --seq-len 8192" in words and "leave-one-out" not in words

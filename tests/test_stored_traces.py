@@ -231,21 +231,35 @@ def _stored(path: Path, digest: str | None, ops: list[str]) -> Path:
 
 def test_a_tracer_change_carries_only_the_traces_it_cannot_touch(tmp_path):
     """``store_traces.restamp``: a trace the previous tracer made that calls none of the changed operators takes this
-    tracer's digest (the old one kept); another tracer's or an undigested trace stays as it is; a trace calling a
-    changed operator is refused in one line."""
+    tracer's digest (the old one kept); another tracer's or an undigested trace stays as it is, byte for byte; a batch
+    holding a trace that calls a changed operator is refused in one line before any file is written."""
     from livebytes.validate.check.store_traces import restamp
     old, changed = "0ld", ("aten.log_sigmoid_forward.default",)
     carried = _stored(tmp_path / "a.json.gz", old, ["aten.mm.default"])
     other = _stored(tmp_path / "b.json.gz", "another", ["aten.mm.default"])
     bare = _stored(tmp_path / "c.json.gz", None, ["aten.mm.default"])
+    untouched = {p: p.read_bytes() for p in (other, bare)}
+    touched = _stored(tmp_path / "d.json.gz", old, ["aten.log_sigmoid_forward.default"])
+    before = carried.read_bytes()
+    with pytest.raises(LivebytesError, match=r"^d\.json\.gz calls aten\.log_sigmoid_forward\.default, which the "
+                                             r"tracer change touches: store it again$"):
+        restamp([carried, touched], changed, old)
+    assert carried.read_bytes() == before                      # refused before any file was written
     assert restamp([carried, other, bare], changed, old) == [carried]
     done = json.loads(gzip.open(carried, "rt").read())
     assert done["tracer_digest"] == traced.tracer_digest()
     assert done["restamped"] == [{"from": old, "changed_ops": list(changed)}]
-    assert json.loads(gzip.open(other, "rt").read())["tracer_digest"] == "another"
-    touched = _stored(tmp_path / "d.json.gz", old, ["aten.log_sigmoid_forward.default"])
-    with pytest.raises(LivebytesError, match=r"^d\.json\.gz calls aten\.log_sigmoid_forward\.default, which the "
-                                             r"tracer change touches: store it again$"):
-        restamp([touched], changed, old)
-    with pytest.raises(LivebytesError, match="--from DIGEST"):
-        restamp([carried], changed, "")
+    assert {p: p.read_bytes() for p in (other, bare)} == untouched
+
+
+@pytest.mark.parametrize("previous, changed, refusal", [
+    ("", ("aten.x",), "--from DIGEST"),
+    ("0ld", (), "--changed-op NAME"),
+    ("typo", ("aten.x",), r"^none of the 1 traces was made by the tracer typo$"),
+    (None, ("aten.x",), "is this tracer: nothing to carry"),          # None: this tracer's own digest
+])
+def test_a_restamp_that_would_carry_nothing_is_refused(tmp_path, previous, changed, refusal):
+    from livebytes.validate.check.store_traces import restamp
+    trace = _stored(tmp_path / "a.json.gz", "0ld", ["aten.mm.default"])
+    with pytest.raises(LivebytesError, match=refusal):
+        restamp([trace], changed, traced.tracer_digest() if previous is None else previous)

@@ -193,12 +193,12 @@ def cold_frames(data: dict) -> dict[Case, dict]:
     return frame_cases(data) if data.get("frames") else {}
 
 
-LAYER_COMPILED = "at these sizes"
+OWN_LAYER_CASE = "at these sizes"        # the tier of a model's own layer case (``layer_frame``)
 
 
 def layer_frame(case: Case, frames: dict[Case, dict]) -> Estimate | None:
     """A whole model's own layer's largest frame at its sizes in ``frames`` (the data's cold frames: the layer probe's
-    kernels compiled alone): its own case (tier ``LAYER_COMPILED``), else the largest of the layer's cases at this
+    kernels compiled alone): its own case (tier ``OWN_LAYER_CASE``), else the largest of the layer's cases at this
     head dim, those whose head counts compile alike first (the head dim decides the kernels' tiles: the KDA layer at
     D64 holds 19,104 B at H8, H16 and H32, at D128 11,712-12,408). None: another family, an fp32-amp step (other
     input dtypes), or no layer case at this head dim. A packed step's kernels are the layer probe's own (varlen)."""
@@ -207,12 +207,9 @@ def layer_frame(case: Case, frames: dict[Case, dict]) -> Estimate | None:
         return None
     own = Case(f"{layer}:-", case.dim, case.heads, case.v_heads)
     if frames.get(own):
-        return Estimate(max(frames[own].values()), LAYER_COMPILED, (own.key,))
-    alike = head_arithmetic(case)
-    at_dim = ("at this head dim, other head counts compiling alike",
-              lambda c: c.prefix == own.prefix and c.dim == case.dim and head_arithmetic(c) == alike)
-    for words, keep in (at_dim, ("at this head dim, other head counts",
-                                 lambda c: c.prefix == own.prefix and c.dim == case.dim)):
+        return Estimate(max(frames[own].values()), OWN_LAYER_CASE, (own.key,))
+    at_this_dim = ("at this head dim", lambda c: c.prefix == own.prefix and c.dim == case.dim)
+    for words, keep in _tiers_alike_first(case, (at_this_dim,)):
         got = _largest(frames, None, keep)
         if got is not None:
             return Estimate(got[0], words, got[1])
@@ -223,9 +220,9 @@ def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict[Case, dict
     """``guess`` raised to the model's own layer's frames at its sizes where those are larger (rounded as the driver
     rounds a limit, 16 B): the layer is not a bound (the layer probe's hidden size and flags are not the model's: the
     KDA layer at D128 H12 holds 12,416 B where its model measured 12,368), but at a head dim no model process ran it
-    is the only figure of the model's attention kernels (a KDA model at D64 H16: 19,104 B from its layer, its step
-    derived on the CPU 19,376, the D128 models' 15,280; at D64 H24, no layer case of its own, the D64 layer's other
-    head counts give the same 19,104)."""
+    is the only figure of the model's attention kernels (a KDA model at D64 H16 before run 46 measured one: 19,104 B
+    from its layer, its step 19,376, the D128 models' 15,280; at D64 H24, no layer case of its own, the D64 layer's
+    other head counts give the same 19,104)."""
     layer = layer_frame(case, frames)
     if layer is None:
         return guess

@@ -65,9 +65,9 @@ def kernel_rows(name: str, data: dict, siblings: tuple[dict, ...], device: Devic
 
 def model_rows(name: str, data: dict, device: Device) -> list[Row]:
     """Each whole model's measured limit (every length measured) against ``process.estimate.model_limit`` with its
-    case withheld. A family's only case is not withheld: without it the family is one no process ran, which no answer
-    takes the rule for (``memory._unlisted``: its step derived on the CPU, else no stack, unbounded); FLA's GLA and
-    DeltaNet models (run 46) have one case each."""
+    case withheld. A family's only case is not withheld (FLA's GLA and DeltaNet models, run 46): the rule's error within
+    a family needs a second case of it, and an answer for a one-case family says its figure is unbounded rather than
+    estimated with this error (``memory._model_limit_estimate``)."""
     cases = est.model_cases(data)
     rows = []
     for case, points in cases.items():

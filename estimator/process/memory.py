@@ -355,7 +355,7 @@ def _model_limit(data: dict, prefix: str, shape, state: str, options: dict | Non
         if longer is not None:   # this build's step derived at a longer length: the length tier's estimate
             return (*longer, loo.KINDS[5])
     if not points:              # the case never measured: the nearest measured cases' limit, its error measured
-        guess = _model_limit_estimate(data, prefix, shape, state)
+        guess = _model_limit_estimate(data, prefix, shape, state, _derive_step_hint(options or {}, shape, triton))
         return None if guess is None else (*guess, loo.KINDS[1])
     above = [p for p in points if p["tokens"] >= tokens]
     if above:
@@ -447,10 +447,13 @@ def _model_limit_derived_longer(shape, options: dict | None, triton: str | None,
     return driver_stack_limit(step.frame), said(ESTIMATED, what), _derived_source(step)
 
 
-def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[int, Status, str] | None:
+def _model_limit_estimate(data: dict, prefix: str, shape, state: str,
+                          hint: Hint | None = None) -> tuple[int, Status, str] | None:
     """(limit, status, source) of a whole model's case no process measured: ``process.estimate.model_limit`` over the
     measured cases of these data in ``state`` (cold where no warm one was measured), the status estimated, with the
-    rule's leave-one-out error (``_estimate_error``). None: these data hold no whole model."""
+    rule's leave-one-out error (``_estimate_error``). A family with one measured case (FLA's GLA and DeltaNet models:
+    ``loo.model_rows`` withholds no such case, so the rule's error was never measured within it): the same figure,
+    unbounded, with ``hint`` (the command that derives the step). None: these data hold no whole model."""
     cases = estimate.model_cases(data, state) or estimate.model_cases(data, "cold")
     asked = estimate.parse_case(_case_key(prefix, shape))
     guess = estimate.model_limit(asked, shape.mbs * shape.seq, cases, estimate.cold_frames(data))
@@ -468,6 +471,10 @@ def _model_limit_estimate(data: dict, prefix: str, shape, state: str) -> tuple[i
         what = (f"{guess.value:,} B, {'the largest ' if len(guess.basis) > 1 else ''}measured in {guess.tier} "
                 f"({', '.join(map(_case_text, guess.basis))})")
     basis = guess.basis + (guess.layer.basis if guess.layer else ())
+    if sum(c.family == asked.family for c in cases) < 2:
+        status = said(UNBOUNDED, where + what, "; the rule's error is not measured for a family with one measured case",
+                      *(("; ", hint) if hint else ()))
+        return guess.value, status, f"the nearest measured case's, {', '.join(basis)}"
     return guess.value, said(ESTIMATED, where + what), f"estimated from {', '.join(basis)}"
 
 
@@ -732,7 +739,11 @@ def step_hint(model, shape, triton: str | None = None) -> Hint | None:
     """How the user replaces a whole model's estimated or missing stack limit by its step's own: derive the step on the
     CPU under ``triton`` (``livebytes frames derive --model``); None for a kernel or layer, or a step the deriver does
     not trace (``_derivable``)."""
-    options = {} if isinstance(model, str) else dict(model.options)
+    return _derive_step_hint({} if isinstance(model, str) else dict(model.options), shape, triton)
+
+
+def _derive_step_hint(options: dict, shape, triton: str | None) -> Hint | None:
+    """``step_hint`` of a model with ``options``."""
     if shape is None or not _derivable(options):
         return None
     return Hint(Act.DERIVE, StepCase(shape.mbs, shape.seq, bool(options.get("checkpoint")),

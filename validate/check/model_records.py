@@ -143,12 +143,15 @@ PLACEMENT_R46 = ("cudaMalloc's placement: run 46's allocator history of this rec
 ORDER_A46 = ("cudaMalloc's placement (1,048,576 B at the peak, 524,288 at the end: run 46 a's allocator history replays "
              "with the GPU's segment addresses to the measured 2,238,338,048 and 778,313,728 B, with the model's "
              "placement to 1,048,576 and 524,288 B more) and the order of the traced requests against the GPU's (the "
-             "other 4,194,304 B, not yet found); requested peaks exact since the tracer makes log_sigmoid_forward's "
+             "other 4,194,304 B at the peak, 4,718,592 at the end, not yet found); requested peaks exact since the "
+             "tracer makes log_sigmoid_forward's "
              "buffer as CUDA does (tracer/cuda_ops.py: 33,554,432 B above before)")
 FIRST_AFTER_A46 = ("not yet found: after the first (cold) step the GPU held 328,204,288 B more than after each steady step "
                    "(1,106,518,016 against 778,313,728), where the model holds the same 783,556,608 B after every step; "
-                   "every peak of that step is exact or named, and run 46 b and c (the same protocol, hidden size and "
-                   "loss path as c) show no such residue, so it is GLA's first call (fla/ops/gla), not the protocol")
+                   "every peak of that step is exact or named; run 46 b and c (the same protocol and hidden size, c "
+                   "the same loss path as a) show no such residue, so likely GLA's first call (fla/ops/gla), not the "
+                   "protocol; the history's recorded blocks fall to the same 770,449,408 B between the first and "
+                   "second steps as between the second and third, so where the residue lives is not found")
 OOM_FREE = ("not explained yet: at the failing request the device had 9,240,576 B less free than the model's capacity "
             "minus reserved minus the process figure; the record holds no process reading at that step. The same bytes "
             "in all three 1.3B out-of-memory records (runs 24, 25, 27: 468,519, 467,552 and 467,491 tokens): total - "

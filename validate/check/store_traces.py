@@ -60,7 +60,8 @@ def store(paths: list[Path], out: Path | None = None) -> list[Path]:
 
 
 def _ops(trace: dict) -> set[str]:
-    """Every operator a stored trace's events name (its allocations' and launches' ``op``), in every run it holds."""
+    """Every operator a stored trace's events name (``op``: its allocations', GEMMs', reductions' and scratch ops'), in
+    every run it holds. An operator that allocated nothing under the tracer that made it names no event."""
     found: set[str] = set()
 
     def walk(value) -> None:
@@ -78,32 +79,35 @@ def _ops(trace: dict) -> set[str]:
 
 def restamp(paths: list[Path], changed_ops: tuple[str, ...], previous: str) -> list[Path]:
     """Stored traces carried across one tracer change, from the tracer whose digest is ``previous`` to this one, where
-    the change touches only ``changed_ops`` (the operators whose recording it changed): each trace ``previous`` made
-    that calls none of them is what this tracer records too, so it takes this tracer's digest, the old one kept beside
-    it (``restamped``); one that calls such an operator is refused in one line (store it again); a trace another
-    tracer made, or one with no digest, is left as it is."""
+    the change touches only ``changed_ops`` (the operators whose recording it changed, each of which allocates: an
+    operator that allocated nothing names no event, so its absence proves nothing): each trace ``previous`` made that
+    calls none of them is what this tracer records too, so it takes this tracer's digest, the old one kept beside it
+    (``restamped``). Refused in one line, before any file is written: no ``previous`` or no operator, ``previous``
+    this tracer itself, no trace ``previous`` made among ``paths``, or one of them calling a changed operator (store
+    it again). A trace another tracer made, or one with no digest, is left as it is."""
     # deferred: loads sympy ~177 ms (importtime), which this module's import does not
     from livebytes.lifetimes.traced.model import tracer_digest
     if not changed_ops or not previous:
         raise LivebytesError("--restamp needs the tracer it carries traces from (--from DIGEST) and the operators the "
                              "change touches (--changed-op NAME ...)")
-    done = []
-    for path in paths:
-        trace = json.loads(gzip.open(path, "rt").read())
-        if trace.get(TRACER_DIGEST) != previous:
-            continue
+    if previous == tracer_digest():
+        raise LivebytesError(f"--from {previous} is this tracer: nothing to carry")
+    traces = {path: json.loads(gzip.open(path, "rt").read()) for path in paths}
+    carried = {path: trace for path, trace in traces.items() if trace.get(TRACER_DIGEST) == previous}
+    if not carried:
+        raise LivebytesError(f"none of the {len(paths)} traces was made by the tracer {previous}")
+    for path, trace in carried.items():
         hit = sorted(_ops(trace) & set(changed_ops))
         if hit:
             raise LivebytesError(f"{path.name} calls {', '.join(hit)}, which the tracer change touches: store it again")
-        trace["restamped"] = trace.get("restamped", []) + [{"from": trace.get(TRACER_DIGEST),
-                                                             "changed_ops": list(changed_ops)}]
+    for path, trace in carried.items():
+        trace["restamped"] = trace.get("restamped", []) + [{"from": previous, "changed_ops": list(changed_ops)}]
         trace[TRACER_DIGEST] = tracer_digest()
         part = path.with_name(path.name + ".part")
         with gzip.open(part, "wt", compresslevel=9) as fh:
             json.dump(trace, fh, sort_keys=True)
         os.replace(part, path)
-        done.append(path)
-    return done
+    return list(carried)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="an operator whose recording the tracer change touches, e.g. aten.log_sigmoid_forward.default")
     args = parser.parse_args(argv)
     try:
+        if args.restamp and args.out is not None:
+            raise LivebytesError("--out stores traces anew; --restamp rewrites the given traces in place")
         written = (restamp(args.records, tuple(args.changed_op), args.previous) if args.restamp
                    else store(args.records, args.out))
         for path in written:
