@@ -155,19 +155,15 @@ KIMI_LINEAR_MODEL = Family(
 
 # ------------------------------------------------------------------------------ every other fla causal LM, unvalidated
 
-UNVALIDATED = ("unvalidated: no GPU measurement checks this family; its buffers are those its own layers allocate in "
-               "flash-linear-attention 0.6.0's training step, traced on the CPU")
+_TRACED = "its buffers are those its own layers allocate in flash-linear-attention 0.6.0's training step, traced on the CPU"
+UNVALIDATED = f"unvalidated: no GPU measurement checks this family; {_TRACED}"
 # GLA and DeltaNet: one GPU run each (three steps at 1 x 8,192 tokens, hidden 1,024, 4 layers, bf16, AdamW, cold, an
 # H100), what it found in its own words
 _ONE_RUN = ("unvalidated: one GPU run checks this family (three steps at 1 x 8,192 tokens, hidden 1,024, 4 layers, bf16, "
-            "AdamW: its stack limit the one derived on the CPU before the run, ")
-ONE_RUN_GLA = _ONE_RUN + ("requested peaks exact, reserved inside the predicted band, allocated within 5 MiB at the "
-                          "peaks, 308 MiB more held after the first step than modelled, not found); elsewhere its "
-                          "buffers are those its own layers allocate in flash-linear-attention 0.6.0's training step, "
-                          "traced on the CPU")
-ONE_RUN_DELTA_NET = _ONE_RUN + ("requested and reserved peaks exact, allocated within 1 MiB); elsewhere its buffers are "
-                                "those its own layers allocate in flash-linear-attention 0.6.0's training step, traced "
-                                "on the CPU")
+            "AdamW: its stack limit the one derived on the CPU before the run, {found}); elsewhere " + _TRACED)
+ONE_RUN_GLA = _ONE_RUN.format(found="requested peaks exact, reserved inside the predicted band, allocated within 5 MiB "
+                                    "at the peaks, 308 MiB more held after the first step than modelled, not found")
+ONE_RUN_DELTA_NET = _ONE_RUN.format(found="requested and reserved peaks exact, allocated within 1 MiB")
 
 
 def unvalidated(model_type: str, causal_lm: str, folder: str, defaults: dict, example: dict, notes: tuple = (),
