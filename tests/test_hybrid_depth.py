@@ -3,6 +3,7 @@ two periods of its layer pattern and its tail (``lifetimes/traced/hybrid.py``), 
 expanded by ``layers.expand``; here also against the stack traced whole. The pattern arithmetic runs without tracing;
 the proofs trace live (small widths: a trace's cost is per operator; cached in ``LIVEBYTES_CACHE_DIR``)."""
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -107,6 +108,8 @@ def test_a_deep_stack_is_its_periods_expanded(config, depth, traced_at, monkeypa
     expanded, whole = call_for(req), symbolic_calls(req)[depth]
     assert canonical(expanded) == canonical(whole)
     assert sum(k == ALLOC for k, _ in expanded.events) == sum(k == ALLOC for k, _ in whole.events)
+    # every world size shares the unsharded call, expanded once per process (``plan --solve gpus`` tries several)
+    assert call_for(replace(req, fsdp=8)) is expanded
 
 
 def test_the_answer_says_how_it_was_traced(monkeypatch):

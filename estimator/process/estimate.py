@@ -220,9 +220,8 @@ def _raised_by_layer(guess: Estimate | None, case: Case, frames: dict[Case, dict
     """``guess`` raised to the model's own layer's frames at its sizes where those are larger (rounded as the driver
     rounds a limit, 16 B): the layer is not a bound (the layer probe's hidden size and flags are not the model's: the
     KDA layer at D128 H12 holds 12,416 B where its model measured 12,368), but at a head dim no model process ran it
-    is the only figure of the model's attention kernels (a KDA model at D64 H16 before run 46 measured one: 19,104 B
-    from its layer, its step 19,376, the D128 models' 15,280; at D64 H24, no layer case of its own, the D64 layer's
-    other head counts give the same 19,104)."""
+    is the only figure of the model's attention kernels (the KDA model at D64 H16 with its own case withheld: 19,104 B
+    from its layer where its step holds 19,376 and the D128 models 15,280; docs/validation.md lists the records)."""
     layer = layer_frame(case, frames)
     if layer is None:
         return guess

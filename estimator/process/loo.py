@@ -65,7 +65,7 @@ def kernel_rows(name: str, data: dict, siblings: tuple[dict, ...], device: Devic
 
 def model_rows(name: str, data: dict, device: Device) -> list[Row]:
     """Each whole model's measured limit (every length measured) against ``process.estimate.model_limit`` with its
-    case withheld. A family's only case is not withheld (FLA's GLA and DeltaNet models, run 46): the rule's error within
+    case withheld. A family's only case is not withheld (a family measured at one case, as FLA's GLA model): the rule's error within
     a family needs a second case of it, and an answer for a one-case family says its figure is unbounded rather than
     estimated with this error (``memory._model_limit_estimate``)."""
     cases = est.model_cases(data)

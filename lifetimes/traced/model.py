@@ -594,8 +594,11 @@ def call_for(req: Request):
     return calls[depth] if depth in calls else expand(calls[3], depth)
 
 
+@lru_cache(maxsize=8)
 def hybrid_call(req: Request):
-    """The request's call from its pattern's one- and two-period traces (``hybrid``)."""
+    """The request's call from its pattern's one- and two-period traces (``hybrid``). Kept per process as
+    ``symbolic_calls`` is: every world size ``plan --solve gpus`` tries shares the unsharded call (``call_for``), and
+    its expansion and period check took 2 to 4 s per try."""
     pattern = pattern_of(req)
     one, two = (period_request(req, pattern, k) for k in (1, 2))
     if req.stored is None:
