@@ -13,9 +13,7 @@ from livebytes.lifetimes.traced.model import tracer_digest
 from livebytes.validate.check import store_traces
 
 ROOT = Path(__file__).resolve().parents[1]
-# tracer/ waits: its sources are the digest every stored trace carries (docs/architecture.md, "Imports"); its imports
-# move with the next tracer change that stores the traces again (test_the_tracer_waits_only_while_its_traces_match)
-PACKAGES = ["estimator", "lifetimes", "learn", "validate", "api", "cli"]
+PACKAGES = ["estimator", "lifetimes", "learn", "validate", "api", "cli", "tracer"]
 DEFERRED = re.compile(r"#\s*deferred:\s*\S")
 
 
@@ -64,9 +62,9 @@ def test_the_check_finds_an_undeclared_deferral():
     assert undeclared_deferrals("import os\nif os:\n    import re\n") == []                     # module level: not a function
 
 
-def test_the_tracer_waits_only_while_its_traces_match():
-    """tracer/ is left out above only because its bytes are the stored traces' digest: once a tracer change makes the
-    traces again (the digest moves), this fails until tracer/ joins PACKAGES."""
+def test_every_stored_trace_is_this_tracers():
+    """tracer/'s sources are the digest every stored trace carries: a change to them (an import moved included) stores
+    the traces again under the records' torch, or carries them with ``store_traces --restamp``, in the same change."""
     stored = {json.loads(gzip.open(p, "rt").read()).get(store_traces.TRACER_DIGEST)
               for p in sorted((ROOT / "validate" / "data" / "records").rglob("*.json.gz"))} - {None}
     assert stored == {tracer_digest()}

@@ -15,6 +15,9 @@ import json
 import sys
 import warnings
 
+from livebytes.estimator.devices import get_device
+
+from .target import install, meta_autocast_is_cuda, meta_index_is_device_0, meta_runs_gpu_packages
 from .versions import installed_versions
 
 FORMAT = 1
@@ -27,23 +30,23 @@ def main(argv: list[str]) -> int:
         print("error: usage: python -m livebytes.tracer SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(open(argv[0]).read() if argv[0] != "-" else sys.stdin.read())
-    from livebytes.estimator.devices import get_device
     device = get_device(spec["device"])
     warnings.filterwarnings("ignore")
-    from .target import install, meta_autocast_is_cuda, meta_index_is_device_0, meta_runs_gpu_packages
     install(device)
     meta_autocast_is_cuda()
     try:
+        # deferred: after target.install's patches (fla asks the device as it loads); missing, one error line
         import fla  # noqa: F401  (registers its model types with transformers)
     except ImportError as err:
         print(f"error: tracing needs flash-linear-attention and transformers ({err})", file=sys.stderr)
         return 1
     meta_index_is_device_0()
     meta_runs_gpu_packages()
+    # deferred: these load transformers and the tracer's torch modes, after target.install and fla (the order above)
     from .autocast import AutocastUnknown
-    from .losses import LossRefused
-    from .sdpa import SdpaUnsupported
-    from .step import trace_training
+    from .losses import LossRefused  # deferred: after fla, as above
+    from .sdpa import SdpaUnsupported  # deferred: after fla, as above
+    from .step import trace_training  # deferred: after fla, as above
     runs = spec.get("runs") or [{"layers": spec.get("layers"), "shapes": spec["shapes"]}]
     out = []
     try:

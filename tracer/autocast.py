@@ -32,7 +32,12 @@ Not emulated: autocast's other devices (CPU autocast stays torch's own and off),
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
+
+import torch
+import torch.cuda.amp.common as common
+import torch.utils.checkpoint as checkpoint
 
 LOWER_PRECISION_FP = (
     "_convolution.deprecated", "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
@@ -77,7 +82,6 @@ class AutocastUnknown(RuntimeError):
 def registered_ops() -> list[str]:
     """The operators the installed torch registers at ``AutocastCUDA``, as ``name`` or ``name.overload`` (aten's) or
     ``namespace::name[.overload]`` (another library's: torchvision registers its detection ops there when installed)."""
-    import torch
     return sorted(n.removeprefix("aten::") for n in torch._C._dispatch_get_registrations_for_dispatch_key(KEY))
 
 
@@ -92,7 +96,6 @@ def policies() -> dict[str, str]:
 
 def is_eligible(t) -> bool:
     """``is_eligible``: a floating tensor on the device (meta standing for CUDA), not double."""
-    import torch
     return (isinstance(t, torch.Tensor) and t.device.type == "meta" and t.is_floating_point()
             and t.dtype is not torch.float64)
 
@@ -132,7 +135,6 @@ class Autocast:
 
     def cached_cast(self, to_type, arg):
         """``cached_cast`` (ATen/autocast_mode.cpp): tensors, lists of tensors; anything else unchanged."""
-        import torch
         if isinstance(arg, (list, tuple)) and any(isinstance(a, torch.Tensor) for a in arg):
             return type(arg)(self.cached_cast(to_type, a) for a in arg)
         if not is_eligible(arg) or arg.dtype == to_type:
@@ -144,7 +146,6 @@ class Autocast:
 
     def _cast(self, arg, to_type, what: str):
         """``arg.to(to_type)``, the recorder told what it is for."""
-        import torch
         if self.state is None:
             return torch.ops.aten.to.dtype(arg, to_type)
         before, self.state.autocast = self.state.autocast, what
@@ -155,7 +156,6 @@ class Autocast:
 
     def kernel(self, name: str, policy: str):
         """The ``WrapFunction_`` of ``policy`` for operator ``name``: autocast excluded below it, as torch's."""
-        import torch
         op = _overload(name)
         target = _overload(FP32_APPEND_DTYPE[name]) if policy == "fp32_append_dtype" else op
         short = name.split(".")[0]
@@ -177,7 +177,6 @@ class Autocast:
 
     def apply(self, policy: str, args: tuple, kwargs: dict, op) -> tuple[tuple, dict]:
         """The arguments ``policy`` passes on (casts made through ``cached_cast``)."""
-        import torch
         if policy in ("lower_precision_fp", "fp32", "promote"):
             to_type = {"lower_precision_fp": torch.get_autocast_dtype("cuda"), "fp32": torch.float32}.get(policy)
             if to_type is None:
@@ -192,7 +191,6 @@ class Autocast:
 def promote_type(lower, args: list):
     """``promote_type``/``prioritize``: fp32 if any eligible tensor is fp32, else the lower precision (doubles
     ignored)."""
-    import torch
     current = lower
     for a in args:
         for t in (a if isinstance(a, (list, tuple)) else [a]):
@@ -208,7 +206,6 @@ def promote_type(lower, args: list):
 def set_opt_dtype(op, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """``fp32_set_opt_dtype``: an eligible first argument gets ``dtype=float32`` unless a dtype was given (the
     argument is positional or keyword-only, as ``op``'s schema has it)."""
-    import torch
     at = next(i for i, a in enumerate(op._schema.arguments) if a.name == "dtype")
     given = args[at] if at < len(args) else kwargs.get("dtype")
     if not is_eligible(args[0]) or given is not None:
@@ -220,7 +217,6 @@ def set_opt_dtype(op, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 def append_dtype(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """``fp32_append_dtype``: the dtype-taking overload with float32 (the first argument's dtype when ineligible)."""
-    import torch
     return args, {**kwargs, "dtype": torch.float32 if is_eligible(args[0]) else args[0].dtype}
 
 
@@ -233,7 +229,6 @@ def positional(op, args: tuple, kwargs: dict) -> tuple:
 
 
 def _overload(name: str):
-    import torch
     namespace, _, qualified = name.rpartition("::")
     base, _, overload = qualified.partition(".")
     return getattr(getattr(getattr(torch.ops, namespace or "aten"), base), overload or "default")
@@ -243,9 +238,7 @@ def _overload(name: str):
 def emulated(state=None):
     """While active, ``torch.autocast("cuda", ...)`` acts on meta tensors as on CUDA ones (module doc); ``state``: the
     recorder's, whose ``autocast`` names the operator a cast is for."""
-    import warnings
 
-    import torch
     amp = Autocast(state)
     libs: dict = {}
     clear = torch.clear_autocast_cache
@@ -282,9 +275,6 @@ def _cuda_is_there():
     - ``torch.utils.checkpoint``'s non-reentrant recompute runs under the autocast state of the forward on the device
       ``_infer_device_type`` finds in its arguments: "cuda" on the GPU, "meta" here, for which autocast is not available
       and the recompute would run without it (other dtypes than the forward's)."""
-    import torch
-    import torch.cuda.amp.common as common
-    import torch.utils.checkpoint as checkpoint
     saved = (common.amp_definitely_not_available, torch.cuda.is_bf16_supported, checkpoint._infer_device_type)
     infer = saved[2]
 

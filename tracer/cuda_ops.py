@@ -5,16 +5,17 @@ meta tensors takes, as CUDA runs them.
   the backward): the CPU kernel fills a buffer of the input's size, and the meta kernel makes it so, but
   ``log_sigmoid_forward_cuda`` (aten/src/ATen/native/cuda/Activation.cpp, torch 2.11) makes ``at::empty({0})``:
   "buffer is only used by CPU dispatch". On a GPU only the result [*input] is allocated; the buffer holds no bytes.
-  FLA's GLA gates take it (``F.logsigmoid(gk)`` in fla/layers/gla.py): run 46 a, one [T, key_dim] bf16 buffer per
-  layer held from the forward to the backward, 8 MiB at 8,192 tokens and hidden 1,024, four layers 33,554,432 B
-  above the GPU's requested peak before this rule.
+  FLA's GLA gates take it (``F.logsigmoid(gk)`` in fla/layers/gla.py): without this rule the trace holds one
+  [T, key_dim] bf16 buffer per layer from the forward to the backward that the GPU never allocates (8 MiB at 8,192
+  tokens and hidden 1,024; the GLA model record's requested peak shows it).
 """
 from __future__ import annotations
+
+import torch
 
 
 def log_sigmoid_forward(func, args, kwargs) -> tuple[list, object]:
     """``log_sigmoid_forward_cuda``: the result (``empty_like`` of the input) and an empty buffer, in that order."""
-    import torch
     result, _cpu_buffer = func(*args, **kwargs)
     buffer = torch.empty((0,), dtype=result.dtype, device=result.device)      # [0]: no storage bytes
     return [result, buffer], (result, buffer)

@@ -15,20 +15,20 @@ and under fp32-amp the experts' weights stay fp32 (``torch._grouped_mm`` is in n
 """
 from __future__ import annotations
 
+import torch
+from torch._meta_registrations import _create_grouped_mm_output_tensor
+
 OP = "aten._grouped_mm.default"
 
 
 def takes_fallback(func, args) -> bool:
     """A ``_grouped_mm`` whose operands are not both bf16: torch's meta kernel refuses it, CUDA runs the fallback."""
-    import torch
     return (str(func) == OP and len(args) >= 2
             and not (args[0].dtype == torch.bfloat16 and args[1].dtype == torch.bfloat16))
 
 
 def fallback_output(func, args, kwargs) -> tuple[list, object]:
     """``_grouped_mm_cuda``'s output for the fallback: (allocations in order, the op's result)."""
-    import torch
-    from torch._meta_registrations import _create_grouped_mm_output_tensor
     mat_a, mat_b = args[0], args[1]
     offs = args[2] if len(args) > 2 else kwargs.get("offs")
     bias = args[3] if len(args) > 3 else kwargs.get("bias")

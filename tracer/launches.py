@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -47,8 +50,6 @@ def _tensors(args: tuple, kwargs: dict) -> tuple:
 
 def install(callback) -> None:
     """Patch Triton's launch paths (once per process) and send every launch to ``callback``."""
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
     _sink[:] = [callback]
     if getattr(JITFunction.run, "_livebytes", False):
         return

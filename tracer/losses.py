@@ -30,6 +30,9 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from types import MethodType
+
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 LOSSES = ("default", "liger")        # what the tracer applies (fla's loss is an fla model's default: its config's)
 
@@ -65,7 +68,7 @@ def _recompiled(fn, module, replacements):
 
 def meta_is_cuda() -> None:
     """Liger's fused linear cross-entropy takes the CUDA path for the tracer's meta tensors (module doc)."""
-    from liger_kernel.ops import fused_linear_cross_entropy as ops
+    from liger_kernel.ops import fused_linear_cross_entropy as ops  # deferred: Liger-Kernel is optional (--loss liger)
     if getattr(ops.fused_linear_cross_entropy_forward, "_livebytes", False):
         return
     mm_out = _recompiled(ops._can_use_mm_out, ops, [(_CUDA_TESTS[0], _CUDA_TEST_COUNTS[0])])
@@ -81,8 +84,8 @@ def liger_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
                   inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):
     """A transformers causal LM's forward (Kimi-Linear's, modeling_kimi_linear.py:968-1022) with Liger's loss in
     training, as Liger's generic ``lce_forward`` computes it (transformers/model/llama.py:113-127)."""
+    # deferred: Liger-Kernel is optional (--loss liger)
     from liger_kernel.transformers.model.loss_utils import LigerForCausalLMLoss, unpack_cross_entropy_result
-    from transformers.modeling_outputs import CausalLMOutputWithPast
     outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
     hidden_states = outputs.last_hidden_state
@@ -104,11 +107,10 @@ def liger_forward(self, input_ids=None, attention_mask=None, position_ids=None, 
 
 def apply_liger(model) -> None:
     """Liger's fused linear cross-entropy on ``model`` (module doc); any other model refused in one line."""
-    from types import MethodType
     meta_is_cuda()
     model_type = model.config.model_type
     if model_type == "qwen3_next":
-        from liger_kernel.transformers import apply_liger_kernel_to_qwen3_next
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen3_next  # deferred: Liger-Kernel is optional (--loss liger)
         apply_liger_kernel_to_qwen3_next(rope=False, cross_entropy=False, fused_linear_cross_entropy=True,
                                          rms_norm=False, swiglu=False, model=model)
     elif model_type == "kimi_linear":

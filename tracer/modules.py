@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+from torch.utils._pytree import tree_flatten
+
 
 def _tag(outputs, path: str) -> None:
-    import torch
-    from torch.utils._pytree import tree_flatten
     stack = [t.grad_fn for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while stack:
         node = stack.pop()
@@ -25,7 +27,6 @@ def module_paths(model, state, wrappers=()):
     ``model.named_modules()``, the root ""; a module made during the forward, such as a loss criterion, is its parent's
     path and its class name), and the nodes each creates carry its path. ``wrappers``: modules around ``model`` (peft's
     ``PeftModelForCausalLM`` and ``LoraModel``) that take their caller's path, so the model's paths are its own."""
-    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
     names = {id(m): name for name, m in model.named_modules()}
     around = {id(m) for m in wrappers}
 

@@ -19,10 +19,15 @@ allocate scratch of their own (``GPU_SCRATCH_OPS``), so a model can name what it
 from __future__ import annotations
 
 import functools
+import inspect
 import linecache
 import sys
 import weakref
 from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .grouped_mm import fallback_output, takes_fallback
 from . import cuda_ops, sdpa
@@ -85,7 +90,6 @@ def code_line(fn, contains: str | None = None) -> tuple:
     """(file, line, function, the line's text) of ``fn``'s line holding ``contains`` (its ``def`` line when None), as
     ``library_frames`` names a frame: what a harness's allocations cite (parameters: torch's ``Module._apply``; the
     batch: the model's ``forward``, the entry point it is the input of)."""
-    import inspect
     fn = inspect.unwrap(fn)
     lines, first = inspect.getsourcelines(fn)
     offset = next((i for i, text in enumerate(lines) if contains in text), 0) if contains else 0
@@ -117,7 +121,6 @@ class Recorder:
 
     # ------------------------------------------------------------------ where an event happens
     def where(self) -> dict:
-        import torch
         node = torch._C._current_autograd_node()
         module = self.state.modules[-1] if self.state.modules else ""
         if node is not None:
@@ -142,7 +145,6 @@ class Recorder:
     # ------------------------------------------------------------------ storages
     def track(self, t, op: str, frames: int | None = None, param: str | None = None) -> None:
         """An output tensor: an allocation if its storage is new; ``param``: the parameter it belongs to."""
-        import torch
         if not isinstance(t, torch.Tensor) or t.device.type != "meta":
             return
         st = t.untyped_storage()
@@ -181,8 +183,6 @@ class Recorder:
     def provenance(self, args, out) -> list:
         """The parameter each output belongs to, in the optimizer: an op over a list of tensors gives output j the
         parameter of input j (``torch._foreach_*``); another op gives its output its first tensor input's."""
-        import torch
-        from torch.utils._pytree import tree_flatten
         if self.state.phase not in ("optimizer", "zero_grad"):
             return []
         first = args[0] if args else None
@@ -198,13 +198,11 @@ class Recorder:
     # ------------------------------------------------------------------ operators the GPU rules need
     def _alloc_id(self, t) -> int | None:
         """The allocation a tensor's storage is (None: not a recorded storage)."""
-        import torch
         if not isinstance(t, torch.Tensor) or t.device.type != "meta":
             return None
         return self._ids.get(id(t.untyped_storage()))
 
     def note_op(self, func, args, kwargs, out) -> None:
-        import torch
         name = str(func)
         if name in GEMMS:
             bias = args[0] if name == "aten.addmm.default" else None
@@ -248,7 +246,6 @@ class Recorder:
 
     # ------------------------------------------------------------------ the mode
     def mode(self):
-        from torch.utils._python_dispatch import TorchDispatchMode
         recorder = self
 
         class RecordingMode(TorchDispatchMode):
@@ -258,8 +255,6 @@ class Recorder:
 
     def dispatch(self, func, args, kwargs):
         """Run ``func`` on meta tensors (and on their mirrors where all have one), record its new storages."""
-        import torch
-        from torch.utils._pytree import tree_flatten, tree_map
         if func is torch.ops.aten.add.Tensor and accumulates_in_place(args, kwargs):
             func = torch.ops.aten.add_.Tensor            # the engine's ``old_var.add_(var)``: no new storage
         elif func is torch.ops.aten.index_put.default and index_backward_in_place(args, kwargs):
@@ -310,7 +305,6 @@ def accumulates_in_place(args, kwargs) -> bool:
     Linear's input gradient, reshaped) shares its storage with its base and is added out of place, as on a GPU.
     Recognised as: ``add.Tensor`` of two tensors of one shape and dtype, no ``alpha``, called by the engine itself (no
     library Python frame between) in the backward. Not told apart: a C++ derivative formula making the same call."""
-    import torch
     if kwargs or len(args) != 2 or torch.is_grad_enabled() or torch._C._current_autograd_node() is None:
         return False
     old, new = args
@@ -327,14 +321,13 @@ def index_backward_in_place(args, kwargs) -> bool:
     """autograd's gradient of ``x[indices]`` (torch/csrc/autograd/FunctionsManual.cpp ``index_backward``, derivatives.yaml
     ``index.Tensor``: ``grad.new_zeros(self.sizes())`` then ``index_put_(indices, grad, true)`` into it) puts in place
     unless a tensor is ``isTensorSubclassLike``, which under this dispatch mode every tensor is: the out-of-place
-    ``index_put`` then allocates a second [self] buffer beside the zeros (run 43 q: one [10 x 32,768, 2048] bf16 more in
-    each MoE block's backward, where transformers' grouped experts index ``weighted_out[inv_perm]``). On a GPU the
+    ``index_put`` then allocates a second [self] buffer beside the zeros (one [tokens x top-k, hidden] bf16 more in each
+    MoE block's backward, where transformers' grouped experts index ``weighted_out[inv_perm]``). On a GPU the
     result is the zeros buffer itself. Recognised as: ``index_put.default`` with ``accumulate`` true, called by the
     engine itself (no library Python frame between) in the backward. Not told apart: another C++ derivative formula
     calling ``index_put(..., accumulate=True)`` out of place. Not modelled: CUDA's sort path for an accumulating
     ``index_put_`` (aten/src/ATen/native/cuda/Indexing.cu ``index_put_with_sort_kernel``: the linear index, its sorted
     copy and the original positions, int64 [N] each, and cub's sort storage, freed within the operator)."""
-    import torch
     accumulate = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
     if not accumulate or torch.is_grad_enabled() or torch._C._current_autograd_node() is None:
         return False
@@ -366,8 +359,6 @@ def _sole_owner_counts() -> tuple[int, int]:
     """(tensor use count, storage use count) of a gradient the engine's buffer alone holds, as seen from inside a
     dispatch mode (the dispatcher's own references included): measured once on a two-use input, whose first gradient
     is a plain ``mm`` result."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     seen = []
 
     class Probe(TorchDispatchMode):
@@ -383,8 +374,6 @@ def _sole_owner_counts() -> tuple[int, int]:
 
 
 def _meta_outputs_small(out) -> bool:
-    import torch
-    from torch.utils._pytree import tree_flatten
     flat = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)] if out is not None else []
     return bool(flat) and all(t.device.type == "meta" and mirrorable(t) for t in flat)
 
@@ -396,14 +385,11 @@ CONSTANT_LIKE = frozenset({"aten.ones_like.default", "aten.zeros_like.default", 
 
 def _blank_twin(t):
     """A CPU tensor of ``t``'s size and dtype (its values unread: a ``CONSTANT_LIKE`` factory's input)."""
-    import torch
     return torch.empty(t.shape, dtype=t.dtype)
 
 
 def _on_cpu(tree):
     """A factory operator's arguments with ``device=meta`` turned into CPU (its real twin)."""
-    import torch
-    from torch.utils._pytree import tree_map
 
     def cpu(a):
         return torch.device("cpu") if isinstance(a, torch.device) and a.type == "meta" else a

@@ -54,6 +54,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
 # torch's CUDA 13.0 wheel pins its cuDNN (wheel METADATA Requires-Dist): torch 2.11.0 nvidia-cudnn-cu13==9.19.0.56.
 # cudnnGetVersion() encodes major*10000 + minor*100 + patch (cuDNN 9 convention): 9.19.0 -> 91900.
 CUDNN_OF_TORCH = {(2, 11): 91900}
@@ -107,7 +111,6 @@ class Call:
 
     @classmethod
     def of(cls, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False) -> "Call":
-        import torch
         return cls(tuple(q.shape), tuple(k.shape), tuple(v.shape), str(q.dtype).removeprefix("torch."),
                    attn_mask is not None, float(dropout_p), bool(is_causal), bool(enable_gqa),
                    torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)),
@@ -216,7 +219,6 @@ def choose(c: Call, t: Target) -> str:
 
 def pad_last_dim_8(x):
     """attention.cpp ``pad_last_dim<8, false>``: the last dim zero-padded to a multiple of 8 (unchanged if it is)."""
-    import torch.nn.functional as F
     d = x.shape[-1]
     return x if d % 8 == 0 else F.pad(x, (0, 8 - d % 8))
 
@@ -227,7 +229,6 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
     that function calls it. Under CUDA autocast (``autocast``: the tracer's ``autocast.Autocast``) the inputs are first
     cast as autocast's ``scaled_dot_product_attention`` kernel casts them (lower_precision_fp: ``cached_cast`` of every
     tensor argument to the autocast dtype, ATen/autocast_mode.h), since this routing runs above that dispatch key."""
-    import torch
     if torch.is_autocast_enabled("cuda") and any(t is not None and t.dtype == torch.float32 for t in (q, k, v, attn_mask)):
         if autocast is None:
             raise SdpaUnsupported("scaled_dot_product_attention of fp32 inputs under autocast is not traced yet")
@@ -264,7 +265,6 @@ def cuda_sdpa(target: Target, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=
 def additive_mask(mask, dtype):
     """attention.cpp ``convert_boolean_attn_mask``: a bool mask becomes ``at::where(mask, 0.0, at::scalar_tensor(-inf,
     dtype))``, a new [.., S_q, S_k] tensor of q's dtype (and the 0-dim scalar on the device); another passes through."""
-    import torch
     if mask.dtype != torch.bool:
         return mask
     return torch.ops.aten.where.ScalarSelf(mask, 0.0, torch.scalar_tensor(float("-inf"), dtype=dtype,
@@ -278,7 +278,6 @@ def preprocess_mask(mask, q, k):
     """attention.cpp ``preprocess_mask`` for the memory-efficient kernel: unless every stride but the last is a
     multiple of 8 and the last is 1 (``aligned_tensor<8>``), ``pad_bias<8>``: the last dim zero-padded by
     ``8 - S_k % 8`` (a new tensor) and sliced back; then expanded to [B, H, S_q, S_k] (a view)."""
-    import torch.nn.functional as F
     aligned = all(st % MEM_EFF_ALIGNMENT == 0 for st in mask.stride()[:-1]) and mask.stride(-1) == 1
     if not aligned:
         last = mask.shape[-1]
@@ -289,8 +288,6 @@ def preprocess_mask(mask, q, k):
 def cuda_sdpa_mode(target: Target, autocast=None):
     """A function mode under which ``torch.nn.functional.scaled_dot_product_attention`` of meta tensors is
     ``cuda_sdpa`` (other calls unchanged); ``autocast``: the tracer's CUDA autocast, whose casts it makes."""
-    import torch
-    from torch.overrides import TorchFunctionMode
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     class CudaSdpa(TorchFunctionMode):
@@ -320,7 +317,6 @@ def cudnn_forward(func, args, kwargs) -> tuple[list, object]:
 def cudnn_backward(func, args, kwargs) -> tuple[list, object]:
     """``_cudnn_attention_backward``: dq, dk, dv (``empty_like``), then in ``run_cudnn_SDP_bprop`` a copy of grad_out
     in the output's layout when its innermost stride is not 1 (freed when the call returns)."""
-    import torch
     grad_out, out_ = args[0], args[4]
     grads = func(*args, **kwargs)
     made = list(grads)
@@ -342,7 +338,6 @@ def flash_backward(func, args, kwargs) -> tuple[list, object]:
     of the [B, S, H, D] views when not contiguous, dq/dk/dv, ``softmax_d`` [B, H, round128(S_q)] fp32,
     ``dq_accum`` [B, round128(S_q), H, round32(D)] fp32 (D <= 192; else 256), GQA's ``dk_expanded``/``dv_expanded``
     [B, S_k, H_q, D]; all but dq/dk/dv freed when the call returns."""
-    import torch
     grad_out, q, k, out_ = args[0], args[1], args[2], args[4]
     b, h, s_q, d = q.shape
     s_k, h_k = k.shape[2], k.shape[1]
@@ -367,7 +362,6 @@ def efficient_forward(func, args, kwargs) -> tuple[list, object]:
     for a 16-bit call with max(D_qk, D_v) > 128 the kernel of kMaxK 65536 (32 queries x 128 keys per block: not a
     single value iteration) and its fp32 ``output_accum`` [B, S_q, H, D_v], freed on return. An empty logsumexp (no
     grad) allocates nothing; seed and offset are host tensors without dropout."""
-    import torch
     q, v = args[0], args[2]
     out = func(*args, **kwargs)
     made = [out[0]] + ([out[1]] if out[1].numel() else [])
@@ -383,7 +377,6 @@ def efficient_backward(func, args, kwargs) -> tuple[list, object]:
     ``delta`` [B, H, S_q] fp32 for a 16-bit call (``kKernelComputesDelta``), or for fp32 ``grad_out * out``
     [B, S_q, H, D_v], its ``.sum(-1)`` [B, S_q, H] and the ``.transpose(-2, -1).contiguous()`` [B, H, S_q]; all but
     dq, dk, dv freed when the call returns."""
-    import torch
     grad_out, q, out_ = args[0], args[1], args[5]
     b, h, s_q, _ = q.shape
     d_v = out_.shape[-1]

@@ -37,7 +37,24 @@ state. Each traced shape starts a fresh model and optimizer, and the library's i
 """
 from __future__ import annotations
 
+import contextlib
 import gc
+import sys
+from collections import deque
+from collections.abc import Mapping
+
+import torch
+from torch.overrides import _get_current_function_mode_stack
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from livebytes.estimator.devices import get_device
+
+from .autocast import emulated
+from .launches import install as install_launches
+from .losses import apply_loss
+from .modules import module_paths
+from .recorder import Recorder, code_line
+from .sdpa import Target, cuda_sdpa_mode
 
 PRECISIONS = ("bf16", "fp32-amp")
 OPTIMIZERS = ("adamw", "sgd", "none")
@@ -45,8 +62,6 @@ OPTIMIZERS = ("adamw", "sgd", "none")
 
 def build_model(config: dict, layers: int | None):
     """The causal LM of ``config`` (an HF config dict, ``model_type`` registered by fla's import), on meta, fp32."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
     kwargs = {k: v for k, v in config.items() if k != "model_type"}
     if layers is not None:
         kwargs["num_hidden_layers"] = layers
@@ -67,7 +82,7 @@ def with_lora(model, lora: dict | None):
     the spec's LoRA (module doc); a target name no module's path ends in, or one peft refuses: one ``error:`` line."""
     if not lora:
         return model, ()
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # deferred: peft is optional (a LoRA request only)
     targets = lora["targets"]
     if not isinstance(targets, str):        # peft refuses only a list none of whose names match; each must here
         paths = [name for name, _ in model.named_modules()]
@@ -101,7 +116,6 @@ def apply_order(model) -> list:
 
 
 def make_optimizer(name: str, params):
-    import torch
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-3, foreach=True)
     if name == "sgd":
@@ -115,7 +129,6 @@ def batch(mbs: int, seq: int, packed: bool, mirrors, style: str = "cu_seqlens", 
     ``position_ids`` [1, B*S] int64 (positions restarting per sequence), ``cu_seq_lens_q`` and ``cu_seq_lens_k`` [B + 1]
     int32 (two tensors: ``torch.tensor`` of each key), ``max_length_q`` and ``max_length_k`` Python ints.
     ``labels_known``: the labels' values too, where the loss reads them (every one token 0, none ignored)."""
-    import torch
     if labels_known:
         out = batch(mbs, seq, packed, mirrors, style)
         mirrors.add(out["labels"], torch.zeros(out["labels"].shape, dtype=torch.int64))
@@ -142,8 +155,6 @@ def batch(mbs: int, seq: int, packed: bool, mirrors, style: str = "cu_seqlens", 
 
 def reset_library_caches() -> None:
     """Empty fla's ``tensor_cache`` queues (each decorated function's closure holds one deque), as a new process has."""
-    import sys
-    from collections import deque
     for name, module in list(sys.modules.items()):
         if not name.startswith("fla.") or module is None:
             continue
@@ -163,9 +174,7 @@ def recompute_under_forward_modes():
     mode's ``__torch_function__``, which runs with that mode popped, so the recompute inside the backward would run
     without them: SDPA's math path where the forward took cuDNN, a different count of saved tensors, and checkpoint's
     CheckpointError. On the GPU the routing is torch's C++ (``select_sdp_backend``), the same in both passes."""
-    import contextlib
 
-    from torch.overrides import _get_current_function_mode_stack
     forward_modes = _get_current_function_mode_stack()       # bottom first, as pushed
 
     @contextlib.contextmanager
@@ -181,9 +190,7 @@ def recompute_under_forward_modes():
 
 def forward_region(precision: str):
     """The forward's autocast region: ``torch.autocast("cuda", dtype=torch.bfloat16)`` for fp32-amp, none for bf16."""
-    import contextlib
 
-    import torch
     return torch.autocast("cuda", dtype=torch.bfloat16) if precision == "fp32-amp" else contextlib.nullcontext()
 
 
@@ -191,9 +198,7 @@ def fp32_outputs(data):
     """accelerate's ``convert_to_fp32`` with its ``recursively_apply`` (accelerate/utils/operations.py), which
     ``ConvertOutputsToFp32`` applies to the autocast forward's outputs under mixed precision: every fp16/bf16 tensor in
     tuples, lists and mappings (a ModelOutput) becomes ``tensor.float()``, anything else is kept."""
-    from collections.abc import Mapping
 
-    import torch
     if isinstance(data, (tuple, list)):
         items = [fp32_outputs(o) for o in data]
         return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)     # accelerate's honor_type
@@ -238,18 +243,9 @@ def run_steps(model, optimizer, inputs: dict, steps: int, rec, precision: str = 
 
 def trace_training(spec: dict, mbs: int, seq: int) -> dict:
     """One shape's trace: the events, the frame table and what was run."""
-    import contextlib
 
-    import torch
 
-    from .autocast import emulated
-    from .launches import install as install_launches
-    from .losses import apply_loss
-    from .modules import module_paths
-    from livebytes.estimator.devices import get_device
 
-    from .recorder import Recorder, code_line
-    from .sdpa import Target, cuda_sdpa_mode
     precision = spec["precision"]
     if precision not in PRECISIONS:
         raise SystemExit(f"error: precision {precision!r} is not traced (known: {', '.join(PRECISIONS)})")

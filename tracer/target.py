@@ -22,9 +22,9 @@ def target_driver(device, torch_device: str = "meta", who: str = "livebytes.trac
     """Triton's active driver for ``device`` (an ``estimator.devices.Device``) on a machine without it: its target
     (``GPUTarget("cuda", 90, 32)`` for sm90) and properties; tensors on ``torch_device`` (the tracer's meta, the CPU
     compile probe's cpu); it benchmarks and launches nothing (``who`` says whose refusal it is)."""
-    import torch
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.driver import DriverBase
+    import torch  # deferred: not in the core install (the core reads trace_facts here)
+    from triton.backends.compiler import GPUTarget  # deferred: not in the core install (the core reads trace_facts here)
+    from triton.backends.driver import DriverBase  # deferred: not in the core install (the core reads trace_facts here)
 
     major, minor = device.capability
 
@@ -66,7 +66,7 @@ def target_driver(device, torch_device: str = "meta", who: str = "livebytes.trac
             raise RuntimeError(f"{who}: nothing is launched")
 
         def map_python_to_cpp_type(self, ty):
-            from triton.backends.nvidia.driver import ty_to_cpp
+            from triton.backends.nvidia.driver import ty_to_cpp  # deferred: not in the core install (the core reads trace_facts here)
             return ty_to_cpp(ty)
 
     return TargetDriver()
@@ -74,7 +74,7 @@ def target_driver(device, torch_device: str = "meta", who: str = "livebytes.trac
 
 def describe_torch_cuda(device) -> None:
     """``torch.cuda``'s device queries answer for ``device`` (``is_available`` stays False: nothing may run there)."""
-    import torch
+    import torch  # deferred: not in the core install (the core reads trace_facts here)
     props = type("DeviceProperties", (), {
         "name": device.product_name, "major": device.capability[0], "minor": device.capability[1],
         "multi_processor_count": device.sm_count, "total_memory": device.capacity_bytes,
@@ -102,14 +102,14 @@ def trace_facts(device) -> dict:
 
 def install(device) -> None:
     """Triton's driver and ``torch.cuda`` describe ``device``; call before importing the library."""
-    from triton.runtime import driver
+    from triton.runtime import driver  # deferred: not in the core install (the core reads trace_facts here)
     driver.set_active(target_driver(device))
     describe_torch_cuda(device)
 
 
 def meta_index_is_device_0() -> None:
     """fla's shared-memory lookup by a tensor's device index: None (a meta tensor's) reads as 0. After fla's import."""
-    import fla.utils.hardware as hardware
+    import fla.utils.hardware as hardware  # deferred: after fla's own import, which install must precede (module doc)
 
     class AnyIndex(list):
         def __getitem__(self, i):
@@ -127,7 +127,7 @@ def meta_runs_gpu_packages() -> None:
     differ in structure between shapes); a meta tensor is the tracer's stand-in for the GPU, so the GPU's path is
     traced. Before the model's modules are imported; nothing where the table is absent (5.17.0 to 5.24.0)."""
     try:
-        from transformers.integrations import hub_kernels
+        from transformers.integrations import hub_kernels  # deferred: not in the core install (the core reads trace_facts here)
     except ImportError:
         return
     table = getattr(hub_kernels, "_PACKAGE_SUPPORTED_DEVICES", None)
@@ -140,7 +140,7 @@ def meta_autocast_is_cuda() -> None:
     """``torch.autocast(device_type=t.device.type, ...)`` of a meta tensor is CUDA's autocast, as the GPU's tensor would
     ask for: peft's ``_LoraFactorsProxy`` (a LoRA of an experts' parameter) turns autocast off around its fold with
     ``torch.autocast(device_type=W.device.type, enabled=False)``, which torch refuses for ``meta`` (no autocast dtype)."""
-    import torch
+    import torch  # deferred: not in the core install (the core reads trace_facts here)
 
     class autocast(torch.autocast):
         def __init__(self, device_type, *args, **kwargs):
@@ -151,7 +151,7 @@ def meta_autocast_is_cuda() -> None:
 
 def _as_meta(value):
     """A CUDA device (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``, index 0 where a device is expected) as meta."""
-    import torch
+    import torch  # deferred: not in the core install (the core reads trace_facts here)
     if isinstance(value, str) and value.split(":")[0] == "cuda":
         return torch.device("meta")
     if isinstance(value, torch.device) and value.type == "cuda":
@@ -162,8 +162,8 @@ def _as_meta(value):
 def cuda_is_meta():
     """A function mode under which a script's ``device="cuda"`` and ``.to("cuda")`` / ``.cuda()`` make meta tensors:
     the script's own code runs unchanged, its GPU tensors on the recorder's stand-in."""
-    import torch
-    from torch.overrides import TorchFunctionMode
+    import torch  # deferred: not in the core install (the core reads trace_facts here)
+    from torch.overrides import TorchFunctionMode  # deferred: not in the core install (the core reads trace_facts here)
 
     class CudaIsMeta(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -12,13 +12,16 @@ never are).
 """
 from __future__ import annotations
 
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils.weak import WeakTensorKeyDictionary
+
 MIRROR_LIMIT = 1 << 20
 
 
 def mirrorable(t) -> bool:
     """An integer or boolean tensor of at most ``MIRROR_LIMIT`` elements, or a floating scalar (a loss's gradient
     seed, whose value 1.0 Liger's backward reads: ``tracer.losses``)."""
-    import torch
     if not isinstance(t, torch.Tensor) or t.is_complex():
         return False
     return t.numel() <= 1 if t.is_floating_point() else t.numel() <= MIRROR_LIMIT
@@ -28,7 +31,6 @@ class Mirrors:
     """meta tensor -> its real CPU copy, weakly keyed (a mirror dies with its tensor)."""
 
     def __init__(self):
-        from torch.utils.weak import WeakTensorKeyDictionary
         self.real = WeakTensorKeyDictionary()
 
     def add(self, meta, real) -> None:
@@ -40,8 +42,6 @@ class Mirrors:
 
     def to_real(self, tree):
         """``tree`` with every mirrored meta tensor replaced by its mirror (None: some meta tensor has none)."""
-        import torch
-        from torch.utils._pytree import tree_flatten, tree_unflatten
         metas = [a for a in tensors(tree) if a.device.type == "meta"]
         if not metas or not self.real or any(a not in self.real for a in metas):
             return None
@@ -55,7 +55,6 @@ class Mirrors:
 
 def tensors(tree):
     """The tensors in an operator's arguments (tuples, lists and dicts of them), without pytree's generality."""
-    import torch
     stack = [tree]
     while stack:
         x = stack.pop()
@@ -69,5 +68,4 @@ def tensors(tree):
 
 def meta_like(real):
     """A new meta tensor with ``real``'s size, strides and dtype (its own storage)."""
-    import torch
     return torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device="meta")

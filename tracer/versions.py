@@ -1,12 +1,13 @@
 """The library versions a trace depends on (recorded in every trace; the traced models' cache keys on them)."""
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 TRACED_DISTRIBUTIONS = ("torch", "triton", "fla-core", "flash-linear-attention", "transformers")
 
 
 def installed_versions() -> dict:
     """Distribution -> installed version (None: not installed), read from the metadata (nothing imported)."""
-    from importlib.metadata import PackageNotFoundError, version
     out = {}
     for dist in TRACED_DISTRIBUTIONS:
         try:
@@ -18,7 +19,6 @@ def installed_versions() -> dict:
 
 def liger_version() -> str | None:
     """liger-kernel's installed version (None: not installed): a trace of ``--loss liger`` depends on it too."""
-    from importlib.metadata import PackageNotFoundError, version
     try:
         return version("liger-kernel")
     except PackageNotFoundError:
