@@ -15,8 +15,8 @@
 # One call (carry [".whl"]: fla-core 0.6.0, flash-linear-attention 0.6.0, psutil):
 #   DEADLINE=430 bash validate/data/plans/h100_run47_kda_off_grid.sh de
 # Files: $OUT/<step>.tgz every 30 s and at the end, each allocator snapshot as $OUT/<tag>.snapshot.pickle.gz.
-# Status: NOT RUN (2026-12-07: no machine at 19:52 UTC, then 748 s of the session's device time left, under a cold
-# start plus two cold KDA compiles, about 800 s; run it first next session).
+# Status: RAN 2026-12-07 23:21-23:31 UTC on an H200 (DEADLINE=540): d measured (validate/data/records/runs/run47/);
+# e ended by the deadline inside its first step's cold compile, not measured: run e alone with a longer deadline.
 set -u
 cfg=validate/data/model_configs
 W=/tmp/run47
