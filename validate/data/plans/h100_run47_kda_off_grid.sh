@@ -31,5 +31,7 @@ de)
   case_run d d-kda-d64-h24-8k kda-h1536-l4-d64-h24-v32k 1 8192 --history & p1=$!
   case_run e e-kda-d256-8k kda-h1024-l4-d256-v32k 1 8192 --history & p2=$!
   wait $p1 $p2 ;;
-*) echo "usage: $0 de" >&2; exit 1 ;;
+e)  # e alone (its cold D256 compile passed 540 s beside d): DEADLINE=590 bash validate/data/plans/h100_run47_kda_off_grid.sh e
+  case_run e e-kda-d256-8k kda-h1024-l4-d256-v32k 1 8192 --history ;;
+*) echo "usage: $0 de|e" >&2; exit 1 ;;
 esac
