@@ -195,14 +195,14 @@ def test_fp32_amp_is_a_process_case_of_its_own(options, variant, readable):
 def test_fp32_amp_process_memory_names_what_it_borrows():
     """fp32-amp processes are measured at two KDA cases (run 28: H8 and H16, head_dim 128): at another case its modules
     are the family's largest figure and its stack limit the family's largest measured at this head dim (no fp32-amp case
-    at D64; run 46's bf16 model at D64 H16, 19,376 B), both estimated with their rules' leave-one-out errors (it was
+    at D64; the bf16 models at D64: H16 19,376 B, H24 18,848), both estimated with their rules' leave-one-out errors (it was
     CUDA's 512 KiB cap, 141,457,096,704 B, before): 19,376 x 270,336 = 5,238,030,336 B -> 2,498 pages - 132 = 2,366
     pages = 4,961,861,632 B, the whole-model rule's high end (281,018,368 B) counted by the verdict."""
     from livebytes.estimator.process.memory import process_memory
     pm = process_memory(H200, tiny_model("fp32-amp"), "cold", Shape(1, 1024, 2, 64))
     assert status_words(pm.modules.status).startswith("estimated: not measured for fla-kda-model (fp32-amp) at head_dim=64 num_heads=2:")
     assert status_words(pm.stack.status).startswith("estimated: stack limit not measured for fla-kda-model (fp32-amp) at head_dim=64 "
-                                      "num_heads=2: 19,376 B, measured in the same model family at this head dim")
+                                      "num_heads=2: 19,376 B, the largest measured in the same model family at this head dim")
     assert (pm.stack_limit_bytes, pm.stack.bytes, pm.stack.margin) == (19_376, 4_961_861_632, 281_018_368)
 
 
