@@ -597,8 +597,8 @@ def call_for(req: Request):
 @lru_cache(maxsize=8)
 def hybrid_call(req: Request):
     """The request's call from its pattern's one- and two-period traces (``hybrid``). Kept per process as
-    ``symbolic_calls`` is: every world size ``plan --solve gpus`` tries shares the unsharded call (``call_for``), and
-    its expansion and period check took 2 to 4 s per try."""
+    ``symbolic_calls`` is: every world size ``plan --solve gpus`` tries shares the unsharded call (``call_for``), so its
+    expansion and period check run once, not once per try."""
     pattern = pattern_of(req)
     one, two = (period_request(req, pattern, k) for k in (1, 2))
     if req.stored is None:
